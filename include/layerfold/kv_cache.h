@@ -1,0 +1,63 @@
+// Per-session state: for every layer of a node, its K and V rows in f16 (llama.cpp's default
+// cache type, spec §3.5 item 1), and the number of positions already processed.
+//
+// Global layers keep every position up to max_ctx. Sliding layers keep a ring of
+// n_swa + attn_chunk - 1 slots: the engine writes at most attn_chunk new positions before it
+// runs their queries, so the oldest key any of those queries needs is still in the ring.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "layerfold/model.h"
+#include "layerfold/ops.h"
+#include "layerfold/status.h"
+
+namespace lf {
+
+struct SessionOptions {
+  int max_ctx = 0;      // positions a session may hold; 0: the model's n_ctx_train
+  int attn_chunk = 64;  // queries attended per step (sizes the sliding rings)
+};
+
+// Called by the engine with named intermediates ("attn_norm", "q_normed", "ffn_out", ...):
+// x [n_rows, n_cols] of layer il (il = -1 outside the layers). Empty by default.
+using DebugHook = std::function<void(const char* name, int il, const float* x, int n_rows, int n_cols)>;
+
+class Session {
+ public:
+  // Allocates the whole cache up front (bytes() tells how much).
+  static Status create(const Model& model, const SessionOptions& options, Session* out);
+
+  int n_past() const { return n_past_; }
+  int max_ctx() const { return max_ctx_; }
+  int attn_chunk() const { return attn_chunk_; }
+  LayerRange range() const { return range_; }
+  uint64_t bytes() const;
+
+  // k, v [n_head_kv, head_dim] of layer il at position pos -> f16 slot pos % capacity.
+  void store(int il, int pos, const float* k, const float* v);
+  // Layer il as the attention op reads it, once positions < end_pos have been stored.
+  KvView view(int il, int end_pos) const;
+
+  // Only the engine moves n_past, after a whole forward call succeeded.
+  void set_n_past(int n_past) { n_past_ = n_past; }
+  void reset() { n_past_ = 0; }
+
+  DebugHook debug_hook;
+
+ private:
+  struct LayerKv {
+    int capacity = 0;
+    int n_head_kv = 0, head_dim = 0;
+    std::vector<uint16_t> k, v;  // [capacity, n_head_kv, head_dim]
+  };
+  LayerRange range_;
+  int max_ctx_ = 0;
+  int attn_chunk_ = 0;
+  int n_past_ = 0;
+  std::vector<LayerKv> layers_;  // [range.end - range.begin]
+};
+
+}  // namespace lf

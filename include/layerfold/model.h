@@ -1,0 +1,80 @@
+// A node's share of a model: the configuration plus typed views onto the weights of the layers
+// it runs. The tensor bytes stay where the host put them (an mmap natively, wherever the JS host
+// placed them in WASM); a Model never copies or owns them, so they must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "layerfold/ggml_type.h"
+#include "layerfold/gguf.h"
+#include "layerfold/model_config.h"
+#include "layerfold/status.h"
+
+namespace lf {
+
+struct LayerRange {
+  int begin = 0, end = 0;  // layers [begin, end)
+};
+
+// A GGUF tensor seen as n_out rows of n_in values (ggml ne = [n_in, n_out]). 1-D tensors are
+// one row. `data == nullptr` means the tensor is absent (optional tensors only).
+struct WeightView {
+  GgmlType type = GgmlType::F32;
+  int64_t n_in = 0, n_out = 0;
+  const uint8_t* data = nullptr;
+  uint64_t row_bytes = 0;
+
+  bool present() const { return data != nullptr; }
+  const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+  // F32 vectors only (checked at load: type F32 and 4-byte aligned).
+  const float* f32() const { return reinterpret_cast<const float*>(data); }
+};
+
+// Shapes with D = head_dim, H = n_head, K = n_head_kv of the layer; W [n_out, n_in].
+struct LayerWeights {
+  WeightView attn_norm;           // [n_embd]
+  WeightView attn_q;              // [D·H, n_embd]
+  WeightView attn_k;              // [D·K, n_embd]
+  WeightView attn_v;              // [D·K, n_embd]; absent in gemma4 global layers (V = K projection)
+  WeightView attn_output;         // [n_embd, D·H]
+  WeightView attn_q_norm;         // [D], shared by all heads
+  WeightView attn_k_norm;         // [D]
+  WeightView post_attention_norm; // [n_embd]
+  WeightView ffn_norm;            // [n_embd]
+  WeightView ffn_gate;            // [n_ff, n_embd]
+  WeightView ffn_up;              // [n_ff, n_embd]
+  WeightView ffn_down;            // [n_embd, n_ff]
+  WeightView post_ffw_norm;       // [n_embd]
+  WeightView layer_output_scale;  // [1]; gemma4 only, optional
+};
+
+struct Model {
+  ModelConfig config;
+  LayerRange range;
+  bool has_embedding = false;       // first node: token_embd loaded, embed() allowed
+  bool has_head = false;            // last node: output_norm + output loaded, head() allowed
+  WeightView token_embd;            // [n_vocab, n_embd] (rows are token embeddings)
+  WeightView output_norm;           // [n_embd]
+  WeightView output;                // [n_vocab, n_embd]: output.weight, or token_embd when tied
+  WeightView rope_freqs;            // [D_global / 2]; present when the range has a gemma4 global layer
+  std::vector<LayerWeights> layers; // [range.end - range.begin]
+
+  const LayerWeights& layer(int il) const { return layers[il - range.begin]; }
+};
+
+// Where a tensor's bytes are, or nullptr when the host has not loaded it.
+using TensorLocator = std::function<const uint8_t*(const GgufTensorInfo&)>;
+
+struct ModelLoadOptions {
+  LayerRange range;
+  bool with_embedding = false;
+  bool with_head = false;
+};
+
+// Reads the configuration (load_model_config) and locates every tensor the node needs.
+// A needed tensor the locator returns nullptr for is an error naming it.
+Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out);
+
+}  // namespace lf

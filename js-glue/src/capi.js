@@ -1,0 +1,46 @@
+// The C ABI as seen from JS: every exported function listed once, bound once; C status codes
+// become Errors with a stable `code`.
+const CODES = ['ok', 'invalid_argument', 'malformed', 'unsupported', 'need_more_data', 'io_error',
+  'failed_precondition', 'resource_exhausted', 'not_found', 'internal'];
+
+const EXPORTS = [
+  'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version',
+  'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
+  'lf_node_tensors_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
+  'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
+  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free',
+  'lf_embed', 'lf_forward', 'lf_head',
+];
+
+export class LayerfoldError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = 'LayerfoldError';
+    this.code = code;
+  }
+}
+
+export function bindCapi({ kind, threads, memory, call, raw }) {
+  const fn = {};
+  for (const name of EXPORTS) {
+    const f = call(name);
+    if (typeof f !== 'function') throw new Error(`layerfold module lacks export ${name}: rebuild with scripts/build`);
+    fn[name] = f;
+  }
+  const bytes = () => new Uint8Array(memory());
+  const readCString = (ptr) => {
+    const heap = bytes();
+    let end = ptr;
+    while (heap[end] !== 0) end++;
+    // Copy first: TextDecoder refuses views of a SharedArrayBuffer.
+    return new TextDecoder().decode(heap.slice(ptr, end));
+  };
+  const lastError = () => new LayerfoldError(CODES[fn.lf_last_error_code()] ?? 'internal',
+    readCString(fn.lf_last_error_message()));
+  const alloc = (n) => {
+    const ptr = fn.lf_alloc(n);
+    if (!ptr) throw lastError();
+    return ptr;
+  };
+  return { kind, threads, fn, bytes, readCString, lastError, alloc, free: (p) => fn.lf_free(p), raw };
+}

@@ -1,0 +1,33 @@
+// Reads a GGUF header by range and asks the C++ parser for the tensor table: the host never
+// parses GGUF itself. The range grows until the parser stops asking for more bytes.
+const FIRST_READ = 1 << 20;
+
+/**
+ * @param lf a bound module (wasm_module.js)
+ * @param {(start: number, end: number) => Promise<Uint8Array>} readRange bytes [start, end)
+ * @param {number} fileSize
+ * @param {{includeLargeArrays?: boolean}} [options] include tokens/merges/scores in full
+ * @returns {Promise<object>} {version, alignment, data_offset, file_size, metadata, tensors}
+ * @example const header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+ */
+export async function readGgufHeader(lf, readRange, fileSize, { includeLargeArrays = false } = {}) {
+  let want = Math.min(fileSize, FIRST_READ);
+  for (;;) {
+    const prefix = await readRange(0, want);
+    const ptr = lf.alloc(prefix.length);
+    lf.bytes().set(prefix, ptr);
+    const handle = lf.fn.lf_gguf_parse(ptr, prefix.length, fileSize);
+    lf.free(ptr);
+    if (handle) {
+      try {
+        return JSON.parse(lf.readCString(lf.fn.lf_gguf_json(handle, includeLargeArrays ? 1 : 0)));
+      } finally {
+        lf.fn.lf_gguf_free(handle);
+      }
+    }
+    const error = lf.lastError();
+    if (error.code !== 'need_more_data') throw error;
+    const needed = lf.fn.lf_gguf_needed_bytes();
+    want = Math.min(fileSize, Math.max(needed, want * 2));
+  }
+}

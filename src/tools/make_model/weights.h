@@ -1,0 +1,20 @@
+// Tensors of a synthetic model with deterministic pseudo-random contents (spec §4.2, §4.3).
+//
+// Every element is a pure function of (seed, tensor name, element index), so tensors can be
+// produced in any order, by any number of threads, and the same arguments give the same bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "layerfold/gguf_writer.h"
+#include "layerfold/status.h"
+#include "model_config.h"
+
+namespace lf::make_model {
+
+// output_norm gain used when cfg.output_norm_gain is 0 (see the reasoning at its definition).
+float default_output_norm_gain(const ModelConfig& cfg);
+
+Status add_weight_tensors(const ModelConfig& cfg, uint32_t n_vocab, GgufWriter& w);
+
+}  // namespace lf::make_model

@@ -1,0 +1,464 @@
+// The engine on tiny in-memory gemma4 / gemma3 models (fixture_model.h): configuration,
+// refusals, agreement with the reference forward, pipeline splits, cache chunking, errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "fixture_model.h"
+#include "layerfold/engine.h"
+#include "layerfold/reference.h"
+
+namespace {
+
+using lf::Arch;
+using lf::Code;
+using lf::Model;
+using lf::Session;
+using lf::Status;
+using lf::test::FixtureModel;
+using lf::test::FixtureOptions;
+using lf::test::WeightFormat;
+
+constexpr int kEmbd = lf::test::kFixtureEmbd;
+constexpr int kLayers = lf::test::kFixtureLayers;
+
+FixtureModel fixture(Arch arch, WeightFormat format = WeightFormat::f32) {
+  FixtureModel f;
+  FixtureOptions o;
+  o.arch = arch;
+  o.format = format;
+  const Status s = lf::test::build_fixture(o, &f);
+  INFO(s.message());
+  REQUIRE(s.ok());
+  return f;
+}
+
+Model load(const FixtureModel& f, lf::LayerRange range, bool emb, bool head) {
+  Model m;
+  const Status s = f.load(range, emb, head, &m);
+  INFO(s.message());
+  REQUIRE(s.ok());
+  return m;
+}
+
+Session session(const Model& m, int max_ctx = 32, int attn_chunk = 64) {
+  Session s;
+  REQUIRE(Session::create(m, lf::SessionOptions{max_ctx, attn_chunk}, &s).ok());
+  return s;
+}
+
+std::vector<int32_t> prompt(int n) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (7 * i + 3) % lf::test::kFixtureVocab;
+  return t;
+}
+
+std::vector<float> embedded(const Model& m, const std::vector<int32_t>& tokens) {
+  std::vector<float> x(tokens.size() * kEmbd);
+  REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
+  return x;
+}
+
+// Runs positions [start, start + n) of `in` through the session's model.
+std::vector<float> run(const Model& m, Session& s, const std::vector<float>& in, int start, int n,
+                       bool last_only = false) {
+  std::vector<float> out((last_only ? 1 : n) * kEmbd);
+  const Status st = lf::forward(m, s, start, in.data() + static_cast<size_t>(start) * kEmbd, n, out.data(), last_only);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  return out;
+}
+
+Status load_status(FixtureOptions o) {
+  FixtureModel f;
+  LF_RETURN_IF_ERROR(lf::test::build_fixture(o, &f));
+  Model m;
+  return f.load_all(&m);
+}
+
+void require_refused(const FixtureOptions& o, const std::string& needle) {
+  const Status s = load_status(o);
+  INFO(s.message());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find(needle) != std::string::npos);
+}
+
+// max over rows of |e - r| / |r| (Euclidean norms per row).
+double max_row_rel_error(const std::vector<float>& e, const std::vector<float>& r, int width) {
+  double worst = 0;
+  for (size_t row = 0; row < r.size() / width; ++row) {
+    double d2 = 0, r2 = 0;
+    for (int i = 0; i < width; ++i) {
+      const double d = e[row * width + i] - r[row * width + i];
+      d2 += d * d;
+      r2 += static_cast<double>(r[row * width + i]) * r[row * width + i];
+    }
+    worst = std::max(worst, std::sqrt(d2 / r2));
+  }
+  return worst;
+}
+
+std::vector<double> log_softmax(const float* z, int n) {
+  double max = -INFINITY, sum = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, static_cast<double>(z[i]));
+  for (int i = 0; i < n; ++i) sum += std::exp(z[i] - max);
+  std::vector<double> out(n);
+  for (int i = 0; i < n; ++i) out[i] = z[i] - max - std::log(sum);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gemma4 configuration is read per layer", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  lf::ModelConfig c;
+  REQUIRE(lf::load_model_config(f.file, &c).ok());
+  CHECK(c.arch == Arch::gemma4);
+  CHECK(c.n_embd == 64);
+  CHECK(c.n_layer == 3);
+  CHECK(c.n_vocab == 48);
+  CHECK(c.n_ctx_train == 128);
+  CHECK(c.n_swa == 4);
+  CHECK(c.final_softcap == 30.0f);
+  CHECK(c.query_scale == 1.0f);
+  CHECK(c.tied_output);
+  const bool sliding[3] = {true, false, true};
+  const int head_dim[3] = {32, 64, 32}, n_kv[3] = {1, 1, 3};
+  const float base[3] = {1e4f, 1e6f, 1e4f};
+  for (int il = 0; il < 3; ++il) {
+    const lf::LayerConfig& l = c.layers[il];
+    CHECK(l.sliding == sliding[il]);
+    CHECK(l.head_dim == head_dim[il]);
+    CHECK(l.n_rot == head_dim[il]);
+    CHECK(l.n_head == 3);
+    CHECK(l.n_head_kv == n_kv[il]);
+    CHECK(l.n_ff == 128);
+    CHECK(l.rope_base == base[il]);
+    CHECK(l.rope_freq_scale == 1.0f);
+    CHECK(l.use_freq_factors == !sliding[il]);
+    CHECK(l.has_v == sliding[il]);
+    CHECK(l.has_output_scale);
+  }
+}
+
+TEST_CASE("gemma3 configuration: pattern period, query scale, linear rope scaling, no soft-cap", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma3);
+  lf::ModelConfig c;
+  REQUIRE(lf::load_model_config(f.file, &c).ok());
+  CHECK(c.arch == Arch::gemma3);
+  CHECK(c.final_softcap == 0.0f);
+  CHECK(c.query_scale == Approx(1.0 / std::sqrt(32.0)).epsilon(1e-7));
+  CHECK_FALSE(c.tied_output);
+  const bool sliding[3] = {true, false, true};
+  for (int il = 0; il < 3; ++il) {
+    const lf::LayerConfig& l = c.layers[il];
+    CHECK(l.sliding == sliding[il]);
+    CHECK(l.head_dim == 32);
+    CHECK(l.n_head_kv == 1);
+    CHECK(l.has_v);
+    CHECK_FALSE(l.has_output_scale);
+    CHECK_FALSE(l.use_freq_factors);
+    CHECK(l.rope_base == (sliding[il] ? 1e4f : 1e6f));
+    CHECK(l.rope_freq_scale == (sliding[il] ? 1.0f : 0.125f));
+  }
+}
+
+TEST_CASE("soft-cap defaults: 30 for gemma4 without the key, read for gemma3 when present", "[engine]") {
+  FixtureModel f;
+  FixtureOptions o;
+  o.omit_keys = {"gemma4.final_logit_softcapping"};
+  REQUIRE(lf::test::build_fixture(o, &f).ok());
+  lf::ModelConfig c;
+  REQUIRE(lf::load_model_config(f.file, &c).ok());
+  CHECK(c.final_softcap == 30.0f);
+
+  FixtureOptions o3;
+  o3.arch = Arch::gemma3;
+  o3.edit = [](lf::GgufWriter& w) { w.set_f32("gemma3.final_logit_softcapping", 50.0f); };
+  REQUIRE(lf::test::build_fixture(o3, &f).ok());
+  REQUIRE(lf::load_model_config(f.file, &c).ok());
+  CHECK(c.final_softcap == 50.0f);
+}
+
+TEST_CASE("unsupported GGUF files are refused with a message naming the problem", "[engine]") {
+  FixtureOptions o;
+  SECTION("another architecture") {
+    o.omit_keys = {"general.architecture"};
+    o.edit = [](lf::GgufWriter& w) { w.set_string("general.architecture", "llama"); };
+    require_refused(o, "architecture 'llama'");
+  }
+  SECTION("mixture of experts") {
+    o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.expert_count", 8); };
+    require_refused(o, "expert_count");
+  }
+  SECTION("an expert tensor") {
+    o.edit = [](lf::GgufWriter& w) {
+      (void)w.add_tensor("blk.0.ffn_gate_exps.weight", lf::GgmlType::F32, {64, 2}, [](uint8_t* d, uint64_t n) {
+        for (uint64_t i = 0; i < n; ++i) d[i] = 0;
+      });
+    };
+    require_refused(o, "blk.0.ffn_gate_exps.weight");
+  }
+  SECTION("per-layer embeddings") {
+    o.omit_keys = {"gemma4.embedding_length_per_layer_input"};
+    o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.embedding_length_per_layer_input", 256); };
+    require_refused(o, "per-layer embeddings");
+  }
+  SECTION("shared KV layers") {
+    o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.attention.shared_kv_layers", 1); };
+    require_refused(o, "shared KV");
+  }
+  SECTION("key_length != value_length") {
+    o.omit_keys = {"gemma4.attention.value_length"};
+    o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.attention.value_length", 32); };
+    require_refused(o, "key_length != value_length");
+  }
+  SECTION("a missing required key") {
+    o.omit_keys = {"gemma4.attention.sliding_window_pattern"};
+    require_refused(o, "'gemma4.attention.sliding_window_pattern'");
+  }
+  SECTION("a missing required gemma3 key") {
+    o.arch = Arch::gemma3;
+    o.omit_keys = {"gemma3.attention.layer_norm_rms_epsilon"};
+    require_refused(o, "'gemma3.attention.layer_norm_rms_epsilon'");
+  }
+  SECTION("a tensor with the wrong shape") {
+    o.omit_keys = {"gemma4.feed_forward_length"};
+    o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.feed_forward_length", 256); };
+    require_refused(o, "tensor 'blk.0.ffn_gate.weight' has ne [64, 128], expected [64, 256]");
+  }
+  SECTION("a per-layer array of the wrong length") {
+    o.omit_keys = {"gemma4.attention.head_count_kv"};
+    o.edit = [](lf::GgufWriter& w) { w.set_array_i32("gemma4.attention.head_count_kv", {1, 1}); };
+    require_refused(o, "head_count_kv");
+  }
+}
+
+TEST_CASE("a tensor the node needs but the host did not load is an error naming it", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const lf::TensorLocator all = f.locator();
+  const lf::TensorLocator without = [&all](const lf::GgufTensorInfo& t) -> const uint8_t* {
+    return t.name == "blk.1.ffn_up.weight" ? nullptr : all(t);
+  };
+  Model m;
+  const Status s = lf::load_model(f.file, without, lf::ModelLoadOptions{{1, 3}, false, false}, &m);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find("blk.1.ffn_up.weight") != std::string::npos);
+  // A node of other layers does not need it.
+  CHECK(lf::load_model(f.file, without, lf::ModelLoadOptions{{2, 3}, false, true}, &m).ok());
+}
+
+TEST_CASE("embed scales rows by sqrt(n_embd) and refuses token ids out of range", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const Model m = load(f, {0, 0}, true, false);
+  const int32_t tok = 5;
+  std::vector<float> x(kEmbd);
+  REQUIRE(lf::embed(m, &tok, 1, x.data()).ok());
+  const float* row = reinterpret_cast<const float*>(m.token_embd.row(5));
+  for (int i = 0; i < kEmbd; ++i) CHECK(x[i] == row[i] * 8.0f);
+  const int32_t bad[2] = {1, 48};
+  const Status s = lf::embed(m, bad, 2, x.data());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message().find("48") != std::string::npos);
+}
+
+TEST_CASE("engine agrees with the reference forward", "[engine]") {
+  // Stated tolerances (docs/forward-pass.md), about 1.5x the measured error: max relative error
+  // per row of the final hidden state and max |d ln p| over the vocabulary. F32 weights: only
+  // the f16 K/V/Q and the GELU table differ (measured gemma4 3.7e-3 / 0.011, gemma3 7.4e-4).
+  // Q8_0/Q4_0/F16 weights add Q8_0 activations (measured gemma4 6.2e-2 / 0.16, gemma3
+  // 1.9e-2 / 0.062); gemma4 is more sensitive because its attention has no 1/sqrt(D) scale.
+  struct Case { Arch arch; WeightFormat format; double hidden_tol, logp_tol; };
+  const Case cases[] = {{Arch::gemma4, WeightFormat::f32, 6e-3, 0.02},
+                        {Arch::gemma4, WeightFormat::mixed, 0.1, 0.25},
+                        {Arch::gemma3, WeightFormat::f32, 2e-3, 0.01},
+                        {Arch::gemma3, WeightFormat::mixed, 4e-2, 0.1}};
+  for (const Case& c : cases) {
+    const FixtureModel f = fixture(c.arch, c.format);
+    const Model m = load(f, {0, kLayers}, true, true);
+    const int n = 11;  // longer than the window of 4
+    const std::vector<float> x = embedded(m, prompt(n));
+    Session s = session(m);
+    const std::vector<float> hidden = run(m, s, x, 0, n);
+    std::vector<float> ref;
+    REQUIRE(lf::reference_layers(m, x.data(), n, &ref).ok());
+    const double err = max_row_rel_error(hidden, ref, kEmbd);
+    INFO("arch " << (c.arch == Arch::gemma4 ? "gemma4" : "gemma3") << " format "
+                 << (c.format == WeightFormat::f32 ? "f32" : "mixed") << ": max row relative error " << err);
+    CHECK(err <= c.hidden_tol);
+    CHECK(err > 0.0);  // the engine really rounds where llama.cpp does
+
+    const int n_vocab = m.config.n_vocab;
+    std::vector<float> logits(static_cast<size_t>(n) * n_vocab), ref_logits;
+    REQUIRE(lf::head(m, hidden.data(), n, logits.data()).ok());
+    REQUIRE(lf::reference_head(m, ref.data(), n, &ref_logits).ok());
+    double worst = 0;
+    for (int t = 0; t < n; ++t) {
+      const std::vector<double> a = log_softmax(logits.data() + t * n_vocab, n_vocab);
+      const std::vector<double> b = log_softmax(ref_logits.data() + t * n_vocab, n_vocab);
+      for (int i = 0; i < n_vocab; ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    }
+    INFO("max |d ln p| " << worst);
+    CHECK(worst <= c.logp_tol);
+  }
+}
+
+TEST_CASE("soft-capped logits stay within the cap", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const Model m = load(f, {0, kLayers}, true, true);
+  std::vector<float> hidden(kEmbd, 0.0f);
+  hidden[0] = 1e4f;  // a huge hidden state: raw logits far beyond 30
+  std::vector<float> logits(m.config.n_vocab);
+  REQUIRE(lf::head(m, hidden.data(), 1, logits.data()).ok());
+  for (float z : logits) CHECK(std::fabs(z) <= 30.0f);
+}
+
+TEST_CASE("pipeline split: layers [0, k) then [k, L) equal [0, L) bit for bit", "[engine]") {
+  for (Arch arch : {Arch::gemma4, Arch::gemma3}) {
+    const FixtureModel f = fixture(arch, WeightFormat::mixed);
+    const Model whole = load(f, {0, kLayers}, true, true);
+    const int n = 9;
+    const std::vector<float> x = embedded(whole, prompt(n));
+    Session s = session(whole);
+    const std::vector<float> expect = run(whole, s, x, 0, n);
+    for (int k = 0; k <= kLayers; ++k) {
+      const Model first = load(f, {0, k}, true, false);
+      const Model second = load(f, {k, kLayers}, false, true);
+      Session s1 = session(first), s2 = session(second);
+      const std::vector<float> mid = run(first, s1, x, 0, n);
+      const std::vector<float> out = run(second, s2, mid, 0, n);
+      INFO("split at " << k);
+      CHECK(out == expect);
+    }
+  }
+}
+
+TEST_CASE("cache: whole prompt, chunks and token by token agree bit for bit", "[engine]") {
+  // Positions are attended in increasing order whatever the chunking, and every per-row
+  // computation is independent of the batch, so the stated tolerance is 0.
+  for (Arch arch : {Arch::gemma4, Arch::gemma3}) {
+    const FixtureModel f = fixture(arch, WeightFormat::mixed);
+    const Model m = load(f, {0, kLayers}, true, true);
+    const int n = 13;  // > 3 windows
+    const std::vector<float> x = embedded(m, prompt(n));
+    Session whole_session = session(m);
+    const std::vector<float> whole = run(m, whole_session, x, 0, n);
+
+    // Rings of n_swa + attn_chunk - 1 slots: 5 with chunk 2, so they wrap several times.
+    for (int attn_chunk : {1, 2, 3, 64}) {
+      Session chunked = session(m, 32, attn_chunk);
+      std::vector<float> got;
+      int pos = 0;
+      for (int len : {3, 2, 5, 1, 2}) {
+        const std::vector<float> out = run(m, chunked, x, pos, len);
+        got.insert(got.end(), out.begin(), out.end());
+        pos += len;
+      }
+      CHECK(chunked.n_past() == n);
+      INFO("attn_chunk " << attn_chunk);
+      CHECK(got == whole);
+
+      Session single = session(m, 32, attn_chunk);
+      got.clear();
+      for (int t = 0; t < n; ++t) {
+        const std::vector<float> out = run(m, single, x, t, 1);
+        got.insert(got.end(), out.begin(), out.end());
+      }
+      CHECK(got == whole);
+    }
+  }
+}
+
+TEST_CASE("last_only returns the last row of the full output", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model m = load(f, {0, kLayers}, true, true);
+  const int n = 7;
+  const std::vector<float> x = embedded(m, prompt(n));
+  Session a = session(m), b = session(m, 32, 2);
+  const std::vector<float> full = run(m, a, x, 0, n);
+  const std::vector<float> last = run(m, b, x, 0, n, true);
+  CHECK(last == std::vector<float>(full.end() - kEmbd, full.end()));
+  CHECK(b.n_past() == n);
+}
+
+TEST_CASE("session memory: f16 K and V, rings for sliding layers", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const Model m = load(f, {0, kLayers}, true, true);
+  const Session s = session(m, 32, 2);
+  // layer 0: ring 4 + 2 - 1 = 5 slots x kv_dim 32; layer 1: 32 x 64; layer 2: 5 x 96; K + V, 2 bytes.
+  CHECK(s.bytes() == static_cast<uint64_t>((5 * 32 + 32 * 64 + 5 * 96) * 2 * 2));
+}
+
+TEST_CASE("errors leave the session unchanged; a valid call then matches a fresh run", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model m = load(f, {0, kLayers}, true, true);
+  const int n = 12;
+  const std::vector<float> x = embedded(m, prompt(n));
+  Session fresh = session(m, 16, 2);
+  const std::vector<float> expect = run(m, fresh, x, 0, n);
+
+  Session s = session(m, 16, 2);
+  const std::vector<float> head = run(m, s, x, 0, 6);
+  std::vector<float> out(16 * kEmbd);
+  std::vector<float> bad(x.begin() + 6 * kEmbd, x.end());
+  Status st;
+  SECTION("wrong input length") {
+    st = lf::forward(m, s, 6, std::span<const float>(bad.data(), bad.size() - 1), 6,
+                     std::span<float>(out.data(), 6 * kEmbd), false);
+    CHECK(st.code() == Code::invalid_argument);
+  }
+  SECTION("n <= 0") {
+    st = lf::forward(m, s, 6, bad.data(), 0, out.data(), false);
+    CHECK(st.code() == Code::invalid_argument);
+  }
+  SECTION("NaN in the input") {
+    bad[5 * kEmbd + 3] = std::numeric_limits<float>::quiet_NaN();
+    st = lf::forward(m, s, 6, bad.data(), 6, out.data(), false);
+    CHECK(st.message().find("position 5") != std::string::npos);
+  }
+  SECTION("infinity in the input") {
+    bad[0] = INFINITY;
+    st = lf::forward(m, s, 6, bad.data(), 6, out.data(), false);
+    CHECK(st.message().find("position 0") != std::string::npos);
+  }
+  SECTION("wrong start_pos") {
+    st = lf::forward(m, s, 2, bad.data(), 6, out.data(), false);
+    CHECK(st.code() == Code::failed_precondition);
+    CHECK(st.message().find("start_pos 2") != std::string::npos);
+    CHECK(st.message().find("n_past 6") != std::string::npos);
+  }
+  SECTION("context overflow") {
+    std::vector<float> long_input(11 * kEmbd, 0.5f);
+    st = lf::forward(m, s, 6, long_input.data(), 11, out.data(), false);
+    CHECK(st.code() == Code::resource_exhausted);
+  }
+  INFO(st.message());
+  REQUIRE_FALSE(st.ok());
+  CHECK(s.n_past() == 6);
+  std::vector<float> got = head;
+  const std::vector<float> tail = run(m, s, x, 6, n - 6);
+  got.insert(got.end(), tail.begin(), tail.end());
+  CHECK(got == expect);
+}
+
+TEST_CASE("the debug hook sees named intermediates per layer", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const Model m = load(f, {0, kLayers}, true, true);
+  const std::vector<float> x = embedded(m, prompt(3));
+  Session s = session(m);
+  std::vector<std::string> seen;
+  s.debug_hook = [&seen](const char* name, int il, const float*, int n_rows, int n_cols) {
+    seen.push_back(std::string(name) + "/" + std::to_string(il) + "/" + std::to_string(n_rows) + "x" +
+                   std::to_string(n_cols));
+  };
+  run(m, s, x, 0, 3);
+  auto has = [&seen](const std::string& s) { return std::find(seen.begin(), seen.end(), s) != seen.end(); };
+  CHECK(has("attn_norm/0/3x64"));
+  CHECK(has("q_rope/1/3x192"));
+  CHECK(has("v_normed/1/3x64"));
+  CHECK(has("ffn_out/2/3x64"));
+  CHECK(has("layer_out/2/3x64"));
+}

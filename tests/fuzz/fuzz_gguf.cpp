@@ -1,0 +1,38 @@
+// libFuzzer target for the GGUF reader: any bytes, whole or as a prefix of a longer file, must
+// give a Status (never a crash, an out-of-bounds read or a huge allocation), and the
+// need_more_data protocol must always make progress.
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "layerfold/gguf.h"
+
+namespace {
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  lf::GgufFile whole;
+  uint64_t needed = 0;
+  const lf::Status s = lf::gguf_parse(data, size, size, &whole, &needed);
+  check(s.code() != lf::Code::need_more_data);  // nothing more exists to ask for
+  if (s.ok()) {
+    check(!lf::gguf_to_json(whole, false).empty());
+    check(!lf::gguf_to_json(whole, true).empty());
+  }
+
+  // The same bytes as the first half of the file: a copy of exactly that length, so ASan
+  // catches any read past the prefix.
+  const size_t half = size / 2;
+  std::vector<uint8_t> prefix(data, data + half);
+  lf::GgufFile part;
+  const lf::Status p = lf::gguf_parse(prefix.data(), half, size, &part, &needed);
+  if (p.code() == lf::Code::need_more_data) check(needed > half && needed <= size);
+  // A header that fits in the prefix is the same header in the whole file.
+  if (p.ok() && s.ok()) check(part.kv.size() == whole.kv.size() && part.tensors.size() == whole.tensors.size());
+  return 0;
+}
