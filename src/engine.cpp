@@ -1,6 +1,7 @@
 #include "layerfold/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -191,12 +192,16 @@ Status forward(const Model& m, Session& s, int start_pos, std::span<const float>
                bool last_only) {
   LF_RETURN_IF_ERROR(validate_forward(m, s, start_pos, in, n, out, last_only));
   Rows x(in.begin(), in.end());  // [n, n_embd], shrinks to one row in the final layer when last_only
+  s.layer_ms.assign(m.range.end - m.range.begin, 0.0);
   for (int il = m.range.begin; il < m.range.end; ++il) {
     const bool final_layer = il == m.range.end - 1;
     const int row0 = last_only && final_layer ? n - 1 : 0;
+    const auto t0 = std::chrono::steady_clock::now();
     // After validation only an internal fault can fail here; n_past stays put so the caller
     // never sees positions counted that did not run.
     LF_RETURN_IF_ERROR(run_layer(m, s, il, start_pos, n, row0, &x));
+    s.layer_ms[il - m.range.begin] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   // A node without layers passes its input through.
   const size_t skip = x.size() - out.size();

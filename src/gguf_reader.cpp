@@ -14,7 +14,6 @@ static_assert(std::endian::native == std::endian::little, "GGUF fields are read 
 
 namespace {
 
-constexpr uint64_t kMaxTensorName = 64;  // GGML_MAX_NAME, including llama.cpp's NUL
 constexpr uint32_t kMaxDims = 4;
 constexpr int kMaxArrayDepth = 8;  // llama.cpp allows none; bounded so the recursion is bounded
 // Key length, type, 1-byte value; an empty key is counted so that it gets its own message.
@@ -318,10 +317,10 @@ Status read_tensor_infos(Cursor& c, int64_t n_tensors, GgufFile* out) {
     GgufTensorInfo t;
     LF_RETURN_IF_ERROR(c.read_string(&t.name, "name of tensor #" + std::to_string(i)));
     const std::string& name = t.name;
-    if (name.size() >= kMaxTensorName) {
+    if (name.size() >= kGgufMaxTensorName) {
       return Status(Code::malformed, "tensor name '" + name + "' at byte " + std::to_string(name_pos) + " is " +
                                          std::to_string(name.size()) + " bytes long; the limit is " +
-                                         std::to_string(kMaxTensorName - 1));
+                                         std::to_string(kGgufMaxTensorName - 1));
     }
     if (!seen.insert(name).second) {
       return Status(Code::malformed, "duplicate tensor name '" + name + "' at byte " + std::to_string(name_pos));

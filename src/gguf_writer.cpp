@@ -11,7 +11,6 @@ namespace lf {
 
 namespace {
 
-constexpr uint64_t kMaxTensorName = 64;  // GGML_MAX_NAME, including llama.cpp's NUL
 constexpr uint32_t kDefaultAlignment = 32;
 
 uint64_t padded(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
@@ -125,7 +124,7 @@ Status emit_file(const std::vector<std::pair<std::string, GgufValue>>& kv, const
                                                   " bytes) does not fit in this address space");
     }
     std::vector<uint8_t> data(static_cast<size_t>(padded(t.n_bytes, alignment)), 0);
-    if (t.fill) t.fill(data.data(), t.n_bytes);
+    if (t.fill) t.fill(data.data(), t.n_bytes);  // no callback: a zero tensor
     LF_RETURN_IF_ERROR(sink(data.data(), data.size()));
   }
   return Status();
@@ -204,9 +203,9 @@ void GgufWriter::set_array_string(std::string key, std::vector<std::string> v) {
 
 Status GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne, FillFn fill) {
   if (name.empty()) return Status(Code::invalid_argument, "tensor name is empty");
-  if (name.size() >= kMaxTensorName) {
+  if (name.size() >= kGgufMaxTensorName) {
     return Status(Code::invalid_argument, "tensor name '" + name + "' is " + std::to_string(name.size()) +
-                                              " bytes long; the limit is " + std::to_string(kMaxTensorName - 1));
+                                              " bytes long; the limit is " + std::to_string(kGgufMaxTensorName - 1));
   }
   for (const Tensor& t : tensors_) {
     if (t.name == name) return Status(Code::invalid_argument, "duplicate tensor name '" + name + "'");

@@ -29,8 +29,8 @@ class KeyReader {
   std::string full(std::string_view key) const { return prefix_ + std::string(key); }
   bool has(std::string_view key) const { return file_.find(full(key)) != nullptr; }
 
-  // Non-negative integer that fits an int. *found (if given) tells whether the key exists;
-  // without `found` the key is required.
+  // Non-negative integer that fits an int. *found (if given) tells whether the key exists, and
+  // an absent key leaves *out as it was (the caller's default); without `found` it is required.
   Status get_int(std::string_view key, int* out, bool* found = nullptr) const {
     const std::string name = full(key);
     const GgufValue* v = file_.find(name);
@@ -167,13 +167,10 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
                                          std::to_string(n_shared_kv) + ")");
   }
 
-  int key_length = 0, value_length = 0, key_length_swa = 0, value_length_swa = 0;
   const int default_head_dim = ck.n_head[0] > 0 ? c->n_embd / ck.n_head[0] : 0;
-  key_length = value_length = default_head_dim;
+  int key_length = default_head_dim, value_length = default_head_dim, key_length_swa = 0, value_length_swa = 0;
   LF_RETURN_IF_ERROR(keys.get_int("attention.key_length", &key_length, &found));
-  if (!found) key_length = default_head_dim;
   LF_RETURN_IF_ERROR(keys.get_int("attention.value_length", &value_length, &found));
-  if (!found) value_length = default_head_dim;
   LF_RETURN_IF_ERROR(keys.get_int("attention.key_length_swa", &key_length_swa));
   LF_RETURN_IF_ERROR(keys.get_int("attention.value_length_swa", &value_length_swa));
   if (key_length != value_length || key_length_swa != value_length_swa) {
@@ -187,23 +184,19 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
   std::vector<int> sliding;
   LF_RETURN_IF_ERROR(keys.get_per_layer("attention.sliding_window_pattern", n_layer, true, 0, &sliding));
 
-  int n_rot = key_length, n_rot_swa = 0;
+  int n_rot = key_length;
   LF_RETURN_IF_ERROR(keys.get_int("rope.dimension_count", &n_rot, &found));
-  if (!found) n_rot = key_length;
   // llama.cpp defaults the sliding rope dims to the global ones, not to key_length_swa.
+  int n_rot_swa = n_rot;
   LF_RETURN_IF_ERROR(keys.get_int("rope.dimension_count_swa", &n_rot_swa, &found));
-  if (!found) n_rot_swa = n_rot;
   float base = 10000.0f, base_swa = 10000.0f, freq_scale = 1.0f;
   LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base", &base, &found));
-  if (!found) base = 10000.0f;
   LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base_swa", &base_swa, &found));
-  if (!found) base_swa = 10000.0f;
   LF_RETURN_IF_ERROR(read_rope_freq_scale(keys, &freq_scale));
 
   // llama.cpp keeps its default cap of 30 when the key is absent.
   c->final_softcap = 30.0f;
   LF_RETURN_IF_ERROR(keys.get_float("final_logit_softcapping", &c->final_softcap, &found));
-  if (!found) c->final_softcap = 30.0f;
   c->query_scale = 1.0f;
 
   c->layers.resize(n_layer);
@@ -221,7 +214,6 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
     l.has_v = file.tensor(layer_tensor_name(il, "attn_v")) != nullptr;
     l.has_output_scale = file.tensor(layer_tensor_name(il, "layer_output_scale")) != nullptr;
   }
-  if (const GgufTensorInfo* rf = file.tensor("rope_freqs.weight")) c->rope_freqs_len = static_cast<int>(rf->ne[0]);
   return Status();
 }
 
@@ -234,9 +226,7 @@ Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
   const int default_head_dim = ck.n_head[0] > 0 ? c->n_embd / ck.n_head[0] : 0;
   int key_length = default_head_dim, value_length = default_head_dim;
   LF_RETURN_IF_ERROR(keys.get_int("attention.key_length", &key_length, &found));
-  if (!found) key_length = default_head_dim;
   LF_RETURN_IF_ERROR(keys.get_int("attention.value_length", &value_length, &found));
-  if (!found) value_length = default_head_dim;
   if (key_length != value_length) {
     return Status(Code::unsupported, "key_length != value_length is not supported (" +
                                          std::to_string(key_length) + " vs " + std::to_string(value_length) + ")");
@@ -246,27 +236,21 @@ Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
   // (P = sliding_window_pattern, default 6) is global: il % P == P - 1.
   c->n_swa = 0;
   LF_RETURN_IF_ERROR(keys.get_int("attention.sliding_window", &c->n_swa, &found));
-  if (!found) c->n_swa = 0;
   int period = 6;
   LF_RETURN_IF_ERROR(keys.get_int("attention.sliding_window_pattern", &period, &found));
-  if (!found) period = 6;
   if (c->n_swa > 0 && period <= 0) {
     return Status(Code::malformed, "key '" + keys.full("attention.sliding_window_pattern") + "' must be positive");
   }
 
   int n_rot = key_length;
   LF_RETURN_IF_ERROR(keys.get_int("rope.dimension_count", &n_rot, &found));
-  if (!found) n_rot = key_length;
   float base = 10000.0f, base_swa = 10000.0f, freq_scale = 1.0f;
   LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base", &base, &found));
-  if (!found) base = 10000.0f;
   LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base_swa", &base_swa, &found));
-  if (!found) base_swa = 10000.0f;
   LF_RETURN_IF_ERROR(read_rope_freq_scale(keys, &freq_scale));
 
   c->final_softcap = 0.0f;
   LF_RETURN_IF_ERROR(keys.get_float("final_logit_softcapping", &c->final_softcap, &found));
-  if (!found) c->final_softcap = 0.0f;
 
   // llama.cpp decides "27B" by the layer count and then divides n_embd by n_head as integers.
   c->query_scale = n_layer == 62 && ck.n_head[0] > 0

@@ -20,7 +20,7 @@ void dequantize_halves(const void* src, float* dst, int64_t n) {
   }
 }
 
-// Q4_0, Q5_0: value = q·d.
+// x [nb] Q4_0/Q5_0 blocks -> y [32·nb]: value = q·d
 template <typename Block, void (*Unpack)(const Block&, int8_t*)>
 void dequantize_scaled(const Block* x, float* y, int64_t nb) {
   int8_t q[QK4_0];
@@ -31,7 +31,7 @@ void dequantize_scaled(const Block* x, float* y, int64_t nb) {
   }
 }
 
-// Q4_1, Q5_1: value = q·d + m.
+// x [nb] Q4_1/Q5_1 blocks -> y [32·nb]: value = q·d + m
 template <typename Block, void (*Unpack)(const Block&, int8_t*)>
 void dequantize_scaled_offset(const Block* x, float* y, int64_t nb) {
   int8_t q[QK4_0];
@@ -43,6 +43,7 @@ void dequantize_scaled_offset(const Block* x, float* y, int64_t nb) {
   }
 }
 
+// x [nb] Q8_0 blocks -> y [32·nb]: value = q·d
 void dequantize_q8_0(const block_q8_0* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += QK8_0) {
     const float d = fp16_to_fp32(x[b].d);
@@ -50,7 +51,7 @@ void dequantize_q8_0(const block_q8_0* x, float* y, int64_t nb) {
   }
 }
 
-// Q4_K, Q5_K: value = (d·sc)·q − (dmin·m) per 32-element sub-block.
+// x [nb] Q4_K/Q5_K super-blocks -> y [256·nb]: value = (d·sc)·q − (dmin·m) per 32-element sub-block
 template <typename Block, void (*Unpack)(const Block&, int8_t*)>
 void dequantize_k_with_mins(const Block* x, float* y, int64_t nb) {
   int8_t q[QK_K];
@@ -67,7 +68,7 @@ void dequantize_k_with_mins(const Block* x, float* y, int64_t nb) {
   }
 }
 
-// Q6_K: value = (d·sc)·q per 16-element sub-block, sc signed.
+// x [nb] Q6_K super-blocks -> y [256·nb]: value = (d·sc)·q per 16-element sub-block, sc signed
 void dequantize_q6_K(const block_q6_K* x, float* y, int64_t nb) {
   int8_t q[QK_K];
   for (int64_t b = 0; b < nb; ++b) {

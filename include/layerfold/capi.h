@@ -60,6 +60,8 @@ LF_EXPORT(lf_session_create) lf_session* lf_session_create(const lf_model* model
 LF_EXPORT(lf_session_n_past) int lf_session_n_past(const lf_session* session);
 LF_EXPORT(lf_session_bytes) double lf_session_bytes(const lf_session* session);
 LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
+/* Milliseconds layer range_begin + i took in the session's last forward call (-1 if none). */
+LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* session, int i);
 
 /* --- the forward pass (spec §3); each returns 1 on success, 0 on error --- */
 /* tokens [n] -> out [n, n_embd] */
@@ -69,6 +71,30 @@ LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session,
                                      int n, float* out, int last_only);
 /* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] */
 LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits);
+
+/* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
+typedef struct lf_tokenizer lf_tokenizer;
+/* Reads tokenizer.ggml.* from a parsed header; NULL on error. Independent of gguf afterwards. */
+LF_EXPORT(lf_tokenizer_create) lf_tokenizer* lf_tokenizer_create(lf_gguf* gguf);
+/* utf8 [n_bytes] -> out [max_out] token ids. add_bos: add the special tokens the vocabulary asks
+ * for (BOS for Gemma), like llama.cpp's add_special; parse_special: control-token texts in the
+ * input ("<start_of_turn>") become those tokens. Returns the full token count, -1 on error.
+ * Like snprintf: only min(count, max_out) ids are written; count > max_out means "call again
+ * with max_out >= count" (max_out 0 with out NULL just measures). */
+LF_EXPORT(lf_tokenize) int lf_tokenize(lf_tokenizer* tok, const char* utf8, int n_bytes, int add_bos, int parse_special,
+                                       int32_t* out, int max_out);
+/* ids [n] -> out [max_out] UTF-8 bytes, not NUL-terminated. render_special writes control tokens
+ * ("<bos>") as text. Returns the full byte count, -1 on error; snprintf-like as lf_tokenize. */
+LF_EXPORT(lf_detokenize) int lf_detokenize(lf_tokenizer* tok, const int32_t* ids, int n, int render_special, char* out,
+                                           int max_out);
+LF_EXPORT(lf_tokenizer_n_vocab) int lf_tokenizer_n_vocab(const lf_tokenizer* tok);
+/* BOS / EOS ids, -1 when the vocabulary has none (or tok is NULL). */
+LF_EXPORT(lf_tokenizer_bos) int lf_tokenizer_bos(const lf_tokenizer* tok);
+LF_EXPORT(lf_tokenizer_eos) int lf_tokenizer_eos(const lf_tokenizer* tok);
+/* The vocabulary text of a token, NUL-terminated ("▁Hello", "<0x0A>", "<bos>"), owned by tok;
+ * NULL for an id outside the vocabulary. */
+LF_EXPORT(lf_tokenizer_piece) const char* lf_tokenizer_piece(const lf_tokenizer* tok, int id);
+LF_EXPORT(lf_tokenizer_free) void lf_tokenizer_free(lf_tokenizer* tok);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,9 @@ enum class GgufType : uint32_t {
 
 const char* gguf_type_name(GgufType type);
 
+// Tensor names are shorter than this (llama.cpp's GGML_MAX_NAME, which counts a NUL).
+constexpr uint64_t kGgufMaxTensorName = 64;
+
 // One metadata value. Scalars fill exactly one of u64/i64/f64/str (bool and unsigned -> u64,
 // signed -> i64, floats -> f64). Arrays keep their element type and count; elements live in
 // the member matching the element type: numbers/bools widened into `numbers`-style vectors so

@@ -46,6 +46,7 @@ class Session {
   void reset() { n_past_ = 0; }
 
   DebugHook debug_hook;
+  std::vector<double> layer_ms;  // [range.end - range.begin]: wall time of each layer in the last forward
 
  private:
   struct LayerKv {

@@ -11,25 +11,12 @@
 #include "layerfold/gguf.h"
 #include "layerfold/model_config.h"
 #include "layerfold/status.h"
+#include "layerfold/weight_view.h"
 
 namespace lf {
 
 struct LayerRange {
   int begin = 0, end = 0;  // layers [begin, end)
-};
-
-// A GGUF tensor seen as n_out rows of n_in values (ggml ne = [n_in, n_out]). 1-D tensors are
-// one row. `data == nullptr` means the tensor is absent (optional tensors only).
-struct WeightView {
-  GgmlType type = GgmlType::F32;
-  int64_t n_in = 0, n_out = 0;
-  const uint8_t* data = nullptr;
-  uint64_t row_bytes = 0;
-
-  bool present() const { return data != nullptr; }
-  const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
-  // F32 vectors only (checked at load: type F32 and 4-byte aligned).
-  const float* f32() const { return reinterpret_cast<const float*>(data); }
 };
 
 // Shapes with D = head_dim, H = n_head, K = n_head_kv of the layer; W [n_out, n_in].

@@ -43,7 +43,6 @@ struct ModelConfig {
   float final_softcap = 0.0f; // 0: no final logit soft-cap
   float query_scale = 1.0f;   // gemma3 multiplies Q by this after RoPE; 1 in gemma4
   bool tied_output = true;    // no output.weight: the LM head is token_embd
-  int rope_freqs_len = 0;     // ne0 of rope_freqs.weight (0 when absent)
   std::vector<LayerConfig> layers;  // [n_layer]
 };
 

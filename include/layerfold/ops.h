@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "layerfold/model.h"
 #include "layerfold/status.h"
+#include "layerfold/weight_view.h"
 
 namespace lf {
 

@@ -8,8 +8,10 @@ const EXPORTS = [
   'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
   'lf_node_tensors_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
-  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free',
+  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_layer_ms',
   'lf_embed', 'lf_forward', 'lf_head',
+  'lf_tokenizer_create', 'lf_tokenize', 'lf_detokenize', 'lf_tokenizer_n_vocab', 'lf_tokenizer_bos',
+  'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
 ];
 
 export class LayerfoldError extends Error {

@@ -3,16 +3,18 @@
 // hidden states through them in WASM.
 import { readGgufHeader } from './gguf_header.js';
 import { LocalFileSource } from './object_source_local.js';
+import { Tokenizer } from './tokenizer.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from './wasm_module.js';
 
 const F32 = 4;
 
 export class LayerNode {
   /**
-   * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single', maxContext?: number}} options
+   * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single',
+   *          maxContext?: number, withTokenizer?: boolean}} options
    * @example const node = await LayerNode.open({ model: 'tiny.gguf', layers: [0, 2] });
    */
-  static async open({ model, layers, threads, build, maxContext = 0 }) {
+  static async open({ model, layers, threads, build, maxContext = 0, withTokenizer = false }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const lf = useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
     const source = await LocalFileSource.open(model);
@@ -21,7 +23,7 @@ export class LayerNode {
       const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
       const [begin, end] = layers ?? [0, nLayer];
       const node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, maxContext);
-      await node.#load(source);
+      await node.#load(source, withTokenizer);
       return node;
     } finally {
       await source.close();
@@ -43,7 +45,7 @@ export class LayerNode {
     this.maxContext = maxContext;
   }
 
-  async #load(source) {
+  async #load(source, withTokenizer) {
     const lf = this.#lf;
     const prefix = await source.read(0, this.#header.data_offset);
     const gguf = this.#parse(prefix, source.size);
@@ -69,6 +71,9 @@ export class LayerNode {
       }
       this.nEmbd = lf.fn.lf_model_n_embd(this.#model);
       this.nVocab = lf.fn.lf_model_n_vocab(this.#model);
+      this.nLayer = lf.fn.lf_model_n_layer(this.#model);
+      /** The model's tokenizer (Tokenizer), when opened withTokenizer. */
+      this.tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
     } finally {
       lf.fn.lf_gguf_free(gguf);
     }
@@ -139,6 +144,18 @@ export class LayerNode {
     return this.#withBuffers(hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
   }
 
+  /** Milliseconds each of this node's layers took in the session's last forward call. */
+  layerTimings(id) {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return [];
+    return Array.from({ length: this.layers[1] - this.layers[0] }, (_, i) => this.#lf.fn.lf_session_layer_ms(session, i));
+  }
+
+  /** The GGUF metadata (large arrays summarized). */
+  get metadata() {
+    return this.#header.metadata;
+  }
+
   dropSession(id) {
     const session = this.#sessions.get(id);
     if (session === undefined) return false;
@@ -148,10 +165,14 @@ export class LayerNode {
   }
 
   info() {
-    return { layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind, threads: this.#lf.threads, bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size };
+    return {
+      layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind, threads: this.#lf.threads,
+      bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
+    };
   }
 
   close() {
+    this.tokenizer?.close();
     for (const id of [...this.#sessions.keys()]) this.dropSession(id);
     if (this.#model) this.#lf.fn.lf_model_free(this.#model);
     for (const ptr of this.#buffers) this.#lf.free(ptr);

@@ -43,8 +43,8 @@ export async function loadThreadedModule({ threads = os.availableParallelism() }
   });
 }
 
-// The reactor imports only a few WASI calls (stdio for fatal messages); we answer them here
-// rather than pull in a WASI runtime.
+// The reactor imports only a few WASI calls (stdio for fatal messages, a clock for per-layer
+// timings); we answer them here rather than pull in a WASI runtime.
 function wasiImports(getMemory) {
   const ENOSYS = 52;
   return {
@@ -65,6 +65,11 @@ function wasiImports(getMemory) {
       },
       fd_close: () => ENOSYS,
       fd_seek: () => ENOSYS,
+      clock_time_get(clockId, precision, timePtr) {
+        const ns = BigInt(Math.round(performance.now() * 1e6));
+        new DataView(getMemory().buffer).setBigUint64(timePtr, ns, true);
+        return 0;
+      },
       proc_exit(code) { throw new Error(`layerfold wasm exited with code ${code}`); },
     },
   };

@@ -113,6 +113,11 @@ int lf_session_n_past(const lf_session* session) { return session->session.n_pas
 double lf_session_bytes(const lf_session* session) { return static_cast<double>(session->session.bytes()); }
 void lf_session_free(lf_session* session) { delete session; }
 
+double lf_session_layer_ms(const lf_session* session, int i) {
+  const std::vector<double>& ms = session->session.layer_ms;
+  return i >= 0 && i < static_cast<int>(ms.size()) ? ms[i] : -1.0;
+}
+
 int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out) {
   return check_loaded(model) && lf::capi::record(lf::embed(model->model, tokens, n, out));
 }

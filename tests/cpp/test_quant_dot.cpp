@@ -299,17 +299,30 @@ TEST_CASE("vec_dot_ref agrees with a double-precision sum of dequantized product
 
 TEST_CASE("Q4_0 x Q8_0 and Q8_0 x Q8_0 are bit-exact with an integer reference", "[quant]") {
   std::mt19937 rng(5);
-  const int64_t n = 32 * 8;
-  const auto x = lf_test::random_row(rng, n);
-  std::vector<lf::block_q4_0> w4(8);
-  std::vector<lf::block_q8_0> w8(8), a(8);
-  lf::quantize_row_q4_0_ref(x.data(), w4.data(), n);
-  lf::quantize_row_q8_0_ref(x.data(), w8.data(), n);
-  lf::quantize_row_q8_0_ref(lf_test::random_row(rng, n).data(), a.data(), n);
+  constexpr int kBlocks = 64;
+  const int64_t n = 32 * kBlocks;
+  // dw·da is exact for two f16s, so the two associations differ only when sumi·dw rounds: that
+  // needs full 11-bit f16 mantissas and a large |sumi|, hence activations that follow the
+  // weights' signs (a = 15·w) instead of independent noise.
+  auto w4 = random_blocks<lf::block_q4_0>(rng, kBlocks);
+  std::vector<lf::block_q8_0> w8(kBlocks), a(kBlocks);
+  for (int b = 0; b < kBlocks; ++b) {
+    w4[b].d = random_half(rng, 0.1f, true);
+    a[b].d = random_half(rng, 0.01f, true);
+    w8[b].d = random_half(rng, 0.1f, true);
+    for (int j = 0; j < 16; ++j) {
+      a[b].qs[j] = static_cast<int8_t>(((w4[b].qs[j] & 0x0F) - 8) * 15);
+      a[b].qs[j + 16] = static_cast<int8_t>(((w4[b].qs[j] >> 4) - 8) * 15);
+    }
+    for (int i = 0; i < 32; ++i) w8[b].qs[i] = static_cast<int8_t>(a[b].qs[i] + static_cast<int>(rng() % 7) - 3);
+  }
 
+  // Each block alone, with its format's association, and with the other one to show that the
+  // two differ on some blocks; then the whole row, summed in block order.
   float expected4 = 0.0f;
   float expected8 = 0.0f;
-  for (int b = 0; b < 8; ++b) {
+  int association_matters = 0;
+  for (int b = 0; b < kBlocks; ++b) {
     int sumi4 = 0;
     int sumi8 = 0;
     for (int j = 0; j < 16; ++j) {
@@ -319,9 +332,16 @@ TEST_CASE("Q4_0 x Q8_0 and Q8_0 x Q8_0 are bit-exact with an integer reference",
     const float dw4 = lf::fp16_to_fp32(w4[b].d);
     const float dw8 = lf::fp16_to_fp32(w8[b].d);
     const float da = lf::fp16_to_fp32(a[b].d);
-    expected4 += static_cast<float>(sumi4) * dw4 * da;    // (sumi·dw)·da for Q4_0
-    expected8 += static_cast<float>(sumi8) * (dw8 * da);  // sumi·(dw·da) for Q8_0
+    const float term4 = static_cast<float>(sumi4) * dw4 * da;    // (sumi·dw)·da for Q4_0
+    const float term8 = static_cast<float>(sumi8) * (dw8 * da);  // sumi·(dw·da) for Q8_0
+    if (term4 != static_cast<float>(sumi4) * (dw4 * da)) ++association_matters;
+    if (term8 != static_cast<float>(sumi8) * dw8 * da) ++association_matters;
+    CHECK(lf::vec_dot_ref(GgmlType::Q4_0, &w4[b], &a[b], 32) == term4);
+    CHECK(lf::vec_dot_ref(GgmlType::Q8_0, &w8[b], &a[b], 32) == term8);
+    expected4 += term4;
+    expected8 += term8;
   }
+  CHECK(association_matters > 0);
   CHECK(lf::vec_dot_ref(GgmlType::Q4_0, w4.data(), a.data(), n) == expected4);
   CHECK(lf::vec_dot_ref(GgmlType::Q8_0, w8.data(), a.data(), n) == expected8);
 }

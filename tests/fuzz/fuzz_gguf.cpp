@@ -25,14 +25,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(!lf::gguf_to_json(whole, true).empty());
   }
 
-  // The same bytes as the first half of the file: a copy of exactly that length, so ASan
-  // catches any read past the prefix.
-  const size_t half = size / 2;
-  std::vector<uint8_t> prefix(data, data + half);
-  lf::GgufFile part;
-  const lf::Status p = lf::gguf_parse(prefix.data(), half, size, &part, &needed);
-  if (p.code() == lf::Code::need_more_data) check(needed > half && needed <= size);
-  // A header that fits in the prefix is the same header in the whole file.
-  if (p.ok() && s.ok()) check(part.kv.size() == whole.kv.size() && part.tensors.size() == whole.tensors.size());
+  // The same bytes as a prefix of the file, grown to *needed_bytes until the parser stops
+  // asking: a copy of exactly the prefix length, so ASan catches any read past it.
+  uint64_t have = size / 2;
+  for (;;) {
+    std::vector<uint8_t> prefix(data, data + have);
+    lf::GgufFile part;
+    const lf::Status p = lf::gguf_parse(prefix.data(), have, size, &part, &needed);
+    if (p.code() == lf::Code::need_more_data) {
+      check(needed > have && needed <= size);
+      have = needed;
+      continue;
+    }
+    // Whatever a prefix decides, the whole file decides the same way.
+    check(p.code() == s.code() && p.message() == s.message());
+    if (p.ok()) check(part.kv.size() == whole.kv.size() && part.tensors.size() == whole.tensors.size());
+    break;
+  }
   return 0;
 }

@@ -148,6 +148,33 @@ test("the synthetic vocabulary makes words whole tokens", async () => {
   }
 });
 
+test("the chat template renders Gemma-4-style turns made of control tokens", async () => {
+  const {Template} = await import(path.join(root, "js-glue", "node_modules", "@huggingface", "jinja", "dist", "index.js"));
+  const {readGgufFileInfo} = await import(path.join(root, "js-glue", "node_modules", "node-llama-cpp", "dist", "index.js"));
+  const file = path.join(tmpDir, "tiny-template.gguf");
+  generate("tiny", file);
+  const template = (await readGgufFileInfo(file)).metadata.tokenizer.chat_template;
+  const rendered = new Template(template).render({
+    messages: [{role: "user", content: "Hello"}, {role: "assistant", content: "Hi"}, {role: "user", content: "What is it?"}],
+    add_generation_prompt: true,
+    bos_token: "<bos>",
+  });
+  assert.equal(rendered, "<bos><|turn>user\nHello<turn|>\n<|turn>model\nHi<turn|>\n<|turn>user\nWhat is it?<turn|>\n<|turn>model\n");
+  const h = await loadLlama(file);
+  try {
+    const ids = await tokenize(h, rendered, {addBos: false, special: true});
+    const turnOpen = (await tokenize(h, "<|turn>", {addBos: false, special: true}));
+    const turnClose = (await tokenize(h, "<turn|>", {addBos: false, special: true}));
+    assert.equal(turnOpen.length, 1, "<|turn> is not one token");
+    assert.equal(turnClose.length, 1, "<turn|> is not one token");
+    assert.equal(ids[0], 2);
+    assert.equal(ids.filter((id) => id === turnOpen[0]).length, 4);
+    assert.equal(ids.filter((id) => id === turnClose[0]).length, 3);
+  } finally {
+    await close(h);
+  }
+});
+
 test("same arguments give the same bytes; another seed does not", () => {
   for (const preset of ["tiny", "tiny-gemma3", "small"]) {
     const a = path.join(tmpDir, `${preset}-a.gguf`);

@@ -188,8 +188,12 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
     LF_RETURN_IF_ERROR(t.linear(p + "attn_k.weight", n_embd, kv_width));
     if (has_v) LF_RETURN_IF_ERROR(t.linear(p + "attn_v.weight", n_embd, kv_width));
     LF_RETURN_IF_ERROR(t.linear(p + "attn_output.weight", q_width, n_embd));
-    LF_RETURN_IF_ERROR(t.norm(p + "attn_q_norm.weight", d));
-    LF_RETURN_IF_ERROR(t.norm(p + "attn_k_norm.weight", d));
+    // Gemma 4 has no 1/sqrt(D) attention scale: with q and k norm gains near 1 the scores of
+    // random weights would be ~N(0, D), a softmax so sharp that rounding noise flips which key
+    // wins. Gains of D^-1/4 on each side give scores of order 1, as in a trained model.
+    const float qk_gain = c.arch == Arch::gemma4 ? 1.0f / std::pow(static_cast<float>(d), 0.25f) : 1.0f;
+    LF_RETURN_IF_ERROR(t.norm(p + "attn_q_norm.weight", d, qk_gain));
+    LF_RETURN_IF_ERROR(t.norm(p + "attn_k_norm.weight", d, qk_gain));
     LF_RETURN_IF_ERROR(t.norm(p + "post_attention_norm.weight", n_embd));
     LF_RETURN_IF_ERROR(t.norm(p + "ffn_norm.weight", n_embd));
     LF_RETURN_IF_ERROR(t.linear(p + "ffn_gate.weight", n_embd, c.n_ff));

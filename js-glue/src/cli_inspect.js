@@ -1,0 +1,48 @@
+// layerfold inspect MODEL: architecture, per-layer shapes, types and bytes, from the header.
+import { readGgufHeader } from './gguf_header.js';
+import { LocalFileSource } from './object_source_local.js';
+import { loadSingleThreadModule } from './wasm_module.js';
+
+const MB = 1024 * 1024;
+
+export async function inspect(options, [model]) {
+  if (!model) throw new Error('inspect needs a MODEL path');
+  const lf = await loadSingleThreadModule();
+  const source = await LocalFileSource.open(model);
+  let header;
+  try {
+    header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+  } finally {
+    await source.close();
+  }
+  const arch = header.metadata['general.architecture'];
+  const layers = new Map();
+  let other = 0;
+  for (const t of header.tensors) {
+    const m = /^blk\.(\d+)\.(.+)\.weight$/.exec(t.name);
+    if (!m) {
+      other += t.n_bytes;
+      continue;
+    }
+    const il = Number(m[1]);
+    if (!layers.has(il)) layers.set(il, { bytes: 0, tensors: {} });
+    layers.get(il).bytes += t.n_bytes;
+    layers.get(il).tensors[m[2]] = `${t.type} [${t.ne.join(', ')}]`;
+  }
+  const summary = {
+    file: model, architecture: arch, name: header.metadata['general.name'], fileBytes: header.file_size,
+    layers: [...layers.entries()].sort((a, b) => a[0] - b[0]).map(([il, l]) => ({ layer: il, bytes: l.bytes, tensors: l.tensors })),
+    nonLayerBytes: other,
+  };
+  if (options.json) {
+    console.log(JSON.stringify(summary, null, 2));
+    return 0;
+  }
+  console.log(`${model}: ${arch} "${summary.name}", ${(header.file_size / MB).toFixed(1)} MiB, ${layers.size} layers`);
+  console.log(`  embedding, output norm, head and rope factors: ${(other / MB).toFixed(1)} MiB`);
+  for (const l of summary.layers) {
+    console.log(`  layer ${String(l.layer).padStart(2)}  ${(l.bytes / MB).toFixed(1).padStart(8)} MiB  ` +
+      `attn_q ${l.tensors.attn_q}  attn_k ${l.tensors.attn_k}  attn_v ${l.tensors.attn_v ?? '(none: V = K)'}  ffn_down ${l.tensors.ffn_down}`);
+  }
+  return 0;
+}

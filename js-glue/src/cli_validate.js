@@ -1,0 +1,114 @@
+// layerfold validate: tokenize a prompt, run it through the pipeline, print the next-token
+// top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
+import { defaultModel } from './default_model.js';
+import { readGgufHeader } from './gguf_header.js';
+import { parseNodesSpec } from './nodes_spec.js';
+import { LocalFileSource } from './object_source_local.js';
+import { Pipeline } from './pipeline.js';
+import { loadSingleThreadModule } from './wasm_module.js';
+
+async function readHeader(model) {
+  const lf = await loadSingleThreadModule();
+  const source = await LocalFileSource.open(model);
+  try {
+    return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+  } finally {
+    await source.close();
+  }
+}
+
+function logSoftmax(logits) {
+  let max = -Infinity;
+  for (const l of logits) max = Math.max(max, l);
+  let sum = 0;
+  for (const l of logits) sum += Math.exp(l - max);
+  const logZ = max + Math.log(sum);
+  return Float64Array.from(logits, (l) => l - logZ);
+}
+
+function topK(logProbs, k) {
+  return [...logProbs.keys()].sort((a, b) => logProbs[b] - logProbs[a]).slice(0, k);
+}
+
+// llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
+async function llamaAgreement(model, tokens, ours, k) {
+  let llama;
+  try {
+    llama = await import('./llama_reference.js');
+    const handle = await llama.loadLlama(model, { threads: 2, contextSize: Math.max(256, tokens.length + 1) });
+    try {
+      const theirs = await llama.nextTokenLogProbs(handle, tokens);
+      const theirTop = topK(theirs, k);
+      const ourTop = new Set(topK(ours, k));
+      let maxDiff = 0;
+      for (const id of topK(theirs, 50)) maxDiff = Math.max(maxDiff, Math.abs(theirs[id] - ours[id]));
+      return { top: theirTop, sameTop1: theirTop[0] === topK(ours, 1)[0], overlap: theirTop.filter((id) => ourTop.has(id)).length, maxLogProbDiff: maxDiff };
+    } finally {
+      await llama.close(handle);
+    }
+  } catch (error) {
+    if (error.code === 'ERR_MODULE_NOT_FOUND') return null;
+    throw error;
+  }
+}
+
+export async function validate(options) {
+  const model = options.model ?? defaultModel();
+  const k = Number(options['top-k']);
+  const header = await readHeader(model);
+  const arch = header.metadata['general.architecture'];
+  const nLayer = Number(header.metadata[`${arch}.block_count`]);
+  const nodes = parseNodesSpec(options.nodes ?? `local:0-${nLayer - 1}`, nLayer);
+  const synthetic = String(header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
+
+  const pipeline = await Pipeline.open({ model, nodes, threads: options.threads && Number(options.threads), build: options.build });
+  try {
+    const tokens = pipeline.tokenizer.encode(options.prompt, { addBos: true });
+    const t0 = performance.now();
+    const { logits, timings, embedMs, headMs } = await pipeline.step('validate', tokens);
+    const totalMs = performance.now() - t0;
+    const logProbs = logSoftmax(logits);
+    const piece = (id) => pipeline.tokenizer.decode([id]);
+    const top = topK(logProbs, k).map((id) => ({ id, piece: piece(id), probability: Math.exp(logProbs[id]) }));
+    const reference = await llamaAgreement(model, tokens, logProbs, k);
+    const memory = { rssBytes: process.memoryUsage().rss, wasmBytes: pipeline.nodes.reduce((s, n) => s + n.info().wasmMemoryBytes, 0) };
+    const result = {
+      model, synthetic, prompt: options.prompt, tokens, top,
+      timings: { embedMs, headMs, totalMs, nodes: timings }, memory, llamaCpp: reference,
+      build: pipeline.nodes[0].info().build, threads: pipeline.nodes[0].info().threads,
+    };
+    if (options.json) console.log(JSON.stringify(result));
+    else report(result, options, piece);
+    if (synthetic) return reference === null || reference.sameTop1 ? 0 : 1;
+    return top[0].piece === options.expect ? 0 : 1;
+  } finally {
+    pipeline.close();
+  }
+}
+
+function report(r, options, piece) {
+  const ms = (x) => `${x.toFixed(1)} ms`;
+  console.log(`model   ${r.model}${r.synthetic ? '  (SYNTHETIC weights: random, so the answer is not " Paris")' : ''}`);
+  console.log(`prompt  ${JSON.stringify(r.prompt)} -> ${r.tokens.length} tokens [${r.tokens.join(', ')}]`);
+  console.log(`build   ${r.build}, ${r.threads} thread(s)`);
+  console.log('\nnext token');
+  for (const [i, t] of r.top.entries()) {
+    console.log(`  ${String(i + 1).padStart(2)}. ${JSON.stringify(t.piece).padEnd(20)} id ${String(t.id).padStart(6)}  p = ${t.probability.toPrecision(3)}`);
+  }
+  console.log('\ntimings');
+  console.log(`  embed ${ms(r.timings.embedMs)}`);
+  for (const n of r.timings.nodes) {
+    console.log(`  node layers ${n.layers[0]}-${n.layers[1] - 1}: ${ms(n.ms)}`);
+    n.layerMs.forEach((t, i) => console.log(`    layer ${String(n.layers[0] + i).padStart(2)}  ${ms(t)}`));
+  }
+  console.log(`  head ${ms(r.timings.headMs)}\n  total ${ms(r.timings.totalMs)}`);
+  console.log(`memory  RSS ${(r.memory.rssBytes / 2 ** 20).toFixed(0)} MiB, WASM ${(r.memory.wasmBytes / 2 ** 20).toFixed(0)} MiB`);
+  if (r.llamaCpp) {
+    const l = r.llamaCpp;
+    console.log(`\nllama.cpp on the same file: top-1 ${l.sameTop1 ? 'agrees' : 'DIFFERS'} (${JSON.stringify(piece(l.top[0]))}), ` +
+      `${l.overlap}/${l.top.length} of its top-${l.top.length} in ours, max |Δ ln p| over its top 50 = ${l.maxLogProbDiff.toExponential(2)}`);
+  } else {
+    console.log('\nllama.cpp (node-llama-cpp) not installed: no reference comparison');
+  }
+  if (!r.synthetic) console.log(`\nexpected ${JSON.stringify(options.expect)}: ${r.top[0].piece === options.expect ? 'yes' : 'NO'}`);
+}
