@@ -56,8 +56,7 @@ struct KvView {
 
 // q [n_q, n_head, head_dim] at positions pos0 .. pos0+n_q-1 -> out [n_q, n_head, head_dim].
 // llama.cpp's flash-attention path: q rounded to f16, s = dot_f16(k, q)·kq_scale, online softmax
-// in f32, keys visited in increasing position. V is accumulated in f32 (llama.cpp uses an f16
-// accumulator when V is f16: a deliberate, documented difference of < 1 f16 ulp per step).
+// in f32, keys visited in increasing position, V accumulated in f16 as ggml does when V is f16.
 // Every key a query can see must be in the view (asserted).
 void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out);
 
@@ -66,8 +65,11 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
 // Done once per activation; every output row then reuses it.
 Status convert_activations(const WeightView& W, const float* X, int n_tok, std::vector<uint8_t>* Xc);
 // W [n_out, n_in] · Xc [n_tok, n_in] -> Y [n_tok, n_out], output rows [r0, r1) only, so the
-// rows can be split across threads. Y row t is at Y + t·n_out.
-void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1);
+// rows can be split across threads. Y row t is at Y + t·n_out. With [k0, k1) (multiples of the
+// weight's block size; k1 = -1: n_in) only those input columns are summed: the partial product
+// of a column slice of W, as a shard of the attention output or FFN down projection computes it.
+void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
+                 int64_t k0 = 0, int64_t k1 = -1);
 // W [n_out, n_in] · X [n_tok, n_in] -> Y [n_tok, n_out]: convert_activations + all rows.
 Status matmul(const WeightView& W, const float* X, int n_tok, float* Y);
 

@@ -246,7 +246,8 @@ TEST_CASE("attention matches brute force: GQA, causal and window masks, ring slo
     lf::attention(q.data(), c.n_q, c.pos0, n_head, view, c.n_swa, 1.0f, out.data());
     const std::vector<float> expect =
         brute_attention(q, c.n_q, c.pos0, n_head, k, v, n_head_kv, D, c.capacity, c.n_swa);
-    for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(expect[i]).margin(2e-6));
+    // V is summed in f16 as ggml does: one f16 rounding (2^-11 relative) per visited key.
+    for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(expect[i]).margin(12 * 0x1p-11));
   }
 }
 

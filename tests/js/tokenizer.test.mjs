@@ -66,9 +66,7 @@ async function openTokenizer(lf, file) {
       lf.free(ptr);
       if (gguf) {
         try {
-          const started = performance.now();
-          const tok = Tokenizer.fromGguf(lf, gguf);
-          return {tok, loadMs: performance.now() - started};
+          return {tok: Tokenizer.fromGguf(lf, gguf)};
         } finally {
           lf.fn.lf_gguf_free(gguf);
         }
@@ -98,10 +96,9 @@ for (const [buildName, load] of BUILDS) {
       describe(config.name, () => {
         let tok;
         let h;
-        let loadMs;
         before(async () => {
           const file = model(config.name, config.preset, config.extra);
-          ({tok, loadMs} = await openTokenizer(lf, file));
+          ({tok} = await openTokenizer(lf, file));
           h = await llama.loadLlama(file, {contextSize: 64});
         });
         after(async () => {
@@ -156,8 +153,6 @@ for (const [buildName, load] of BUILDS) {
             }
             // Gemma 3 and Gemma 4 share most of the vocabulary: most vectors must apply.
             if (config.arch === "gemma4") assert.ok(agreed >= 10, `llama.cpp agrees with only ${agreed} spec vectors`);
-            // 262144 tokens and 514906 merges; natively ~0.1 s, WASM on a busy machine a few times more.
-            assert.ok(loadMs < 3000, `building the tokenizer took ${loadMs.toFixed(0)} ms`);
           });
         }
       });
