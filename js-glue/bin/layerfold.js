@@ -3,12 +3,17 @@
 import { parseArgs } from 'node:util';
 
 import { validate } from '../src/cli_validate.js';
+import { generate } from '../src/cli_generate.js';
 import { inspect } from '../src/cli_inspect.js';
+import { plan } from '../src/cli_plan.js';
 
 const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
                      [--nodes local:A-B,...] [--build threaded|single] [--json]
-  layerfold inspect MODEL [--json]`;
+  layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
+                     [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]
+  layerfold inspect MODEL [--json]
+  layerfold plan MODEL --nodes K [--memory BYTES] [--json]`;
 
 const COMMANDS = {
   validate: {
@@ -24,7 +29,28 @@ const COMMANDS = {
       json: { type: 'boolean', default: false },
     },
   },
+  generate: {
+    run: generate,
+    options: {
+      model: { type: 'string' },
+      prompt: { type: 'string', default: 'The capital of France is' },
+      chat: { type: 'boolean', default: false },
+      'max-tokens': { type: 'string', default: '32' },
+      temperature: { type: 'string', default: '0' },
+      'top-k': { type: 'string', default: '40' },
+      'top-p': { type: 'string', default: '0.95' },
+      seed: { type: 'string', default: '1' },
+      threads: { type: 'string' },
+      nodes: { type: 'string' },
+      build: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  },
   inspect: { run: inspect, options: { json: { type: 'boolean', default: false } } },
+  plan: {
+    run: plan,
+    options: { nodes: { type: 'string' }, memory: { type: 'string' }, json: { type: 'boolean', default: false } },
+  },
 };
 
 async function main(argv) {

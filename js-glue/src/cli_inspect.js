@@ -1,20 +1,11 @@
 // layerfold inspect MODEL: architecture, per-layer shapes, types and bytes, from the header.
-import { readGgufHeader } from './gguf_header.js';
-import { LocalFileSource } from './object_source_local.js';
-import { loadSingleThreadModule } from './wasm_module.js';
+import { readModelHeader } from './model_header.js';
 
 const MB = 1024 * 1024;
 
 export async function inspect(options, [model]) {
   if (!model) throw new Error('inspect needs a MODEL path');
-  const lf = await loadSingleThreadModule();
-  const source = await LocalFileSource.open(model);
-  let header;
-  try {
-    header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
-  } finally {
-    await source.close();
-  }
+  const header = await readModelHeader(model);
   const arch = header.metadata['general.architecture'];
   const layers = new Map();
   let other = 0;

@@ -1,21 +1,7 @@
 // layerfold validate: tokenize a prompt, run it through the pipeline, print the next-token
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
 import { defaultModel } from './default_model.js';
-import { readGgufHeader } from './gguf_header.js';
-import { parseNodesSpec } from './nodes_spec.js';
-import { LocalFileSource } from './object_source_local.js';
 import { Pipeline } from './pipeline.js';
-import { loadSingleThreadModule } from './wasm_module.js';
-
-async function readHeader(model) {
-  const lf = await loadSingleThreadModule();
-  const source = await LocalFileSource.open(model);
-  try {
-    return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
-  } finally {
-    await source.close();
-  }
-}
 
 function logSoftmax(logits) {
   let max = -Infinity;
@@ -55,13 +41,8 @@ async function llamaAgreement(model, tokens, ours, k) {
 export async function validate(options) {
   const model = options.model ?? defaultModel();
   const k = Number(options['top-k']);
-  const header = await readHeader(model);
-  const arch = header.metadata['general.architecture'];
-  const nLayer = Number(header.metadata[`${arch}.block_count`]);
-  const nodes = parseNodesSpec(options.nodes ?? `local:0-${nLayer - 1}`, nLayer);
-  const synthetic = String(header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
-
-  const pipeline = await Pipeline.open({ model, nodes, threads: options.threads && Number(options.threads), build: options.build });
+  const pipeline = await Pipeline.open({ model, nodes: options.nodes, threads: options.threads && Number(options.threads), build: options.build });
+  const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
   try {
     const tokens = pipeline.tokenizer.encode(options.prompt, { addBos: true });
     const t0 = performance.now();

@@ -1,13 +1,19 @@
 // A pipeline of layer nodes: the first embeds, each runs its layers, the last computes logits.
 // Per session it feeds every node the positions it has not seen yet.
 import { LayerNode } from './layer_node.js';
+import { layerCount, readModelHeader } from './model_header.js';
+import { parseNodesSpec } from './nodes_spec.js';
 
 export class Pipeline {
   /**
-   * @param {{model: string, nodes: {begin: number, end: number}[], threads?: number, build?: string}} options
-   * @example const p = await Pipeline.open({ model, nodes: [{begin: 0, end: 2}] });
+   * @param {{model: string, nodes?: string, threads?: number, build?: string}} options
+   *   nodes: "local:0-29,local:30-59" (default: one node with every layer)
+   * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,local:1-1' });
    */
-  static async open({ model, nodes, threads, build }) {
+  static async open({ model, nodes: spec, threads, build }) {
+    const header = await readModelHeader(model);
+    const nLayer = layerCount(header);
+    const nodes = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`, nLayer);
     const opened = [];
     try {
       for (const [i, spec] of nodes.entries()) {
@@ -17,11 +23,12 @@ export class Pipeline {
       for (const node of opened) node.close();
       throw error;
     }
-    return new Pipeline(opened);
+    return new Pipeline(opened, header);
   }
 
-  constructor(nodes) {
+  constructor(nodes, header) {
     this.nodes = nodes;
+    this.header = header;
     this.tokenizer = nodes[0].tokenizer;
     this.positions = new Map();  // session -> positions processed
   }

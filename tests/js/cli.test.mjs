@@ -4,6 +4,7 @@ import {spawnSync} from "node:child_process";
 import path from "node:path";
 import {describe, test} from "node:test";
 
+import * as llama from "./llama_oracle.mjs";
 import {model, root} from "./models.mjs";
 
 const cli = path.join(root, "js-glue", "bin", "layerfold.js");
@@ -47,7 +48,7 @@ describe("layerfold validate", () => {
     ["overlapping nodes", ["--nodes", "local:0-1,local:1-1"], /overlap/],
     ["a malformed node", ["--nodes", "remote:0-1"], /bad node/],
     ["a missing model", ["--model", "/nonexistent/model.gguf"], /nonexistent/],
-    ["a prompt longer than the context", ["--prompt", "word ".repeat(400)], /context|max_ctx|positions/],
+    ["a prompt longer than the context", ["--prompt", "word ".repeat(600)], /context|max_ctx|positions/],
   ]) {
     test(`${what}: exit 2 and a one-line reason`, () => {
       const r = run("validate", ...(args.includes("--model") ? [] : ["--model", file]), ...args);
@@ -68,5 +69,53 @@ describe("layerfold inspect", () => {
     assert.match(out.layers[0].tensors.attn_q, /^Q4_0 \[64, /);
     assert.equal(out.layers[1].tensors.attn_v, undefined);  // global layer: V = K
     assert.ok(out.layers.every((l) => l.bytes > 0));
+  });
+});
+
+describe("layerfold generate", () => {
+  const file = model("gemma-vocab", "gemma-vocab");
+  const lastJson = (stdout) => JSON.parse(stdout.trim().split("\n").at(-1));
+
+  test("greedy continuation equals llama.cpp's on the same file, through two nodes", async () => {
+    const r = run("generate", "--model", file, "--nodes", "local:0-0,local:1-1", "--max-tokens", "8", "--json");
+    assert.equal(r.status, 0, r.stderr);
+    const ours = lastJson(r.stdout);
+    const handle = await llama.loadLlama(file, {contextSize: 64});
+    try {
+      const prompt = await llama.tokenize(handle, "The capital of France is", {addBos: true});
+      assert.deepEqual(ours.tokens, await llama.greedy(handle, prompt, 8));
+    } finally {
+      await llama.close(handle);
+    }
+  });
+
+  test("sampling is reproducible from the seed", () => {
+    const sample = (seed) => lastJson(run("generate", "--model", file, "--max-tokens", "6", "--temperature", "1.5",
+      "--top-k", "1000", "--top-p", "1", "--seed", seed, "--json").stdout).tokens;
+    const a = sample("3");
+    assert.deepEqual(sample("3"), a);
+    assert.notDeepEqual(sample("4"), a);
+  });
+
+  test("--chat renders the model's template and generates", () => {
+    const r = run("generate", "--model", file, "--chat", "--max-tokens", "4", "--json");
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(lastJson(r.stdout).tokens.length > 0);
+  });
+});
+
+describe("layerfold plan", () => {
+  test("balanced contiguous ranges covering every layer", () => {
+    const r = run("plan", model("small-q8", "small", ["--type", "Q8_0"]), "--nodes", "3", "--json");
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.deepEqual(out.nodes.map((n) => n.layers), [[0, 1], [2, 3], [4, 5]]);
+    assert.equal(out.spec, "local:0-1,local:2-3,local:4-5");
+  });
+
+  test("a budget too small for any split fails with a reason", () => {
+    const r = run("plan", model("small-q8", "small", ["--type", "Q8_0"]), "--nodes", "2", "--memory", "1000");
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /need more than/);
   });
 });

@@ -1,0 +1,75 @@
+// layerfold plan MODEL --nodes K [--memory BYTES]: balanced contiguous layer ranges for K nodes,
+// each holding its layers' weights (plus the embedding on the first, the head on the last)
+// within a memory budget (default 4 GiB, the wasm32 address space).
+import { layerCount, readModelHeader } from './model_header.js';
+
+const GIB = 2 ** 30;
+
+// Weight bytes each node would hold if it served layers [begin, end).
+function nodeBytes(perLayer, extraFirst, extraLast, begin, end) {
+  let bytes = 0;
+  for (let il = begin; il < end; il++) bytes += perLayer[il];
+  if (begin === 0) bytes += extraFirst;
+  if (end === perLayer.length) bytes += extraLast;
+  return bytes;
+}
+
+// Smallest per-node maximum over contiguous splits into at most k ranges (greedy fill per budget,
+// binary search on the budget).
+export function balance(perLayer, extraFirst, extraLast, k) {
+  const n = perLayer.length;
+  const split = (budget) => {
+    const ranges = [];
+    let begin = 0;
+    while (begin < n) {
+      let end = begin + 1;
+      if (nodeBytes(perLayer, extraFirst, extraLast, begin, end) > budget) return null;
+      while (end < n && nodeBytes(perLayer, extraFirst, extraLast, begin, end + 1) <= budget) end++;
+      ranges.push([begin, end]);
+      begin = end;
+    }
+    return ranges.length <= k ? ranges : null;
+  };
+  let lo = 0;
+  let hi = nodeBytes(perLayer, extraFirst, extraLast, 0, n);
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (split(mid)) hi = mid;
+    else lo = mid;
+  }
+  return split(hi);
+}
+
+export async function plan(options, [model]) {
+  if (!model) throw new Error('plan needs a MODEL path');
+  const k = Number(options.nodes);
+  if (!Number.isInteger(k) || k < 1) throw new Error(`--nodes must be a positive integer, not "${options.nodes}"`);
+  const memory = Number(options.memory ?? 4 * GIB);
+  const header = await readModelHeader(model);
+  const n = layerCount(header);
+  if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
+  const perLayer = new Array(n).fill(0);
+  const bytesOf = (name) => header.tensors.find((t) => t.name === name)?.n_bytes ?? 0;
+  for (const t of header.tensors) {
+    const m = /^blk\.(\d+)\./.exec(t.name);
+    if (m) perLayer[Number(m[1])] += t.n_bytes;
+  }
+  const embd = bytesOf('token_embd.weight');
+  const head = bytesOf('output_norm.weight') + (bytesOf('output.weight') || embd) + bytesOf('rope_freqs.weight');
+  const ranges = balance(perLayer, embd, head, k);
+  const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: nodeBytes(perLayer, embd, head, b, e) }));
+  const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
+  const tooBig = nodes.filter((nd) => nd.bytes > memory);
+  if (options.json) console.log(JSON.stringify({ model, memory, nodes, spec }));
+  else {
+    for (const [i, nd] of nodes.entries()) {
+      console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${(nd.bytes / GIB).toFixed(2)} GiB${nd.bytes > memory ? '  (over the budget)' : ''}`);
+    }
+    console.log(`--nodes ${spec}`);
+  }
+  if (tooBig.length) {
+    console.error(`layerfold plan: ${tooBig.length} node(s) need more than ${(memory / GIB).toFixed(2)} GiB: use more nodes`);
+    return 1;
+  }
+  return 0;
+}
