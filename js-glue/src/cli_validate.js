@@ -1,20 +1,8 @@
 // layerfold validate: tokenize a prompt, run it through the pipeline, print the next-token
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
 import { defaultModel } from './default_model.js';
+import { logSoftmax, topK } from './logits.js';
 import { Pipeline } from './pipeline.js';
-
-function logSoftmax(logits) {
-  let max = -Infinity;
-  for (const l of logits) max = Math.max(max, l);
-  let sum = 0;
-  for (const l of logits) sum += Math.exp(l - max);
-  const logZ = max + Math.log(sum);
-  return Float64Array.from(logits, (l) => l - logZ);
-}
-
-function topK(logProbs, k) {
-  return [...logProbs.keys()].sort((a, b) => logProbs[b] - logProbs[a]).slice(0, k);
-}
 
 // llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
 async function llamaAgreement(model, tokens, ours, k) {

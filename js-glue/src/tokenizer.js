@@ -41,27 +41,11 @@ export class Tokenizer {
    * @example tok.encode('The capital of France is') // [2, 818, 5279, 529, 7001, 563]
    */
   encode(text, { addBos = true, parseSpecial = false } = {}) {
-    const lf = this.#lf;
-    const handle = this.#live();
     const bytes = new TextEncoder().encode(text);
-    const textPtr = lf.alloc(Math.max(1, bytes.length));
-    let capacity = bytes.length + 2;  // a token covers at least one byte, plus BOS/EOS
-    let outPtr = 0;
-    try {
-      lf.bytes().set(bytes, textPtr);
-      for (;;) {
-        outPtr = lf.alloc(capacity * I32);
-        const n = lf.fn.lf_tokenize(handle, textPtr, bytes.length, addBos ? 1 : 0, parseSpecial ? 1 : 0, outPtr, capacity);
-        if (n < 0) throw lf.lastError();
-        if (n <= capacity) return Array.from(new Int32Array(lf.bytes().slice(outPtr, outPtr + n * I32).buffer));
-        lf.free(outPtr);
-        outPtr = 0;
-        capacity = n;
-      }
-    } finally {
-      lf.free(textPtr);
-      if (outPtr) lf.free(outPtr);
-    }
+    // A token covers at least one byte, plus BOS/EOS.
+    return this.#callGrowing(bytes, bytes.length + 2, I32,
+      (handle, inPtr, outPtr, capacity) => this.#lf.fn.lf_tokenize(handle, inPtr, bytes.length, addBos ? 1 : 0, parseSpecial ? 1 : 0, outPtr, capacity),
+      (out) => Array.from(new Int32Array(out.buffer)));
   }
 
   /**
@@ -72,26 +56,33 @@ export class Tokenizer {
    * @example tok.decode([2, 818, 5279]) // "The capital"
    */
   decode(ids, { special = false } = {}) {
+    const idArray = Int32Array.from(ids);
+    return this.#callGrowing(new Uint8Array(idArray.buffer), idArray.length * 8 + 16, 1,
+      (handle, inPtr, outPtr, capacity) => this.#lf.fn.lf_detokenize(handle, inPtr, idArray.length, special ? 1 : 0, outPtr, capacity),
+      (out) => new TextDecoder().decode(out));
+  }
+
+  // Copies input into WASM memory and calls call(handle, inPtr, outPtr, capacity), which returns
+  // the full result length in units (snprintf-style); grows the output buffer until it fits and
+  // hands read() a copy of the result bytes (TextDecoder refuses views of a SharedArrayBuffer).
+  #callGrowing(input, capacity, unitBytes, call, read) {
     const lf = this.#lf;
     const handle = this.#live();
-    const idArray = Int32Array.from(ids);
-    const idsPtr = lf.alloc(Math.max(1, idArray.byteLength));
-    let capacity = idArray.length * 8 + 16;
+    const inPtr = lf.alloc(Math.max(1, input.byteLength));
     let outPtr = 0;
     try {
-      lf.bytes().set(new Uint8Array(idArray.buffer), idsPtr);
+      lf.bytes().set(input, inPtr);
       for (;;) {
-        outPtr = lf.alloc(capacity);
-        const n = lf.fn.lf_detokenize(handle, idsPtr, idArray.length, special ? 1 : 0, outPtr, capacity);
+        outPtr = lf.alloc(Math.max(1, capacity * unitBytes));
+        const n = call(handle, inPtr, outPtr, capacity);
         if (n < 0) throw lf.lastError();
-        // Copy first: TextDecoder refuses views of a SharedArrayBuffer.
-        if (n <= capacity) return new TextDecoder().decode(lf.bytes().slice(outPtr, outPtr + n));
+        if (n <= capacity) return read(lf.bytes().slice(outPtr, outPtr + n * unitBytes));
         lf.free(outPtr);
         outPtr = 0;
         capacity = n;
       }
     } finally {
-      lf.free(idsPtr);
+      lf.free(inPtr);
       if (outPtr) lf.free(outPtr);
     }
   }

@@ -7,6 +7,7 @@ import path from "node:path";
 import {after, describe, test} from "node:test";
 
 import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {logSoftmax, topK} from "../../js-glue/src/logits.js";
 import * as llama from "./llama_oracle.mjs";
 import {model, root} from "./models.mjs";
 
@@ -36,22 +37,9 @@ const CONFIGS = [
   {name: "31b-shape", preset: "31b-shape", type: "Q4_0", tokens: prompt(6), slow: true},
 ];
 
-function topIds(logProbs, n) {
-  return [...logProbs.keys()].sort((a, b) => logProbs[b] - logProbs[a]).slice(0, n);
-}
-
-function logSoftmax(logits) {
-  let max = -Infinity;
-  for (const l of logits) max = Math.max(max, l);
-  let sum = 0;
-  for (const l of logits) sum += Math.exp(l - max);
-  const logZ = max + Math.log(sum);
-  return Float64Array.from(logits, (l) => l - logZ);
-}
-
 function compare(ours, theirs, what, bound) {
-  const top = topIds(theirs, TOP_N);
-  assert.equal(topIds(ours, 1)[0], top[0], `${what}: top-1 differs`);
+  const top = topK(theirs, TOP_N);
+  assert.equal(topK(ours, 1)[0], top[0], `${what}: top-1 differs`);
   let worst = 0;
   for (const id of top) worst = Math.max(worst, Math.abs(ours[id] - theirs[id]));
   assert.ok(worst <= bound, `${what}: max |Δ ln p| over llama.cpp's top ${TOP_N} is ${worst.toExponential(3)} > ${bound}`);
@@ -65,12 +53,12 @@ async function wasmRun(node, tokens, steps) {
   const session = `s${Math.random()}`;
   let hidden = await node.forward({session, startPos: 0, hidden: node.embed(tokens), lastOnly: true});
   const first = logSoftmax(node.logits(hidden));
-  const generated = [topIds(first, 1)[0]];
+  const generated = [topK(first, 1)[0]];
   let pos = tokens.length;
   while (generated.length < steps) {
     hidden = await node.forward({session, startPos: pos++, hidden: node.embed([generated.at(-1)]), lastOnly: true});
     const logits = node.logits(hidden);
-    generated.push(topIds(logits, 1)[0]);
+    generated.push(topK(logits, 1)[0]);
   }
   node.dropSession(session);
   return {logProbs: first, greedy: generated};
