@@ -8,126 +8,329 @@
 
 #include "layerfold/ops.h"
 #include "layerfold/quant.h"
+#include "layerfold/thread_pool.h"
 
 namespace lf {
 namespace {
 
-using Rows = std::vector<float>;  // [n_rows, width], row-major
+using Clock = std::chrono::steady_clock;
 
-Rows rows(int n_rows, int width) { return Rows(static_cast<size_t>(n_rows) * static_cast<size_t>(width)); }
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-void add_rows(const float* a, const float* b, size_t n, float* y) {
-  for (size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+// Tokens per pass of the unit partial products: partial sums then need [units, 32, n_embd]
+// floats whatever the prompt length, and 32 rows still reuse each weight row well.
+constexpr int kTokenBlock = 32;
+
+// Buffers of one forward call, sized once for the largest layer of the range and shared by the
+// workers; each phase writes disjoint parts (rows, columns or units) of them.
+struct Scratch {
+  explicit Scratch(const Model& m, int n, int n_workers) {
+    const ModelConfig& c = m.config;
+    const size_t rows = static_cast<size_t>(n), E = static_cast<size_t>(c.n_embd);
+    size_t q_dim = 0, kv_dim = 0, n_ff = 0, units = 1;
+    for (int il = m.range.begin; il < m.range.end; ++il) {
+      const LayerConfig& l = c.layers[il];
+      q_dim = std::max(q_dim, static_cast<size_t>(l.q_dim()));
+      kv_dim = std::max(kv_dim, static_cast<size_t>(l.kv_dim()));
+      n_ff = std::max(n_ff, static_cast<size_t>(l.n_ff));
+      units = std::max({units, static_cast<size_t>(m.shard(il).attn.n_units), static_cast<size_t>(m.shard(il).ffn.n_units)});
+    }
+    x.resize(rows * E);
+    x_next.resize(rows * E);
+    attn_norm.resize(rows * E);
+    x1.resize(rows * E);
+    ffn_in.resize(rows * E);
+    proj.resize(rows * E);
+    q.resize(rows * q_dim);
+    attn_out.resize(rows * q_dim);
+    k.resize(rows * kv_dim);
+    v.resize(rows * kv_dim);
+    gate.resize(rows * n_ff);
+    up.resize(rows * n_ff);
+    act.resize(rows * n_ff);
+    token_block = std::min(n, kTokenBlock);
+    partial.resize(units * static_cast<size_t>(token_block) * E);
+    for (int il = m.range.begin; il < m.range.end; ++il) {
+      const LayerWeights& w = m.layer(il);
+      for (auto [xc, W] : {std::pair{&xc_q, &w.attn_q}, {&xc_k, &w.attn_k}, {&xc_v, &w.attn_v}, {&xc_o, &w.attn_output},
+                           {&xc_gate, &w.ffn_gate}, {&xc_up, &w.ffn_up}, {&xc_down, &w.ffn_down}}) {
+        if (W->present()) xc->resize(std::max(xc->size(), static_cast<size_t>(activation_row_bytes(W->type, W->n_in) * rows)));
+      }
+    }
+    heads_q.resize(static_cast<size_t>(n_workers));
+    heads_out.resize(static_cast<size_t>(n_workers));
+    errors.resize(static_cast<size_t>(n_workers));
+  }
+
+  std::vector<float> x, x_next;              // [n, n_embd] residual stream into / out of a layer
+  std::vector<float> attn_norm;              // [n, n_embd]
+  std::vector<float> q, attn_out;            // [n_q, n_head · D]
+  std::vector<float> k, v;                   // [n, n_head_kv · D]
+  std::vector<float> x1, ffn_in;             // [n_q, n_embd] after the attention residual; its FFN norm
+  std::vector<float> gate, up, act;          // [n_q, n_ff]
+  std::vector<float> proj;                   // [n_q, n_embd] a reduced projection: W_o, then W_down
+  int token_block = 0;                       // min(n, kTokenBlock)
+  std::vector<float> partial;                // [units, token_block, n_embd] one partial product per unit
+  std::vector<uint8_t> xc_q, xc_k, xc_v;     // attn_norm [n, n_embd] converted for attn_q / attn_k / attn_v
+  std::vector<uint8_t> xc_o;                 // attn_out converted for attn_output
+  std::vector<uint8_t> xc_gate, xc_up;       // ffn_in converted for ffn_gate / ffn_up
+  std::vector<uint8_t> xc_down;              // act converted for ffn_down
+  std::vector<std::vector<float>> heads_q;   // [workers][n_q, heads per KV head, D] queries of one KV head
+  std::vector<std::vector<float>> heads_out; // [workers] the same heads' attention output
+  std::vector<Status> errors;                // [workers] first failure of each worker
+  double attention_ms = 0, ffn_ms = 0;       // worker 0's view, summed over layers
+};
+
+// X rows [t0, t1) [n_in] -> Xc rows in W's vec_dot type.
+Status convert_rows(const WeightView& W, const float* X, Share rows, uint8_t* Xc) {
+  const uint64_t row = activation_row_bytes(W.type, W.n_in);
+  for (int64_t t = rows.begin; t < rows.end; ++t) {
+    LF_RETURN_IF_ERROR(convert_activation_row(W.type, X + t * W.n_in, Xc + row * static_cast<uint64_t>(t), W.n_in));
+  }
+  return Status();
 }
 
-// Names an intermediate for the session's debug hook (if any).
-class Tap {
+// The conversion already made for a weight of the same type (attn_q/k/v, gate/up share one).
+bool same_conversion(const WeightView& a, const WeightView& b) { return a.type == b.type && a.n_in == b.n_in; }
+
+// One transformer block (spec §3.2 / §3.3) as run by one worker of the pool: every worker calls
+// run() and the phases meet at barriers. Rows before row0 only feed the KV cache.
+class LayerPass {
  public:
-  Tap(const Session& s, int il) : hook_(s.debug_hook), il_(il) {}
-  void operator()(const char* name, const Rows& x, int n_rows) const {
-    if (hook_) hook_(name, il_, x.data(), n_rows, static_cast<int>(x.size() / static_cast<size_t>(n_rows)));
+  // x [n, n_embd] in -> x_next [n - row0, n_embd] out.
+  LayerPass(const Model& m, Session& s, Scratch& b, ThreadPool& pool, int worker, int il, int pos0, int n, int row0,
+            const std::vector<float>& x, std::vector<float>& x_next)
+      : m_(m), s_(s), b_(b), pool_(pool), x_(x), x_next_(x_next), c_(m.config), l_(m.config.layers[il]), w_(m.layer(il)),
+        plan_(m.shard(il)), worker_(worker), n_workers_(pool.size()), il_(il), pos0_(pos0), n_(n), row0_(row0),
+        n_q_(n - row0), E_(m.config.n_embd) {}
+
+  void run() {
+    const Clock::time_point t0 = Clock::now();
+    attention_norm();
+    sync();
+    tap("attn_norm", b_.attn_norm.data(), n_, E_);
+    attention_units();
+    sync();
+    tap("q_rope", b_.q.data(), n_q_, l_.q_dim());
+    tap("k_rope", b_.k.data(), n_, l_.kv_dim());
+    tap("v_normed", b_.v.data(), n_, l_.kv_dim());
+    tap("attn_out", b_.attn_out.data(), n_q_, l_.q_dim());
+    check(convert_rows(w_.attn_output, b_.attn_out.data(), my_share(n_q_), b_.xc_o.data()));
+    sync();
+    project_in_units(w_.attn_output, b_.xc_o.data(), plan_.attn);
+    attention_residual();
+    sync();
+    tap("attn_residual", b_.x1.data(), n_q_, E_);
+    const Clock::time_point t1 = Clock::now();
+    ffn_units();
+    sync();
+    check(convert_rows(w_.ffn_down, b_.act.data(), my_share(n_q_), b_.xc_down.data()));
+    sync();
+    project_in_units(w_.ffn_down, b_.xc_down.data(), plan_.ffn);
+    tap("ffn_out", b_.proj.data(), n_q_, E_);
+    ffn_residual();
+    sync();
+    tap("layer_out", x_next_.data(), n_q_, E_);
+    if (worker_ == 0) {
+      b_.attention_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      b_.ffn_ms += ms_since(t1);
+    }
   }
 
  private:
-  const DebugHook& hook_;
-  int il_;
-};
-
-// Rotates every row of x [n_rows, n_head, D]; row t sits at position pos0 + t.
-void rope_rows(float* x, int n_rows, int n_head, const LayerConfig& l, int pos0, const float* freq_factors) {
-  for (int t = 0; t < n_rows; ++t) {
-    rope_neox(x + static_cast<int64_t>(t) * n_head * l.head_dim, n_head, l.head_dim, l.n_rot, pos0 + t, l.rope_base,
-              l.rope_freq_scale, freq_factors);
+  void sync() { pool_.barrier(); }
+  Share my_share(int64_t n) const { return share(n, worker_, n_workers_); }
+  void check(const Status& s) {
+    if (!s.ok() && b_.errors[worker_].ok()) b_.errors[worker_] = s;
   }
-}
-
-// One transformer block on x [n, n_embd] at positions pos0 .. pos0+n-1 (spec §3.2 / §3.3).
-// Rows before row0 only feed the KV cache; x comes back as [n - row0, n_embd].
-Status run_layer(const Model& m, Session& s, int il, int pos0, int n, int row0, Rows* x_io) {
-  const ModelConfig& c = m.config;
-  const LayerConfig& l = c.layers[il];
-  const LayerWeights& w = m.layer(il);
-  const int n_embd = c.n_embd, D = l.head_dim, n_q = n - row0;
-  const float eps = c.norm_eps;
-  const float* freq_factors = l.use_freq_factors ? m.rope_freqs.f32() : nullptr;
-  const Tap tap(s, il);
-  const Rows& x = *x_io;
-
-  // Pre-attention norm, for all rows: K and V of every position go to the cache.
-  Rows attn_norm = rows(n, n_embd);
-  rmsnorm_rows(x.data(), w.attn_norm.f32(), n, n_embd, eps, attn_norm.data());
-  tap("attn_norm", attn_norm, n);
-  const float* attn_norm_q = attn_norm.data() + static_cast<size_t>(row0) * n_embd;
-
-  // q [n_q, n_head, D]: per-head norm, RoPE; gemma3 folds the attention scale into Q here.
-  Rows q = rows(n_q, l.q_dim());
-  LF_RETURN_IF_ERROR(matmul(w.attn_q, attn_norm_q, n_q, q.data()));
-  rmsnorm_rows(q.data(), w.attn_q_norm.f32(), n_q * l.n_head, D, eps, q.data());
-  rope_rows(q.data(), n_q, l.n_head, l, pos0 + row0, freq_factors);
-  if (c.arch == Arch::gemma3) {
-    for (float& qi : q) qi *= c.query_scale;
+  // Names an intermediate for the session's debug hook; worker 0 right after a barrier, while
+  // the buffer is complete and no phase writes it.
+  void tap(const char* name, const float* x, int n_rows, int n_cols) const {
+    if (worker_ == 0 && s_.debug_hook) s_.debug_hook(name, il_, x, n_rows, n_cols);
   }
-  tap("q_rope", q, n_q);
+  static float* row(std::vector<float>& x, int64_t t, int width) { return x.data() + t * width; }
+  static const float* row(const std::vector<float>& x, int64_t t, int width) { return x.data() + t * width; }
 
-  // k, v [n, n_kv, D]. Without attn_v, V is the K projection before its norm and RoPE.
-  Rows k = rows(n, l.kv_dim());
-  LF_RETURN_IF_ERROR(matmul(w.attn_k, attn_norm.data(), n, k.data()));
-  Rows v = k;
-  if (l.has_v) LF_RETURN_IF_ERROR(matmul(w.attn_v, attn_norm.data(), n, v.data()));
-  rmsnorm_rows(k.data(), w.attn_k_norm.f32(), n * l.n_head_kv, D, eps, k.data());
-  rope_rows(k.data(), n, l.n_head_kv, l, pos0, freq_factors);
-  if (c.arch == Arch::gemma4) rmsnorm_rows(v.data(), nullptr, n * l.n_head_kv, D, eps, v.data());
-  tap("k_rope", k, n);
-  tap("v_normed", v, n);
-
-  // attn_out [n_q, n_head, D]. Chunks of at most attn_chunk positions are stored and then
-  // attended, so a sliding ring never loses a key a query of the chunk still needs.
-  Rows attn_out = rows(n_q, l.q_dim());
-  const int n_swa = l.sliding ? c.n_swa : 0;
-  for (int c0 = 0; c0 < n; c0 += s.attn_chunk()) {
-    const int c1 = std::min(n, c0 + s.attn_chunk());
-    for (int t = c0; t < c1; ++t) {
-      s.store(il, pos0 + t, k.data() + static_cast<size_t>(t) * l.kv_dim(), v.data() + static_cast<size_t>(t) * l.kv_dim());
+  // Pre-attention norm of this worker's tokens (all rows: K and V of every position go to the
+  // cache), converted for the Q/K/V projections.
+  void attention_norm() {
+    const Share rows = my_share(n_);
+    for (int64_t t = rows.begin; t < rows.end; ++t) {
+      rmsnorm(row(x_, t, E_), w_.attn_norm.f32(), E_, c_.norm_eps, row(b_.attn_norm, t, E_));
     }
-    const int q0 = std::max(c0, row0);
-    if (q0 >= c1) continue;
-    const size_t off = static_cast<size_t>(q0 - row0) * l.q_dim();
-    attention(q.data() + off, c1 - q0, pos0 + q0, l.n_head, s.view(il, pos0 + c1), n_swa, 1.0f, attn_out.data() + off);
+    check(convert_rows(w_.attn_q, b_.attn_norm.data(), rows, b_.xc_q.data()));
+    if (!same_conversion(w_.attn_k, w_.attn_q)) check(convert_rows(w_.attn_k, b_.attn_norm.data(), rows, b_.xc_k.data()));
+    if (l_.has_v && !same_conversion(w_.attn_v, w_.attn_q) && !same_conversion(w_.attn_v, w_.attn_k)) {
+      check(convert_rows(w_.attn_v, b_.attn_norm.data(), rows, b_.xc_v.data()));
+    }
   }
-  tap("attn_out", attn_out, n_q);
 
-  // Output projection, post-norm, residual.
-  Rows attn_post = rows(n_q, n_embd);
-  LF_RETURN_IF_ERROR(matmul(w.attn_output, attn_out.data(), n_q, attn_post.data()));
-  rmsnorm_rows(attn_post.data(), w.post_attention_norm.f32(), n_q, n_embd, eps, attn_post.data());
-  Rows x1 = rows(n_q, n_embd);
-  add_rows(attn_post.data(), x.data() + static_cast<size_t>(row0) * n_embd, x1.size(), x1.data());
-  tap("attn_residual", x1, n_q);
-
-  // Feed-forward: GeGLU between gate/up and down, post-norm, residual.
-  Rows ffn_in = rows(n_q, n_embd);
-  rmsnorm_rows(x1.data(), w.ffn_norm.f32(), n_q, n_embd, eps, ffn_in.data());
-  Rows gate = rows(n_q, l.n_ff), up = rows(n_q, l.n_ff);
-  LF_RETURN_IF_ERROR(matmul(w.ffn_gate, ffn_in.data(), n_q, gate.data()));
-  LF_RETURN_IF_ERROR(matmul(w.ffn_up, ffn_in.data(), n_q, up.data()));
-  Rows ffn_act = rows(n_q, l.n_ff);
-  geglu(gate.data(), up.data(), static_cast<int>(ffn_act.size()), ffn_act.data());
-  Rows ffn_out = rows(n_q, n_embd);
-  LF_RETURN_IF_ERROR(matmul(w.ffn_down, ffn_act.data(), n_q, ffn_out.data()));
-  tap("ffn_out", ffn_out, n_q);
-  rmsnorm_rows(ffn_out.data(), w.post_ffw_norm.f32(), n_q, n_embd, eps, ffn_out.data());
-  Rows x2 = rows(n_q, n_embd);
-  add_rows(ffn_out.data(), x1.data(), x2.size(), x2.data());
-
-  // gemma4 scales the whole residual stream after the residual add.
-  if (w.layer_output_scale.present()) {
-    const float scale = w.layer_output_scale.f32()[0];
-    for (float& xi : x2) xi *= scale;
+  const uint8_t* xc_k() const { return same_conversion(w_.attn_k, w_.attn_q) ? b_.xc_q.data() : b_.xc_k.data(); }
+  const uint8_t* xc_v() const {
+    if (same_conversion(w_.attn_v, w_.attn_q)) return b_.xc_q.data();
+    return same_conversion(w_.attn_v, w_.attn_k) ? xc_k() : b_.xc_v.data();
   }
-  tap("layer_out", x2, n_q);
-  *x_io = std::move(x2);
-  return Status();
-}
+
+  // This worker's attention units: Q/K/V rows of their heads, q/k norms, RoPE, the cache, and
+  // attention for their query heads -> their columns of attn_out [n_q, n_head · D].
+  void attention_units() {
+    const int D = l_.head_dim, group = l_.n_head / l_.n_head_kv;
+    const Share units = my_share(plan_.attn.n_units);
+    if (units.begin == units.end) return;
+    const int kv0 = static_cast<int>(units.begin) * plan_.kv_per_unit;
+    const int kv1 = static_cast<int>(units.end) * plan_.kv_per_unit;
+    const int n_kv = kv1 - kv0, n_heads = n_kv * group;
+    const float eps = c_.norm_eps;
+    const float* freq_factors = l_.use_freq_factors ? m_.rope_freqs.f32() : nullptr;
+    const uint64_t xc_row_q = activation_row_bytes(w_.attn_q.type, w_.attn_q.n_in);
+
+    // q [n_q, n_head, D], this worker's heads: per-head norm, RoPE; gemma3 folds the attention
+    // scale into Q here.
+    const int64_t q0 = static_cast<int64_t>(kv0) * group * D, q1 = static_cast<int64_t>(kv1) * group * D;
+    matmul_rows(w_.attn_q, b_.xc_q.data() + xc_row_q * static_cast<uint64_t>(row0_), n_q_, b_.q.data(), q0, q1);
+    for (int t = 0; t < n_q_; ++t) {
+      float* qt = row(b_.q, t, l_.q_dim()) + q0;
+      rmsnorm_rows(qt, w_.attn_q_norm.f32(), n_heads, D, eps, qt);
+      rope_neox(qt, n_heads, D, l_.n_rot, pos0_ + row0_ + t, l_.rope_base, l_.rope_freq_scale, freq_factors);
+      if (c_.arch == Arch::gemma3) {
+        for (int64_t i = 0; i < q1 - q0; ++i) qt[i] *= c_.query_scale;
+      }
+    }
+
+    // k, v [n, n_head_kv, D], this worker's KV heads. Without attn_v, V is the K projection
+    // before its norm and RoPE.
+    const int64_t k0 = static_cast<int64_t>(kv0) * D, k1 = static_cast<int64_t>(kv1) * D;
+    matmul_rows(w_.attn_k, xc_k(), n_, b_.k.data(), k0, k1);
+    if (l_.has_v) matmul_rows(w_.attn_v, xc_v(), n_, b_.v.data(), k0, k1);
+    for (int t = 0; t < n_; ++t) {
+      float* kt = row(b_.k, t, l_.kv_dim()) + k0;
+      float* vt = row(b_.v, t, l_.kv_dim()) + k0;
+      if (!l_.has_v) std::copy(kt, kt + (k1 - k0), vt);
+      rmsnorm_rows(kt, w_.attn_k_norm.f32(), n_kv, D, eps, kt);
+      rope_neox(kt, n_kv, D, l_.n_rot, pos0_ + t, l_.rope_base, l_.rope_freq_scale, freq_factors);
+      if (c_.arch == Arch::gemma4) rmsnorm_rows(vt, nullptr, n_kv, D, eps, vt);
+    }
+
+    // Chunks of at most attn_chunk positions are stored and then attended, so a sliding ring
+    // never loses a key a query of the chunk still needs. The attention op reads one KV head
+    // at a time: its query heads are gathered into [n_q, group, D] and scattered back.
+    std::vector<float>& hq = b_.heads_q[worker_];
+    std::vector<float>& ho = b_.heads_out[worker_];
+    hq.resize(static_cast<size_t>(n_q_) * group * D);
+    ho.resize(hq.size());
+    const int n_swa = l_.sliding ? c_.n_swa : 0;
+    const size_t head_cols = static_cast<size_t>(group) * D;
+    for (int c0 = 0; c0 < n_; c0 += s_.attn_chunk()) {
+      const int c1 = std::min(n_, c0 + s_.attn_chunk());
+      for (int t = c0; t < c1; ++t) {
+        for (int h = kv0; h < kv1; ++h) {
+          s_.store(il_, h, pos0_ + t, row(b_.k, t, l_.kv_dim()) + h * D, row(b_.v, t, l_.kv_dim()) + h * D);
+        }
+      }
+      const int first = std::max(c0, row0_);
+      if (first >= c1) continue;
+      const int n_rows = c1 - first;
+      for (int h = kv0; h < kv1; ++h) {
+        const size_t col = static_cast<size_t>(h) * head_cols;
+        for (int i = 0; i < n_rows; ++i) {
+          const float* src = row(b_.q, first - row0_ + i, l_.q_dim()) + col;
+          std::copy(src, src + head_cols, hq.data() + i * head_cols);
+        }
+        attention(hq.data(), n_rows, pos0_ + first, group, s_.view(il_, h, pos0_ + c1), n_swa, 1.0f, ho.data());
+        for (int i = 0; i < n_rows; ++i) {
+          const float* src = ho.data() + i * head_cols;
+          std::copy(src, src + head_cols, row(b_.attn_out, first - row0_ + i, l_.q_dim()) + col);
+        }
+      }
+    }
+  }
+
+  // proj [n_q, n_embd] = Σ over units, in unit order, of W[:, unit columns] · Xc[:, unit columns].
+  // The sum runs in the same order whichever worker made each partial, so the bytes do not
+  // depend on the thread count. Partials in blocks of kTokenBlock tokens; reduction split over
+  // the n_embd axis.
+  void project_in_units(const WeightView& W, const uint8_t* Xc, const ColumnUnits& units) {
+    const Share mine = my_share(units.n_units);
+    const Share cols = my_share(E_);
+    const uint64_t xc_row = activation_row_bytes(W.type, W.n_in);
+    const size_t slot = static_cast<size_t>(b_.token_block) * E_;
+    for (int t0 = 0; t0 < n_q_; t0 += b_.token_block) {
+      const int nb = std::min(b_.token_block, n_q_ - t0);
+      for (int64_t u = mine.begin; u < mine.end; ++u) {
+        matmul_rows(W, Xc + xc_row * static_cast<uint64_t>(t0), nb, b_.partial.data() + u * slot, 0, E_,
+                    units.begin(static_cast<int>(u)), units.end(static_cast<int>(u)));
+      }
+      sync();
+      for (int t = 0; t < nb; ++t) {
+        float* y = row(b_.proj, t0 + t, E_);
+        const float* p0 = b_.partial.data() + static_cast<size_t>(t) * E_;
+        for (int64_t j = cols.begin; j < cols.end; ++j) y[j] = p0[j];
+        for (int u = 1; u < units.n_units; ++u) {
+          const float* pu = p0 + u * slot;
+          for (int64_t j = cols.begin; j < cols.end; ++j) y[j] += pu[j];
+        }
+      }
+      sync();
+    }
+  }
+
+  // This worker's tokens: x1 = post_attention_norm(proj) + x, then the FFN norm, converted for
+  // gate and up.
+  void attention_residual() {
+    const Share rows = my_share(n_q_);
+    for (int64_t t = rows.begin; t < rows.end; ++t) {
+      float* x1 = row(b_.x1, t, E_);
+      const float* x = row(x_, row0_ + t, E_);
+      rmsnorm(row(b_.proj, t, E_), w_.post_attention_norm.f32(), E_, c_.norm_eps, x1);
+      for (int j = 0; j < E_; ++j) x1[j] += x[j];
+      rmsnorm(x1, w_.ffn_norm.f32(), E_, c_.norm_eps, row(b_.ffn_in, t, E_));
+    }
+    check(convert_rows(w_.ffn_gate, b_.ffn_in.data(), rows, b_.xc_gate.data()));
+    if (!same_conversion(w_.ffn_up, w_.ffn_gate)) check(convert_rows(w_.ffn_up, b_.ffn_in.data(), rows, b_.xc_up.data()));
+  }
+
+  // This worker's FFN units: their rows of gate and up, GeGLU -> their columns of act [n_q, n_ff].
+  void ffn_units() {
+    const Share units = my_share(plan_.ffn.n_units);
+    if (units.begin == units.end) return;
+    const int64_t f0 = plan_.ffn.begin(static_cast<int>(units.begin));
+    const int64_t f1 = plan_.ffn.end(static_cast<int>(units.end) - 1);
+    const uint8_t* xc_up = same_conversion(w_.ffn_up, w_.ffn_gate) ? b_.xc_gate.data() : b_.xc_up.data();
+    matmul_rows(w_.ffn_gate, b_.xc_gate.data(), n_q_, b_.gate.data(), f0, f1);
+    matmul_rows(w_.ffn_up, xc_up, n_q_, b_.up.data(), f0, f1);
+    for (int t = 0; t < n_q_; ++t) {
+      geglu(row(b_.gate, t, l_.n_ff) + f0, row(b_.up, t, l_.n_ff) + f0, static_cast<int>(f1 - f0), row(b_.act, t, l_.n_ff) + f0);
+    }
+  }
+
+  // This worker's tokens: x_next = post_ffw_norm(proj) + x1, then gemma4's layer_output_scale
+  // on the whole residual stream.
+  void ffn_residual() {
+    const Share rows = my_share(n_q_);
+    const float scale = w_.layer_output_scale.present() ? w_.layer_output_scale.f32()[0] : 1.0f;
+    for (int64_t t = rows.begin; t < rows.end; ++t) {
+      float* y = row(x_next_, t, E_);
+      const float* x1 = row(b_.x1, t, E_);
+      rmsnorm(row(b_.proj, t, E_), w_.post_ffw_norm.f32(), E_, c_.norm_eps, y);
+      for (int j = 0; j < E_; ++j) y[j] += x1[j];
+      if (w_.layer_output_scale.present()) {
+        for (int j = 0; j < E_; ++j) y[j] *= scale;
+      }
+    }
+  }
+
+  const Model& m_;
+  Session& s_;
+  Scratch& b_;
+  ThreadPool& pool_;
+  const std::vector<float>& x_;
+  std::vector<float>& x_next_;
+  const ModelConfig& c_;
+  const LayerConfig& l_;
+  const LayerWeights& w_;
+  const LayerShards& plan_;
+  const int worker_, n_workers_, il_, pos0_, n_, row0_, n_q_, E_;
+};
 
 Status check_finite(std::span<const float> in, int n_embd) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -188,26 +391,80 @@ Status embed(const Model& m, const int32_t* tokens, int n, float* out) {
   return Status();
 }
 
+namespace {
+
+// A validated forward call as the pool runs it: job on every worker, then finish once.
+struct ForwardCall {
+  ThreadPool::Job job;
+  std::function<Status()> finish;  // collects errors, copies the output out, moves n_past
+};
+
+Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<const float> in, int n,
+                       std::span<float> out, bool last_only, ForwardCall* call) {
+  const Clock::time_point t_call = Clock::now();
+  if (!m.pool) return Status(Code::failed_precondition, "the model has no threads: load it with load_model");
+  LF_RETURN_IF_ERROR(validate_forward(m, s, start_pos, in, n, out, last_only));
+  ThreadPool* pool = m.pool.get();
+  auto scratch = std::make_shared<Scratch>(m, n, pool->size());
+  std::copy(in.begin(), in.end(), scratch->x.begin());
+  auto job_ms = std::make_shared<double>(0.0);
+
+  call->job = [&m, &s, pool, scratch, job_ms, start_pos, n, last_only](int worker) {
+    const Clock::time_point t_job = Clock::now();
+    Scratch& b = *scratch;
+    // Only once the job runs: a call refused as busy leaves the session untouched.
+    if (worker == 0) s.layer_ms.assign(m.range.end - m.range.begin, 0.0);
+    for (int il = m.range.begin; il < m.range.end; ++il) {
+      const Clock::time_point t0 = Clock::now();
+      // The final layer carries only the last row past attention, as llama.cpp does for its
+      // output rows.
+      const int row0 = last_only && il == m.range.end - 1 ? n - 1 : 0;
+      // The residual stream alternates between the two buffers; LayerPass ends on a barrier.
+      const bool even = (il - m.range.begin) % 2 == 0;
+      LayerPass(m, s, b, *pool, worker, il, start_pos, n, row0, even ? b.x : b.x_next, even ? b.x_next : b.x).run();
+      if (worker == 0) s.layer_ms[il - m.range.begin] = ms_since(t0);
+    }
+    if (worker == 0) *job_ms = ms_since(t_job);
+  };
+  call->finish = [&m, &s, scratch, job_ms, t_call, start_pos, n, out] {
+    for (const Status& e : scratch->errors) {
+      // After validation only an internal fault can fail; n_past then stays put so the caller
+      // never sees positions counted that did not run.
+      if (!e.ok()) return e;
+    }
+    // With last_only the final layer left its one row first; a node without layers passes its
+    // input through, the last row of it.
+    const bool odd = (m.range.end - m.range.begin) % 2 == 1;
+    const std::vector<float>& x = odd ? scratch->x_next : scratch->x;
+    const size_t skip = m.range.end > m.range.begin ? 0 : x.size() - out.size();
+    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(skip), out.size(), out.begin());
+    s.set_n_past(start_pos + n);
+    s.phases = {scratch->attention_ms, scratch->ffn_ms, ms_since(t_call) - *job_ms};
+    return Status();
+  };
+  return Status();
+}
+
+const char* const kBusy = "a forward is already running on this model's threads";
+
+}  // namespace
+
+Status forward_async(const Model& m, Session& s, int start_pos, std::span<const float> in, int n, std::span<float> out,
+                     bool last_only, std::function<void(const Status&)> done) {
+  ForwardCall call;
+  LF_RETURN_IF_ERROR(prepare_forward(m, s, start_pos, in, n, out, last_only, &call));
+  if (!m.pool->start(std::move(call.job), [finish = std::move(call.finish), done = std::move(done)] { done(finish()); })) {
+    return Status(Code::failed_precondition, kBusy);
+  }
+  return Status();
+}
+
 Status forward(const Model& m, Session& s, int start_pos, std::span<const float> in, int n, std::span<float> out,
                bool last_only) {
-  LF_RETURN_IF_ERROR(validate_forward(m, s, start_pos, in, n, out, last_only));
-  Rows x(in.begin(), in.end());  // [n, n_embd], shrinks to one row in the final layer when last_only
-  s.layer_ms.assign(m.range.end - m.range.begin, 0.0);
-  for (int il = m.range.begin; il < m.range.end; ++il) {
-    const bool final_layer = il == m.range.end - 1;
-    const int row0 = last_only && final_layer ? n - 1 : 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    // After validation only an internal fault can fail here; n_past stays put so the caller
-    // never sees positions counted that did not run.
-    LF_RETURN_IF_ERROR(run_layer(m, s, il, start_pos, n, row0, &x));
-    s.layer_ms[il - m.range.begin] =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
-  // A node without layers passes its input through.
-  const size_t skip = x.size() - out.size();
-  std::copy(x.begin() + static_cast<std::ptrdiff_t>(skip), x.end(), out.begin());
-  s.set_n_past(start_pos + n);
-  return Status();
+  ForwardCall call;
+  LF_RETURN_IF_ERROR(prepare_forward(m, s, start_pos, in, n, out, last_only, &call));
+  if (!m.pool->run(std::move(call.job))) return Status(Code::failed_precondition, kBusy);
+  return call.finish();
 }
 
 Status forward(const Model& m, Session& s, int start_pos, const float* in, int n, float* out, bool last_only) {
@@ -221,7 +478,7 @@ Status head(const Model& m, const float* hidden, int n_rows, float* logits) {
   if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
   if (n_rows <= 0 || !hidden || !logits) return Status(Code::invalid_argument, "head needs n_rows > 0 and buffers");
   const ModelConfig& c = m.config;
-  Rows out_norm = rows(n_rows, c.n_embd);
+  std::vector<float> out_norm(static_cast<size_t>(n_rows) * static_cast<size_t>(c.n_embd));
   rmsnorm_rows(hidden, m.output_norm.f32(), n_rows, c.n_embd, c.norm_eps, out_norm.data());
   LF_RETURN_IF_ERROR(matmul(m.output, out_norm.data(), n_rows, logits));
   if (c.final_softcap != 0.0f) {

@@ -40,24 +40,24 @@ uint64_t Session::bytes() const {
   return total;
 }
 
-// k, v [n_head_kv, head_dim] -> slot pos % capacity
-void Session::store(int il, int pos, const float* k, const float* v) {
+// k, v [head_dim] -> slot pos % capacity of head kv_head
+void Session::store(int il, int kv_head, int pos, const float* k, const float* v) {
   LayerKv& kv = layers_[il - range_.begin];
-  const int n = kv.n_head_kv * kv.head_dim;
-  const size_t off = static_cast<size_t>(pos % kv.capacity) * static_cast<size_t>(n);
-  for (int i = 0; i < n; ++i) {
+  const size_t off = (static_cast<size_t>(kv_head) * kv.capacity + static_cast<size_t>(pos % kv.capacity)) * kv.head_dim;
+  for (int i = 0; i < kv.head_dim; ++i) {
     kv.k[off + i] = fp32_to_fp16(k[i]);
     kv.v[off + i] = fp32_to_fp16(v[i]);
   }
 }
 
-KvView Session::view(int il, int end_pos) const {
+KvView Session::view(int il, int kv_head, int end_pos) const {
   const LayerKv& kv = layers_[il - range_.begin];
+  const size_t off = static_cast<size_t>(kv_head) * kv.capacity * kv.head_dim;
   KvView view;
-  view.k = kv.k.data();
-  view.v = kv.v.data();
+  view.k = kv.k.data() + off;
+  view.v = kv.v.data() + off;
   view.capacity = kv.capacity;
-  view.n_head_kv = kv.n_head_kv;
+  view.n_head_kv = 1;
   view.head_dim = kv.head_dim;
   view.first_pos = std::max(0, end_pos - kv.capacity);
   return view;

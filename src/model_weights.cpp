@@ -86,7 +86,24 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
 
   m.layers.resize(r.end - r.begin);
   for (int il = r.begin; il < r.end; ++il) LF_RETURN_IF_ERROR(bind_layer(b, c, il, &m.layers[il - r.begin]));
+  m.shards.resize(m.layers.size());
+  for (int il = r.begin; il < r.end; ++il) {
+    const LayerWeights& w = m.layer(il);
+    LF_RETURN_IF_ERROR(plan_layer_shards(c.layers[il], w.attn_output.type, w.ffn_down.type, &m.shards[il - r.begin]));
+  }
+  LF_RETURN_IF_ERROR(set_threads(&m, options.n_threads));
   *out = std::move(m);
+  return Status();
+}
+
+Status set_threads(Model* model, int n_threads) {
+  if (n_threads < 1 || n_threads > kMaxThreads) {
+    return Status(Code::invalid_argument, "thread count " + std::to_string(n_threads) + " is outside [1, " +
+                                              std::to_string(kMaxThreads) + "]");
+  }
+  // The old pool finishes a running job before its workers stop (~ThreadPool).
+  model->pool.reset();
+  model->pool = std::make_shared<ThreadPool>(n_threads);
   return Status();
 }
 

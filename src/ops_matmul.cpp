@@ -1,4 +1,5 @@
 #include "layerfold/ops.h"
+#include "layerfold/kernels.h"
 #include "layerfold/quant.h"
 
 namespace lf {
@@ -17,6 +18,7 @@ Status convert_activations(const WeightView& W, const float* X, int n_tok, std::
 void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
                  int64_t k0, int64_t k1) {
   if (k1 < 0) k1 = W.n_in;
+  if (has_gemm_kernel(W.type)) return gemm_q8_0_activations(W, Xc, n_tok, Y, r0, r1, k0, k1);
   TypeTraits traits{};
   type_traits(static_cast<uint32_t>(W.type), &traits);
   const uint64_t x_row = activation_row_bytes(W.type, W.n_in);

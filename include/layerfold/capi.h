@@ -50,6 +50,11 @@ LF_EXPORT(lf_model_create) lf_model* lf_model_create(void);
 LF_EXPORT(lf_model_place_tensor) int lf_model_place_tensor(lf_model* model, const char* name, const uint8_t* data);
 LF_EXPORT(lf_model_load) int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end,
                                            int with_embedding, int with_head);
+/* Workers of the model's thread pool (docs/threads.md): before lf_model_load it sets the count the
+ * pool starts with, after it restarts the pool (not while a forward runs). Outputs are
+ * byte-identical for every count. In the wasm32-wasi build the pool always has one worker. */
+LF_EXPORT(lf_model_set_threads) int lf_model_set_threads(lf_model* model, int n_threads);
+LF_EXPORT(lf_model_threads) int lf_model_threads(const lf_model* model);
 LF_EXPORT(lf_model_n_embd) int lf_model_n_embd(const lf_model* model);
 LF_EXPORT(lf_model_n_vocab) int lf_model_n_vocab(const lf_model* model);
 LF_EXPORT(lf_model_n_layer) int lf_model_n_layer(const lf_model* model);
@@ -62,6 +67,9 @@ LF_EXPORT(lf_session_bytes) double lf_session_bytes(const lf_session* session);
 LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
 /* Milliseconds layer range_begin + i took in the session's last forward call (-1 if none). */
 LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* session, int i);
+/* Milliseconds of the last forward spent in phase 0 attention, 1 FFN, 2 serial (outside the
+ * workers), summed over its layers (-1 for another phase). */
+LF_EXPORT(lf_session_phase_ms) double lf_session_phase_ms(const lf_session* session, int phase);
 
 /* --- the forward pass (spec §3); each returns 1 on success, 0 on error --- */
 /* tokens [n] -> out [n, n_embd] */
@@ -69,6 +77,15 @@ LF_EXPORT(lf_embed) int lf_embed(const lf_model* model, const int32_t* tokens, i
 /* in [n, n_embd] at positions start_pos.. -> out [n or 1 (last_only), n_embd] */
 LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in,
                                      int n, float* out, int last_only);
+/* lf_forward without blocking the caller: hands the work to the model's pool and returns 1 at
+ * once (0: refused at once, e.g. invalid input or a forward already running; nothing started).
+ * *done_flag (4-byte aligned, in wasm memory) is set to 0, then flips to 1 (success) or 2 (error)
+ * with an atomic store and a futex wake, so JS can await Atomics.waitAsync on it. in, out and
+ * session must stay untouched until then. After a 2, lf_forward_async_result() returns 0 with
+ * that job's error as the last error. In the wasm32-wasi build the flag is set before return. */
+LF_EXPORT(lf_forward_async) int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const float* in,
+                                                 int n, float* out, int last_only, int32_t* done_flag);
+LF_EXPORT(lf_forward_async_result) int lf_forward_async_result(const lf_model* model);
 /* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] */
 LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits);
 

@@ -36,10 +36,12 @@ class Session {
   LayerRange range() const { return range_; }
   uint64_t bytes() const;
 
-  // k, v [n_head_kv, head_dim] of layer il at position pos -> f16 slot pos % capacity.
-  void store(int il, int pos, const float* k, const float* v);
-  // Layer il as the attention op reads it, once positions < end_pos have been stored.
-  KvView view(int il, int end_pos) const;
+  // k, v [head_dim] of KV head kv_head of layer il at position pos -> f16 slot pos % capacity.
+  // Each head has its own slots, so workers owning different heads never share a cache line.
+  void store(int il, int kv_head, int pos, const float* k, const float* v);
+  // KV head kv_head of layer il as the attention op reads it (a view of one KV head), once
+  // positions < end_pos have been stored.
+  KvView view(int il, int kv_head, int end_pos) const;
 
   // Only the engine moves n_past, after a whole forward call succeeded.
   void set_n_past(int n_past) { n_past_ = n_past; }
@@ -47,12 +49,18 @@ class Session {
 
   DebugHook debug_hook;
   std::vector<double> layer_ms;  // [range.end - range.begin]: wall time of each layer in the last forward
+  // Where the last forward's time went (docs/threads.md), summed over its layers, as seen by worker 0.
+  struct Phases {
+    double attention_ms = 0;  // attention norm .. attention residual, incl. W_o partials and their reduction
+    double ffn_ms = 0;        // gate/up, GeGLU, W_down partials, reduction, residual
+    double serial_ms = 0;     // outside the workers: validation, copies, handing out and collecting the job
+  } phases;
 
  private:
   struct LayerKv {
     int capacity = 0;
     int n_head_kv = 0, head_dim = 0;
-    std::vector<uint16_t> k, v;  // [capacity, n_head_kv, head_dim]
+    std::vector<uint16_t> k, v;  // [n_head_kv, capacity, head_dim]
   };
   LayerRange range_;
   int max_ctx_ = 0;

@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "layerfold/ggml_type.h"
 #include "layerfold/gguf.h"
 #include "layerfold/model_config.h"
+#include "layerfold/shard_plan.h"
 #include "layerfold/status.h"
+#include "layerfold/thread_pool.h"
 #include "layerfold/weight_view.h"
 
 namespace lf {
@@ -47,8 +50,13 @@ struct Model {
   WeightView output;                // [n_vocab, n_embd]: output.weight, or token_embd when tied
   WeightView rope_freqs;            // [D_global / 2]; present when the range has a gemma4 global layer
   std::vector<LayerWeights> layers; // [range.end - range.begin]
+  std::vector<LayerShards> shards;  // [range.end - range.begin]: the shard plan, made at load
+  // The workers forward() runs on; started at load, shared by copies of this Model, which
+  // therefore cannot run forwards at the same time (the second is refused).
+  std::shared_ptr<ThreadPool> pool;
 
   const LayerWeights& layer(int il) const { return layers[il - range.begin]; }
+  const LayerShards& shard(int il) const { return shards[il - range.begin]; }
 };
 
 // Where a tensor's bytes are, or nullptr when the host has not loaded it.
@@ -58,10 +66,16 @@ struct ModelLoadOptions {
   LayerRange range;
   bool with_embedding = false;
   bool with_head = false;
+  int n_threads = 1;  // workers of the model's pool (always 1 in the wasm32-wasi build)
 };
 
 // Reads the configuration (load_model_config) and locates every tensor the node needs.
 // A needed tensor the locator returns nullptr for is an error naming it.
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out);
+
+// Replaces the model's pool by one of n_threads workers (1 .. kMaxThreads). The output of
+// forward() is byte-identical for every count. Not while a forward runs on the model.
+constexpr int kMaxThreads = 256;
+Status set_threads(Model* model, int n_threads);
 
 }  // namespace lf

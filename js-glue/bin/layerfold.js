@@ -74,4 +74,6 @@ async function main(argv) {
   }
 }
 
-process.exitCode = await main(process.argv.slice(2));
+// A CLI owns its process: exit once the command is done rather than wait for every handle
+// (pthread workers, llama.cpp's threads) to let go. stdout/stderr are synchronous on Linux.
+process.exit(await main(process.argv.slice(2)));

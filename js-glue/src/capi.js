@@ -7,9 +7,11 @@ const EXPORTS = [
   'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version',
   'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
   'lf_node_tensors_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
+  'lf_model_set_threads', 'lf_model_threads',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
   'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_layer_ms',
-  'lf_embed', 'lf_forward', 'lf_head',
+  'lf_session_phase_ms',
+  'lf_embed', 'lf_forward', 'lf_forward_async', 'lf_forward_async_result', 'lf_head',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_detokenize', 'lf_tokenizer_n_vocab', 'lf_tokenizer_bos',
   'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
 ];
@@ -22,7 +24,11 @@ export class LayerfoldError extends Error {
   }
 }
 
-export function bindCapi({ kind, threads, memory, call, raw }) {
+/**
+ * Binds every export of an instantiated module. close() releases what the module holds beyond
+ * its memory (the threaded build's pthread pool), so a script that loaded it can exit.
+ */
+export function bindCapi({ kind, threads, memory, call, raw, close = () => {} }) {
   const fn = {};
   for (const name of EXPORTS) {
     const f = call(name);
@@ -44,5 +50,5 @@ export function bindCapi({ kind, threads, memory, call, raw }) {
     if (!ptr) throw lastError();
     return ptr;
   };
-  return { kind, threads, fn, bytes, readCString, lastError, alloc, free: (p) => fn.lf_free(p), raw };
+  return { kind, threads, fn, bytes, readCString, lastError, alloc, free: (p) => fn.lf_free(p), raw, close };
 }

@@ -10,23 +10,32 @@ const F32 = 4;
 
 export class LayerNode {
   /**
+   * threads: the engine's threads on the threaded build (default: the machine's parallelism);
+   * outputs are byte-identical for every count. The single-thread build always uses one.
    * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single',
    *          maxContext?: number, withTokenizer?: boolean}} options
-   * @example const node = await LayerNode.open({ model: 'tiny.gguf', layers: [0, 2] });
+   * @example const node = await LayerNode.open({ model: 'tiny.gguf', layers: [0, 2], threads: 2 });
    */
   static async open({ model, layers, threads, build, maxContext = 0, withTokenizer = false }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const lf = useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
-    const source = await LocalFileSource.open(model);
+    let node;
     try {
-      const header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
-      const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
-      const [begin, end] = layers ?? [0, nLayer];
-      const node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, maxContext);
-      await node.#load(source, withTokenizer);
-      return node;
-    } finally {
-      await source.close();
+      const source = await LocalFileSource.open(model);
+      try {
+        const header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+        const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
+        const [begin, end] = layers ?? [0, nLayer];
+        node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, maxContext);
+        await node.#load(source, withTokenizer);
+        return node;
+      } finally {
+        await source.close();
+      }
+    } catch (error) {
+      if (node) node.close();
+      else lf.close();
+      throw error;
     }
   }
 
@@ -35,6 +44,8 @@ export class LayerNode {
   #model = 0;
   #buffers = [];
   #sessions = new Map();
+  // Forward calls run one after another: the engine refuses a second while one runs.
+  #queue = Promise.resolve();
 
   constructor(lf, header, begin, end, withEmbedding, withHead, maxContext) {
     this.#lf = lf;
@@ -55,6 +66,7 @@ export class LayerNode {
       const names = JSON.parse(lf.readCString(namesPtr));
       const byName = new Map(this.#header.tensors.map((t) => [t.name, t]));
       this.#model = lf.fn.lf_model_create();
+      if (!lf.fn.lf_model_set_threads(this.#model, lf.threads)) throw lf.lastError();
       this.bytesLoaded = 0;
       for (const name of names) {
         const info = byName.get(name);
@@ -128,20 +140,63 @@ export class LayerNode {
   }
 
   /**
-   * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd].
+   * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd]. On the threaded build
+   * the engine's threads do the work while the event loop keeps running; calls issued together
+   * run one after another, in call order.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false }) {
+  forward({ session, startPos, hidden, lastOnly = false }) {
     const n = hidden.length / this.nEmbd;
-    if (!Number.isInteger(n) || n < 1) throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
-    const handle = this.#session(session);
-    return this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
+    if (!Number.isInteger(n) || n < 1) {
+      return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
+    }
+    const run = () => (this.#lf.kind === 'threaded'
+      ? this.#forwardAsync(this.#session(session), startPos, hidden, n, lastOnly)
+      : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, this.#session(session), startPos, inPtr, n, outPtr, lastOnly ? 1 : 0)));
+    const result = this.#queue.then(run);
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
+  async #forwardAsync(handle, startPos, hidden, n, lastOnly) {
+    const lf = this.#lf;
+    const outFloats = (lastOnly ? 1 : n) * this.nEmbd;
+    const inPtr = lf.alloc(hidden.byteLength);
+    const outPtr = lf.alloc(outFloats * F32);
+    const flagPtr = lf.alloc(4);
+    try {
+      lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
+      if (!lf.fn.lf_forward_async(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0, flagPtr)) throw lf.lastError();
+      const wait = Atomics.waitAsync(new Int32Array(lf.bytes().buffer), flagPtr >> 2, 0);
+      if (wait.async) await wait.value;
+      if (Atomics.load(new Int32Array(lf.bytes().buffer), flagPtr >> 2) !== 1) {
+        lf.fn.lf_forward_async_result(this.#model);
+        throw lf.lastError();
+      }
+      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
+    } finally {
+      lf.free(inPtr);
+      lf.free(outPtr);
+      lf.free(flagPtr);
+    }
   }
 
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */
   logits(hidden) {
     const rows = hidden.length / this.nEmbd;
     return this.#withBuffers(hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
+  }
+
+  /**
+   * Where the session's last forward spent its time, in ms summed over layers: attention, FFN,
+   * and serial (outside the engine's threads: validation, copies, hand-over).
+   */
+  phaseTimings(id) {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return null;
+    const ms = (phase) => this.#lf.fn.lf_session_phase_ms(session, phase);
+    return { attention: ms(0), ffn: ms(1), serial: ms(2) };
   }
 
   /** Milliseconds each of this node's layers took in the session's last forward call. */
@@ -166,11 +221,13 @@ export class LayerNode {
 
   info() {
     return {
-      layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind, threads: this.#lf.threads,
+      layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
+      threads: this.#model ? this.#lf.fn.lf_model_threads(this.#model) : this.#lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
     };
   }
 
+  /** Frees the model and sessions and stops the module's threads. Not while a forward runs. */
   close() {
     this.tokenizer?.close();
     for (const id of [...this.#sessions.keys()]) this.dropSession(id);
@@ -178,5 +235,6 @@ export class LayerNode {
     for (const ptr of this.#buffers) this.#lf.free(ptr);
     this.#buffers = [];
     this.#model = 0;
+    this.#lf.close();
   }
 }

@@ -18,7 +18,9 @@ export function threadsAvailable() {
 }
 
 /**
- * Loads the threaded Emscripten module; its pthread pool starts once, here.
+ * Loads the threaded Emscripten module; its pthread pool starts once, here, with one Web Worker
+ * per engine thread: the engine's workers (lf_model_set_threads, at most `threads`) run every
+ * forward, the JS thread only hands it over and awaits it (docs/threads.md).
  * @param {{threads?: number}} [options] pool size (default: the machine's parallelism)
  * @example const lf = await loadThreadedModule({ threads: 4 });
  */
@@ -37,9 +39,12 @@ export async function loadThreadedModule({ threads = os.availableParallelism() }
   return bindCapi({
     kind: 'threaded',
     threads,
-    memory: () => module.HEAPU8.buffer,
+    // Pool threads may grow the memory while JS awaits them: read the buffer from the memory
+    // itself, which never goes stale, rather than from the glue's cached views.
+    memory: () => (module.wasmMemory ?? module.HEAPU8).buffer,
     call: (name) => module[`_${name}`],
     raw: module,
+    close: () => module.PThread.terminateAllThreads(),
   });
 }
 

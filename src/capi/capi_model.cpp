@@ -1,4 +1,6 @@
 // C ABI over the engine: models placed by the host, sessions, embed / forward / head.
+#include <atomic>
+#include <climits>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,10 +15,16 @@
 #include "layerfold/model.h"
 #include "layerfold/model_config.h"
 
+#if defined(__EMSCRIPTEN__)
+#include <emscripten/threading.h>
+#endif
+
 struct lf_model {
   std::map<std::string, const uint8_t*, std::less<>> placed;
   lf::Model model;
   bool loaded = false;
+  int n_threads = 1;
+  lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
 };
 
 struct lf_session {
@@ -37,6 +45,22 @@ bool check_loaded(const lf_model* model) {
 int tensor_layer(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
   return std::atoi(name.c_str() + 4);
+}
+
+// *flag = value, seen by a host thread waiting on it (JS: Atomics.waitAsync on wasm memory).
+void publish(int32_t* flag, int32_t value) {
+#if defined(__wasi__)
+  *flag = value;  // no threads: the host reads it after the call returns
+#elif defined(__EMSCRIPTEN__)
+  // Emscripten's libc++ has no atomic_ref, and a JS waiter is woken by a futex wake on the
+  // address, not by libc++'s notify.
+  __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+  emscripten_futex_wake(flag, INT_MAX);
+#else
+  std::atomic_ref<int32_t> published(*flag);
+  published.store(value, std::memory_order_release);
+  published.notify_all();
+#endif
 }
 
 }  // namespace
@@ -86,6 +110,7 @@ int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end
   options.range = {layer_begin, layer_end};
   options.with_embedding = with_embedding != 0;
   options.with_head = with_head != 0;
+  options.n_threads = model->n_threads;
   auto locate = [model](const lf::GgufTensorInfo& info) -> const uint8_t* {
     auto it = model->placed.find(info.name);
     return it == model->placed.end() ? nullptr : it->second;
@@ -95,10 +120,30 @@ int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end
   return 1;
 }
 
+int lf_model_set_threads(lf_model* model, int n_threads) {
+  if (!model->loaded) {
+    if (n_threads < 1 || n_threads > lf::kMaxThreads) {
+      return lf::capi::record(Status(Code::invalid_argument, "thread count " + std::to_string(n_threads) +
+                                                                 " is outside [1, " + std::to_string(lf::kMaxThreads) + "]"));
+    }
+    model->n_threads = n_threads;
+    return 1;
+  }
+  return lf::capi::record(lf::set_threads(&model->model, n_threads));
+}
+
+int lf_model_threads(const lf_model* model) {
+  return model->loaded ? model->model.pool->size() : model->n_threads;
+}
+
 int lf_model_n_embd(const lf_model* model) { return model->model.config.n_embd; }
 int lf_model_n_vocab(const lf_model* model) { return model->model.config.n_vocab; }
 int lf_model_n_layer(const lf_model* model) { return model->model.config.n_layer; }
-void lf_model_free(lf_model* model) { delete model; }
+void lf_model_free(lf_model* model) {
+  // Stop the workers first: a running job's completion still writes async_status.
+  if (model != nullptr) model->model.pool.reset();
+  delete model;
+}
 
 lf_session* lf_session_create(const lf_model* model, int max_ctx) {
   if (!check_loaded(model)) return nullptr;
@@ -112,6 +157,16 @@ lf_session* lf_session_create(const lf_model* model, int max_ctx) {
 int lf_session_n_past(const lf_session* session) { return session->session.n_past(); }
 double lf_session_bytes(const lf_session* session) { return static_cast<double>(session->session.bytes()); }
 void lf_session_free(lf_session* session) { delete session; }
+
+double lf_session_phase_ms(const lf_session* session, int phase) {
+  const lf::Session::Phases& p = session->session.phases;
+  switch (phase) {
+    case 0: return p.attention_ms;
+    case 1: return p.ffn_ms;
+    case 2: return p.serial_ms;
+    default: return -1.0;
+  }
+}
 
 double lf_session_layer_ms(const lf_session* session, int i) {
   const std::vector<double>& ms = session->session.layer_ms;
@@ -127,6 +182,24 @@ int lf_forward(const lf_model* model, lf_session* session, int start_pos, const 
   return check_loaded(model) &&
          lf::capi::record(lf::forward(model->model, session->session, start_pos, in, n, out, last_only != 0));
 }
+
+int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const float* in, int n, float* out,
+                     int last_only, int32_t* done_flag) {
+  if (!check_loaded(model)) return 0;
+  if (n <= 0 || !in || !out || !done_flag) {
+    return lf::capi::record(Status(Code::invalid_argument, "lf_forward_async needs n > 0, buffers and a done flag"));
+  }
+  *done_flag = 0;
+  const size_t n_embd = static_cast<size_t>(model->model.config.n_embd);
+  return lf::capi::record(lf::forward_async(
+      model->model, session->session, start_pos, std::span<const float>(in, n * n_embd), n,
+      std::span<float>(out, (last_only ? 1 : n) * n_embd), last_only != 0, [model, done_flag](const Status& status) {
+        model->async_status = status;
+        publish(done_flag, status.ok() ? 1 : 2);
+      }));
+}
+
+int lf_forward_async_result(const lf_model* model) { return lf::capi::record(model->async_status); }
 
 int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits) {
   return check_loaded(model) && lf::capi::record(lf::head(model->model, hidden, n_rows, logits));

@@ -1,8 +1,12 @@
 // lf_run: runs a GGUF natively through the engine, as a pipeline of in-process nodes, and prints
 // the next-token distribution as JSON. The oracle tests compare it with llama.cpp.
 //
-//   lf_run --model M.gguf --tokens 2,818,5279 [--split 1,3] [--top-k 50] [--logprobs] [--greedy 16]
+//   lf_run --model M.gguf --tokens 2,818,5279 [--split 1,3] [--top-k 50] [--logprobs] [--greedy 16] [--threads N]
+//   lf_run --model M.gguf --bench 8,128 [--threads N] [--reps 3]
+// --bench times the layers instead (scripts/bench-threads): for each prompt length, a prompt of
+// that many tokens, then a one-token decode step, each the best of --reps runs, as JSON.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +32,9 @@ struct Args {
   int top_k = 10;
   int greedy = 0;
   bool logprobs = false;
+  int threads = 1;
+  std::vector<int> bench;  // prompt lengths to time
+  int reps = 3;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -66,9 +73,15 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--top-k") args.top_k = std::atoi(value().c_str());
     else if (flag == "--greedy") args.greedy = std::atoi(value().c_str());
     else if (flag == "--logprobs") args.logprobs = true;
+    else if (flag == "--threads") args.threads = std::atoi(value().c_str());
+    else if (flag == "--bench") args.bench = parse_ints(value());
+    else if (flag == "--reps") args.reps = std::max(1, std::atoi(value().c_str()));
     else fail("unknown argument " + flag);
   }
-  if (args.model.empty() || args.tokens.empty()) fail("usage: lf_run --model M.gguf --tokens 2,818,... [--split k,..] [--top-k K] [--logprobs] [--greedy N]");
+  if (args.model.empty() || (args.tokens.empty() && args.bench.empty())) {
+    fail("usage: lf_run --model M.gguf --tokens 2,818,... [--split k,..] [--top-k K] [--logprobs] [--greedy N] [--threads N]\n"
+         "       lf_run --model M.gguf --bench 8,128 [--threads N] [--reps R]");
+  }
   return args;
 }
 
@@ -86,6 +99,47 @@ std::vector<double> log_softmax(const std::vector<float>& logits) {
   std::vector<double> out(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - log_z;
   return out;
+}
+
+// One timed forward: wall ms per layer and the engine's phase split, summed over layers.
+struct Timing {
+  double ms_per_layer = 0, attention_ms = 0, ffn_ms = 0, serial_ms = 0;
+};
+
+Timing timed_forward(const lf::Model& model, lf::Session& session, const std::vector<float>& x, int n) {
+  std::vector<float> out(x.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  check(lf::forward(model, session, session.n_past(), x.data(), n, out.data(), false));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const int n_layers = model.range.end - model.range.begin;
+  return {ms / n_layers, session.phases.attention_ms, session.phases.ffn_ms, session.phases.serial_ms};
+}
+
+nlohmann::json to_json(const Timing& t) {
+  return {{"ms_per_layer", t.ms_per_layer}, {"attention_ms", t.attention_ms}, {"ffn_ms", t.ffn_ms}, {"serial_ms", t.serial_ms}};
+}
+
+// For each prompt length: the best of reps runs of a fresh prompt, then of one decode step after
+// it (each rep on a fresh session, so the decode always sees the same context).
+nlohmann::json bench(const lf::Model& model, const Args& args) {
+  const int n_embd = model.config.n_embd;
+  nlohmann::json runs = nlohmann::json::array();
+  for (int n : args.bench) {
+    std::vector<float> prompt(static_cast<size_t>(n) * n_embd), step(static_cast<size_t>(n_embd));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = std::sin(0.37f * static_cast<float>(i % 9973));
+    for (size_t i = 0; i < step.size(); ++i) step[i] = std::cos(0.11f * static_cast<float>(i));
+    Timing best_prompt, best_decode;
+    for (int r = 0; r < args.reps; ++r) {
+      lf::Session session;
+      check(lf::Session::create(model, {n + 1, 64}, &session));
+      const Timing p = timed_forward(model, session, prompt, n);
+      const Timing d = timed_forward(model, session, step, 1);
+      if (r == 0 || p.ms_per_layer < best_prompt.ms_per_layer) best_prompt = p;
+      if (r == 0 || d.ms_per_layer < best_decode.ms_per_layer) best_decode = d;
+    }
+    runs.push_back({{"prompt", n}, {"prefill", to_json(best_prompt)}, {"decode", to_json(best_decode)}});
+  }
+  return {{"threads", model.pool->size()}, {"layers", model.range.end - model.range.begin}, {"runs", runs}};
 }
 
 }  // namespace
@@ -110,8 +164,15 @@ int main(int argc, char** argv) {
     options.range = {bounds[i], bounds[i + 1]};
     options.with_embedding = i == 0;
     options.with_head = i + 2 == bounds.size();
+    options.n_threads = args.threads;
     check(lf::load_model(gguf, locate, options, &nodes[i].model));
     check(lf::Session::create(nodes[i].model, {}, &nodes[i].session));
+  }
+
+  if (!args.bench.empty()) {
+    if (nodes.size() != 1) fail("--bench times one node: drop --split");
+    std::printf("%s\n", bench(nodes.front().model, args).dump().c_str());
+    return 0;
   }
 
   const int n_embd = config.n_embd;

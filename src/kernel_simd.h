@@ -1,0 +1,181 @@
+// The few 128-bit vector operations the GEMM kernels need, behind one feature macro each:
+// WASM SIMD128 (__wasm_simd128__), SSE2 (every x86-64) and a portable scalar twin. All
+// integer operations are exact and the float ones are single IEEE operations per lane (never
+// fused), so every backend computes bit-identical results.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#define LF_SIMD_WASM 1
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#define LF_SIMD_SSE2 1
+#endif
+
+namespace lf::simd {
+
+#if LF_SIMD_WASM
+
+inline constexpr const char* kIsa = "wasm-simd128";
+struct I8x16 { v128_t v; };
+struct I16x8 { v128_t v; };
+struct I32x4 { v128_t v; };
+struct F32x4 { v128_t v; };
+
+inline I8x16 load_i8x16(const void* p) { return {wasm_v128_load(p)}; }
+inline I16x8 widen_lo(I8x16 a) { return {wasm_i16x8_extend_low_i8x16(a.v)}; }
+inline I16x8 widen_hi(I8x16 a) { return {wasm_i16x8_extend_high_i8x16(a.v)}; }
+// packed [16] bytes -> low or high nibble of each, minus 8: the Q4_0 weights in [-8, 7]
+inline I8x16 low_nibbles_minus_8(I8x16 p) {
+  return {wasm_i8x16_sub(wasm_v128_and(p.v, wasm_i8x16_splat(0x0F)), wasm_i8x16_splat(8))};
+}
+inline I8x16 high_nibbles_minus_8(I8x16 p) { return {wasm_i8x16_sub(wasm_u8x16_shr(p.v, 4), wasm_i8x16_splat(8))}; }
+// a [8] · b [8] -> [a0b0 + a1b1, a2b2 + a3b3, ...]
+inline I32x4 dot_pairs(I16x8 a, I16x8 b) { return {wasm_i32x4_dot_i16x8(a.v, b.v)}; }
+inline I32x4 add(I32x4 a, I32x4 b) { return {wasm_i32x4_add(a.v, b.v)}; }
+// -> [Σa, Σb, Σc, Σd]
+inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
+  const v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a.v, b.v, 0, 4, 1, 5), wasm_i32x4_shuffle(a.v, b.v, 2, 6, 3, 7));
+  const v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c.v, d.v, 0, 4, 1, 5), wasm_i32x4_shuffle(c.v, d.v, 2, 6, 3, 7));
+  return {wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7))};
+}
+inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {wasm_i32x4_make(a, b, c, d)}; }
+// f16 bit patterns h [4] (finite) -> f32: the bits moved to an f32's places read as the value
+// times 2^-112 (subnormal halves as f32 subnormals), so one exact multiplication restores it.
+inline F32x4 finite_halves_to_f32(I32x4 h) {
+  const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h.v, wasm_i32x4_splat(0x7FFF)), 13);
+  const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h.v, wasm_i32x4_splat(0x8000)), 16);
+  return {wasm_v128_or(wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f)), sign)};
+}
+inline F32x4 to_f32(I32x4 a) { return {wasm_f32x4_convert_i32x4(a.v)}; }
+inline F32x4 splat(float f) { return {wasm_f32x4_splat(f)}; }
+inline F32x4 make(float a, float b, float c, float d) { return {wasm_f32x4_make(a, b, c, d)}; }
+inline F32x4 mul(F32x4 a, F32x4 b) { return {wasm_f32x4_mul(a.v, b.v)}; }
+inline F32x4 add(F32x4 a, F32x4 b) { return {wasm_f32x4_add(a.v, b.v)}; }
+inline F32x4 load_f32x4(const float* p) { return {wasm_v128_load(p)}; }
+inline void store(float* p, F32x4 a) { wasm_v128_store(p, a.v); }
+
+#elif LF_SIMD_SSE2
+
+inline constexpr const char* kIsa = "sse2";
+struct I8x16 { __m128i v; };
+struct I16x8 { __m128i v; };
+struct I32x4 { __m128i v; };
+struct F32x4 { __m128 v; };
+
+inline I8x16 load_i8x16(const void* p) { return {_mm_loadu_si128(static_cast<const __m128i*>(p))}; }
+// Each byte paired with itself, then an arithmetic shift keeps the sign-extended copy.
+inline I16x8 widen_lo(I8x16 a) { return {_mm_srai_epi16(_mm_unpacklo_epi8(a.v, a.v), 8)}; }
+inline I16x8 widen_hi(I8x16 a) { return {_mm_srai_epi16(_mm_unpackhi_epi8(a.v, a.v), 8)}; }
+inline I8x16 low_nibbles_minus_8(I8x16 p) {
+  return {_mm_sub_epi8(_mm_and_si128(p.v, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8))};
+}
+// SSE2 has no 8-bit shift: shift 16-bit lanes and mask off the neighbour's bits.
+inline I8x16 high_nibbles_minus_8(I8x16 p) {
+  return {_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(p.v, 4), _mm_set1_epi8(0x0F)), _mm_set1_epi8(8))};
+}
+inline I32x4 dot_pairs(I16x8 a, I16x8 b) { return {_mm_madd_epi16(a.v, b.v)}; }
+inline I32x4 add(I32x4 a, I32x4 b) { return {_mm_add_epi32(a.v, b.v)}; }
+inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
+  const __m128i ab = _mm_add_epi32(_mm_unpacklo_epi32(a.v, b.v), _mm_unpackhi_epi32(a.v, b.v));
+  const __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(c.v, d.v), _mm_unpackhi_epi32(c.v, d.v));
+  return {_mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd))};
+}
+inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {_mm_setr_epi32(a, b, c, d)}; }
+inline F32x4 finite_halves_to_f32(I32x4 h) {
+  const __m128i magnitude = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x7FFF)), 13);
+  const __m128i sign = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x8000)), 16);
+  return {_mm_or_ps(_mm_mul_ps(_mm_castsi128_ps(magnitude), _mm_set1_ps(0x1p112f)), _mm_castsi128_ps(sign))};
+}
+inline F32x4 to_f32(I32x4 a) { return {_mm_cvtepi32_ps(a.v)}; }
+inline F32x4 splat(float f) { return {_mm_set1_ps(f)}; }
+inline F32x4 make(float a, float b, float c, float d) { return {_mm_setr_ps(a, b, c, d)}; }
+inline F32x4 mul(F32x4 a, F32x4 b) { return {_mm_mul_ps(a.v, b.v)}; }
+inline F32x4 add(F32x4 a, F32x4 b) { return {_mm_add_ps(a.v, b.v)}; }
+inline F32x4 load_f32x4(const float* p) { return {_mm_loadu_ps(p)}; }
+inline void store(float* p, F32x4 a) { _mm_storeu_ps(p, a.v); }
+
+#else
+
+inline constexpr const char* kIsa = "scalar";
+struct I8x16 { int8_t v[16]; };
+struct I16x8 { int16_t v[8]; };
+struct I32x4 { int32_t v[4]; };
+struct F32x4 { float v[4]; };
+
+inline I8x16 load_i8x16(const void* p) {
+  I8x16 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline I16x8 widen_half(I8x16 a, int first) {
+  I16x8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = a.v[first + i];
+  return r;
+}
+inline I16x8 widen_lo(I8x16 a) { return widen_half(a, 0); }
+inline I16x8 widen_hi(I8x16 a) { return widen_half(a, 8); }
+inline I8x16 nibbles_minus_8(I8x16 p, int shift) {
+  I8x16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = static_cast<int8_t>(((static_cast<uint8_t>(p.v[i]) >> shift) & 0x0F) - 8);
+  return r;
+}
+inline I8x16 low_nibbles_minus_8(I8x16 p) { return nibbles_minus_8(p, 0); }
+inline I8x16 high_nibbles_minus_8(I8x16 p) { return nibbles_minus_8(p, 4); }
+inline I32x4 dot_pairs(I16x8 a, I16x8 b) {
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = a.v[2 * i] * b.v[2 * i] + a.v[2 * i + 1] * b.v[2 * i + 1];
+  return r;
+}
+inline I32x4 add(I32x4 a, I32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
+  return a;
+}
+inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
+  const I32x4* in[4] = {&a, &b, &c, &d};
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = in[i]->v[0] + in[i]->v[1] + in[i]->v[2] + in[i]->v[3];
+  return r;
+}
+inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {{a, b, c, d}}; }
+inline F32x4 finite_halves_to_f32(I32x4 h) {
+  F32x4 r;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t magnitude_bits = static_cast<uint32_t>(h.v[i] & 0x7FFF) << 13;
+    std::memcpy(&r.v[i], &magnitude_bits, sizeof(float));
+    r.v[i] *= 0x1p112f;
+    uint32_t bits;
+    std::memcpy(&bits, &r.v[i], sizeof bits);
+    bits |= static_cast<uint32_t>(h.v[i] & 0x8000) << 16;
+    std::memcpy(&r.v[i], &bits, sizeof bits);
+  }
+  return r;
+}
+inline F32x4 to_f32(I32x4 a) {
+  F32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = static_cast<float>(a.v[i]);
+  return r;
+}
+inline F32x4 make(float a, float b, float c, float d) { return {{a, b, c, d}}; }
+inline F32x4 splat(float f) { return make(f, f, f, f); }
+inline F32x4 mul(F32x4 a, F32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] *= b.v[i];
+  return a;
+}
+inline F32x4 add(F32x4 a, F32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
+  return a;
+}
+inline F32x4 load_f32x4(const float* p) {
+  F32x4 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline void store(float* p, F32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
+
+#endif
+
+}  // namespace lf::simd

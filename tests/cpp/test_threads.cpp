@@ -1,0 +1,336 @@
+// The thread pool (barrier reuse, more workers than work, start/stop, refusal while busy) and the
+// engine's promise that output bytes do not depend on the thread count (docs/threads.md). Built
+// natively and under Emscripten (tests are not built for wasm32-wasi, whose pool is one inline
+// worker).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fixture_model.h"
+#include "layerfold/engine.h"
+#include "layerfold/thread_pool.h"
+
+namespace {
+
+using lf::Arch;
+using lf::Model;
+using lf::Session;
+using lf::Status;
+using lf::ThreadPool;
+using lf::test::FixtureModel;
+using lf::test::WeightFormat;
+
+const int kThreadCounts[] = {1, 2, 3, 4, 8};
+
+void require_ok(const Status& s) {
+  INFO(s.message());
+  REQUIRE(s.ok());
+}
+
+// Waits (yielding: the machine may have fewer cores than threads) until flag is set.
+void spin_until(const std::atomic<bool>& flag) {
+  while (!flag.load()) std::this_thread::yield();
+}
+
+TEST_CASE("share cuts [0, n) into contiguous parts that cover it once", "[threads]") {
+  for (int64_t n : {0, 1, 3, 5, 7, 32, 33, 100}) {
+    for (int parts : {1, 2, 3, 5, 6, 7, 8, 64}) {
+      int64_t next = 0;
+      for (int p = 0; p < parts; ++p) {
+        const lf::Share s = lf::share(n, p, parts);
+        REQUIRE(s.begin == next);
+        REQUIRE(s.end >= s.begin);
+        REQUIRE(s.end - s.begin <= n / parts + 1);
+        next = s.end;
+      }
+      REQUIRE(next == n);
+    }
+  }
+}
+
+TEST_CASE("a pool runs a job once on every worker", "[threads]") {
+  for (int n : {1, 2, 3, 5, 6, 7, 8}) {
+    ThreadPool pool(n);
+    REQUIRE(pool.size() == n);
+    std::vector<std::atomic<int>> calls(static_cast<size_t>(pool.size()));
+    for (int round = 0; round < 20; ++round) REQUIRE(pool.run([&](int w) { calls[static_cast<size_t>(w)]++; }));
+    for (const std::atomic<int>& c : calls) REQUIRE(c.load() == 20);
+  }
+}
+
+TEST_CASE("the barrier can be reused thousands of times", "[threads]") {
+  for (int n : {2, 3, 5, 8}) {
+    ThreadPool pool(n);
+    const int size = pool.size();
+    constexpr int kRounds = 3000;
+    std::atomic<int> arrived{0};
+    std::atomic<int> wrong{0};
+    REQUIRE(pool.run([&](int) {
+      for (int i = 0; i < kRounds; ++i) {
+        arrived.fetch_add(1);
+        pool.barrier();
+        // Nobody may be counted for round i + 1 before everyone checked round i.
+        if (arrived.load() != size * (i + 1)) wrong.fetch_add(1);
+        pool.barrier();
+      }
+    }));
+    REQUIRE(wrong.load() == 0);
+    REQUIRE(arrived.load() == size * kRounds);
+  }
+}
+
+TEST_CASE("more workers than work: every item is done exactly once", "[threads]") {
+  ThreadPool pool(8);
+  for (int64_t n_items : {1, 3, 7}) {
+    std::vector<std::atomic<int>> done(static_cast<size_t>(n_items));
+    REQUIRE(pool.run([&](int w) {
+      const lf::Share mine = lf::share(n_items, w, pool.size());
+      for (int64_t i = mine.begin; i < mine.end; ++i) done[static_cast<size_t>(i)]++;
+      pool.barrier();
+    }));
+    for (const std::atomic<int>& d : done) REQUIRE(d.load() == 1);
+  }
+}
+
+TEST_CASE("pools start and stop repeatedly, idle or after work", "[threads]") {
+  // At most 9 threads at once: the Emscripten test build pre-spawns 8 Web Workers.
+  for (int round = 0; round < 30; ++round) {
+    ThreadPool idle(1 + round % 4);
+    ThreadPool used(1 + (round * 3) % 5);
+    std::atomic<int> sum{0};
+    REQUIRE(used.run([&](int w) { sum.fetch_add(w + 1); }));
+    const int k = used.size();
+    REQUIRE(sum.load() == k * (k + 1) / 2);
+  }
+}
+
+TEST_CASE("start returns at once, refuses a second job, and calls done once", "[threads]") {
+  ThreadPool pool(3);
+  std::atomic<bool> release{false};
+  std::atomic<int> done_calls{0};
+  std::atomic<bool> finished{false};
+  REQUIRE(pool.start([&](int) { spin_until(release); }, [&] {
+    done_calls++;
+    finished = true;
+  }));
+  REQUIRE_FALSE(pool.start([](int) {}, [] {}));
+  REQUIRE_FALSE(pool.run([](int) {}));
+  release = true;
+  spin_until(finished);
+  REQUIRE(done_calls.load() == 1);
+  REQUIRE(pool.run([](int) {}));
+}
+
+// --- the engine ---
+
+// gemma3 with counts that divide by none of 2, 3, 4, 8: 5 query and 5 KV heads (5 attention
+// units) and n_ff 224 (7 FFN units of 32), 2 layers [sliding, global].
+Status build_odd_model(FixtureModel* out) {
+  lf::test::FixtureOptions o;
+  o.arch = Arch::gemma3;
+  o.seed = 11;
+  lf::test::detail::Builder b(o);
+  const int n_embd = 64, n_head = 5, n_ff = 224, D = 32, n_layer = 2, n_vocab = 40;
+  b.w.set_string("general.architecture", "gemma3");
+  b.u32("context_length", 128);
+  b.u32("embedding_length", n_embd);
+  b.u32("block_count", n_layer);
+  b.u32("feed_forward_length", n_ff);
+  b.u32("attention.head_count", n_head);
+  b.u32("attention.head_count_kv", n_head);
+  b.u32("attention.key_length", D);
+  b.u32("attention.value_length", D);
+  b.f32("attention.layer_norm_rms_epsilon", 1e-6f);
+  b.u32("attention.sliding_window", 4);
+  b.u32("attention.sliding_window_pattern", 2);
+  b.f32("rope.freq_base", 1e6f);
+  std::vector<std::string> tokens;
+  for (int i = 0; i < n_vocab; ++i) tokens.push_back("t" + std::to_string(i));
+  b.w.set_array_string("tokenizer.ggml.tokens", tokens);
+  b.matrix("token_embd.weight", n_embd, n_vocab, lf::GgmlType::Q8_0);
+  b.norm("output_norm.weight", n_embd);
+  b.matrix("output.weight", n_embd, n_vocab, lf::GgmlType::Q8_0);
+  for (int il = 0; il < n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    b.norm(p + "attn_norm.weight", n_embd);
+    b.matrix(p + "attn_q.weight", n_embd, n_head * D, lf::GgmlType::Q8_0);
+    b.matrix(p + "attn_k.weight", n_embd, n_head * D, lf::GgmlType::Q8_0);
+    b.matrix(p + "attn_v.weight", n_embd, n_head * D, lf::GgmlType::Q8_0);
+    b.matrix(p + "attn_output.weight", n_head * D, n_embd, lf::GgmlType::Q4_0);
+    b.norm(p + "attn_q_norm.weight", D);
+    b.norm(p + "attn_k_norm.weight", D);
+    b.norm(p + "post_attention_norm.weight", n_embd);
+    b.norm(p + "ffn_norm.weight", n_embd);
+    b.matrix(p + "ffn_gate.weight", n_embd, n_ff, lf::GgmlType::Q4_0);
+    b.matrix(p + "ffn_up.weight", n_embd, n_ff, lf::GgmlType::F16);
+    b.matrix(p + "ffn_down.weight", n_ff, n_embd, lf::GgmlType::Q8_0);
+    b.norm(p + "post_ffw_norm.weight", n_embd);
+  }
+  LF_RETURN_IF_ERROR(b.error);
+  FixtureModel m;
+  m.bytes = b.w.write_buffer();
+  LF_RETURN_IF_ERROR(lf::gguf_parse(m.bytes.data(), m.bytes.size(), m.bytes.size(), &m.file));
+  *out = std::move(m);
+  return Status();
+}
+
+// Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order.
+std::vector<float> trace(const FixtureModel& f, int n_threads) {
+  Model m;
+  lf::ModelLoadOptions options;
+  lf::ModelConfig config;
+  require_ok(lf::load_model_config(f.file, &config));
+  options.range = {0, config.n_layer};
+  options.with_embedding = true;
+  options.with_head = true;
+  options.n_threads = n_threads;
+  require_ok(lf::load_model(f.file, f.locator(), options, &m));
+  const int E = config.n_embd, n_prompt = 11;
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n_prompt + 3; ++i) tokens.push_back((5 * i + 2) % config.n_vocab);
+  std::vector<float> x(tokens.size() * static_cast<size_t>(E));
+  require_ok(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()));
+
+  std::vector<float> all;
+  auto step = [&](Session& s, int start, int n, bool last_only) {
+    std::vector<float> out(static_cast<size_t>(last_only ? 1 : n) * E);
+    require_ok(lf::forward(m, s, start, x.data() + static_cast<size_t>(start) * E, n, out.data(), last_only));
+    all.insert(all.end(), out.begin(), out.end());
+  };
+  // attn_chunk 3 makes several store/attend chunks and a sliding ring smaller than the prompt.
+  Session whole, chunked;
+  require_ok(Session::create(m, lf::SessionOptions{64, 3}, &whole));
+  require_ok(Session::create(m, lf::SessionOptions{64, 3}, &chunked));
+  step(whole, 0, n_prompt, false);
+  step(chunked, 0, 4, false);
+  step(chunked, 4, n_prompt - 4, true);
+  for (int t = n_prompt; t < n_prompt + 3; ++t) {
+    step(whole, t, 1, false);
+    step(chunked, t, 1, true);
+  }
+  std::vector<float> logits(static_cast<size_t>(config.n_vocab));
+  require_ok(lf::head(m, all.data() + all.size() - E, 1, logits.data()));
+  all.insert(all.end(), logits.begin(), logits.end());
+  return all;
+}
+
+void require_same_bytes_for_all_counts(const FixtureModel& f) {
+  const std::vector<float> one = trace(f, 1);
+  for (float v : one) REQUIRE(std::isfinite(v));
+  for (int n : kThreadCounts) {
+    INFO("threads " << n);
+    const std::vector<float> other = trace(f, n);
+    REQUIRE(other.size() == one.size());
+    REQUIRE(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
+FixtureModel fixture(Arch arch, WeightFormat format) {
+  lf::test::FixtureOptions o;
+  o.arch = arch;
+  o.format = format;
+  FixtureModel f;
+  require_ok(lf::test::build_fixture(o, &f));
+  return f;
+}
+
+TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: gemma4", "[threads]") {
+  require_same_bytes_for_all_counts(fixture(Arch::gemma4, WeightFormat::f32));
+  require_same_bytes_for_all_counts(fixture(Arch::gemma4, WeightFormat::mixed));
+}
+
+TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: gemma3", "[threads]") {
+  require_same_bytes_for_all_counts(fixture(Arch::gemma3, WeightFormat::mixed));
+}
+
+TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: counts no thread count divides", "[threads]") {
+  FixtureModel f;
+  require_ok(build_odd_model(&f));
+  Model m;
+  require_ok(f.load({0, 2}, true, true, &m));
+  REQUIRE(m.shard(0).attn.n_units == 5);
+  REQUIRE(m.shard(0).ffn.n_units == 7);
+  require_same_bytes_for_all_counts(f);
+}
+
+// name, layer and bytes of every intermediate the debug hook sees in a 6-token prompt.
+std::vector<std::string> taps(const FixtureModel& f, int n_threads) {
+  Model m;
+  require_ok(f.load_all(&m));
+  require_ok(lf::set_threads(&m, n_threads));
+  Session s;
+  require_ok(Session::create(m, {}, &s));
+  std::vector<std::string> seen;
+  s.debug_hook = [&](const char* name, int il, const float* x, int n_rows, int n_cols) {
+    const char* raw = reinterpret_cast<const char*>(x);
+    seen.push_back(std::string(name) + "/" + std::to_string(il) + "/" +
+                   std::string(raw, raw + static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * sizeof(float)));
+  };
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6};
+  std::vector<float> x(tokens.size() * lf::test::kFixtureEmbd), out(x.size());
+  require_ok(lf::embed(m, tokens.data(), 6, x.data()));
+  require_ok(lf::forward(m, s, 0, x.data(), 6, out.data(), false));
+  return seen;
+}
+
+TEST_CASE("the debug hook sees the same intermediates whatever the thread count", "[threads]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const std::vector<std::string> one = taps(f, 1);
+  REQUIRE(one.size() == 8 * lf::test::kFixtureLayers);
+  REQUIRE(taps(f, 3) == one);
+}
+
+TEST_CASE("set_threads changes the pool and refuses nonsense counts", "[threads]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::f32);
+  Model m;
+  require_ok(f.load_all(&m));
+  REQUIRE(m.pool->size() == 1);
+  require_ok(lf::set_threads(&m, 3));
+  REQUIRE(m.pool->size() == 3);
+  REQUIRE(lf::set_threads(&m, 0).code() == lf::Code::invalid_argument);
+  REQUIRE(lf::set_threads(&m, lf::kMaxThreads + 1).code() == lf::Code::invalid_argument);
+}
+
+TEST_CASE("forward_async gives forward's bytes; a forward while one runs is refused", "[threads]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  Model m;
+  require_ok(f.load_all(&m));
+  require_ok(lf::set_threads(&m, 3));
+  const int n = 5;
+  std::vector<int32_t> tokens = {3, 1, 4, 1, 5};
+  std::vector<float> x(static_cast<size_t>(n) * lf::test::kFixtureEmbd);
+  require_ok(lf::embed(m, tokens.data(), n, x.data()));
+
+  Session sync_s, async_s;
+  require_ok(Session::create(m, {}, &sync_s));
+  require_ok(Session::create(m, {}, &async_s));
+  std::vector<float> want(x.size()), got(x.size());
+  require_ok(lf::forward(m, sync_s, 0, x.data(), n, want.data(), false));
+
+  std::atomic<bool> finished{false};
+  Status outcome(lf::Code::internal, "done never called");
+  require_ok(lf::forward_async(m, async_s, 0, x, n, got, false, [&](const Status& s) {
+    outcome = s;
+    finished = true;
+  }));
+  spin_until(finished);
+  require_ok(outcome);
+  REQUIRE(async_s.n_past() == n);
+  REQUIRE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+
+  std::atomic<bool> release{false};
+  REQUIRE(m.pool->start([&](int) { spin_until(release); }, nullptr));
+  Session other;
+  require_ok(Session::create(m, {}, &other));
+  const Status busy = lf::forward(m, other, 0, x.data(), n, got.data(), false);
+  release = true;
+  REQUIRE(busy.code() == lf::Code::failed_precondition);
+  REQUIRE(busy.message().find("already running") != std::string::npos);
+  REQUIRE(other.n_past() == 0);
+}
+
+}  // namespace

@@ -1,0 +1,95 @@
+// The threaded build through LayerNode (docs/threads.md): a forward never blocks the event loop,
+// forward calls issued together are serialised, never interleaved, and the output bytes are the
+// same for every thread count and for the single-thread build.
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {model} from "./models.mjs";
+
+const tiny = () => model("tiny", "tiny");
+const small = () => model("small-q8", "small", ["--type", "Q8_0"]);
+const tokens = (n, seed = 3) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 29 + seed * 13) % 500))];
+const bytes = (f) => Buffer.from(f.buffer, f.byteOffset, f.byteLength);
+
+async function withNode(options, fn) {
+  const node = await LayerNode.open(options);
+  try {
+    return await fn(node);
+  } finally {
+    node.close();
+  }
+}
+
+// A prompt, then two decode steps, all rows.
+async function trace(node) {
+  const ids = tokens(12);
+  const out = [await node.forward({session: "s", startPos: 0, hidden: node.embed(ids)})];
+  out.push(await node.forward({session: "s", startPos: 12, hidden: node.embed([7])}));
+  out.push(await node.forward({session: "s", startPos: 13, hidden: node.embed([9]), lastOnly: true}));
+  return Buffer.concat(out.map(bytes));
+}
+
+describe("threaded LayerNode", () => {
+  test("the event loop keeps running while a long forward runs", async () => {
+    await withNode({model: small(), build: "threaded", threads: 2}, async (node) => {
+      const hidden = node.embed(tokens(96));
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 2);
+      const t0 = performance.now();
+      try {
+        await node.forward({session: "long", startPos: 0, hidden});
+      } finally {
+        clearInterval(timer);
+      }
+      const ms = performance.now() - t0;
+      // A blocked loop would run the timer at most once, after the forward.
+      assert.ok(ms > 40, `forward took only ${ms.toFixed(1)} ms: too short to tell`);
+      assert.ok(ticks >= 5, `${ticks} timer ticks during a ${ms.toFixed(1)} ms forward`);
+    });
+  });
+
+  test("forward calls issued together run one after another, as if sequential", async () => {
+    const a = tokens(9, 1), b = tokens(7, 2);
+    const sequential = await withNode({model: tiny(), build: "threaded", threads: 3}, async (node) => {
+      const ra = await node.forward({session: "a", startPos: 0, hidden: node.embed(a)});
+      const rb = await node.forward({session: "b", startPos: 0, hidden: node.embed(b)});
+      const ra2 = await node.forward({session: "a", startPos: 9, hidden: node.embed([5])});
+      return [ra, rb, ra2].map(bytes);
+    });
+    const together = await withNode({model: tiny(), build: "threaded", threads: 3}, async (node) => {
+      // Same session twice in one batch: the second needs the first's positions in the cache.
+      const results = await Promise.all([
+        node.forward({session: "a", startPos: 0, hidden: node.embed(a)}),
+        node.forward({session: "b", startPos: 0, hidden: node.embed(b)}),
+        node.forward({session: "a", startPos: 9, hidden: node.embed([5])}),
+      ]);
+      return results.map(bytes);
+    });
+    together.forEach((r, i) => assert.ok(r.equals(sequential[i]), `call ${i} differs from its sequential run`));
+  });
+
+  test("a failing call in a batch rejects alone; the next calls still run", async () => {
+    await withNode({model: tiny(), build: "threaded", threads: 2}, async (node) => {
+      const [bad, good] = await Promise.allSettled([
+        node.forward({session: "a", startPos: 5, hidden: node.embed([1])}),
+        node.forward({session: "a", startPos: 0, hidden: node.embed([1, 2])}),
+      ]);
+      assert.equal(bad.status, "rejected");
+      assert.equal(bad.reason.code, "failed_precondition");
+      assert.match(bad.reason.message, /start_pos 5/);
+      assert.equal(good.status, "fulfilled");
+    });
+  });
+
+  test("outputs are byte-identical for threads 1, 2, 3 and the single-thread build", async () => {
+    const want = await withNode({model: tiny(), build: "single"}, trace);
+    for (const threads of [1, 2, 3]) {
+      const got = await withNode({model: tiny(), build: "threaded", threads}, async (node) => {
+        assert.equal(node.info().threads, threads);
+        return trace(node);
+      });
+      assert.ok(got.equals(want), `threads ${threads} differs from the single-thread build`);
+    }
+  });
+});
