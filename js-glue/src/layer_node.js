@@ -2,7 +2,7 @@
 // embedding on the first node and the head on the last), one KV cache per session, and runs
 // hidden states through them in WASM.
 import { readGgufHeader } from './gguf_header.js';
-import { LocalFileSource } from './object_source_local.js';
+import { openSource } from './open_source.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from './wasm_module.js';
 
@@ -12,16 +12,21 @@ export class LayerNode {
   /**
    * threads: the engine's threads on the threaded build (default: the machine's parallelism);
    * outputs are byte-identical for every count. The single-thread build always uses one.
-   * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single',
-   *          maxContext?: number, withTokenizer?: boolean}} options
-   * @example const node = await LayerNode.open({ model: 'tiny.gguf', layers: [0, 2], threads: 2 });
+   * model: a path, file://, http(s)://, s3:// or r2:// URL, or a Workers R2 binding {bucket, key};
+   * cacheDir: a verified disk cache of the ranges read; onProgress: throttled
+   * {bytes, totalBytes, rate, etaSeconds}; sourceOptions: more openSource options (retries, S3
+   * endpoint and credentials, maxCacheBytes...).
+   * @param {{model: string|{bucket: object, key: string}, layers?: [number, number], threads?: number,
+   *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
+   *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object}} options
+   * @example const node = await LayerNode.open({ model: 'https://example.com/tiny.gguf', layers: [0, 2], cacheDir: '.cache' });
    */
-  static async open({ model, layers, threads, build, maxContext = 0, withTokenizer = false }) {
+  static async open({ model, layers, threads, build, maxContext = 0, withTokenizer = false, cacheDir, onProgress, sourceOptions }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const lf = useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
     let node;
     try {
-      const source = await LocalFileSource.open(model);
+      const source = await openSource(model, { ...sourceOptions, cacheDir, onProgress });
       try {
         const header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
         const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);

@@ -1,12 +1,13 @@
-// The GGUF header of a local model file, parsed by the C++ reader in a single-thread module.
+// The GGUF header of a model (a path or URL, see open_source.js), parsed by the C++ reader in a
+// single-thread module.
 import { readGgufHeader } from './gguf_header.js';
-import { LocalFileSource } from './object_source_local.js';
+import { openSource } from './open_source.js';
 import { loadSingleThreadModule } from './wasm_module.js';
 
-/** @example const { metadata, tensors } = await readModelHeader('model.gguf'); */
-export async function readModelHeader(path, options) {
+/** @example const { metadata, tensors } = await readModelHeader('https://example.com/model.gguf'); */
+export async function readModelHeader(model, options) {
   const lf = await loadSingleThreadModule();
-  const source = await LocalFileSource.open(path);
+  const source = await openSource(model);
   try {
     return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size, options);
   } finally {

@@ -1,0 +1,36 @@
+// Load progress for any object source: counts the bytes of completed reads and reports
+// {bytes, totalBytes, rate, etaSeconds} at most every intervalMs (and always at totalBytes).
+
+/**
+ * Wraps source so its reads report progress; totalBytes defaults to the object's size (an upper
+ * bound for a node holding only some layers).
+ * @example const tracked = withProgress(source, (p) => console.log(p.bytes, p.etaSeconds), { intervalMs: 500 });
+ */
+export function withProgress(source, onProgress, { totalBytes = source.size, intervalMs = 250 } = {}) {
+  const started = performance.now();
+  let bytes = 0;
+  let lastReport = -Infinity;
+  const report = (count) => {
+    bytes += count;
+    const now = performance.now();
+    if (now - lastReport < intervalMs && bytes < totalBytes) return;
+    lastReport = now;
+    const rate = bytes / Math.max((now - started) / 1000, 1e-3);
+    onProgress({ bytes, totalBytes, rate, etaSeconds: rate > 0 ? Math.max(totalBytes - bytes, 0) / rate : Infinity });
+  };
+  return {
+    name: source.name,
+    size: source.size,
+    identity: source.identity,
+    async read(start, end) {
+      const out = await source.read(start, end);
+      report(end - start);
+      return out;
+    },
+    async readInto(start, end, target) {
+      await source.readInto(start, end, target);
+      report(end - start);
+    },
+    close: () => source.close(),
+  };
+}
