@@ -1,7 +1,7 @@
 // LayerNode: one node of a pipelined model. It holds layers [a, b) of a GGUF (plus the token
 // embedding on the first node and the head on the last), one KV cache per session, and runs
 // hidden states through them in WASM.
-import { readGgufHeader } from './gguf_header.js';
+import { openGgufHeader } from './gguf_header.js';
 import { openSource } from './open_source.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from './wasm_module.js';
@@ -27,14 +27,17 @@ export class LayerNode {
     let node;
     try {
       const source = await openSource(model, { ...sourceOptions, cacheDir, onProgress });
+      let gguf = 0;
       try {
-        const header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+        gguf = await openGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+        const header = JSON.parse(lf.readCString(lf.fn.lf_gguf_json(gguf, 0)));
         const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
         const [begin, end] = layers ?? [0, nLayer];
         node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, maxContext);
-        await node.#load(source, withTokenizer);
+        await node.#load(source, gguf, withTokenizer);
         return node;
       } finally {
+        if (gguf) lf.fn.lf_gguf_free(gguf);
         await source.close();
       }
     } catch (error) {
@@ -61,49 +64,34 @@ export class LayerNode {
     this.maxContext = maxContext;
   }
 
-  async #load(source, withTokenizer) {
+  // Places the node's tensors in WASM memory straight from the source, then loads the model.
+  async #load(source, gguf, withTokenizer) {
     const lf = this.#lf;
-    const prefix = await source.read(0, this.#header.data_offset);
-    const gguf = this.#parse(prefix, source.size);
-    try {
-      const namesPtr = lf.fn.lf_node_tensors_json(gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0);
-      if (!namesPtr) throw lf.lastError();
-      const names = JSON.parse(lf.readCString(namesPtr));
-      const byName = new Map(this.#header.tensors.map((t) => [t.name, t]));
-      this.#model = lf.fn.lf_model_create();
-      if (!lf.fn.lf_model_set_threads(this.#model, lf.threads)) throw lf.lastError();
-      this.bytesLoaded = 0;
-      for (const name of names) {
-        const info = byName.get(name);
-        const ptr = lf.alloc(info.n_bytes);
-        this.#buffers.push(ptr);
-        await source.readInto(info.offset, info.offset + info.n_bytes, lf.bytes().subarray(ptr, ptr + info.n_bytes));
-        this.bytesLoaded += info.n_bytes;
-        const namePtr = this.#cString(name);
-        lf.fn.lf_model_place_tensor(this.#model, namePtr, ptr);
-        lf.free(namePtr);
-      }
-      if (!lf.fn.lf_model_load(this.#model, gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0)) {
-        throw lf.lastError();
-      }
-      this.nEmbd = lf.fn.lf_model_n_embd(this.#model);
-      this.nVocab = lf.fn.lf_model_n_vocab(this.#model);
-      this.nLayer = lf.fn.lf_model_n_layer(this.#model);
-      /** The model's tokenizer (Tokenizer), when opened withTokenizer. */
-      this.tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
-    } finally {
-      lf.fn.lf_gguf_free(gguf);
+    const namesPtr = lf.fn.lf_node_tensors_json(gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0);
+    if (!namesPtr) throw lf.lastError();
+    const names = JSON.parse(lf.readCString(namesPtr));
+    const byName = new Map(this.#header.tensors.map((t) => [t.name, t]));
+    this.#model = lf.fn.lf_model_create();
+    if (!lf.fn.lf_model_set_threads(this.#model, lf.threads)) throw lf.lastError();
+    this.bytesLoaded = 0;
+    for (const name of names) {
+      const info = byName.get(name);
+      const ptr = lf.alloc(info.n_bytes);
+      this.#buffers.push(ptr);
+      await source.readInto(info.offset, info.offset + info.n_bytes, lf.bytes().subarray(ptr, ptr + info.n_bytes));
+      this.bytesLoaded += info.n_bytes;
+      const namePtr = this.#cString(name);
+      lf.fn.lf_model_place_tensor(this.#model, namePtr, ptr);
+      lf.free(namePtr);
     }
-  }
-
-  #parse(prefix, fileSize) {
-    const lf = this.#lf;
-    const ptr = lf.alloc(prefix.length);
-    lf.bytes().set(prefix, ptr);
-    const gguf = lf.fn.lf_gguf_parse(ptr, prefix.length, fileSize);
-    lf.free(ptr);
-    if (!gguf) throw lf.lastError();
-    return gguf;
+    if (!lf.fn.lf_model_load(this.#model, gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0)) {
+      throw lf.lastError();
+    }
+    this.nEmbd = lf.fn.lf_model_n_embd(this.#model);
+    this.nVocab = lf.fn.lf_model_n_vocab(this.#model);
+    this.nLayer = lf.fn.lf_model_n_layer(this.#model);
+    /** The model's tokenizer (Tokenizer), when opened withTokenizer. */
+    this.tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
   }
 
   #cString(text) {
