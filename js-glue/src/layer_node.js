@@ -2,6 +2,7 @@
 // embedding on the first node and the head on the last), one KV cache per session, and runs
 // hidden states through them in WASM.
 import { openGgufHeader } from './gguf_header.js';
+import { LayerfoldError } from './capi.js';
 import { openSource } from './open_source.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from './wasm_module.js';
@@ -15,13 +16,17 @@ export class LayerNode {
    * model: a path, file://, http(s)://, s3:// or r2:// URL, or a Workers R2 binding {bucket, key};
    * cacheDir: a verified disk cache of the ranges read; onProgress: throttled
    * {bytes, totalBytes, rate, etaSeconds}; sourceOptions: more openSource options (retries, S3
-   * endpoint and credentials, maxCacheBytes...).
+   * endpoint and credentials, maxCacheBytes...). maxSessions / maxKvBytes bound the KV caches:
+   * the least recently used sessions are evicted to make room, and a later call that continues
+   * an evicted session fails with code 'evicted'.
    * @param {{model: string|{bucket: object, key: string}, layers?: [number, number], threads?: number,
    *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
-   *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object}} options
+   *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object,
+   *          maxSessions?: number, maxKvBytes?: number}} options
    * @example const node = await LayerNode.open({ model: 'https://example.com/tiny.gguf', layers: [0, 2], cacheDir: '.cache' });
    */
-  static async open({ model, layers, threads, build, maxContext = 0, withTokenizer = false, cacheDir, onProgress, sourceOptions }) {
+  static async open({ model, layers, threads, build, maxContext = 0, withTokenizer = false, cacheDir, onProgress, sourceOptions,
+    maxSessions = 64, maxKvBytes = Infinity }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const lf = useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
     let node;
@@ -33,7 +38,7 @@ export class LayerNode {
         const header = JSON.parse(lf.readCString(lf.fn.lf_gguf_json(gguf, 0)));
         const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
         const [begin, end] = layers ?? [0, nLayer];
-        node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, maxContext);
+        node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, { maxContext, maxSessions, maxKvBytes });
         await node.#load(source, gguf, withTokenizer);
         return node;
       } finally {
@@ -51,17 +56,20 @@ export class LayerNode {
   #header;
   #model = 0;
   #buffers = [];
-  #sessions = new Map();
+  #sessions = new Map();  // id -> lf_session*, least recently used first
+  #evicted = new Set();   // recently evicted ids (bounded), so a late call gets a clear error
   // Forward calls run one after another: the engine refuses a second while one runs.
   #queue = Promise.resolve();
 
-  constructor(lf, header, begin, end, withEmbedding, withHead, maxContext) {
+  constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes }) {
     this.#lf = lf;
     this.#header = header;
     this.layers = [begin, end];
     this.withEmbedding = withEmbedding;
     this.withHead = withHead;
     this.maxContext = maxContext;
+    this.maxSessions = maxSessions;
+    this.maxKvBytes = maxKvBytes;
   }
 
   // Places the node's tensors in WASM memory straight from the source, then loads the model.
@@ -116,13 +124,38 @@ export class LayerNode {
     }
   }
 
-  #session(id) {
+  // The session's KV cache, created at its first call (startPos 0); using it makes it the most
+  // recently used. Creating one evicts least recently used sessions beyond the limits.
+  #session(id, startPos) {
+    const lf = this.#lf;
     let session = this.#sessions.get(id);
-    if (session === undefined) {
-      session = this.#lf.fn.lf_session_create(this.#model, this.maxContext);
-      if (!session) throw this.#lf.lastError();
+    if (session !== undefined) {
+      this.#sessions.delete(id);
       this.#sessions.set(id, session);
+      return session;
     }
+    if (startPos !== 0 && this.#evicted.has(id)) {
+      throw new LayerfoldError('evicted', `session "${id}" was evicted (least recently used, limits: ` +
+        `${this.maxSessions} sessions, ${this.maxKvBytes} KV bytes): start it again from position 0`);
+    }
+    session = lf.fn.lf_session_create(this.#model, this.maxContext);
+    if (!session) throw lf.lastError();
+    const bytes = lf.fn.lf_session_bytes(session);
+    if (bytes > this.maxKvBytes) {
+      lf.fn.lf_session_free(session);
+      throw new LayerfoldError('resource_exhausted', `a session needs ${bytes} KV-cache bytes, more than maxKvBytes ${this.maxKvBytes}`);
+    }
+    let total = bytes;
+    for (const s of this.#sessions.values()) total += lf.fn.lf_session_bytes(s);
+    for (const [oldest, handle] of this.#sessions) {
+      if (this.#sessions.size < this.maxSessions && total <= this.maxKvBytes) break;
+      total -= lf.fn.lf_session_bytes(handle);
+      this.dropSession(oldest);
+      this.#evicted.add(oldest);
+      if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
+    }
+    this.#evicted.delete(id);
+    this.#sessions.set(id, session);
     return session;
   }
 
@@ -144,8 +177,8 @@ export class LayerNode {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
     const run = () => (this.#lf.kind === 'threaded'
-      ? this.#forwardAsync(this.#session(session), startPos, hidden, n, lastOnly)
-      : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, this.#session(session), startPos, inPtr, n, outPtr, lastOnly ? 1 : 0)));
+      ? this.#forwardAsync(this.#session(session, startPos), startPos, hidden, n, lastOnly)
+      : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, this.#session(session, startPos), startPos, inPtr, n, outPtr, lastOnly ? 1 : 0)));
     const result = this.#queue.then(run);
     this.#queue = result.catch(() => {});
     return result;
@@ -204,6 +237,12 @@ export class LayerNode {
     return this.#header.metadata;
   }
 
+  /** Bytes of the session's KV cache (0 for an unknown session). */
+  sessionBytes(id) {
+    const session = this.#sessions.get(id);
+    return session === undefined ? 0 : this.#lf.fn.lf_session_bytes(session);
+  }
+
   dropSession(id) {
     const session = this.#sessions.get(id);
     if (session === undefined) return false;
@@ -217,6 +256,7 @@ export class LayerNode {
       layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
       threads: this.#model ? this.#lf.fn.lf_model_threads(this.#model) : this.#lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
+      kvBytes: [...this.#sessions.keys()].reduce((sum, id) => sum + this.sessionBytes(id), 0),
     };
   }
 
