@@ -1,0 +1,151 @@
+// Types of the layerfold package's public API (src/index.js). Checked by tests/js/types.test.mjs.
+
+/** An engine or host error with a stable code. */
+export class LayerfoldError extends Error {
+  readonly code:
+    | 'invalid_argument' | 'malformed' | 'unsupported' | 'need_more_data' | 'io_error'
+    | 'failed_precondition' | 'resource_exhausted' | 'not_found' | 'internal' | 'evicted' | string;
+  constructor(code: string, message: string);
+}
+
+/** A Workers R2 binding and the key of the model in it. */
+export interface R2Model {
+  bucket: {
+    head(key: string): Promise<{ size: number; etag?: string; httpEtag?: string } | null>;
+    get(key: string, options?: { range?: { offset: number; length: number } }): Promise<unknown>;
+  };
+  key: string;
+}
+
+/** A local path, file://, http(s)://, s3:// or r2:// URL, or an R2 binding. */
+export type ModelLocation = string | R2Model;
+
+export interface Progress {
+  bytes: number;
+  totalBytes: number;
+  /** bytes per second */
+  rate: number;
+  etaSeconds: number;
+}
+
+export interface SourceOptions {
+  cacheDir?: string;
+  maxCacheBytes?: number;
+  revalidate?: boolean;
+  onProgress?: (progress: Progress) => void;
+  progressIntervalMs?: number;
+  retries?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  timeoutMs?: number;
+  endpoint?: string;
+  region?: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+}
+
+/** Byte-range access to one model file, wherever it lives. */
+export interface ObjectSource {
+  readonly name: string;
+  readonly size: number;
+  read(start: number, end: number): Promise<Uint8Array>;
+  readInto(start: number, end: number, target: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function openSource(model: ModelLocation, options?: SourceOptions): Promise<ObjectSource>;
+
+export interface LayerNodeOptions {
+  model: ModelLocation;
+  /** layers [begin, end); default: all */
+  layers?: [number, number];
+  /** engine threads on the threaded build; outputs are identical for every count */
+  threads?: number;
+  build?: 'threaded' | 'single';
+  /** positions a session may hold; 0: the model's context length */
+  maxContext?: number;
+  withTokenizer?: boolean;
+  cacheDir?: string;
+  onProgress?: (progress: Progress) => void;
+  sourceOptions?: SourceOptions;
+  maxSessions?: number;
+  maxKvBytes?: number;
+}
+
+export interface ForwardRequest {
+  session: string;
+  startPos: number;
+  /** [n, n_embd] */
+  hidden: Float32Array;
+  /** only the last position's output: [1, n_embd] */
+  lastOnly?: boolean;
+}
+
+export interface LayerNodeInfo {
+  layers: [number, number];
+  nEmbd: number;
+  nVocab: number;
+  build: 'threaded' | 'single';
+  threads: number;
+  bytesLoaded: number;
+  sessions: number;
+  wasmMemoryBytes: number;
+  kvBytes: number;
+}
+
+export class LayerNode {
+  static open(options: LayerNodeOptions): Promise<LayerNode>;
+  readonly layers: [number, number];
+  readonly withEmbedding: boolean;
+  readonly withHead: boolean;
+  readonly nEmbd: number;
+  readonly nVocab: number;
+  readonly nLayer: number;
+  readonly bytesLoaded: number;
+  readonly tokenizer: Tokenizer | null;
+  readonly metadata: Record<string, unknown>;
+  /** token ids -> hidden [n, n_embd] (first node) */
+  embed(tokens: ArrayLike<number>): Float32Array;
+  forward(request: ForwardRequest): Promise<Float32Array>;
+  /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node) */
+  logits(hidden: Float32Array): Float32Array;
+  layerTimings(session: string): number[];
+  phaseTimings(session: string): { attention: number; ffn: number; serial: number } | null;
+  sessionBytes(session: string): number;
+  dropSession(session: string): boolean;
+  info(): LayerNodeInfo;
+  close(): void;
+}
+
+export interface NodeTiming {
+  layers: [number, number];
+  ms: number;
+  layerMs: number[];
+}
+
+export class Pipeline {
+  /** nodes: "local:0-29,local:30-59" (inclusive ranges; default one node with every layer) */
+  static open(options: { model: string; nodes?: string; threads?: number; build?: 'threaded' | 'single' }): Promise<Pipeline>;
+  readonly nodes: LayerNode[];
+  readonly tokenizer: Tokenizer;
+  readonly header: { metadata: Record<string, unknown>; tensors: Array<{ name: string; type: string; ne: number[]; offset: number; n_bytes: number }> };
+  /** Runs new tokens of a session through every node: the last position's logits and timings. */
+  step(session: string, tokens: number[]): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  dropSession(session: string): void;
+  close(): void;
+}
+
+export class Tokenizer {
+  readonly nVocab: number;
+  /** -1 when the vocabulary has none */
+  readonly bos: number;
+  readonly eos: number;
+  encode(text: string, options?: { addBos?: boolean; parseSpecial?: boolean }): number[];
+  decode(ids: number[], options?: { special?: boolean }): string;
+  /** the token's vocabulary text, e.g. "▁Hello" */
+  piece(id: number): string;
+  close(): void;
+}
+
+export function logSoftmax(logits: ArrayLike<number>): Float64Array;
+export function topK(values: ArrayLike<number>, k: number): number[];

@@ -1,0 +1,7 @@
+// The public API of the layerfold package (types in ../index.d.ts).
+export { LayerfoldError } from './capi.js';
+export { LayerNode } from './layer_node.js';
+export { Pipeline } from './pipeline.js';
+export { Tokenizer } from './tokenizer.js';
+export { openSource } from './open_source.js';
+export { logSoftmax, topK } from './logits.js';

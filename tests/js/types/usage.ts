@@ -1,0 +1,26 @@
+// How a user of the package writes against it; must type-check with --strict.
+import { LayerNode, LayerfoldError, Pipeline, Tokenizer, openSource, topK, logSoftmax } from 'layerfold';
+import type { LayerNodeInfo, Progress } from 'layerfold';
+
+export async function example(): Promise<number> {
+  const onProgress = (p: Progress): void => { void p.etaSeconds; };
+  const node: LayerNode = await LayerNode.open({ model: 'r2://models/gemma.gguf', layers: [0, 30], threads: 4, cacheDir: '/tmp/lf', onProgress, maxSessions: 8 });
+  const tokenizer: Tokenizer | null = node.tokenizer;
+  const tokens = tokenizer ? tokenizer.encode('The capital of France is', { addBos: true }) : [2];
+  const hidden: Float32Array = await node.forward({ session: 'a', startPos: 0, hidden: node.embed(tokens), lastOnly: true });
+  const info: LayerNodeInfo = node.info();
+  const best: number = topK(logSoftmax(node.logits(hidden)), 1)[0];
+  node.dropSession('a');
+  node.close();
+  const pipeline = await Pipeline.open({ model: 'model.gguf', nodes: 'local:0-1,local:2-3' });
+  const { logits, timings } = await pipeline.step('s', pipeline.tokenizer.encode('hi'));
+  pipeline.close();
+  const source = await openSource({ bucket: { head: async () => null, get: async () => null }, key: 'm.gguf' }, { retries: 3 });
+  await source.close();
+  try {
+    await node.forward({ session: 'b', startPos: 3, hidden });
+  } catch (error) {
+    if (error instanceof LayerfoldError && error.code === 'evicted') return -1;
+  }
+  return best + info.kvBytes + logits.length + timings[0].layerMs.length;
+}
