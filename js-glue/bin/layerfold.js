@@ -9,7 +9,8 @@ import { plan } from '../src/cli_plan.js';
 
 const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
-                     [--nodes local:A-B,...] [--build threaded|single] [--json]
+                     [--nodes local:A-B,...] [--build threaded|single] [--cache-dir DIR] [--json]
+  MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir)
   layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
                      [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]
   layerfold inspect MODEL [--json]
@@ -26,6 +27,7 @@ const COMMANDS = {
       threads: { type: 'string' },
       nodes: { type: 'string' },
       build: { type: 'string' },
+      'cache-dir': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   },
@@ -43,6 +45,7 @@ const COMMANDS = {
       threads: { type: 'string' },
       nodes: { type: 'string' },
       build: { type: 'string' },
+      'cache-dir': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   },

@@ -3,7 +3,7 @@
 import { Template } from '@huggingface/jinja';
 
 import { defaultModel } from './default_model.js';
-import { Pipeline } from './pipeline.js';
+import { openPipeline } from './cli_pipeline.js';
 import { Sampler } from './sampler.js';
 
 // End-of-generation ids: EOS plus the end-of-turn control tokens the vocabulary has.
@@ -34,7 +34,7 @@ function promptTokens(pipeline, options) {
 
 export async function generate(options, _positionals, { write = (s) => process.stdout.write(s) } = {}) {
   const model = options.model ?? defaultModel();
-  const pipeline = await Pipeline.open({ model, nodes: options.nodes, threads: options.threads && Number(options.threads), build: options.build });
+  const pipeline = await openPipeline(model, options);
   try {
     const sampler = new Sampler({ temperature: Number(options.temperature), topK: Number(options['top-k']), topP: Number(options['top-p']), seed: Number(options.seed) });
     const stops = stopIds(pipeline.tokenizer);

@@ -2,7 +2,7 @@
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
 import { defaultModel } from './default_model.js';
 import { logSoftmax, topK } from './logits.js';
-import { Pipeline } from './pipeline.js';
+import { openPipeline } from './cli_pipeline.js';
 
 // llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
 async function llamaAgreement(model, tokens, ours, k) {
@@ -29,7 +29,7 @@ async function llamaAgreement(model, tokens, ours, k) {
 export async function validate(options) {
   const model = options.model ?? defaultModel();
   const k = Number(options['top-k']);
-  const pipeline = await Pipeline.open({ model, nodes: options.nodes, threads: options.threads && Number(options.threads), build: options.build });
+  const pipeline = await openPipeline(model, options);
   const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
   try {
     const tokens = pipeline.tokenizer.encode(options.prompt, { addBos: true });
@@ -39,7 +39,9 @@ export async function validate(options) {
     const logProbs = logSoftmax(logits);
     const piece = (id) => pipeline.tokenizer.decode([id]);
     const top = topK(logProbs, k).map((id) => ({ id, piece: piece(id), probability: Math.exp(logProbs[id]) }));
-    const reference = await llamaAgreement(model, tokens, logProbs, k);
+    // llama.cpp reads local files only.
+    const local = typeof model === 'string' && !/^[a-z0-9]+:\/\//.test(model);
+    const reference = local ? await llamaAgreement(model, tokens, logProbs, k) : null;
     const memory = { rssBytes: process.memoryUsage().rss, wasmBytes: pipeline.nodes.reduce((s, n) => s + n.info().wasmMemoryBytes, 0) };
     const result = {
       model, synthetic, prompt: options.prompt, tokens, top,
@@ -77,7 +79,7 @@ function report(r, options, piece) {
     console.log(`\nllama.cpp on the same file: top-1 ${l.sameTop1 ? 'agrees' : 'DIFFERS'} (${JSON.stringify(piece(l.top[0]))}), ` +
       `${l.overlap}/${l.top.length} of its top-${l.top.length} in ours, max |Δ ln p| over its top 50 = ${l.maxLogProbDiff.toExponential(2)}`);
   } else {
-    console.log('\nllama.cpp (node-llama-cpp) not installed: no reference comparison');
+    console.log('\nno llama.cpp comparison (node-llama-cpp not installed, or the model is not a local file)');
   }
   if (!r.synthetic) console.log(`\nexpected ${JSON.stringify(options.expect)}: ${r.top[0].piece === options.expect ? 'yes' : 'NO'}`);
 }

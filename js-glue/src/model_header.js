@@ -4,12 +4,15 @@ import { readGgufHeader } from './gguf_header.js';
 import { openSource } from './open_source.js';
 import { loadSingleThreadModule } from './wasm_module.js';
 
-/** @example const { metadata, tensors } = await readModelHeader('https://example.com/model.gguf'); */
-export async function readModelHeader(model, options) {
+/**
+ * @param {{includeLargeArrays?: boolean}} [options] plus openSource options (cacheDir, retries...)
+ * @example const { metadata, tensors } = await readModelHeader('https://example.com/model.gguf');
+ */
+export async function readModelHeader(model, { includeLargeArrays, ...sourceOptions } = {}) {
   const lf = await loadSingleThreadModule();
-  const source = await openSource(model);
+  const source = await openSource(model, sourceOptions);
   try {
-    return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size, options);
+    return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size, { includeLargeArrays });
   } finally {
     await source.close();
   }

@@ -6,18 +6,23 @@ import { parseNodesSpec } from './nodes_spec.js';
 
 export class Pipeline {
   /**
-   * @param {{model: string, nodes?: string, threads?: number, build?: string}} options
-   *   nodes: "local:0-29,local:30-59" (default: one node with every layer)
+   * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
+   *          onProgress?: (progress: object, node: number) => void}} options
+   *   nodes: "local:0-29,local:30-59" (default: one node with every layer); onProgress gets each
+   *   node's load progress and the node's index.
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,local:1-1' });
    */
-  static async open({ model, nodes: spec, threads, build }) {
-    const header = await readModelHeader(model);
+  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress }) {
+    const header = await readModelHeader(model, { cacheDir });
     const nLayer = layerCount(header);
     const nodes = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`, nLayer);
     const opened = [];
     try {
       for (const [i, spec] of nodes.entries()) {
-        opened.push(await LayerNode.open({ model, layers: [spec.begin, spec.end], threads, build, withTokenizer: i === 0 }));
+        opened.push(await LayerNode.open({
+          model, layers: [spec.begin, spec.end], threads, build, withTokenizer: i === 0, cacheDir,
+          onProgress: onProgress && ((progress) => onProgress(progress, i)),
+        }));
       }
     } catch (error) {
       for (const node of opened) node.close();

@@ -1,6 +1,9 @@
 // `layerfold validate` / `inspect` as a user runs them: exit status, output, one-line errors.
 import assert from "node:assert/strict";
-import {spawnSync} from "node:child_process";
+import {spawn, spawnSync} from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
 import path from "node:path";
 import {describe, test} from "node:test";
 
@@ -117,5 +120,56 @@ describe("layerfold plan", () => {
     const r = run("plan", model("small-q8", "small", ["--type", "Q8_0"]), "--nodes", "2", "--memory", "1000");
     assert.equal(r.status, 1);
     assert.match(r.stderr, /need more than/);
+  });
+});
+
+// A real HTTP server with Range support on loopback, serving one file.
+async function serveFile(file) {
+  const bytes = fs.readFileSync(file);
+  const server = http.createServer((req, res) => {
+    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? "");
+    if (!m) {
+      res.writeHead(200, {"content-length": bytes.length, "accept-ranges": "bytes"});
+      return res.end(req.method === "HEAD" ? undefined : bytes);
+    }
+    const [a, b] = [Number(m[1]), Math.min(Number(m[2]), bytes.length - 1)];
+    res.writeHead(206, {"content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${bytes.length}`});
+    res.end(bytes.subarray(a, b + 1));
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {url: `http://127.0.0.1:${server.address().port}/${path.basename(file)}`, close: () => server.close()};
+}
+
+// Runs the CLI asynchronously (the test's own HTTP server must keep serving meanwhile).
+function runAsync(command, args) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, {stdio: ["ignore", "pipe", "pipe"]});
+    let stdout = "", stderr = "";
+    child.stdout.on("data", (d) => { stdout += d; });
+    child.stderr.on("data", (d) => { stderr += d; });
+    child.on("close", (status) => resolve({status, stdout, stderr}));
+  });
+}
+
+describe("a model by URL", () => {
+  test("validate over HTTP equals the local run, fills the cache, and shows a progress bar on a terminal", async () => {
+    const file = model("tiny", "tiny", ["--type", "Q4_0"]);
+    const server = await serveFile(file);
+    const cache = fs.mkdtempSync(path.join(os.tmpdir(), "lf-cli-cache-"));
+    try {
+      const local = JSON.parse(run("validate", "--model", file, "--json", "--top-k", "10").stdout);
+      const remote = await runAsync(process.execPath, [cli, "validate", "--model", server.url, "--cache-dir", cache, "--json", "--top-k", "10"]);
+      assert.equal(remote.status, 0, remote.stderr);
+      assert.deepEqual(JSON.parse(remote.stdout).top, local.top);
+      assert.ok(fs.readdirSync(cache, {recursive: true}).length > 0, "nothing cached");
+      // Under a pseudo-terminal (script(1)) the load shows cli-progress bars on stderr.
+      const tty = await runAsync("script", ["-qec", `${process.execPath} ${cli} validate --model ${server.url} --cache-dir ${cache}-tty`, "/dev/null"]);
+      assert.equal(tty.status, 0, tty.stdout);
+      assert.match(tty.stdout, /node 0 \|.*\| *\d+%/);
+    } finally {
+      server.close();
+      fs.rmSync(cache, {recursive: true, force: true});
+      fs.rmSync(`${cache}-tty`, {recursive: true, force: true});
+    }
   });
 });

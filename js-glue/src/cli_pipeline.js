@@ -1,0 +1,24 @@
+// Opening the pipeline for a CLI command: progress bars while weights load, and a disk cache
+// for remote models (by default under the layerfold cache directory).
+import path from 'node:path';
+
+import { loadProgress } from './cli_progress.js';
+import { cacheDir } from './default_model.js';
+import { Pipeline } from './pipeline.js';
+
+export async function openPipeline(model, options) {
+  const remote = typeof model === 'string' && /^(https?|s3|r2):\/\//.test(model);
+  const progress = loadProgress({ quiet: options.json });
+  try {
+    return await Pipeline.open({
+      model,
+      nodes: options.nodes,
+      threads: options.threads && Number(options.threads),
+      build: options.build,
+      cacheDir: options['cache-dir'] ?? (remote ? path.join(cacheDir(), 'objects') : undefined),
+      onProgress: progress.onProgress,
+    });
+  } finally {
+    progress.stop();
+  }
+}
