@@ -2,10 +2,9 @@
 // (the S3 API with SigV4), a fault-injecting node:http server, and the verified disk cache.
 // A node loaded over the network must compute exactly what the node loaded from disk computes.
 import assert from "node:assert/strict";
-import {spawn, spawnSync} from "node:child_process";
+import {spawnSync} from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import {createRequire} from "node:module";
@@ -15,6 +14,7 @@ import {LayerNode} from "../../js-glue/src/layer_node.js";
 import {readModelHeader} from "../../js-glue/src/model_header.js";
 import {openSource} from "../../js-glue/src/open_source.js";
 import {model, root} from "./models.mjs";
+import {freePort, startNginx} from "./servers.mjs";
 
 // The test's own dependencies live with the package's.
 const require = createRequire(path.join(root, "js-glue", "package.json"));
@@ -26,56 +26,6 @@ const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const deep = () => model("tiny-6-wide-layers-q4", "tiny", ["--type", "Q4_0", "--n-layer", "6", "--n-embd", "256", "--n-ff", "1024"]);
 const fast = {retries: 4, backoffMs: 5, maxBackoffMs: 20};
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "lf-object-source-"));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, "127.0.0.1", () => {
-      const {port} = server.address();
-      server.close(() => resolve(port));
-    }).on("error", reject);
-  });
-}
-
-async function waitForPort(port) {
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise((resolve) => {
-      const socket = net.connect(port, "127.0.0.1", () => { socket.end(); resolve(true); }).on("error", () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nothing listening on 127.0.0.1:${port}`);
-}
-
-// nginx with a generated config; the access log records every request's range and body bytes.
-async function startNginx(root) {
-  const dir = fs.mkdtempSync(path.join(tmp, "nginx-"));
-  const port = await freePort();
-  const log = path.join(dir, "access.log");
-  fs.writeFileSync(path.join(dir, "nginx.conf"), `
-daemon off;
-worker_processes 1;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log;
-events { worker_connections 64; }
-http {
-  log_format counted '$request_method $http_range $status $body_bytes_sent';
-  access_log ${log} counted;
-  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;
-  server { listen 127.0.0.1:${port}; root ${root}; }
-}`);
-  const child = spawn("nginx", ["-p", dir, "-c", path.join(dir, "nginx.conf"), "-e", path.join(dir, "error.log")], {stdio: "ignore"});
-  child.on("exit", (code) => { if (code) console.error(fs.readFileSync(path.join(dir, "error.log"), "utf8")); });
-  await waitForPort(port);
-  const entries = () => (fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n").filter(Boolean) : [])
-    .map((line) => { const p = line.split(" "); return {method: p[0], status: Number(p[p.length - 2]), bytes: Number(p[p.length - 1])}; });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    entries,
-    stop: () => new Promise((resolve) => { child.once("exit", resolve); child.kill("SIGQUIT"); }),
-  };
-}
 
 // Range-serving node:http server with scripted faults, each a count of requests to spoil: fail500,
 // truncate (half the body, then the connection closes), stall (64 bytes, then silence); and 404
@@ -159,7 +109,7 @@ before(async () => {
   fs.copyFileSync(tiny(), path.join(modelDir, "tiny.gguf"));
   fs.copyFileSync(deep(), path.join(modelDir, "deep.gguf"));
   reference = await fingerprint({model: tiny()});
-  nginx = await startNginx(modelDir);
+  nginx = await startNginx(modelDir, tmp);
   faults = await startFaultServer(tiny());
 });
 
