@@ -16,6 +16,12 @@ const EXPORTS = [
   'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
 ];
 
+// Exports that return a pointer (or handle) into WASM memory.
+const POINTER_RESULTS = new Set([
+  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_gguf_parse', 'lf_gguf_json', 'lf_node_tensors_json',
+  'lf_model_create', 'lf_session_create', 'lf_tokenizer_create', 'lf_tokenizer_piece',
+]);
+
 export class LayerfoldError extends Error {
   constructor(code, message) {
     super(message);
@@ -33,7 +39,8 @@ export function bindCapi({ kind, threads, memory, call, raw, close = () => {} })
   for (const name of EXPORTS) {
     const f = call(name);
     if (typeof f !== 'function') throw new Error(`layerfold module lacks export ${name}: rebuild with scripts/build`);
-    fn[name] = f;
+    // wasm32 returns pointers as i32: above 2 GiB they would come back negative.
+    fn[name] = POINTER_RESULTS.has(name) ? (...args) => f(...args) >>> 0 : f;
   }
   const bytes = () => new Uint8Array(memory());
   const readCString = (ptr) => {
