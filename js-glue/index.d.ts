@@ -82,6 +82,8 @@ export interface ForwardRequest {
 }
 
 export interface LayerNodeInfo {
+  /** where the weights came from (path, URL, or bucket/key) */
+  model: string;
   layers: [number, number];
   nEmbd: number;
   nVocab: number;
@@ -95,6 +97,7 @@ export interface LayerNodeInfo {
 
 export class LayerNode {
   static open(options: LayerNodeOptions): Promise<LayerNode>;
+  readonly model: string;
   readonly layers: [number, number];
   readonly withEmbedding: boolean;
   readonly withHead: boolean;

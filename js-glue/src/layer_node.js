@@ -3,7 +3,7 @@
 // hidden states through them in WASM.
 import { openGgufHeader } from './gguf_header.js';
 import { LayerfoldError } from './capi.js';
-import { openSource } from './open_source.js';
+import { modelName, openSource } from './open_source.js';
 import { Tokenizer } from './tokenizer.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from './wasm_module.js';
 
@@ -39,6 +39,7 @@ export class LayerNode {
         const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
         const [begin, end] = layers ?? [0, nLayer];
         node = new LayerNode(lf, header, begin, end, begin === 0, end === nLayer, { maxContext, maxSessions, maxKvBytes });
+        node.model = modelName(model);
         await node.#load(source, gguf, withTokenizer);
         return node;
       } finally {
@@ -253,7 +254,7 @@ export class LayerNode {
 
   info() {
     return {
-      layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
+      model: this.model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
       threads: this.#model ? this.#lf.fn.lf_model_threads(this.#model) : this.#lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
       kvBytes: [...this.#sessions.keys()].reduce((sum, id) => sum + this.sessionBytes(id), 0),
