@@ -114,6 +114,8 @@ export class LayerNode {
   logits(hidden: Float32Array): Float32Array;
   layerTimings(session: string): number[];
   phaseTimings(session: string): { attention: number; ffn: number; serial: number } | null;
+  /** Positions the session's KV cache holds (its next startPos); null for an unknown session. */
+  sessionLength(session: string): number | null;
   sessionBytes(session: string): number;
   dropSession(session: string): boolean;
   info(): LayerNodeInfo;

@@ -238,6 +238,12 @@ export class LayerNode {
     return this.#header.metadata;
   }
 
+  /** Positions the session's KV cache holds (its next startPos), or null for an unknown session. */
+  sessionLength(id) {
+    const session = this.#sessions.get(id);
+    return session === undefined ? null : this.#lf.fn.lf_session_n_past(session);
+  }
+
   /** Bytes of the session's KV cache (0 for an unknown session). */
   sessionBytes(id) {
     const session = this.#sessions.get(id);
