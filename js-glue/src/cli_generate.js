@@ -56,6 +56,6 @@ export async function generate(options, _positionals, { write = (s) => process.s
     if (options.json) console.log(JSON.stringify({ tokens: generated, text: printed }));
     return 0;
   } finally {
-    pipeline.close();
+    await pipeline.close();
   }
 }

@@ -1,5 +1,6 @@
-// Opening the pipeline for a CLI command: progress bars while weights load, and a disk cache
-// for remote models (by default under the layerfold cache directory).
+// Opening the pipeline for a CLI command: progress bars while weights load, a disk cache for
+// remote models (by default under the layerfold cache directory), and the bearer token for
+// remote layer nodes from the environment (AUTH_TOKEN), never from the command line.
 import path from 'node:path';
 
 import { loadProgress } from './cli_progress.js';
@@ -17,6 +18,7 @@ export async function openPipeline(model, options) {
       build: options.build,
       cacheDir: options['cache-dir'] ?? (remote ? path.join(cacheDir(), 'objects') : undefined),
       onProgress: progress.onProgress,
+      authToken: process.env.AUTH_TOKEN,
     });
   } finally {
     progress.stop();

@@ -53,7 +53,7 @@ export async function validate(options) {
     if (synthetic) return reference === null || reference.sameTop1 ? 0 : 1;
     return top[0].piece === options.expect ? 0 : 1;
   } finally {
-    pipeline.close();
+    await pipeline.close();
   }
 }
 

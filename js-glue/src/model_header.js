@@ -1,7 +1,8 @@
 // The GGUF header of a model (a path or URL, see open_source.js), parsed by the C++ reader in a
 // single-thread module.
-import { readGgufHeader } from './gguf_header.js';
+import { openGgufHeader, readGgufHeader } from './gguf_header.js';
 import { openSource } from './open_source.js';
+import { Tokenizer } from './tokenizer.js';
 import { loadSingleThreadModule } from './wasm_module.js';
 
 /**
@@ -14,6 +15,25 @@ export async function readModelHeader(model, { includeLargeArrays, ...sourceOpti
   try {
     return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size, { includeLargeArrays });
   } finally {
+    await source.close();
+  }
+}
+
+/**
+ * The header and the model's tokenizer from one read of the header: what a pipeline's
+ * coordinator needs when its nodes hold the tensors.
+ * @example const { header, tokenizer } = await readModelTokenizer('model.gguf');
+ */
+export async function readModelTokenizer(model, sourceOptions = {}) {
+  const lf = await loadSingleThreadModule();
+  const source = await openSource(model, sourceOptions);
+  let gguf = 0;
+  try {
+    gguf = await openGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+    const header = JSON.parse(lf.readCString(lf.fn.lf_gguf_json(gguf, 0)));
+    return { header, tokenizer: Tokenizer.fromGguf(lf, gguf) };
+  } finally {
+    if (gguf) lf.fn.lf_gguf_free(gguf);
     await source.close();
   }
 }

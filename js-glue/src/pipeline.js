@@ -1,70 +1,199 @@
-// A pipeline of layer nodes: the first embeds, each runs its layers, the last computes logits.
-// Per session it feeds every node the positions it has not seen yet.
+// A pipeline of layer nodes, local (in this process) or remote (HTTP): the first embeds, each
+// runs its layers, the last computes logits. Per session it keeps what it sent each node (the
+// tokens for the first, the hidden states for the others), so a node that lost the session (a
+// restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
+// history, and the output is the same as if nothing had happened.
 import { LayerNode } from './layer_node.js';
-import { layerCount, readModelHeader } from './model_header.js';
-import { parseNodesSpec } from './nodes_spec.js';
+import { layerCount, readModelTokenizer } from './model_header.js';
+import { checkCoverage, parseNodesSpec } from './nodes_spec.js';
+import { RemoteNode } from './remote_node.js';
+
+// Errors by which a node says it no longer holds the session as the coordinator left it.
+const LOST_SESSION = new Set(['unknown_session', 'evicted', 'position_mismatch']);
+// Positions per replayed forward: chunked input gives the same cache as one call, and stays
+// under a remote node's request size limit.
+const REPLAY_CHUNK = 512;
+
+function concat(chunks, width) {
+  const out = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.length;
+  }
+  if (out.length % width !== 0) throw new Error('internal: history rows of the wrong width');
+  return out;
+}
+
+// What one node has been sent for a session: inputs[] in order (token arrays for the first
+// node, hidden-state arrays for the others) and how many positions it has confirmed.
+class NodeHistory {
+  inputs = [];
+  positions = 0;  // positions the node has run (its cache length as far as we know)
+  available = 0;  // positions in inputs
+}
 
 export class Pipeline {
   /**
    * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
-   *          onProgress?: (progress: object, node: number) => void}} options
-   *   nodes: "local:0-29,local:30-59" (default: one node with every layer); onProgress gets each
-   *   node's load progress and the node's index.
-   * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,local:1-1' });
+   *          onProgress?: (progress: object, node: number) => void, authToken?: string,
+   *          nodeTimeoutMs?: number, maxSessions?: number}} options
+   *   model: the GGUF (its header gives the tokenizer and the layer count; local nodes load
+   *   their tensors from it); nodes: "local:0-29,http://10.0.0.7:8080" (default one local node
+   *   with every layer); authToken: bearer token for remote nodes; maxSessions: per local node.
+   * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
-  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress }) {
-    const header = await readModelHeader(model, { cacheDir });
+  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, maxSessions }) {
+    const { header, tokenizer } = await readModelTokenizer(model, { cacheDir });
     const nLayer = layerCount(header);
-    const nodes = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`, nLayer);
+    const entries = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`);
     const opened = [];
     try {
-      for (const [i, spec] of nodes.entries()) {
-        opened.push(await LayerNode.open({
-          model, layers: [spec.begin, spec.end], threads, build, withTokenizer: i === 0, cacheDir,
-          onProgress: onProgress && ((progress) => onProgress(progress, i)),
-        }));
+      for (const [i, entry] of entries.entries()) {
+        opened.push(entry.kind === 'remote'
+          ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs })
+          : await LayerNode.open({
+            model, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions,
+            onProgress: onProgress && ((progress) => onProgress(progress, i)),
+          }));
+      }
+      const names = opened.map((node, i) => Pipeline.#name(node, i));
+      checkCoverage(opened.map((node) => node.layers), nLayer, names);
+      const nEmbd = Number(header.metadata[`${header.metadata['general.architecture']}.embedding_length`]);
+      for (const [i, node] of opened.entries()) {
+        if (node.nEmbd !== nEmbd) throw new Error(`${names[i]} has n_embd ${node.nEmbd}, the model ${nEmbd}: a node of another model?`);
       }
     } catch (error) {
       for (const node of opened) node.close();
+      tokenizer.close();
       throw error;
     }
-    return new Pipeline(opened, header);
+    return new Pipeline(opened, header, tokenizer);
   }
 
-  constructor(nodes, header) {
+  static #name(node, i) {
+    const where = node instanceof RemoteNode ? node.url : 'local';
+    return `node ${i} (${where}, layers ${node.layers[0]}-${node.layers[1] - 1})`;
+  }
+
+  #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[]}
+
+  constructor(nodes, header, tokenizer) {
     this.nodes = nodes;
     this.header = header;
-    this.tokenizer = nodes[0].tokenizer;
-    this.positions = new Map();  // session -> positions processed
+    this.tokenizer = tokenizer;
+    /** How many times a node's session was rebuilt by replaying its history. */
+    this.replays = 0;
+  }
+
+  // Sessions travel under a fresh random id: names chosen by callers would collide on shared
+  // remote nodes, and the node protocol accepts only a restricted alphabet.
+  #session(session) {
+    let state = this.#sessions.get(session);
+    if (!state) {
+      state = { wireId: `s-${crypto.randomUUID()}`, nodes: this.nodes.map(() => new NodeHistory()) };
+      this.#sessions.set(session, state);
+    }
+    return state;
   }
 
   /**
    * Runs new tokens of a session through every node; returns the last position's logits and
-   * how long each node and layer took.
+   * how long each node and layer took. When a step fails, what the nodes before the failure
+   * did is kept: step(session, []) later finishes it, sending each node only what it has not
+   * run yet.
    */
   async step(session, tokens) {
-    const startPos = this.positions.get(session) ?? 0;
+    const state = this.#session(session);
+    state.nodes[0].inputs.push(Array.from(tokens));
+    state.nodes[0].available += tokens.length;
     const timings = [];
-    const t0 = performance.now();
-    let hidden = this.nodes[0].embed(tokens);
-    const embedMs = performance.now() - t0;
+    const embed = { ms: 0 };
+    let hidden = null;
     for (const [i, node] of this.nodes.entries()) {
+      const history = state.nodes[i];
+      const lastOnly = i === this.nodes.length - 1;
       const t = performance.now();
-      hidden = await node.forward({ session, startPos, hidden, lastOnly: i === this.nodes.length - 1 });
-      timings.push({ layers: node.layers, ms: performance.now() - t, layerMs: node.layerTimings(session) });
+      hidden = null;
+      if (history.available === history.positions) continue;
+      hidden = await this.#call(i, async () => this.#forward(i, state, await this.#pending(i, history, embed), lastOnly));
+      history.positions = history.available;
+      if (!lastOnly) {
+        state.nodes[i + 1].inputs.push(hidden);
+        state.nodes[i + 1].available += hidden.length / node.nEmbd;
+      }
+      timings.push({ layers: node.layers, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId) });
     }
+    if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
     const th = performance.now();
-    const logits = this.nodes.at(-1).logits(hidden);
-    this.positions.set(session, startPos + tokens.length);
-    return { logits, timings, embedMs, headMs: performance.now() - th };
+    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logits(hidden));
+    return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 
-  dropSession(session) {
-    for (const node of this.nodes) node.dropSession(session);
-    this.positions.delete(session);
+  // The inputs of node i from position history.positions on, as hidden states (the first
+  // node's tokens embedded; embed.ms accumulates the time that took).
+  async #pending(i, history, embed) {
+    const node = this.nodes[i];
+    const width = i === 0 ? 1 : node.nEmbd;
+    let skip = history.positions;
+    const chunks = [];
+    for (const input of history.inputs) {
+      const rows = input.length / width;
+      if (skip < rows) chunks.push(input.slice(skip * width));
+      skip = Math.max(0, skip - rows);
+    }
+    if (i > 0) return concat(chunks, node.nEmbd);
+    const t = performance.now();
+    const hidden = await node.embed(chunks.flat());
+    embed.ms += performance.now() - t;
+    return hidden;
   }
 
-  close() {
+  // One forward of node i from its confirmed position; when the node lost the session, its
+  // history up to there is replayed first (in chunks a node accepts), then the forward again.
+  async #forward(i, state, hidden, lastOnly) {
+    const node = this.nodes[i];
+    const history = state.nodes[i];
+    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly };
+    try {
+      return await node.forward(args);
+    } catch (error) {
+      if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
+    }
+    await node.dropSession(state.wireId);
+    const past = await this.#pending(i, { inputs: history.inputs, positions: 0 }, { ms: 0 });
+    for (let p = 0; p < history.positions; p += REPLAY_CHUNK) {
+      const end = Math.min(history.positions, p + REPLAY_CHUNK);
+      const chunk = past.subarray(p * node.nEmbd, end * node.nEmbd);
+      await node.forward({ session: state.wireId, startPos: p, hidden: chunk, lastOnly: true });
+    }
+    this.replays += 1;
+    return node.forward(args);
+  }
+
+  // Errors name the node and the layers it serves.
+  async #call(i, fn) {
+    try {
+      return await fn();
+    } catch (error) {
+      error.message = `${Pipeline.#name(this.nodes[i], i)}: ${error.message}`;
+      error.node = i;
+      throw error;
+    }
+  }
+
+  /** Forgets the session on every node. */
+  async dropSession(session) {
+    const state = this.#sessions.get(session);
+    if (!state) return;
+    this.#sessions.delete(session);
+    await Promise.all(this.nodes.map((node) => node.dropSession(state.wireId)));
+  }
+
+  /** Drops every session (remote nodes keep running) and closes the local nodes. */
+  async close() {
+    await Promise.allSettled([...this.#sessions.keys()].map((session) => this.dropSession(session)));
     for (const node of this.nodes) node.close();
+    this.tokenizer.close();
   }
 }
