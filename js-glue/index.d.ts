@@ -154,3 +154,82 @@ export class Tokenizer {
 
 export function logSoftmax(logits: ArrayLike<number>): Float64Array;
 export function topK(values: ArrayLike<number>, k: number): number[];
+
+/** Hooks through which a host observes the layer-node app (metrics, logs). */
+export interface LayerNodeObserver {
+  request?(method: string, route: string, status: number, ms: number): void;
+  tokens?(n: number): void;
+  layers?(firstLayer: number, msPerLayer: number[]): void;
+  error?(code: string, message: string): void;
+  /** serves GET /metrics when present */
+  metrics?(): Promise<{ contentType: string; text: string }>;
+}
+
+/** Where a layer node's process is: loading (with progress), ready, or shutting down. */
+export interface LayerNodeState {
+  node: LayerNode | null;
+  progress: { bytes: number; totalBytes: number };
+  shuttingDown: boolean;
+  readonly ready: boolean;
+}
+
+export interface LayerNodeAppOptions {
+  /** a loaded node (or give `state` for one that is still loading) */
+  node?: LayerNode;
+  state?: LayerNodeState;
+  /** when set, /v1/* and /metrics need `Authorization: Bearer <token>` */
+  authToken?: string;
+  /** rows per request (body limit: maxTokens · n_embd · 4 bytes); default 2048 */
+  maxTokens?: number;
+  /** requests that may wait for the engine before 429; default 16 */
+  maxQueue?: number;
+  observer?: LayerNodeObserver;
+}
+
+/** The layer node's HTTP API (docs/http-api.md) as a Hono app: web-standard fetch(Request) -> Response. */
+export function createLayerNodeApp(options: LayerNodeAppOptions): LayerNodeApp;
+
+/**
+ * A Hono app. Typed structurally: the package's types do not assume the DOM/fetch lib, so
+ * Request and Response appear as unknown here.
+ */
+export interface LayerNodeApp {
+  /** (Request, env?, executionContext?) -> Response | Promise<Response> */
+  fetch(request: unknown, env?: unknown, executionContext?: unknown): unknown;
+}
+
+export interface ServeOptions {
+  model: ModelLocation;
+  /** layers [begin, end); default: all */
+  layers?: [number, number];
+  threads?: number;
+  build?: 'threaded' | 'single';
+  /** default 8080; 0 picks a free port */
+  port?: number;
+  /** default 0.0.0.0 */
+  host?: string;
+  cacheDir?: string;
+  maxSessions?: number;
+  maxKvBytes?: number;
+  maxContext?: number;
+  maxTokens?: number;
+  maxQueue?: number;
+  authToken?: string;
+  /** how long shutdown() waits for requests in flight; default 10000 */
+  shutdownTimeoutMs?: number;
+  /** one structured log line per event; default JSON lines on stdout */
+  log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface ServedNode {
+  url: string;
+  port: number;
+  state: LayerNodeState;
+  /** settles once the weights are loaded (or failed to load) */
+  loaded: Promise<LayerNode>;
+  /** stops accepting, waits for requests in flight, frees the node: resolves with the requests cut at the deadline */
+  shutdown(): Promise<number>;
+}
+
+/** Serves a layer node over HTTP at once, loading its weights in the background. */
+export function serve(options: ServeOptions): Promise<ServedNode>;

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// layerfold CLI: validate a model through a pipeline of layer nodes, inspect a GGUF.
+// layerfold CLI: validate a model through a pipeline of layer nodes, inspect a GGUF, serve a layer node.
 import { parseArgs } from 'node:util';
 
 import { validate } from '../src/cli_validate.js';
 import { generate } from '../src/cli_generate.js';
 import { inspect } from '../src/cli_inspect.js';
 import { plan } from '../src/cli_plan.js';
+import { SERVE_OPTIONS, serveCommand } from '../src/cli_serve.js';
 
 const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
@@ -14,7 +15,13 @@ const USAGE = `usage:
   layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
                      [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]
   layerfold inspect MODEL [--json]
-  layerfold plan MODEL --nodes K [--memory BYTES] [--json]`;
+  layerfold plan MODEL --nodes K [--memory BYTES] [--json]
+  layerfold serve --model URL [--layers A-B] [--threads N] [--port P] [--host H] [--cache-dir DIR]
+                  [--max-sessions N] [--max-kv-bytes N] [--max-context N] [--max-tokens N] [--max-queue N]
+                  [--shutdown-timeout-ms MS]
+                  each also from the environment (MODEL_URL, LAYERS, THREADS, PORT, HOST, CACHE_DIR,
+                  MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, SHUTDOWN_TIMEOUT_MS);
+                  AUTH_TOKEN from the environment only; docs/http-api.md`;
 
 const COMMANDS = {
   validate: {
@@ -54,6 +61,7 @@ const COMMANDS = {
     run: plan,
     options: { nodes: { type: 'string' }, memory: { type: 'string' }, json: { type: 'boolean', default: false } },
   },
+  serve: { run: serveCommand, options: SERVE_OPTIONS },
 };
 
 async function main(argv) {

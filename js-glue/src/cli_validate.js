@@ -69,7 +69,7 @@ function report(r, options, piece) {
   console.log('\ntimings');
   console.log(`  embed ${ms(r.timings.embedMs)}`);
   for (const n of r.timings.nodes) {
-    console.log(`  node layers ${n.layers[0]}-${n.layers[1] - 1}: ${ms(n.ms)}`);
+    console.log(`  node layers ${n.layers[0]}-${n.layers[1] - 1}${n.url ? ` at ${n.url}` : ''}: ${ms(n.ms)}`);
     n.layerMs.forEach((t, i) => console.log(`    layer ${String(n.layers[0] + i).padStart(2)}  ${ms(t)}`));
   }
   console.log(`  head ${ms(r.timings.headMs)}\n  total ${ms(r.timings.totalMs)}`);

@@ -5,3 +5,5 @@ export { Pipeline } from './pipeline.js';
 export { Tokenizer } from './tokenizer.js';
 export { openSource } from './open_source.js';
 export { logSoftmax, topK } from './logits.js';
+export { createLayerNodeApp } from './server/app.js';
+export { serve } from './server/node_host.js';

@@ -37,13 +37,15 @@ export class Pipeline {
   /**
    * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
    *          onProgress?: (progress: object, node: number) => void, authToken?: string,
-   *          nodeTimeoutMs?: number, maxSessions?: number}} options
+   *          nodeTimeoutMs?: number, nodeReadyTimeoutMs?: number, maxSessions?: number}} options
    *   model: the GGUF (its header gives the tokenizer and the layer count; local nodes load
    *   their tensors from it); nodes: "local:0-29,http://10.0.0.7:8080" (default one local node
-   *   with every layer); authToken: bearer token for remote nodes; maxSessions: per local node.
+   *   with every layer); authToken: bearer token for remote nodes; nodeTimeoutMs /
+   *   nodeReadyTimeoutMs: how long a remote node may take to answer / to be ready again before
+   *   a retry (RemoteNode.open); maxSessions: per local node.
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
-  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, maxSessions }) {
+  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir });
     const nLayer = layerCount(header);
     const entries = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`);
@@ -51,7 +53,7 @@ export class Pipeline {
     try {
       for (const [i, entry] of entries.entries()) {
         opened.push(entry.kind === 'remote'
-          ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs })
+          ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
             model, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions,
             onProgress: onProgress && ((progress) => onProgress(progress, i)),
@@ -122,7 +124,7 @@ export class Pipeline {
         state.nodes[i + 1].inputs.push(hidden);
         state.nodes[i + 1].available += hidden.length / node.nEmbd;
       }
-      timings.push({ layers: node.layers, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId) });
+      timings.push({ layers: node.layers, url: node.url, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId) });
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
     const th = performance.now();

@@ -19,7 +19,7 @@ function retryable(status) {
 export class RemoteNode {
   /**
    * Connects to a layer node and reads what it serves (GET /v1/info), waiting up to
-   * readyTimeoutMs for it to finish loading.
+   * readyTimeoutMs for it to finish loading; a node nothing answers for is an error at once.
    * @param {string} url e.g. "http://10.0.0.7:8080"
    * @param {{authToken?: string, timeoutMs?: number, readyTimeoutMs?: number}} [options]
    *   authToken: sent as a bearer token; timeoutMs: per request (a forward of many layers over a
@@ -28,7 +28,7 @@ export class RemoteNode {
    */
   static async open(url, { authToken, timeoutMs = 600_000, readyTimeoutMs = 120_000 } = {}) {
     const node = new RemoteNode(url, { authToken, timeoutMs, readyTimeoutMs });
-    await node.#waitReady();
+    await node.#waitReady({ unreachableIsFatal: true });
     node.#setInfo(await (await node.#request('GET', '/v1/info')).json());
     return node;
   }
@@ -57,7 +57,8 @@ export class RemoteNode {
   }
 
   // Polls /readyz until it answers 200; a node that never gets ready is an error naming it.
-  async #waitReady() {
+  // unreachableIsFatal: at open, no answer at all means a wrong address, not a restart.
+  async #waitReady({ unreachableIsFatal = false } = {}) {
     const deadline = Date.now() + this.#readyTimeoutMs;
     let last = 'no answer';
     while (Date.now() < deadline) {
@@ -68,6 +69,7 @@ export class RemoteNode {
         last = `HTTP ${response.status}`;
       } catch (error) {
         last = error.cause?.code ?? error.message;
+        if (unreachableIsFatal) throw new LayerfoldError('unavailable', `${this.url} is unreachable (${last})`);
       }
       await sleep(READY_POLL_MS);
     }

@@ -1,21 +1,21 @@
-// Instantiates one of the two WASM builds and binds the C ABI (capi.js).
+// Loads one of the two WASM builds in Node and binds the C ABI (capi.js).
 //  - threaded: Emscripten pthreads on a SharedArrayBuffer (Node, Cloud Run);
 //  - single:   the wasm32-wasi reactor, for runtimes without threads (edge workers).
-// Chosen by capability, not by guessing the platform.
+// Chosen by capability, not by guessing the platform. The single-thread instantiation itself
+// lives in wasm_wasi.js, free of node: imports, for edge workers.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 
 import { bindCapi } from './capi.js';
+import { instantiateSingleThreadModule, threadsAvailable } from './wasm_wasi.js';
 
 const require = createRequire(import.meta.url);
 const distDir = new URL('../dist/', import.meta.url);
 const distFile = (name) => fileURLToPath(new URL(name, distDir));
 
-export function threadsAvailable() {
-  return typeof SharedArrayBuffer === 'function' && typeof Atomics === 'object';
-}
+export { threadsAvailable };
 
 /**
  * Loads the threaded Emscripten module; its pthread pool starts once, here, with one Web Worker
@@ -48,54 +48,13 @@ export async function loadThreadedModule({ threads = os.availableParallelism() }
   });
 }
 
-// The reactor imports only a few WASI calls (stdio for fatal messages, a clock for per-layer
-// timings); we answer them here rather than pull in a WASI runtime.
-function wasiImports(getMemory) {
-  const ENOSYS = 52;
-  return {
-    wasi_snapshot_preview1: {
-      fd_write(fd, iovs, iovsLen, nwrittenPtr) {
-        const view = new DataView(getMemory().buffer);
-        let text = '';
-        let written = 0;
-        for (let i = 0; i < iovsLen; i++) {
-          const ptr = view.getUint32(iovs + i * 8, true);
-          const len = view.getUint32(iovs + i * 8 + 4, true);
-          text += new TextDecoder().decode(new Uint8Array(getMemory().buffer, ptr, len));
-          written += len;
-        }
-        if (text) console.error(`[layerfold wasi fd ${fd}] ${text.trimEnd()}`);
-        view.setUint32(nwrittenPtr, written, true);
-        return 0;
-      },
-      fd_close: () => ENOSYS,
-      fd_seek: () => ENOSYS,
-      clock_time_get(clockId, precision, timePtr) {
-        const ns = BigInt(Math.round(performance.now() * 1e6));
-        new DataView(getMemory().buffer).setBigUint64(timePtr, ns, true);
-        return 0;
-      },
-      proc_exit(code) { throw new Error(`layerfold wasm exited with code ${code}`); },
-    },
-  };
-}
-
 /**
  * Instantiates the wasm32-wasi single-thread module from its bytes or a compiled module
- * (workers cannot compile wasm from bytes at run time: they pass a WebAssembly.Module).
+ * (default: the package's dist/layerfold_wasi.wasm).
  * @param {{module?: WebAssembly.Module, bytes?: Uint8Array}} [source]
+ * @example const lf = await loadSingleThreadModule();
  */
 export async function loadSingleThreadModule(source = {}) {
   const compiled = source.module ?? await WebAssembly.compile(source.bytes ?? await readFile(distFile('layerfold_wasi.wasm')));
-  let memory;
-  const instance = await WebAssembly.instantiate(compiled, wasiImports(() => memory));
-  memory = instance.exports.memory;
-  instance.exports._initialize();
-  return bindCapi({
-    kind: 'single',
-    threads: 1,
-    memory: () => memory.buffer,
-    call: (name) => instance.exports[name],
-    raw: instance,
-  });
+  return instantiateSingleThreadModule(compiled);
 }

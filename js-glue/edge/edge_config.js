@@ -1,0 +1,44 @@
+// The edge worker's settings, from its environment (wrangler.toml vars and secrets), checked
+// once per isolate: a bad value is an error naming the variable and what was expected.
+
+/** An isolate's memory on Workers-style runtimes (128 MB), the default budget of a node. */
+export const DEFAULT_MEMORY_BUDGET_BYTES = 128 * 1024 * 1024;
+
+function integer(env, name, fallback, min) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`${name}=${JSON.stringify(String(raw))}: expected an integer ≥ ${min}`);
+  return value;
+}
+
+// "FIRST-LAST", inclusive like `layerfold serve --layers` and --nodes local:FIRST-LAST;
+// undefined for every layer.
+function layerRange(raw) {
+  if (raw === undefined || raw === '') return undefined;
+  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(String(raw));
+  if (!m || Number(m[2]) < Number(m[1])) throw new Error(`LAYERS=${JSON.stringify(String(raw))}: expected FIRST-LAST (inclusive, e.g. "0-3")`);
+  return [Number(m[1]), Number(m[2]) + 1];
+}
+
+/**
+ * The node's settings: the R2 binding MODEL, MODEL_KEY (required), LAYERS, MEMORY_BUDGET_BYTES,
+ * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE, and the
+ * AUTH_TOKEN secret.
+ * @example edgeConfig({ MODEL: env.MODEL, MODEL_KEY: 'tiny.gguf', LAYERS: '0-0' }).layers // [0, 1]
+ */
+export function edgeConfig(env) {
+  if (typeof env.MODEL?.get !== 'function') throw new Error('no R2 binding MODEL: bind the bucket holding the GGUF as MODEL ([[r2_buckets]] binding = "MODEL")');
+  if (!env.MODEL_KEY) throw new Error('MODEL_KEY is not set: the key of the GGUF in the MODEL bucket');
+  return {
+    bucket: env.MODEL,
+    key: env.MODEL_KEY,
+    layers: layerRange(env.LAYERS),
+    memoryBudgetBytes: integer(env, 'MEMORY_BUDGET_BYTES', DEFAULT_MEMORY_BUDGET_BYTES, 1),
+    maxContext: integer(env, 'MAX_CONTEXT', 0, 0),
+    maxTokens: integer(env, 'MAX_TOKENS', 256, 1),
+    maxSessions: integer(env, 'MAX_SESSIONS', 16, 1),
+    maxQueue: integer(env, 'MAX_QUEUE', 16, 0),
+    authToken: env.AUTH_TOKEN || undefined,
+  };
+}

@@ -1,0 +1,36 @@
+// A layer node inside a Workers-style isolate: the single-thread wasm32-wasi module from a
+// module binding (workers cannot compile wasm from bytes), weights read from an R2 binding with
+// one ranged get() per tensor, and a memory budget checked before any tensor is read.
+import { LayerNode } from '../src/layer_node_core.js';
+import { R2BindingSource } from '../src/object_source_r2_binding.js';
+import { withProgress } from '../src/source_progress.js';
+import { instantiateSingleThreadModule } from '../src/wasm_wasi.js';
+import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
+
+/**
+ * Opens layers [begin, end) of the GGUF at `key` in `bucket` as a LayerNode (the library API,
+ * single-threaded). Throws LayerfoldError 'over_budget' (neededBytes, availableBytes) when the
+ * node would not fit memoryBudgetBytes.
+ * @param {{module: WebAssembly.Module, bucket: object, key: string, layers?: [number, number],
+ *          memoryBudgetBytes?: number, maxContext?: number, maxTokens?: number, maxSessions?: number,
+ *          onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
+ * @example
+ * import wasm from 'layerfold/dist/layerfold_wasi.wasm';
+ * const node = await openEdgeNode({ module: wasm, bucket: env.MODEL, key: 'tiny.gguf', layers: [0, 1] });
+ * const out = await node.forward({ session: 'a', startPos: 0, hidden: node.embed([2, 818]) });
+ */
+export async function openEdgeNode({ module, bucket, key, layers, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES,
+  maxContext = 0, maxTokens = 256, maxSessions = 16, onProgress }) {
+  const lf = await instantiateSingleThreadModule(module);
+  let source;
+  try {
+    source = await R2BindingSource.open(bucket, key);
+  } catch (error) {
+    lf.close();
+    throw error;
+  }
+  return LayerNode.open({
+    lf, source: onProgress ? withProgress(source, onProgress) : source, layers,
+    memoryBudgetBytes, maxContext, maxTokens, maxSessions,
+  });
+}

@@ -1,0 +1,74 @@
+// layerfold serve: one layer node over HTTP (the Cloud Run container's entrypoint). Every option
+// also comes from the environment, the way Cloud Run passes configuration (PORT among them);
+// a command-line option wins over its variable. SIGTERM and SIGINT shut down gracefully.
+import { serve } from './server/node_host.js';
+
+// option name -> environment variable
+const ENV = {
+  model: 'MODEL_URL', layers: 'LAYERS', threads: 'THREADS', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
+  'max-sessions': 'MAX_SESSIONS', 'max-kv-bytes': 'MAX_KV_BYTES', 'max-context': 'MAX_CONTEXT', 'max-tokens': 'MAX_TOKENS',
+  'max-queue': 'MAX_QUEUE', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS',
+};
+
+export const SERVE_OPTIONS = Object.fromEntries(Object.keys(ENV).map((name) => [name, { type: 'string' }]));
+
+function integer(text, name, min) {
+  if (text === undefined) return undefined;
+  const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} / ${ENV[name]}: "${text}" is not an integer ≥ ${min}`);
+  return value;
+}
+
+/**
+ * "a-b" (inclusive, as in --nodes local:a-b) -> [a, b + 1).
+ * @example layerRange('0-5') // [0, 6]
+ */
+export function layerRange(text) {
+  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(text);
+  if (!m || Number(m[2]) < Number(m[1])) throw new Error(`--layers / LAYERS: "${text}" is not FIRST-LAST (inclusive, e.g. 0-5)`);
+  return [Number(m[1]), Number(m[2]) + 1];
+}
+
+/**
+ * The serve() options from command-line values and the environment.
+ * @example serveConfig({ model: 'tiny.gguf' }, { LAYERS: '0-1', PORT: '8080' })
+ */
+export function serveConfig(values, env) {
+  const get = (name) => values[name] ?? (env[ENV[name]] || undefined);
+  const model = get('model');
+  if (!model) throw new Error('serve needs --model URL (or MODEL_URL)');
+  const layers = get('layers');
+  return {
+    model,
+    layers: layers === undefined ? undefined : layerRange(layers),
+    threads: integer(get('threads'), 'threads', 1),
+    port: integer(get('port'), 'port', 0) ?? 8080,
+    host: get('host') ?? '0.0.0.0',
+    cacheDir: get('cache-dir'),
+    maxSessions: integer(get('max-sessions'), 'max-sessions', 1),
+    maxKvBytes: integer(get('max-kv-bytes'), 'max-kv-bytes', 1),
+    maxContext: integer(get('max-context'), 'max-context', 1),
+    maxTokens: integer(get('max-tokens'), 'max-tokens', 1),
+    maxQueue: integer(get('max-queue'), 'max-queue', 0),
+    shutdownTimeoutMs: integer(get('shutdown-timeout-ms'), 'shutdown-timeout-ms', 0),
+    // The token comes from the environment only: a command line shows in `ps`.
+    authToken: env.AUTH_TOKEN || undefined,
+  };
+}
+
+/**
+ * Runs until SIGTERM/SIGINT (exit 0 after the graceful shutdown; the log counts any request cut
+ * at the deadline) or a failed load (exit 1, so the platform restarts the instance).
+ */
+export async function serveCommand(values) {
+  const config = serveConfig(values, process.env);
+  const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
+  const node = await serve(defined);
+  const outcome = await new Promise((resolve) => {
+    for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, () => resolve(signal));
+    node.loaded.catch(() => resolve('load failed'));
+  });
+  if (outcome === 'load failed') return 1;
+  await node.shutdown();
+  return 0;
+}

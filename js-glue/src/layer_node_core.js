@@ -1,0 +1,300 @@
+// LayerNode: one node of a pipelined model. It holds layers [a, b) of a GGUF (plus the token
+// embedding on the first node and the head on the last), one KV cache per session, and runs
+// hidden states through them in WASM. This is the runtime-neutral part, with no node: imports,
+// so an edge worker can use it: it is handed a loaded module and an opened object source.
+// layer_node.js adds Node's defaults (the dist modules, paths and URLs, the disk cache).
+import { openGgufHeader } from './gguf_header.js';
+import { LayerfoldError } from './capi.js';
+import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
+import { Tokenizer } from './tokenizer.js';
+
+const F32 = 4;
+
+export class LayerNode {
+  /**
+   * Opens a node from a bound module `lf` (wasm_wasi.js, wasm_module.js) and an object source
+   * `source` ({size, read, readInto, close}), both handed over: the node closes the module with
+   * itself, and the source once loaded (or on failure). `name` is what info() reports as the
+   * model (default: source.name). maxSessions / maxKvBytes bound the KV caches: the least
+   * recently used sessions are evicted to make room, and a later call that continues an evicted
+   * session fails with code 'evicted'. With memoryBudgetBytes, the node first estimates what it
+   * will hold (memory_budget.js: weights, one session's KV cache at maxContext, the scratch of a
+   * forward of maxTokens tokens) and throws 'over_budget' naming the bytes needed and available
+   * before reading any tensor; unless given, maxKvBytes is then what the budget leaves for KV.
+   * @param {{lf: object, source: object, name?: string, layers?: [number, number], maxContext?: number,
+   *          withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
+   *          memoryBudgetBytes?: number, maxTokens?: number}} options
+   * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
+   *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
+   */
+  static async open({ lf, source, name = source.name, layers, maxContext = 0, withTokenizer = false,
+    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512 }) {
+    let node;
+    try {
+      let gguf = 0;
+      try {
+        gguf = await openGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+        const header = JSON.parse(lf.readCString(lf.fn.lf_gguf_json(gguf, 0)));
+        const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
+        const [begin, end] = layers ?? [0, nLayer];
+        node = new this(lf, header, begin, end, begin === 0, end === nLayer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity });
+        node.model = name;
+        const names = node.#tensorNames(gguf);
+        if (memoryBudgetBytes !== undefined) node.#reserve(names, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
+        await node.#load(source, gguf, names, withTokenizer);
+        return node;
+      } finally {
+        if (gguf) lf.fn.lf_gguf_free(gguf);
+        await source.close();
+      }
+    } catch (error) {
+      if (node) node.close();
+      else lf.close();
+      throw error;
+    }
+  }
+
+  #lf;
+  #header;
+  #model = 0;
+  #buffers = [];
+  #sessions = new Map();  // id -> lf_session*, least recently used first
+  #evicted = new Set();   // recently evicted ids (bounded), so a late call gets a clear error
+  // Forward calls run one after another: the engine refuses a second while one runs.
+  #queue = Promise.resolve();
+
+  constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes }) {
+    this.#lf = lf;
+    this.#header = header;
+    this.layers = [begin, end];
+    this.withEmbedding = withEmbedding;
+    this.withHead = withHead;
+    this.maxContext = maxContext;
+    this.maxSessions = maxSessions;
+    this.maxKvBytes = maxKvBytes;
+    this.memory = null;
+  }
+
+  // The tensors this node holds: its layers, plus the embedding or head at the ends.
+  #tensorNames(gguf) {
+    const lf = this.#lf;
+    const namesPtr = lf.fn.lf_node_tensors_json(gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0);
+    if (!namesPtr) throw lf.lastError();
+    return JSON.parse(lf.readCString(namesPtr));
+  }
+
+  // Refuses a node that would not fit its budget before any tensor is read; what the budget
+  // leaves beyond one session goes to more sessions (unless maxKvBytes was given).
+  #reserve(names, { memoryBudgetBytes, maxTokens, kvLimited }) {
+    const needs = nodeMemoryNeeds(this.#header, names, {
+      begin: this.layers[0], end: this.layers[1], maxContext: this.maxContext, maxTokens, withHead: this.withHead,
+    });
+    const baseBytes = this.#lf.bytes().length;
+    const needed = checkMemoryBudget(needs, { baseBytes, budgetBytes: memoryBudgetBytes, layers: this.layers });
+    if (!kvLimited) this.maxKvBytes = memoryBudgetBytes - (needed - needs.kvCache);
+    /** The budget check's figures, in bytes (null without a budget). */
+    this.memory = { budgetBytes: memoryBudgetBytes, neededBytes: needed, baseBytes, maxTokens, ...needs };
+  }
+
+  // Places the node's tensors in WASM memory straight from the source, then loads the model.
+  async #load(source, gguf, names, withTokenizer) {
+    const lf = this.#lf;
+    const byName = new Map(this.#header.tensors.map((t) => [t.name, t]));
+    this.#model = lf.fn.lf_model_create();
+    if (!lf.fn.lf_model_set_threads(this.#model, lf.threads)) throw lf.lastError();
+    this.bytesLoaded = 0;
+    for (const name of names) {
+      const info = byName.get(name);
+      const ptr = lf.alloc(info.n_bytes);
+      this.#buffers.push(ptr);
+      await source.readInto(info.offset, info.offset + info.n_bytes, lf.bytes().subarray(ptr, ptr + info.n_bytes));
+      this.bytesLoaded += info.n_bytes;
+      const namePtr = this.#cString(name);
+      lf.fn.lf_model_place_tensor(this.#model, namePtr, ptr);
+      lf.free(namePtr);
+    }
+    if (!lf.fn.lf_model_load(this.#model, gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0)) {
+      throw lf.lastError();
+    }
+    this.nEmbd = lf.fn.lf_model_n_embd(this.#model);
+    this.nVocab = lf.fn.lf_model_n_vocab(this.#model);
+    this.nLayer = lf.fn.lf_model_n_layer(this.#model);
+    /** The model's tokenizer (Tokenizer), when opened withTokenizer. */
+    this.tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
+  }
+
+  #cString(text) {
+    const encoded = new TextEncoder().encode(`${text}\0`);
+    const ptr = this.#lf.alloc(encoded.length);
+    this.#lf.bytes().set(encoded, ptr);
+    return ptr;
+  }
+
+  // Runs fn(inPtr, outPtr) with `input` copied in and `outFloats` floats copied out.
+  #withBuffers(input, outFloats, fn) {
+    const lf = this.#lf;
+    const inPtr = lf.alloc(input.byteLength);
+    const outPtr = lf.alloc(outFloats * F32);
+    try {
+      lf.bytes().set(new Uint8Array(input.buffer, input.byteOffset, input.byteLength), inPtr);
+      if (!fn(inPtr, outPtr)) throw lf.lastError();
+      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
+    } finally {
+      lf.free(inPtr);
+      lf.free(outPtr);
+    }
+  }
+
+  // The session's KV cache, created at its first call (startPos 0); using it makes it the most
+  // recently used. Creating one evicts least recently used sessions beyond the limits.
+  #session(id, startPos) {
+    const lf = this.#lf;
+    let session = this.#sessions.get(id);
+    if (session !== undefined) {
+      this.#sessions.delete(id);
+      this.#sessions.set(id, session);
+      return session;
+    }
+    if (startPos !== 0 && this.#evicted.has(id)) {
+      throw new LayerfoldError('evicted', `session "${id}" was evicted (least recently used, limits: ` +
+        `${this.maxSessions} sessions, ${this.maxKvBytes} KV bytes): start it again from position 0`);
+    }
+    session = lf.fn.lf_session_create(this.#model, this.maxContext);
+    if (!session) throw lf.lastError();
+    const bytes = lf.fn.lf_session_bytes(session);
+    if (bytes > this.maxKvBytes) {
+      lf.fn.lf_session_free(session);
+      throw new LayerfoldError('resource_exhausted', `a session needs ${bytes} KV-cache bytes, more than maxKvBytes ${this.maxKvBytes}`);
+    }
+    let total = bytes;
+    for (const s of this.#sessions.values()) total += lf.fn.lf_session_bytes(s);
+    for (const [oldest, handle] of this.#sessions) {
+      if (this.#sessions.size < this.maxSessions && total <= this.maxKvBytes) break;
+      total -= lf.fn.lf_session_bytes(handle);
+      this.dropSession(oldest);
+      this.#evicted.add(oldest);
+      if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
+    }
+    this.#evicted.delete(id);
+    this.#sessions.set(id, session);
+    return session;
+  }
+
+  /** token ids -> hidden [n, n_embd] (first node only). */
+  embed(tokens) {
+    const ids = Int32Array.from(tokens);
+    return this.#withBuffers(ids, ids.length * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_embed(this.#model, inPtr, ids.length, outPtr));
+  }
+
+  /**
+   * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd]. On the threaded build
+   * the engine's threads do the work while the event loop keeps running; calls issued together
+   * run one after another, in call order.
+   * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
+   */
+  forward({ session, startPos, hidden, lastOnly = false }) {
+    const n = hidden.length / this.nEmbd;
+    if (!Number.isInteger(n) || n < 1) {
+      return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
+    }
+    const run = () => (this.#lf.kind === 'threaded'
+      ? this.#forwardAsync(this.#session(session, startPos), startPos, hidden, n, lastOnly)
+      : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, this.#session(session, startPos), startPos, inPtr, n, outPtr, lastOnly ? 1 : 0)));
+    const result = this.#queue.then(run);
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
+  async #forwardAsync(handle, startPos, hidden, n, lastOnly) {
+    const lf = this.#lf;
+    const outFloats = (lastOnly ? 1 : n) * this.nEmbd;
+    const inPtr = lf.alloc(hidden.byteLength);
+    const outPtr = lf.alloc(outFloats * F32);
+    const flagPtr = lf.alloc(4);
+    try {
+      lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
+      if (!lf.fn.lf_forward_async(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0, flagPtr)) throw lf.lastError();
+      const wait = Atomics.waitAsync(new Int32Array(lf.bytes().buffer), flagPtr >> 2, 0);
+      if (wait.async) await wait.value;
+      if (Atomics.load(new Int32Array(lf.bytes().buffer), flagPtr >> 2) !== 1) {
+        lf.fn.lf_forward_async_result(this.#model);
+        throw lf.lastError();
+      }
+      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
+    } finally {
+      lf.free(inPtr);
+      lf.free(outPtr);
+      lf.free(flagPtr);
+    }
+  }
+
+  /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */
+  logits(hidden) {
+    const rows = hidden.length / this.nEmbd;
+    return this.#withBuffers(hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
+  }
+
+  /**
+   * Where the session's last forward spent its time, in ms summed over layers: attention, FFN,
+   * and serial (outside the engine's threads: validation, copies, hand-over).
+   */
+  phaseTimings(id) {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return null;
+    const ms = (phase) => this.#lf.fn.lf_session_phase_ms(session, phase);
+    return { attention: ms(0), ffn: ms(1), serial: ms(2) };
+  }
+
+  /** Milliseconds each of this node's layers took in the session's last forward call. */
+  layerTimings(id) {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return [];
+    return Array.from({ length: this.layers[1] - this.layers[0] }, (_, i) => this.#lf.fn.lf_session_layer_ms(session, i));
+  }
+
+  /** The GGUF metadata (large arrays summarized). */
+  get metadata() {
+    return this.#header.metadata;
+  }
+
+  /** Positions the session's KV cache holds (its next startPos), or null for an unknown session. */
+  sessionLength(id) {
+    const session = this.#sessions.get(id);
+    return session === undefined ? null : this.#lf.fn.lf_session_n_past(session);
+  }
+
+  /** Bytes of the session's KV cache (0 for an unknown session). */
+  sessionBytes(id) {
+    const session = this.#sessions.get(id);
+    return session === undefined ? 0 : this.#lf.fn.lf_session_bytes(session);
+  }
+
+  dropSession(id) {
+    const session = this.#sessions.get(id);
+    if (session === undefined) return false;
+    this.#lf.fn.lf_session_free(session);
+    this.#sessions.delete(id);
+    return true;
+  }
+
+  info() {
+    return {
+      model: this.model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
+      threads: this.#model ? this.#lf.fn.lf_model_threads(this.#model) : this.#lf.threads,
+      bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
+      kvBytes: [...this.#sessions.keys()].reduce((sum, id) => sum + this.sessionBytes(id), 0),
+    };
+  }
+
+  /** Frees the model and sessions and stops the module's threads. Not while a forward runs. */
+  close() {
+    this.tokenizer?.close();
+    for (const id of [...this.#sessions.keys()]) this.dropSession(id);
+    if (this.#model) this.#lf.fn.lf_model_free(this.#model);
+    for (const ptr of this.#buffers) this.#lf.free(ptr);
+    this.#buffers = [];
+    this.#model = 0;
+    this.#lf.close();
+  }
+}

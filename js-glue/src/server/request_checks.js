@@ -1,0 +1,95 @@
+// Checks of everything a client sends a layer node, before any session is touched: each returns
+// the parsed value or throws an HttpError naming the input, the limit and what was expected.
+import { HttpError } from './http_error.js';
+
+const SESSION_ID = /^[A-Za-z0-9._~-]{1,128}$/;
+const F32 = 4;
+
+/**
+ * A session id as the protocol allows it; "." and ".." are refused too, so that no id reads as
+ * a path segment anywhere it is logged or proxied.
+ * @example sessionId('chat-1') // 'chat-1'
+ */
+export function sessionId(raw) {
+  if (!SESSION_ID.test(raw ?? '') || /^\.+$/.test(raw)) {
+    throw new HttpError('bad_session_id', `session id ${JSON.stringify(String(raw ?? '').slice(0, 140))} is not 1-128 characters of A-Z a-z 0-9 . _ ~ - (and not only dots)`);
+  }
+  return raw;
+}
+
+/**
+ * A required non-negative integer query parameter, in decimal digits only.
+ * @example position('12', 'start_pos') // 12
+ */
+export function position(raw, name) {
+  if (raw === undefined) throw new HttpError('bad_parameter', `${name} is required (a non-negative integer)`);
+  if (!/^\d{1,15}$/.test(raw)) throw new HttpError('bad_parameter', `${name}=${JSON.stringify(raw.slice(0, 40))}: expected a non-negative integer below 10^15`);
+  return Number(raw);
+}
+
+/**
+ * An optional 0/1 flag (absent: false).
+ * @example flag('1', 'last_only') // true
+ */
+export function flag(raw, name) {
+  if (raw === undefined || raw === '0') return false;
+  if (raw === '1') return true;
+  throw new HttpError('bad_parameter', `${name}=${JSON.stringify(raw.slice(0, 40))}: expected 0 or 1`);
+}
+
+/**
+ * An optional top_k in [1, nVocab] (absent: null).
+ * @example topKParameter('5', 1024) // 5
+ */
+export function topKParameter(raw, nVocab) {
+  if (raw === undefined) return null;
+  const k = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
+  if (!(k >= 1 && k <= nVocab)) throw new HttpError('bad_parameter', `top_k=${JSON.stringify(raw.slice(0, 40))}: expected an integer from 1 to n_vocab ${nVocab}`);
+  return k;
+}
+
+/**
+ * The media type of the request, parameters ignored, must be `expected`.
+ * @example contentType('application/octet-stream', 'application/octet-stream')
+ */
+export function contentType(header, expected) {
+  const type = (header ?? '').split(';')[0].trim().toLowerCase();
+  if (type !== expected) throw new HttpError('bad_content_type', `Content-Type ${JSON.stringify(header ?? '(none)')}: expected ${expected}`);
+}
+
+/**
+ * A body of little-endian float32 hidden states [n, nEmbd], n ≥ 1, every value finite.
+ * @example const hidden = hiddenStates(await request.arrayBuffer(), 64);
+ */
+export function hiddenStates(buffer, nEmbd) {
+  const rowBytes = F32 * nEmbd;
+  if (buffer.byteLength === 0 || buffer.byteLength % rowBytes !== 0) {
+    throw new HttpError('bad_length', `body of ${buffer.byteLength} bytes: expected a positive multiple of 4 · n_embd = ${rowBytes} bytes (float32 rows of n_embd ${nEmbd})`);
+  }
+  const hidden = new Float32Array(buffer);
+  const bad = hidden.findIndex((x) => !Number.isFinite(x));
+  if (bad >= 0) {
+    throw new HttpError('not_finite', `value ${hidden[bad]} at row ${Math.floor(bad / nEmbd)}, column ${bad % nEmbd}: hidden states must be finite`);
+  }
+  return hidden;
+}
+
+/**
+ * The JSON body {"tokens": [id, ...]} of an embed request: 1 to maxTokens ids in [0, nVocab).
+ * @example tokenIds('{"tokens":[2,818]}', 262144, 2048) // Int32Array [2, 818]
+ */
+export function tokenIds(text, nVocab, maxTokens) {
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new HttpError('bad_parameter', 'body is not JSON: expected {"tokens": [id, ...]}');
+  }
+  const tokens = body?.tokens;
+  if (!Array.isArray(tokens) || tokens.length === 0 || tokens.length > maxTokens) {
+    throw new HttpError('bad_parameter', `"tokens" must be an array of 1 to ${maxTokens} token ids`);
+  }
+  const bad = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= nVocab);
+  if (bad >= 0) throw new HttpError('bad_parameter', `tokens[${bad}] = ${JSON.stringify(tokens[bad])}: expected an integer from 0 to n_vocab - 1 = ${nVocab - 1}`);
+  return Int32Array.from(tokens);
+}

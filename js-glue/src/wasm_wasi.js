@@ -1,0 +1,64 @@
+// The wasm32-wasi single-thread module, instantiated from a compiled WebAssembly.Module with the
+// few WASI imports it has answered here. No node: imports: Node (wasm_module.js) and edge workers
+// (js-glue/edge/) share this file.
+import { bindCapi } from './capi.js';
+
+/** Whether this runtime can run the threaded build (SharedArrayBuffer and Atomics). */
+export function threadsAvailable() {
+  return typeof SharedArrayBuffer === 'function' && typeof Atomics === 'object';
+}
+
+// The reactor imports only a few WASI calls (stdio for fatal messages, a clock for per-layer
+// timings); we answer them here rather than pull in a WASI runtime.
+function wasiImports(getMemory) {
+  const ENOSYS = 52;
+  return {
+    wasi_snapshot_preview1: {
+      fd_write(fd, iovs, iovsLen, nwrittenPtr) {
+        const view = new DataView(getMemory().buffer);
+        let text = '';
+        let written = 0;
+        for (let i = 0; i < iovsLen; i++) {
+          const ptr = view.getUint32(iovs + i * 8, true);
+          const len = view.getUint32(iovs + i * 8 + 4, true);
+          text += new TextDecoder().decode(new Uint8Array(getMemory().buffer, ptr, len));
+          written += len;
+        }
+        if (text) console.error(`[layerfold wasi fd ${fd}] ${text.trimEnd()}`);
+        view.setUint32(nwrittenPtr, written, true);
+        return 0;
+      },
+      fd_close: () => ENOSYS,
+      fd_seek: () => ENOSYS,
+      clock_time_get(clockId, precision, timePtr) {
+        const ns = BigInt(Math.round(performance.now() * 1e6));
+        new DataView(getMemory().buffer).setBigUint64(timePtr, ns, true);
+        return 0;
+      },
+      proc_exit(code) { throw new Error(`layerfold wasm exited with code ${code}`); },
+    },
+  };
+}
+
+/**
+ * Instantiates the compiled wasm32-wasi module and binds its C ABI. Workers cannot compile wasm
+ * from bytes at run time, so this takes a WebAssembly.Module (a module binding on the edge).
+ * @param {WebAssembly.Module} compiled
+ * @example import wasm from './layerfold_wasi.wasm'; const lf = await instantiateSingleThreadModule(wasm);
+ */
+export async function instantiateSingleThreadModule(compiled) {
+  if (!(compiled instanceof WebAssembly.Module)) {
+    throw new TypeError(`expected the compiled layerfold_wasi.wasm as a WebAssembly.Module, got ${Object.prototype.toString.call(compiled)}`);
+  }
+  let memory;
+  const instance = await WebAssembly.instantiate(compiled, wasiImports(() => memory));
+  memory = instance.exports.memory;
+  instance.exports._initialize();
+  return bindCapi({
+    kind: 'single',
+    threads: 1,
+    memory: () => memory.buffer,
+    call: (name) => instance.exports[name],
+    raw: instance,
+  });
+}

@@ -1,0 +1,62 @@
+// The memory budget of a layer node (what an edge isolate checks before loading): the KV cache it
+// predicts from the GGUF header equals what the engine allocates, the whole estimate covers the
+// WASM memory of a forward of max_tokens tokens, and a node over budget is refused before any
+// tensor is read, with the bytes needed and available.
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {openSource} from "../../js-glue/src/open_source.js";
+import {model} from "./models.mjs";
+
+const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
+const tinyGemma3 = () => model("tiny-gemma3", "tiny-gemma3");
+const small = () => model("small", "small");
+
+// [model, layers, maxContext]: Gemma 4 (per-layer sliding list, two head dims), Gemma 3 (period),
+// middle and last ranges, the model's own context and shorter ones.
+const SHAPES = [
+  [tiny, [0, 2], 0], [tiny, [1, 2], 100], [tinyGemma3, [0, 3], 0], [tinyGemma3, [1, 2], 70],
+  [small, [0, 6], 0], [small, [2, 5], 80],
+];
+const MAX_TOKENS = 64;
+
+describe("memory budget of a layer node", () => {
+  for (const [file, layers, maxContext] of SHAPES) {
+    test(`${file.name} layers [${layers}) max context ${maxContext || "of the model"}: KV exact, memory within the estimate`, async () => {
+      const node = await LayerNode.open({model: file(), layers, maxContext, build: "single", memoryBudgetBytes: 2 ** 31, maxTokens: MAX_TOKENS});
+      try {
+        const hidden = Float32Array.from({length: MAX_TOKENS * node.nEmbd}, (_, i) => Math.sin(i * 0.37));
+        await node.forward({session: "s", startPos: 0, hidden});
+        if (node.withHead) node.logits(hidden);
+        assert.equal(node.memory.kvCache, node.sessionBytes("s"));
+        assert.equal(node.memory.weights, node.bytesLoaded);
+        assert.ok(node.info().wasmMemoryBytes <= node.memory.neededBytes,
+          `WASM memory ${node.info().wasmMemoryBytes} above the estimate ${node.memory.neededBytes}`);
+        // What the budget leaves beyond one session goes to more sessions.
+        assert.equal(node.maxKvBytes, 2 ** 31 - node.memory.neededBytes + node.memory.kvCache);
+      } finally {
+        node.close();
+      }
+    });
+  }
+
+  test("a node over budget is refused before reading any tensor, naming the bytes; at exactly its need it loads", async () => {
+    const probe = await LayerNode.open({model: tiny(), layers: [0, 1], build: "single", memoryBudgetBytes: 2 ** 31, maxTokens: 32});
+    const needed = probe.memory.neededBytes;
+    probe.close();
+    const reads = [];
+    const source = await openSource(tiny());
+    const counting = {...source, name: source.name, size: source.size, close: () => source.close(),
+      read: (s, e) => { reads.push([s, e]); return source.read(s, e); },
+      readInto: (s, e, t) => { reads.push([s, e]); return source.readInto(s, e, t); }};
+    await assert.rejects(
+      LayerNode.open({model: tiny(), source: counting, layers: [0, 1], build: "single", memoryBudgetBytes: needed - 1, maxTokens: 32}),
+      (e) => e.code === "over_budget" && e.neededBytes === needed && e.availableBytes === needed - 1 &&
+        e.message.includes(`need ${needed} bytes`) && e.message.includes(`budget is ${needed - 1} bytes`));
+    // The header is read from byte 0; any tensor read would start further in.
+    assert.ok(reads.length > 0 && reads.every(([s]) => s === 0), `only header reads expected, got ${JSON.stringify(reads)}`);
+    const node = await LayerNode.open({model: tiny(), layers: [0, 1], build: "single", memoryBudgetBytes: needed, maxTokens: 32});
+    node.close();
+  });
+});
