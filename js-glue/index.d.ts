@@ -4,7 +4,8 @@
 export class LayerfoldError extends Error {
   readonly code:
     | 'invalid_argument' | 'malformed' | 'unsupported' | 'need_more_data' | 'io_error'
-    | 'failed_precondition' | 'resource_exhausted' | 'not_found' | 'internal' | 'evicted' | string;
+    | 'failed_precondition' | 'resource_exhausted' | 'not_found' | 'internal' | 'evicted' | 'over_budget'
+    | 'unavailable' | 'unknown_session' | 'position_mismatch' | string;
   constructor(code: string, message: string);
 }
 
@@ -70,6 +71,13 @@ export interface LayerNodeOptions {
   sourceOptions?: SourceOptions;
   maxSessions?: number;
   maxKvBytes?: number;
+  /** an already loaded module / opened object source, handed over to the node (edge workers) */
+  lf?: unknown;
+  source?: ObjectSource;
+  /** refuse at open ('over_budget') a node whose memory estimate exceeds this many bytes */
+  memoryBudgetBytes?: number;
+  /** rows of the largest forward, for the budget's scratch estimate (default 512) */
+  maxTokens?: number;
 }
 
 export interface ForwardRequest {
@@ -107,6 +115,9 @@ export class LayerNode {
   readonly bytesLoaded: number;
   readonly tokenizer: Tokenizer | null;
   readonly metadata: Record<string, unknown>;
+  /** the memory estimate checked against memoryBudgetBytes, when one was given */
+  readonly memory: { budgetBytes: number; neededBytes: number; baseBytes: number; maxTokens: number;
+                     weights: number; kvCache: number; scratch: number } | null;
   /** token ids -> hidden [n, n_embd] (first node) */
   embed(tokens: ArrayLike<number>): Float32Array;
   forward(request: ForwardRequest): Promise<Float32Array>;
@@ -124,20 +135,63 @@ export class LayerNode {
 
 export interface NodeTiming {
   layers: [number, number];
+  /** the node's URL when it is remote */
+  url?: string;
   ms: number;
   layerMs: number[];
 }
 
+/** A layer node served over HTTP (docs/http-api.md), in LayerNode's shape. */
+export class RemoteNode {
+  /** Waits up to readyTimeoutMs for the node to be ready; an address nothing answers at fails at once. */
+  static open(url: string, options?: { authToken?: string; timeoutMs?: number; readyTimeoutMs?: number }): Promise<RemoteNode>;
+  readonly url: string;
+  readonly layers: [number, number];
+  readonly withEmbedding: boolean;
+  readonly withHead: boolean;
+  readonly nEmbd: number;
+  readonly nVocab: number;
+  readonly nLayer: number;
+  embed(tokens: ArrayLike<number>): Promise<Float32Array>;
+  forward(request: ForwardRequest): Promise<Float32Array>;
+  logits(hidden: Float32Array): Promise<Float32Array>;
+  layerTimings(session: string): number[];
+  dropSession(session: string): Promise<boolean>;
+  info(): Omit<LayerNodeInfo, 'bytesLoaded'> & { url: string };
+  close(): void;
+}
+
+export interface PipelineOptions {
+  /** the GGUF: its header gives the tokenizer and layer count; local nodes load tensors from it */
+  model: string;
+  /** "local:0-29,http://10.0.0.7:8080" (local ranges inclusive; default one local node with every layer) */
+  nodes?: string;
+  threads?: number;
+  build?: 'threaded' | 'single';
+  cacheDir?: string;
+  onProgress?: (progress: Progress, node: number) => void;
+  /** bearer token for remote nodes */
+  authToken?: string;
+  nodeTimeoutMs?: number;
+  nodeReadyTimeoutMs?: number;
+  /** per local node */
+  maxSessions?: number;
+}
+
 export class Pipeline {
-  /** nodes: "local:0-29,local:30-59" (inclusive ranges; default one node with every layer) */
-  static open(options: { model: string; nodes?: string; threads?: number; build?: 'threaded' | 'single' }): Promise<Pipeline>;
-  readonly nodes: LayerNode[];
+  static open(options: PipelineOptions): Promise<Pipeline>;
+  readonly nodes: Array<LayerNode | RemoteNode>;
   readonly tokenizer: Tokenizer;
   readonly header: { metadata: Record<string, unknown>; tensors: Array<{ name: string; type: string; ne: number[]; offset: number; n_bytes: number }> };
-  /** Runs new tokens of a session through every node: the last position's logits and timings. */
+  /** how many times a node's session was rebuilt by replaying its history */
+  readonly replays: number;
+  /**
+   * Runs new tokens of a session through every node: the last position's logits and timings.
+   * After a failed step, step(session, []) finishes it.
+   */
   step(session: string, tokens: number[]): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
-  dropSession(session: string): void;
-  close(): void;
+  dropSession(session: string): Promise<void>;
+  close(): Promise<void>;
 }
 
 export class Tokenizer {

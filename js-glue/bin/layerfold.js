@@ -10,8 +10,10 @@ import { SERVE_OPTIONS, serveCommand } from '../src/cli_serve.js';
 
 const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
-                     [--nodes local:A-B,...] [--build threaded|single] [--cache-dir DIR] [--json]
+                     [--nodes SPEC] [--build threaded|single] [--cache-dir DIR] [--json]
   MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir)
+  SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
+        see serve; bearer token from AUTH_TOKEN), e.g. local:0-29,http://10.0.0.7:8080
   layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
                      [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]
   layerfold inspect MODEL [--json]
