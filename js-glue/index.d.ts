@@ -87,6 +87,22 @@ export interface ForwardRequest {
   hidden: Float32Array;
   /** only the last position's output: [1, n_embd] */
   lastOnly?: boolean;
+  /** approximate modes for this call (docs/approximate.md); default off: the exact engine */
+  approx?: ApproxOptions;
+}
+
+export interface ApproxOptions {
+  /** attention over the keys scoring above the row's median only */
+  truncatedAttention?: boolean;
+  /** a row whose dropped share of the softmax mass exceeds this runs exactly (default 0.15) */
+  truncationThreshold?: number;
+}
+
+export interface ApproxStats {
+  truncated_attention: {
+    rows: number; truncated_rows: number; fallback_rows: number; v_keys_total: number; v_keys_kept: number;
+    v_work_skipped: number; max_dropped_mass: number; max_error_bound: number;
+  };
 }
 
 export interface LayerNodeInfo {
@@ -96,6 +112,8 @@ export interface LayerNodeInfo {
   nEmbd: number;
   nVocab: number;
   build: 'threaded' | 'single';
+  /** the matmul kernels of the loaded module: 'wasm-relaxed-simd' (Node 22+), 'wasm-simd128', ... */
+  kernels: string;
   threads: number;
   bytesLoaded: number;
   sessions: number;
@@ -103,21 +121,27 @@ export interface LayerNodeInfo {
   kvBytes: number;
 }
 
-export class LayerNode {
-  static open(options: LayerNodeOptions): Promise<LayerNode>;
-  readonly model: string;
+/** What every node of a pipeline, local or remote, says of itself. */
+export interface NodeShape {
+  /** layers [begin, end) */
   readonly layers: [number, number];
   readonly withEmbedding: boolean;
   readonly withHead: boolean;
   readonly nEmbd: number;
   readonly nVocab: number;
   readonly nLayer: number;
+}
+
+export interface LayerNode extends NodeShape {}
+export class LayerNode {
+  static open(options: LayerNodeOptions): Promise<LayerNode>;
+  readonly model: string;
   readonly bytesLoaded: number;
   readonly tokenizer: Tokenizer | null;
   readonly metadata: Record<string, unknown>;
   /** the memory estimate checked against memoryBudgetBytes, when one was given */
   readonly memory: { budgetBytes: number; neededBytes: number; baseBytes: number; maxTokens: number;
-                     weights: number; kvCache: number; scratch: number } | null;
+                     weights: number; kvCache: number; scratch: number; relayout: number } | null;
   /** token ids -> hidden [n, n_embd] (first node) */
   embed(tokens: ArrayLike<number>): Float32Array;
   forward(request: ForwardRequest): Promise<Float32Array>;
@@ -125,6 +149,8 @@ export class LayerNode {
   logits(hidden: Float32Array): Float32Array;
   layerTimings(session: string): number[];
   phaseTimings(session: string): { attention: number; ffn: number; serial: number } | null;
+  /** what the approximate modes did in the session's last forward; null for an unknown session */
+  approxStats(session: string): ApproxStats | null;
   /** Positions the session's KV cache holds (its next startPos); null for an unknown session. */
   sessionLength(session: string): number | null;
   sessionBytes(session: string): number;
@@ -142,16 +168,11 @@ export interface NodeTiming {
 }
 
 /** A layer node served over HTTP (docs/http-api.md), in LayerNode's shape. */
+export interface RemoteNode extends NodeShape {}
 export class RemoteNode {
   /** Waits up to readyTimeoutMs for the node to be ready; an address nothing answers at fails at once. */
   static open(url: string, options?: { authToken?: string; timeoutMs?: number; readyTimeoutMs?: number }): Promise<RemoteNode>;
   readonly url: string;
-  readonly layers: [number, number];
-  readonly withEmbedding: boolean;
-  readonly withHead: boolean;
-  readonly nEmbd: number;
-  readonly nVocab: number;
-  readonly nLayer: number;
   embed(tokens: ArrayLike<number>): Promise<Float32Array>;
   forward(request: ForwardRequest): Promise<Float32Array>;
   logits(hidden: Float32Array): Promise<Float32Array>;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "layerfold/attention_kernel.h"
 #include "layerfold/ops.h"
 #include "layerfold/quant.h"
 #include "layerfold/thread_pool.h"
@@ -220,6 +221,10 @@ class LayerPass {
     ho.resize(hq.size());
     const int n_swa = l_.sliding ? c_.n_swa : 0;
     const size_t head_cols = static_cast<size_t>(group) * D;
+    AttentionWorkspace workspace;
+    // Each KV head's stats are this worker's alone; the session sums them when asked.
+    const ApproxOptions& approx = s_.approx;
+    for (int h = kv0; h < kv1; ++h) s_.approx_head_stats(il_, h) = ApproxStats();
     for (int c0 = 0; c0 < n_; c0 += s_.attn_chunk()) {
       const int c1 = std::min(n_, c0 + s_.attn_chunk());
       for (int t = c0; t < c1; ++t) {
@@ -236,7 +241,13 @@ class LayerPass {
           const float* src = row(b_.q, first - row0_ + i, l_.q_dim()) + col;
           std::copy(src, src + head_cols, hq.data() + i * head_cols);
         }
-        attention(hq.data(), n_rows, pos0_ + first, group, s_.view(il_, h, pos0_ + c1), n_swa, 1.0f, ho.data());
+        const KvView kv = s_.view(il_, h, pos0_ + c1);
+        if (approx.truncated_attention) {
+          attention_truncated(hq.data(), n_rows, pos0_ + first, group, kv, n_swa, 1.0f, approx.truncation_threshold,
+                              ho.data(), &workspace, &s_.approx_head_stats(il_, h));
+        } else {
+          attention_tiled(hq.data(), n_rows, pos0_ + first, group, kv, n_swa, 1.0f, ho.data(), &workspace);
+        }
         for (int i = 0; i < n_rows; ++i) {
           const float* src = ho.data() + i * head_cols;
           std::copy(src, src + head_cols, row(b_.attn_out, first - row0_ + i, l_.q_dim()) + col);
@@ -247,8 +258,9 @@ class LayerPass {
 
   // proj [n_q, n_embd] = Σ over units, in unit order, of W[:, unit columns] · Xc[:, unit columns].
   // The sum runs in the same order whichever worker made each partial, so the bytes do not
-  // depend on the thread count. Partials in blocks of kTokenBlock tokens; reduction split over
-  // the n_embd axis.
+  // depend on the thread count. A unit's columns of W are one contiguous region when W is
+  // unit-major (ModelLoadOptions::relayout_in_place), strided rows otherwise: the same bytes
+  // either way. Partials in blocks of kTokenBlock tokens; reduction split over the n_embd axis.
   void project_in_units(const WeightView& W, const uint8_t* Xc, const ColumnUnits& units) {
     const Share mine = my_share(units.n_units);
     const Share cols = my_share(E_);
@@ -257,8 +269,9 @@ class LayerPass {
     for (int t0 = 0; t0 < n_q_; t0 += b_.token_block) {
       const int nb = std::min(b_.token_block, n_q_ - t0);
       for (int64_t u = mine.begin; u < mine.end; ++u) {
-        matmul_rows(W, Xc + xc_row * static_cast<uint64_t>(t0), nb, b_.partial.data() + u * slot, 0, E_,
-                    units.begin(static_cast<int>(u)), units.end(static_cast<int>(u)));
+        const int64_t k0 = units.begin(static_cast<int>(u)), k1 = units.end(static_cast<int>(u));
+        matmul_rows_strided(W.columns(k0, k1), Xc + xc_row * static_cast<uint64_t>(t0) + activation_row_bytes(W.type, k0),
+                            xc_row, nb, b_.partial.data() + u * slot, 0, E_);
       }
       sync();
       for (int t = 0; t < nb; ++t) {

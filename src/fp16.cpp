@@ -1,24 +1,10 @@
 // Half-precision conversions with ggml's semantics (spec §2.1). Written on the bits rather than
 // with ggml's float-arithmetic trick so the result cannot depend on the FPU's rounding mode or
 // on a compiler's contraction choices; the outputs are the same for every input.
-#include <cstring>
-
 #include "layerfold/quant.h"
 
 namespace lf {
 namespace {
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 // Drops the low `shift` bits of `v`, rounding to nearest, ties to the even result.
 uint32_t shift_right_rne(uint32_t v, int shift) {
@@ -43,18 +29,18 @@ float fp16_to_fp32(uint16_t h) {
   const uint32_t mantissa = h & 0x3FFu;
   if (exponent == 0x1F) {
     // NaNs come out quiet with their payload, as x86's F16C and ggml's table both give.
-    return float_of(sign | kF32Inf | (mantissa << 13) | (mantissa ? kF32Quiet : 0));
+    return f32_from_bits(sign | kF32Inf | (mantissa << 13) | (mantissa ? kF32Quiet : 0));
   }
   if (exponent == 0) {
     // Subnormal (or zero): mantissa · 2^-24 is exact in f32.
     const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-    return float_of(sign | bits_of(magnitude));
+    return f32_from_bits(sign | f32_bits(magnitude));
   }
-  return float_of(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  return f32_from_bits(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
 uint16_t fp32_to_fp16(float f) {
-  const uint32_t u = bits_of(f);
+  const uint32_t u = f32_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & kF32AbsMask;
   if (a > kF32Inf) return sign | 0x7E00;  // ggml keeps the sign of a NaN, drops its payload
@@ -72,10 +58,10 @@ uint16_t fp32_to_fp16(float f) {
   return sign | static_cast<uint16_t>(shift_right_rne(m, 126 - exponent));
 }
 
-float bf16_to_fp32(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
+float bf16_to_fp32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
 
 uint16_t fp32_to_bf16(float f) {
-  const uint32_t u = bits_of(f);
+  const uint32_t u = f32_bits(f);
   if ((u & kF32AbsMask) > kF32Inf) return static_cast<uint16_t>((u >> 16) | 0x40);  // force quiet
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1)) >> 16);
 }

@@ -5,8 +5,13 @@
 //                  in cache while every row strip streams its weights through once;
 //   row strips     4 output rows, one per f32 lane;
 //   token tiles    up to kTileTokens tokens reusing each unpacked weight block;
-//   blocks         in increasing order within the chunk, each lane accumulating sequentially.
-// Chunks carry each output's running sum through Y, so the f32 order is the reference's.
+//   block runs     kRunBlocks blocks: first the integer kernel writes every block's exact sums
+//                  [block][token][4 rows], then the float pass folds them into each output in
+//                  increasing block order, as the reference does.
+// Chunks and runs carry each output's running sum through Y, so the f32 order is the
+// reference's. Splitting the integers from the floats keeps the integer kernel free of
+// accumulators (all registers for weights) and lets one ISA-specific piece be swapped: the
+// relaxed-SIMD build (LF_RELAXED_SIMD) takes Q4_0's integer sums from kernel_q4_0_relaxed.wat.
 #include <algorithm>
 #include <cassert>
 #include <vector>
@@ -15,13 +20,22 @@
 #include "layerfold/kernels.h"
 #include "layerfold/quant.h"
 
+#if LF_RELAXED_SIMD
+// W rows w0..w3 (Q4_0, at the run's first block) · X (Q8_0, token 0 at the same block, x_row
+// bytes per token) -> sums [n_blocks][n_tok][4] int32, exact. src/kernel_q4_0_relaxed.wat.
+extern "C" void lf_q4_0_block_sums_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2,
+                                           const uint8_t* w3, const uint8_t* x, uint32_t x_row, int32_t n_tok,
+                                           int32_t n_blocks, int32_t* sums);
+#endif
+
 namespace lf {
 namespace {
 
 using namespace simd;
 
-constexpr int kLanes = 4;        // output rows per strip
-constexpr int kTileTokens = 8;   // tokens sharing one unpacked weight block
+constexpr int kLanes = 4;         // output rows per strip
+constexpr int kTileTokens = 16;   // tokens sharing one unpacked weight block
+constexpr int64_t kRunBlocks = 16;  // blocks per integer pass: sums [16][16][4] stay in L1
 constexpr int64_t kChunkActivationBytes = 192 * 1024;  // within L2 alongside a strip of weights
 constexpr int64_t kMinChunkBlocks = 16;
 
@@ -41,6 +55,7 @@ void widen_32(I8x16 lo, I8x16 hi, I16x8 q[4]) {
 // associated exactly as in vec_dot_ref.
 struct Q4_0 {
   using Block = block_q4_0;
+  [[maybe_unused]] static constexpr bool kRelaxed = LF_RELAXED_SIMD;
   static void unpack(const Block& b, WeightBlock* w) {
     const I8x16 packed = load_i8x16(b.qs);
     widen_32(low_nibbles_minus_8(packed), high_nibbles_minus_8(packed), w->q);  // elements 0-15, 16-31
@@ -51,6 +66,7 @@ struct Q4_0 {
 
 struct Q8_0 {
   using Block = block_q8_0;
+  [[maybe_unused]] static constexpr bool kRelaxed = false;  // its weights use all 8 bits: no i7 operand
   static void unpack(const Block& b, WeightBlock* w) {
     widen_32(load_i8x16(b.qs), load_i8x16(b.qs + 16), w->q);
   }
@@ -98,44 +114,66 @@ struct Strip {
 struct Tokens {
   const uint8_t* x;  // row 0 of the tile
   uint64_t x_row;    // bytes per activation row
-  const float* dy;   // row 0 of the tile, relative to the first block of the column range
+  const float* dy;   // row 0 of the tile
   int64_t dy_row;
   int n;
 };
 
-// W strip · X tile over blocks [b_begin, b_end) of the columns -> Y [tile tokens, 4 lanes]
-// at y (stride y_stride); `fresh` starts from 0, else continues the sums already in Y.
-// `b_first` is the column range's first block (dy's origin).
+// W strip [4 rows, blocks b_begin..b_end) · X tile -> sums [b_end - b_begin][t.n][4], exact.
 template <typename Format>
-void gemm_tile(const Strip& s, const Tokens& t, int64_t b_first, int64_t b_begin, int64_t b_end, bool fresh,
-               float* y, int64_t y_stride) {
+void block_sums(const Strip& s, const Tokens& t, int64_t b_begin, int64_t b_end, int32_t* sums) {
   using Block = typename Format::Block;
-  F32x4 acc[kTileTokens];
-  for (int j = 0; j < t.n; ++j) acc[j] = fresh ? splat(0.0f) : load_lanes(y + j * y_stride, s.n_rows);
+#if LF_RELAXED_SIMD
+  if constexpr (Format::kRelaxed) {
+    const auto at = [&](const uint8_t* row) { return row + b_begin * int64_t{sizeof(Block)}; };
+    return lf_q4_0_block_sums_relaxed(at(s.rows[0]), at(s.rows[1]), at(s.rows[2]), at(s.rows[3]),
+                                      t.x + b_begin * int64_t{sizeof(block_q8_0)}, static_cast<uint32_t>(t.x_row),
+                                      t.n, static_cast<int32_t>(b_end - b_begin), sums);
+  }
+#endif
   WeightBlock w[kLanes];
-  uint16_t d[kLanes];
   for (int64_t b = b_begin; b < b_end; ++b) {
-    for (int i = 0; i < kLanes; ++i) {
-      const Block& block = reinterpret_cast<const Block*>(s.rows[i])[b];
-      Format::unpack(block, &w[i]);
-      d[i] = block.d;
-    }
-    const F32x4 dw = scales_to_f32(d);
+    for (int i = 0; i < kLanes; ++i) Format::unpack(reinterpret_cast<const Block*>(s.rows[i])[b], &w[i]);
     for (int j = 0; j < t.n; ++j) {
       const block_q8_0& xb = reinterpret_cast<const block_q8_0*>(t.x + t.x_row * static_cast<uint64_t>(j))[b];
       I16x8 a[4];
       widen_32(load_i8x16(xb.qs), load_i8x16(xb.qs + 16), a);
-      const I32x4 sumi = sum_each(block_dot(w[0], a), block_dot(w[1], a), block_dot(w[2], a), block_dot(w[3], a));
-      acc[j] = Format::accumulate(acc[j], to_f32(sumi), dw, splat(t.dy[j * t.dy_row + (b - b_first)]));
+      store_i32(sums, sum_each(block_dot(w[0], a), block_dot(w[1], a), block_dot(w[2], a), block_dot(w[3], a)));
+      sums += kLanes;
+    }
+  }
+}
+
+// W strip · X tile over blocks [b_begin, b_end) of the columns -> Y [tile tokens, 4 lanes]
+// at y (stride y_stride); `fresh` starts from 0, else continues the sums already in Y.
+template <typename Format>
+void gemm_tile(const Strip& s, const Tokens& t, int64_t b_begin, int64_t b_end, bool fresh,
+               float* y, int64_t y_stride) {
+  using Block = typename Format::Block;
+  F32x4 acc[kTileTokens];
+  for (int j = 0; j < t.n; ++j) acc[j] = fresh ? splat(0.0f) : load_lanes(y + j * y_stride, s.n_rows);
+  alignas(16) int32_t sums[kRunBlocks * kTileTokens * kLanes];
+  for (int64_t r0 = b_begin; r0 < b_end; r0 += kRunBlocks) {
+    const int64_t r1 = std::min(r0 + kRunBlocks, b_end);
+    block_sums<Format>(s, t, r0, r1, sums);
+    const int32_t* sumi = sums;
+    for (int64_t b = r0; b < r1; ++b) {
+      uint16_t d[kLanes];
+      for (int i = 0; i < kLanes; ++i) d[i] = reinterpret_cast<const Block*>(s.rows[i])[b].d;
+      const F32x4 dw = scales_to_f32(d);
+      const float* dy = t.dy + b;
+      for (int j = 0; j < t.n; ++j, sumi += kLanes) {
+        acc[j] = Format::accumulate(acc[j], to_f32(load_i32x4(sumi)), dw, splat(dy[j * t.dy_row]));
+      }
     }
   }
   for (int j = 0; j < t.n; ++j) store_lanes(y + j * y_stride, s.n_rows, acc[j]);
 }
 
+// W [n_out, n_in] rows [r0, r1) · Xc (Q8_0 rows x_row bytes apart, from W's column 0) -> Y [n_tok, n_out]
 template <typename Format>
-void gemm(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1, int64_t k0, int64_t k1) {
-  const int64_t b_first = k0 / QK8_0, b_last = k1 / QK8_0, n_blocks = b_last - b_first;
-  const uint64_t x_row = activation_row_bytes(W.type, W.n_in);
+void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0, int64_t r1) {
+  const int64_t n_blocks = W.n_in / QK8_0;
   if (n_tok <= 0 || r0 >= r1) return;
   if (n_blocks == 0) {  // an empty column range sums to 0, as the reference's does
     for (int j = 0; j < n_tok; ++j) std::fill(Y + j * W.n_out + r0, Y + j * W.n_out + r1, 0.0f);
@@ -145,11 +183,11 @@ void gemm(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r
   std::vector<float> dy(static_cast<size_t>(n_tok) * static_cast<size_t>(n_blocks));
   for (int j = 0; j < n_tok; ++j) {
     const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
-    for (int64_t b = 0; b < n_blocks; ++b) dy[j * n_blocks + b] = fp16_to_fp32(xb[b_first + b].d);
+    for (int64_t b = 0; b < n_blocks; ++b) dy[j * n_blocks + b] = fp16_to_fp32(xb[b].d);
   }
   const int64_t chunk = std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_tok} * int64_t{sizeof(block_q8_0)}));
-  for (int64_t c0 = b_first; c0 < b_last; c0 += chunk) {
-    const int64_t c1 = std::min(c0 + chunk, b_last);
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
+    const int64_t c1 = std::min(c0 + chunk, n_blocks);
     for (int64_t r = r0; r < r1; r += kLanes) {
       Strip s{};
       s.n_rows = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
@@ -157,7 +195,7 @@ void gemm(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r
       for (int j0 = 0; j0 < n_tok; j0 += kTileTokens) {
         const Tokens t{Xc + x_row * static_cast<uint64_t>(j0), x_row, dy.data() + j0 * n_blocks, n_blocks,
                        std::min(kTileTokens, n_tok - j0)};
-        gemm_tile<Format>(s, t, b_first, c0, c1, c0 == b_first, Y + j0 * W.n_out + r, W.n_out);
+        gemm_tile<Format>(s, t, c0, c1, c0 == 0, Y + j0 * W.n_out + r, W.n_out);
       }
     }
   }
@@ -165,18 +203,33 @@ void gemm(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r
 
 }  // namespace
 
-bool has_gemm_kernel(GgmlType weight_type) { return weight_type == GgmlType::Q4_0 || weight_type == GgmlType::Q8_0; }
-
-void gemm_q8_0_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
-                           int64_t k0, int64_t k1) {
-  assert(has_gemm_kernel(W.type) && k0 % QK8_0 == 0 && k1 % QK8_0 == 0 && 0 <= k0 && k0 <= k1 && k1 <= W.n_in);
-  if (W.type == GgmlType::Q4_0) {
-    gemm<Q4_0>(W, Xc, n_tok, Y, r0, r1, k0, k1);
-  } else {
-    gemm<Q8_0>(W, Xc, n_tok, Y, r0, r1, k0, k1);
+bool has_gemm_kernel(GgmlType weight_type) {
+  switch (weight_type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K: return true;
+    default: return false;
   }
 }
 
-const char* gemm_kernel_isa() { return kIsa; }
+void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                       int64_t r1) {
+  assert((W.type == GgmlType::Q4_0 || W.type == GgmlType::Q8_0) && W.n_in % QK8_0 == 0);
+  if (W.type == GgmlType::Q4_0) {
+    gemm<Q4_0>(W, Xc, x_row, n_tok, Y, r0, r1);
+  } else {
+    gemm<Q8_0>(W, Xc, x_row, n_tok, Y, r0, r1);
+  }
+}
+
+void gemm_q8_0_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
+                           int64_t k0, int64_t k1) {
+  assert(k0 % QK8_0 == 0 && k1 % QK8_0 == 0 && 0 <= k0 && k0 <= k1 && k1 <= W.n_in);
+  gemm_q8_0_strided(W.columns(k0, k1), Xc + activation_row_bytes(W.type, k0), activation_row_bytes(W.type, W.n_in), n_tok,
+                    Y, r0, r1);
+}
+
+const char* gemm_kernel_isa() { return LF_RELAXED_SIMD ? "wasm-relaxed-simd" : kIsa; }
 
 }  // namespace lf

@@ -7,6 +7,11 @@
 #include <cstdint>
 #include <cstring>
 
+// The relaxed-SIMD module variant (wasm/targets.cmake) defines this to 1.
+#ifndef LF_RELAXED_SIMD
+#define LF_RELAXED_SIMD 0
+#endif
+
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
 #define LF_SIMD_WASM 1
@@ -36,6 +41,13 @@ inline I8x16 high_nibbles_minus_8(I8x16 p) { return {wasm_i8x16_sub(wasm_u8x16_s
 // a [8] · b [8] -> [a0b0 + a1b1, a2b2 + a3b3, ...]
 inline I32x4 dot_pairs(I16x8 a, I16x8 b) { return {wasm_i32x4_dot_i16x8(a.v, b.v)}; }
 inline I32x4 add(I32x4 a, I32x4 b) { return {wasm_i32x4_add(a.v, b.v)}; }
+// lane products and sums in 16 bits: exact only while they fit, which callers make sure of
+inline I16x8 mul(I16x8 a, I16x8 b) { return {wasm_i16x8_mul(a.v, b.v)}; }
+inline I16x8 add(I16x8 a, I16x8 b) { return {wasm_i16x8_add(a.v, b.v)}; }
+inline I16x8 splat_i16(int16_t s) { return {wasm_i16x8_splat(s)}; }
+// a [8] · s (one value splat in all lanes) -> lanes 0-3 or 4-7 as exact i32 products
+inline I32x4 mul_widen_lo(I16x8 a, I16x8 s) { return {wasm_i32x4_extmul_low_i16x8(a.v, s.v)}; }
+inline I32x4 mul_widen_hi(I16x8 a, I16x8 s) { return {wasm_i32x4_extmul_high_i16x8(a.v, s.v)}; }
 // -> [Σa, Σb, Σc, Σd]
 inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   const v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a.v, b.v, 0, 4, 1, 5), wasm_i32x4_shuffle(a.v, b.v, 2, 6, 3, 7));
@@ -43,12 +55,18 @@ inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   return {wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7))};
 }
 inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {wasm_i32x4_make(a, b, c, d)}; }
-// f16 bit patterns h [4] (finite) -> f32: the bits moved to an f32's places read as the value
-// times 2^-112 (subnormal halves as f32 subnormals), so one exact multiplication restores it.
+inline I32x4 load_i32x4(const int32_t* p) { return {wasm_v128_load(p)}; }
+inline void store_i32(int32_t* p, I32x4 a) { wasm_v128_store(p, a.v); }
+// f16 bit patterns h [4] (finite) -> f32, never through an f32 subnormal (x86 takes a ~100-cycle
+// microcode assist on each, and tiny scales are common): normal halves by moving the exponent
+// bias in the integers, subnormal ones as (2^-14 + m·2^-24) - 2^-14, which is exact.
 inline F32x4 finite_halves_to_f32(I32x4 h) {
-  const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h.v, wasm_i32x4_splat(0x7FFF)), 13);
+  const v128_t bits = wasm_i32x4_shl(wasm_v128_and(h.v, wasm_i32x4_splat(0x7FFF)), 13);
+  const v128_t normal = wasm_i32x4_add(bits, wasm_i32x4_splat(112 << 23));
+  const v128_t subnormal = wasm_f32x4_sub(wasm_i32x4_add(bits, wasm_i32x4_splat(113 << 23)), wasm_f32x4_splat(0x1p-14f));
+  const v128_t is_subnormal = wasm_i32x4_lt(bits, wasm_i32x4_splat(1 << 23));
   const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h.v, wasm_i32x4_splat(0x8000)), 16);
-  return {wasm_v128_or(wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f)), sign)};
+  return {wasm_v128_or(wasm_v128_bitselect(subnormal, normal, is_subnormal), sign)};
 }
 inline F32x4 to_f32(I32x4 a) { return {wasm_f32x4_convert_i32x4(a.v)}; }
 inline F32x4 splat(float f) { return {wasm_f32x4_splat(f)}; }
@@ -79,16 +97,30 @@ inline I8x16 high_nibbles_minus_8(I8x16 p) {
 }
 inline I32x4 dot_pairs(I16x8 a, I16x8 b) { return {_mm_madd_epi16(a.v, b.v)}; }
 inline I32x4 add(I32x4 a, I32x4 b) { return {_mm_add_epi32(a.v, b.v)}; }
+inline I16x8 mul(I16x8 a, I16x8 b) { return {_mm_mullo_epi16(a.v, b.v)}; }
+inline I16x8 add(I16x8 a, I16x8 b) { return {_mm_add_epi16(a.v, b.v)}; }
+inline I16x8 splat_i16(int16_t s) { return {_mm_set1_epi16(s)}; }
+// Each lane paired with a zero, so the pairwise multiply-add by the splat s is a plain product.
+inline I32x4 mul_widen_lo(I16x8 a, I16x8 s) { return {_mm_madd_epi16(_mm_unpacklo_epi16(a.v, _mm_setzero_si128()), s.v)}; }
+inline I32x4 mul_widen_hi(I16x8 a, I16x8 s) { return {_mm_madd_epi16(_mm_unpackhi_epi16(a.v, _mm_setzero_si128()), s.v)}; }
 inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   const __m128i ab = _mm_add_epi32(_mm_unpacklo_epi32(a.v, b.v), _mm_unpackhi_epi32(a.v, b.v));
   const __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(c.v, d.v), _mm_unpackhi_epi32(c.v, d.v));
   return {_mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd))};
 }
 inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {_mm_setr_epi32(a, b, c, d)}; }
+inline I32x4 load_i32x4(const int32_t* p) { return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))}; }
+inline void store_i32(int32_t* p, I32x4 a) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), a.v); }
 inline F32x4 finite_halves_to_f32(I32x4 h) {
-  const __m128i magnitude = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x7FFF)), 13);
+  const __m128i bits = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x7FFF)), 13);
+  const __m128i normal = _mm_add_epi32(bits, _mm_set1_epi32(112 << 23));
+  const __m128 subnormal =
+      _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(bits, _mm_set1_epi32(113 << 23))), _mm_set1_ps(0x1p-14f));
+  const __m128i is_subnormal = _mm_cmplt_epi32(bits, _mm_set1_epi32(1 << 23));
   const __m128i sign = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x8000)), 16);
-  return {_mm_or_ps(_mm_mul_ps(_mm_castsi128_ps(magnitude), _mm_set1_ps(0x1p112f)), _mm_castsi128_ps(sign))};
+  const __m128i value = _mm_or_si128(_mm_and_si128(is_subnormal, _mm_castps_si128(subnormal)),
+                                     _mm_andnot_si128(is_subnormal, normal));
+  return {_mm_castsi128_ps(_mm_or_si128(value, sign))};
 }
 inline F32x4 to_f32(I32x4 a) { return {_mm_cvtepi32_ps(a.v)}; }
 inline F32x4 splat(float f) { return {_mm_set1_ps(f)}; }
@@ -134,6 +166,26 @@ inline I32x4 add(I32x4 a, I32x4 b) {
   for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
   return a;
 }
+inline I16x8 mul(I16x8 a, I16x8 b) {
+  for (int i = 0; i < 8; ++i) a.v[i] = static_cast<int16_t>(a.v[i] * b.v[i]);
+  return a;
+}
+inline I16x8 add(I16x8 a, I16x8 b) {
+  for (int i = 0; i < 8; ++i) a.v[i] = static_cast<int16_t>(a.v[i] + b.v[i]);
+  return a;
+}
+inline I16x8 splat_i16(int16_t s) {
+  I16x8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = s;
+  return r;
+}
+inline I32x4 mul_widen(I16x8 a, I16x8 s, int first) {
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = a.v[first + i] * s.v[first + i];
+  return r;
+}
+inline I32x4 mul_widen_lo(I16x8 a, I16x8 s) { return mul_widen(a, s, 0); }
+inline I32x4 mul_widen_hi(I16x8 a, I16x8 s) { return mul_widen(a, s, 4); }
 inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   const I32x4* in[4] = {&a, &b, &c, &d};
   I32x4 r;
@@ -141,6 +193,12 @@ inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   return r;
 }
 inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {{a, b, c, d}}; }
+inline I32x4 load_i32x4(const int32_t* p) {
+  I32x4 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline void store_i32(int32_t* p, I32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
 inline F32x4 finite_halves_to_f32(I32x4 h) {
   F32x4 r;
   for (int i = 0; i < 4; ++i) {

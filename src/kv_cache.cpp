@@ -29,6 +29,7 @@ Status Session::create(const Model& model, const SessionOptions& options, Sessio
     }
     kv.k.assign(static_cast<size_t>(n), 0);
     kv.v.assign(static_cast<size_t>(n), 0);
+    kv.approx.resize(static_cast<size_t>(l.n_head_kv));
   }
   *out = std::move(s);
   return Status();
@@ -37,6 +38,14 @@ Status Session::create(const Model& model, const SessionOptions& options, Sessio
 uint64_t Session::bytes() const {
   uint64_t total = 0;
   for (const LayerKv& kv : layers_) total += (kv.k.size() + kv.v.size()) * sizeof(uint16_t);
+  return total;
+}
+
+ApproxStats Session::approx_stats() const {
+  ApproxStats total;
+  for (const LayerKv& kv : layers_) {
+    for (const ApproxStats& head : kv.approx) total.merge(head);
+  }
   return total;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lf {
 namespace {
@@ -59,6 +60,17 @@ Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w
   return Status();
 }
 
+// W [n_out, n_in] in the file's layout -> unit-major, in place through scratch (one tensor's
+// bytes, reused from tensor to tensor).
+void relayout_units(const ColumnUnits& units, WeightView* W, std::vector<uint8_t>* scratch) {
+  if (units.n_units < 2) return;  // one unit: both layouts are the same bytes
+  const uint64_t bytes = static_cast<uint64_t>(W->n_out) * W->row_bytes;
+  scratch->assign(W->data, W->data + bytes);
+  // The host promised writable bytes that belong to this model (ModelLoadOptions).
+  to_unit_major(*W, units, scratch->data(), const_cast<uint8_t*>(W->data));
+  W->unit_cols = units.width;
+}
+
 }  // namespace
 
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out) {
@@ -92,6 +104,14 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
     LF_RETURN_IF_ERROR(plan_layer_shards(c.layers[il], w.attn_output.type, w.ffn_down.type, &m.shards[il - r.begin]));
   }
   LF_RETURN_IF_ERROR(set_threads(&m, options.n_threads));
+  // Last, once nothing can fail: a refused load leaves the host's bytes as they were.
+  if (options.relayout_in_place) {
+    std::vector<uint8_t> scratch;
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      relayout_units(m.shards[i].attn, &m.layers[i].attn_output, &scratch);
+      relayout_units(m.shards[i].ffn, &m.layers[i].ffn_down, &scratch);
+    }
+  }
   *out = std::move(m);
   return Status();
 }

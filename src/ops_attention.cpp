@@ -8,6 +8,8 @@
 namespace lf {
 
 // q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
+// The reference: the engine runs attention_tiled (kernel_attention.cpp), which the [attention]
+// tests hold to these bytes, so any change here is a change there.
 void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out) {
   const int D = kv.head_dim;
   std::vector<uint16_t> q16(D);

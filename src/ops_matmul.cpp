@@ -14,21 +14,26 @@ Status convert_activations(const WeightView& W, const float* X, int n_tok, std::
   return Status();
 }
 
+// W [n_out, n_in] · Xc [n_tok, n_in] (rows x_row bytes apart) -> Y [n_tok, n_out], rows [r0, r1)
+void matmul_rows_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                         int64_t r1) {
+  if (has_gemm_kernel(W.type)) {
+    if (vec_dot_type(W.type) == GgmlType::Q8_K) return gemm_q8_K_strided(W, Xc, x_row, n_tok, Y, r0, r1);
+    return gemm_q8_0_strided(W, Xc, x_row, n_tok, Y, r0, r1);
+  }
+  for (int t = 0; t < n_tok; ++t) {
+    const uint8_t* x = Xc + x_row * static_cast<uint64_t>(t);
+    float* y = Y + static_cast<int64_t>(t) * W.n_out;
+    for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_ref(W.type, W.row(r), x, W.n_in);
+  }
+}
+
 // W [n_out, n_in] · Xc [n_tok, n_in] -> Y [n_tok, n_out], rows [r0, r1), input columns [k0, k1)
 void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
                  int64_t k0, int64_t k1) {
   if (k1 < 0) k1 = W.n_in;
-  if (has_gemm_kernel(W.type)) return gemm_q8_0_activations(W, Xc, n_tok, Y, r0, r1, k0, k1);
-  TypeTraits traits{};
-  type_traits(static_cast<uint32_t>(W.type), &traits);
-  const uint64_t x_row = activation_row_bytes(W.type, W.n_in);
-  const uint64_t x_skip = activation_row_bytes(W.type, k0);
-  const uint64_t w_skip = row_bytes(traits, static_cast<uint64_t>(k0));
-  for (int t = 0; t < n_tok; ++t) {
-    const uint8_t* x = Xc + x_row * t + x_skip;
-    float* y = Y + static_cast<int64_t>(t) * W.n_out;
-    for (int64_t r = r0; r < r1; ++r) y[r] = vec_dot_ref(W.type, W.row(r) + w_skip, x, k1 - k0);
-  }
+  matmul_rows_strided(W.columns(k0, k1), Xc + activation_row_bytes(W.type, k0), activation_row_bytes(W.type, W.n_in),
+                      n_tok, Y, r0, r1);
 }
 
 // W [n_out, n_in] · X [n_tok, n_in] -> Y [n_tok, n_out]

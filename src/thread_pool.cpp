@@ -4,6 +4,7 @@
 
 #if !defined(__wasi__)
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 #endif
@@ -27,6 +28,8 @@ bool ThreadPool::start(Job job, Done done) {
 
 bool ThreadPool::run(Job job) { return start(std::move(job), nullptr); }
 void ThreadPool::barrier() {}
+// The caller's own time is the caller's to measure; there are no barriers to wait at.
+std::vector<ThreadPool::WorkerTimes> ThreadPool::last_job_times() const { return {WorkerTimes{}}; }
 
 #else
 
@@ -35,6 +38,12 @@ namespace {
 // A short spin catches the common case of a phase that ends within microseconds; after that the
 // thread sleeps in atomic wait (a futex natively), so idle workers cost nothing.
 constexpr int kSpins = 256;
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+// The worker index of this thread inside its pool's job, so that barrier() can charge its wait.
+thread_local int t_worker = 0;
 
 void await_change(const std::atomic<uint32_t>& a, uint32_t old) {
   for (int i = 0; i < kSpins; ++i) {
@@ -57,6 +66,7 @@ struct ThreadPool::State {
   std::atomic<bool> stopping{false};
   std::atomic<int> arrived{0};              // workers at the current barrier
   std::atomic<uint32_t> barrier_generation{0};
+  std::vector<WorkerTimes> times;           // [n]; each worker writes only its own entry
 
   void finish() {
     Done finished = std::move(done);
@@ -72,7 +82,11 @@ struct ThreadPool::State {
       await_change(job_generation, seen);
       seen = job_generation.load(std::memory_order_acquire);
       if (stopping.load(std::memory_order_acquire)) return;
+      t_worker = worker;
+      times[static_cast<size_t>(worker)] = WorkerTimes{};
+      const Clock::time_point t0 = Clock::now();
       job(worker);
+      times[static_cast<size_t>(worker)].job_ms = ms_between(t0, Clock::now());
       if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) finish();
     }
   }
@@ -82,6 +96,7 @@ ThreadPool::ThreadPool(int n_threads) : state_(std::make_unique<State>()) {
   assert(n_threads >= 1);
   State& s = *state_;
   s.n = n_threads < 1 ? 1 : n_threads;
+  s.times.resize(static_cast<size_t>(s.n));
   s.threads.reserve(static_cast<size_t>(s.n));
   for (int w = 0; w < s.n; ++w) s.threads.emplace_back([&s, w] { s.work(w); });
 }
@@ -121,9 +136,12 @@ bool ThreadPool::run(Job job) {
   return started;
 }
 
+std::vector<ThreadPool::WorkerTimes> ThreadPool::last_job_times() const { return state_->times; }
+
 void ThreadPool::barrier() {
   State& s = *state_;
   if (s.n == 1) return;
+  const Clock::time_point t0 = Clock::now();
   const uint32_t generation = s.barrier_generation.load(std::memory_order_acquire);
   if (s.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == s.n) {
     // Reset before release: nobody leaves (and arrives at the next barrier) before the bump.
@@ -133,6 +151,7 @@ void ThreadPool::barrier() {
   } else {
     await_change(s.barrier_generation, generation);
   }
+  s.times[static_cast<size_t>(t_worker)].barrier_ms += ms_between(t0, Clock::now());
 }
 
 #endif

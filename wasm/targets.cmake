@@ -10,12 +10,34 @@ if(LF_TARGET STREQUAL "emscripten")
   target_link_libraries(layerfold_mt PRIVATE layerfold)
   target_include_directories(layerfold_mt PRIVATE ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(layerfold_mt PROPERTIES SUFFIX ".js")
-  target_link_options(layerfold_mt PRIVATE
+  set(LF_MT_LINK_OPTIONS
     -sMODULARIZE=1 -sEXPORT_NAME=createLayerfold -sENVIRONMENT=node,worker
     -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=64MB -sMAXIMUM_MEMORY=4GB
     -sPTHREAD_POOL_SIZE=Module.lfThreads -sTOTAL_STACK=1MB
     -sEXIT_RUNTIME=0 -sNODEJS_CATCH_EXIT=0 -sNODEJS_CATCH_REJECTION=0
     -sEXPORTED_RUNTIME_METHODS=UTF8ToString)
+  target_link_options(layerfold_mt PRIVATE ${LF_MT_LINK_OPTIONS})
+
+  # The same module with the relaxed-SIMD Q4_0 kernel (Node 22+ validate it; Node 20 does not,
+  # so the host picks it by js-glue/src/wasm_features.js). Only the GEMM source differs: its
+  # relaxed build and the kernel assembled from .wat come before liblayerfold.a, whose plain
+  # kernel_gemm_q8_0 member is then never pulled in. docs/kernels.md says why .wat.
+  find_program(LF_WAT2WASM wat2wasm REQUIRED)
+  set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernel_q4_0_relaxed.wat)
+  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/kernel_q4_0_relaxed.o)
+  add_custom_command(OUTPUT ${LF_RELAXED_WAT_OBJECT}
+    COMMAND ${LF_WAT2WASM} --enable-relaxed-simd --enable-threads --relocatable ${LF_RELAXED_WAT}
+            -o ${LF_RELAXED_WAT_OBJECT}
+    DEPENDS ${LF_RELAXED_WAT} COMMENT "wat2wasm kernel_q4_0_relaxed.wat")
+  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernel_gemm_q8_0.cpp)
+  target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
+  target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  add_executable(layerfold_mt_relaxed ${LF_CAPI_SOURCES} $<TARGET_OBJECTS:layerfold_relaxed_kernels>
+                 ${LF_RELAXED_WAT_OBJECT})
+  target_link_libraries(layerfold_mt_relaxed PRIVATE layerfold)
+  target_include_directories(layerfold_mt_relaxed PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  set_target_properties(layerfold_mt_relaxed PROPERTIES SUFFIX ".js")
+  target_link_options(layerfold_mt_relaxed PRIVATE ${LF_MT_LINK_OPTIONS})
 elseif(LF_TARGET STREQUAL "wasi")
   # Single-thread reactor for edge workers: no JS glue, instantiated by the worker itself.
   add_executable(layerfold_wasi ${LF_CAPI_SOURCES})

@@ -32,6 +32,8 @@ LF_EXPORT(lf_last_error_message) const char* lf_last_error_message(void);
 LF_EXPORT(lf_alloc) void* lf_alloc(size_t n_bytes);
 LF_EXPORT(lf_free) void lf_free(void* ptr);
 LF_EXPORT(lf_version) const char* lf_version(void);
+/* Which matmul kernels this build has: "wasm-relaxed-simd", "wasm-simd128", "sse2" or "scalar". */
+LF_EXPORT(lf_kernel_isa) const char* lf_kernel_isa(void);
 
 /* --- GGUF header: parse a prefix of a file of file_size bytes --- */
 /* Returns NULL on error; with code need_more_data, lf_gguf_needed_bytes() says how many. */
@@ -70,6 +72,17 @@ LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* sess
 /* Milliseconds of the last forward spent in phase 0 attention, 1 FFN, 2 serial (outside the
  * workers), summed over its layers (-1 for another phase). */
 LF_EXPORT(lf_session_phase_ms) double lf_session_phase_ms(const lf_session* session, int phase);
+/* Approximate modes of the session's next forward calls (docs/approximate.md), off by default,
+ * as a JSON object: {"truncated_attention": true, "truncation_threshold": 0.15}. Keys left out
+ * take their defaults, so "{}" is the exact engine again. Returns 1, or 0 with the last error
+ * naming the unknown key or the bad value (the options are then unchanged). Not while a forward
+ * on the session runs. */
+LF_EXPORT(lf_session_set_approx) int lf_session_set_approx(lf_session* session, const char* json);
+/* What the approximate modes did in the session's last forward call, summed over its layers, as
+ * a JSON object: {"truncated_attention": {"rows", "truncated_rows", "fallback_rows",
+ * "v_keys_total", "v_keys_kept", "v_work_skipped", "max_dropped_mass", "max_error_bound"}}.
+ * The string lives in the session until the next call of this function on it. */
+LF_EXPORT(lf_session_approx_stats) const char* lf_session_approx_stats(const lf_session* session);
 
 /* --- the forward pass (spec §3); each returns 1 on success, 0 on error --- */
 /* tokens [n] -> out [n, n_embd] */

@@ -1,9 +1,11 @@
-// Fast matmul kernels for the weight types that matter (Gemma 4 QAT ships Q4_0; Q8_0 too):
-// a GEMM over a tile of 4 output rows × up to 8 tokens, each weight block unpacked once per
-// tile, integer block products in SIMD (WASM SIMD128, SSE2, or a scalar twin elsewhere).
-// Results are bit-identical to a loop of vec_dot_ref: the per-block integer sums are exact, and
-// each output keeps the reference's sequential f32 accumulation over blocks (the vector lanes
-// are 4 different output rows, never 4 blocks of one row). docs/bench/kernels.md has numbers.
+// Fast matmul kernels for the weight types that matter (Gemma 4 QAT ships Q4_0; Q8_0, and the
+// K-quants Q4_K / Q6_K of other files): GEMMs over tiles of output rows × up to 16 tokens, each
+// weight block unpacked once per tile, integer block products in SIMD (WASM SIMD128, relaxed
+// SIMD in the layerfold_mt_relaxed module, SSE2, or a scalar twin elsewhere).
+// Results are bit-identical to a loop of vec_dot_ref: the integer sums are exact, and each
+// output keeps the reference's f32 operations in the reference's order (vector lanes are
+// different outputs, or the reference's own 8 K-quant lanes). docs/kernels.md has the design
+// and numbers.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +15,7 @@
 
 namespace lf {
 
-// True for Q4_0 and Q8_0, the weights whose activations are Q8_0 blocks.
+// True for Q4_0, Q8_0 (gemm_q8_0_activations), Q4_K and Q6_K (gemm_q8_K_activations).
 bool has_gemm_kernel(GgmlType weight_type);
 
 // W [n_out, n_in] (Q4_0 or Q8_0) · Xc [n_tok, n_in] (Q8_0 rows of activation_row_bytes(W.type,
@@ -22,7 +24,21 @@ bool has_gemm_kernel(GgmlType weight_type);
 void gemm_q8_0_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
                            int64_t k0, int64_t k1);
 
-// Which backend the kernels were compiled for: "wasm-simd128", "sse2" or "scalar".
+// W [n_out, n_in] (Q4_K or Q6_K) · Xc [n_tok, n_in] (Q8_K rows) -> Y [n_tok, n_out], rows
+// [r0, r1) and input columns [k0, k1) only (multiples of 256), as gemm_q8_0_activations.
+void gemm_q8_K_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
+                           int64_t k0, int64_t k1);
+
+// The same two GEMMs over all of W's columns, with the activations' row stride given apart from
+// W.n_in: W may be a column slice of a wider weight (WeightView::columns), Xc then points at the
+// slice's first column of row 0 and its rows are x_row bytes apart.
+void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                       int64_t r1);
+void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                       int64_t r1);
+
+// Which backend the kernels were compiled for: "wasm-relaxed-simd", "wasm-simd128", "sse2" or
+// "scalar" (the Q4_0 kernel's; the others use the plain SIMD of the same build).
 const char* gemm_kernel_isa();
 
 }  // namespace lf

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "layerfold/approx.h"
 #include "layerfold/model.h"
 #include "layerfold/ops.h"
 #include "layerfold/status.h"
@@ -47,6 +48,14 @@ class Session {
   void set_n_past(int n_past) { n_past_ = n_past; }
   void reset() { n_past_ = 0; }
 
+  // Approximate modes of the next forward calls (approx.h); default: the exact engine. Not to
+  // be changed while a forward runs.
+  ApproxOptions approx;
+  // What they did in the last forward, summed over its layers and heads in a fixed order.
+  ApproxStats approx_stats() const;
+  // The share of KV head kv_head of layer il: written only by the worker that owns the head.
+  ApproxStats& approx_head_stats(int il, int kv_head) { return layers_[il - range_.begin].approx[kv_head]; }
+
   DebugHook debug_hook;
   std::vector<double> layer_ms;  // [range.end - range.begin]: wall time of each layer in the last forward
   // Where the last forward's time went (docs/threads.md), summed over its layers, as seen by worker 0.
@@ -61,6 +70,7 @@ class Session {
     int capacity = 0;
     int n_head_kv = 0, head_dim = 0;
     std::vector<uint16_t> k, v;  // [n_head_kv, capacity, head_dim]
+    std::vector<ApproxStats> approx;  // [n_head_kv] the last forward's, per KV head
   };
   LayerRange range_;
   int max_ctx_ = 0;

@@ -1,6 +1,7 @@
 // A node's share of a model: the configuration plus typed views onto the weights of the layers
 // it runs. The tensor bytes stay where the host put them (an mmap natively, wherever the JS host
-// placed them in WASM); a Model never copies or owns them, so they must outlive it.
+// placed them in WASM); a Model never copies or owns them, so they must outlive it. With
+// ModelLoadOptions::relayout_in_place it rewrites two of them in place.
 #pragma once
 
 #include <cstdint>
@@ -28,14 +29,14 @@ struct LayerWeights {
   WeightView attn_q;              // [D·H, n_embd]
   WeightView attn_k;              // [D·K, n_embd]
   WeightView attn_v;              // [D·K, n_embd]; absent in gemma4 global layers (V = K projection)
-  WeightView attn_output;         // [n_embd, D·H]
+  WeightView attn_output;         // [n_embd, D·H]; unit-major after relayout_in_place
   WeightView attn_q_norm;         // [D], shared by all heads
   WeightView attn_k_norm;         // [D]
   WeightView post_attention_norm; // [n_embd]
   WeightView ffn_norm;            // [n_embd]
   WeightView ffn_gate;            // [n_ff, n_embd]
   WeightView ffn_up;              // [n_ff, n_embd]
-  WeightView ffn_down;            // [n_embd, n_ff]
+  WeightView ffn_down;            // [n_embd, n_ff]; unit-major after relayout_in_place
   WeightView post_ffw_norm;       // [n_embd]
   WeightView layer_output_scale;  // [1]; gemma4 only, optional
 };
@@ -67,6 +68,14 @@ struct ModelLoadOptions {
   bool with_embedding = false;
   bool with_head = false;
   int n_threads = 1;  // workers of the model's pool (always 1 in the wasm32-wasi build)
+  // The host's tensor bytes are writable and this Model's alone: attn_output and ffn_down of
+  // every layer with more than one unit are rewritten unit-major in place (WeightView::unit_cols,
+  // docs/threads.md), so that each unit's partial product streams one contiguous region. The
+  // forward's bytes do not change. The tensors then no longer hold the file's layout: load no
+  // second Model from the same bytes, and read those two only through WeightView::columns()
+  // (reference_forward cannot run on such a Model). Needs one tensor's size of extra memory
+  // during the load.
+  bool relayout_in_place = false;
 };
 
 // Reads the configuration (load_model_config) and locates every tensor the node needs.

@@ -70,6 +70,11 @@ Status convert_activations(const WeightView& W, const float* X, int n_tok, std::
 // of a column slice of W, as a shard of the attention output or FFN down projection computes it.
 void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
                  int64_t k0 = 0, int64_t k1 = -1);
+// The same over all of W's columns, with the activations' row stride given apart from W.n_in:
+// W may be a column slice of a wider weight (WeightView::columns, a unit of a unit-major weight);
+// Xc then points at the slice's first column of token 0, and its rows are x_row bytes apart.
+void matmul_rows_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                         int64_t r1);
 // W [n_out, n_in] · X [n_tok, n_in] -> Y [n_tok, n_out]: convert_activations + all rows.
 Status matmul(const WeightView& W, const float* X, int n_tok, float* Y);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "layerfold/ggml_type.h"
 #include "layerfold/status.h"
@@ -10,6 +11,17 @@
 namespace lf {
 
 // --- float formats (spec §2.1) ---
+// An f32's bits and back (std::bit_cast is missing from Emscripten 3.1.6's libc++).
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float f32_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even, subnormals kept, overflow -> inf, NaN -> 0x7E00
 float bf16_to_fp32(uint16_t h);

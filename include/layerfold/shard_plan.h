@@ -9,6 +9,7 @@
 #include "layerfold/ggml_type.h"
 #include "layerfold/model_config.h"
 #include "layerfold/status.h"
+#include "layerfold/weight_view.h"
 
 namespace lf {
 
@@ -39,5 +40,13 @@ constexpr int kFfnUnitTarget = 32;
 // Column slices must start on a block of the weight's type (32 for Q4_0/Q8_0, 256 for K-quants).
 Status plan_layer_shards(const LayerConfig& layer, GgmlType attn_output_type, GgmlType ffn_down_type,
                          LayerShards* out);
+
+// The unit-major layout of a column-sliced weight (attn_output, ffn_down; docs/threads.md): unit
+// by unit, that unit's columns of every row, [n_out, unit columns], so a unit's partial product
+// streams one contiguous region. Both directions are byte permutations (lossless) between two
+// buffers of W's n_out · row_bytes bytes that must not overlap. W is in the file's layout
+// (unit_cols 0) and says the type and shape; its data is not read.
+void to_unit_major(const WeightView& W, const ColumnUnits& units, const uint8_t* src, uint8_t* dst);
+void from_unit_major(const WeightView& W, const ColumnUnits& units, const uint8_t* src, uint8_t* dst);
 
 }  // namespace lf

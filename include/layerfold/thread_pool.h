@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace lf {
 
@@ -41,6 +42,14 @@ class ThreadPool {
 
   // Inside a job: returns once every worker has arrived. Reusable any number of times.
   void barrier();
+
+  // Where each worker's time went in the last finished job, for profiling (lf_run --bench):
+  // its whole time in the job, and of that the time spent waiting at barriers. Read it only
+  // once the job is done (after run(), or in done).
+  struct WorkerTimes {
+    double job_ms = 0, barrier_ms = 0;
+  };
+  std::vector<WorkerTimes> last_job_times() const;  // [size()]
 
  private:
   struct State;

@@ -4,13 +4,13 @@ const CODES = ['ok', 'invalid_argument', 'malformed', 'unsupported', 'need_more_
   'failed_precondition', 'resource_exhausted', 'not_found', 'internal'];
 
 const EXPORTS = [
-  'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version',
+  'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version', 'lf_kernel_isa',
   'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
   'lf_node_tensors_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
   'lf_model_set_threads', 'lf_model_threads',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
   'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_layer_ms',
-  'lf_session_phase_ms',
+  'lf_session_phase_ms', 'lf_session_set_approx', 'lf_session_approx_stats',
   'lf_embed', 'lf_forward', 'lf_forward_async', 'lf_forward_async_result', 'lf_head',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_detokenize', 'lf_tokenizer_n_vocab', 'lf_tokenizer_bos',
   'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
@@ -18,8 +18,8 @@ const EXPORTS = [
 
 // Exports that return a pointer (or handle) into WASM memory.
 const POINTER_RESULTS = new Set([
-  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_gguf_parse', 'lf_gguf_json', 'lf_node_tensors_json',
-  'lf_model_create', 'lf_session_create', 'lf_tokenizer_create', 'lf_tokenizer_piece',
+  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json', 'lf_node_tensors_json',
+  'lf_model_create', 'lf_session_create', 'lf_session_approx_stats', 'lf_tokenizer_create', 'lf_tokenizer_piece',
 ]);
 
 export class LayerfoldError extends Error {

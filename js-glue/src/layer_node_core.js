@@ -189,20 +189,43 @@ export class LayerNode {
   /**
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd]. On the threaded build
    * the engine's threads do the work while the event loop keeps running; calls issued together
-   * run one after another, in call order.
+   * run one after another, in call order. approx switches on approximate modes for this call
+   * (docs/approximate.md; off by default, and then the output is the exact engine's):
+   * { truncatedAttention: true, truncationThreshold: 0.15 }; approxStats() tells what they did.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
-  forward({ session, startPos, hidden, lastOnly = false }) {
+  forward({ session, startPos, hidden, lastOnly = false, approx = {} }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
-    const run = () => (this.#lf.kind === 'threaded'
-      ? this.#forwardAsync(this.#session(session, startPos), startPos, hidden, n, lastOnly)
-      : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, this.#session(session, startPos), startPos, inPtr, n, outPtr, lastOnly ? 1 : 0)));
+    const run = () => {
+      const handle = this.#session(session, startPos);
+      this.#setApprox(handle, approx);
+      return this.#lf.kind === 'threaded'
+        ? this.#forwardAsync(handle, startPos, hidden, n, lastOnly)
+        : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
+    };
     const result = this.#queue.then(run);
     this.#queue = result.catch(() => {});
     return result;
+  }
+
+  // The C ABI takes the options as JSON with the engine's snake_case names.
+  #setApprox(handle, approx) {
+    const options = Object.fromEntries(Object.entries(approx).map(([key, value]) => [key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), value]));
+    const json = this.#cString(JSON.stringify(options));
+    try {
+      if (!this.#lf.fn.lf_session_set_approx(handle, json)) throw this.#lf.lastError();
+    } finally {
+      this.#lf.free(json);
+    }
+  }
+
+  /** What the approximate modes did in the session's last forward (null for an unknown session). */
+  approxStats(id) {
+    const session = this.#sessions.get(id);
+    return session === undefined ? null : JSON.parse(this.#lf.readCString(this.#lf.fn.lf_session_approx_stats(session)));
   }
 
   // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
@@ -281,6 +304,7 @@ export class LayerNode {
   info() {
     return {
       model: this.model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
+      kernels: this.#lf.readCString(this.#lf.fn.lf_kernel_isa()),
       threads: this.#model ? this.#lf.fn.lf_model_threads(this.#model) : this.#lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
       kvBytes: [...this.#sessions.keys()].reduce((sum, id) => sum + this.sessionBytes(id), 0),

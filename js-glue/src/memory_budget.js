@@ -2,7 +2,9 @@
 // read, so that a node with a fixed budget (an edge isolate, ~128 MB) refuses a layer range that
 // cannot fit instead of failing half-loaded. The KV cache size mirrors Session::create
 // (src/kv_cache.cpp) exactly; the scratch is an upper estimate of engine.cpp's Scratch plus the
-// host's copies of one request.
+// host's copies of one request. While loading, the engine rewrites attn_output and ffn_down
+// unit-major in place (docs/threads.md) through a buffer of one such tensor, freed before any
+// session exists: the peak is the larger of that buffer and the KV cache plus scratch.
 import { LayerfoldError } from './capi.js';
 
 const F16 = 2;
@@ -39,7 +41,7 @@ const perLayer = (value, il) => (Array.isArray(value) ? value[il] : value);
  * @param {{metadata: object, tensors: Array<{name: string, ne: number[], n_bytes: number}>}} header
  * @param {string[]} tensorNames the node's tensors (lf_node_tensors_json)
  * @param {{begin: number, end: number, maxContext: number, maxTokens: number, withHead: boolean}} shape
- * @returns {{weights: number, kvCache: number, scratch: number}}
+ * @returns {{weights: number, kvCache: number, scratch: number, relayout: number}}
  * @example const needs = nodeMemoryNeeds(header, names, { begin: 0, end: 2, maxContext: 512, maxTokens: 128, withHead: false });
  */
 export function nodeMemoryNeeds(header, tensorNames, { begin, end, maxContext, maxTokens, withHead }) {
@@ -47,6 +49,8 @@ export function nodeMemoryNeeds(header, tensorNames, { begin, end, maxContext, m
   const arch = metadata['general.architecture'];
   const byName = new Map(header.tensors.map((t) => [t.name, t]));
   const weights = tensorNames.reduce((sum, name) => sum + byName.get(name).n_bytes, 0);
+  const relayout = tensorNames.filter((name) => /\.(attn_output|ffn_down)\.weight$/.test(name))
+    .reduce((widest, name) => Math.max(widest, byName.get(name).n_bytes), 0);
   const ctx = maxContext > 0 ? maxContext : Number(metadata[`${arch}.context_length`]);
   const window = Number(metadata[`${arch}.attention.sliding_window`] ?? 0);
   const nEmbd = Number(metadata[`${arch}.embedding_length`]);
@@ -70,7 +74,7 @@ export function nodeMemoryNeeds(header, tensorNames, { begin, end, maxContext, m
     + F32 * units * Math.min(T, TOKEN_BLOCK) * nEmbd                     // partial sums
     + Math.ceil(T * widestInput * ACTIVATION_BYTES_PER_VALUE) * MATMULS_PER_LAYER;
   const host = F32 * 3 * T * nEmbd + (withHead ? F32 * T * (nVocab + nEmbd) : 0);  // request in/out copies, logits
-  return { weights, kvCache, scratch: engine + host };
+  return { weights, kvCache, scratch: engine + host, relayout };
 }
 
 /**
@@ -78,11 +82,12 @@ export function nodeMemoryNeeds(header, tensorNames, { begin, end, maxContext, m
  * module's memory before loading) plus the needs exceed budgetBytes; returns the total otherwise.
  * @example checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: 128 * 2 ** 20, layers: [0, 2] });
  */
-export function checkMemoryBudget({ weights, kvCache, scratch }, { baseBytes, budgetBytes, layers }) {
-  const needed = baseBytes + weights + kvCache + scratch;
+export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0 }, { baseBytes, budgetBytes, layers }) {
+  const needed = baseBytes + weights + Math.max(kvCache + scratch, relayout);
   if (needed <= budgetBytes) return needed;
   const error = new LayerfoldError('over_budget', `layers [${layers[0]}, ${layers[1]}) need ${needed} bytes (${mib(needed)}: ` +
-    `weights ${mib(weights)}, KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)}, ` +
+    `weights ${mib(weights)}, KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)} ` +
+    `(or, while loading, ${mib(relayout)} to lay out one projection), ` +
     `module ${mib(baseBytes)}), but the memory budget is ${budgetBytes} bytes (${mib(budgetBytes)}): ` +
     'give this node fewer layers, a smaller max context or max tokens, or a larger budget');
   error.neededBytes = needed;

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 
 import { bindCapi } from './capi.js';
+import { relaxedSimdSupported } from './wasm_features.js';
 import { instantiateSingleThreadModule, threadsAvailable } from './wasm_wasi.js';
 
 const require = createRequire(import.meta.url);
@@ -20,15 +21,19 @@ export { threadsAvailable };
 /**
  * Loads the threaded Emscripten module; its pthread pool starts once, here, with one Web Worker
  * per engine thread: the engine's workers (lf_model_set_threads, at most `threads`) run every
- * forward, the JS thread only hands it over and awaits it (docs/threads.md).
- * @param {{threads?: number}} [options] pool size (default: the machine's parallelism)
+ * forward, the JS thread only hands it over and awaits it (docs/threads.md). Where the engine
+ * validates relaxed SIMD (Node 22+), the variant with the relaxed-SIMD Q4_0 kernel is loaded:
+ * same results, bit for bit (docs/kernels.md).
+ * @param {{threads?: number, relaxedSimd?: boolean}} [options] pool size (default: the
+ *   machine's parallelism); relaxedSimd: force the variant (default: by capability)
  * @example const lf = await loadThreadedModule({ threads: 4 });
  */
-export async function loadThreadedModule({ threads = os.availableParallelism() } = {}) {
+export async function loadThreadedModule({ threads = os.availableParallelism(), relaxedSimd = relaxedSimdSupported() } = {}) {
   if (!threadsAvailable()) throw new Error('this runtime has no SharedArrayBuffer: use loadSingleThreadModule');
-  const createLayerfold = require(distFile('layerfold_mt.js'));
+  const variant = relaxedSimd ? 'layerfold_mt_relaxed' : 'layerfold_mt';
+  const createLayerfold = require(distFile(`${variant}.js`));
   // The 3.1.6 glue would fetch() the .wasm by path under Node 18+; hand it the bytes.
-  const wasmBinary = await readFile(distFile('layerfold_mt.wasm'));
+  const wasmBinary = await readFile(distFile(`${variant}.wasm`));
   const module = await createLayerfold({
     wasmBinary,
     lfThreads: threads,

@@ -1,4 +1,4 @@
-// Per-thread last error, memory for the host, version: the plumbing of the C ABI.
+// Per-thread last error, memory for the host, version and kernels: the plumbing of the C ABI.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -6,6 +6,7 @@
 
 #include "capi_internal.h"
 #include "layerfold/capi.h"
+#include "layerfold/kernels.h"
 
 namespace lf::capi {
 namespace {
@@ -44,5 +45,7 @@ void* lf_alloc(size_t n_bytes) {
 void lf_free(void* ptr) { std::free(ptr); }
 
 const char* lf_version(void) { return "0.1.0"; }
+
+const char* lf_kernel_isa(void) { return lf::gemm_kernel_isa(); }
 
 }  // extern "C"

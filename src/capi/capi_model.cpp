@@ -29,6 +29,7 @@ struct lf_model {
 
 struct lf_session {
   lf::Session session;
+  mutable std::string approx_stats_json;  // the last lf_session_approx_stats answer
 };
 
 namespace {
@@ -45,6 +46,38 @@ bool check_loaded(const lf_model* model) {
 int tensor_layer(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
   return std::atoi(name.c_str() + 4);
+}
+
+// json {"truncated_attention": bool, "truncation_threshold": number in [0, 1]} -> *options,
+// whose other fields keep their defaults. Never throws: the parse is the non-throwing one and
+// each value's type is checked before it is read.
+Status parse_approx_options(const char* text, lf::ApproxOptions* options) {
+  if (text == nullptr) return Status(Code::invalid_argument, "approximate options: no JSON given");
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Status(Code::invalid_argument, "approximate options are not valid JSON: " + std::string(text));
+  if (!j.is_object()) return Status(Code::invalid_argument, "approximate options must be a JSON object, got: " + j.dump());
+  lf::ApproxOptions o;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "truncated_attention") {
+      if (!value.is_boolean()) {
+        return Status(Code::invalid_argument, "approximate options: truncated_attention must be true or false, got " +
+                                                  value.dump());
+      }
+      o.truncated_attention = value.get<bool>();
+    } else if (key == "truncation_threshold") {
+      const double t = value.is_number() ? value.get<double>() : -1.0;
+      if (!(t >= 0.0 && t <= 1.0)) {
+        return Status(Code::invalid_argument,
+                      "approximate options: truncation_threshold must be a number in [0, 1], got " + value.dump());
+      }
+      o.truncation_threshold = static_cast<float>(t);
+    } else {
+      return Status(Code::invalid_argument, "approximate options: unknown key \"" + key +
+                                                "\" (known: truncated_attention, truncation_threshold)");
+    }
+  }
+  *options = o;
+  return Status();
 }
 
 // *flag = value, seen by a host thread waiting on it (JS: Atomics.waitAsync on wasm memory).
@@ -111,6 +144,9 @@ int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end
   options.with_embedding = with_embedding != 0;
   options.with_head = with_head != 0;
   options.n_threads = model->n_threads;
+  // The host (js-glue) places every tensor in memory of its own for this model alone, so the
+  // column-sliced projections may be rewritten unit-major where they lie.
+  options.relayout_in_place = true;
   auto locate = [model](const lf::GgufTensorInfo& info) -> const uint8_t* {
     auto it = model->placed.find(info.name);
     return it == model->placed.end() ? nullptr : it->second;
@@ -171,6 +207,27 @@ double lf_session_phase_ms(const lf_session* session, int phase) {
 double lf_session_layer_ms(const lf_session* session, int i) {
   const std::vector<double>& ms = session->session.layer_ms;
   return i >= 0 && i < static_cast<int>(ms.size()) ? ms[i] : -1.0;
+}
+
+int lf_session_set_approx(lf_session* session, const char* json) {
+  return lf::capi::record(parse_approx_options(json, &session->session.approx));
+}
+
+const char* lf_session_approx_stats(const lf_session* session) {
+  const lf::ApproxStats s = session->session.approx_stats();
+  nlohmann::ordered_json t;
+  t["rows"] = s.attention_rows;
+  t["truncated_rows"] = s.truncated_rows;
+  t["fallback_rows"] = s.fallback_rows;
+  t["v_keys_total"] = s.v_keys_total;
+  t["v_keys_kept"] = s.v_keys_kept;
+  t["v_work_skipped"] = s.v_work_skipped();
+  t["max_dropped_mass"] = s.max_dropped_mass;
+  t["max_error_bound"] = s.max_error_bound;
+  nlohmann::ordered_json out;
+  out["truncated_attention"] = t;
+  session->approx_stats_json = out.dump();
+  return session->approx_stats_json.c_str();
 }
 
 int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out) {

@@ -2,7 +2,11 @@
 // the engine's agreement with llama.cpp and its thread-count invariance rest on that.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -22,6 +26,7 @@ enum class Weights {
   quantized,  // quantize_row_*_ref of random rows (1e-6, 1, 1e4 scales per block)
   raw_bytes,  // arbitrary quants (Q8_0 includes -128) and scales (any finite f16, subnormals too)
   zero_blocks,  // quantized, then every third block zeroed (d = 0, quants 0)
+  typical,      // quantized from normal values of deviation 0.02, as trained weights (benchmarks)
 };
 
 struct Matrix {
@@ -48,7 +53,11 @@ Matrix make_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_t 
       }
       continue;
     }
-    const std::vector<float> x = lf_test::random_row(rng, n_in);
+    std::vector<float> x = lf_test::random_row(rng, n_in);
+    if (kind == Weights::typical) {
+      std::normal_distribution<float> normal(0.0f, 0.02f);
+      for (float& v : x) v = normal(rng);
+    }
     if (q4) {
       lf::quantize_row_q4_0_ref(x.data(), reinterpret_cast<lf::block_q4_0*>(row), n_in);
     } else {
@@ -65,6 +74,15 @@ Matrix make_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_t 
   m.view.data = m.bytes.data();
   m.view.row_bytes = block * nb;
   return m;
+}
+
+// Q8_0 rows xc with every quant replaced by a random byte (-128 included), scales kept: the
+// kernels must be exact for any bytes, not only for what quantize_row_q8_0_ref makes.
+void randomize_activation_quants(std::mt19937& rng, std::vector<uint8_t>* xc) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (size_t b = 0; b + sizeof(lf::block_q8_0) <= xc->size(); b += sizeof(lf::block_q8_0)) {
+    for (size_t i = 2; i < sizeof(lf::block_q8_0); ++i) (*xc)[b + i] = static_cast<uint8_t>(byte(rng));
+  }
 }
 
 // X [n_tok, n_in] -> Q8_0 rows; every fourth token all zeros when `zero_tokens`.
@@ -86,7 +104,7 @@ std::vector<float> reference(const lf::WeightView& W, const uint8_t* xc, int n_t
   std::vector<float> y(static_cast<size_t>(n_tok * W.n_out), kUntouched);
   const uint64_t x_row = lf::activation_row_bytes(W.type, W.n_in);
   const uint64_t x_skip = lf::activation_row_bytes(W.type, k0);
-  const uint64_t w_skip = W.row_bytes / static_cast<uint64_t>(W.n_in / 32) * static_cast<uint64_t>(k0 / 32);
+  const uint64_t w_skip = W.row_bytes * static_cast<uint64_t>(k0) / static_cast<uint64_t>(W.n_in);
   for (int t = 0; t < n_tok; ++t) {
     for (int64_t r = r0; r < r1; ++r) {
       y[static_cast<size_t>(t * W.n_out + r)] =
@@ -99,11 +117,15 @@ std::vector<float> reference(const lf::WeightView& W, const uint8_t* xc, int n_t
 // Runs the kernel and matmul_rows on the same inputs, both must equal the reference bit for bit.
 void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_tok, int64_t r0, int64_t r1,
                  int64_t k0, int64_t k1) {
-  INFO("type " << (W.type == lf::GgmlType::Q4_0 ? "Q4_0" : "Q8_0") << " n_in " << W.n_in << " n_out " << W.n_out
+  INFO("ggml type " << static_cast<int>(W.type) << " n_in " << W.n_in << " n_out " << W.n_out
                << " n_tok " << n_tok << " rows [" << r0 << ", " << r1 << ") cols [" << k0 << ", " << k1 << ")");
   const std::vector<float> want = reference(W, xc.data(), n_tok, r0, r1, k0, k1);
   std::vector<float> got(want.size(), kUntouched);
-  lf::gemm_q8_0_activations(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
+  if (lf::vec_dot_type(W.type) == lf::GgmlType::Q8_K) {
+    lf::gemm_q8_K_activations(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
+  } else {
+    lf::gemm_q8_0_activations(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
+  }
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
   std::vector<float> via_ops(want.size(), kUntouched);
   lf::matmul_rows(W, xc.data(), n_tok, via_ops.data(), r0, r1, k0, k1);
@@ -114,13 +136,17 @@ const lf::GgmlType kTypes[] = {lf::GgmlType::Q4_0, lf::GgmlType::Q8_0};
 
 }  // namespace
 
-TEST_CASE("kernels: Q4_0 and Q8_0 are the only types with a GEMM kernel", "[kernels]") {
+TEST_CASE("kernels: Q4_0, Q8_0, Q4_K and Q6_K are the types with a GEMM kernel", "[kernels]") {
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q4_0));
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q8_0));
+  CHECK(lf::has_gemm_kernel(lf::GgmlType::Q4_K));
+  CHECK(lf::has_gemm_kernel(lf::GgmlType::Q6_K));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_0));
-  CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q4_K));
+  CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_K));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::F32));
-#if defined(__wasm_simd128__)
+#if LF_RELAXED_SIMD
+  CHECK(std::string(lf::gemm_kernel_isa()) == "wasm-relaxed-simd");
+#elif defined(__wasm_simd128__)
   CHECK(std::string(lf::gemm_kernel_isa()) == "wasm-simd128");
 #elif defined(__SSE2__)
   CHECK(std::string(lf::gemm_kernel_isa()) == "sse2");
@@ -154,6 +180,110 @@ TEST_CASE("kernels: raw quants (Q8_0 -128 included), zero blocks, zero tokens, l
         check_exact(W.view, xc, n_tok, 0, 9, 0, 5376);
       }
     }
+  }
+}
+
+TEST_CASE("kernels: every token count 1..17 and 33 across the token tiles and block runs", "[kernels]") {
+  std::mt19937 rng(17);
+  for (const lf::GgmlType type : kTypes) {
+    // 17 blocks: one whole run of 16 and a tail of 1; 33 rows: 8 strips and a tail of 1
+    const Matrix W = make_weights(rng, type, 544, 33, Weights::quantized);
+    for (int n_tok = 1; n_tok <= 17; ++n_tok) {
+      const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
+      check_exact(W.view, xc, n_tok, 0, 33, 0, 544);
+    }
+    const std::vector<uint8_t> xc = make_activations(rng, W.view, 33, true);
+    check_exact(W.view, xc, 33, 0, 33, 0, 544);
+    check_exact(W.view, xc, 33, 2, 31, 32, 512);
+  }
+}
+
+TEST_CASE("kernels: arbitrary activation quants (-128 included) against raw and typical weights", "[kernels]") {
+  std::mt19937 rng(29);
+  for (const lf::GgmlType type : kTypes) {
+    for (const Weights kind : {Weights::raw_bytes, Weights::typical}) {
+      const Matrix W = make_weights(rng, type, 1024, 11, kind);
+      for (const int n_tok : {1, 4, 16, 19}) {
+        std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
+        randomize_activation_quants(rng, &xc);
+        check_exact(W.view, xc, n_tok, 0, 11, 0, 1024);
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation quant -128 or 127", "[kernels]") {
+  // The largest block products there are: exact in every kernel's integer lanes or not at all.
+  for (const lf::GgmlType type : kTypes) {
+    std::mt19937 rng(31);
+    Matrix W = make_weights(rng, type, 256, 6, Weights::quantized);
+    const bool q4 = type == lf::GgmlType::Q4_0;
+    const size_t block = q4 ? sizeof(lf::block_q4_0) : sizeof(lf::block_q8_0);
+    for (size_t b = 0; b < W.bytes.size(); b += block) {
+      const uint16_t d = 0x3C00;  // 1.0
+      std::memcpy(&W.bytes[b], &d, sizeof d);
+      std::memset(&W.bytes[b + 2], q4 ? 0x00 : 0x80, block - 2);  // q4 nibble 0 = -8; q8 0x80 = -128
+    }
+    for (const int8_t q : {int8_t{-128}, int8_t{127}}) {
+      std::vector<uint8_t> xc = make_activations(rng, W.view, 3, false);
+      for (size_t b = 0; b < xc.size(); b += sizeof(lf::block_q8_0)) {
+        const uint16_t d = 0x3C00;
+        std::memcpy(&xc[b], &d, sizeof d);
+        std::memset(&xc[b + 2], static_cast<uint8_t>(q), sizeof(lf::block_q8_0) - 2);
+      }
+      check_exact(W.view, xc, 3, 0, 6, 0, 256);
+      std::vector<float> y(18);
+      lf::gemm_q8_0_activations(W.view, xc.data(), 3, y.data(), 0, 6, 0, 256);
+      const float per_block = (q4 ? -8.0f : -128.0f) * q * 32.0f;  // exact in f32
+      CHECK(y[0] == per_block * 8.0f);
+    }
+  }
+}
+
+// W [n_out, n_in] of K-quant type: arbitrary bytes (every scale, min and quant pattern), with
+// f16 super-block scales d (and dmin) finite and at most 2^5, so no output overflows.
+Matrix make_k_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_t n_out) {
+  const bool q4 = type == lf::GgmlType::Q4_K;
+  const uint64_t block = q4 ? sizeof(lf::block_q4_K) : sizeof(lf::block_q6_K);
+  const int64_t nb = n_in / 256;
+  Matrix m;
+  m.bytes.resize(static_cast<size_t>(block * nb * n_out));
+  std::uniform_int_distribution<int> byte(0, 255), exponent(1, 20);
+  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+  const auto scale = [&] { return static_cast<uint16_t>((byte(rng) & 0x80) << 8 | exponent(rng) << 10 | byte(rng) << 2); };
+  for (uint64_t b = 0; b < m.bytes.size(); b += block) {
+    const uint16_t d = scale(), dmin = scale();
+    std::memcpy(&m.bytes[b + (q4 ? 0 : offsetof(lf::block_q6_K, d))], &d, sizeof d);
+    if (q4) std::memcpy(&m.bytes[b + offsetof(lf::block_q4_K, dmin)], &dmin, sizeof dmin);
+  }
+  m.view.type = type;
+  m.view.n_in = n_in;
+  m.view.n_out = n_out;
+  m.view.data = m.bytes.data();
+  m.view.row_bytes = block * nb;
+  return m;
+}
+
+TEST_CASE("kernels: Q4_K and Q6_K GEMM equal the vec_dot_ref loop bit for bit", "[kernels]") {
+  std::mt19937 rng(43);
+  for (const lf::GgmlType type : {lf::GgmlType::Q4_K, lf::GgmlType::Q6_K}) {
+    for (const int64_t n_in : {256, 512, 5376}) {
+      const Matrix W = make_k_weights(rng, type, n_in, 5);
+      for (const int n_tok : {1, 2, 7, 16, 17}) {
+        const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, true);
+        check_exact(W.view, xc, n_tok, 0, 5, 0, n_in);
+        check_exact(W.view, xc, n_tok, 1, 4, n_in - 256, n_in);  // the last super-block
+        check_exact(W.view, xc, n_tok, 0, 5, 0, 0);                // an empty slice sums to 0
+      }
+    }
+    const Matrix W = make_k_weights(rng, type, 2560, 3);
+    const std::vector<uint8_t> xc = make_activations(rng, W.view, 4, false);
+    check_exact(W.view, xc, 4, 0, 3, 512, 2048);  // a middle slice
+    std::vector<float> y(12);
+    lf::gemm_q8_K_activations(W.view, xc.data(), 4, y.data(), 0, 3, 0, 2560);
+    int nonzero = 0;
+    for (const float v : y) nonzero += v != 0.0f && std::isfinite(v);
+    CHECK(nonzero == 12);
   }
 }
 
@@ -247,4 +377,38 @@ TEST_CASE("kernels: the reference outputs compared are not trivially zero", "[ke
   int nonzero = 0;
   for (const float v : y) nonzero += v != 0.0f;
   CHECK(nonzero == 24);
+}
+
+// Not a correctness test (hidden; run with "[kernels-bench]"): GEMM throughput on the 31B
+// layer's FFN shapes, 5376 -> 21504 and back, for decode (1 token), an 8-token and a 128-token
+// prompt. Each shape checks one output row against the reference so a broken kernel cannot
+// post a figure. Numbers go to docs/kernels.md.
+TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-bench]") {
+  std::mt19937 rng(1);
+  struct Shape { int64_t n_in, n_out; int n_tok; };
+  const Shape shapes[] = {{5376, 21504, 1}, {21504, 5376, 1}, {5376, 21504, 8}, {21504, 5376, 8},
+                          {5376, 4096, 128}, {21504, 1024, 128}};
+  for (const lf::GgmlType type : kTypes) {
+    for (const Shape& s : shapes) {
+      const Matrix W = make_weights(rng, type, s.n_in, s.n_out, Weights::typical);
+      const std::vector<uint8_t> xc = make_activations(rng, W.view, s.n_tok, false);
+      std::vector<float> y(static_cast<size_t>(s.n_tok * s.n_out));
+      double best = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        const auto start = std::chrono::steady_clock::now();
+        lf::gemm_q8_0_activations(W.view, xc.data(), s.n_tok, y.data(), 0, s.n_out, 0, s.n_in);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      const std::vector<float> want = reference(W.view, xc.data(), s.n_tok, s.n_out - 1, s.n_out, 0, s.n_in);
+      for (int t = 0; t < s.n_tok; ++t) {
+        const size_t i = static_cast<size_t>(t * s.n_out + s.n_out - 1);
+        REQUIRE(std::memcmp(&y[i], &want[i], sizeof(float)) == 0);
+      }
+      const double macs = static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * s.n_tok;
+      const double bytes = static_cast<double>(W.view.row_bytes) * static_cast<double>(s.n_out);
+      std::printf("%-5s %s %5lld x %5lld  n_tok %3d  %8.2f ms  %6.2f GMAC/s  %6.2f GB/s weights\n",
+                  type == lf::GgmlType::Q4_0 ? "Q4_0" : "Q8_0", lf::gemm_kernel_isa(), static_cast<long long>(s.n_in),
+                  static_cast<long long>(s.n_out), s.n_tok, best * 1e3, macs / best * 1e-9, bytes / best * 1e-9);
+    }
+  }
 }

@@ -10,18 +10,6 @@
 
 namespace {
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint32_t to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 bool is_f16_nan(uint16_t h) { return (h & 0x7C00) == 0x7C00 && (h & 0x03FF) != 0; }
 
 }  // namespace
@@ -38,9 +26,9 @@ TEST_CASE("fp32_to_fp16 on hand-picked values", "[quant]") {
   CHECK(lf::fp32_to_fp16(1e10f) == 0x7C00);
   CHECK(lf::fp32_to_fp16(std::numeric_limits<float>::infinity()) == 0x7C00);
   CHECK(lf::fp32_to_fp16(-std::numeric_limits<float>::infinity()) == 0xFC00);
-  CHECK(lf::fp32_to_fp16(from_bits(0x7FC00000)) == 0x7E00);
-  CHECK(lf::fp32_to_fp16(from_bits(0x7F800001)) == 0x7E00);  // signalling NaN, payload dropped
-  CHECK(lf::fp32_to_fp16(from_bits(0xFFC00000)) == 0xFE00);  // ggml keeps the NaN's sign
+  CHECK(lf::fp32_to_fp16(lf::f32_from_bits(0x7FC00000)) == 0x7E00);
+  CHECK(lf::fp32_to_fp16(lf::f32_from_bits(0x7F800001)) == 0x7E00);  // signalling NaN, payload dropped
+  CHECK(lf::fp32_to_fp16(lf::f32_from_bits(0xFFC00000)) == 0xFE00);  // ggml keeps the NaN's sign
 
   // Normal halfway cases: 1 + 2^-11 lies between 0x3C00 and 0x3C01 -> even 0x3C00.
   CHECK(lf::fp32_to_fp16(1.0f + 0x1p-11f) == 0x3C00);
@@ -64,9 +52,9 @@ TEST_CASE("fp32_to_fp16 on hand-picked values", "[quant]") {
 
 TEST_CASE("fp16_to_fp32 on hand-picked values", "[quant]") {
   CHECK(lf::fp16_to_fp32(0x0000) == 0.0f);
-  CHECK(to_bits(lf::fp16_to_fp32(0x8000)) == 0x80000000u);
-  CHECK(to_bits(lf::fp16_to_fp32(0x7E00)) == 0x7FC00000u);
-  CHECK(to_bits(lf::fp16_to_fp32(0x7C01)) == 0x7FC02000u);  // made quiet, payload kept
+  CHECK(lf::f32_bits(lf::fp16_to_fp32(0x8000)) == 0x80000000u);
+  CHECK(lf::f32_bits(lf::fp16_to_fp32(0x7E00)) == 0x7FC00000u);
+  CHECK(lf::f32_bits(lf::fp16_to_fp32(0x7C01)) == 0x7FC02000u);  // made quiet, payload kept
   CHECK(lf::fp16_to_fp32(0x3C00) == 1.0f);
   CHECK(lf::fp16_to_fp32(0xC000) == -2.0f);
   CHECK(lf::fp16_to_fp32(0x3555) == 0.333251953125f);
@@ -108,11 +96,11 @@ TEST_CASE("fp16 conversions agree with the compiler's _Float16", "[quant]") {
     if (is_f16_nan(half)) continue;
     _Float16 native;
     std::memcpy(&native, &half, sizeof native);
-    if (to_bits(lf::fp16_to_fp32(half)) != to_bits(static_cast<float>(native))) ++mismatches;
+    if (lf::f32_bits(lf::fp16_to_fp32(half)) != lf::f32_bits(static_cast<float>(native))) ++mismatches;
   }
   // A stride coprime to 2^32 visits float bit patterns of every exponent, sign and mantissa shape.
   for (uint64_t u = 0; u < 0x100000000ull; u += 4099) {
-    const float f = from_bits(static_cast<uint32_t>(u));
+    const float f = lf::f32_from_bits(static_cast<uint32_t>(u));
     if (std::isnan(f)) continue;
     const _Float16 native = static_cast<_Float16>(f);
     uint16_t expected;
@@ -128,22 +116,22 @@ TEST_CASE("bf16 conversions on hand-picked values", "[quant]") {
   CHECK(lf::fp32_to_bf16(-0.0f) == 0x8000);
   CHECK(lf::fp32_to_bf16(1.0f) == 0x3F80);
   CHECK(lf::fp32_to_bf16(-3.0f) == 0xC040);
-  CHECK(lf::fp32_to_bf16(from_bits(0x3F808000)) == 0x3F80);  // tie, 0x3F80 even: down
-  CHECK(lf::fp32_to_bf16(from_bits(0x3F818000)) == 0x3F82);  // tie, 0x3F81 odd: up
-  CHECK(lf::fp32_to_bf16(from_bits(0x3F808001)) == 0x3F81);  // above the tie
-  CHECK(lf::fp32_to_bf16(from_bits(0x3F807FFF)) == 0x3F80);  // below the tie
-  CHECK(lf::fp32_to_bf16(from_bits(0x00000001)) == 0x0000);  // f32 subnormals round like any value
-  CHECK(lf::fp32_to_bf16(from_bits(0x00018000)) == 0x0002);
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x3F808000)) == 0x3F80);  // tie, 0x3F80 even: down
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x3F818000)) == 0x3F82);  // tie, 0x3F81 odd: up
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x3F808001)) == 0x3F81);  // above the tie
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x3F807FFF)) == 0x3F80);  // below the tie
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x00000001)) == 0x0000);  // f32 subnormals round like any value
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x00018000)) == 0x0002);
   CHECK(lf::fp32_to_bf16(std::numeric_limits<float>::max()) == 0x7F80);  // rounds up to inf
   CHECK(lf::fp32_to_bf16(std::numeric_limits<float>::infinity()) == 0x7F80);
   CHECK(lf::fp32_to_bf16(-std::numeric_limits<float>::infinity()) == 0xFF80);
-  CHECK(lf::fp32_to_bf16(from_bits(0x7F800001)) == 0x7FC0);  // signalling NaN made quiet
-  CHECK(lf::fp32_to_bf16(from_bits(0xFFC00000)) == 0xFFC0);
-  CHECK(lf::fp32_to_bf16(from_bits(0x7FFFFFFF)) == 0x7FFF);  // no carry into the sign
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x7F800001)) == 0x7FC0);  // signalling NaN made quiet
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0xFFC00000)) == 0xFFC0);
+  CHECK(lf::fp32_to_bf16(lf::f32_from_bits(0x7FFFFFFF)) == 0x7FFF);  // no carry into the sign
 
   CHECK(lf::bf16_to_fp32(0x3F80) == 1.0f);
   CHECK(lf::bf16_to_fp32(0xC040) == -3.0f);
-  CHECK(lf::bf16_to_fp32(0x0001) == from_bits(0x00010000));
+  CHECK(lf::bf16_to_fp32(0x0001) == lf::f32_from_bits(0x00010000));
   CHECK(lf::bf16_to_fp32(0xFF80) == -std::numeric_limits<float>::infinity());
   CHECK(std::isnan(lf::bf16_to_fp32(0x7FC0)));
   for (uint32_t h = 0; h < 0x10000; h += 7) {  // every non-NaN bf16 survives a round trip

@@ -179,7 +179,9 @@ Status build_odd_model(FixtureModel* out) {
 }
 
 // Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order.
-std::vector<float> trace(const FixtureModel& f, int n_threads) {
+// relayout: attn_output and ffn_down unit-major, in a private copy of the file's bytes.
+std::vector<float> trace(const FixtureModel& file, int n_threads, bool relayout = false) {
+  const FixtureModel f = file;
   Model m;
   lf::ModelLoadOptions options;
   lf::ModelConfig config;
@@ -188,6 +190,7 @@ std::vector<float> trace(const FixtureModel& f, int n_threads) {
   options.with_embedding = true;
   options.with_head = true;
   options.n_threads = n_threads;
+  options.relayout_in_place = relayout;
   require_ok(lf::load_model(f.file, f.locator(), options, &m));
   const int E = config.n_embd, n_prompt = 11;
   std::vector<int32_t> tokens;
@@ -222,10 +225,12 @@ void require_same_bytes_for_all_counts(const FixtureModel& f) {
   const std::vector<float> one = trace(f, 1);
   for (float v : one) REQUIRE(std::isfinite(v));
   for (int n : kThreadCounts) {
-    INFO("threads " << n);
-    const std::vector<float> other = trace(f, n);
-    REQUIRE(other.size() == one.size());
-    REQUIRE(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
+    for (bool relayout : {false, true}) {
+      INFO("threads " << n << (relayout ? ", unit-major weights" : ""));
+      const std::vector<float> other = trace(f, n, relayout);
+      REQUIRE(other.size() == one.size());
+      REQUIRE(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
+    }
   }
 }
 

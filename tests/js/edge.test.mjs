@@ -27,12 +27,26 @@ const tinyGemma3 = () => model("tiny-gemma3", "tiny-gemma3");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "lf-edge-"));
 const TOKENS = [2, 17, 301, 42, 99];
 
+// The library steps both sides run: embed (or take `hidden`), a forward of 4 positions and one
+// of the rest, and the head; the output of each step in order. Stringified into the worker.
+async function librarySteps(node, {tokens, hidden}) {
+  const steps = [];
+  const input = node.withEmbedding ? node.embed(tokens) : Float32Array.from(hidden);
+  if (node.withEmbedding) steps.push(input);
+  const split = 4 * node.nEmbd;
+  steps.push(await node.forward({session: "s", startPos: 0, hidden: input.subarray(0, split)}));
+  const last = await node.forward({session: "s", startPos: 4, hidden: input.subarray(split)});
+  steps.push(last);
+  if (node.withHead) steps.push(node.logits(last));
+  return steps;
+}
+
 // A worker that drives the library API (openEdgeNode -> LayerNode) for one request: opens
-// `layers` of `key`, embeds or takes `hidden`, runs a forward of 4 positions and one of 1, and
-// the head; answers the bytes of each step in order, info() in a header.
+// `layers` of `key`, runs librarySteps; answers their bytes in order, info() in a header.
 const LIBRARY_WORKER = `
 import wasm from "layerfold_wasi.wasm";
 import {openEdgeNode} from ${JSON.stringify(path.join(root, "js-glue", "edge", "edge_node.js"))};
+${librarySteps.toString()}
 export default {
   async fetch(request, env) {
     const {key, layers, tokens, hidden, memoryBudgetBytes} = await request.json();
@@ -43,14 +57,7 @@ export default {
       return Response.json({code: error.code, message: error.message, neededBytes: error.neededBytes}, {status: 503});
     }
     try {
-      const steps = [];
-      const input = node.withEmbedding ? node.embed(tokens) : Float32Array.from(hidden);
-      if (node.withEmbedding) steps.push(input);
-      const split = 4 * node.nEmbd;
-      steps.push(await node.forward({session: "s", startPos: 0, hidden: input.subarray(0, split)}));
-      const last = await node.forward({session: "s", startPos: 4, hidden: input.subarray(split)});
-      steps.push(last);
-      if (node.withHead) steps.push(node.logits(last));
+      const steps = await librarySteps(node, {tokens, hidden});
       const bytes = new Uint8Array(steps.reduce((n, s) => n + s.byteLength, 0));
       let at = 0;
       for (const s of steps) { bytes.set(new Uint8Array(s.buffer, s.byteOffset, s.byteLength), at); at += s.byteLength; }
@@ -65,14 +72,8 @@ export default {
 async function referenceSteps(file, layers, {tokens, hidden}) {
   const node = await LayerNode.open({model: file, layers, build: "threaded", threads: 2});
   try {
-    const steps = [];
-    const input = node.withEmbedding ? node.embed(tokens) : Float32Array.from(hidden);
-    if (node.withEmbedding) steps.push(input);
-    const split = 4 * node.nEmbd;
-    steps.push(await node.forward({session: "s", startPos: 0, hidden: input.subarray(0, split)}));
-    const last = await node.forward({session: "s", startPos: 4, hidden: input.subarray(split)});
-    steps.push(last);
-    if (node.withHead) steps.push(node.logits(last));
+    const steps = await librarySteps(node, {tokens, hidden});
+    const input = node.withEmbedding ? steps[0] : Float32Array.from(hidden);
     return {bytes: Buffer.concat(steps.map(bytesOf)), input, nEmbd: node.nEmbd};
   } finally {
     node.close();

@@ -2,9 +2,13 @@
 // the next-token distribution as JSON. The oracle tests compare it with llama.cpp.
 //
 //   lf_run --model M.gguf --tokens 2,818,5279 [--split 1,3] [--top-k 50] [--logprobs] [--greedy 16] [--threads N]
-//   lf_run --model M.gguf --bench 8,128 [--threads N] [--reps 3]
+//   lf_run --model M.gguf --bench 8,128 [--threads 1,2] [--reps 3]
+// --relayout reads the file into memory instead of mapping it, and lets the engine lay out the
+// attention output and FFN down weights unit by unit (ModelLoadOptions::relayout_in_place).
 // --bench times the layers instead (scripts/bench-threads): for each prompt length, a prompt of
-// that many tokens, then a one-token decode step, each the best of --reps runs, as JSON.
+// that many tokens, then a one-token decode step, each the best of --reps runs, as one JSON line
+// per thread count. With several counts the reps alternate between them in one process, so that
+// a neighbour's load on a shared machine falls on every count alike.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,9 +36,10 @@ struct Args {
   int top_k = 10;
   int greedy = 0;
   bool logprobs = false;
-  int threads = 1;
+  std::vector<int> threads = {1};  // one count, or several for --bench
   std::vector<int> bench;  // prompt lengths to time
   int reps = 3;
+  bool relayout = false;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -73,15 +78,17 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--top-k") args.top_k = std::atoi(value().c_str());
     else if (flag == "--greedy") args.greedy = std::atoi(value().c_str());
     else if (flag == "--logprobs") args.logprobs = true;
-    else if (flag == "--threads") args.threads = std::atoi(value().c_str());
+    else if (flag == "--threads") args.threads = parse_ints(value());
     else if (flag == "--bench") args.bench = parse_ints(value());
     else if (flag == "--reps") args.reps = std::max(1, std::atoi(value().c_str()));
+    else if (flag == "--relayout") args.relayout = true;
     else fail("unknown argument " + flag);
   }
   if (args.model.empty() || (args.tokens.empty() && args.bench.empty())) {
-    fail("usage: lf_run --model M.gguf --tokens 2,818,... [--split k,..] [--top-k K] [--logprobs] [--greedy N] [--threads N]\n"
-         "       lf_run --model M.gguf --bench 8,128 [--threads N] [--reps R]");
+    fail("usage: lf_run --model M.gguf --tokens 2,818,... [--split k,..] [--top-k K] [--logprobs] [--greedy N] [--threads N] [--relayout]\n"
+         "       lf_run --model M.gguf --bench 8,128 [--threads 1,2,..] [--reps R] [--relayout]");
   }
+  if (args.threads.empty() || (args.bench.empty() && args.threads.size() != 1)) fail("--threads takes one count (a list with --bench)");
   return args;
 }
 
@@ -101,9 +108,11 @@ std::vector<double> log_softmax(const std::vector<float>& logits) {
   return out;
 }
 
-// One timed forward: wall ms per layer and the engine's phase split, summed over layers.
+// One timed forward: wall ms per layer, the engine's phase split summed over layers, and each
+// worker's time in the job and of it at barriers (waiting for the others).
 struct Timing {
   double ms_per_layer = 0, attention_ms = 0, ffn_ms = 0, serial_ms = 0;
+  std::vector<lf::ThreadPool::WorkerTimes> workers;
 };
 
 Timing timed_forward(const lf::Model& model, lf::Session& session, const std::vector<float>& x, int n) {
@@ -112,34 +121,53 @@ Timing timed_forward(const lf::Model& model, lf::Session& session, const std::ve
   check(lf::forward(model, session, session.n_past(), x.data(), n, out.data(), false));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const int n_layers = model.range.end - model.range.begin;
-  return {ms / n_layers, session.phases.attention_ms, session.phases.ffn_ms, session.phases.serial_ms};
+  return {ms / n_layers, session.phases.attention_ms, session.phases.ffn_ms, session.phases.serial_ms,
+          model.pool->last_job_times()};
 }
 
 nlohmann::json to_json(const Timing& t) {
-  return {{"ms_per_layer", t.ms_per_layer}, {"attention_ms", t.attention_ms}, {"ffn_ms", t.ffn_ms}, {"serial_ms", t.serial_ms}};
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : t.workers) workers.push_back({{"job_ms", w.job_ms}, {"barrier_ms", w.barrier_ms}});
+  return {{"ms_per_layer", t.ms_per_layer}, {"attention_ms", t.attention_ms}, {"ffn_ms", t.ffn_ms},
+          {"serial_ms", t.serial_ms}, {"workers", workers}};
 }
 
-// For each prompt length: the best of reps runs of a fresh prompt, then of one decode step after
-// it (each rep on a fresh session, so the decode always sees the same context).
-nlohmann::json bench(const lf::Model& model, const Args& args) {
+// For each thread count and prompt length: the best of reps runs of a fresh prompt, then of one
+// decode step after it (each rep on a fresh session, so the decode always sees the same context).
+// The counts take turns within each rep.
+std::vector<nlohmann::json> bench(lf::Model& model, const Args& args) {
   const int n_embd = model.config.n_embd;
-  nlohmann::json runs = nlohmann::json::array();
-  for (int n : args.bench) {
-    std::vector<float> prompt(static_cast<size_t>(n) * n_embd), step(static_cast<size_t>(n_embd));
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = std::sin(0.37f * static_cast<float>(i % 9973));
-    for (size_t i = 0; i < step.size(); ++i) step[i] = std::cos(0.11f * static_cast<float>(i));
-    Timing best_prompt, best_decode;
-    for (int r = 0; r < args.reps; ++r) {
-      lf::Session session;
-      check(lf::Session::create(model, {n + 1, 64}, &session));
-      const Timing p = timed_forward(model, session, prompt, n);
-      const Timing d = timed_forward(model, session, step, 1);
-      if (r == 0 || p.ms_per_layer < best_prompt.ms_per_layer) best_prompt = p;
-      if (r == 0 || d.ms_per_layer < best_decode.ms_per_layer) best_decode = d;
+  struct Best {
+    Timing prompt, decode;
+  };
+  std::vector<std::vector<Best>> best(args.threads.size(), std::vector<Best>(args.bench.size()));
+  for (int r = 0; r < args.reps; ++r) {
+    for (size_t c = 0; c < args.threads.size(); ++c) {
+      check(lf::set_threads(&model, args.threads[c]));
+      for (size_t i = 0; i < args.bench.size(); ++i) {
+        const int n = args.bench[i];
+        std::vector<float> prompt(static_cast<size_t>(n) * n_embd), step(static_cast<size_t>(n_embd));
+        for (size_t k = 0; k < prompt.size(); ++k) prompt[k] = std::sin(0.37f * static_cast<float>(k % 9973));
+        for (size_t k = 0; k < step.size(); ++k) step[k] = std::cos(0.11f * static_cast<float>(k));
+        lf::Session session;
+        check(lf::Session::create(model, {n + 1, 64}, &session));
+        const Timing p = timed_forward(model, session, prompt, n);
+        const Timing d = timed_forward(model, session, step, 1);
+        Best& b = best[c][i];
+        if (r == 0 || p.ms_per_layer < b.prompt.ms_per_layer) b.prompt = p;
+        if (r == 0 || d.ms_per_layer < b.decode.ms_per_layer) b.decode = d;
+      }
     }
-    runs.push_back({{"prompt", n}, {"prefill", to_json(best_prompt)}, {"decode", to_json(best_decode)}});
   }
-  return {{"threads", model.pool->size()}, {"layers", model.range.end - model.range.begin}, {"runs", runs}};
+  std::vector<nlohmann::json> out;
+  for (size_t c = 0; c < args.threads.size(); ++c) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (size_t i = 0; i < args.bench.size(); ++i) {
+      runs.push_back({{"prompt", args.bench[i]}, {"prefill", to_json(best[c][i].prompt)}, {"decode", to_json(best[c][i].decode)}});
+    }
+    out.push_back({{"threads", args.threads[c]}, {"layers", model.range.end - model.range.begin}, {"runs", runs}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -148,9 +176,17 @@ int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   lf::MappedFile file;
   check(lf::MappedFile::open(args.model, &file));
+  // The engine may rewrite tensors in place only in a copy of its own; the mapping is read-only.
+  std::vector<uint8_t> copy;
+  if (args.relayout) {
+    copy.assign(file.data(), file.data() + file.size());
+    file.close();
+  }
+  const uint8_t* bytes = args.relayout ? copy.data() : file.data();
+  const uint64_t n_bytes = args.relayout ? copy.size() : file.size();
   lf::GgufFile gguf;
-  check(lf::gguf_parse(file.data(), file.size(), file.size(), &gguf));
-  auto locate = [&](const lf::GgufTensorInfo& info) { return file.data() + gguf.data_offset + info.offset; };
+  check(lf::gguf_parse(bytes, n_bytes, n_bytes, &gguf));
+  auto locate = [&](const lf::GgufTensorInfo& info) { return bytes + gguf.data_offset + info.offset; };
 
   lf::ModelConfig config;
   check(lf::load_model_config(gguf, &config));
@@ -164,14 +200,15 @@ int main(int argc, char** argv) {
     options.range = {bounds[i], bounds[i + 1]};
     options.with_embedding = i == 0;
     options.with_head = i + 2 == bounds.size();
-    options.n_threads = args.threads;
+    options.n_threads = args.threads.front();
+    options.relayout_in_place = args.relayout;
     check(lf::load_model(gguf, locate, options, &nodes[i].model));
     check(lf::Session::create(nodes[i].model, {}, &nodes[i].session));
   }
 
   if (!args.bench.empty()) {
     if (nodes.size() != 1) fail("--bench times one node: drop --split");
-    std::printf("%s\n", bench(nodes.front().model, args).dump().c_str());
+    for (const nlohmann::json& line : bench(nodes.front().model, args)) std::printf("%s\n", line.dump().c_str());
     return 0;
   }
 

@@ -1,0 +1,95 @@
+;; Q4_0 block sums with relaxed SIMD, for the layerfold_mt_relaxed module (docs/kernels.md).
+;;
+;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins, and Emscripten 3.1.6 runs
+;; the linked module through binaryen 108, which numbers the relaxed opcodes as the proposal
+;; once did: it reads the final i32x4.relaxed_dot_i8x16_i7x16_add_s (0xFD 0x113) as a
+;; two-operand i16x8 dot and drops an operand. The i16x8 form used here, 0xFD 0x112
+;; (i16x8.relaxed_dot_i8x16_i7x16_s; wabt 1.0.32 spells it i16x8.dot_i8x16_i7x16_s), means the
+;; same to wabt, binaryen 108 and V8, so it survives the link. Assembled with
+;;   wat2wasm --enable-relaxed-simd --enable-threads --relocatable
+;; and linked by wasm-ld like any C object.
+;;
+;; Exactness: the i7 operand is the weights' unsigned nibbles q in [0, 15] (top bit clear, so
+;; every engine reads them the same) and the i8 operand the activations a in [-128, 127]; a pair
+;; sums to at most 2·15·128 = 3840 in magnitude, so no engine saturates. A block's products are
+;; Σ (q - 8)·a = Σ q·a - 8·Σ a; per i16 lane that is at most 7680 + 8·512 in magnitude, exact in
+;; i16, and the lanes are then widened to i32 and added. The result is the exact integer block
+;; product the scalar reference computes.
+(module
+  (import "env" "__linear_memory" (memory 1 65536 shared))
+
+  ;; W rows w0..w3 (block_q4_0 {f16 d; u8 qs[16]}, at the first block) · X (block_q8_0 {f16 d;
+  ;; i8 qs[32]}, token 0 at the same block, x_row bytes per token)
+  ;;   -> sums [n_blocks][n_tok][4] i32: sums[b][j][i] = block b of row i · block b of token j.
+  (func $lf_q4_0_block_sums_relaxed (export "lf_q4_0_block_sums_relaxed")
+    (param $w0 i32) (param $w1 i32) (param $w2 i32) (param $w3 i32)
+    (param $x i32) (param $x_row i32) (param $n_tok i32) (param $n_blocks i32) (param $sums i32)
+    (local $lo0 v128) (local $lo1 v128) (local $lo2 v128) (local $lo3 v128)
+    (local $hi0 v128) (local $hi1 v128) (local $hi2 v128) (local $hi3 v128)
+    (local $a_lo v128) (local $a_hi v128) (local $c v128)
+    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
+    (local $ab v128) (local $cd v128)
+    (local $xj i32) (local $j i32) (local $packed v128)
+    (if (i32.le_s (local.get $n_blocks) (i32.const 0)) (then (return)))
+    (if (i32.le_s (local.get $n_tok) (i32.const 0)) (then (return)))
+    (loop $blocks
+      ;; elements 0-15 are the low nibbles of qs, 16-31 the high ones
+      (local.set $packed (v128.load offset=2 align=1 (local.get $w0)))
+      (local.set $lo0 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
+      (local.set $hi0 (i8x16.shr_u (local.get $packed) (i32.const 4)))
+      (local.set $packed (v128.load offset=2 align=1 (local.get $w1)))
+      (local.set $lo1 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
+      (local.set $hi1 (i8x16.shr_u (local.get $packed) (i32.const 4)))
+      (local.set $packed (v128.load offset=2 align=1 (local.get $w2)))
+      (local.set $lo2 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
+      (local.set $hi2 (i8x16.shr_u (local.get $packed) (i32.const 4)))
+      (local.set $packed (v128.load offset=2 align=1 (local.get $w3)))
+      (local.set $lo3 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
+      (local.set $hi3 (i8x16.shr_u (local.get $packed) (i32.const 4)))
+      (local.set $xj (local.get $x))
+      (local.set $j (local.get $n_tok))
+      (loop $tokens
+        (local.set $a_lo (v128.load offset=2 align=1 (local.get $xj)))
+        (local.set $a_hi (v128.load offset=18 align=1 (local.get $xj)))
+        ;; c = 8·(pairwise sums of a), the "- 8" of every weight, shared by the 4 rows
+        (local.set $c (i16x8.shl
+          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (i8x16.splat (i32.const 1)))
+                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (i8x16.splat (i32.const 1))))
+          (i32.const 3)))
+        (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
+          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo0))
+                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi0)))
+          (local.get $c))))
+        (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
+          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo1))
+                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi1)))
+          (local.get $c))))
+        (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
+          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo2))
+                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi2)))
+          (local.get $c))))
+        (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
+          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo3))
+                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi3)))
+          (local.get $c))))
+        ;; [Σ s0, Σ s1, Σ s2, Σ s3], as sum_each in kernel_simd.h
+        (local.set $ab (i32x4.add
+          (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
+          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
+        (local.set $cd (i32x4.add
+          (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
+          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
+        (v128.store align=4 (local.get $sums) (i32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $ab) (local.get $cd))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $ab) (local.get $cd))))
+        (local.set $sums (i32.add (local.get $sums) (i32.const 16)))
+        (local.set $xj (i32.add (local.get $xj) (local.get $x_row)))
+        (local.set $j (i32.sub (local.get $j) (i32.const 1)))
+        (br_if $tokens (local.get $j)))
+      (local.set $w0 (i32.add (local.get $w0) (i32.const 18)))
+      (local.set $w1 (i32.add (local.get $w1) (i32.const 18)))
+      (local.set $w2 (i32.add (local.get $w2) (i32.const 18)))
+      (local.set $w3 (i32.add (local.get $w3) (i32.const 18)))
+      (local.set $x (i32.add (local.get $x) (i32.const 34)))
+      (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
+      (br_if $blocks (local.get $n_blocks)))))

@@ -1,0 +1,293 @@
+// The tiled attention kernel (include/layerfold/attention_kernel.h) against the scalar
+// reference lf::attention, byte for byte: the engine's agreement with llama.cpp rests on the
+// reference's f16 rounding sequence, so the fast kernel may not move a single bit.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "layerfold/attention_kernel.h"
+#include "layerfold/ops.h"
+#include "layerfold/quant.h"
+
+namespace {
+
+// How the cache and query values are drawn.
+enum class Values {
+  normal,       // q, k ~ N(0, 1), v ~ N(0, 1): scores of a few units
+  saturating,   // q, k ~ N(0, 30): scores in the thousands, most weights underflow to 0
+  dominant,     // ordinary keys, but every 7th key is q's direction × 50: it takes the max
+  equal,        // every key the same row: all scores equal
+  extremes,     // k, v at f16 extremes: ±65504, subnormals, ±0, tiny normals; q small
+};
+
+struct Case {
+  int D, n_head, n_head_kv;
+  int capacity, n_swa, pos0, n_q;
+  Values values = Values::normal;
+};
+
+std::string describe(const Case& c) {
+  return "D=" + std::to_string(c.D) + " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
+         " capacity=" + std::to_string(c.capacity) + " n_swa=" + std::to_string(c.n_swa) +
+         " pos0=" + std::to_string(c.pos0) + " n_q=" + std::to_string(c.n_q) +
+         " values=" + std::to_string(static_cast<int>(c.values));
+}
+
+uint16_t extreme_half(std::mt19937& rng) {
+  static const uint16_t kHalves[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x0400, 0x8400, 0x3C00, 0x7800};
+  return kHalves[rng() % (sizeof kHalves / sizeof kHalves[0])];
+}
+
+struct Inputs {
+  std::vector<float> q;        // [n_q, n_head, D]
+  std::vector<uint16_t> k, v;  // [capacity, n_head_kv, D]
+  lf::KvView view;
+};
+
+Inputs make_inputs(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t kv_size = static_cast<size_t>(c.capacity) * c.n_head_kv * c.D;
+  Inputs in;
+  in.q.resize(static_cast<size_t>(c.n_q) * c.n_head * c.D);
+  in.k.resize(kv_size);
+  in.v.resize(kv_size);
+  const float q_scale = c.values == Values::saturating ? 30.0f : c.values == Values::extremes ? 1e-3f : 1.0f;
+  for (float& x : in.q) x = q_scale * normal(rng);
+  for (size_t i = 0; i < kv_size; ++i) {
+    switch (c.values) {
+      case Values::saturating: in.k[i] = lf::fp32_to_fp16(30.0f * normal(rng)); break;
+      case Values::equal: in.k[i] = lf::fp32_to_fp16(static_cast<float>(i % c.D) * 0.01f); break;
+      case Values::extremes: in.k[i] = extreme_half(rng); break;
+      default: in.k[i] = lf::fp32_to_fp16(normal(rng)); break;
+    }
+    in.v[i] = c.values == Values::extremes ? extreme_half(rng) : lf::fp32_to_fp16(normal(rng));
+  }
+  if (c.values == Values::dominant) {
+    // Key slots 0, 7, 14, …: the first query's head-0 direction, scaled up.
+    for (int slot = 0; slot < c.capacity; slot += 7) {
+      for (int g = 0; g < c.n_head_kv; ++g) {
+        for (int d = 0; d < c.D; ++d) {
+          in.k[(static_cast<size_t>(slot) * c.n_head_kv + g) * c.D + d] = lf::fp32_to_fp16(50.0f * in.q[d]);
+        }
+      }
+    }
+  }
+  in.view.k = in.k.data();
+  in.view.v = in.v.data();
+  in.view.capacity = c.capacity;
+  in.view.n_head_kv = c.n_head_kv;
+  in.view.head_dim = c.D;
+  in.view.first_pos = std::max(0, c.pos0 + c.n_q - c.capacity);
+  return in;
+}
+
+// Runs both and requires the same bytes; where both are NaN (f16 accumulators that overflowed
+// to infinity and were then scaled by 0), the sign bit of the NaN may differ.
+void require_identical(const Case& c, uint32_t seed, lf::AttentionWorkspace* ws) {
+  INFO(describe(c) << " seed=" << seed);
+  const Inputs in = make_inputs(c, seed);
+  std::vector<float> expect(in.q.size(), -777.0f), got(in.q.size(), 777.0f);
+  lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, expect.data());
+  lf::attention_tiled(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, got.data(), ws);
+  size_t first_diff = got.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (lf::f32_bits(got[i]) != lf::f32_bits(expect[i]) && !(std::isnan(got[i]) && std::isnan(expect[i]))) {
+      first_diff = i;
+      break;
+    }
+  }
+  INFO("first difference at " << first_diff << ": " << (first_diff < got.size() ? got[first_diff] : 0.0f) << " vs "
+                              << (first_diff < got.size() ? expect[first_diff] : 0.0f));
+  REQUIRE(first_diff == got.size());
+  // The reference itself must have produced numbers, or the comparison proves little.
+  if (c.values != Values::extremes) {
+    REQUIRE(std::all_of(expect.begin(), expect.end(), [](float x) { return std::isfinite(x); }));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention_tiled equals attention byte for byte: head dims, groups, query counts", "[attention]") {
+  lf::AttentionWorkspace ws;  // one workspace across all shapes: reuse must not leak state
+  uint32_t seed = 1;
+  for (int D : {1, 3, 7, 32, 64, 67, 256, 512}) {
+    for (int group : {1, 2, 3, 8}) {
+      for (int n_q : {1, 5, 17}) {
+        const int n_kv = D >= 256 ? 1 : 2;
+        const int pos0 = n_q == 1 ? 9 : 2;  // decode after 9 cached positions; a prompt after 2
+        require_identical({D, group * n_kv, n_kv, pos0 + n_q, 0, pos0, n_q}, seed++, &ws);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention_tiled: sliding windows, rings that wrapped, long prompts", "[attention]") {
+  lf::AttentionWorkspace ws;
+  uint32_t seed = 100;
+  // Windows smaller than the query chunk, of one key, and larger than the prompt; rings sized
+  // n_swa + n_q - 1 as the session sizes them, after first_pos has moved past 0.
+  for (int D : {8, 64, 256}) {
+    for (int group : {1, 2, 8}) {
+      for (int n_swa : {1, 3, 5, 16, 100}) {
+        for (int n_q : {1, 4, 23}) {
+          const int capacity = n_swa + n_q - 1;
+          for (int pos0 : {0, 7, 3 * capacity + 2}) require_identical({D, group, 1, capacity + pos0, n_swa, pos0, n_q}, seed++, &ws);
+          require_identical({D, group, 1, capacity, n_swa, 5 * capacity + 1, n_q}, seed++, &ws);
+        }
+      }
+    }
+  }
+  // A 70-row prompt attending its own keys, global and windowed.
+  require_identical({64, 8, 1, 70, 0, 0, 70}, seed++, &ws);
+  require_identical({32, 2, 1, 70, 9, 0, 70}, seed++, &ws);
+}
+
+TEST_CASE("attention_tiled: saturated softmax, a dominant key, equal scores, f16 extremes", "[attention]") {
+  lf::AttentionWorkspace ws;
+  uint32_t seed = 500;
+  for (Values values : {Values::saturating, Values::dominant, Values::equal, Values::extremes}) {
+    for (int D : {5, 64, 512}) {
+      for (int group : {1, 2, 8}) {
+        require_identical({D, group, 1, 40, 0, 0, 40, values}, seed++, &ws);
+        require_identical({D, group, 1, 12, 6, 30, 7, values}, seed++, &ws);
+        require_identical({D, group, 1, 33, 0, 32, 1, values}, seed++, &ws);
+      }
+    }
+  }
+}
+
+TEST_CASE("round_floats_to_halves equals fp32_to_fp16 then back, over f32 bit patterns", "[attention]") {
+  // Every (sign, exponent, top 7 mantissa bits) with low halves chosen around each f16
+  // rounding position (bits 13..23 for normals, higher for subnormals): ties, ±1 around them,
+  // all ones, zero, and a few random ones.
+  std::vector<uint32_t> lows = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2001, 0x3000, 0x3FFF,
+                                0x4000, 0x4001, 0x7FFF, 0x8000, 0x8001, 0xFFFF};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 6; ++i) lows.push_back(rng() & 0xFFFF);
+  std::vector<float> x, y;
+  x.reserve(size_t{1} << 16);
+  for (uint32_t low : lows) {
+    x.clear();
+    for (uint32_t high = 0; high < (1u << 16); ++high) x.push_back(lf::f32_from_bits(high << 16 | low));
+    y.assign(x.size(), 0.0f);
+    lf::round_floats_to_halves(x.data(), y.data(), static_cast<int>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint32_t expect = lf::f32_bits(lf::fp16_to_fp32(lf::fp32_to_fp16(x[i])));
+      if (lf::f32_bits(y[i]) != expect) {
+        INFO("f32 0x" << std::hex << lf::f32_bits(x[i]) << " -> 0x" << lf::f32_bits(y[i]) << ", expected 0x" << expect);
+        REQUIRE(lf::f32_bits(y[i]) == expect);
+      }
+    }
+  }
+  // Odd lengths reach the scalar tail.
+  const float tail[3] = {65519.0f, 65520.0f, 0x1p-25f};
+  float tail_out[3];
+  lf::round_floats_to_halves(tail, tail_out, 3);
+  REQUIRE(tail_out[0] == 65504.0f);
+  REQUIRE(std::isinf(tail_out[1]));
+  REQUIRE(lf::f32_bits(tail_out[2]) == 0);
+}
+
+TEST_CASE("halves_to_floats equals fp16_to_fp32 on all 65536 halves", "[attention]") {
+  std::vector<uint16_t> h(65536 + 3);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);  // a permutation, then 3 more
+  std::vector<float> f(h.size());
+  lf::halves_to_floats(h.data(), f.data(), static_cast<int>(h.size()));
+  for (size_t i = 0; i < h.size(); ++i) {
+    if (lf::f32_bits(f[i]) != lf::f32_bits(lf::fp16_to_fp32(h[i]))) {
+      INFO("half 0x" << std::hex << h[i]);
+      REQUIRE(lf::f32_bits(f[i]) == lf::f32_bits(lf::fp16_to_fp32(h[i])));
+    }
+  }
+}
+
+TEST_CASE("accumulate_weighted_value equals f16(fma(v, w, acc)), incl. sums halfway between f32", "[attention]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const int n = 1023;  // not a multiple of 4
+  std::vector<float> acc(n), v(n), expect(n);
+  for (int round = 0; round < 200; ++round) {
+    const float w = round % 10 == 0 ? std::ldexp(unit(rng), -(static_cast<int>(rng() % 140))) : unit(rng);
+    for (int i = 0; i < n; ++i) {
+      const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 30) - 20);
+      acc[i] = lf::fp16_to_fp32(lf::fp32_to_fp16(scale * normal(rng)));
+      v[i] = lf::fp16_to_fp32(i % 50 == 0 ? static_cast<uint16_t>(rng()) & 0x7BFF : lf::fp32_to_fp16(normal(rng)));
+      expect[i] = lf::fp16_to_fp32(lf::fp32_to_fp16(std::fma(v[i], w, acc[i])));
+    }
+    lf::accumulate_weighted_value(acc.data(), v.data(), w, n);
+    for (int i = 0; i < n; ++i) {
+      INFO("round " << round << " i " << i << " w " << w);
+      REQUIRE(lf::f32_bits(acc[i]) == lf::f32_bits(expect[i]));
+    }
+  }
+  // 603 · 14245331 = 2^33 + 1, so v·w = 2^-24 + 2^-57 and 1 + v·w rounds in f64 to exactly
+  // halfway between two f32: the f64 path's f32 differs from the FMA's (checked), its f16 not.
+  const float v_odd = 603.0f * 0x1p-9f, w_odd = 14245331.0f * 0x1p-48f;
+  REQUIRE(std::fma(v_odd, w_odd, 1.0f) != static_cast<float>(static_cast<double>(v_odd) * w_odd + 1.0));
+  // Also exact f32 halfway sums, overflow to infinity, and signed zeros.
+  const float cases[][3] = {{v_odd, w_odd, 1.0f},  {-v_odd, w_odd, -1.0f}, {1.0f, 0x1p-24f, 1.0f},
+                            {3.0f, 0x1p-23f, 1.0f}, {-1.0f, 0.0f, 0.0f},    {1.0f, 0.0f, -0.0f},
+                            {-0.0f, 1.0f, -0.0f},   {65504.0f, 1.0f, 65504.0f}, {0x1p-24f, 0x1p-30f, -0.0f}};
+  for (const auto& c : cases) {
+    float a[5], vv[5];
+    for (int i = 0; i < 5; ++i) {
+      vv[i] = c[0];
+      a[i] = c[2];
+    }
+    const float want = lf::fp16_to_fp32(lf::fp32_to_fp16(std::fma(c[0], c[1], c[2])));
+    lf::accumulate_weighted_value(a, vv, c[1], 5);
+    for (float x : a) {
+      INFO("v " << c[0] << " w " << c[1] << " acc " << c[2]);
+      REQUIRE(lf::f32_bits(x) == lf::f32_bits(want));
+    }
+  }
+}
+
+// Not a test: the before/after numbers of docs/attention.md. Attention of one 31B-shape layer,
+// single-threaded, called as the engine calls it (one KV head at a time, query chunks of 64).
+// Run: lf_tests "[attention_bench]" (natively, or node lf_tests.js under Emscripten).
+TEST_CASE("attention bench: 31B shapes, reference vs tiled", "[.][attention_bench]") {
+  struct Shape { const char* name; int D, group, n_kv, n_swa; };
+  const Shape shapes[] = {{"sliding D=256 2q/kv x16", 256, 2, 16, 1024}, {"global  D=512 8q/kv x4", 512, 8, 4, 0}};
+  struct Phase { const char* name; int n_past, n_q; };
+  const Phase phases[] = {{"prompt 8", 0, 8}, {"prompt 128", 0, 128}, {"decode @1024", 1024, 1}};
+  constexpr int kChunk = 64;
+  lf::AttentionWorkspace ws;
+  for (const Shape& s : shapes) {
+    for (const Phase& p : phases) {
+      const Case c{s.D, s.group, 1, p.n_past + p.n_q, s.n_swa, p.n_past, p.n_q};
+      const Inputs in = make_inputs(c, 3);
+      std::vector<float> out(in.q.size());
+      double ms[2] = {1e30, 1e30};  // the best of 3: the machine is shared
+      for (int run = 0; run < 6; ++run) {
+        const int fast = run % 2;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int h = 0; h < s.n_kv; ++h) {
+          for (int c0 = 0; c0 < p.n_q; c0 += kChunk) {
+            const int rows = std::min(kChunk, p.n_q - c0);
+            const float* q = in.q.data() + static_cast<size_t>(c0) * s.group * s.D;
+            float* o = out.data() + static_cast<size_t>(c0) * s.group * s.D;
+            if (fast) {
+              lf::attention_tiled(q, rows, p.n_past + c0, s.group, in.view, s.n_swa, 1.0f, o, &ws);
+            } else {
+              lf::attention(q, rows, p.n_past + c0, s.group, in.view, s.n_swa, 1.0f, o);
+            }
+          }
+        }
+        ms[fast] = std::min(ms[fast], std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::printf("%-26s %-13s reference %9.2f ms   tiled %8.2f ms   x%.1f\n", s.name, p.name, ms[0], ms[1],
+                  ms[0] / ms[1]);
+    }
+  }
+  SUCCEED();
+}
