@@ -142,11 +142,4 @@ void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, i
   }
 }
 
-void gemm_q8_K_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
-                           int64_t k0, int64_t k1) {
-  assert(k0 % QK_K == 0 && k1 % QK_K == 0 && 0 <= k0 && k0 <= k1 && k1 <= W.n_in);
-  gemm_q8_K_strided(W.columns(k0, k1), Xc + activation_row_bytes(W.type, k0), activation_row_bytes(W.type, W.n_in), n_tok,
-                    Y, r0, r1);
-}
-
 }  // namespace lf

@@ -15,23 +15,14 @@
 
 namespace lf {
 
-// True for Q4_0, Q8_0 (gemm_q8_0_activations), Q4_K and Q6_K (gemm_q8_K_activations).
+// True for Q4_0, Q8_0 (gemm_q8_0_strided), Q4_K and Q6_K (gemm_q8_K_strided): matmul_rows
+// hands these to the kernels.
 bool has_gemm_kernel(GgmlType weight_type);
 
-// W [n_out, n_in] (Q4_0 or Q8_0) · Xc [n_tok, n_in] (Q8_0 rows of activation_row_bytes(W.type,
-// W.n_in) bytes) -> Y [n_tok, n_out], rows [r0, r1) and input columns [k0, k1) only (multiples
-// of 32, k0 <= k1 <= n_in), as matmul_rows. Y row t is at Y + t·n_out.
-void gemm_q8_0_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
-                           int64_t k0, int64_t k1);
-
-// W [n_out, n_in] (Q4_K or Q6_K) · Xc [n_tok, n_in] (Q8_K rows) -> Y [n_tok, n_out], rows
-// [r0, r1) and input columns [k0, k1) only (multiples of 256), as gemm_q8_0_activations.
-void gemm_q8_K_activations(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
-                           int64_t k0, int64_t k1);
-
-// The same two GEMMs over all of W's columns, with the activations' row stride given apart from
-// W.n_in: W may be a column slice of a wider weight (WeightView::columns), Xc then points at the
-// slice's first column of row 0 and its rows are x_row bytes apart.
+// W [n_out, n_in] (Q4_0 or Q8_0 / Q4_K or Q6_K) · Xc [n_tok, n_in] (Q8_0 / Q8_K rows) -> Y [n_tok,
+// n_out], rows [r0, r1) only; Y row t is at Y + t·n_out. The activations' row stride x_row is
+// given apart from W.n_in: W may be a column slice of a wider weight (WeightView::columns), Xc
+// then points at the slice's first column of row 0 and its rows are x_row bytes apart.
 void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                        int64_t r1);
 void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,

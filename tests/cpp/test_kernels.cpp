@@ -121,15 +121,8 @@ void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_
                << " n_tok " << n_tok << " rows [" << r0 << ", " << r1 << ") cols [" << k0 << ", " << k1 << ")");
   const std::vector<float> want = reference(W, xc.data(), n_tok, r0, r1, k0, k1);
   std::vector<float> got(want.size(), kUntouched);
-  if (lf::vec_dot_type(W.type) == lf::GgmlType::Q8_K) {
-    lf::gemm_q8_K_activations(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
-  } else {
-    lf::gemm_q8_0_activations(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
-  }
+  lf::matmul_rows(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
-  std::vector<float> via_ops(want.size(), kUntouched);
-  lf::matmul_rows(W, xc.data(), n_tok, via_ops.data(), r0, r1, k0, k1);
-  CHECK(std::memcmp(via_ops.data(), want.data(), want.size() * sizeof(float)) == 0);
 }
 
 const lf::GgmlType kTypes[] = {lf::GgmlType::Q4_0, lf::GgmlType::Q8_0};
@@ -233,7 +226,7 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
       }
       check_exact(W.view, xc, 3, 0, 6, 0, 256);
       std::vector<float> y(18);
-      lf::gemm_q8_0_activations(W.view, xc.data(), 3, y.data(), 0, 6, 0, 256);
+      lf::matmul_rows(W.view, xc.data(), 3, y.data(), 0, 6, 0, 256);
       const float per_block = (q4 ? -8.0f : -128.0f) * q * 32.0f;  // exact in f32
       CHECK(y[0] == per_block * 8.0f);
     }
@@ -280,7 +273,7 @@ TEST_CASE("kernels: Q4_K and Q6_K GEMM equal the vec_dot_ref loop bit for bit", 
     const std::vector<uint8_t> xc = make_activations(rng, W.view, 4, false);
     check_exact(W.view, xc, 4, 0, 3, 512, 2048);  // a middle slice
     std::vector<float> y(12);
-    lf::gemm_q8_K_activations(W.view, xc.data(), 4, y.data(), 0, 3, 0, 2560);
+    lf::matmul_rows(W.view, xc.data(), 4, y.data(), 0, 3, 0, 2560);
     int nonzero = 0;
     for (const float v : y) nonzero += v != 0.0f && std::isfinite(v);
     CHECK(nonzero == 12);
@@ -335,7 +328,7 @@ TEST_CASE("kernels: every finite f16 weight scale converts as fp16_to_fp32 does"
   REQUIRE(lf::convert_activations(W, x.data(), 1, &xc).ok());
   check_exact(W, xc, 1, 0, W.n_out, 0, 32);
   std::vector<float> y(rows.size());
-  lf::gemm_q8_0_activations(W, xc.data(), 1, y.data(), 0, W.n_out, 0, 32);
+  lf::matmul_rows(W, xc.data(), 1, y.data(), 0, W.n_out, 0, 32);
   CHECK(y[0x3C00] == 127.0f);  // h = 1.0
 }
 
@@ -358,7 +351,7 @@ TEST_CASE("kernels: an infinite weight scale gives infinities in its row only", 
   REQUIRE(lf::convert_activations(W, x.data(), 1, &xc).ok());
   check_exact(W, xc, 1, 0, 5, 0, 32);
   std::vector<float> y(5);
-  lf::gemm_q8_0_activations(W, xc.data(), 1, y.data(), 0, 5, 0, 32);
+  lf::matmul_rows(W, xc.data(), 1, y.data(), 0, 5, 0, 32);
   CHECK(y[0] == 127.0f);
   CHECK(std::isinf(y[1]));
   CHECK(y[1] > 0);
@@ -373,7 +366,7 @@ TEST_CASE("kernels: the reference outputs compared are not trivially zero", "[ke
   const Matrix W = make_weights(rng, lf::GgmlType::Q4_0, 96, 8, Weights::quantized);
   const std::vector<uint8_t> xc = make_activations(rng, W.view, 3, false);
   std::vector<float> y(24, 0.0f);
-  lf::gemm_q8_0_activations(W.view, xc.data(), 3, y.data(), 0, 8, 0, 96);
+  lf::matmul_rows(W.view, xc.data(), 3, y.data(), 0, 8, 0, 96);
   int nonzero = 0;
   for (const float v : y) nonzero += v != 0.0f;
   CHECK(nonzero == 24);
@@ -396,7 +389,7 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
       double best = 1e30;
       for (int rep = 0; rep < 3; ++rep) {
         const auto start = std::chrono::steady_clock::now();
-        lf::gemm_q8_0_activations(W.view, xc.data(), s.n_tok, y.data(), 0, s.n_out, 0, s.n_in);
+        lf::matmul_rows(W.view, xc.data(), s.n_tok, y.data(), 0, s.n_out, 0, s.n_in);
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
       const std::vector<float> want = reference(W.view, xc.data(), s.n_tok, s.n_out - 1, s.n_out, 0, s.n_in);
