@@ -76,7 +76,8 @@ export class RemoteNode {
     throw new LayerfoldError('unavailable', `${this.url} is not ready after ${this.#readyTimeoutMs} ms (${last})`);
   }
 
-  async #request(method, path, { body, contentType, idempotencyKey } = {}) {
+  // once: no second attempt (for clean-up calls that must not wait for a node to come back).
+  async #request(method, path, { body, contentType, idempotencyKey, once = false } = {}) {
     const headers = {};
     if (this.#authToken) headers.authorization = `Bearer ${this.#authToken}`;
     if (contentType) headers['content-type'] = contentType;
@@ -87,13 +88,14 @@ export class RemoteNode {
         response = await fetch(`${this.url}${path}`, { method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
       } catch (error) {
         const cause = error.name === 'TimeoutError' ? `no answer within ${this.#timeoutMs} ms` : (error.cause?.code ?? error.message);
+        if (once) throw new LayerfoldError('unavailable', `${method} ${path} failed: ${cause}`);
         if (attempt === 2) throw new LayerfoldError('unavailable', `${method} ${path} failed twice: ${cause}`);
         await this.#waitReady();
         continue;
       }
       if (response.ok) return response;
       const error = await RemoteNode.#errorOf(response, method, path);
-      if (attempt === 2 || !retryable(response.status)) throw error;
+      if (once || attempt === 2 || !retryable(response.status)) throw error;
       const retryAfter = Number(response.headers.get('retry-after'));
       if (response.status === 429) await sleep(Math.min(Number.isFinite(retryAfter) ? retryAfter * 1000 : 1000, 30_000));
       else await this.#waitReady();
@@ -164,11 +166,11 @@ export class RemoteNode {
     return this.#layerMs.get(session) ?? [];
   }
 
-  /** Forgets the session on the node; false when the node did not hold it. */
+  /** Forgets the session on the node; false when the node did not hold it. One attempt only. */
   async dropSession(session) {
     this.#layerMs.delete(session);
     try {
-      await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`);
+      await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true });
       return true;
     } catch (error) {
       if (error.status === 404) return false;
