@@ -165,6 +165,8 @@ export interface NodeTiming {
   url?: string;
   ms: number;
   layerMs: number[];
+  /** what the approximate modes did on this node, when the pipeline has them on */
+  approx?: ApproxStats | null;
 }
 
 /** A layer node served over HTTP (docs/http-api.md), in LayerNode's shape. */
@@ -177,6 +179,7 @@ export class RemoteNode {
   forward(request: ForwardRequest): Promise<Float32Array>;
   logits(hidden: Float32Array): Promise<Float32Array>;
   layerTimings(session: string): number[];
+  approxStats(session: string): ApproxStats | null;
   dropSession(session: string): Promise<boolean>;
   info(): Omit<LayerNodeInfo, 'bytesLoaded'> & { url: string };
   close(): void;
@@ -197,6 +200,8 @@ export interface PipelineOptions {
   nodeReadyTimeoutMs?: number;
   /** per local node */
   maxSessions?: number;
+  /** approximate modes for every forward of every node, replays included (default off) */
+  approx?: ApproxOptions;
 }
 
 export class Pipeline {
@@ -206,6 +211,7 @@ export class Pipeline {
   readonly header: { metadata: Record<string, unknown>; tensors: Array<{ name: string; type: string; ne: number[]; offset: number; n_bytes: number }> };
   /** how many times a node's session was rebuilt by replaying its history */
   readonly replays: number;
+  readonly approx: ApproxOptions;
   /**
    * Runs new tokens of a session through every node: the last position's logits and timings.
    * After a failed step, step(session, []) finishes it.

@@ -12,6 +12,7 @@ const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
                      [--nodes SPEC] [--build threaded|single] [--cache-dir DIR] [--json]
   MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir)
+  --truncated-attention [--truncation-threshold T]: an approximate mode, off by default (docs/approximate.md)
   SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
         see serve; bearer token from AUTH_TOKEN), e.g. local:0-29,http://10.0.0.7:8080
   layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
@@ -37,6 +38,8 @@ const COMMANDS = {
       nodes: { type: 'string' },
       build: { type: 'string' },
       'cache-dir': { type: 'string' },
+      'truncated-attention': { type: 'boolean', default: false },
+      'truncation-threshold': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   },
@@ -55,6 +58,8 @@ const COMMANDS = {
       nodes: { type: 'string' },
       build: { type: 'string' },
       'cache-dir': { type: 'string' },
+      'truncated-attention': { type: 'boolean', default: false },
+      'truncation-threshold': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   },

@@ -37,15 +37,19 @@ export class Pipeline {
   /**
    * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
    *          onProgress?: (progress: object, node: number) => void, authToken?: string,
-   *          nodeTimeoutMs?: number, nodeReadyTimeoutMs?: number, maxSessions?: number}} options
+   *          nodeTimeoutMs?: number, nodeReadyTimeoutMs?: number, maxSessions?: number,
+   *          approx?: {truncatedAttention?: boolean, truncationThreshold?: number}}} options
    *   model: the GGUF (its header gives the tokenizer and the layer count; local nodes load
    *   their tensors from it); nodes: "local:0-29,http://10.0.0.7:8080" (default one local node
    *   with every layer); authToken: bearer token for remote nodes; nodeTimeoutMs /
    *   nodeReadyTimeoutMs: how long a remote node may take to answer / to be ready again before
-   *   a retry (RemoteNode.open); maxSessions: per local node.
+   *   a retry (RemoteNode.open); maxSessions: per local node; approx: approximate modes for
+   *   every forward of every node (docs/approximate.md; default off), replays included, so a
+   *   rebuilt cache is the one the node had.
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
-  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions }) {
+  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
+    approx = {} }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir });
     const nLayer = layerCount(header);
     const entries = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`);
@@ -70,7 +74,7 @@ export class Pipeline {
       tokenizer.close();
       throw error;
     }
-    return new Pipeline(opened, header, tokenizer);
+    return new Pipeline(opened, header, tokenizer, approx);
   }
 
   static #name(node, i) {
@@ -80,10 +84,11 @@ export class Pipeline {
 
   #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[]}
 
-  constructor(nodes, header, tokenizer) {
+  constructor(nodes, header, tokenizer, approx = {}) {
     this.nodes = nodes;
     this.header = header;
     this.tokenizer = tokenizer;
+    this.approx = approx;
     /** How many times a node's session was rebuilt by replaying its history. */
     this.replays = 0;
   }
@@ -124,7 +129,10 @@ export class Pipeline {
         state.nodes[i + 1].inputs.push(hidden);
         state.nodes[i + 1].available += hidden.length / node.nEmbd;
       }
-      timings.push({ layers: node.layers, url: node.url, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId) });
+      timings.push({
+        layers: node.layers, url: node.url, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId),
+        ...(this.approx.truncatedAttention ? { approx: node.approxStats(state.wireId) } : {}),
+      });
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
     const th = performance.now();
@@ -156,7 +164,7 @@ export class Pipeline {
   async #forward(i, state, hidden, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
-    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly };
+    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx };
     try {
       return await node.forward(args);
     } catch (error) {
@@ -167,7 +175,7 @@ export class Pipeline {
     for (let p = 0; p < history.positions; p += REPLAY_CHUNK) {
       const end = Math.min(history.positions, p + REPLAY_CHUNK);
       const chunk = past.subarray(p * node.nEmbd, end * node.nEmbd);
-      await node.forward({ session: state.wireId, startPos: p, hidden: chunk, lastOnly: true });
+      await node.forward({ session: state.wireId, startPos: p, hidden: chunk, lastOnly: true, approx: this.approx });
     }
     this.replays += 1;
     return node.forward(args);

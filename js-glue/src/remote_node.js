@@ -38,6 +38,7 @@ export class RemoteNode {
   #readyTimeoutMs;
   #info = null;
   #layerMs = new Map();  // session -> ms per layer of its last forward
+  #approxStats = new Map();  // session -> what the approximate modes did in its last forward
 
   constructor(url, { authToken, timeoutMs, readyTimeoutMs }) {
     this.url = url.replace(/\/+$/, '');
@@ -137,17 +138,22 @@ export class RemoteNode {
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {} }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
     }
-    const query = `start_pos=${startPos}${lastOnly ? '&last_only=1' : ''}`;
+    const query = new URLSearchParams({ start_pos: String(startPos) });
+    if (lastOnly) query.set('last_only', '1');
+    if (approx.truncatedAttention) query.set('truncated_attention', '1');
+    if (approx.truncationThreshold !== undefined) query.set('truncation_threshold', String(approx.truncationThreshold));
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
       body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', idempotencyKey: crypto.randomUUID(),
     });
     const layerMs = response.headers.get('x-layerfold-layer-ms');
     this.#layerMs.set(session, layerMs ? layerMs.split(',').map(Number) : []);
+    const approxStats = response.headers.get('x-layerfold-approx');
+    this.#approxStats.set(session, approxStats ? JSON.parse(approxStats) : null);
     const out = RemoteNode.#floats(await response.arrayBuffer());
     if (out.length !== (lastOnly ? 1 : n) * this.nEmbd) {
       throw new LayerfoldError('bad_response', `forward answered ${out.length} floats, expected ${(lastOnly ? 1 : n) * this.nEmbd}`);
@@ -166,9 +172,15 @@ export class RemoteNode {
     return this.#layerMs.get(session) ?? [];
   }
 
+  /** What the approximate modes did in the session's last forward, as the node reported it. */
+  approxStats(session) {
+    return this.#approxStats.get(session) ?? null;
+  }
+
   /** Forgets the session on the node; false when the node did not hold it. One attempt only. */
   async dropSession(session) {
     this.#layerMs.delete(session);
+    this.#approxStats.delete(session);
     try {
       await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true });
       return true;
@@ -189,5 +201,6 @@ export class RemoteNode {
 
   close() {
     this.#layerMs.clear();
+    this.#approxStats.clear();
   }
 }

@@ -10,7 +10,7 @@ import { timingSafeEqual } from 'hono/utils/buffer';
 import { logSoftmax, topK } from '../logits.js';
 import { HttpError } from './http_error.js';
 import { NodeState } from './node_state.js';
-import { contentType, flag, hiddenStates, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
+import { approxParameters, contentType, flag, hiddenStates, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
 import { SessionRecords } from './session_records.js';
 import { WorkQueue } from './work_queue.js';
 
@@ -156,6 +156,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const id = sessionId(c.req.param('id'));
     const startPos = position(c.req.query('start_pos'), 'start_pos');
     const lastOnly = flag(c.req.query('last_only'), 'last_only');
+    const approx = approxParameters((name) => c.req.query(name));
     contentType(c.req.header('content-type'), OCTETS);
     const hidden = hiddenStates(await c.req.arrayBuffer(), n.nEmbd);
     const rows = hidden.length / n.nEmbd;
@@ -172,9 +173,9 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
         throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
           { extra: { n_past: nPast } });
       }
-      const out = await n.forward({ session: id, startPos, hidden, lastOnly });
+      const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx });
       records.created(id);
-      const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id) };
+      const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approx.truncatedAttention ? n.approxStats(id) : null };
       if (key !== undefined) records.remember(id, key, startPos, lastOnly, result, (other) => n.sessionLength(other) !== null);
       return result;
     });
@@ -185,6 +186,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     return octets(reply.out, {
       'x-layerfold-n-past': String(reply.nPast),
       'x-layerfold-layer-ms': reply.layerMs.map((ms) => ms.toFixed(3)).join(','),
+      ...(reply.approxStats ? { 'x-layerfold-approx': JSON.stringify(reply.approxStats) } : {}),
       ...(reply.replayed ? { 'x-layerfold-replayed': '1' } : {}),
     });
   });

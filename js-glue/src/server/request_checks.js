@@ -38,6 +38,25 @@ export function flag(raw, name) {
 }
 
 /**
+ * The approximate modes a forward asks for (docs/approximate.md) from its query parameters:
+ * truncated_attention=0|1 and truncation_threshold in [0, 1]; none: the exact engine.
+ * @example approxParameters((name) => ({ truncated_attention: '1' })[name]) // { truncatedAttention: true }
+ */
+export function approxParameters(query) {
+  const approx = {};
+  if (flag(query('truncated_attention'), 'truncated_attention')) approx.truncatedAttention = true;
+  const raw = query('truncation_threshold');
+  if (raw !== undefined) {
+    const threshold = /^(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(raw) ? Number(raw) : NaN;
+    if (!(threshold >= 0 && threshold <= 1)) {
+      throw new HttpError('bad_parameter', `truncation_threshold=${JSON.stringify(raw.slice(0, 40))}: expected a number from 0 to 1`);
+    }
+    approx.truncationThreshold = threshold;
+  }
+  return approx;
+}
+
+/**
  * An optional top_k in [1, nVocab] (absent: null).
  * @example topKParameter('5', 1024) // 5
  */
