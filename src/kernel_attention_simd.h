@@ -1,5 +1,5 @@
-// The vector operations of the attention kernels, behind one feature macro each: WASM SIMD128,
-// SSE2 (every x86-64) and a portable scalar twin. Every float operation is a single IEEE
+// The vector operations of the attention kernels, behind the feature macros of kernel_simd.h
+// (whose f32 vectors they share): WASM SIMD128, SSE2 (every x86-64) and a portable scalar twin. Every float operation is a single IEEE
 // operation per lane (never fused), and every check is exact, so all three backends give the
 // bytes of the scalar reference (ops_attention.cpp). Then the per-key steps built from them,
 // shared by attention_tiled (kernel_attention.cpp) and attention_truncated
@@ -12,16 +12,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernel_simd.h"
 #include "layerfold/ops.h"
 #include "layerfold/quant.h"
-
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
-#define LF_ATTN_WASM 1
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#define LF_ATTN_SSE2 1
-#endif
 
 namespace lf::attn_simd {
 
@@ -36,17 +29,17 @@ constexpr int32_t kNormalLimit = static_cast<int32_t>(0x80000000u + static_cast<
 constexpr int32_t kF32Inf = 0x7F800000;
 constexpr int32_t kF32QuietNan = 0x7FC00000;  // the f16 NaN 0x7E00 read back as f32
 
-#if LF_ATTN_WASM
+// The f32 vectors are kernel_simd.h's.
+using simd::add;
+using simd::F32x4;
+using simd::mul;
+using simd::splat;
+using simd::store;
+inline F32x4 load(const float* p) { return simd::load_f32x4(p); }
 
-inline constexpr const char* kIsa = "wasm-simd128";
-struct F32x4 { v128_t v; };
+#if LF_SIMD_WASM
+
 struct F64x2 { v128_t v; };
-
-inline F32x4 load(const float* p) { return {wasm_v128_load(p)}; }
-inline void store(float* p, F32x4 a) { wasm_v128_store(p, a.v); }
-inline F32x4 splat(float f) { return {wasm_f32x4_splat(f)}; }
-inline F32x4 mul(F32x4 a, F32x4 b) { return {wasm_f32x4_mul(a.v, b.v)}; }
-inline F32x4 add(F32x4 a, F32x4 b) { return {wasm_f32x4_add(a.v, b.v)}; }
 
 inline F64x2 load(const double* p) { return {wasm_v128_load(p)}; }
 inline void store(double* p, F64x2 a) { wasm_v128_store(p, a.v); }
@@ -107,17 +100,9 @@ inline F32x4 round_to_half_any(F32x4 x) {
   return {wasm_v128_bitselect(wasm_v128_or(sign, wasm_i32x4_splat(kF32QuietNan)), r, wasm_i32x4_gt(a, wasm_i32x4_splat(kF32Inf)))};
 }
 
-#elif LF_ATTN_SSE2
+#elif LF_SIMD_SSE2
 
-inline constexpr const char* kIsa = "sse2";
-struct F32x4 { __m128 v; };
 struct F64x2 { __m128d v; };
-
-inline F32x4 load(const float* p) { return {_mm_loadu_ps(p)}; }
-inline void store(float* p, F32x4 a) { _mm_storeu_ps(p, a.v); }
-inline F32x4 splat(float f) { return {_mm_set1_ps(f)}; }
-inline F32x4 mul(F32x4 a, F32x4 b) { return {_mm_mul_ps(a.v, b.v)}; }
-inline F32x4 add(F32x4 a, F32x4 b) { return {_mm_add_ps(a.v, b.v)}; }
 
 inline F64x2 load(const double* p) { return {_mm_loadu_pd(p)}; }
 inline void store(double* p, F64x2 a) { _mm_storeu_pd(p, a.v); }
@@ -179,25 +164,7 @@ inline F32x4 round_to_half_any(F32x4 x) {
 
 #else
 
-inline constexpr const char* kIsa = "scalar";
-struct F32x4 { float v[4]; };
 struct F64x2 { double v[2]; };
-
-inline F32x4 load(const float* p) {
-  F32x4 r;
-  std::memcpy(r.v, p, sizeof r.v);
-  return r;
-}
-inline void store(float* p, F32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
-inline F32x4 splat(float f) { return {{f, f, f, f}}; }
-inline F32x4 mul(F32x4 a, F32x4 b) {
-  for (int i = 0; i < 4; ++i) a.v[i] *= b.v[i];
-  return a;
-}
-inline F32x4 add(F32x4 a, F32x4 b) {
-  for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
-  return a;
-}
 
 inline F64x2 load(const double* p) { return {{p[0], p[1]}}; }
 inline void store(double* p, F64x2 a) { std::memcpy(p, a.v, sizeof a.v); }
