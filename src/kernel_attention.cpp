@@ -15,12 +15,11 @@ namespace {
 using namespace attn_steps;
 
 // One tile: query rows [i0, i1) × the `group` query heads of KV head g.
-class Tile {
+class Tile : TileShape {
  public:
   Tile(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, AttentionWorkspace& ws,
        int g, int i0, int i1)
-      : q_(q), pos0_(pos0), n_head_(n_head), kv_(kv), n_swa_(n_swa), kq_scale_(kq_scale), ws_(ws), D_(kv.head_dim),
-        group_(n_head / kv.n_head_kv), g_(g), i0_(i0), i1_(i1) {}
+      : TileShape(q, pos0, n_head, kv, n_swa, kq_scale, ws, g, i0, i1) {}
 
   void run(float* out) {
     load_queries();
@@ -38,8 +37,6 @@ class Tile {
   }
 
  private:
-  int64_t q_offset(int i, int hh) const { return (static_cast<int64_t>(i) * n_head_ + g_ * group_ + hh) * D_; }
-  int dot_index(int i, int hh) const { return (i - i0_) * group_ + hh; }
   bool sees_any(int i, int pb, int nb) const {
     for (int b = 0; b < nb; ++b) {
       if (key_visible(pb + b, pos0_ + i, n_swa_)) return true;
@@ -102,14 +99,6 @@ class Tile {
       }
     }
   }
-
-  const float* q_;
-  int pos0_, n_head_;
-  const KvView& kv_;
-  int n_swa_;
-  float kq_scale_;
-  AttentionWorkspace& ws_;
-  int D_, group_, g_, i0_, i1_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernel_simd.h"
+#include "layerfold/attention_kernel.h"
 #include "layerfold/ops.h"
 #include "layerfold/quant.h"
 
@@ -439,5 +440,28 @@ inline void store_output(const float* acc, float S, int D, float* out) {
   for (; d + 4 <= D; d += 4) vec::store(out + d, vec::mul(vec::load(acc + d), vec::splat(S_inv)));
   for (; d < D; ++d) out[d] = acc[d] * S_inv;
 }
+
+// A tile of work: query rows [i0, i1) of the query heads that read KV head g (q [n_q, n_head,
+// D]), with the workspace its dot products use; both kernels' tiles build on it.
+class TileShape {
+ protected:
+  TileShape(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, AttentionWorkspace& ws,
+            int g, int i0, int i1)
+      : q_(q), pos0_(pos0), n_head_(n_head), kv_(kv), n_swa_(n_swa), kq_scale_(kq_scale), ws_(ws), D_(kv.head_dim),
+        group_(n_head / kv.n_head_kv), g_(g), i0_(i0), i1_(i1) {}
+
+  // Offset of query row i, head g·group + hh, in q and out.
+  int64_t q_offset(int i, int hh) const { return (static_cast<int64_t>(i) * n_head_ + g_ * group_ + hh) * D_; }
+  // Index of that (row, head) among the tile's dot products.
+  int dot_index(int i, int hh) const { return (i - i0_) * group_ + hh; }
+
+  const float* q_;
+  int pos0_, n_head_;
+  const KvView& kv_;
+  int n_swa_;
+  float kq_scale_;
+  AttentionWorkspace& ws_;
+  int D_, group_, g_, i0_, i1_;
+};
 
 }  // namespace lf::attn_steps

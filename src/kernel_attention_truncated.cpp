@@ -75,12 +75,11 @@ RowChoice choose_keys(const float* s, int n, uint16_t v_max_bits, float max_drop
 
 // One tile: query rows [i0, i1) × the `group` query heads of KV head g; keys [first_key,
 // last_key], which row_scores holds from index 0 with a stride of span (a multiple of kKeyBlock).
-class TruncatedTile {
+class TruncatedTile : TileShape {
  public:
   TruncatedTile(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
                 AttentionWorkspace& ws, int g, int i0, int i1)
-      : q_(q), pos0_(pos0), n_head_(n_head), kv_(kv), n_swa_(n_swa), kq_scale_(kq_scale), ws_(ws), D_(kv.head_dim),
-        group_(n_head / kv.n_head_kv), g_(g), i0_(i0), i1_(i1),
+      : TileShape(q, pos0, n_head, kv, n_swa, kq_scale, ws, g, i0, i1),
         first_key_(n_swa > 0 ? std::max(0, pos0 + i0 - n_swa + 1) : 0), last_key_(pos0 + i1 - 1),
         span_((last_key_ - first_key_ + kKeyBlock) / kKeyBlock * kKeyBlock) {}
 
@@ -105,8 +104,6 @@ class TruncatedTile {
   }
 
  private:
-  int64_t q_offset(int i, int hh) const { return (static_cast<int64_t>(i) * n_head_ + g_ * group_ + hh) * D_; }
-  int dot_index(int i, int hh) const { return (i - i0_) * group_ + hh; }
   int first_visible(int i) const { return n_swa_ > 0 ? std::max(0, pos0_ + i - n_swa_ + 1) : 0; }
   float* row_scores(int j) { return ws_.row_scores.data() + static_cast<int64_t>(j) * span_; }
   bool keeps(int j, float s) const { return ws_.keeps_all[j] || s > ws_.keep_above[j]; }
@@ -192,13 +189,6 @@ class TruncatedTile {
     }
   }
 
-  const float* q_;
-  int pos0_, n_head_;
-  const KvView& kv_;
-  int n_swa_;
-  float kq_scale_;
-  AttentionWorkspace& ws_;
-  int D_, group_, g_, i0_, i1_;
   int first_key_, last_key_;
   int span_;  // keys [first_key, last_key] rounded up to whole blocks
 };
