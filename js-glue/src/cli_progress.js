@@ -20,6 +20,10 @@ export function loadProgress({ quiet = false } = {}) {
       bar.setTotal(p.totalBytes);
       bar.update(p.bytes, { mb: (p.bytes / MB).toFixed(0), totalMb: (p.totalBytes / MB).toFixed(0), rate: (p.rate / MB).toFixed(1) });
     },
-    stop: () => bars.stop(),
+    // One last frame before clearing: a load faster than the bars' redraw timer still shows.
+    stop: () => {
+      if (perNode.size > 0) bars.update();
+      bars.stop();
+    },
   };
 }
