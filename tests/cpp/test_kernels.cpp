@@ -34,6 +34,15 @@ struct Matrix {
   lf::WeightView view;
 };
 
+// m->view onto m->bytes as W [n_out, n_in] of `type`, rows row_bytes apart.
+void describe(Matrix* m, lf::GgmlType type, int64_t n_in, int64_t n_out, uint64_t row_bytes) {
+  m->view.type = type;
+  m->view.n_in = n_in;
+  m->view.n_out = n_out;
+  m->view.data = m->bytes.data();
+  m->view.row_bytes = row_bytes;
+}
+
 // W [n_out, n_in] of type (Q4_0 or Q8_0)
 Matrix make_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_t n_out, Weights kind) {
   const bool q4 = type == lf::GgmlType::Q4_0;
@@ -68,11 +77,7 @@ Matrix make_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_t 
       for (int64_t b = 0; b < nb; b += 3) std::memset(row + block * b, 0, sizeof(uint16_t));
     }
   }
-  m.view.type = type;
-  m.view.n_in = n_in;
-  m.view.n_out = n_out;
-  m.view.data = m.bytes.data();
-  m.view.row_bytes = block * nb;
+  describe(&m, type, n_in, n_out, block * nb);
   return m;
 }
 
@@ -249,11 +254,7 @@ Matrix make_k_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_
     std::memcpy(&m.bytes[b + (q4 ? 0 : offsetof(lf::block_q6_K, d))], &d, sizeof d);
     if (q4) std::memcpy(&m.bytes[b + offsetof(lf::block_q4_K, dmin)], &dmin, sizeof dmin);
   }
-  m.view.type = type;
-  m.view.n_in = n_in;
-  m.view.n_out = n_out;
-  m.view.data = m.bytes.data();
-  m.view.row_bytes = block * nb;
+  describe(&m, type, n_in, n_out, block * nb);
   return m;
 }
 
