@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ constexpr int kTokenBlock = 32;
 // Buffers of one forward call, sized once for the largest layer of the range and shared by the
 // workers; each phase writes disjoint parts (rows, columns or units) of them.
 struct Scratch {
-  explicit Scratch(const Model& m, int n, int n_workers) {
+  explicit Scratch(const Model& m, int n, int n_workers, bool top_k_ffn) {
     const ModelConfig& c = m.config;
     const size_t rows = static_cast<size_t>(n), E = static_cast<size_t>(c.n_embd);
     size_t q_dim = 0, kv_dim = 0, n_ff = 0, units = 1;
@@ -49,6 +50,7 @@ struct Scratch {
     gate.resize(rows * n_ff);
     up.resize(rows * n_ff);
     act.resize(rows * n_ff);
+    if (top_k_ffn) keep.resize(rows * n_ff);
     token_block = std::min(n, kTokenBlock);
     partial.resize(units * static_cast<size_t>(token_block) * E);
     for (int il = m.range.begin; il < m.range.end; ++il) {
@@ -61,6 +63,8 @@ struct Scratch {
     heads_q.resize(static_cast<size_t>(n_workers));
     heads_out.resize(static_cast<size_t>(n_workers));
     errors.resize(static_cast<size_t>(n_workers));
+    top_k_keys.resize(static_cast<size_t>(n_workers));
+    ffn_stats.resize(static_cast<size_t>(n_workers));
   }
 
   std::vector<float> x, x_next;              // [n, n_embd] residual stream into / out of a layer
@@ -79,6 +83,10 @@ struct Scratch {
   std::vector<std::vector<float>> heads_q;   // [workers][n_q, heads per KV head, D] queries of one KV head
   std::vector<std::vector<float>> heads_out; // [workers] the same heads' attention output
   std::vector<Status> errors;                // [workers] first failure of each worker
+  std::vector<uint8_t> keep;                 // [n_q, n_ff] top-K FFN: 1 where a feature is kept
+  std::vector<std::vector<uint64_t>> top_k_keys;  // [workers] select_top_k's scratch
+  std::vector<ApproxStats> ffn_stats;        // [workers] the top-K FFN's statistics of the worker's rows
+  ExitState exit;                            // worker 0's early-exit state of the last row
   double attention_ms = 0, ffn_ms = 0;       // worker 0's view, summed over layers
 };
 
@@ -98,12 +106,14 @@ bool same_conversion(const WeightView& a, const WeightView& b) { return a.type =
 // run() and the phases meet at barriers. Rows before row0 only feed the KV cache.
 class LayerPass {
  public:
-  // x [n, n_embd] in -> x_next [n - row0, n_embd] out.
+  // x [n, n_embd] in -> x_next [n - row0, n_embd] out. An exited last row (early exit,
+  // approx.h) only writes its K and V and leaves as x_next = layer_output_scale · x.
   LayerPass(const Model& m, Session& s, Scratch& b, ThreadPool& pool, int worker, int il, int pos0, int n, int row0,
-            const std::vector<float>& x, std::vector<float>& x_next)
+            bool last_row_exited, const std::vector<float>& x, std::vector<float>& x_next)
       : m_(m), s_(s), b_(b), pool_(pool), x_(x), x_next_(x_next), c_(m.config), l_(m.config.layers[il]), w_(m.layer(il)),
         plan_(m.shard(il)), worker_(worker), n_workers_(pool.size()), il_(il), pos0_(pos0), n_(n), row0_(row0),
-        n_q_(n - row0), E_(m.config.n_embd) {}
+        n_q_(n - row0), n_act_(n_q_ - (last_row_exited ? 1 : 0)), E_(m.config.n_embd),
+        top_k_(s.approx.top_k_ffn_on() ? s.approx.ffn_keep(il, l_.n_ff) : 0) {}
 
   void run() {
     const Clock::time_point t0 = Clock::now();
@@ -112,23 +122,31 @@ class LayerPass {
     tap("attn_norm", b_.attn_norm.data(), n_, E_);
     attention_units();
     sync();
-    tap("q_rope", b_.q.data(), n_q_, l_.q_dim());
+    tap("q_rope", b_.q.data(), n_act_, l_.q_dim());
     tap("k_rope", b_.k.data(), n_, l_.kv_dim());
     tap("v_normed", b_.v.data(), n_, l_.kv_dim());
-    tap("attn_out", b_.attn_out.data(), n_q_, l_.q_dim());
-    check(convert_rows(w_.attn_output, b_.attn_out.data(), my_share(n_q_), b_.xc_o.data()));
+    tap("attn_out", b_.attn_out.data(), n_act_, l_.q_dim());
+    check(convert_rows(w_.attn_output, b_.attn_out.data(), my_share(n_act_), b_.xc_o.data()));
     sync();
     project_in_units(w_.attn_output, b_.xc_o.data(), plan_.attn);
     attention_residual();
     sync();
-    tap("attn_residual", b_.x1.data(), n_q_, E_);
+    tap("attn_residual", b_.x1.data(), n_act_, E_);
     const Clock::time_point t1 = Clock::now();
-    ffn_units();
+    if (top_k_ > 0) {
+      ffn_gate();
+      sync();
+      select_features();
+      sync();
+      ffn_up_kept();
+    } else {
+      ffn_units();
+    }
     sync();
-    check(convert_rows(w_.ffn_down, b_.act.data(), my_share(n_q_), b_.xc_down.data()));
+    check(convert_rows(w_.ffn_down, b_.act.data(), my_share(n_act_), b_.xc_down.data()));
     sync();
     project_in_units(w_.ffn_down, b_.xc_down.data(), plan_.ffn);
-    tap("ffn_out", b_.proj.data(), n_q_, E_);
+    tap("ffn_out", b_.proj.data(), n_act_, E_);
     ffn_residual();
     sync();
     tap("layer_out", x_next_.data(), n_q_, E_);
@@ -188,8 +206,8 @@ class LayerPass {
     // q [n_q, n_head, D], this worker's heads: per-head norm, RoPE; gemma3 folds the attention
     // scale into Q here.
     const int64_t q0 = static_cast<int64_t>(kv0) * group * D, q1 = static_cast<int64_t>(kv1) * group * D;
-    matmul_rows(w_.attn_q, b_.xc_q.data() + xc_row_q * static_cast<uint64_t>(row0_), n_q_, b_.q.data(), q0, q1);
-    for (int t = 0; t < n_q_; ++t) {
+    matmul_rows(w_.attn_q, b_.xc_q.data() + xc_row_q * static_cast<uint64_t>(row0_), n_act_, b_.q.data(), q0, q1);
+    for (int t = 0; t < n_act_; ++t) {
       float* qt = row(b_.q, t, l_.q_dim()) + q0;
       rmsnorm_rows(qt, w_.attn_q_norm.f32(), n_heads, D, eps, qt);
       rope_neox(qt, n_heads, D, l_.n_rot, pos0_ + row0_ + t, l_.rope_base, l_.rope_freq_scale, freq_factors);
@@ -232,9 +250,9 @@ class LayerPass {
           s_.store(il_, h, pos0_ + t, row(b_.k, t, l_.kv_dim()) + h * D, row(b_.v, t, l_.kv_dim()) + h * D);
         }
       }
-      const int first = std::max(c0, row0_);
-      if (first >= c1) continue;
-      const int n_rows = c1 - first;
+      const int first = std::max(c0, row0_), last = std::min(c1, row0_ + n_act_);
+      if (first >= last) continue;
+      const int n_rows = last - first;
       for (int h = kv0; h < kv1; ++h) {
         const size_t col = static_cast<size_t>(h) * head_cols;
         for (int i = 0; i < n_rows; ++i) {
@@ -266,8 +284,8 @@ class LayerPass {
     const Share cols = my_share(E_);
     const uint64_t xc_row = activation_row_bytes(W.type, W.n_in);
     const size_t slot = static_cast<size_t>(b_.token_block) * E_;
-    for (int t0 = 0; t0 < n_q_; t0 += b_.token_block) {
-      const int nb = std::min(b_.token_block, n_q_ - t0);
+    for (int t0 = 0; t0 < n_act_; t0 += b_.token_block) {
+      const int nb = std::min(b_.token_block, n_act_ - t0);
       for (int64_t u = mine.begin; u < mine.end; ++u) {
         const int64_t k0 = units.begin(static_cast<int>(u)), k1 = units.end(static_cast<int>(u));
         matmul_rows_strided(W.columns(k0, k1), Xc + xc_row * static_cast<uint64_t>(t0) + activation_row_bytes(W.type, k0),
@@ -290,7 +308,7 @@ class LayerPass {
   // This worker's tokens: x1 = post_attention_norm(proj) + x, then the FFN norm, converted for
   // gate and up.
   void attention_residual() {
-    const Share rows = my_share(n_q_);
+    const Share rows = my_share(n_act_);
     for (int64_t t = rows.begin; t < rows.end; ++t) {
       float* x1 = row(b_.x1, t, E_);
       const float* x = row(x_, row0_ + t, E_);
@@ -302,31 +320,102 @@ class LayerPass {
     if (!same_conversion(w_.ffn_up, w_.ffn_gate)) check(convert_rows(w_.ffn_up, b_.ffn_in.data(), rows, b_.xc_up.data()));
   }
 
+  // The features [f0, f1) of this worker's FFN units (empty when it has none).
+  std::pair<int64_t, int64_t> my_features() const {
+    const Share units = my_share(plan_.ffn.n_units);
+    if (units.begin == units.end) return {0, 0};
+    return {plan_.ffn.begin(static_cast<int>(units.begin)), plan_.ffn.end(static_cast<int>(units.end) - 1)};
+  }
+  const uint8_t* xc_up() const { return same_conversion(w_.ffn_up, w_.ffn_gate) ? b_.xc_gate.data() : b_.xc_up.data(); }
+
   // This worker's FFN units: their rows of gate and up, GeGLU -> their columns of act [n_q, n_ff].
   void ffn_units() {
-    const Share units = my_share(plan_.ffn.n_units);
-    if (units.begin == units.end) return;
-    const int64_t f0 = plan_.ffn.begin(static_cast<int>(units.begin));
-    const int64_t f1 = plan_.ffn.end(static_cast<int>(units.end) - 1);
-    const uint8_t* xc_up = same_conversion(w_.ffn_up, w_.ffn_gate) ? b_.xc_gate.data() : b_.xc_up.data();
-    matmul_rows(w_.ffn_gate, b_.xc_gate.data(), n_q_, b_.gate.data(), f0, f1);
-    matmul_rows(w_.ffn_up, xc_up, n_q_, b_.up.data(), f0, f1);
-    for (int t = 0; t < n_q_; ++t) {
+    const auto [f0, f1] = my_features();
+    if (f0 == f1) return;
+    matmul_rows(w_.ffn_gate, b_.xc_gate.data(), n_act_, b_.gate.data(), f0, f1);
+    matmul_rows(w_.ffn_up, xc_up(), n_act_, b_.up.data(), f0, f1);
+    for (int t = 0; t < n_act_; ++t) {
       geglu(row(b_.gate, t, l_.n_ff) + f0, row(b_.up, t, l_.n_ff) + f0, static_cast<int>(f1 - f0), row(b_.act, t, l_.n_ff) + f0);
     }
   }
 
+  // Top-K FFN, first step: this worker's units' rows of gate -> act [n_q, n_ff] = gelu(gate).
+  void ffn_gate() {
+    const auto [f0, f1] = my_features();
+    matmul_rows(w_.ffn_gate, b_.xc_gate.data(), n_act_, b_.gate.data(), f0, f1);
+    for (int t = 0; t < n_act_; ++t) {
+      const float* g = row(b_.gate, t, l_.n_ff);
+      float* a = row(b_.act, t, l_.n_ff);
+      for (int64_t f = f0; f < f1; ++f) a[f] = gelu_table(g[f]);
+    }
+  }
+
+  // This worker's tokens: keep [t, n_ff] marks the top_k_ features of largest |gelu(gate)|, or
+  // every feature when the dropped share of Σ|gelu(gate)| exceeds the threshold (or is NaN).
+  void select_features() {
+    const Share rows = my_share(n_act_);
+    const int n_ff = l_.n_ff;
+    ApproxStats& stats = b_.ffn_stats[worker_];
+    for (int64_t t = rows.begin; t < rows.end; ++t) {
+      uint8_t* keep = b_.keep.data() + t * n_ff;
+      const double dropped = select_top_k(row(b_.act, t, n_ff), n_ff, top_k_, &b_.top_k_keys[worker_], keep);
+      const bool fall_back = !(dropped <= s_.approx.ffn_top_k_threshold);
+      if (fall_back) std::fill(keep, keep + n_ff, uint8_t{1});
+      stats.ffn_rows += 1;
+      stats.ffn_fallback_rows += fall_back;
+      stats.ffn_features_total += n_ff;
+      stats.ffn_features_kept += fall_back ? n_ff : top_k_;
+      if (!fall_back) stats.max_dropped_gate_mass = std::max(stats.max_dropped_gate_mass, dropped);
+    }
+  }
+
+  // This worker's units: rows of up for the features some token keeps, in runs, then
+  // act = gelu(gate) · up where kept, 0 elsewhere (so ffn_down skips those features' columns).
+  // A kept feature's act is GeGLU's bytes: the same row products and the same f32 product.
+  void ffn_up_kept() {
+    const auto [f0, f1] = my_features();
+    const int n_ff = l_.n_ff;
+    auto kept_by_any = [&](int64_t f) {
+      for (int t = 0; t < n_act_; ++t) {
+        if (b_.keep[static_cast<size_t>(t) * n_ff + f]) return true;
+      }
+      return false;
+    };
+    for (int64_t f = f0; f < f1;) {
+      if (!kept_by_any(f)) {
+        ++f;
+        continue;
+      }
+      int64_t end = f + 1;
+      while (end < f1 && kept_by_any(end)) ++end;
+      matmul_rows(w_.ffn_up, xc_up(), n_act_, b_.up.data(), f, end);
+      f = end;
+    }
+    for (int t = 0; t < n_act_; ++t) {
+      const uint8_t* keep = b_.keep.data() + static_cast<size_t>(t) * n_ff;
+      const float* up = row(b_.up, t, n_ff);
+      float* a = row(b_.act, t, n_ff);
+      for (int64_t f = f0; f < f1; ++f) a[f] = keep[f] ? a[f] * up[f] : 0.0f;
+    }
+  }
+
   // This worker's tokens: x_next = post_ffw_norm(proj) + x1, then gemma4's layer_output_scale
-  // on the whole residual stream.
+  // on the whole residual stream. An exited row skips straight to the scale: what the full
+  // layer gives when its attention output and FFN add nothing.
   void ffn_residual() {
     const Share rows = my_share(n_q_);
-    const float scale = w_.layer_output_scale.present() ? w_.layer_output_scale.f32()[0] : 1.0f;
     for (int64_t t = rows.begin; t < rows.end; ++t) {
       float* y = row(x_next_, t, E_);
-      const float* x1 = row(b_.x1, t, E_);
-      rmsnorm(row(b_.proj, t, E_), w_.post_ffw_norm.f32(), E_, c_.norm_eps, y);
-      for (int j = 0; j < E_; ++j) y[j] += x1[j];
+      if (t < n_act_) {
+        const float* x1 = row(b_.x1, t, E_);
+        rmsnorm(row(b_.proj, t, E_), w_.post_ffw_norm.f32(), E_, c_.norm_eps, y);
+        for (int j = 0; j < E_; ++j) y[j] += x1[j];
+      } else {
+        const float* x = row(x_, row0_ + t, E_);
+        std::copy(x, x + E_, y);
+      }
       if (w_.layer_output_scale.present()) {
+        const float scale = w_.layer_output_scale.f32()[0];
         for (int j = 0; j < E_; ++j) y[j] *= scale;
       }
     }
@@ -342,8 +431,40 @@ class LayerPass {
   const LayerConfig& l_;
   const LayerWeights& w_;
   const LayerShards& plan_;
-  const int worker_, n_workers_, il_, pos0_, n_, row0_, n_q_, E_;
+  const int worker_, n_workers_, il_, pos0_, n_, row0_, n_q_;
+  const int n_act_;  // rows of n_q that run attention output and FFN: all but an exited last row
+  const int E_;
+  const int top_k_;  // features the top-K FFN keeps per row; 0: the dense FFN
 };
+
+// x [n] into a layer, y [n] out of it -> |y - s·x| / |s·x| in f64, s the layer's
+// layer_output_scale (else 1): 0 exactly when the layer's attention output and FFN add nothing.
+float relative_update(const float* x, const float* y, int n, const WeightView& layer_output_scale) {
+  const float scale = layer_output_scale.present() ? layer_output_scale.f32()[0] : 1.0f;
+  double change = 0, size = 0;
+  for (int j = 0; j < n; ++j) {
+    const float scaled = layer_output_scale.present() ? x[j] * scale : x[j];
+    const double d = static_cast<double>(y[j]) - scaled;
+    change += d * d;
+    size += static_cast<double>(scaled) * scaled;
+  }
+  if (change == 0) return 0.0f;
+  // A zero input row has an unbounded update: FLT_MAX keeps it a number in JSON.
+  return static_cast<float>(std::min(std::sqrt(change / size), static_cast<double>(FLT_MAX)));
+}
+
+// The row's update through layer il joins its last updates; it exits once the last
+// exit_window of them sum below exit_threshold.
+void advance_exit(const ApproxOptions& o, int il, float update, ExitState* e) {
+  std::vector<float>& recent = e->recent_updates;
+  recent.push_back(update);
+  const size_t window = static_cast<size_t>(std::clamp(o.exit_window, 1, kMaxExitWindow));
+  if (recent.size() > window) recent.erase(recent.begin(), recent.end() - static_cast<std::ptrdiff_t>(window));
+  if (!o.early_exit || recent.size() < window) return;
+  double sum = 0;
+  for (float r : recent) sum += r;
+  if (sum < o.exit_threshold) e->exit_layer = il;
+}
 
 Status check_finite(std::span<const float> in, int n_embd) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -418,7 +539,7 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
   if (!m.pool) return Status(Code::failed_precondition, "the model has no threads: load it with load_model");
   LF_RETURN_IF_ERROR(validate_forward(m, s, start_pos, in, n, out, last_only));
   ThreadPool* pool = m.pool.get();
-  auto scratch = std::make_shared<Scratch>(m, n, pool->size());
+  auto scratch = std::make_shared<Scratch>(m, n, pool->size(), s.approx.top_k_ffn_on());
   std::copy(in.begin(), in.end(), scratch->x.begin());
   auto job_ms = std::make_shared<double>(0.0);
 
@@ -426,7 +547,13 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
     const Clock::time_point t_job = Clock::now();
     Scratch& b = *scratch;
     // Only once the job runs: a call refused as busy leaves the session untouched.
-    if (worker == 0) s.layer_ms.assign(m.range.end - m.range.begin, 0.0);
+    if (worker == 0) {
+      s.layer_ms.assign(m.range.end - m.range.begin, 0.0);
+      s.row_updates.assign(m.range.end - m.range.begin, -1.0f);
+    }
+    // Every worker follows the last row's early exit on its own copy, making the same decisions
+    // from the same bytes, so no barrier is spent sharing them.
+    ExitState exit = s.exit_in;
     for (int il = m.range.begin; il < m.range.end; ++il) {
       const Clock::time_point t0 = Clock::now();
       // The final layer carries only the last row past attention, as llama.cpp does for its
@@ -434,10 +561,24 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
       const int row0 = last_only && il == m.range.end - 1 ? n - 1 : 0;
       // The residual stream alternates between the two buffers; LayerPass ends on a barrier.
       const bool even = (il - m.range.begin) % 2 == 0;
-      LayerPass(m, s, b, *pool, worker, il, start_pos, n, row0, even ? b.x : b.x_next, even ? b.x_next : b.x).run();
+      const std::vector<float>& x = even ? b.x : b.x_next;
+      std::vector<float>& x_next = even ? b.x_next : b.x;
+      const bool exited = exit.exited();
+      LayerPass(m, s, b, *pool, worker, il, start_pos, n, row0, exited, x, x_next).run();
+      if (!exited) {
+        const int E = m.config.n_embd;
+        const float update = relative_update(x.data() + static_cast<size_t>(n - 1) * E,
+                                             x_next.data() + static_cast<size_t>(n - 1 - row0) * E, E,
+                                             m.layer(il).layer_output_scale);
+        advance_exit(s.approx, il, update, &exit);
+        if (worker == 0) s.row_updates[il - m.range.begin] = update;
+      }
       if (worker == 0) s.layer_ms[il - m.range.begin] = ms_since(t0);
     }
-    if (worker == 0) *job_ms = ms_since(t_job);
+    if (worker == 0) {
+      b.exit = std::move(exit);
+      *job_ms = ms_since(t_job);
+    }
   };
   call->finish = [&m, &s, scratch, job_ms, t_call, start_pos, n, out] {
     for (const Status& e : scratch->errors) {
@@ -452,6 +593,10 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
     const size_t skip = m.range.end > m.range.begin ? 0 : x.size() - out.size();
     std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(skip), out.size(), out.begin());
     s.set_n_past(start_pos + n);
+    s.exit_out = std::move(scratch->exit);
+    s.exit_in = ExitState();
+    s.ffn_approx = ApproxStats();
+    for (const ApproxStats& worker : scratch->ffn_stats) s.ffn_approx.merge(worker);
     s.phases = {scratch->attention_ms, scratch->ffn_ms, ms_since(t_call) - *job_ms};
     return Status();
   };

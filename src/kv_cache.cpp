@@ -42,7 +42,7 @@ uint64_t Session::bytes() const {
 }
 
 ApproxStats Session::approx_stats() const {
-  ApproxStats total;
+  ApproxStats total = ffn_approx;
   for (const LayerKv& kv : layers_) {
     for (const ApproxStats& head : kv.approx) total.merge(head);
   }

@@ -73,14 +73,24 @@ LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* sess
  * workers), summed over its layers (-1 for another phase). */
 LF_EXPORT(lf_session_phase_ms) double lf_session_phase_ms(const lf_session* session, int phase);
 /* Approximate modes of the session's next forward calls (docs/approximate.md), off by default,
- * as a JSON object: {"truncated_attention": true, "truncation_threshold": 0.15}. Keys left out
- * take their defaults, so "{}" is the exact engine again. Returns 1, or 0 with the last error
- * naming the unknown key or the bad value (the options are then unchanged). Not while a forward
- * on the session runs. */
+ * as a JSON object: {"truncated_attention": true, "truncation_threshold": 0.15, "early_exit": true,
+ * "exit_threshold": 0.05, "exit_window": 2, "ffn_top_k": 0.5, "ffn_top_k_layers": {"3": 8192},
+ * "ffn_top_k_threshold": 0.1}. Keys left out take their defaults, so "{}" is the exact engine
+ * again. Returns 1, or 0 with the last error naming the unknown key or the bad value (the
+ * options are then unchanged). Not while a forward on the session runs. */
 LF_EXPORT(lf_session_set_approx) int lf_session_set_approx(lf_session* session, const char* json);
+/* The early-exit state the session's next forward starts its last row in: what the previous
+ * node's lf_session_approx_stats reported, {"exit_layer": 41, "recent_updates": [0.01, 0.02]}.
+ * Consumed by that forward (a failed call keeps it); without it the row starts fresh. Returns
+ * 1, or 0 with the last error naming the bad value (the state is then unchanged). */
+LF_EXPORT(lf_session_set_exit_state) int lf_session_set_exit_state(lf_session* session, const char* json);
 /* What the approximate modes did in the session's last forward call, summed over its layers, as
  * a JSON object: {"truncated_attention": {"rows", "truncated_rows", "fallback_rows",
- * "v_keys_total", "v_keys_kept", "v_work_skipped", "max_dropped_mass", "max_error_bound"}}.
+ * "v_keys_total", "v_keys_kept", "v_work_skipped", "max_dropped_mass", "max_error_bound"},
+ * "ffn_top_k": {"rows", "fallback_rows", "features_total", "features_kept", "features_skipped",
+ * "max_dropped_gate_mass"}, "early_exit": {"exit_layer", "recent_updates", "row_updates",
+ * "layers_skipped"}}; early_exit's first two are the state to hand the next node, row_updates the
+ * last row's relative update per layer of this node (-1 where it had exited).
  * The string lives in the session until the next call of this function on it. */
 LF_EXPORT(lf_session_approx_stats) const char* lf_session_approx_stats(const lf_session* session);
 

@@ -56,6 +56,17 @@ class Session {
   // The share of KV head kv_head of layer il: written only by the worker that owns the head.
   ApproxStats& approx_head_stats(int il, int kv_head) { return layers_[il - range_.begin].approx[kv_head]; }
 
+  // Early exit (approx.h) of the last row: the state the previous node left it in, read by the
+  // next forward and reset once that forward ran; and the state this node's last forward left,
+  // to hand to the next node.
+  ExitState exit_in;
+  ExitState exit_out;
+  // [range.end - range.begin]: the last row's relative update in each layer of the last forward
+  // (-1 where the row had exited before the layer).
+  std::vector<float> row_updates;
+  // The top-K FFN's share of approx_stats(), set by the engine after each forward.
+  ApproxStats ffn_approx;
+
   DebugHook debug_hook;
   std::vector<double> layer_ms;  // [range.end - range.begin]: wall time of each layer in the last forward
   // Where the last forward's time went (docs/threads.md), summed over its layers, as seen by worker 0.

@@ -25,6 +25,12 @@ void rmsnorm_rows(const float* x, const float* w, int n_rows, int n, float eps, 
 void rope_neox(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,
                const float* freq_factors);
 
+// --- Top-K selection (ops_top_k.cpp), for the top-K gate FFN (approx.h) ---
+// a [n] -> keep [n], 1 for the k entries of largest |a| (ties to the lower index, NaN above
+// everything), 0 elsewhere; returns the dropped share Σ_dropped |a| / Σ |a|, summed in f64 in
+// index order (0 when Σ |a| is 0). keys is scratch.
+double select_top_k(const float* a, int n, int k, std::vector<uint64_t>* keys, uint8_t* keep);
+
 // --- GELU (ops_gelu.cpp) ---
 float gelu_exact(float x);  // 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))) in f32
 float gelu_table(float x);  // ggml CPU: 0 for x <= -10, x for x >= 10, else f16 table at f16(x)

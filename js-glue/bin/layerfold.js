@@ -2,6 +2,7 @@
 // layerfold CLI: validate a model through a pipeline of layer nodes, inspect a GGUF, serve a layer node.
 import { parseArgs } from 'node:util';
 
+import { APPROX_CLI_OPTIONS, APPROX_USAGE } from '../src/cli_approx.js';
 import { validate } from '../src/cli_validate.js';
 import { generate } from '../src/cli_generate.js';
 import { inspect } from '../src/cli_inspect.js';
@@ -12,7 +13,7 @@ const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
                      [--nodes SPEC] [--build threaded|single] [--cache-dir DIR] [--json]
   MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir)
-  --truncated-attention [--truncation-threshold T]: an approximate mode, off by default (docs/approximate.md)
+${APPROX_USAGE}
   SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
         see serve; bearer token from AUTH_TOKEN), e.g. local:0-29,http://10.0.0.7:8080
   layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
@@ -38,8 +39,7 @@ const COMMANDS = {
       nodes: { type: 'string' },
       build: { type: 'string' },
       'cache-dir': { type: 'string' },
-      'truncated-attention': { type: 'boolean', default: false },
-      'truncation-threshold': { type: 'string' },
+      ...APPROX_CLI_OPTIONS,
       json: { type: 'boolean', default: false },
     },
   },
@@ -58,8 +58,7 @@ const COMMANDS = {
       nodes: { type: 'string' },
       build: { type: 'string' },
       'cache-dir': { type: 'string' },
-      'truncated-attention': { type: 'boolean', default: false },
-      'truncation-threshold': { type: 'string' },
+      ...APPROX_CLI_OPTIONS,
       json: { type: 'boolean', default: false },
     },
   },

@@ -1,5 +1,6 @@
 // layerfold validate: tokenize a prompt, run it through the pipeline, print the next-token
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
+import { approxSummaries, describeApprox } from './cli_approx.js';
 import { defaultModel } from './default_model.js';
 import { logSoftmax, topK } from './logits.js';
 import { openPipeline } from './cli_pipeline.js';
@@ -26,18 +27,6 @@ async function llamaAgreement(model, tokens, ours, k) {
   }
 }
 
-// What truncated attention did over every node of the step, or null when it was off.
-function approxSummary(timings) {
-  const stats = timings.map((t) => t.approx?.truncated_attention).filter(Boolean);
-  if (stats.length === 0) return null;
-  const sum = (key) => stats.reduce((total, s) => total + s[key], 0);
-  const total = sum('v_keys_total');
-  return {
-    mode: 'truncated attention', rows: sum('rows'), truncatedRows: sum('truncated_rows'), fallbackRows: sum('fallback_rows'),
-    vWorkSkipped: total ? 1 - sum('v_keys_kept') / total : 0, maxErrorBound: Math.max(...stats.map((s) => s.max_error_bound)),
-  };
-}
-
 export async function validate(options) {
   const model = options.model ?? defaultModel();
   const k = Number(options['top-k']);
@@ -57,7 +46,8 @@ export async function validate(options) {
     const memory = { rssBytes: process.memoryUsage().rss, wasmBytes: pipeline.nodes.reduce((s, n) => s + n.info().wasmMemoryBytes, 0) };
     const result = {
       model, synthetic, prompt: options.prompt, tokens, top,
-      timings: { embedMs, headMs, totalMs, nodes: timings }, memory, llamaCpp: reference, approx: approxSummary(timings),
+      timings: { embedMs, headMs, totalMs, nodes: timings }, memory, llamaCpp: reference,
+      approx: approxSummaries(timings, pipeline.approx, pipeline.nodes.at(-1).layers[1]),
       build: pipeline.nodes[0].info().build, threads: pipeline.nodes[0].info().threads,
     };
     if (options.json) console.log(JSON.stringify(result));
@@ -85,11 +75,7 @@ function report(r, options, piece) {
     n.layerMs.forEach((t, i) => console.log(`    layer ${String(n.layers[0] + i).padStart(2)}  ${ms(t)}`));
   }
   console.log(`  head ${ms(r.timings.headMs)}\n  total ${ms(r.timings.totalMs)}`);
-  if (r.approx) {
-    const a = r.approx;
-    console.log(`approximate: ${a.mode}, ${(100 * a.vWorkSkipped).toFixed(0)}% of V work skipped, max bound ${a.maxErrorBound.toPrecision(2)} ` +
-      `(${a.truncatedRows} of ${a.rows} rows truncated, ${a.fallbackRows} ran exactly)`);
-  }
+  for (const a of r.approx) console.log(`approximate: ${describeApprox(a)}`);
   console.log(`memory  RSS ${(r.memory.rssBytes / 2 ** 20).toFixed(0)} MiB, WASM ${(r.memory.wasmBytes / 2 ** 20).toFixed(0)} MiB`);
   if (r.llamaCpp) {
     const l = r.llamaCpp;

@@ -191,17 +191,19 @@ export class LayerNode {
    * the engine's threads do the work while the event loop keeps running; calls issued together
    * run one after another, in call order. approx switches on approximate modes for this call
    * (docs/approximate.md; off by default, and then the output is the exact engine's):
-   * { truncatedAttention: true, truncationThreshold: 0.15 }; approxStats() tells what they did.
+   * { truncatedAttention, truncationThreshold, earlyExit, exitThreshold, exitWindow, ffnTopK,
+   * ffnTopKLayers, ffnTopKThreshold }; approxStats() tells what they did. exitState is the
+   * early-exit state the last row arrives in: the previous node's approxStats().early_exit.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
-  forward({ session, startPos, hidden, lastOnly = false, approx = {} }) {
+  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
     const run = () => {
       const handle = this.#session(session, startPos);
-      this.#setApprox(handle, approx);
+      this.#setApprox(handle, approx, exitState);
       return this.#lf.kind === 'threaded'
         ? this.#forwardAsync(handle, startPos, hidden, n, lastOnly)
         : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
@@ -212,11 +214,19 @@ export class LayerNode {
   }
 
   // The C ABI takes the options as JSON with the engine's snake_case names.
-  #setApprox(handle, approx) {
+  #setApprox(handle, approx, exitState) {
     const options = Object.fromEntries(Object.entries(approx).map(([key, value]) => [key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), value]));
-    const json = this.#cString(JSON.stringify(options));
+    this.#callWithJson(this.#lf.fn.lf_session_set_approx, handle, options);
+    if (exitState) {
+      const { exit_layer, recent_updates } = exitState;
+      this.#callWithJson(this.#lf.fn.lf_session_set_exit_state, handle, { exit_layer, recent_updates });
+    }
+  }
+
+  #callWithJson(fn, handle, value) {
+    const json = this.#cString(JSON.stringify(value));
     try {
-      if (!this.#lf.fn.lf_session_set_approx(handle, json)) throw this.#lf.lastError();
+      if (!fn(handle, json)) throw this.#lf.lastError();
     } finally {
       this.#lf.free(json);
     }

@@ -3,6 +3,7 @@
 // tokens for the first, the hidden states for the others), so a node that lost the session (a
 // restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
 // history, and the output is the same as if nothing had happened.
+import { approxModesOn } from './approx_modes.js';
 import { LayerNode } from './layer_node.js';
 import { layerCount, readModelTokenizer } from './model_header.js';
 import { checkCoverage, parseNodesSpec } from './nodes_spec.js';
@@ -13,6 +14,16 @@ const LOST_SESSION = new Set(['unknown_session', 'evicted', 'position_mismatch']
 // Positions per replayed forward: chunked input gives the same cache as one call, and stays
 // under a remote node's request size limit.
 const REPLAY_CHUNK = 512;
+
+// Replay chunks {startPos, hidden} merged into runs of at most REPLAY_CHUNK positions.
+function mergeChunks(chunks, nEmbd) {
+  const all = concat(chunks.map((c) => c.hidden), nEmbd);
+  const merged = [];
+  for (let p = 0; p < all.length / nEmbd; p += REPLAY_CHUNK) {
+    merged.push({ startPos: p, hidden: all.subarray(p * nEmbd, Math.min(all.length, (p + REPLAY_CHUNK) * nEmbd)) });
+  }
+  return merged;
+}
 
 function concat(chunks, width) {
   const out = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));
@@ -25,10 +36,13 @@ function concat(chunks, width) {
   return out;
 }
 
-// What one node has been sent for a session: inputs[] in order (token arrays for the first
-// node, hidden-state arrays for the others) and how many positions it has confirmed.
+// What one node has been sent for a session, one entry per step: inputs[] in order (token
+// arrays for the first node, hidden-state arrays for the others), the early-exit state each
+// entry's last row arrived in (null: fresh), and how many positions it has confirmed. Nodes
+// always run whole entries, so positions falls on an entry boundary.
 class NodeHistory {
   inputs = [];
+  exits = [];
   positions = 0;  // positions the node has run (its cache length as far as we know)
   available = 0;  // positions in inputs
 }
@@ -38,14 +52,17 @@ export class Pipeline {
    * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
    *          onProgress?: (progress: object, node: number) => void, authToken?: string,
    *          nodeTimeoutMs?: number, nodeReadyTimeoutMs?: number, maxSessions?: number,
-   *          approx?: {truncatedAttention?: boolean, truncationThreshold?: number}}} options
+   *          approx?: {truncatedAttention?: boolean, truncationThreshold?: number, earlyExit?: boolean,
+   *                    exitThreshold?: number, exitWindow?: number, ffnTopK?: number,
+   *                    ffnTopKLayers?: Object<string, number>, ffnTopKThreshold?: number}}} options
    *   model: the GGUF (its header gives the tokenizer and the layer count; local nodes load
    *   their tensors from it); nodes: "local:0-29,http://10.0.0.7:8080" (default one local node
    *   with every layer); authToken: bearer token for remote nodes; nodeTimeoutMs /
    *   nodeReadyTimeoutMs: how long a remote node may take to answer / to be ready again before
    *   a retry (RemoteNode.open); maxSessions: per local node; approx: approximate modes for
    *   every forward of every node (docs/approximate.md; default off), replays included, so a
-   *   rebuilt cache is the one the node had.
+   *   rebuilt cache is the one the node had; with earlyExit the last row's exit state travels
+   *   from node to node.
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
   static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
@@ -113,6 +130,7 @@ export class Pipeline {
   async step(session, tokens) {
     const state = this.#session(session);
     state.nodes[0].inputs.push(Array.from(tokens));
+    state.nodes[0].exits.push(null);
     state.nodes[0].available += tokens.length;
     const timings = [];
     const embed = { ms: 0 };
@@ -122,16 +140,22 @@ export class Pipeline {
       const lastOnly = i === this.nodes.length - 1;
       const t = performance.now();
       hidden = null;
-      if (history.available === history.positions) continue;
-      hidden = await this.#call(i, async () => this.#forward(i, state, await this.#pending(i, history, embed), lastOnly));
-      history.positions = history.available;
-      if (!lastOnly) {
-        state.nodes[i + 1].inputs.push(hidden);
-        state.nodes[i + 1].available += hidden.length / node.nEmbd;
+      // Normally one entry: this step's. After a failed step, also those it left behind.
+      for (const entry of this.#entries(i, history, history.positions)) {
+        const input = await this.#hiddenOf(i, entry.input, embed);
+        hidden = await this.#call(i, () => this.#forward(i, state, input, entry.exit, lastOnly));
+        history.positions += entry.rows;
+        if (!lastOnly) {
+          const next = state.nodes[i + 1];
+          next.inputs.push(hidden);
+          next.exits.push(this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null);
+          next.available += entry.rows;
+        }
       }
+      if (hidden === null) continue;
       timings.push({
         layers: node.layers, url: node.url, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId),
-        ...(this.approx.truncatedAttention ? { approx: node.approxStats(state.wireId) } : {}),
+        ...(approxModesOn(this.approx) ? { approx: node.approxStats(state.wireId) } : {}),
       });
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
@@ -140,42 +164,53 @@ export class Pipeline {
     return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 
-  // The inputs of node i from position history.positions on, as hidden states (the first
-  // node's tokens embedded; embed.ms accumulates the time that took).
-  async #pending(i, history, embed) {
-    const node = this.nodes[i];
-    const width = i === 0 ? 1 : node.nEmbd;
-    let skip = history.positions;
-    const chunks = [];
-    for (const input of history.inputs) {
+  // Node i's history entries from `from` positions on: {input, exit, rows}.
+  #entries(i, history, from) {
+    const width = i === 0 ? 1 : this.nodes[i].nEmbd;
+    const out = [];
+    let start = 0;
+    for (const [k, input] of history.inputs.entries()) {
       const rows = input.length / width;
-      if (skip < rows) chunks.push(input.slice(skip * width));
-      skip = Math.max(0, skip - rows);
+      if (start >= from) out.push({ input, exit: history.exits[k], rows });
+      start += rows;
     }
-    if (i > 0) return concat(chunks, node.nEmbd);
+    return out;
+  }
+
+  // An entry's input as hidden states: the first node's tokens embedded (embed.ms accumulates
+  // the time that took).
+  async #hiddenOf(i, input, embed) {
+    if (i > 0) return input;
     const t = performance.now();
-    const hidden = await node.embed(chunks.flat());
+    const hidden = await this.nodes[0].embed(input);
     embed.ms += performance.now() - t;
     return hidden;
   }
 
   // One forward of node i from its confirmed position; when the node lost the session, its
-  // history up to there is replayed first (in chunks a node accepts), then the forward again.
-  async #forward(i, state, hidden, lastOnly) {
+  // history up to there is replayed first, then the forward again. Replays send the entries as
+  // they were sent when early exit is on (each entry's last row exited on its own); otherwise
+  // merged chunks a node accepts, which give the same cache in fewer calls.
+  async #forward(i, state, hidden, exitState, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
-    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx };
+    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState };
     try {
       return await node.forward(args);
     } catch (error) {
       if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
     }
     await node.dropSession(state.wireId);
-    const past = await this.#pending(i, { inputs: history.inputs, positions: 0 }, { ms: 0 });
-    for (let p = 0; p < history.positions; p += REPLAY_CHUNK) {
-      const end = Math.min(history.positions, p + REPLAY_CHUNK);
-      const chunk = past.subarray(p * node.nEmbd, end * node.nEmbd);
-      await node.forward({ session: state.wireId, startPos: p, hidden: chunk, lastOnly: true, approx: this.approx });
+    const past = this.#entries(i, history, 0);
+    const chunks = [];
+    let p = 0;
+    for (const entry of past) {
+      if (p >= history.positions) break;
+      chunks.push({ startPos: p, hidden: await this.#hiddenOf(i, entry.input, { ms: 0 }), exitState: entry.exit });
+      p += entry.rows;
+    }
+    for (const chunk of this.approx.earlyExit ? chunks : mergeChunks(chunks, node.nEmbd)) {
+      await node.forward({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx });
     }
     this.replays += 1;
     return node.forward(args);

@@ -3,6 +3,7 @@
 // reset, timeout, 429, 503) is tried once more, after the node says it is ready again, with the
 // same Idempotency-Key: a forward whose response was lost is answered from the node's memory
 // rather than run twice.
+import { approxQuery } from './approx_modes.js';
 import { LayerfoldError } from './capi.js';
 
 const READY_POLL_MS = 200;
@@ -78,8 +79,8 @@ export class RemoteNode {
   }
 
   // once: no second attempt (for clean-up calls that must not wait for a node to come back).
-  async #request(method, path, { body, contentType, idempotencyKey, once = false } = {}) {
-    const headers = {};
+  async #request(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {} } = {}) {
+    const headers = { ...extra };
     if (this.#authToken) headers.authorization = `Bearer ${this.#authToken}`;
     if (contentType) headers['content-type'] = contentType;
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
@@ -138,17 +139,17 @@ export class RemoteNode {
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {} }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
     }
     const query = new URLSearchParams({ start_pos: String(startPos) });
     if (lastOnly) query.set('last_only', '1');
-    if (approx.truncatedAttention) query.set('truncated_attention', '1');
-    if (approx.truncationThreshold !== undefined) query.set('truncation_threshold', String(approx.truncationThreshold));
+    for (const [name, value] of approxQuery(approx)) query.set(name, value);
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
       body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', idempotencyKey: crypto.randomUUID(),
+      headers: exitState ? { 'x-layerfold-exit-state': JSON.stringify({ exit_layer: exitState.exit_layer, recent_updates: exitState.recent_updates }) } : {},
     });
     const layerMs = response.headers.get('x-layerfold-layer-ms');
     this.#layerMs.set(session, layerMs ? layerMs.split(',').map(Number) : []);

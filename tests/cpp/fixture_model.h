@@ -9,6 +9,7 @@
 // head, head dim 32, window 4, linear rope scaling 8 on the global layer, separate output.weight.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -35,6 +36,7 @@ struct FixtureOptions {
   uint32_t seed = 1;
   std::vector<std::string> omit_keys;           // metadata keys left out (refusal tests)
   std::function<void(GgufWriter&)> edit;        // last changes before writing (refusal tests)
+  std::vector<int> silent_layers;               // layers whose attn_output and ffn_down are all zero
 };
 
 constexpr int kFixtureEmbd = 64;
@@ -115,9 +117,9 @@ class Builder {
   void u32(const std::string& key, uint32_t v) { if (keep(prefix_ + key)) w.set_u32(prefix_ + key, v); }
   void f32(const std::string& key, float v) { if (keep(prefix_ + key)) w.set_f32(prefix_ + key, v); }
 
-  // W [n_out, n_in] with entries of variance ~ 1/n_in.
-  void matrix(const std::string& name, int64_t n_in, int64_t n_out, GgmlType type) {
-    const float a = std::sqrt(3.0f / static_cast<float>(n_in));
+  // W [n_out, n_in] with entries of variance ~ 1/n_in, or all zero.
+  void matrix(const std::string& name, int64_t n_in, int64_t n_out, GgmlType type, bool zero = false) {
+    const float a = zero ? 0.0f : std::sqrt(3.0f / static_cast<float>(n_in));
     std::vector<float> v(static_cast<size_t>(n_in * n_out));
     for (float& x : v) x = a * rng_.uniform();
     add(name, type, {n_in, n_out}, std::move(v));
@@ -207,18 +209,19 @@ inline Status build_fixture(const FixtureOptions& o, FixtureModel* out) {
   for (int il = 0; il < kFixtureLayers; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     const int D = head_dim(il), q_dim = D * n_head, kv_dim = D * n_kv(il);
+    const bool silent = std::find(o.silent_layers.begin(), o.silent_layers.end(), il) != o.silent_layers.end();
     b.norm(p + "attn_norm.weight", n_embd);
     b.matrix(p + "attn_q.weight", n_embd, q_dim, t_attn);
     b.matrix(p + "attn_k.weight", n_embd, kv_dim, t_attn);
     if (!g4 || sliding[il]) b.matrix(p + "attn_v.weight", n_embd, kv_dim, t_attn);
-    b.matrix(p + "attn_output.weight", q_dim, n_embd, t_attn_out);
+    b.matrix(p + "attn_output.weight", q_dim, n_embd, t_attn_out, silent);
     b.norm(p + "attn_q_norm.weight", D);
     b.norm(p + "attn_k_norm.weight", D);
     b.norm(p + "post_attention_norm.weight", n_embd);
     b.norm(p + "ffn_norm.weight", n_embd);
     b.matrix(p + "ffn_gate.weight", n_embd, n_ff, t_gate_up);
     b.matrix(p + "ffn_up.weight", n_embd, n_ff, t_gate_up);
-    b.matrix(p + "ffn_down.weight", n_ff, n_embd, t_down);
+    b.matrix(p + "ffn_down.weight", n_ff, n_embd, t_down, silent);
     b.norm(p + "post_ffw_norm.weight", n_embd);
     if (g4) b.add(p + "layer_output_scale.weight", GgmlType::F32, {1}, {output_scale[il]});
   }

@@ -130,7 +130,7 @@ describe("truncated attention, switched over HTTP, in pipelines and from the CLI
     const exact = JSON.parse(validate("--json").stdout);
     const zero = JSON.parse(validate("--json", "--truncated-attention", "--truncation-threshold", "0").stdout);
     assert.deepEqual(zero.top, exact.top);
-    assert.equal(exact.approx, null);
+    assert.deepEqual(exact.approx, []);
     const on = validate("--truncated-attention", "--truncation-threshold", "1");
     assert.match(on.stdout, /approximate: truncated attention, \d+% of V work skipped, max bound [0-9.e+-]+ \(\d+ of \d+ rows truncated/);
     const bad = validate("--truncation-threshold", "0.5");

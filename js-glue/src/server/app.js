@@ -7,10 +7,11 @@ import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
+import { approxModesOn } from '../approx_modes.js';
 import { logSoftmax, topK } from '../logits.js';
 import { HttpError } from './http_error.js';
 import { NodeState } from './node_state.js';
-import { approxParameters, contentType, flag, hiddenStates, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
+import { approxParameters, contentType, exitStateHeader, flag, hiddenStates, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
 import { SessionRecords } from './session_records.js';
 import { WorkQueue } from './work_queue.js';
 
@@ -157,6 +158,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const startPos = position(c.req.query('start_pos'), 'start_pos');
     const lastOnly = flag(c.req.query('last_only'), 'last_only');
     const approx = approxParameters((name) => c.req.query(name));
+    const exitState = exitStateHeader(c.req.header('x-layerfold-exit-state'));
     contentType(c.req.header('content-type'), OCTETS);
     const hidden = hiddenStates(await c.req.arrayBuffer(), n.nEmbd);
     const rows = hidden.length / n.nEmbd;
@@ -173,9 +175,9 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
         throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
           { extra: { n_past: nPast } });
       }
-      const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx });
+      const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState });
       records.created(id);
-      const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approx.truncatedAttention ? n.approxStats(id) : null };
+      const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
       if (key !== undefined) records.remember(id, key, startPos, lastOnly, result, (other) => n.sessionLength(other) !== null);
       return result;
     });

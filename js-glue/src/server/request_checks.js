@@ -37,23 +37,70 @@ export function flag(raw, name) {
   throw new HttpError('bad_parameter', `${name}=${JSON.stringify(raw.slice(0, 40))}: expected 0 or 1`);
 }
 
+// A decimal number in [lo, hi] (an integer when asked) from a query parameter.
+function numberParameter(raw, name, lo, hi, integer = false) {
+  const value = /^(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(raw) ? Number(raw) : NaN;
+  if (!(value >= lo && value <= hi) || (integer && !Number.isInteger(value))) {
+    throw new HttpError('bad_parameter', `${name}=${JSON.stringify(raw.slice(0, 40))}: expected ${integer ? 'an integer' : 'a number'} from ${lo} to ${hi}`);
+  }
+  return value;
+}
+
+// Query parameter -> LayerNode.forward's approx key, and the range of its value.
+const APPROX_NUMBERS = [
+  ['truncation_threshold', 'truncationThreshold', 0, 1],
+  ['exit_threshold', 'exitThreshold', 0, 3.4e38],
+  ['exit_window', 'exitWindow', 1, 16, true],
+  ['ffn_top_k', 'ffnTopK', 0, 1e9],
+  ['ffn_top_k_threshold', 'ffnTopKThreshold', 0, 1],
+];
+
 /**
  * The approximate modes a forward asks for (docs/approximate.md) from its query parameters:
- * truncated_attention=0|1 and truncation_threshold in [0, 1]; none: the exact engine.
+ * truncated_attention=0|1, truncation_threshold; early_exit=0|1, exit_threshold, exit_window;
+ * ffn_top_k, ffn_top_k_layers=LAYER:K,..., ffn_top_k_threshold. None: the exact engine.
  * @example approxParameters((name) => ({ truncated_attention: '1' })[name]) // { truncatedAttention: true }
  */
 export function approxParameters(query) {
   const approx = {};
   if (flag(query('truncated_attention'), 'truncated_attention')) approx.truncatedAttention = true;
-  const raw = query('truncation_threshold');
-  if (raw !== undefined) {
-    const threshold = /^(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(raw) ? Number(raw) : NaN;
-    if (!(threshold >= 0 && threshold <= 1)) {
-      throw new HttpError('bad_parameter', `truncation_threshold=${JSON.stringify(raw.slice(0, 40))}: expected a number from 0 to 1`);
+  if (flag(query('early_exit'), 'early_exit')) approx.earlyExit = true;
+  for (const [name, key, lo, hi, integer] of APPROX_NUMBERS) {
+    const raw = query(name);
+    if (raw !== undefined) approx[key] = numberParameter(raw, name, lo, hi, integer);
+  }
+  const layers = query('ffn_top_k_layers');
+  if (layers !== undefined) {
+    approx.ffnTopKLayers = {};
+    for (const item of layers.split(',')) {
+      const [layer, k, extra] = item.split(':');
+      if (k === undefined || extra !== undefined) {
+        throw new HttpError('bad_parameter', `ffn_top_k_layers=${JSON.stringify(layers.slice(0, 40))}: expected LAYER:K,LAYER:K...`);
+      }
+      approx.ffnTopKLayers[numberParameter(layer, 'ffn_top_k_layers layer', 0, 1e6, true)] = numberParameter(k, `ffn_top_k_layers K of layer ${layer}`, 0, 1e9);
     }
-    approx.truncationThreshold = threshold;
   }
   return approx;
+}
+
+/**
+ * The early-exit state a forward's last row arrives in, from the x-layerfold-exit-state header
+ * (the previous node's x-layerfold-approx early_exit): null when absent.
+ * @example exitStateHeader('{"exit_layer":-1,"recent_updates":[0.2]}') // { exit_layer: -1, recent_updates: [0.2] }
+ */
+export function exitStateHeader(raw) {
+  if (raw === undefined || raw === null) return null;
+  let state = null;
+  try {
+    state = raw.length <= 4096 ? JSON.parse(raw) : null;
+  } catch {
+    state = null;
+  }
+  if (state === null || typeof state !== 'object' || Array.isArray(state) ||
+      Object.keys(state).some((key) => key !== 'exit_layer' && key !== 'recent_updates')) {
+    throw new HttpError('bad_parameter', `x-layerfold-exit-state ${JSON.stringify(raw.slice(0, 40))}: expected a JSON object {"exit_layer", "recent_updates"}`);
+  }
+  return state;
 }
 
 /**

@@ -1,0 +1,116 @@
+// The approximate modes on the command line (docs/approximate.md): the flags, the options they
+// make for Pipeline.open, and the "approximate: ..." lines validate prints.
+
+/** parseArgs option specs shared by validate, generate and calibrate-exit. */
+export const APPROX_CLI_OPTIONS = {
+  'truncated-attention': { type: 'boolean', default: false },
+  'truncation-threshold': { type: 'string' },
+  'early-exit': { type: 'boolean', default: false },
+  'exit-threshold': { type: 'string' },
+  'exit-window': { type: 'string' },
+  'ffn-top-k': { type: 'string' },
+  'ffn-top-k-layers': { type: 'string' },
+  'ffn-top-k-threshold': { type: 'string' },
+};
+
+export const APPROX_USAGE = `  --truncated-attention [--truncation-threshold T]    approximate modes, each off by default
+  --early-exit --exit-threshold T [--exit-window W]   (docs/approximate.md)
+  --ffn-top-k K [--ffn-top-k-layers L:K,...] [--ffn-top-k-threshold T]   (K: a fraction <= 1, or a count)`;
+
+function number(options, flag, lo, hi, integer = false) {
+  const raw = options[flag];
+  const value = Number(raw);
+  if (raw === '' || !(value >= lo && value <= hi) || (integer && !Number.isInteger(value))) {
+    throw new Error(`--${flag} ${raw}: expected ${integer ? 'an integer' : 'a number'} from ${lo} to ${hi}`);
+  }
+  return value;
+}
+
+// Flags that only mean something with their mode's switch.
+const NEEDS = {
+  'truncation-threshold': 'truncated-attention', 'exit-threshold': 'early-exit', 'exit-window': 'early-exit',
+  'ffn-top-k-threshold': 'ffn-top-k',
+};
+
+/**
+ * The parsed flags -> Pipeline.open's approx ({} when every mode is off).
+ * @example approxFromFlags({ 'early-exit': true, 'exit-threshold': '0.05' }) // { earlyExit: true, exitThreshold: 0.05 }
+ */
+export function approxFromFlags(options) {
+  for (const [flag, mode] of Object.entries(NEEDS)) {
+    const on = mode === 'ffn-top-k' ? options['ffn-top-k'] !== undefined || options['ffn-top-k-layers'] !== undefined : options[mode];
+    if (options[flag] !== undefined && !on) throw new Error(`--${flag} needs --${mode}`);
+  }
+  const approx = {};
+  if (options['truncated-attention']) approx.truncatedAttention = true;
+  if (options['truncation-threshold'] !== undefined) approx.truncationThreshold = number(options, 'truncation-threshold', 0, 1);
+  if (options['early-exit']) {
+    if (options['exit-threshold'] === undefined) throw new Error('--early-exit needs --exit-threshold T (layerfold calibrate-exit finds one)');
+    approx.earlyExit = true;
+    approx.exitThreshold = number(options, 'exit-threshold', 0, 3.4e38);
+  }
+  if (options['exit-window'] !== undefined) approx.exitWindow = number(options, 'exit-window', 1, 16, true);
+  if (options['ffn-top-k'] !== undefined) approx.ffnTopK = number(options, 'ffn-top-k', 0, 1e9);
+  if (options['ffn-top-k-layers'] !== undefined) {
+    approx.ffnTopKLayers = {};
+    for (const item of options['ffn-top-k-layers'].split(',')) {
+      const [layer, k, extra] = item.split(':');
+      if (k === undefined || extra !== undefined || !/^\d+$/.test(layer)) {
+        throw new Error(`--ffn-top-k-layers ${options['ffn-top-k-layers']}: expected LAYER:K,LAYER:K...`);
+      }
+      approx.ffnTopKLayers[layer] = number({ k }, 'k', 0, 1e9);
+    }
+  }
+  if (options['ffn-top-k-threshold'] !== undefined) approx.ffnTopKThreshold = number(options, 'ffn-top-k-threshold', 0, 1);
+  return approx;
+}
+
+/**
+ * What the modes did over every node of a step (Pipeline.step's timings), one summary per mode
+ * that was on.
+ * @example approxSummaries(timings, { earlyExit: true, exitThreshold: 0.05 }, 60) // [{ mode: 'early exit', exitLayer: 41, ... }]
+ */
+export function approxSummaries(timings, approx, nLayer) {
+  const stats = timings.map((t) => t.approx).filter(Boolean);
+  const summaries = [];
+  const sum = (list, key) => list.reduce((total, s) => total + s[key], 0);
+  const attention = stats.map((s) => s.truncated_attention).filter((s) => s.rows > 0);
+  if (attention.length > 0) {
+    const total = sum(attention, 'v_keys_total');
+    summaries.push({
+      mode: 'truncated attention', rows: sum(attention, 'rows'), truncatedRows: sum(attention, 'truncated_rows'),
+      fallbackRows: sum(attention, 'fallback_rows'), vWorkSkipped: total ? 1 - sum(attention, 'v_keys_kept') / total : 0,
+      maxErrorBound: Math.max(...attention.map((s) => s.max_error_bound)),
+    });
+  }
+  const ffn = stats.map((s) => s.ffn_top_k).filter((s) => s.rows > 0);
+  if (ffn.length > 0) {
+    const total = sum(ffn, 'features_total');
+    summaries.push({
+      mode: 'top-K FFN', rows: sum(ffn, 'rows'), fallbackRows: sum(ffn, 'fallback_rows'),
+      featuresSkipped: total ? 1 - sum(ffn, 'features_kept') / total : 0,
+      maxDroppedGateMass: Math.max(...ffn.map((s) => s.max_dropped_gate_mass)),
+    });
+  }
+  const exits = stats.map((s) => s.early_exit);
+  if (approx.earlyExit) {
+    const exitLayer = exits.at(-1)?.exit_layer ?? -1;
+    summaries.push({ mode: 'early exit', exitLayer, layersSkipped: sum(exits, 'layers_skipped'), nLayer });
+  }
+  return summaries;
+}
+
+/** One summary as validate prints it after "approximate: ". */
+export function describeApprox(a) {
+  if (a.mode === 'truncated attention') {
+    return `truncated attention, ${(100 * a.vWorkSkipped).toFixed(0)}% of V work skipped, max bound ${a.maxErrorBound.toPrecision(2)} ` +
+      `(${a.truncatedRows} of ${a.rows} rows truncated, ${a.fallbackRows} ran exactly)`;
+  }
+  if (a.mode === 'top-K FFN') {
+    return `top-K FFN, ${(100 * a.featuresSkipped).toFixed(0)}% of up/down features skipped, max dropped gate mass ` +
+      `${a.maxDroppedGateMass.toPrecision(2)} (${a.rows - a.fallbackRows} of ${a.rows} rows top-K, ${a.fallbackRows} ran dense)`;
+  }
+  return a.exitLayer < 0
+    ? `early exit, the last token ran all ${a.nLayer} layers`
+    : `early exit after layer ${a.exitLayer} of ${a.nLayer} (${a.layersSkipped} layers skipped for the last token)`;
+}
