@@ -89,6 +89,8 @@ export interface ForwardRequest {
   lastOnly?: boolean;
   /** approximate modes for this call (docs/approximate.md); default off: the exact engine */
   approx?: ApproxOptions;
+  /** the early-exit state the last row arrives in: the previous node's approxStats().early_exit */
+  exitState?: ExitState | null;
 }
 
 export interface ApproxOptions {
@@ -96,12 +98,40 @@ export interface ApproxOptions {
   truncatedAttention?: boolean;
   /** a row whose dropped share of the softmax mass exceeds this runs exactly (default 0.15) */
   truncationThreshold?: number;
+  /** the last row stops once its relative updates over exitWindow layers sum below exitThreshold */
+  earlyExit?: boolean;
+  /** 0 never exits; `layerfold calibrate-exit` finds one for a target agreement */
+  exitThreshold?: number;
+  /** layers whose updates are summed, 1 to 16 (default 2) */
+  exitWindow?: number;
+  /** top-K gate FFN: features kept per row, a fraction of n_ff (<= 1) or a count (> 1); 0: off */
+  ffnTopK?: number;
+  /** per-layer K by absolute layer index, over ffnTopK */
+  ffnTopKLayers?: Record<string, number>;
+  /** a row whose dropped share of sum |gelu(gate)| exceeds this runs dense (default 0.1) */
+  ffnTopKThreshold?: number;
+}
+
+export interface ExitState {
+  /** the layer after which the row exited; -1: it has not */
+  exit_layer: number;
+  /** its last relative updates, oldest first */
+  recent_updates: number[];
 }
 
 export interface ApproxStats {
   truncated_attention: {
     rows: number; truncated_rows: number; fallback_rows: number; v_keys_total: number; v_keys_kept: number;
     v_work_skipped: number; max_dropped_mass: number; max_error_bound: number;
+  };
+  ffn_top_k: {
+    rows: number; fallback_rows: number; features_total: number; features_kept: number; features_skipped: number;
+    max_dropped_gate_mass: number;
+  };
+  early_exit: ExitState & {
+    /** the last row's relative update per layer of this node (-1 where it had exited) */
+    row_updates: number[];
+    layers_skipped: number;
   };
 }
 
