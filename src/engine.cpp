@@ -99,6 +99,16 @@ Status convert_rows(const WeightView& W, const float* X, Share rows, uint8_t* Xc
   return Status();
 }
 
+// X rows [0, n_rows) [W.n_in], columns [k0, k1) on block boundaries -> the same columns of the Xc
+// rows: the bytes convert_rows makes there, since every activation type converts block by block.
+Status convert_columns(const WeightView& W, const float* X, int n_rows, int64_t k0, int64_t k1, uint8_t* Xc) {
+  const uint64_t row = activation_row_bytes(W.type, W.n_in), skip = activation_row_bytes(W.type, k0);
+  for (int t = 0; t < n_rows && k0 < k1; ++t) {
+    LF_RETURN_IF_ERROR(convert_activation_row(W.type, X + t * W.n_in + k0, Xc + row * static_cast<uint64_t>(t) + skip, k1 - k0));
+  }
+  return Status();
+}
+
 // The conversion already made for a weight of the same type (attn_q/k/v, gate/up share one).
 bool same_conversion(const WeightView& a, const WeightView& b) { return a.type == b.type && a.n_in == b.n_in; }
 
@@ -121,18 +131,17 @@ class LayerPass {
     sync();
     tap("attn_norm", b_.attn_norm.data(), n_, E_);
     attention_units();
-    sync();
-    tap("q_rope", b_.q.data(), n_act_, l_.q_dim());
-    tap("k_rope", b_.k.data(), n_, l_.kv_dim());
-    tap("v_normed", b_.v.data(), n_, l_.kv_dim());
-    tap("attn_out", b_.attn_out.data(), n_act_, l_.q_dim());
-    check(convert_rows(w_.attn_output, b_.attn_out.data(), my_share(n_act_), b_.xc_o.data()));
-    sync();
-    project_in_units(w_.attn_output, b_.xc_o.data(), plan_.attn);
-    attention_residual();
-    sync();
+    if (s_.debug_hook) {  // the taps need every worker's heads: a barrier only when debugging
+      sync();
+      tap("q_rope", b_.q.data(), n_act_, l_.q_dim());
+      tap("k_rope", b_.k.data(), n_, l_.kv_dim());
+      tap("v_normed", b_.v.data(), n_, l_.kv_dim());
+      tap("attn_out", b_.attn_out.data(), n_act_, l_.q_dim());
+    }
+    project_in_units(w_.attn_output, b_.xc_o.data(), plan_.attn, &LayerPass::attention_residual);
     tap("attn_residual", b_.x1.data(), n_act_, E_);
     const Clock::time_point t1 = Clock::now();
+    if (n_act_ < n_q_ && worker_ == n_workers_ - 1) exited_row_out();
     if (top_k_ > 0) {
       ffn_gate();
       sync();
@@ -142,13 +151,9 @@ class LayerPass {
     } else {
       ffn_units();
     }
-    sync();
-    check(convert_rows(w_.ffn_down, b_.act.data(), my_share(n_act_), b_.xc_down.data()));
-    sync();
-    project_in_units(w_.ffn_down, b_.xc_down.data(), plan_.ffn);
+    project_in_units(w_.ffn_down, b_.xc_down.data(), plan_.ffn, &LayerPass::ffn_residual);
+    if (n_act_ == 0) sync();  // no token block ran: the layer still ends on a barrier
     tap("ffn_out", b_.proj.data(), n_act_, E_);
-    ffn_residual();
-    sync();
     tap("layer_out", x_next_.data(), n_q_, E_);
     if (worker_ == 0) {
       b_.attention_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -272,16 +277,21 @@ class LayerPass {
         }
       }
     }
+    // Only this worker's units read these columns: converted here, without a barrier.
+    check(convert_columns(w_.attn_output, b_.attn_out.data(), n_act_, q0, q1, b_.xc_o.data()));
   }
 
-  // proj [n_q, n_embd] = Σ over units, in unit order, of W[:, unit columns] · Xc[:, unit columns].
-  // The sum runs in the same order whichever worker made each partial, so the bytes do not
-  // depend on the thread count. A unit's columns of W are one contiguous region when W is
-  // unit-major (ModelLoadOptions::relayout_in_place), strided rows otherwise: the same bytes
-  // either way. Partials in blocks of kTokenBlock tokens; reduction split over the n_embd axis.
-  void project_in_units(const WeightView& W, const uint8_t* Xc, const ColumnUnits& units) {
+  // proj [n_q, n_embd] = Σ over units, in unit order, of W[:, unit columns] · Xc[:, unit columns],
+  // then finish_row on each reduced row. The sum runs in the same order whichever worker made
+  // each partial, so the bytes do not depend on the thread count. A unit's columns of W are one
+  // contiguous region when W is unit-major (ModelLoadOptions::relayout_in_place), strided rows
+  // otherwise: the same bytes either way. Each worker's Xc columns are its own units' (converted
+  // by the phase before, without a barrier). Partials in blocks of kTokenBlock tokens; a block's
+  // rows are shared out, each reduced and finished by one worker, so that the residual step
+  // needs no barrier of its own.
+  void project_in_units(const WeightView& W, const uint8_t* Xc, const ColumnUnits& units,
+                        void (LayerPass::*finish_row)(int64_t t)) {
     const Share mine = my_share(units.n_units);
-    const Share cols = my_share(E_);
     const uint64_t xc_row = activation_row_bytes(W.type, W.n_in);
     const size_t slot = static_cast<size_t>(b_.token_block) * E_;
     for (int t0 = 0; t0 < n_act_; t0 += b_.token_block) {
@@ -292,32 +302,30 @@ class LayerPass {
                             xc_row, nb, b_.partial.data() + u * slot, 0, E_);
       }
       sync();
-      for (int t = 0; t < nb; ++t) {
+      const Share rows = my_share(nb);
+      for (int64_t t = rows.begin; t < rows.end; ++t) {
         float* y = row(b_.proj, t0 + t, E_);
         const float* p0 = b_.partial.data() + static_cast<size_t>(t) * E_;
-        for (int64_t j = cols.begin; j < cols.end; ++j) y[j] = p0[j];
+        std::copy(p0, p0 + E_, y);
         for (int u = 1; u < units.n_units; ++u) {
           const float* pu = p0 + u * slot;
-          for (int64_t j = cols.begin; j < cols.end; ++j) y[j] += pu[j];
+          for (int j = 0; j < E_; ++j) y[j] += pu[j];
         }
+        (this->*finish_row)(t0 + t);
       }
       sync();
     }
   }
 
-  // This worker's tokens: x1 = post_attention_norm(proj) + x, then the FFN norm, converted for
-  // gate and up.
-  void attention_residual() {
-    const Share rows = my_share(n_act_);
-    for (int64_t t = rows.begin; t < rows.end; ++t) {
-      float* x1 = row(b_.x1, t, E_);
-      const float* x = row(x_, row0_ + t, E_);
-      rmsnorm(row(b_.proj, t, E_), w_.post_attention_norm.f32(), E_, c_.norm_eps, x1);
-      for (int j = 0; j < E_; ++j) x1[j] += x[j];
-      rmsnorm(x1, w_.ffn_norm.f32(), E_, c_.norm_eps, row(b_.ffn_in, t, E_));
-    }
-    check(convert_rows(w_.ffn_gate, b_.ffn_in.data(), rows, b_.xc_gate.data()));
-    if (!same_conversion(w_.ffn_up, w_.ffn_gate)) check(convert_rows(w_.ffn_up, b_.ffn_in.data(), rows, b_.xc_up.data()));
+  // Token t: x1 = post_attention_norm(proj) + x, then the FFN norm, converted for gate and up.
+  void attention_residual(int64_t t) {
+    float* x1 = row(b_.x1, t, E_);
+    const float* x = row(x_, row0_ + t, E_);
+    rmsnorm(row(b_.proj, t, E_), w_.post_attention_norm.f32(), E_, c_.norm_eps, x1);
+    for (int j = 0; j < E_; ++j) x1[j] += x[j];
+    rmsnorm(x1, w_.ffn_norm.f32(), E_, c_.norm_eps, row(b_.ffn_in, t, E_));
+    check(convert_rows(w_.ffn_gate, b_.ffn_in.data(), Share{t, t + 1}, b_.xc_gate.data()));
+    if (!same_conversion(w_.ffn_up, w_.ffn_gate)) check(convert_rows(w_.ffn_up, b_.ffn_in.data(), Share{t, t + 1}, b_.xc_up.data()));
   }
 
   // The features [f0, f1) of this worker's FFN units (empty when it has none).
@@ -337,6 +345,12 @@ class LayerPass {
     for (int t = 0; t < n_act_; ++t) {
       geglu(row(b_.gate, t, l_.n_ff) + f0, row(b_.up, t, l_.n_ff) + f0, static_cast<int>(f1 - f0), row(b_.act, t, l_.n_ff) + f0);
     }
+    convert_act(f0, f1);
+  }
+
+  // This worker's features of act, converted for ffn_down: only its own units read them.
+  void convert_act(int64_t f0, int64_t f1) {
+    check(convert_columns(w_.ffn_down, b_.act.data(), n_act_, f0, f1, b_.xc_down.data()));
   }
 
   // Top-K FFN, first step: this worker's units' rows of gate -> act [n_q, n_ff] = gelu(gate).
@@ -397,28 +411,32 @@ class LayerPass {
       float* a = row(b_.act, t, n_ff);
       for (int64_t f = f0; f < f1; ++f) a[f] = keep[f] ? a[f] * up[f] : 0.0f;
     }
+    convert_act(f0, f1);
   }
 
-  // This worker's tokens: x_next = post_ffw_norm(proj) + x1, then gemma4's layer_output_scale
-  // on the whole residual stream. An exited row skips straight to the scale: what the full
-  // layer gives when its attention output and FFN add nothing.
-  void ffn_residual() {
-    const Share rows = my_share(n_q_);
-    for (int64_t t = rows.begin; t < rows.end; ++t) {
-      float* y = row(x_next_, t, E_);
-      if (t < n_act_) {
-        const float* x1 = row(b_.x1, t, E_);
-        rmsnorm(row(b_.proj, t, E_), w_.post_ffw_norm.f32(), E_, c_.norm_eps, y);
-        for (int j = 0; j < E_; ++j) y[j] += x1[j];
-      } else {
-        const float* x = row(x_, row0_ + t, E_);
-        std::copy(x, x + E_, y);
-      }
-      if (w_.layer_output_scale.present()) {
-        const float scale = w_.layer_output_scale.f32()[0];
-        for (int j = 0; j < E_; ++j) y[j] *= scale;
-      }
-    }
+  // Token t: x_next = post_ffw_norm(proj) + x1, then gemma4's layer_output_scale on the whole
+  // residual stream.
+  void ffn_residual(int64_t t) {
+    float* y = row(x_next_, t, E_);
+    const float* x1 = row(b_.x1, t, E_);
+    rmsnorm(row(b_.proj, t, E_), w_.post_ffw_norm.f32(), E_, c_.norm_eps, y);
+    for (int j = 0; j < E_; ++j) y[j] += x1[j];
+    apply_output_scale(y);
+  }
+
+  // An exited last row skips straight to the scale: what the full layer gives when its
+  // attention output and FFN add nothing.
+  void exited_row_out() {
+    const float* x = row(x_, n_ - 1, E_);
+    float* y = row(x_next_, n_q_ - 1, E_);
+    std::copy(x, x + E_, y);
+    apply_output_scale(y);
+  }
+
+  void apply_output_scale(float* y) const {
+    if (!w_.layer_output_scale.present()) return;
+    const float scale = w_.layer_output_scale.f32()[0];
+    for (int j = 0; j < E_; ++j) y[j] *= scale;
   }
 
   const Model& m_;
