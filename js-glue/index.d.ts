@@ -78,6 +78,8 @@ export interface LayerNodeOptions {
   memoryBudgetBytes?: number;
   /** rows of the largest forward, for the budget's scratch estimate (default 512) */
   maxTokens?: number;
+  /** 'features': ffn_down feature-major, so the top-K gate FFN reads only the kept features (same bytes out) */
+  ffnDownLayout?: 'units' | 'features';
 }
 
 export interface ForwardRequest {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "layerfold/feature_major.h"
+
 namespace lf {
 namespace {
 
@@ -71,6 +73,14 @@ void relayout_units(const ColumnUnits& units, WeightView* W, std::vector<uint8_t
   W->unit_cols = units.width;
 }
 
+// W [n_out, n_in] in the file's layout -> feature-major, in place through scratch.
+void relayout_features(WeightView* W, std::vector<uint8_t>* scratch) {
+  const uint64_t bytes = static_cast<uint64_t>(W->n_out) * W->row_bytes;
+  scratch->assign(W->data, W->data + bytes);
+  to_feature_major(*W, scratch->data(), const_cast<uint8_t*>(W->data));
+  W->feature_major = true;
+}
+
 }  // namespace
 
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out) {
@@ -109,7 +119,12 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
     std::vector<uint8_t> scratch;
     for (size_t i = 0; i < m.layers.size(); ++i) {
       relayout_units(m.shards[i].attn, &m.layers[i].attn_output, &scratch);
-      relayout_units(m.shards[i].ffn, &m.layers[i].ffn_down, &scratch);
+      WeightView& ffn_down = m.layers[i].ffn_down;
+      if (options.ffn_down_feature_major && can_feature_major(ffn_down)) {
+        relayout_features(&ffn_down, &scratch);
+      } else {
+        relayout_units(m.shards[i].ffn, &ffn_down, &scratch);
+      }
     }
   }
   *out = std::move(m);

@@ -1,4 +1,5 @@
 #include "layerfold/ops.h"
+#include "layerfold/feature_major.h"
 #include "layerfold/kernels.h"
 #include "layerfold/quant.h"
 
@@ -17,6 +18,7 @@ Status convert_activations(const WeightView& W, const float* X, int n_tok, std::
 // W [n_out, n_in] · Xc [n_tok, n_in] (rows x_row bytes apart) -> Y [n_tok, n_out], rows [r0, r1)
 void matmul_rows_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                          int64_t r1) {
+  if (W.feature_major) return gemm_feature_major(W, Xc, x_row, n_tok, Y, r0, r1);
   if (has_gemm_kernel(W.type)) {
     if (vec_dot_type(W.type) == GgmlType::Q8_K) return gemm_q8_K_strided(W, Xc, x_row, n_tok, Y, r0, r1);
     return gemm_q8_0_strided(W, Xc, x_row, n_tok, Y, r0, r1);

@@ -57,6 +57,11 @@ LF_EXPORT(lf_model_load) int lf_model_load(lf_model* model, lf_gguf* gguf, int l
  * byte-identical for every count. In the wasm32-wasi build the pool always has one worker. */
 LF_EXPORT(lf_model_set_threads) int lf_model_set_threads(lf_model* model, int n_threads);
 LF_EXPORT(lf_model_threads) int lf_model_threads(const lf_model* model);
+/* How lf_model_load lays out ffn_down: "units" (default: unit-major, docs/threads.md) or
+ * "features" (feature-major where its type allows: the top-K gate FFN of docs/approximate.md
+ * then reads only the columns of the features it keeps). Before lf_model_load only. The
+ * forward's bytes are the same either way. */
+LF_EXPORT(lf_model_set_ffn_down_layout) int lf_model_set_ffn_down_layout(lf_model* model, const char* layout);
 LF_EXPORT(lf_model_n_embd) int lf_model_n_embd(const lf_model* model);
 LF_EXPORT(lf_model_n_vocab) int lf_model_n_vocab(const lf_model* model);
 LF_EXPORT(lf_model_n_layer) int lf_model_n_layer(const lf_model* model);

@@ -76,6 +76,10 @@ struct ModelLoadOptions {
   // (reference_forward cannot run on such a Model). Needs one tensor's size of extra memory
   // during the load.
   bool relayout_in_place = false;
+  // With relayout_in_place: ffn_down goes feature-major instead (include/layerfold/feature_major.h)
+  // where its type allows, so that the top-K gate FFN (approx.h) reads only the columns of the
+  // features it keeps. The forward's bytes do not change.
+  bool ffn_down_feature_major = false;
 };
 
 // Reads the configuration (load_model_config) and locates every tensor the node needs.

@@ -21,10 +21,15 @@ struct WeightView {
   // [n_out, its columns] is stored contiguously, one unit after another. row() does not apply
   // then; columns() does.
   int64_t unit_cols = 0;
+  // Q4_0 / Q8_0 only, unit_cols 0: the bytes are feature-major (include/layerfold/feature_major.h),
+  // one stripe per 32-column block, in which each input column is one contiguous run over the
+  // rows, so a product with mostly-zero activations reads only the columns it needs. row() does
+  // not apply then; columns() does.
+  bool feature_major = false;
 
   bool present() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const {
-    assert(unit_cols == 0);
+    assert(unit_cols == 0 && !feature_major);
     return data + static_cast<uint64_t>(r) * row_bytes;
   }
   // F32 vectors only (checked at load: type F32 and 4-byte aligned).
@@ -39,11 +44,16 @@ struct WeightView {
 
   // Input columns [k0, k1) of every row, on block boundaries (and inside one unit when
   // unit-major) -> a view of n_out rows of k1 - k0 values: in the file's layout the rows stay
-  // row_bytes apart (strided), unit-major they are the unit's contiguous rows.
+  // row_bytes apart (strided), unit-major they are the unit's contiguous rows, feature-major
+  // they are the stripes of those blocks (still feature-major).
   WeightView columns(int64_t k0, int64_t k1) const {
     WeightView v = *this;
     v.n_in = k1 - k0;
     v.unit_cols = 0;
+    if (feature_major) {  // a stripe holds its block of every row: n_out blocks' bytes
+      v.data = data + static_cast<uint64_t>(n_out) * column_bytes(k0);
+      return v;
+    }
     if (unit_cols == 0) {
       v.data = data + column_bytes(k0);
       return v;

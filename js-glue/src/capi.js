@@ -7,7 +7,7 @@ const EXPORTS = [
   'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version', 'lf_kernel_isa',
   'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
   'lf_node_tensors_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
-  'lf_model_set_threads', 'lf_model_threads',
+  'lf_model_set_threads', 'lf_model_threads', 'lf_model_set_ffn_down_layout',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
   'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_layer_ms',
   'lf_session_phase_ms', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',

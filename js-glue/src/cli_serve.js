@@ -7,7 +7,7 @@ import { serve } from './server/node_host.js';
 const ENV = {
   model: 'MODEL_URL', layers: 'LAYERS', threads: 'THREADS', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
   'max-sessions': 'MAX_SESSIONS', 'max-kv-bytes': 'MAX_KV_BYTES', 'max-context': 'MAX_CONTEXT', 'max-tokens': 'MAX_TOKENS',
-  'max-queue': 'MAX_QUEUE', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS',
+  'max-queue': 'MAX_QUEUE', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
 };
 
 export const SERVE_OPTIONS = Object.fromEntries(Object.keys(ENV).map((name) => [name, { type: 'string' }]));
@@ -17,6 +17,12 @@ function integer(text, name, min) {
   const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
   if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} / ${ENV[name]}: "${text}" is not an integer ≥ ${min}`);
   return value;
+}
+
+// units (default) or features: how ffn_down is laid out (docs/approximate.md, top-K gate FFN).
+function ffnDownLayout(text) {
+  if (text === undefined || text === 'units' || text === 'features') return text;
+  throw new Error(`--ffn-down-layout / FFN_DOWN_LAYOUT: "${text}" is not units or features`);
 }
 
 /**
@@ -51,6 +57,7 @@ export function serveConfig(values, env) {
     maxTokens: integer(get('max-tokens'), 'max-tokens', 1),
     maxQueue: integer(get('max-queue'), 'max-queue', 0),
     shutdownTimeoutMs: integer(get('shutdown-timeout-ms'), 'shutdown-timeout-ms', 0),
+    ffnDownLayout: ffnDownLayout(get('ffn-down-layout')),
     // The token comes from the environment only: a command line shows in `ps`.
     authToken: env.AUTH_TOKEN || undefined,
   };

@@ -21,14 +21,16 @@ export class LayerNode {
    * will hold (memory_budget.js: weights, one session's KV cache at maxContext, the scratch of a
    * forward of maxTokens tokens) and throws 'over_budget' naming the bytes needed and available
    * before reading any tensor; unless given, maxKvBytes is then what the budget leaves for KV.
+   * ffnDownLayout 'features' lays ffn_down out feature-major (docs/approximate.md: the top-K
+   * gate FFN then reads only the kept features' columns; the bytes out are the same).
    * @param {{lf: object, source: object, name?: string, layers?: [number, number], maxContext?: number,
    *          withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
-   *          memoryBudgetBytes?: number, maxTokens?: number}} options
+   *          memoryBudgetBytes?: number, maxTokens?: number, ffnDownLayout?: 'units'|'features'}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */
   static async open({ lf, source, name = source.name, layers, maxContext = 0, withTokenizer = false,
-    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512 }) {
+    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, ffnDownLayout = 'units' }) {
     let node;
     try {
       let gguf = 0;
@@ -41,7 +43,7 @@ export class LayerNode {
         node.model = name;
         const names = node.#tensorNames(gguf);
         if (memoryBudgetBytes !== undefined) node.#reserve(names, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
-        await node.#load(source, gguf, names, withTokenizer);
+        await node.#load(source, gguf, names, withTokenizer, ffnDownLayout);
         return node;
       } finally {
         if (gguf) lf.fn.lf_gguf_free(gguf);
@@ -97,11 +99,18 @@ export class LayerNode {
   }
 
   // Places the node's tensors in WASM memory straight from the source, then loads the model.
-  async #load(source, gguf, names, withTokenizer) {
+  async #load(source, gguf, names, withTokenizer, ffnDownLayout) {
     const lf = this.#lf;
     const byName = new Map(this.#header.tensors.map((t) => [t.name, t]));
     this.#model = lf.fn.lf_model_create();
     if (!lf.fn.lf_model_set_threads(this.#model, lf.threads)) throw lf.lastError();
+    const layout = this.#cString(ffnDownLayout);
+    try {
+      if (!lf.fn.lf_model_set_ffn_down_layout(this.#model, layout)) throw lf.lastError();
+    } finally {
+      lf.free(layout);
+    }
+    this.ffnDownLayout = ffnDownLayout;
     this.bytesLoaded = 0;
     for (const name of names) {
       const info = byName.get(name);

@@ -77,6 +77,8 @@ export class Pipeline {
           ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
             model, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions,
+            // The top-K FFN reads only the kept features' columns of a feature-major ffn_down.
+            ffnDownLayout: approx.ffnTopK > 0 || approx.ffnTopKLayers ? 'features' : 'units',
             onProgress: onProgress && ((progress) => onProgress(progress, i)),
           }));
       }

@@ -26,6 +26,7 @@ struct lf_model {
   lf::Model model;
   bool loaded = false;
   int n_threads = 1;
+  bool ffn_down_feature_major = false;
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
 };
 
@@ -212,6 +213,7 @@ int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end
   // The host (js-glue) places every tensor in memory of its own for this model alone, so the
   // column-sliced projections may be rewritten unit-major where they lie.
   options.relayout_in_place = true;
+  options.ffn_down_feature_major = model->ffn_down_feature_major;
   auto locate = [model](const lf::GgufTensorInfo& info) -> const uint8_t* {
     auto it = model->placed.find(info.name);
     return it == model->placed.end() ? nullptr : it->second;
@@ -231,6 +233,18 @@ int lf_model_set_threads(lf_model* model, int n_threads) {
     return 1;
   }
   return lf::capi::record(lf::set_threads(&model->model, n_threads));
+}
+
+int lf_model_set_ffn_down_layout(lf_model* model, const char* layout) {
+  if (model->loaded) {
+    return lf::capi::record(Status(Code::failed_precondition, "the ffn_down layout is chosen before lf_model_load"));
+  }
+  const std::string name = layout == nullptr ? "" : layout;
+  if (name != "units" && name != "features") {
+    return lf::capi::record(Status(Code::invalid_argument, "ffn_down layout \"" + name + "\": expected units or features"));
+  }
+  model->ffn_down_feature_major = name == "features";
+  return 1;
 }
 
 int lf_model_threads(const lf_model* model) {

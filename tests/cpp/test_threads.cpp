@@ -179,8 +179,11 @@ Status build_odd_model(FixtureModel* out) {
 }
 
 // Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order.
-// relayout: attn_output and ffn_down unit-major, in a private copy of the file's bytes.
-std::vector<float> trace(const FixtureModel& file, int n_threads, bool relayout = false) {
+// The weights' layout: the file's; attn_output and ffn_down unit-major; or ffn_down feature-major
+// where its type allows (the last two in a private copy of the file's bytes).
+enum class Layout { file, unit_major, feature_major };
+
+std::vector<float> trace(const FixtureModel& file, int n_threads, Layout layout = Layout::file) {
   const FixtureModel f = file;
   Model m;
   lf::ModelLoadOptions options;
@@ -190,7 +193,8 @@ std::vector<float> trace(const FixtureModel& file, int n_threads, bool relayout 
   options.with_embedding = true;
   options.with_head = true;
   options.n_threads = n_threads;
-  options.relayout_in_place = relayout;
+  options.relayout_in_place = layout != Layout::file;
+  options.ffn_down_feature_major = layout == Layout::feature_major;
   require_ok(lf::load_model(f.file, f.locator(), options, &m));
   const int E = config.n_embd, n_prompt = 11;
   std::vector<int32_t> tokens;
@@ -225,9 +229,9 @@ void require_same_bytes_for_all_counts(const FixtureModel& f) {
   const std::vector<float> one = trace(f, 1);
   for (float v : one) REQUIRE(std::isfinite(v));
   for (int n : kThreadCounts) {
-    for (bool relayout : {false, true}) {
-      INFO("threads " << n << (relayout ? ", unit-major weights" : ""));
-      const std::vector<float> other = trace(f, n, relayout);
+    for (Layout layout : {Layout::file, Layout::unit_major, Layout::feature_major}) {
+      INFO("threads " << n << ", layout " << static_cast<int>(layout));
+      const std::vector<float> other = trace(f, n, layout);
       REQUIRE(other.size() == one.size());
       REQUIRE(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
     }

@@ -53,11 +53,16 @@ struct Run {
 
 constexpr int kPrompt = 24;
 
-Run run(const FixtureModel& f, const ApproxOptions& approx, int n_threads) {
+// feature_major: ffn_down laid out feature-major, in a private copy of the file's bytes.
+Run run(const FixtureModel& file, const ApproxOptions& approx, int n_threads, bool feature_major = false) {
+  const FixtureModel f = file;
   lf::Model m;
   lf::ModelLoadOptions o{{0, lf::test::kFixtureLayers}, true, true};
   o.n_threads = n_threads;
+  o.relayout_in_place = feature_major;
+  o.ffn_down_feature_major = feature_major;
   REQUIRE(lf::load_model(f.file, f.locator(), o, &m).ok());
+  REQUIRE(m.layer(0).ffn_down.feature_major == (feature_major && f.file.tensor("blk.0.ffn_down.weight")->type == lf::GgmlType::Q8_0));
   lf::Session s;
   REQUIRE(lf::Session::create(m, lf::SessionOptions{}, &s).ok());
   s.approx = approx;
@@ -167,12 +172,14 @@ TEST_CASE("top-K FFN: the error falls as K grows, and the output is the same for
   REQUIRE(half.prompt_stats.ffn_features_skipped() == Approx(0.5));
   REQUIRE(half.prompt_stats.max_dropped_gate_mass > 0.0);
   REQUIRE(half.prompt_stats.max_dropped_gate_mass < 0.5);  // the dropped half is the smaller half
-  for (int threads : {2, 3}) {
-    INFO("threads " << threads);
-    const Run r = run(f, top_k(0.5f), threads);
-    REQUIRE(same_bytes(r.out, half.out));
-    REQUIRE(r.prompt_stats.ffn_features_kept == half.prompt_stats.ffn_features_kept);
-    REQUIRE(r.prompt_stats.max_dropped_gate_mass == half.prompt_stats.max_dropped_gate_mass);
+  for (int threads : {1, 2, 3}) {
+    for (bool feature_major : {false, true}) {
+      INFO("threads " << threads << (feature_major ? ", ffn_down feature-major" : ""));
+      const Run r = run(f, top_k(0.5f), threads, feature_major);
+      REQUIRE(same_bytes(r.out, half.out));
+      REQUIRE(r.prompt_stats.ffn_features_kept == half.prompt_stats.ffn_features_kept);
+      REQUIRE(r.prompt_stats.max_dropped_gate_mass == half.prompt_stats.max_dropped_gate_mass);
+    }
   }
 }
 

@@ -30,15 +30,15 @@ function listen(server, port, host) {
  * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single',
  *          port?: number, host?: string, cacheDir?: string, maxSessions?: number, maxKvBytes?: number,
  *          maxContext?: number, maxTokens?: number, maxQueue?: number, authToken?: string,
- *          shutdownTimeoutMs?: number, log?: (severity: string, message: string, fields?: object) => void}} options
+ *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', log?: (severity: string, message: string, fields?: object) => void}} options
  * @example
  * const node = await serve({ model: 'r2://models/gemma-4-31B-q4_0.gguf', layers: [0, 6], port: 8080, authToken: process.env.AUTH_TOKEN });
  * process.once('SIGTERM', async () => process.exit((await node.shutdown()) === 0 ? 0 : 1));
  */
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
-  maxContext = 0, maxTokens = 2048, maxQueue = 16, authToken, shutdownTimeoutMs = 10_000, log = jsonLog() }) {
+  maxContext = 0, maxTokens = 2048, maxQueue = 16, authToken, shutdownTimeoutMs = 10_000, ffnDownLayout, log = jsonLog() }) {
   log('INFO', 'starting', {
-    config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, authToken, shutdownTimeoutMs }),
+    config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, authToken, shutdownTimeoutMs, ffnDownLayout }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
   const state = new NodeState();
@@ -67,7 +67,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   const t0 = performance.now();
   let lastLog = -Infinity;
   const loaded = LayerNode.open({
-    model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext,
+    model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, ffnDownLayout,
     onProgress: (progress) => {
       state.onProgress(progress);
       if (performance.now() - lastLog < PROGRESS_LOG_MS) return;
