@@ -131,9 +131,11 @@ export class Pipeline {
    */
   async step(session, tokens) {
     const state = this.#session(session);
-    state.nodes[0].inputs.push(Array.from(tokens));
-    state.nodes[0].exits.push(null);
-    state.nodes[0].available += tokens.length;
+    if (tokens.length > 0) {
+      state.nodes[0].inputs.push(Array.from(tokens));
+      state.nodes[0].exits.push(null);
+      state.nodes[0].available += tokens.length;
+    }
     const timings = [];
     const embed = { ms: 0 };
     let hidden = null;
