@@ -12,6 +12,14 @@
 // reference's. Splitting the integers from the floats keeps the integer kernel free of
 // accumulators (all registers for weights) and lets one ISA-specific piece be swapped: the
 // relaxed-SIMD build (LF_RELAXED_SIMD) takes Q4_0's integer sums from kernel_q4_0_relaxed.wat.
+//
+// Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
+// the activations are split once per call into int16 even / odd elements (SplitBlock); two row
+// strips (8 rows in flight) run side by side through all their blocks once; each weight block is
+// split by shifts and masks inside 16-bit lanes (no widening; Q4_0's nibbles stay unsigned and
+// the 8·Σa they overcount is subtracted once per block); each block's integer sums go straight
+// into the f32 step. The relaxed-SIMD build's one-token Q4_0 GEMV is the .wat's, same steps
+// with its i7 dot products.
 #include <algorithm>
 #include <cassert>
 #include <vector>
@@ -26,6 +34,11 @@
 extern "C" void lf_q4_0_block_sums_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2,
                                            const uint8_t* w3, const uint8_t* x, uint32_t x_row, int32_t n_tok,
                                            int32_t n_blocks, int32_t* sums);
+// W rows w0..w7 (Q4_0, n_blocks blocks) · x (Q8_0, n_blocks blocks; scales dy [n_blocks] as f32)
+// -> acc [8], each row's f32 sum formed as vec_dot_ref forms it. src/kernel_q4_0_relaxed.wat.
+extern "C" void lf_q4_0_gemv_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2, const uint8_t* w3,
+                                     const uint8_t* w4, const uint8_t* w5, const uint8_t* w6, const uint8_t* w7,
+                                     const uint8_t* x, const float* dy, int32_t n_blocks, float* acc);
 #endif
 
 namespace lf {
@@ -38,6 +51,8 @@ constexpr int kTileTokens = 16;   // tokens sharing one unpacked weight block
 constexpr int64_t kRunBlocks = 16;  // blocks per integer pass: sums [16][16][4] stay in L1
 constexpr int64_t kChunkActivationBytes = 192 * 1024;  // within L2 alongside a strip of weights
 constexpr int64_t kMinChunkBlocks = 16;
+constexpr int kGemvMaxTokens = 2;  // up to here the GEMV path beats the tiles (kernels-bench)
+constexpr int kGemvStrips = 2;     // row strips streamed side by side by the GEMV
 
 // One block of 32 weights as int16 [4][8] in element order.
 struct WeightBlock {
@@ -51,15 +66,25 @@ void widen_32(I8x16 lo, I8x16 hi, I16x8 q[4]) {
   q[3] = widen_hi(hi);
 }
 
+// int8 [32] -> int16 [4][8] in the GEMV's element order: 0,2..14 | 1,3..15 | 16,18..30 | 17,19..31
+void split_32(const int8_t* q, I16x8 out[4]) {
+  bytes_even_odd(load_i8x16(q), &out[0], &out[1]);
+  bytes_even_odd(load_i8x16(q + 16), &out[2], &out[3]);
+}
+
 // The two weight formats: how a block unpacks and how its integer sum joins the f32 sum,
 // associated exactly as in vec_dot_ref.
+// unpack_split gives the GEMV's element order (nibbles_even_odd); kOffset: its Q4_0 weights
+// are the unsigned nibbles q = w + 8, so its block sums exceed the true ones by 8·Σa.
 struct Q4_0 {
   using Block = block_q4_0;
   [[maybe_unused]] static constexpr bool kRelaxed = LF_RELAXED_SIMD;
+  static constexpr bool kOffset = true;
   static void unpack(const Block& b, WeightBlock* w) {
     const I8x16 packed = load_i8x16(b.qs);
     widen_32(low_nibbles_minus_8(packed), high_nibbles_minus_8(packed), w->q);  // elements 0-15, 16-31
   }
+  static void unpack_split(const Block& b, WeightBlock* w) { nibbles_even_odd(load_i8x16(b.qs), w->q); }
   // acc + (sumi·dw)·dy
   static F32x4 accumulate(F32x4 acc, F32x4 sumi, F32x4 dw, F32x4 dy) { return add(acc, mul(mul(sumi, dw), dy)); }
 };
@@ -67,9 +92,11 @@ struct Q4_0 {
 struct Q8_0 {
   using Block = block_q8_0;
   [[maybe_unused]] static constexpr bool kRelaxed = false;  // its weights use all 8 bits: no i7 operand
+  static constexpr bool kOffset = false;
   static void unpack(const Block& b, WeightBlock* w) {
     widen_32(load_i8x16(b.qs), load_i8x16(b.qs + 16), w->q);
   }
+  static void unpack_split(const Block& b, WeightBlock* w) { split_32(b.qs, w->q); }
   // acc + sumi·(dw·dy)
   static F32x4 accumulate(F32x4 acc, F32x4 sumi, F32x4 dw, F32x4 dy) { return add(acc, mul(sumi, mul(dw, dy))); }
 };
@@ -82,6 +109,12 @@ F32x4 scales_to_f32(const uint16_t h[kLanes]) {
     return make(fp16_to_fp32(h[0]), fp16_to_fp32(h[1]), fp16_to_fp32(h[2]), fp16_to_fp32(h[3]));
   }
   return finite_halves_to_f32(make_i32(h[0], h[1], h[2], h[3]));
+}
+
+// The f16 scales of block b of 4 rows -> f32 lanes, as fp16_to_fp32 converts each
+template <typename Block>
+F32x4 block_scales(const Block* const rows[kLanes], int64_t b) {
+  return halves_to_f32(load_halves(&rows[0][b].d, &rows[1][b].d, &rows[2][b].d, &rows[3][b].d));
 }
 
 // w [32] · a [32] -> 4 partial sums whose total is the exact block product
@@ -109,6 +142,14 @@ struct Strip {
   const uint8_t* rows[kLanes];
   int n_rows;
 };
+
+// The strip of W's rows from r, cut at r1
+Strip strip_at(const WeightView& W, int64_t r, int64_t r1) {
+  Strip s{};
+  s.n_rows = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
+  for (int i = 0; i < kLanes; ++i) s.rows[i] = W.row(r + std::min(i, s.n_rows - 1));
+  return s;
+}
 
 // Activations of a token tile: Q8_0 rows and their scales dy [n_tok, n_blocks] as f32.
 struct Tokens {
@@ -170,6 +211,100 @@ void gemm_tile(const Strip& s, const Tokens& t, int64_t b_begin, int64_t b_end, 
   for (int j = 0; j < t.n; ++j) store_lanes(y + j * y_stride, s.n_rows, acc[j]);
 }
 
+// One Q8_0 activation block as the GEMV takes it: its quants split as split_32 does, and the
+// 8·Σa that Q4_0's unsigned nibbles overcount, in every lane.
+struct SplitBlock {
+  I16x8 a[4];
+  I32x4 offset;
+};
+
+SplitBlock split_block(const block_q8_0& x) {
+  SplitBlock s;
+  split_32(x.qs, s.a);
+  int32_t sum = 0;
+  for (const int8_t q : x.qs) sum += q;
+  s.offset = make_i32(8 * sum, 8 * sum, 8 * sum, 8 * sum);
+  return s;
+}
+
+// W strips [kStrips][4 rows, n_blocks] · X [kTokens, n_blocks] (split, scales dy [kTokens,
+// n_blocks]) -> acc [kStrips][kTokens] (4 rows each). Each weight block is read and split once for
+// all tokens, and its f32 step follows at once, block after block as in the reference; several
+// strips keep more rows in flight and share each block's activations and constants.
+template <typename Format, int kStrips, int kTokens>
+void gemv_strips(const Strip* s, const SplitBlock* x, const float* dy, int64_t n_blocks, F32x4 acc[][kTokens]) {
+  using Block = typename Format::Block;
+  const Block* rows[kStrips][kLanes];
+  for (int k = 0; k < kStrips; ++k) {
+    for (int i = 0; i < kLanes; ++i) rows[k][i] = reinterpret_cast<const Block*>(s[k].rows[i]);
+    for (int j = 0; j < kTokens; ++j) acc[k][j] = splat(0.0f);
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int k = 0; k < kStrips; ++k) {
+      I32x4 d[kTokens][kLanes];
+      for (int i = 0; i < kLanes; ++i) {
+        WeightBlock w;
+        Format::unpack_split(rows[k][i][b], &w);
+        for (int j = 0; j < kTokens; ++j) d[j][i] = block_dot(w, x[j * n_blocks + b].a);
+      }
+      const F32x4 dw = block_scales(rows[k], b);
+      for (int j = 0; j < kTokens; ++j) {
+        I32x4 sumi = sum_each(d[j][0], d[j][1], d[j][2], d[j][3]);
+        if constexpr (Format::kOffset) sumi = sub(sumi, x[j * n_blocks + b].offset);
+        acc[k][j] = Format::accumulate(acc[k][j], to_f32(sumi), dw, splat(dy[j * n_blocks + b]));
+      }
+    }
+  }
+}
+
+// W [n_out, n_blocks blocks] rows [r0, r1) · Xc [kTokens] (Q8_0, scales dy [kTokens, n_blocks])
+// -> Y [kTokens, n_out]
+template <typename Format, int kTokens>
+void gemv(const WeightView& W, const uint8_t* Xc, uint64_t x_row, const float* dy, int64_t n_blocks, float* Y,
+          int64_t r0, int64_t r1) {
+#if LF_RELAXED_SIMD
+  if constexpr (Format::kRelaxed && kTokens == 1) {
+    for (int64_t r = r0; r < r1; r += 2 * kLanes) {
+      const Strip s[2] = {strip_at(W, r, r1), strip_at(W, std::min(r + kLanes, r1 - 1), r1)};
+      alignas(16) float acc[2 * kLanes];
+      lf_q4_0_gemv_relaxed(s[0].rows[0], s[0].rows[1], s[0].rows[2], s[0].rows[3], s[1].rows[0], s[1].rows[1],
+                           s[1].rows[2], s[1].rows[3], Xc, dy, static_cast<int32_t>(n_blocks), acc);
+      std::copy(acc, acc + std::min<int64_t>(2 * kLanes, r1 - r), Y + r);
+    }
+    return;
+  }
+#endif
+  std::vector<SplitBlock> x(static_cast<size_t>(kTokens * n_blocks));
+  for (int j = 0; j < kTokens; ++j) {
+    const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
+    for (int64_t b = 0; b < n_blocks; ++b) x[static_cast<size_t>(j * n_blocks + b)] = split_block(xb[b]);
+  }
+  int64_t r = r0;
+  for (; r + kGemvStrips * kLanes <= r1; r += kGemvStrips * kLanes) {
+    Strip s[kGemvStrips];
+    for (int k = 0; k < kGemvStrips; ++k) s[k] = strip_at(W, r + k * kLanes, r1);
+    F32x4 acc[kGemvStrips][kTokens];
+    gemv_strips<Format, kGemvStrips, kTokens>(s, x.data(), dy, n_blocks, acc);
+    for (int k = 0; k < kGemvStrips; ++k) {
+      for (int j = 0; j < kTokens; ++j) store_lanes(Y + j * W.n_out + r + k * kLanes, kLanes, acc[k][j]);
+    }
+  }
+  for (; r < r1; r += kLanes) {
+    const Strip s = strip_at(W, r, r1);
+    F32x4 acc[1][kTokens];
+    gemv_strips<Format, 1, kTokens>(&s, x.data(), dy, n_blocks, acc);
+    for (int j = 0; j < kTokens; ++j) store_lanes(Y + j * W.n_out + r, s.n_rows, acc[0][j]);
+  }
+}
+
+// gemv<Format, n_tok> for n_tok in [kTokens, kGemvMaxTokens]
+template <typename Format, int kTokens = 1>
+void gemv_n(int n_tok, const WeightView& W, const uint8_t* Xc, uint64_t x_row, const float* dy, int64_t n_blocks,
+            float* Y, int64_t r0, int64_t r1) {
+  if (n_tok == kTokens) return gemv<Format, kTokens>(W, Xc, x_row, dy, n_blocks, Y, r0, r1);
+  if constexpr (kTokens < kGemvMaxTokens) gemv_n<Format, kTokens + 1>(n_tok, W, Xc, x_row, dy, n_blocks, Y, r0, r1);
+}
+
 // W [n_out, n_in] rows [r0, r1) · Xc (Q8_0 rows x_row bytes apart, from W's column 0) -> Y [n_tok, n_out]
 template <typename Format>
 void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0, int64_t r1) {
@@ -185,13 +320,12 @@ void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, flo
     const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
     for (int64_t b = 0; b < n_blocks; ++b) dy[j * n_blocks + b] = fp16_to_fp32(xb[b].d);
   }
+  if (n_tok <= kGemvMaxTokens) return gemv_n<Format>(n_tok, W, Xc, x_row, dy.data(), n_blocks, Y, r0, r1);
   const int64_t chunk = std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_tok} * int64_t{sizeof(block_q8_0)}));
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
     for (int64_t r = r0; r < r1; r += kLanes) {
-      Strip s{};
-      s.n_rows = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
-      for (int i = 0; i < kLanes; ++i) s.rows[i] = W.row(r + std::min(i, s.n_rows - 1));
+      const Strip s = strip_at(W, r, r1);
       for (int j0 = 0; j0 < n_tok; j0 += kTileTokens) {
         const Tokens t{Xc + x_row * static_cast<uint64_t>(j0), x_row, dy.data() + j0 * n_blocks, n_blocks,
                        std::min(kTileTokens, n_tok - j0)};

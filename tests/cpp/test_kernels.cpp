@@ -16,6 +16,7 @@
 #include "layerfold/ops.h"
 #include "layerfold/quant.h"
 #include "quant_test_data.h"
+#include "../../src/kernel_simd.h"  // the read-bandwidth probe uses the kernels' vectors
 
 namespace {
 
@@ -229,11 +230,14 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
         std::memcpy(&xc[b], &d, sizeof d);
         std::memset(&xc[b + 2], static_cast<uint8_t>(q), sizeof(lf::block_q8_0) - 2);
       }
-      check_exact(W.view, xc, 3, 0, 6, 0, 256);
-      std::vector<float> y(18);
-      lf::matmul_rows(W.view, xc.data(), 3, y.data(), 0, 6, 0, 256);
-      const float per_block = (q4 ? -8.0f : -128.0f) * q * 32.0f;  // exact in f32
-      CHECK(y[0] == per_block * 8.0f);
+      for (const int n_tok : {1, 2, 3}) {  // the GEMV path and the tiles
+        check_exact(W.view, xc, n_tok, 0, 6, 0, 256);
+        std::vector<float> y(static_cast<size_t>(6 * n_tok));
+        lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 6, 0, 256);
+        const float per_block = (q4 ? -8.0f : -128.0f) * q * 32.0f;  // exact in f32
+        CHECK(y[0] == per_block * 8.0f);
+        CHECK(y[static_cast<size_t>(6 * n_tok - 1)] == per_block * 8.0f);
+      }
     }
   }
 }
@@ -307,59 +311,92 @@ TEST_CASE("kernels: many tokens split the columns into cache chunks without chan
   }
 }
 
-TEST_CASE("kernels: every finite f16 weight scale converts as fp16_to_fp32 does", "[kernels]") {
-  // One Q8_0 block per row, quants (1, 0, ...) and the row's scale h: the output is f32(h)·1.
-  std::vector<lf::block_q8_0> rows;
-  for (uint32_t h = 0; h < 0x10000u; ++h) {
-    if ((h & 0x7C00u) == 0x7C00u) continue;  // infinities and NaNs are no scales
-    lf::block_q8_0 b{};
-    b.d = static_cast<uint16_t>(h);
-    b.qs[0] = 1;
-    rows.push_back(b);
+// W [n_scales, 32] of `type`: one block per row, scale h[r] and quants (1, 0, ..., 0).
+Matrix unit_rows(lf::GgmlType type, const std::vector<uint16_t>& h) {
+  const bool q4 = type == lf::GgmlType::Q4_0;
+  const size_t block = q4 ? sizeof(lf::block_q4_0) : sizeof(lf::block_q8_0);
+  Matrix m;
+  m.bytes.assign(block * h.size(), q4 ? 0x88 : 0);  // q4: nibbles 8, i.e. weights 0
+  for (size_t r = 0; r < h.size(); ++r) {
+    std::memcpy(&m.bytes[block * r], &h[r], sizeof(uint16_t));
+    m.bytes[block * r + 2] = q4 ? 0x89 : 1;  // element 0 is 1 (Q4_0: low nibble 9)
   }
-  lf::WeightView W;
-  W.type = lf::GgmlType::Q8_0;
-  W.n_in = 32;
-  W.n_out = static_cast<int64_t>(rows.size());
-  W.data = reinterpret_cast<const uint8_t*>(rows.data());
-  W.row_bytes = sizeof(lf::block_q8_0);
-  std::vector<float> x(32, 0.0f);
-  x[0] = 127.0f;  // quantizes to q 127 with d = 1
-  std::vector<uint8_t> xc;
-  REQUIRE(lf::convert_activations(W, x.data(), 1, &xc).ok());
-  check_exact(W, xc, 1, 0, W.n_out, 0, 32);
-  std::vector<float> y(rows.size());
-  lf::matmul_rows(W, xc.data(), 1, y.data(), 0, W.n_out, 0, 32);
-  CHECK(y[0x3C00] == 127.0f);  // h = 1.0
+  describe(&m, type, 32, static_cast<int64_t>(h.size()), block);
+  return m;
 }
 
-TEST_CASE("kernels: an infinite weight scale gives infinities in its row only", "[kernels]") {
-  const uint16_t scales[5] = {0x3C00, 0x7C00, 0xFC00, 0x4000, 0x3800};  // 1, +inf, -inf, 2, 0.5
-  std::vector<lf::block_q8_0> rows(5);
-  for (int r = 0; r < 5; ++r) {
-    rows[static_cast<size_t>(r)].d = scales[r];
-    rows[static_cast<size_t>(r)].qs[0] = 1;
-  }
-  lf::WeightView W;
-  W.type = lf::GgmlType::Q8_0;
-  W.n_in = 32;
-  W.n_out = 5;
-  W.data = reinterpret_cast<const uint8_t*>(rows.data());
-  W.row_bytes = sizeof(lf::block_q8_0);
-  std::vector<float> x(32, 0.0f);
-  x[0] = 127.0f;
+// n_tok activation rows with element 0 = 127 (q 127, d = 1), the rest 0.
+std::vector<uint8_t> unit_activations(const lf::WeightView& W, int n_tok) {
+  std::vector<float> x(static_cast<size_t>(32 * n_tok), 0.0f);
+  for (int t = 0; t < n_tok; ++t) x[static_cast<size_t>(32 * t)] = 127.0f;
   std::vector<uint8_t> xc;
-  REQUIRE(lf::convert_activations(W, x.data(), 1, &xc).ok());
-  check_exact(W, xc, 1, 0, 5, 0, 32);
-  std::vector<float> y(5);
-  lf::matmul_rows(W, xc.data(), 1, y.data(), 0, 5, 0, 32);
-  CHECK(y[0] == 127.0f);
-  CHECK(std::isinf(y[1]));
-  CHECK(y[1] > 0);
-  CHECK(std::isinf(y[2]));
-  CHECK(y[2] < 0);
-  CHECK(y[3] == 254.0f);
-  CHECK(y[4] == 63.5f);
+  REQUIRE(lf::convert_activations(W, x.data(), n_tok, &xc).ok());
+  return xc;
+}
+
+TEST_CASE("kernels: every finite f16 weight scale converts as fp16_to_fp32 does", "[kernels]") {
+  // One block per row with the row's scale h and quants (1, 0, ...): the output is f32(h)·127.
+  std::vector<uint16_t> scales;
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    if ((h & 0x7C00u) != 0x7C00u) scales.push_back(static_cast<uint16_t>(h));  // infinities and NaNs are no scales
+  }
+  for (const lf::GgmlType type : kTypes) {
+    const Matrix W = unit_rows(type, scales);
+    for (const int n_tok : {1, 2, 5}) {  // the GEMV path and the tiles
+      const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
+      check_exact(W.view, xc, n_tok, 0, W.view.n_out, 0, 32);
+      std::vector<float> y(scales.size() * static_cast<size_t>(n_tok));
+      lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, W.view.n_out, 0, 32);
+      CHECK(y[0x3C00] == 127.0f);  // h = 1.0
+      CHECK(y[0x0001] == 127.0f * 0x1p-24f);  // the smallest subnormal
+    }
+  }
+}
+
+TEST_CASE("kernels: infinite and NaN weight scales give infinities and NaNs in their rows only", "[kernels]") {
+  const std::vector<uint16_t> scales = {0x3C00, 0x7C00, 0xFC00, 0x4000, 0x3800, 0x7E01};  // 1, +inf, -inf, 2, 0.5, NaN
+  for (const lf::GgmlType type : kTypes) {
+    const Matrix W = unit_rows(type, scales);
+    for (const int n_tok : {1, 2, 3, 5}) {  // the GEMV path and the tiles
+      INFO("n_tok " << n_tok);
+      const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
+      check_exact(W.view, xc, n_tok, 0, 6, 0, 32);
+      std::vector<float> y(static_cast<size_t>(6 * n_tok));
+      lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 6, 0, 32);
+      for (int t = 0; t < n_tok; ++t) {
+        const float* yt = y.data() + 6 * t;
+        CHECK(yt[0] == 127.0f);
+        CHECK(std::isinf(yt[1]));
+        CHECK(yt[1] > 0);
+        CHECK(std::isinf(yt[2]));
+        CHECK(yt[2] < 0);
+        CHECK(yt[3] == 254.0f);
+        CHECK(yt[4] == 63.5f);
+        CHECK(std::isnan(yt[5]));
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: decode's GEMV path (1 to 4 tokens) over odd row counts, row ranges and column slices",
+          "[kernels]") {
+  // 33 blocks: no power of two; n_tok 1..4 spans the GEMV path and the first tiled counts.
+  std::mt19937 rng(23);
+  for (const lf::GgmlType type : kTypes) {
+    for (const int64_t n_out : {1, 2, 3, 5, 7, 13}) {
+      for (const Weights kind : {Weights::quantized, Weights::raw_bytes, Weights::zero_blocks}) {
+        const Matrix W = make_weights(rng, type, 1056, n_out, kind);
+        for (int n_tok = 1; n_tok <= 4; ++n_tok) {
+          std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, n_tok == 4);
+          if (kind == Weights::raw_bytes) randomize_activation_quants(rng, &xc);
+          check_exact(W.view, xc, n_tok, 0, n_out, 0, 1056);
+          check_exact(W.view, xc, n_tok, n_out / 2, n_out, 0, 1056);     // a range starting mid-strip
+          check_exact(W.view, xc, n_tok, 0, n_out, 160, 544);            // a column slice: x_row > its bytes
+          check_exact(W.view, xc, n_tok, n_out - 1, n_out, 1024, 1056);  // the last row, the last block
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("kernels: the reference outputs compared are not trivially zero", "[kernels]") {
@@ -373,36 +410,76 @@ TEST_CASE("kernels: the reference outputs compared are not trivially zero", "[ke
   CHECK(nonzero == 24);
 }
 
+namespace {
+
+// The read bandwidth one thread reaches in this binary: int32 sums over `bytes` (a weight
+// matrix's size, far beyond the caches) with the kernels' vectors, best of 3, in GB/s. What a
+// streaming GEMV can hope for is measured in the same run as the kernels.
+double read_bandwidth_gbs(uint64_t bytes) {
+  namespace simd = lf::simd;
+  std::vector<int32_t> buffer(static_cast<size_t>(bytes / sizeof(int32_t)), 1);
+  const size_t n = buffer.size() / 16 * 16;
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    simd::I32x4 acc[4] = {simd::make_i32(0, 0, 0, 0), simd::make_i32(0, 0, 0, 0), simd::make_i32(0, 0, 0, 0),
+                          simd::make_i32(0, 0, 0, 0)};
+    for (size_t i = 0; i < n; i += 16) {
+      for (int k = 0; k < 4; ++k) acc[k] = simd::add(acc[k], simd::load_i32x4(&buffer[i + 4 * static_cast<size_t>(k)]));
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    int32_t lanes[4];
+    simd::store_i32(lanes, simd::add(simd::add(acc[0], acc[1]), simd::add(acc[2], acc[3])));
+    REQUIRE(static_cast<size_t>(lanes[0]) + static_cast<size_t>(lanes[1]) + static_cast<size_t>(lanes[2]) +
+                static_cast<size_t>(lanes[3]) == n);  // every element read once
+  }
+  return static_cast<double>(n * sizeof(int32_t)) / best * 1e-9;
+}
+
+}  // namespace
+
 // Not a correctness test (hidden; run with "[kernels-bench]"): GEMM throughput on the 31B
-// layer's FFN shapes, 5376 -> 21504 and back, for decode (1 token), an 8-token and a 128-token
-// prompt. Each shape checks one output row against the reference so a broken kernel cannot
-// post a figure. Numbers go to docs/kernels.md.
+// layer's FFN shapes, 5376 -> 21504 and back, for decode (1 to 4 tokens: where the GEMV path
+// ends) and an 8-token prompt (best of 10), a 128-token prompt (best of 3), between two reads of
+// the same binary's read bandwidth (the machine is shared: they show how steady the run was).
+// Each shape checks one output row against the reference so a broken kernel cannot post a
+// figure. Numbers go to docs/kernels.md.
 TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-bench]") {
   std::mt19937 rng(1);
-  struct Shape { int64_t n_in, n_out; int n_tok; };
-  const Shape shapes[] = {{5376, 21504, 1}, {21504, 5376, 1}, {5376, 21504, 8}, {21504, 5376, 8},
-                          {5376, 4096, 128}, {21504, 1024, 128}};
+  const uint64_t q4_matrix_bytes = uint64_t{21504} * (5376 / 32) * sizeof(lf::block_q4_0);
+  const auto probe = [&] {
+    std::printf("read bandwidth, one thread, %.0f MB: %6.2f GB/s\n", static_cast<double>(q4_matrix_bytes) * 1e-6,
+                read_bandwidth_gbs(q4_matrix_bytes));
+  };
+  probe();
+  struct Shape { int64_t n_in, n_out; std::vector<int> n_toks; };
+  const Shape shapes[] = {{5376, 21504, {1, 2, 3, 4, 8}}, {21504, 5376, {1, 2, 3, 4, 8}}, {5376, 4096, {128}},
+                          {21504, 1024, {128}}};
   for (const lf::GgmlType type : kTypes) {
     for (const Shape& s : shapes) {
       const Matrix W = make_weights(rng, type, s.n_in, s.n_out, Weights::typical);
-      const std::vector<uint8_t> xc = make_activations(rng, W.view, s.n_tok, false);
-      std::vector<float> y(static_cast<size_t>(s.n_tok * s.n_out));
-      double best = 1e30;
-      for (int rep = 0; rep < 3; ++rep) {
-        const auto start = std::chrono::steady_clock::now();
-        lf::matmul_rows(W.view, xc.data(), s.n_tok, y.data(), 0, s.n_out, 0, s.n_in);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      for (const int n_tok : s.n_toks) {
+        const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
+        std::vector<float> y(static_cast<size_t>(n_tok * s.n_out));
+        double best = 1e30;
+        for (int rep = 0; rep < (n_tok <= 8 ? 10 : 3); ++rep) {  // short runs: more tries at a quiet moment
+          const auto start = std::chrono::steady_clock::now();
+          lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, s.n_out, 0, s.n_in);
+          best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+        const std::vector<float> want = reference(W.view, xc.data(), n_tok, s.n_out - 1, s.n_out, 0, s.n_in);
+        for (int t = 0; t < n_tok; ++t) {
+          const size_t i = static_cast<size_t>(t * s.n_out + s.n_out - 1);
+          REQUIRE(std::memcmp(&y[i], &want[i], sizeof(float)) == 0);
+        }
+        const double macs = static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * n_tok;
+        const double bytes = static_cast<double>(W.view.row_bytes) * static_cast<double>(s.n_out);
+        std::printf("%-5s %s %5lld x %5lld  n_tok %3d  %8.2f ms  %6.2f GMAC/s  %6.2f GB/s weights\n",
+                    type == lf::GgmlType::Q4_0 ? "Q4_0" : "Q8_0", lf::gemm_kernel_isa(),
+                    static_cast<long long>(s.n_in), static_cast<long long>(s.n_out), n_tok, best * 1e3,
+                    macs / best * 1e-9, bytes / best * 1e-9);
       }
-      const std::vector<float> want = reference(W.view, xc.data(), s.n_tok, s.n_out - 1, s.n_out, 0, s.n_in);
-      for (int t = 0; t < s.n_tok; ++t) {
-        const size_t i = static_cast<size_t>(t * s.n_out + s.n_out - 1);
-        REQUIRE(std::memcmp(&y[i], &want[i], sizeof(float)) == 0);
-      }
-      const double macs = static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * s.n_tok;
-      const double bytes = static_cast<double>(W.view.row_bytes) * static_cast<double>(s.n_out);
-      std::printf("%-5s %s %5lld x %5lld  n_tok %3d  %8.2f ms  %6.2f GMAC/s  %6.2f GB/s weights\n",
-                  type == lf::GgmlType::Q4_0 ? "Q4_0" : "Q8_0", lf::gemm_kernel_isa(), static_cast<long long>(s.n_in),
-                  static_cast<long long>(s.n_out), s.n_tok, best * 1e3, macs / best * 1e-9, bytes / best * 1e-9);
     }
   }
+  probe();
 }
