@@ -244,6 +244,8 @@ export class Pipeline {
   /** how many times a node's session was rebuilt by replaying its history */
   readonly replays: number;
   readonly approx: ApproxOptions;
+  /** the same nodes with other approximate modes; sessions of its own; close() the original */
+  withApprox(approx: ApproxOptions): Pipeline;
   /**
    * Runs new tokens of a session through every node: the last position's logits and timings.
    * After a failed step, step(session, []) finishes it.

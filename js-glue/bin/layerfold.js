@@ -3,6 +3,7 @@
 import { parseArgs } from 'node:util';
 
 import { APPROX_CLI_OPTIONS, APPROX_USAGE } from '../src/cli_approx.js';
+import { calibrateExit } from '../src/cli_calibrate_exit.js';
 import { validate } from '../src/cli_validate.js';
 import { generate } from '../src/cli_generate.js';
 import { inspect } from '../src/cli_inspect.js';
@@ -18,13 +19,16 @@ ${APPROX_USAGE}
         see serve; bearer token from AUTH_TOKEN), e.g. local:0-29,http://10.0.0.7:8080
   layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
                      [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]
+  layerfold calibrate-exit --model PATH --corpus FILE [--agreement 0.99] [--exit-window 2] [--positions 256]
+                           [--threads N] [--nodes SPEC] [--build threaded|single] [--json]
   layerfold inspect MODEL [--json]
   layerfold plan MODEL --nodes K [--memory BYTES] [--json]
   layerfold serve --model URL [--layers A-B] [--threads N] [--port P] [--host H] [--cache-dir DIR]
                   [--max-sessions N] [--max-kv-bytes N] [--max-context N] [--max-tokens N] [--max-queue N]
-                  [--shutdown-timeout-ms MS]
+                  [--shutdown-timeout-ms MS] [--ffn-down-layout units|features]
                   each also from the environment (MODEL_URL, LAYERS, THREADS, PORT, HOST, CACHE_DIR,
-                  MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, SHUTDOWN_TIMEOUT_MS);
+                  MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, SHUTDOWN_TIMEOUT_MS,
+                  FFN_DOWN_LAYOUT);
                   AUTH_TOKEN from the environment only; docs/http-api.md`;
 
 const COMMANDS = {
@@ -59,6 +63,21 @@ const COMMANDS = {
       build: { type: 'string' },
       'cache-dir': { type: 'string' },
       ...APPROX_CLI_OPTIONS,
+      json: { type: 'boolean', default: false },
+    },
+  },
+  'calibrate-exit': {
+    run: calibrateExit,
+    options: {
+      model: { type: 'string' },
+      corpus: { type: 'string' },
+      agreement: { type: 'string', default: '0.99' },
+      'exit-window': { type: 'string', default: '2' },
+      positions: { type: 'string', default: '256' },
+      threads: { type: 'string' },
+      nodes: { type: 'string' },
+      build: { type: 'string' },
+      'cache-dir': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   },

@@ -112,6 +112,15 @@ export class Pipeline {
     this.replays = 0;
   }
 
+  /**
+   * A pipeline over the same nodes with other approximate modes: no weights load again, and
+   * its sessions are its own. close() the pipeline that opened the nodes, not this view.
+   * @example const exitEarly = pipeline.withApprox({ earlyExit: true, exitThreshold: 0.05 });
+   */
+  withApprox(approx) {
+    return new Pipeline(this.nodes, this.header, this.tokenizer, approx);
+  }
+
   // Sessions travel under a fresh random id: names chosen by callers would collide on shared
   // remote nodes, and the node protocol accepts only a restricted alphabet.
   #session(session) {
