@@ -52,13 +52,6 @@ struct Column {
   I16x8 q[4];
 };
 
-void widen_32(I8x16 lo, I8x16 hi, I16x8 q[4]) {
-  q[0] = widen_lo(lo);
-  q[1] = widen_hi(lo);
-  q[2] = widen_lo(hi);
-  q[3] = widen_hi(hi);
-}
-
 // A tail group (fewer than 32 rows) in row order -> Column, zero-padded.
 void load_tail(const int16_t* q, int rows, Column* c) {
   alignas(16) int16_t padded[kGroupRows] = {};

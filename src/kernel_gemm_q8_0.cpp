@@ -59,13 +59,6 @@ struct WeightBlock {
   I16x8 q[4];
 };
 
-void widen_32(I8x16 lo, I8x16 hi, I16x8 q[4]) {
-  q[0] = widen_lo(lo);
-  q[1] = widen_hi(lo);
-  q[2] = widen_lo(hi);
-  q[3] = widen_hi(hi);
-}
-
 // int8 [32] -> int16 [4][8] in the GEMV's element order: 0,2..14 | 1,3..15 | 16,18..30 | 17,19..31
 void split_32(const int8_t* q, I16x8 out[4]) {
   bytes_even_odd(load_i8x16(q), &out[0], &out[1]);

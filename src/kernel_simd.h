@@ -405,4 +405,12 @@ inline I16x8 widen_lo_u8(I8x16 a) { return widen_u8_half(a, 0); }
 inline I16x8 widen_hi_u8(I8x16 a) { return widen_u8_half(a, 8); }
 #endif
 
+// A block of 32 int8 in two halves -> int16 [4][8] in element order.
+inline void widen_32(I8x16 lo, I8x16 hi, I16x8 q[4]) {
+  q[0] = widen_lo(lo);
+  q[1] = widen_hi(lo);
+  q[2] = widen_lo(hi);
+  q[3] = widen_hi(hi);
+}
+
 }  // namespace lf::simd
