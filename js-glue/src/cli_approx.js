@@ -17,11 +17,11 @@ export const APPROX_USAGE = `  --truncated-attention [--truncation-threshold T] 
   --early-exit --exit-threshold T [--exit-window W]   (docs/approximate.md)
   --ffn-top-k K [--ffn-top-k-layers L:K,...] [--ffn-top-k-threshold T]   (K: a fraction <= 1, or a count)`;
 
-function number(options, flag, lo, hi, integer = false) {
-  const raw = options[flag];
+// raw (the text after `what`) -> a number in [lo, hi], or an error naming what.
+function number(raw, what, lo, hi, integer = false) {
   const value = Number(raw);
   if (raw === '' || !(value >= lo && value <= hi) || (integer && !Number.isInteger(value))) {
-    throw new Error(`--${flag} ${raw}: expected ${integer ? 'an integer' : 'a number'} from ${lo} to ${hi}`);
+    throw new Error(`${what} ${raw}: expected ${integer ? 'an integer' : 'a number'} from ${lo} to ${hi}`);
   }
   return value;
 }
@@ -43,14 +43,14 @@ export function approxFromFlags(options) {
   }
   const approx = {};
   if (options['truncated-attention']) approx.truncatedAttention = true;
-  if (options['truncation-threshold'] !== undefined) approx.truncationThreshold = number(options, 'truncation-threshold', 0, 1);
+  if (options['truncation-threshold'] !== undefined) approx.truncationThreshold = number(options['truncation-threshold'], '--truncation-threshold', 0, 1);
   if (options['early-exit']) {
     if (options['exit-threshold'] === undefined) throw new Error('--early-exit needs --exit-threshold T (layerfold calibrate-exit finds one)');
     approx.earlyExit = true;
-    approx.exitThreshold = number(options, 'exit-threshold', 0, 3.4e38);
+    approx.exitThreshold = number(options['exit-threshold'], '--exit-threshold', 0, 3.4e38);
   }
-  if (options['exit-window'] !== undefined) approx.exitWindow = number(options, 'exit-window', 1, 16, true);
-  if (options['ffn-top-k'] !== undefined) approx.ffnTopK = number(options, 'ffn-top-k', 0, 1e9);
+  if (options['exit-window'] !== undefined) approx.exitWindow = number(options['exit-window'], '--exit-window', 1, 16, true);
+  if (options['ffn-top-k'] !== undefined) approx.ffnTopK = number(options['ffn-top-k'], '--ffn-top-k', 0, 1e9);
   if (options['ffn-top-k-layers'] !== undefined) {
     approx.ffnTopKLayers = {};
     for (const item of options['ffn-top-k-layers'].split(',')) {
@@ -58,10 +58,10 @@ export function approxFromFlags(options) {
       if (k === undefined || extra !== undefined || !/^\d+$/.test(layer)) {
         throw new Error(`--ffn-top-k-layers ${options['ffn-top-k-layers']}: expected LAYER:K,LAYER:K...`);
       }
-      approx.ffnTopKLayers[layer] = number({ k }, 'k', 0, 1e9);
+      approx.ffnTopKLayers[layer] = number(k, `--ffn-top-k-layers ${layer}:`, 0, 1e9);
     }
   }
-  if (options['ffn-top-k-threshold'] !== undefined) approx.ffnTopKThreshold = number(options, 'ffn-top-k-threshold', 0, 1);
+  if (options['ffn-top-k-threshold'] !== undefined) approx.ffnTopKThreshold = number(options['ffn-top-k-threshold'], '--ffn-top-k-threshold', 0, 1);
   return approx;
 }
 
