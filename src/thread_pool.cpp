@@ -5,8 +5,13 @@
 #if !defined(__wasi__)
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <thread>
 #include <vector>
+#endif
+#if defined(__EMSCRIPTEN__)
+#include <emscripten/threading.h>
 #endif
 
 namespace lf {
@@ -45,12 +50,33 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono
 // The worker index of this thread inside its pool's job, so that barrier() can charge its wait.
 thread_local int t_worker = 0;
 
+// Blocks while a == old, until wake_all(a) (or a spurious wake-up). Under Emscripten this must
+// be its futex, the wasm atomic wait itself: libc++ has a futex path for std::atomic::wait only on
+// Linux, and elsewhere polls with a timed backoff that sleeps half the time waited so far (8 ms at
+// a time past 128 ms), so a worker woke up to 50% late at every barrier and an idle pool took up
+// to 8 ms to pick up a job.
+void sleep_while(const std::atomic<uint32_t>& a, uint32_t old) {
+#if defined(__EMSCRIPTEN__)
+  emscripten_futex_wait(const_cast<std::atomic<uint32_t>*>(&a), old, INFINITY);
+#else
+  a.wait(old, std::memory_order_acquire);
+#endif
+}
+
+void wake_all(std::atomic<uint32_t>& a) {
+#if defined(__EMSCRIPTEN__)
+  emscripten_futex_wake(&a, INT_MAX);
+#else
+  a.notify_all();
+#endif
+}
+
 void await_change(const std::atomic<uint32_t>& a, uint32_t old) {
   for (int i = 0; i < kSpins; ++i) {
     if (a.load(std::memory_order_acquire) != old) return;
     if (i % 16 == 15) std::this_thread::yield();  // more threads than cores: let the others run
   }
-  while (a.load(std::memory_order_acquire) == old) a.wait(old, std::memory_order_acquire);
+  while (a.load(std::memory_order_acquire) == old) sleep_while(a, old);
 }
 
 }  // namespace
@@ -72,7 +98,7 @@ struct ThreadPool::State {
     Done finished = std::move(done);
     job = nullptr;
     busy.store(0, std::memory_order_release);
-    busy.notify_all();
+    wake_all(busy);
     if (finished) finished();
   }
 
@@ -107,7 +133,7 @@ ThreadPool::~ThreadPool() {
   // A worker may still be inside finish() after releasing busy; join() waits for it.
   s.stopping.store(true, std::memory_order_release);
   s.job_generation.fetch_add(1, std::memory_order_acq_rel);
-  s.job_generation.notify_all();
+  wake_all(s.job_generation);
   for (std::thread& t : s.threads) t.join();
 }
 
@@ -121,7 +147,7 @@ bool ThreadPool::start(Job job, Done done) {
   s.done = std::move(done);
   s.pending.store(s.n, std::memory_order_relaxed);
   s.job_generation.fetch_add(1, std::memory_order_acq_rel);
-  s.job_generation.notify_all();
+  wake_all(s.job_generation);
   return true;
 }
 
@@ -130,7 +156,7 @@ bool ThreadPool::run(Job job) {
   auto finished = std::make_shared<std::atomic<uint32_t>>(0);
   const bool started = start(std::move(job), [finished] {
     finished->store(1, std::memory_order_release);
-    finished->notify_all();
+    wake_all(*finished);
   });
   if (started) await_change(*finished, 0);
   return started;
@@ -147,7 +173,7 @@ void ThreadPool::barrier() {
     // Reset before release: nobody leaves (and arrives at the next barrier) before the bump.
     s.arrived.store(0, std::memory_order_relaxed);
     s.barrier_generation.fetch_add(1, std::memory_order_release);
-    s.barrier_generation.notify_all();
+    wake_all(s.barrier_generation);
   } else {
     await_change(s.barrier_generation, generation);
   }
