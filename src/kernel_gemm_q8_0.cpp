@@ -10,8 +10,13 @@
 //                  increasing block order, as the reference does.
 // Chunks and runs carry each output's running sum through Y, so the f32 order is the
 // reference's. Splitting the integers from the floats keeps the integer kernel free of
-// accumulators (all registers for weights) and lets one ISA-specific piece be swapped: the
-// relaxed-SIMD build (LF_RELAXED_SIMD) takes Q4_0's integer sums from kernel_q4_0_relaxed.wat.
+// accumulators (all registers for weights) and makes it the one ISA-specific piece.
+//
+// The relaxed-SIMD build (LF_RELAXED_SIMD) turns Q4_0 prompts around: vector lanes are 4 tokens
+// of one row, not 4 rows of one token. The activations are packed once per call into groups of 4
+// tokens (pack_token_groups), each row's scales converted once per chunk, and
+// kernel_q4_0_relaxed.wat's row kernel runs a row through all groups: its i8 dot products need
+// no sum across lanes, and each block's f32 step follows its integer sums at once.
 //
 // Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
 // the activations are split once per call into int16 even / odd elements (SplitBlock); two row
@@ -29,11 +34,11 @@
 #include "layerfold/quant.h"
 
 #if LF_RELAXED_SIMD
-// W rows w0..w3 (Q4_0, at the run's first block) · X (Q8_0, token 0 at the same block, x_row
-// bytes per token) -> sums [n_blocks][n_tok][4] int32, exact. src/kernel_q4_0_relaxed.wat.
-extern "C" void lf_q4_0_block_sums_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2,
-                                           const uint8_t* w3, const uint8_t* x, uint32_t x_row, int32_t n_tok,
-                                           int32_t n_blocks, int32_t* sums);
+// One W row (Q4_0, n_blocks blocks; their scales as f32 in dw) · X packed by pack_token_groups
+// (n_groups per block) -> acc [n_groups][4], lane = token, each sum continued as vec_dot_ref forms
+// it. src/kernel_q4_0_relaxed.wat.
+extern "C" void lf_q4_0_gemm_row_relaxed(const uint8_t* w, const float* dw, const uint8_t* x, int32_t n_groups,
+                                         int32_t n_blocks, float* acc);
 // W rows w0..w7 (Q4_0, n_blocks blocks) · x (Q8_0, n_blocks blocks; scales dy [n_blocks] as f32)
 // -> acc [8], each row's f32 sum formed as vec_dot_ref forms it. src/kernel_q4_0_relaxed.wat.
 extern "C" void lf_q4_0_gemv_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2, const uint8_t* w3,
@@ -157,14 +162,6 @@ struct Tokens {
 template <typename Format>
 void block_sums(const Strip& s, const Tokens& t, int64_t b_begin, int64_t b_end, int32_t* sums) {
   using Block = typename Format::Block;
-#if LF_RELAXED_SIMD
-  if constexpr (Format::kRelaxed) {
-    const auto at = [&](const uint8_t* row) { return row + b_begin * int64_t{sizeof(Block)}; };
-    return lf_q4_0_block_sums_relaxed(at(s.rows[0]), at(s.rows[1]), at(s.rows[2]), at(s.rows[3]),
-                                      t.x + b_begin * int64_t{sizeof(block_q8_0)}, static_cast<uint32_t>(t.x_row),
-                                      t.n, static_cast<int32_t>(b_end - b_begin), sums);
-  }
-#endif
   WeightBlock w[kLanes];
   for (int64_t b = b_begin; b < b_end; ++b) {
     for (int i = 0; i < kLanes; ++i) Format::unpack(reinterpret_cast<const Block*>(s.rows[i])[b], &w[i]);
@@ -298,6 +295,72 @@ void gemv_n(int n_tok, const WeightView& W, const uint8_t* Xc, uint64_t x_row, c
   if constexpr (kTokens < kGemvMaxTokens) gemv_n<Format, kTokens + 1>(n_tok, W, Xc, x_row, dy, n_blocks, Y, r0, r1);
 }
 
+#if LF_RELAXED_SIMD
+// Block b of a group of 4 tokens, as lf_q4_0_gemm_row_relaxed reads it: q[k] holds elements
+// 4k..4k+3 of each token in turn; the 8·Σa that the unsigned nibbles overcount; the token scales.
+struct TokenGroupBlock {
+  int8_t q[8][16];
+  int32_t offset[4];
+  float dy[4];
+};
+static_assert(sizeof(TokenGroupBlock) == 160, "the layout lf_q4_0_gemm_row_relaxed reads");
+
+// Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_groups] TokenGroupBlock; the missing tokens of the
+// last group are zero (their lanes are computed and never stored).
+std::vector<TokenGroupBlock> pack_token_groups(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t n_blocks) {
+  const int n_groups = (n_tok + 3) / 4;
+  std::vector<TokenGroupBlock> packed(static_cast<size_t>(n_blocks * n_groups), TokenGroupBlock{});
+  for (int j = 0; j < n_tok; ++j) {
+    const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
+    const int lane = j % 4;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      TokenGroupBlock& g = packed[static_cast<size_t>(b * n_groups + j / 4)];
+      int32_t sum = 0;
+      for (int e = 0; e < QK8_0; ++e) {
+        g.q[e / 4][4 * lane + e % 4] = xb[b].qs[e];
+        sum += xb[b].qs[e];
+      }
+      g.offset[lane] = 8 * sum;
+      g.dy[lane] = fp16_to_fp32(xb[b].d);
+    }
+  }
+  return packed;
+}
+
+// The f16 scales of blocks [0, n) of a Q4_0 row -> dw [n], as fp16_to_fp32 converts each
+void row_scales(const block_q4_0* row, int64_t n, float* dw) {
+  int64_t b = 0;
+  for (; b + 4 <= n; b += 4) store(dw + b, halves_to_f32(load_halves(&row[b].d, &row[b + 1].d, &row[b + 2].d, &row[b + 3].d)));
+  for (; b < n; ++b) dw[b] = fp16_to_fp32(row[b].d);
+}
+
+// The relaxed build's Q4_0 prompt GEMM: per column chunk (its packed activations stay in cache
+// while the rows stream through), per row, one call of the .wat row kernel over all tokens; each
+// output's running sum is carried through Y from chunk to chunk.
+void gemm_token_lanes(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                      int64_t r1) {
+  const int64_t n_blocks = W.n_in / QK4_0;
+  const int n_groups = (n_tok + 3) / 4;
+  const std::vector<TokenGroupBlock> x = pack_token_groups(Xc, x_row, n_tok, n_blocks);
+  const int64_t chunk =
+      std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_groups} * int64_t{sizeof(TokenGroupBlock)}));
+  std::vector<float> dw(static_cast<size_t>(std::min(chunk, n_blocks)));
+  std::vector<float> acc(static_cast<size_t>(n_groups) * 4);
+  for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
+    const int64_t c1 = std::min(c0 + chunk, n_blocks);
+    for (int64_t r = r0; r < r1; ++r) {
+      const auto* row = reinterpret_cast<const block_q4_0*>(W.row(r));
+      row_scales(row + c0, c1 - c0, dw.data());
+      for (int j = 0; j < n_tok; ++j) acc[static_cast<size_t>(j)] = c0 == 0 ? 0.0f : Y[j * W.n_out + r];
+      lf_q4_0_gemm_row_relaxed(reinterpret_cast<const uint8_t*>(row + c0), dw.data(),
+                               reinterpret_cast<const uint8_t*>(x.data() + c0 * n_groups), n_groups,
+                               static_cast<int32_t>(c1 - c0), acc.data());
+      for (int j = 0; j < n_tok; ++j) Y[j * W.n_out + r] = acc[static_cast<size_t>(j)];
+    }
+  }
+}
+#endif
+
 // W [n_out, n_in] rows [r0, r1) · Xc (Q8_0 rows x_row bytes apart, from W's column 0) -> Y [n_tok, n_out]
 template <typename Format>
 void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0, int64_t r1) {
@@ -307,6 +370,11 @@ void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, flo
     for (int j = 0; j < n_tok; ++j) std::fill(Y + j * W.n_out + r0, Y + j * W.n_out + r1, 0.0f);
     return;
   }
+#if LF_RELAXED_SIMD
+  if constexpr (Format::kRelaxed) {
+    if (n_tok > kGemvMaxTokens) return gemm_token_lanes(W, Xc, x_row, n_tok, Y, r0, r1);
+  }
+#endif
   // dy [n_tok, n_blocks]: converted once here rather than once per row strip.
   std::vector<float> dy(static_cast<size_t>(n_tok) * static_cast<size_t>(n_blocks));
   for (int j = 0; j < n_tok; ++j) {

@@ -1,5 +1,5 @@
-;; Q4_0 kernels with relaxed SIMD, for the layerfold_mt_relaxed module (docs/kernels.md): block
-;; sums for the prompt GEMM's tiles, and the decode GEMV with its f32 step.
+;; Q4_0 kernels with relaxed SIMD, for the layerfold_mt_relaxed module (docs/kernels.md): the
+;; prompt GEMM's row kernel and the decode GEMV, each with its f32 step.
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins, and Emscripten 3.1.6 runs
 ;; the linked module through binaryen 108, which numbers the relaxed opcodes as the proposal
@@ -13,85 +13,73 @@
 ;; Exactness: the i7 operand is the weights' unsigned nibbles q in [0, 15] (top bit clear, so
 ;; every engine reads them the same) and the i8 operand the activations a in [-128, 127]; a pair
 ;; sums to at most 2·15·128 = 3840 in magnitude, so no engine saturates. A block's products are
-;; Σ (q - 8)·a = Σ q·a - 8·Σ a; per i16 lane that is at most 7680 + 8·512 in magnitude, exact in
-;; i16, and the lanes are then widened to i32 and added. The result is the exact integer block
-;; product the scalar reference computes.
+;; Σ (q - 8)·a = Σ q·a - 8·Σ a, formed exactly: the GEMV subtracts 8·Σa in i16 lanes (at most
+;; 7680 + 8·512 in magnitude), the row kernel sums 8 pairs in i16 (at most 30720) and subtracts in
+;; i32; the lanes are then widened to i32 and added. The result is the exact integer block product
+;; the scalar reference computes.
 (module
   (import "env" "__linear_memory" (memory 1 65536 shared))
 
-  ;; W rows w0..w3 (block_q4_0 {f16 d; u8 qs[16]}, at the first block) · X (block_q8_0 {f16 d;
-  ;; i8 qs[32]}, token 0 at the same block, x_row bytes per token)
-  ;;   -> sums [n_blocks][n_tok][4] i32: sums[b][j][i] = block b of row i · block b of token j.
-  (func $lf_q4_0_block_sums_relaxed (export "lf_q4_0_block_sums_relaxed")
-    (param $w0 i32) (param $w1 i32) (param $w2 i32) (param $w3 i32)
-    (param $x i32) (param $x_row i32) (param $n_tok i32) (param $n_blocks i32) (param $sums i32)
-    (local $lo0 v128) (local $lo1 v128) (local $lo2 v128) (local $lo3 v128)
-    (local $hi0 v128) (local $hi1 v128) (local $hi2 v128) (local $hi3 v128)
-    (local $a_lo v128) (local $a_hi v128) (local $c v128)
-    (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
-    (local $ab v128) (local $cd v128)
-    (local $xj i32) (local $j i32) (local $packed v128)
+  ;; One W row (block_q4_0 {f16 d; u8 qs[16]}, at its first block; its scales already f32 in
+  ;; dw [n_blocks]) · X, tokens in groups of 4, one lane per token -> acc [n_groups][4] f32:
+  ;; acc = acc + (sumi·dw)·dy block after block, vec_dot_ref's expression and order per output.
+  ;; X is packed by the caller (pack_token_groups in kernel_gemm_q8_0.cpp) as records [n_blocks]
+  ;; [n_groups] of 160 bytes: 8 vectors, vector k holding elements 4k..4k+3 of the group's 4
+  ;; tokens; then i32 [4] 8·Σa per token (the nibbles q are w + 8); then f32 [4] dy per token.
+  ;; Vector k of the weights is elements 4k..4k+3 of the row repeated in every lane, so each dot
+  ;; product lane pairs one token with the row, and no lanes are added across rows or tokens:
+  ;; one 8-term i16 sum (at most 8·3840 = 30720 in magnitude, exact) and one widening per group.
+  (func $lf_q4_0_gemm_row_relaxed (export "lf_q4_0_gemm_row_relaxed")
+    (param $w i32) (param $dw i32) (param $x i32) (param $n_groups i32) (param $n_blocks i32) (param $acc i32)
+    (local $packed v128) (local $lo v128) (local $hi v128) (local $nibble v128) (local $dw_b v128)
+    (local $b0 v128) (local $b1 v128) (local $b2 v128) (local $b3 v128)
+    (local $b4 v128) (local $b5 v128) (local $b6 v128) (local $b7 v128)
+    (local $g i32) (local $a i32)
     (if (i32.le_s (local.get $n_blocks) (i32.const 0)) (then (return)))
-    (if (i32.le_s (local.get $n_tok) (i32.const 0)) (then (return)))
+    (if (i32.le_s (local.get $n_groups) (i32.const 0)) (then (return)))
+    ;; set once: V8 would build it again on every iteration
+    (local.set $nibble (i8x16.splat (i32.const 15)))
     (loop $blocks
       ;; elements 0-15 are the low nibbles of qs, 16-31 the high ones
-      (local.set $packed (v128.load offset=2 align=1 (local.get $w0)))
-      (local.set $lo0 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
-      (local.set $hi0 (i8x16.shr_u (local.get $packed) (i32.const 4)))
-      (local.set $packed (v128.load offset=2 align=1 (local.get $w1)))
-      (local.set $lo1 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
-      (local.set $hi1 (i8x16.shr_u (local.get $packed) (i32.const 4)))
-      (local.set $packed (v128.load offset=2 align=1 (local.get $w2)))
-      (local.set $lo2 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
-      (local.set $hi2 (i8x16.shr_u (local.get $packed) (i32.const 4)))
-      (local.set $packed (v128.load offset=2 align=1 (local.get $w3)))
-      (local.set $lo3 (v128.and (local.get $packed) (i8x16.splat (i32.const 15))))
-      (local.set $hi3 (i8x16.shr_u (local.get $packed) (i32.const 4)))
-      (local.set $xj (local.get $x))
-      (local.set $j (local.get $n_tok))
-      (loop $tokens
-        (local.set $a_lo (v128.load offset=2 align=1 (local.get $xj)))
-        (local.set $a_hi (v128.load offset=18 align=1 (local.get $xj)))
-        ;; c = 8·(pairwise sums of a), the "- 8" of every weight, shared by the 4 rows
-        (local.set $c (i16x8.shl
-          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (i8x16.splat (i32.const 1)))
-                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (i8x16.splat (i32.const 1))))
-          (i32.const 3)))
-        (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
-          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo0))
-                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi0)))
-          (local.get $c))))
-        (local.set $s1 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
-          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo1))
-                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi1)))
-          (local.get $c))))
-        (local.set $s2 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
-          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo2))
-                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi2)))
-          (local.get $c))))
-        (local.set $s3 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
-          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $lo3))
-                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $hi3)))
-          (local.get $c))))
-        ;; [Σ s0, Σ s1, Σ s2, Σ s3], as sum_each in kernel_simd.h
-        (local.set $ab (i32x4.add
-          (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s0) (local.get $s1))
-          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s0) (local.get $s1))))
-        (local.set $cd (i32x4.add
-          (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
-          (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
-        (v128.store align=4 (local.get $sums) (i32x4.add
-          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $ab) (local.get $cd))
-          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $ab) (local.get $cd))))
-        (local.set $sums (i32.add (local.get $sums) (i32.const 16)))
-        (local.set $xj (i32.add (local.get $xj) (local.get $x_row)))
-        (local.set $j (i32.sub (local.get $j) (i32.const 1)))
-        (br_if $tokens (local.get $j)))
-      (local.set $w0 (i32.add (local.get $w0) (i32.const 18)))
-      (local.set $w1 (i32.add (local.get $w1) (i32.const 18)))
-      (local.set $w2 (i32.add (local.get $w2) (i32.const 18)))
-      (local.set $w3 (i32.add (local.get $w3) (i32.const 18)))
-      (local.set $x (i32.add (local.get $x) (i32.const 34)))
+      (local.set $packed (v128.load offset=2 align=1 (local.get $w)))
+      (local.set $lo (v128.and (local.get $packed) (local.get $nibble)))
+      (local.set $hi (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)))
+      (local.set $b0 (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $lo) (local.get $lo)))
+      (local.set $b1 (i8x16.shuffle 4 5 6 7 4 5 6 7 4 5 6 7 4 5 6 7 (local.get $lo) (local.get $lo)))
+      (local.set $b2 (i8x16.shuffle 8 9 10 11 8 9 10 11 8 9 10 11 8 9 10 11 (local.get $lo) (local.get $lo)))
+      (local.set $b3 (i8x16.shuffle 12 13 14 15 12 13 14 15 12 13 14 15 12 13 14 15 (local.get $lo) (local.get $lo)))
+      (local.set $b4 (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $hi) (local.get $hi)))
+      (local.set $b5 (i8x16.shuffle 4 5 6 7 4 5 6 7 4 5 6 7 4 5 6 7 (local.get $hi) (local.get $hi)))
+      (local.set $b6 (i8x16.shuffle 8 9 10 11 8 9 10 11 8 9 10 11 8 9 10 11 (local.get $hi) (local.get $hi)))
+      (local.set $b7 (i8x16.shuffle 12 13 14 15 12 13 14 15 12 13 14 15 12 13 14 15 (local.get $hi) (local.get $hi)))
+      (local.set $dw_b (f32x4.splat (f32.load align=4 (local.get $dw))))
+      (local.set $g (local.get $n_groups))
+      (local.set $a (local.get $acc))
+      (loop $groups
+        ;; acc = acc + (f32(Σ q·a - 8·Σa)·dw)·dy
+        (v128.store align=4 (local.get $a) (f32x4.add (v128.load align=4 (local.get $a)) (f32x4.mul
+          (f32x4.mul
+            (f32x4.convert_i32x4_s (i32x4.sub
+              (i32x4.extadd_pairwise_i16x8_s (i16x8.add
+                (i16x8.add
+                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=0 align=1 (local.get $x)) (local.get $b0))
+                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=16 align=1 (local.get $x)) (local.get $b1)))
+                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=32 align=1 (local.get $x)) (local.get $b2))
+                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=48 align=1 (local.get $x)) (local.get $b3))))
+                (i16x8.add
+                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=64 align=1 (local.get $x)) (local.get $b4))
+                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=80 align=1 (local.get $x)) (local.get $b5)))
+                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=96 align=1 (local.get $x)) (local.get $b6))
+                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=112 align=1 (local.get $x)) (local.get $b7))))))
+              (v128.load offset=128 align=1 (local.get $x))))
+            (local.get $dw_b))
+          (v128.load offset=144 align=1 (local.get $x)))))
+        (local.set $x (i32.add (local.get $x) (i32.const 160)))
+        (local.set $a (i32.add (local.get $a) (i32.const 16)))
+        (local.set $g (i32.sub (local.get $g) (i32.const 1)))
+        (br_if $groups (local.get $g)))
+      (local.set $w (i32.add (local.get $w) (i32.const 18)))
+      (local.set $dw (i32.add (local.get $dw) (i32.const 4)))
       (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
       (br_if $blocks (local.get $n_blocks))))
 
