@@ -305,23 +305,49 @@ struct TokenGroupBlock {
 };
 static_assert(sizeof(TokenGroupBlock) == 160, "the layout lf_q4_0_gemm_row_relaxed reads");
 
-// Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_groups] TokenGroupBlock; the missing tokens of the
-// last group are zero (their lanes are computed and never stored).
+// [a, b, c, d] (4 lanes of 32 bits each) -> [a0 b0 c0 d0], [a1 b1 c1 d1], ...
+void transpose_4x4(const v128_t in[4], v128_t* out) {
+  const v128_t ab_lo = wasm_i32x4_shuffle(in[0], in[1], 0, 4, 1, 5), cd_lo = wasm_i32x4_shuffle(in[2], in[3], 0, 4, 1, 5);
+  const v128_t ab_hi = wasm_i32x4_shuffle(in[0], in[1], 2, 6, 3, 7), cd_hi = wasm_i32x4_shuffle(in[2], in[3], 2, 6, 3, 7);
+  out[0] = wasm_i32x4_shuffle(ab_lo, cd_lo, 0, 1, 4, 5);
+  out[1] = wasm_i32x4_shuffle(ab_lo, cd_lo, 2, 3, 6, 7);
+  out[2] = wasm_i32x4_shuffle(ab_hi, cd_hi, 0, 1, 4, 5);
+  out[3] = wasm_i32x4_shuffle(ab_hi, cd_hi, 2, 3, 6, 7);
+}
+
+// Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_groups] TokenGroupBlock: per group, the 4 tokens'
+// quants transposed as 32-bit lanes; the missing tokens of the last group are zero (their lanes
+// are computed and never stored).
 std::vector<TokenGroupBlock> pack_token_groups(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t n_blocks) {
   const int n_groups = (n_tok + 3) / 4;
-  std::vector<TokenGroupBlock> packed(static_cast<size_t>(n_blocks * n_groups), TokenGroupBlock{});
-  for (int j = 0; j < n_tok; ++j) {
-    const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
-    const int lane = j % 4;
+  std::vector<TokenGroupBlock> packed(static_cast<size_t>(n_blocks * n_groups));
+  const block_q8_0 zero{};
+  for (int g = 0; g < n_groups; ++g) {
+    const block_q8_0* tokens[4];
+    for (int t = 0; t < 4; ++t) {
+      const int j = 4 * g + t;
+      tokens[t] = j < n_tok ? reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j)) : nullptr;
+    }
     for (int64_t b = 0; b < n_blocks; ++b) {
-      TokenGroupBlock& g = packed[static_cast<size_t>(b * n_groups + j / 4)];
-      int32_t sum = 0;
-      for (int e = 0; e < QK8_0; ++e) {
-        g.q[e / 4][4 * lane + e % 4] = xb[b].qs[e];
-        sum += xb[b].qs[e];
+      TokenGroupBlock& out = packed[static_cast<size_t>(b * n_groups + g)];
+      v128_t lo[4], hi[4];
+      float dy[4];
+      for (int t = 0; t < 4; ++t) {
+        const block_q8_0& x = tokens[t] ? tokens[t][b] : zero;
+        lo[t] = wasm_v128_load(x.qs);
+        hi[t] = wasm_v128_load(x.qs + 16);
+        dy[t] = fp16_to_fp32(x.d);
       }
-      g.offset[lane] = 8 * sum;
-      g.dy[lane] = fp16_to_fp32(xb[b].d);
+      v128_t q[8];
+      transpose_4x4(lo, q);
+      transpose_4x4(hi, q + 4);
+      v128_t sum = wasm_i32x4_splat(0);
+      for (int k = 0; k < 8; ++k) {
+        wasm_v128_store(out.q[k], q[k]);
+        sum = wasm_i32x4_add(sum, wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(q[k])));
+      }
+      wasm_v128_store(out.offset, wasm_i32x4_shl(sum, 3));
+      wasm_v128_store(out.dy, wasm_v128_load(dy));
     }
   }
   return packed;
