@@ -114,6 +114,13 @@ LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session,
 LF_EXPORT(lf_forward_async) int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const float* in,
                                                  int n, float* out, int last_only, int32_t* done_flag);
 LF_EXPORT(lf_forward_async_result) int lf_forward_async_result(const lf_model* model);
+/* The memory-read ceiling decode is measured against: every byte of the loaded layers' weights
+ * read once on the model's threads (lf::read_probe_async). Started and awaited like
+ * lf_forward_async (done_flag: 1 done; refused with 0 while a forward runs). */
+LF_EXPORT(lf_model_read_probe_async) int lf_model_read_probe_async(lf_model* model, int32_t* done_flag);
+/* The last finished probe: 0 bytes read, 1 milliseconds, 2 the checksum of the bytes
+ * (lf::weight_checksum over the layer tensors in order); -1 for another `what` */
+LF_EXPORT(lf_model_read_probe_result) double lf_model_read_probe_result(const lf_model* model, int what);
 /* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] */
 LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits);
 

@@ -257,9 +257,7 @@ export class LayerNode {
     try {
       lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
       if (!lf.fn.lf_forward_async(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0, flagPtr)) throw lf.lastError();
-      const wait = Atomics.waitAsync(new Int32Array(lf.bytes().buffer), flagPtr >> 2, 0);
-      if (wait.async) await wait.value;
-      if (Atomics.load(new Int32Array(lf.bytes().buffer), flagPtr >> 2) !== 1) {
+      if (await this.#flagSet(flagPtr) !== 1) {
         lf.fn.lf_forward_async_result(this.#model);
         throw lf.lastError();
       }
@@ -269,6 +267,42 @@ export class LayerNode {
       lf.free(outPtr);
       lf.free(flagPtr);
     }
+  }
+
+  // The value a done flag (set to 0 by the C call) flips to, awaited without blocking the event
+  // loop. The single-thread build has set it before its call returned.
+  async #flagSet(flagPtr) {
+    const flag = () => new Int32Array(this.#lf.bytes().buffer);
+    if (Atomics.load(flag(), flagPtr >> 2) === 0) {
+      const wait = Atomics.waitAsync(flag(), flagPtr >> 2, 0);
+      if (wait.async) await wait.value;
+    }
+    return Atomics.load(flag(), flagPtr >> 2);
+  }
+
+  /**
+   * The memory-read ceiling decode is measured against (scripts/bench): every byte of this node's
+   * layer weights read once on its threads, as decode streams them. Queued behind running
+   * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: wrapping sum of the
+   * tensors' little-endian 32-bit words, tail bytes zero-padded)
+   */
+  readProbe() {
+    const run = async () => {
+      const lf = this.#lf;
+      const flagPtr = lf.alloc(4);
+      try {
+        if (!lf.fn.lf_model_read_probe_async(this.#model, flagPtr)) throw lf.lastError();
+        await this.#flagSet(flagPtr);
+        const result = (what) => lf.fn.lf_model_read_probe_result(this.#model, what);
+        const bytes = result(0), ms = result(1);
+        return { bytes, ms, gbPerSecond: bytes / ms / 1e6, checksum: result(2) };
+      } finally {
+        lf.free(flagPtr);
+      }
+    };
+    const result = this.#queue.then(run);
+    this.#queue = result.catch(() => {});
+    return result;
   }
 
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */

@@ -16,6 +16,7 @@
 #include "layerfold/kv_cache.h"
 #include "layerfold/model.h"
 #include "layerfold/model_config.h"
+#include "layerfold/read_probe.h"
 
 #if defined(__EMSCRIPTEN__)
 #include <emscripten/threading.h>
@@ -28,6 +29,7 @@ struct lf_model {
   int n_threads = 1;
   bool ffn_down_feature_major = false;
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
+  lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips
 };
 
 struct lf_session {
@@ -355,6 +357,25 @@ int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const 
 }
 
 int lf_forward_async_result(const lf_model* model) { return lf::capi::record(model->async_status); }
+
+int lf_model_read_probe_async(lf_model* model, int32_t* done_flag) {
+  if (!check_loaded(model)) return 0;
+  if (!done_flag) return lf::capi::record(Status(Code::invalid_argument, "lf_model_read_probe_async needs a done flag"));
+  *done_flag = 0;
+  return lf::capi::record(lf::read_probe_async(model->model, [model, done_flag](const lf::ReadProbe& probe) {
+    model->probe = probe;
+    publish(done_flag, 1);
+  }));
+}
+
+double lf_model_read_probe_result(const lf_model* model, int what) {
+  switch (what) {
+    case 0: return static_cast<double>(model->probe.bytes);
+    case 1: return model->probe.ms;
+    case 2: return model->probe.checksum;
+    default: return -1;
+  }
+}
 
 int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits) {
   return check_loaded(model) && lf::capi::record(lf::head(model->model, hidden, n_rows, logits));

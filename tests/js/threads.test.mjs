@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {readModelHeader} from "../../js-glue/src/model_header.js";
 import {model} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny");
@@ -91,5 +92,27 @@ describe("threaded LayerNode", () => {
       });
       assert.ok(got.equals(want), `threads ${threads} differs from the single-thread build`);
     }
+  });
+
+  test("readProbe reads the node's layer bytes once, the same bytes for every thread count", async () => {
+    const {tensors} = await readModelHeader(tiny());
+    const layerBytes = tensors.filter((t) => t.name.startsWith("blk.")).reduce((sum, t) => sum + t.n_bytes, 0);
+    const probe = (options) => withNode({model: tiny(), ...options}, async (node) => {
+      const result = await node.readProbe();
+      assert.equal(result.bytes, layerBytes);
+      assert.ok(result.ms >= 0 && Number.isFinite(result.gbPerSecond));
+      return result.checksum;
+    });
+    const want = await probe({build: "single"});
+    for (const threads of [1, 2, 3]) assert.equal(await probe({build: "threaded", threads}), want, `threads ${threads}`);
+  });
+
+  test("readProbe waits for a running forward instead of failing", async () => {
+    await withNode({model: small(), build: "threaded", threads: 2}, async (node) => {
+      const forward = node.forward({session: "s", startPos: 0, hidden: node.embed(tokens(64))});
+      const probe = node.readProbe();
+      await forward;
+      assert.ok((await probe).bytes > 0);
+    });
   });
 });

@@ -1,0 +1,33 @@
+// The memory-read ceiling that decode is measured against (scripts/bench, docs/benchmarks.md):
+// every byte of a node's layer weights read once on the model's own pool, as decode streams them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "layerfold/model.h"
+#include "layerfold/status.h"
+
+namespace lf {
+
+struct ReadProbe {
+  uint64_t bytes = 0;     // every layer tensor of the model's range, whole
+  uint32_t checksum = 0;  // weight_checksum over those tensors, in layer and field order
+  double ms = 0;          // from the job's start to its last worker's end
+};
+
+// Wrapping sum of the little-endian 32-bit words of p [n] (a tail of n % 4 bytes is one word,
+// zero-padded). The probe sums what it reads so that the reads cannot be optimised away, and so
+// that a test can tell that every byte was read. Addition is exact in any order: any split of
+// the bytes between workers gives the same sum.
+uint32_t weight_checksum(const uint8_t* p, uint64_t n);
+
+// Each worker reads a contiguous share of every tensor with 128-bit loads. done gets the result
+// on the last worker's thread (before this returns in the wasm32-wasi build). Fails with
+// failed_precondition, calling nothing, while a forward runs on the model.
+Status read_probe_async(const Model& model, std::function<void(const ReadProbe&)> done);
+
+// The same, waiting for the result.
+Status read_probe(const Model& model, ReadProbe* result);
+
+}  // namespace lf

@@ -1,0 +1,65 @@
+// The read probe (include/layerfold/read_probe.h), the ceiling scripts/bench measures decode
+// against: it must read every byte of the node's layer tensors exactly once, whatever the thread
+// count, and no other bytes.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fixture_model.h"
+#include "layerfold/read_probe.h"
+
+namespace {
+
+using lf::test::FixtureModel;
+
+// The tensors of layers [begin, end) as the file lists them: their bytes and scalar checksum
+struct Expected {
+  uint64_t bytes = 0;
+  uint32_t checksum = 0;
+};
+
+Expected layer_tensors_in_file(const FixtureModel& f, int begin, int end) {
+  Expected e;
+  const uint8_t* base = f.bytes.data() + f.file.data_offset;
+  for (const lf::GgufTensorInfo& t : f.file.tensors) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    const int layer = std::stoi(t.name.substr(4));
+    if (layer < begin || layer >= end) continue;
+    e.bytes += t.n_bytes;
+    e.checksum += lf::weight_checksum(base + t.offset, t.n_bytes);
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("weight_checksum adds little-endian words and zero-pads the tail", "[read_probe]") {
+  const uint8_t bytes[7] = {0x01, 0x02, 0x03, 0x04, 0xFF, 0xFF, 0x01};
+  CHECK(lf::weight_checksum(bytes, 4) == 0x04030201u);
+  CHECK(lf::weight_checksum(bytes, 7) == 0x04030201u + 0x0001FFFFu);
+  CHECK(lf::weight_checksum(bytes, 0) == 0u);
+}
+
+TEST_CASE("the read probe reads every byte of the node's layers once, for any thread count", "[read_probe]") {
+  FixtureModel f;
+  lf::test::FixtureOptions options;
+  options.format = lf::test::WeightFormat::mixed;
+  REQUIRE(lf::test::build_fixture(options, &f).ok());
+  for (const lf::LayerRange range : {lf::LayerRange{0, lf::test::kFixtureLayers}, lf::LayerRange{1, 2}}) {
+    const Expected expected = layer_tensors_in_file(f, range.begin, range.end);
+    REQUIRE(expected.bytes > 0);
+    for (const int n_threads : {1, 2, 3, 8}) {
+      INFO("layers [" << range.begin << ", " << range.end << "), threads " << n_threads);
+      lf::ModelLoadOptions load;
+      load.range = range;
+      load.n_threads = n_threads;
+      lf::Model m;
+      REQUIRE(lf::load_model(f.file, f.locator(), load, &m).ok());
+      lf::ReadProbe probe;
+      REQUIRE(lf::read_probe(m, &probe).ok());
+      CHECK(probe.bytes == expected.bytes);
+      CHECK(probe.checksum == expected.checksum);
+      CHECK(probe.ms >= 0);
+    }
+  }
+}
