@@ -77,6 +77,9 @@ LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* sess
 /* Milliseconds of the last forward spent in phase 0 attention, 1 FFN, 2 serial (outside the
  * workers), summed over its layers (-1 for another phase). */
 LF_EXPORT(lf_session_phase_ms) double lf_session_phase_ms(const lf_session* session, int phase);
+/* Milliseconds worker w of the model's pool spent in its last finished job (what 0), and of
+ * those waiting at barriers (what 1); -1 for another worker or `what`. */
+LF_EXPORT(lf_model_worker_ms) double lf_model_worker_ms(const lf_model* model, int worker, int what);
 /* Approximate modes of the session's next forward calls (docs/approximate.md), off by default,
  * as a JSON object: {"truncated_attention": true, "truncation_threshold": 0.15, "early_exit": true,
  * "exit_threshold": 0.05, "exit_window": 2, "ffn_top_k": 0.5, "ffn_top_k_layers": {"3": 8192},

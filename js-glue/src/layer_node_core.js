@@ -312,6 +312,15 @@ export class LayerNode {
   }
 
   /**
+   * Each engine thread's time in the last finished forward (or readProbe), in ms, and of it the
+   * time spent waiting at barriers for the other threads: [{ jobMs, barrierMs }] per thread.
+   */
+  workerTimings() {
+    const ms = (worker, what) => this.#lf.fn.lf_model_worker_ms(this.#model, worker, what);
+    return Array.from({ length: this.info().threads }, (_, w) => ({ jobMs: ms(w, 0), barrierMs: ms(w, 1) }));
+  }
+
+  /**
    * Where the session's last forward spent its time, in ms summed over layers: attention, FFN,
    * and serial (outside the engine's threads: validation, copies, hand-over).
    */

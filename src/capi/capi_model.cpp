@@ -285,6 +285,16 @@ double lf_session_phase_ms(const lf_session* session, int phase) {
   }
 }
 
+double lf_model_worker_ms(const lf_model* model, int worker, int what) {
+  const std::vector<lf::ThreadPool::WorkerTimes> times = model->model.pool->last_job_times();
+  if (worker < 0 || worker >= static_cast<int>(times.size())) return -1.0;
+  switch (what) {
+    case 0: return times[static_cast<size_t>(worker)].job_ms;
+    case 1: return times[static_cast<size_t>(worker)].barrier_ms;
+    default: return -1.0;
+  }
+}
+
 double lf_session_layer_ms(const lf_session* session, int i) {
   const std::vector<double>& ms = session->session.layer_ms;
   return i >= 0 && i < static_cast<int>(ms.size()) ? ms[i] : -1.0;
