@@ -107,6 +107,18 @@ describe("threaded LayerNode", () => {
     for (const threads of [1, 2, 3]) assert.equal(await probe({build: "threaded", threads}), want, `threads ${threads}`);
   });
 
+  test("workerTimings gives each thread's time in the last forward, barrier waits within it", async () => {
+    await withNode({model: small(), build: "threaded", threads: 3}, async (node) => {
+      await node.forward({session: "s", startPos: 0, hidden: node.embed(tokens(16))});
+      const times = node.workerTimings();
+      assert.equal(times.length, 3);
+      for (const {jobMs, barrierMs} of times) {
+        assert.ok(jobMs > 0, `job ${jobMs} ms`);
+        assert.ok(barrierMs >= 0 && barrierMs <= jobMs, `barrier ${barrierMs} of ${jobMs} ms`);
+      }
+    });
+  });
+
   test("readProbe waits for a running forward instead of failing", async () => {
     await withNode({model: small(), build: "threaded", threads: 2}, async (node) => {
       const forward = node.forward({session: "s", startPos: 0, hidden: node.embed(tokens(64))});
