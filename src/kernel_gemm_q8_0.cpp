@@ -39,11 +39,11 @@
 // it. src/kernel_q4_0_relaxed.wat.
 extern "C" void lf_q4_0_gemm_row_relaxed(const uint8_t* w, const float* dw, const uint8_t* x, int32_t n_groups,
                                          int32_t n_blocks, float* acc);
-// W rows w0..w7 (Q4_0, n_blocks blocks) · x (Q8_0, n_blocks blocks; scales dy [n_blocks] as f32)
-// -> acc [8], each row's f32 sum formed as vec_dot_ref forms it. src/kernel_q4_0_relaxed.wat.
+// W rows w0..w7 (Q4_0, n_blocks blocks) · x (n_blocks GemvBlock) -> acc [8], each row's f32 sum
+// formed as vec_dot_ref forms it. src/kernel_q4_0_relaxed.wat.
 extern "C" void lf_q4_0_gemv_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2, const uint8_t* w3,
                                      const uint8_t* w4, const uint8_t* w5, const uint8_t* w6, const uint8_t* w7,
-                                     const uint8_t* x, const float* dy, int32_t n_blocks, float* acc);
+                                     const uint8_t* x, int32_t n_blocks, float* acc);
 #endif
 
 namespace lf {
@@ -217,6 +217,32 @@ SplitBlock split_block(const block_q8_0& x) {
   return s;
 }
 
+#if LF_RELAXED_SIMD
+// One Q8_0 activation block as lf_q4_0_gemv_relaxed reads it: the quants, 8·(pairwise sums) in
+// i16 lanes (what the unsigned nibbles overcount, per dot-product lane), the scale in all lanes.
+struct GemvBlock {
+  int8_t a[32];
+  int16_t c[8];
+  float dy[4];
+};
+static_assert(sizeof(GemvBlock) == 64, "the layout lf_q4_0_gemv_relaxed reads");
+
+// Xc [n_blocks] (Q8_0, one token; its scales as f32 in dy) -> [n_blocks] GemvBlock, once per call
+std::vector<GemvBlock> split_for_gemv(const uint8_t* Xc, const float* dy, int64_t n_blocks) {
+  std::vector<GemvBlock> out(static_cast<size_t>(n_blocks));
+  const auto* xb = reinterpret_cast<const block_q8_0*>(Xc);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    GemvBlock& g = out[static_cast<size_t>(b)];
+    const v128_t lo = wasm_v128_load(xb[b].qs), hi = wasm_v128_load(xb[b].qs + 16);
+    wasm_v128_store(g.a, lo);
+    wasm_v128_store(g.a + 16, hi);
+    wasm_v128_store(g.c, wasm_i16x8_shl(wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(lo), wasm_i16x8_extadd_pairwise_i8x16(hi)), 3));
+    wasm_v128_store(g.dy, wasm_f32x4_splat(dy[b]));
+  }
+  return out;
+}
+#endif
+
 // W strips [kStrips][4 rows, n_blocks] · X [kTokens, n_blocks] (split, scales dy [kTokens,
 // n_blocks]) -> acc [kStrips][kTokens] (4 rows each). Each weight block is read and split once for
 // all tokens, and its f32 step follows at once, block after block as in the reference; several
@@ -254,11 +280,13 @@ void gemv(const WeightView& W, const uint8_t* Xc, uint64_t x_row, const float* d
           int64_t r0, int64_t r1) {
 #if LF_RELAXED_SIMD
   if constexpr (Format::kRelaxed && kTokens == 1) {
+    const std::vector<GemvBlock> x = split_for_gemv(Xc, dy, n_blocks);
     for (int64_t r = r0; r < r1; r += 2 * kLanes) {
       const Strip s[2] = {strip_at(W, r, r1), strip_at(W, std::min(r + kLanes, r1 - 1), r1)};
       alignas(16) float acc[2 * kLanes];
       lf_q4_0_gemv_relaxed(s[0].rows[0], s[0].rows[1], s[0].rows[2], s[0].rows[3], s[1].rows[0], s[1].rows[1],
-                           s[1].rows[2], s[1].rows[3], Xc, dy, static_cast<int32_t>(n_blocks), acc);
+                           s[1].rows[2], s[1].rows[3], reinterpret_cast<const uint8_t*>(x.data()),
+                           static_cast<int32_t>(n_blocks), acc);
       std::copy(acc, acc + std::min<int64_t>(2 * kLanes, r1 - r), Y + r);
     }
     return;

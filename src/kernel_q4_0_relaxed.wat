@@ -83,23 +83,24 @@
       (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
       (br_if $blocks (local.get $n_blocks))))
 
-  ;; W rows w0..w7 (block_q4_0, n_blocks each) · x (block_q8_0 [n_blocks], their scales as f32 in
-  ;; dy [n_blocks]) -> acc [8] f32, lane i = row i: acc = acc + (sumi·dw)·dy block after block from
-  ;; 0, vec_dot_ref's expression and order, with dw converted from f16 as fp16_to_fp32 converts it
-  ;; (halves_to_f32 in kernel_simd.h). The GEMV of decode: every weight byte read once, 8 rows in
-  ;; flight sharing each activation block, the integer sums of a block going straight into its f32
-  ;; step.
+  ;; W rows w0..w7 (block_q4_0, n_blocks each) · x (n_blocks records of 64 bytes, made once per
+  ;; call by split_for_gemv in kernel_gemm_q8_0.cpp: the block's 32 quants a, then i16 [8]
+  ;; 8·(pairwise sums of a), the "- 8" of every weight, then its f32 scale dy in all 4 lanes)
+  ;;   -> acc [8] f32, lane i = row i: acc = acc + (sumi·dw)·dy block after block from 0,
+  ;; vec_dot_ref's expression and order, with dw converted from f16 as fp16_to_fp32 converts it
+  ;; (halves_to_f32 in kernel_simd.h; all-normal scales, the rule, take a short path). The GEMV
+  ;; of decode: every weight byte read once, 8 rows in flight sharing each activation block, the
+  ;; integer sums of a block going straight into its f32 step.
   (func $lf_q4_0_gemv_relaxed (export "lf_q4_0_gemv_relaxed")
     (param $w0 i32) (param $w1 i32) (param $w2 i32) (param $w3 i32) (param $w4 i32) (param $w5 i32) (param $w6 i32) (param $w7 i32)
-    (param $x i32) (param $dy i32) (param $n_blocks i32) (param $acc i32)
+    (param $x i32) (param $n_blocks i32) (param $acc i32)
     (local $a_lo v128) (local $a_hi v128) (local $c v128) (local $packed v128) (local $dy_b v128)
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
     (local $ab v128) (local $cd v128) (local $h v128) (local $bits v128) (local $dw v128)
     (local $sum0 v128) (local $sum1 v128)
-    (local $nibble v128) (local $ones v128) (local $magnitude v128) (local $sub_bias v128) (local $two_m14 v128) (local $bias v128) (local $min_normal v128) (local $sign v128) (local $below_inf v128) (local $inf v128) (local $inf_bits v128) (local $quiet v128)
+    (local $zero v128) (local $nibble v128) (local $magnitude v128) (local $sub_bias v128) (local $two_m14 v128) (local $bias v128) (local $min_normal v128) (local $sign v128) (local $below_inf v128) (local $inf v128) (local $inf_bits v128) (local $quiet v128)
     ;; constants set once: V8 would build each again on every iteration
     (local.set $nibble (i8x16.splat (i32.const 15)))
-    (local.set $ones (i8x16.splat (i32.const 1)))
     (local.set $magnitude (i32x4.splat (i32.const 0x7FFF)))
     (local.set $sub_bias (i32x4.splat (i32.const 0x38800000)))
     (local.set $two_m14 (f32x4.splat (f32.const 0x1p-14)))
@@ -112,14 +113,10 @@
     (local.set $quiet (i32x4.splat (i32.const 0x00400000)))
     (if (i32.gt_s (local.get $n_blocks) (i32.const 0)) (then
       (loop $blocks
-        (local.set $a_lo (v128.load offset=2 align=1 (local.get $x)))
-        (local.set $a_hi (v128.load offset=18 align=1 (local.get $x)))
-        ;; c = 8·(pairwise sums of a): the nibbles q are w + 8
-        (local.set $c (i16x8.shl
-          (i16x8.add (i16x8.dot_i8x16_i7x16_s (local.get $a_lo) (local.get $ones))
-                     (i16x8.dot_i8x16_i7x16_s (local.get $a_hi) (local.get $ones)))
-          (i32.const 3)))
-        (local.set $dy_b (f32x4.splat (f32.load align=4 (local.get $dy))))
+        (local.set $a_lo (v128.load offset=0 align=1 (local.get $x)))
+        (local.set $a_hi (v128.load offset=16 align=1 (local.get $x)))
+        (local.set $c (v128.load offset=32 align=1 (local.get $x)))
+        (local.set $dy_b (v128.load offset=48 align=1 (local.get $x)))
         (local.set $packed (v128.load offset=2 align=1 (local.get $w0)))
         (local.set $s0 (i32x4.extadd_pairwise_i16x8_s (i16x8.sub
           (i16x8.add
@@ -155,24 +152,33 @@
         (local.set $cd (i32x4.add
           (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
           (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
-        ;; dw: the f16 scales at offset 0 of the 4 blocks; normal halves by moving the exponent
-        ;; bias, subnormal ones as (2^-14 + m·2^-24) - 2^-14 (exact, no f32 subnormal), exponent
-        ;; 31 by setting every f32 exponent bit (infinity, or the NaN quieted), then the sign
-        (local.set $h (i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1
-          (i32x4.splat (i32.load16_u align=1 (local.get $w0)))
-          (i32.load16_u align=1 (local.get $w1))) (i32.load16_u align=1 (local.get $w2)))
-          (i32.load16_u align=1 (local.get $w3))))
+        ;; the 4 rows' f16 scales (offset 0 of their blocks) in the low 16 bits of i32 lanes
+        (local.set $h (i32x4.extend_low_i16x8_u
+          (v128.load16_lane align=1 3 (local.get $w3)
+            (v128.load16_lane align=1 2 (local.get $w2)
+              (v128.load16_lane align=1 1 (local.get $w1)
+                (v128.load16_lane align=1 0 (local.get $w0) (local.get $zero)))))))
         (local.set $bits (i32x4.shl (v128.and (local.get $h) (local.get $magnitude)) (i32.const 13)))
-        (local.set $dw (v128.or
-          (v128.or
-            (v128.bitselect
-              (f32x4.sub (i32x4.add (local.get $bits) (local.get $sub_bias)) (local.get $two_m14))
-              (i32x4.add (local.get $bits) (local.get $bias))
-              (i32x4.lt_s (local.get $bits) (local.get $min_normal)))
-            (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16)))
-          (v128.or
-            (v128.and (i32x4.gt_s (local.get $bits) (local.get $below_inf)) (local.get $inf))
-            (v128.and (i32x4.gt_s (local.get $bits) (local.get $inf_bits)) (local.get $quiet)))))
+        (local.set $dw (if (result v128)
+          (v128.any_true (v128.or (i32x4.lt_s (local.get $bits) (local.get $min_normal))
+                                  (i32x4.gt_s (local.get $bits) (local.get $below_inf))))
+          (then
+            ;; zero, subnormal (as (2^-14 + m·2^-24) - 2^-14, exact, never an f32 subnormal),
+            ;; infinite or NaN (every f32 exponent bit set, the NaN quieted) among them
+            (v128.or
+              (v128.or
+                (v128.bitselect
+                  (f32x4.sub (i32x4.add (local.get $bits) (local.get $sub_bias)) (local.get $two_m14))
+                  (i32x4.add (local.get $bits) (local.get $bias))
+                  (i32x4.lt_s (local.get $bits) (local.get $min_normal)))
+                (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16)))
+              (v128.or
+                (v128.and (i32x4.gt_s (local.get $bits) (local.get $below_inf)) (local.get $inf))
+                (v128.and (i32x4.gt_s (local.get $bits) (local.get $inf_bits)) (local.get $quiet)))))
+          (else
+            ;; all normal: move the exponent bias, then the sign
+            (v128.or (i32x4.add (local.get $bits) (local.get $bias))
+                     (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16))))))
         ;; sum = sum + (sumi·dw)·dy
         (local.set $sum0 (f32x4.add (local.get $sum0) (f32x4.mul
           (f32x4.mul
@@ -216,24 +222,33 @@
         (local.set $cd (i32x4.add
           (i8x16.shuffle 0 1 2 3 16 17 18 19 4 5 6 7 20 21 22 23 (local.get $s2) (local.get $s3))
           (i8x16.shuffle 8 9 10 11 24 25 26 27 12 13 14 15 28 29 30 31 (local.get $s2) (local.get $s3))))
-        ;; dw: the f16 scales at offset 0 of the 4 blocks; normal halves by moving the exponent
-        ;; bias, subnormal ones as (2^-14 + m·2^-24) - 2^-14 (exact, no f32 subnormal), exponent
-        ;; 31 by setting every f32 exponent bit (infinity, or the NaN quieted), then the sign
-        (local.set $h (i32x4.replace_lane 3 (i32x4.replace_lane 2 (i32x4.replace_lane 1
-          (i32x4.splat (i32.load16_u align=1 (local.get $w4)))
-          (i32.load16_u align=1 (local.get $w5))) (i32.load16_u align=1 (local.get $w6)))
-          (i32.load16_u align=1 (local.get $w7))))
+        ;; the 4 rows' f16 scales (offset 0 of their blocks) in the low 16 bits of i32 lanes
+        (local.set $h (i32x4.extend_low_i16x8_u
+          (v128.load16_lane align=1 3 (local.get $w7)
+            (v128.load16_lane align=1 2 (local.get $w6)
+              (v128.load16_lane align=1 1 (local.get $w5)
+                (v128.load16_lane align=1 0 (local.get $w4) (local.get $zero)))))))
         (local.set $bits (i32x4.shl (v128.and (local.get $h) (local.get $magnitude)) (i32.const 13)))
-        (local.set $dw (v128.or
-          (v128.or
-            (v128.bitselect
-              (f32x4.sub (i32x4.add (local.get $bits) (local.get $sub_bias)) (local.get $two_m14))
-              (i32x4.add (local.get $bits) (local.get $bias))
-              (i32x4.lt_s (local.get $bits) (local.get $min_normal)))
-            (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16)))
-          (v128.or
-            (v128.and (i32x4.gt_s (local.get $bits) (local.get $below_inf)) (local.get $inf))
-            (v128.and (i32x4.gt_s (local.get $bits) (local.get $inf_bits)) (local.get $quiet)))))
+        (local.set $dw (if (result v128)
+          (v128.any_true (v128.or (i32x4.lt_s (local.get $bits) (local.get $min_normal))
+                                  (i32x4.gt_s (local.get $bits) (local.get $below_inf))))
+          (then
+            ;; zero, subnormal (as (2^-14 + m·2^-24) - 2^-14, exact, never an f32 subnormal),
+            ;; infinite or NaN (every f32 exponent bit set, the NaN quieted) among them
+            (v128.or
+              (v128.or
+                (v128.bitselect
+                  (f32x4.sub (i32x4.add (local.get $bits) (local.get $sub_bias)) (local.get $two_m14))
+                  (i32x4.add (local.get $bits) (local.get $bias))
+                  (i32x4.lt_s (local.get $bits) (local.get $min_normal)))
+                (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16)))
+              (v128.or
+                (v128.and (i32x4.gt_s (local.get $bits) (local.get $below_inf)) (local.get $inf))
+                (v128.and (i32x4.gt_s (local.get $bits) (local.get $inf_bits)) (local.get $quiet)))))
+          (else
+            ;; all normal: move the exponent bias, then the sign
+            (v128.or (i32x4.add (local.get $bits) (local.get $bias))
+                     (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16))))))
         ;; sum = sum + (sumi·dw)·dy
         (local.set $sum1 (f32x4.add (local.get $sum1) (f32x4.mul
           (f32x4.mul
@@ -250,9 +265,9 @@
         (local.set $w5 (i32.add (local.get $w5) (i32.const 18)))
         (local.set $w6 (i32.add (local.get $w6) (i32.const 18)))
         (local.set $w7 (i32.add (local.get $w7) (i32.const 18)))
-        (local.set $x (i32.add (local.get $x) (i32.const 34)))
-        (local.set $dy (i32.add (local.get $dy) (i32.const 4)))
+        (local.set $x (i32.add (local.get $x) (i32.const 64)))
         (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
         (br_if $blocks (local.get $n_blocks)))))
     (v128.store offset=0 align=4 (local.get $acc) (local.get $sum0))
-    (v128.store offset=16 align=4 (local.get $acc) (local.get $sum1))))
+    (v128.store offset=16 align=4 (local.get $acc) (local.get $sum1)))
+)
