@@ -98,9 +98,12 @@
     (local $s0 v128) (local $s1 v128) (local $s2 v128) (local $s3 v128)
     (local $ab v128) (local $cd v128) (local $h v128) (local $bits v128) (local $dw v128)
     (local $sum0 v128) (local $sum1 v128)
-    (local $zero v128) (local $nibble v128) (local $magnitude v128) (local $sub_bias v128) (local $two_m14 v128) (local $bias v128) (local $min_normal v128) (local $sign v128) (local $below_inf v128) (local $inf v128) (local $inf_bits v128) (local $quiet v128)
+    (local $zero v128) (local $exponent_one v128) (local $exponent_mask v128) (local $moved_mask v128) (local $nibble v128) (local $magnitude v128) (local $sub_bias v128) (local $two_m14 v128) (local $bias v128) (local $min_normal v128) (local $sign v128) (local $below_inf v128) (local $inf v128) (local $inf_bits v128) (local $quiet v128)
     ;; constants set once: V8 would build each again on every iteration
     (local.set $nibble (i8x16.splat (i32.const 15)))
+    (local.set $exponent_one (i32x4.splat (i32.const 0x0400)))
+    (local.set $exponent_mask (i32x4.splat (i32.const 0x7800)))
+    (local.set $moved_mask (i32x4.splat (i32.const 0x8FFFE000)))
     (local.set $magnitude (i32x4.splat (i32.const 0x7FFF)))
     (local.set $sub_bias (i32x4.splat (i32.const 0x38800000)))
     (local.set $two_m14 (f32x4.splat (f32.const 0x1p-14)))
@@ -158,13 +161,16 @@
             (v128.load16_lane align=1 2 (local.get $w2)
               (v128.load16_lane align=1 1 (local.get $w1)
                 (v128.load16_lane align=1 0 (local.get $w0) (local.get $zero)))))))
-        (local.set $bits (i32x4.shl (v128.and (local.get $h) (local.get $magnitude)) (i32.const 13)))
+        ;; as halves_to_f32 in kernel_simd.h: a lane of exponent 0 or 31 has no bit of
+        ;; exponent + 1 in 0x7800
         (local.set $dw (if (result v128)
-          (v128.any_true (v128.or (i32x4.lt_s (local.get $bits) (local.get $min_normal))
-                                  (i32x4.gt_s (local.get $bits) (local.get $below_inf))))
+          (v128.any_true (i32x4.eq (v128.and (i32x4.add (local.get $h) (local.get $exponent_one))
+                                             (local.get $exponent_mask))
+                                   (local.get $zero)))
           (then
             ;; zero, subnormal (as (2^-14 + m·2^-24) - 2^-14, exact, never an f32 subnormal),
             ;; infinite or NaN (every f32 exponent bit set, the NaN quieted) among them
+            (local.set $bits (i32x4.shl (v128.and (local.get $h) (local.get $magnitude)) (i32.const 13)))
             (v128.or
               (v128.or
                 (v128.bitselect
@@ -176,9 +182,11 @@
                 (v128.and (i32x4.gt_s (local.get $bits) (local.get $below_inf)) (local.get $inf))
                 (v128.and (i32x4.gt_s (local.get $bits) (local.get $inf_bits)) (local.get $quiet)))))
           (else
-            ;; all normal: move the exponent bias, then the sign
-            (v128.or (i32x4.add (local.get $bits) (local.get $bias))
-                     (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16))))))
+            ;; all normal: sign, exponent and mantissa moved into place by one arithmetic shift
+            ;; (the sign's copies masked off), then the exponent bias
+            (i32x4.add (v128.and (i32x4.shr_s (i32x4.shl (local.get $h) (i32.const 16)) (i32.const 3))
+                                 (local.get $moved_mask))
+                       (local.get $bias)))))
         ;; sum = sum + (sumi·dw)·dy
         (local.set $sum0 (f32x4.add (local.get $sum0) (f32x4.mul
           (f32x4.mul
@@ -228,13 +236,16 @@
             (v128.load16_lane align=1 2 (local.get $w6)
               (v128.load16_lane align=1 1 (local.get $w5)
                 (v128.load16_lane align=1 0 (local.get $w4) (local.get $zero)))))))
-        (local.set $bits (i32x4.shl (v128.and (local.get $h) (local.get $magnitude)) (i32.const 13)))
+        ;; as halves_to_f32 in kernel_simd.h: a lane of exponent 0 or 31 has no bit of
+        ;; exponent + 1 in 0x7800
         (local.set $dw (if (result v128)
-          (v128.any_true (v128.or (i32x4.lt_s (local.get $bits) (local.get $min_normal))
-                                  (i32x4.gt_s (local.get $bits) (local.get $below_inf))))
+          (v128.any_true (i32x4.eq (v128.and (i32x4.add (local.get $h) (local.get $exponent_one))
+                                             (local.get $exponent_mask))
+                                   (local.get $zero)))
           (then
             ;; zero, subnormal (as (2^-14 + m·2^-24) - 2^-14, exact, never an f32 subnormal),
             ;; infinite or NaN (every f32 exponent bit set, the NaN quieted) among them
+            (local.set $bits (i32x4.shl (v128.and (local.get $h) (local.get $magnitude)) (i32.const 13)))
             (v128.or
               (v128.or
                 (v128.bitselect
@@ -246,9 +257,11 @@
                 (v128.and (i32x4.gt_s (local.get $bits) (local.get $below_inf)) (local.get $inf))
                 (v128.and (i32x4.gt_s (local.get $bits) (local.get $inf_bits)) (local.get $quiet)))))
           (else
-            ;; all normal: move the exponent bias, then the sign
-            (v128.or (i32x4.add (local.get $bits) (local.get $bias))
-                     (i32x4.shl (v128.and (local.get $h) (local.get $sign)) (i32.const 16))))))
+            ;; all normal: sign, exponent and mantissa moved into place by one arithmetic shift
+            ;; (the sign's copies masked off), then the exponent bias
+            (i32x4.add (v128.and (i32x4.shr_s (i32x4.shl (local.get $h) (i32.const 16)) (i32.const 3))
+                                 (local.get $moved_mask))
+                       (local.get $bias)))))
         ;; sum = sum + (sumi·dw)·dy
         (local.set $sum1 (f32x4.add (local.get $sum1) (f32x4.mul
           (f32x4.mul
