@@ -398,18 +398,23 @@ void gemm_token_lanes(const WeightView& W, const uint8_t* Xc, uint64_t x_row, in
   const std::vector<TokenGroupBlock> x = pack_token_groups(Xc, x_row, n_tok, n_blocks);
   const int64_t chunk =
       std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_groups} * int64_t{sizeof(TokenGroupBlock)}));
-  std::vector<float> dw(static_cast<size_t>(std::min(chunk, n_blocks)));
-  std::vector<float> acc(static_cast<size_t>(n_groups) * 4);
+  // acc [n_groups][4] and dw [chunk], written in the inner loops, with a cache line of padding on
+  // each side: another thread's small allocation next to them would share their lines.
+  constexpr size_t kPad = 64 / sizeof(float);
+  const size_t n_acc = static_cast<size_t>(n_groups) * 4;
+  std::vector<float> scratch(kPad + n_acc + static_cast<size_t>(std::min(chunk, n_blocks)) + kPad);
+  float* const acc = scratch.data() + kPad;
+  float* const dw = acc + n_acc;
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
     for (int64_t r = r0; r < r1; ++r) {
       const auto* row = reinterpret_cast<const block_q4_0*>(W.row(r));
-      row_scales(row + c0, c1 - c0, dw.data());
-      for (int j = 0; j < n_tok; ++j) acc[static_cast<size_t>(j)] = c0 == 0 ? 0.0f : Y[j * W.n_out + r];
-      lf_q4_0_gemm_row_relaxed(reinterpret_cast<const uint8_t*>(row + c0), dw.data(),
+      row_scales(row + c0, c1 - c0, dw);
+      for (int j = 0; j < n_tok; ++j) acc[j] = c0 == 0 ? 0.0f : Y[j * W.n_out + r];
+      lf_q4_0_gemm_row_relaxed(reinterpret_cast<const uint8_t*>(row + c0), dw,
                                reinterpret_cast<const uint8_t*>(x.data() + c0 * n_groups), n_groups,
-                               static_cast<int32_t>(c1 - c0), acc.data());
-      for (int j = 0; j < n_tok; ++j) Y[j * W.n_out + r] = acc[static_cast<size_t>(j)];
+                               static_cast<int32_t>(c1 - c0), acc);
+      for (int j = 0; j < n_tok; ++j) Y[j * W.n_out + r] = acc[j];
     }
   }
 }
