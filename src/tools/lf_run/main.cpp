@@ -11,6 +11,7 @@
 // a neighbour's load on a shared machine falls on every count alike.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -108,27 +109,30 @@ std::vector<double> log_softmax(const std::vector<float>& logits) {
   return out;
 }
 
-// One timed forward: wall ms per layer, the engine's phase split summed over layers, and each
-// worker's time in the job and of it at barriers (waiting for the others).
+// One timed forward: wall ms per layer, the process's CPU ms (every thread's, for the whole
+// forward), the engine's phase split summed over layers, and each worker's time in the job and of
+// it at barriers (waiting for the others).
 struct Timing {
-  double ms_per_layer = 0, attention_ms = 0, ffn_ms = 0, serial_ms = 0;
+  double ms_per_layer = 0, cpu_ms = 0, attention_ms = 0, ffn_ms = 0, serial_ms = 0;
   std::vector<lf::ThreadPool::WorkerTimes> workers;
 };
 
 Timing timed_forward(const lf::Model& model, lf::Session& session, const std::vector<float>& x, int n) {
   std::vector<float> out(x.size());
+  const std::clock_t cpu0 = std::clock();
   const auto t0 = std::chrono::steady_clock::now();
   check(lf::forward(model, session, session.n_past(), x.data(), n, out.data(), false));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   const int n_layers = model.range.end - model.range.begin;
-  return {ms / n_layers, session.phases.attention_ms, session.phases.ffn_ms, session.phases.serial_ms,
+  return {ms / n_layers, cpu_ms, session.phases.attention_ms, session.phases.ffn_ms, session.phases.serial_ms,
           model.pool->last_job_times()};
 }
 
 nlohmann::json to_json(const Timing& t) {
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& w : t.workers) workers.push_back({{"job_ms", w.job_ms}, {"barrier_ms", w.barrier_ms}});
-  return {{"ms_per_layer", t.ms_per_layer}, {"attention_ms", t.attention_ms}, {"ffn_ms", t.ffn_ms},
+  return {{"ms_per_layer", t.ms_per_layer}, {"cpu_ms", t.cpu_ms}, {"attention_ms", t.attention_ms}, {"ffn_ms", t.ffn_ms},
           {"serial_ms", t.serial_ms}, {"workers", workers}};
 }
 
