@@ -182,7 +182,7 @@ export class LayerNode {
   layerTimings(session: string): number[];
   phaseTimings(session: string): { attention: number; ffn: number; serial: number } | null;
   /** each engine thread's time in the last finished forward, and of it the time waiting at barriers */
-  workerTimings(): { jobMs: number; barrierMs: number }[];
+  workerTimings(): Promise<{ jobMs: number; barrierMs: number }[]>;
   /** every byte of the node's layer weights read once on its threads: the ceiling decode is measured against */
   readProbe(): Promise<{ bytes: number; ms: number; gbPerSecond: number; checksum: number }>;
   /** what the approximate modes did in the session's last forward; null for an unknown session */

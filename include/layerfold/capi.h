@@ -78,7 +78,8 @@ LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* sess
  * workers), summed over its layers (-1 for another phase). */
 LF_EXPORT(lf_session_phase_ms) double lf_session_phase_ms(const lf_session* session, int phase);
 /* Milliseconds worker w of the model's pool spent in its last finished job (what 0), and of
- * those waiting at barriers (what 1); -1 for another worker or `what`. */
+ * those waiting at barriers (what 1); -1 for another worker or `what`, or an unloaded model.
+ * Call it between jobs: while one runs, its workers are writing these. */
 LF_EXPORT(lf_model_worker_ms) double lf_model_worker_ms(const lf_model* model, int worker, int what);
 /* Approximate modes of the session's next forward calls (docs/approximate.md), off by default,
  * as a JSON object: {"truncated_attention": true, "truncation_threshold": 0.15, "early_exit": true,

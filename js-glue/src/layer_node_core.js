@@ -314,10 +314,16 @@ export class LayerNode {
   /**
    * Each engine thread's time in the last finished forward (or readProbe), in ms, and of it the
    * time spent waiting at barriers for the other threads: [{ jobMs, barrierMs }] per thread.
+   * Queued behind running forward calls, whose threads are still writing these.
    */
   workerTimings() {
-    const ms = (worker, what) => this.#lf.fn.lf_model_worker_ms(this.#model, worker, what);
-    return Array.from({ length: this.info().threads }, (_, w) => ({ jobMs: ms(w, 0), barrierMs: ms(w, 1) }));
+    const read = () => {
+      const ms = (worker, what) => this.#lf.fn.lf_model_worker_ms(this.#model, worker, what);
+      return Array.from({ length: this.info().threads }, (_, w) => ({ jobMs: ms(w, 0), barrierMs: ms(w, 1) }));
+    };
+    const result = this.#queue.then(read);
+    this.#queue = result.catch(() => {});
+    return result;
   }
 
   /**

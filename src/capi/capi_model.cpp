@@ -286,6 +286,7 @@ double lf_session_phase_ms(const lf_session* session, int phase) {
 }
 
 double lf_model_worker_ms(const lf_model* model, int worker, int what) {
+  if (model == nullptr || !model->loaded) return -1.0;
   const std::vector<lf::ThreadPool::WorkerTimes> times = model->model.pool->last_job_times();
   if (worker < 0 || worker >= static_cast<int>(times.size())) return -1.0;
   switch (what) {
@@ -379,6 +380,7 @@ int lf_model_read_probe_async(lf_model* model, int32_t* done_flag) {
 }
 
 double lf_model_read_probe_result(const lf_model* model, int what) {
+  if (model == nullptr) return -1;
   switch (what) {
     case 0: return static_cast<double>(model->probe.bytes);
     case 1: return model->probe.ms;

@@ -110,7 +110,7 @@ describe("threaded LayerNode", () => {
   test("workerTimings gives each thread's time in the last forward, barrier waits within it", async () => {
     await withNode({model: small(), build: "threaded", threads: 3}, async (node) => {
       await node.forward({session: "s", startPos: 0, hidden: node.embed(tokens(16))});
-      const times = node.workerTimings();
+      const times = await node.workerTimings();
       assert.equal(times.length, 3);
       for (const {jobMs, barrierMs} of times) {
         assert.ok(jobMs > 0, `job ${jobMs} ms`);
