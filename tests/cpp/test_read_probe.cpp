@@ -3,7 +3,9 @@
 // count, and no other bytes.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include "fixture_model.h"
 #include "layerfold/read_probe.h"
@@ -62,4 +64,26 @@ TEST_CASE("the read probe reads every byte of the node's layers once, for any th
       CHECK(probe.ms >= 0);
     }
   }
+}
+
+TEST_CASE("the read probe refuses to start while the model's threads run a job, and runs after it", "[read_probe]") {
+  FixtureModel f;
+  REQUIRE(lf::test::build_fixture(lf::test::FixtureOptions{}, &f).ok());
+  lf::ModelLoadOptions load;
+  load.range = {0, lf::test::kFixtureLayers};
+  load.n_threads = 2;
+  lf::Model m;
+  REQUIRE(lf::load_model(f.file, f.locator(), load, &m).ok());
+  std::atomic<bool> release{false}, finished{false};
+  REQUIRE(m.pool->start([&](int) { while (!release.load()) std::this_thread::yield(); }, [&] { finished = true; }));
+  bool probe_ran = false;
+  const lf::Status refused = lf::read_probe_async(m, [&](const lf::ReadProbe&) { probe_ran = true; });
+  CHECK(refused.code() == lf::Code::failed_precondition);
+  CHECK(refused.message().find("busy") != std::string::npos);
+  release = true;
+  while (!finished.load()) std::this_thread::yield();
+  CHECK_FALSE(probe_ran);
+  lf::ReadProbe probe;
+  REQUIRE(lf::read_probe(m, &probe).ok());
+  CHECK(probe.bytes == layer_tensors_in_file(f, 0, lf::test::kFixtureLayers).bytes);
 }
