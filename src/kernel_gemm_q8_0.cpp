@@ -27,6 +27,7 @@
 // with its i7 dot products.
 #include <algorithm>
 #include <cassert>
+#include <memory>
 #include <vector>
 
 #include "kernel_simd.h"
@@ -228,8 +229,9 @@ struct GemvBlock {
 static_assert(sizeof(GemvBlock) == 64, "the layout lf_q4_0_gemv_relaxed reads");
 
 // Xc [n_blocks] (Q8_0, one token; its scales as f32 in dy) -> [n_blocks] GemvBlock, once per call
-std::vector<GemvBlock> split_for_gemv(const uint8_t* Xc, const float* dy, int64_t n_blocks) {
-  std::vector<GemvBlock> out(static_cast<size_t>(n_blocks));
+// (allocated without zeroing: every byte is written)
+std::unique_ptr<GemvBlock[]> split_for_gemv(const uint8_t* Xc, const float* dy, int64_t n_blocks) {
+  std::unique_ptr<GemvBlock[]> out(new GemvBlock[static_cast<size_t>(n_blocks)]);
   const auto* xb = reinterpret_cast<const block_q8_0*>(Xc);
   for (int64_t b = 0; b < n_blocks; ++b) {
     GemvBlock& g = out[static_cast<size_t>(b)];
@@ -280,12 +282,12 @@ void gemv(const WeightView& W, const uint8_t* Xc, uint64_t x_row, const float* d
           int64_t r0, int64_t r1) {
 #if LF_RELAXED_SIMD
   if constexpr (Format::kRelaxed && kTokens == 1) {
-    const std::vector<GemvBlock> x = split_for_gemv(Xc, dy, n_blocks);
+    const std::unique_ptr<GemvBlock[]> x = split_for_gemv(Xc, dy, n_blocks);
     for (int64_t r = r0; r < r1; r += 2 * kLanes) {
       const Strip s[2] = {strip_at(W, r, r1), strip_at(W, std::min(r + kLanes, r1 - 1), r1)};
       alignas(16) float acc[2 * kLanes];
       lf_q4_0_gemv_relaxed(s[0].rows[0], s[0].rows[1], s[0].rows[2], s[0].rows[3], s[1].rows[0], s[1].rows[1],
-                           s[1].rows[2], s[1].rows[3], reinterpret_cast<const uint8_t*>(x.data()),
+                           s[1].rows[2], s[1].rows[3], reinterpret_cast<const uint8_t*>(x.get()),
                            static_cast<int32_t>(n_blocks), acc);
       std::copy(acc, acc + std::min<int64_t>(2 * kLanes, r1 - r), Y + r);
     }
@@ -345,10 +347,10 @@ void transpose_4x4(const v128_t in[4], v128_t* out) {
 
 // Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_groups] TokenGroupBlock: per group, the 4 tokens'
 // quants transposed as 32-bit lanes; the missing tokens of the last group are zero (their lanes
-// are computed and never stored).
-std::vector<TokenGroupBlock> pack_token_groups(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t n_blocks) {
+// are computed and never stored). Allocated without zeroing: every byte is written.
+std::unique_ptr<TokenGroupBlock[]> pack_token_groups(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t n_blocks) {
   const int n_groups = (n_tok + 3) / 4;
-  std::vector<TokenGroupBlock> packed(static_cast<size_t>(n_blocks * n_groups));
+  std::unique_ptr<TokenGroupBlock[]> packed(new TokenGroupBlock[static_cast<size_t>(n_blocks * n_groups)]);
   const block_q8_0 zero{};
   for (int g = 0; g < n_groups; ++g) {
     const block_q8_0* tokens[4];
@@ -395,7 +397,7 @@ void gemm_token_lanes(const WeightView& W, const uint8_t* Xc, uint64_t x_row, in
                       int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
   const int n_groups = (n_tok + 3) / 4;
-  const std::vector<TokenGroupBlock> x = pack_token_groups(Xc, x_row, n_tok, n_blocks);
+  const std::unique_ptr<TokenGroupBlock[]> x = pack_token_groups(Xc, x_row, n_tok, n_blocks);
   const int64_t chunk =
       std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_groups} * int64_t{sizeof(TokenGroupBlock)}));
   // acc [n_groups][4] and dw [chunk], written in the inner loops, with a cache line of padding on
@@ -412,7 +414,7 @@ void gemm_token_lanes(const WeightView& W, const uint8_t* Xc, uint64_t x_row, in
       row_scales(row + c0, c1 - c0, dw);
       for (int j = 0; j < n_tok; ++j) acc[j] = c0 == 0 ? 0.0f : Y[j * W.n_out + r];
       lf_q4_0_gemm_row_relaxed(reinterpret_cast<const uint8_t*>(row + c0), dw,
-                               reinterpret_cast<const uint8_t*>(x.data() + c0 * n_groups), n_groups,
+                               reinterpret_cast<const uint8_t*>(x.get() + c0 * n_groups), n_groups,
                                static_cast<int32_t>(c1 - c0), acc);
       for (int j = 0; j < n_tok; ++j) Y[j * W.n_out + r] = acc[j];
     }
