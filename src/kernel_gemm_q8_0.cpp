@@ -327,10 +327,11 @@ void gemv_n(int n_tok, const WeightView& W, const uint8_t* Xc, uint64_t x_row, c
 
 #if LF_RELAXED_SIMD
 // Block b of a group of 4 tokens, as lf_q4_0_gemm_row_relaxed reads it: q[k] holds elements
-// 4k..4k+3 of each token in turn; the 8·Σa that the unsigned nibbles overcount; the token scales.
+// 4k..4k+3 of each token in turn; minus the 8·Σa that the unsigned nibbles overcount (where the
+// kernel's dot products start); the token scales.
 struct TokenGroupBlock {
   int8_t q[8][16];
-  int32_t offset[4];
+  int32_t minus_offset[4];
   float dy[4];
 };
 static_assert(sizeof(TokenGroupBlock) == 160, "the layout lf_q4_0_gemm_row_relaxed reads");
@@ -376,7 +377,7 @@ std::unique_ptr<TokenGroupBlock[]> pack_token_groups(const uint8_t* Xc, uint64_t
         wasm_v128_store(out.q[k], q[k]);
         sum = wasm_i32x4_add(sum, wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(q[k])));
       }
-      wasm_v128_store(out.offset, wasm_i32x4_shl(sum, 3));
+      wasm_v128_store(out.minus_offset, wasm_i32x4_mul(sum, wasm_i32x4_splat(-8)));
       wasm_v128_store(out.dy, wasm_v128_load(dy));
     }
   }

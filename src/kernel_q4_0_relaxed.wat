@@ -34,6 +34,7 @@
     (local $packed v128) (local $lo v128) (local $hi v128) (local $nibble v128) (local $dw_b v128)
     (local $b0 v128) (local $b1 v128) (local $b2 v128) (local $b3 v128)
     (local $b4 v128) (local $b5 v128) (local $b6 v128) (local $b7 v128)
+    (local $s0 v128) (local $s1 v128) (local $zero v128)
     (local $g i32) (local $a i32)
     (if (i32.le_s (local.get $n_blocks) (i32.const 0)) (then (return)))
     (if (i32.le_s (local.get $n_groups) (i32.const 0)) (then (return)))
@@ -56,23 +57,20 @@
       (local.set $g (local.get $n_groups))
       (local.set $a (local.get $acc))
       (loop $groups
-        ;; acc = acc + (f32(Σ q·a - 8·Σa)·dw)·dy
+        ;; sumi = Σ q·a - 8·Σa in two chains of 4 dot products (each i32 lane sums 4 products),
+        ;; one starting from -8·Σa, one from 0
+        (local.set $s0 (v128.load offset=128 align=1 (local.get $x)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=0 align=1 (local.get $x)) (local.get $b0) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=64 align=1 (local.get $x)) (local.get $b4) (local.get $zero)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=16 align=1 (local.get $x)) (local.get $b1) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=80 align=1 (local.get $x)) (local.get $b5) (local.get $s1)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=32 align=1 (local.get $x)) (local.get $b2) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=96 align=1 (local.get $x)) (local.get $b6) (local.get $s1)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=48 align=1 (local.get $x)) (local.get $b3) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=112 align=1 (local.get $x)) (local.get $b7) (local.get $s1)))
+        ;; acc = acc + (f32(sumi)·dw)·dy
         (v128.store align=4 (local.get $a) (f32x4.add (v128.load align=4 (local.get $a)) (f32x4.mul
-          (f32x4.mul
-            (f32x4.convert_i32x4_s (i32x4.sub
-              (i32x4.extadd_pairwise_i16x8_s (i16x8.add
-                (i16x8.add
-                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=0 align=1 (local.get $x)) (local.get $b0))
-                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=16 align=1 (local.get $x)) (local.get $b1)))
-                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=32 align=1 (local.get $x)) (local.get $b2))
-                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=48 align=1 (local.get $x)) (local.get $b3))))
-                (i16x8.add
-                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=64 align=1 (local.get $x)) (local.get $b4))
-                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=80 align=1 (local.get $x)) (local.get $b5)))
-                  (i16x8.add (i16x8.dot_i8x16_i7x16_s (v128.load offset=96 align=1 (local.get $x)) (local.get $b6))
-                             (i16x8.dot_i8x16_i7x16_s (v128.load offset=112 align=1 (local.get $x)) (local.get $b7))))))
-              (v128.load offset=128 align=1 (local.get $x))))
-            (local.get $dw_b))
+          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.add (local.get $s0) (local.get $s1))) (local.get $dw_b))
           (v128.load offset=144 align=1 (local.get $x)))))
         (local.set $x (i32.add (local.get $x) (i32.const 160)))
         (local.set $a (i32.add (local.get $a) (i32.const 16)))

@@ -25,10 +25,16 @@ if(LF_TARGET STREQUAL "emscripten")
   find_program(LF_WAT2WASM wat2wasm REQUIRED)
   set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernel_q4_0_relaxed.wat)
   set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/kernel_q4_0_relaxed.o)
+  # binaryen 108 knows the i32x4 relaxed dot-add by another number: the script renumbers it
+  # in the object, for the link, and in the linked modules, for the engines
+  find_program(LF_NODE node REQUIRED)
+  set(LF_PATCH_RELAXED_DOT ${LF_NODE} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs)
   add_custom_command(OUTPUT ${LF_RELAXED_WAT_OBJECT}
     COMMAND ${LF_WAT2WASM} --enable-relaxed-simd --enable-threads --relocatable ${LF_RELAXED_WAT}
             -o ${LF_RELAXED_WAT_OBJECT}
-    DEPENDS ${LF_RELAXED_WAT} COMMENT "wat2wasm kernel_q4_0_relaxed.wat")
+    COMMAND ${LF_PATCH_RELAXED_DOT} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
+    DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs
+    COMMENT "wat2wasm kernel_q4_0_relaxed.wat")
   add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernel_gemm_q8_0.cpp)
   target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
   target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
@@ -38,6 +44,10 @@ if(LF_TARGET STREQUAL "emscripten")
   target_include_directories(layerfold_mt_relaxed PRIVATE ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(layerfold_mt_relaxed PROPERTIES SUFFIX ".js")
   target_link_options(layerfold_mt_relaxed PRIVATE ${LF_MT_LINK_OPTIONS})
+  add_custom_command(TARGET layerfold_mt_relaxed POST_BUILD
+    COMMAND ${LF_PATCH_RELAXED_DOT} --module $<TARGET_FILE_DIR:layerfold_mt_relaxed>/layerfold_mt_relaxed.wasm
+            ${LF_RELAXED_WAT}
+    COMMENT "relaxed dot products in layerfold_mt_relaxed.wasm")
 elseif(LF_TARGET STREQUAL "wasi")
   # Single-thread reactor for edge workers: no JS glue, instantiated by the worker itself.
   add_executable(layerfold_wasi ${LF_CAPI_SOURCES})
