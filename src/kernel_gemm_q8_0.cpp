@@ -12,19 +12,18 @@
 // reference's. Splitting the integers from the floats keeps the integer kernel free of
 // accumulators (all registers for weights) and makes it the one ISA-specific piece.
 //
-// The relaxed-SIMD build (LF_RELAXED_SIMD) turns Q4_0 prompts around: vector lanes are 4 tokens
-// of one row, not 4 rows of one token. The activations are packed once per call into groups of 4
-// tokens (pack_token_groups), each row's scales converted once per chunk, and
-// kernel_q4_0_relaxed.wat's row kernel runs a row through all groups: its i8 dot products need
-// no sum across lanes, and each block's f32 step follows its integer sums at once.
+// The relaxed-SIMD build (LF_RELAXED_SIMD) reads Q4_0 weights laid out in row strips
+// (include/layerfold/row_strips.h) with kernel_q4_0_relaxed.wat, for any number of tokens: the
+// activations are packed once per call (pack_strip_activations), and per column chunk each strip
+// runs through all tokens; a row's products stay in its own lane, and each block's f32 step
+// follows its integer sums at once.
 //
 // Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
 // the activations are split once per call into int16 even / odd elements (SplitBlock); two row
 // strips (8 rows in flight) run side by side through all their blocks once; each weight block is
 // split by shifts and masks inside 16-bit lanes (no widening; Q4_0's nibbles stay unsigned and
 // the 8·Σa they overcount is subtracted once per block); each block's integer sums go straight
-// into the f32 step. The relaxed-SIMD build's one-token Q4_0 GEMV is the .wat's, same steps
-// with its i7 dot products.
+// into the f32 step.
 #include <algorithm>
 #include <cassert>
 #include <memory>
@@ -35,16 +34,11 @@
 #include "layerfold/quant.h"
 
 #if LF_RELAXED_SIMD
-// One W row (Q4_0, n_blocks blocks; their scales as f32 in dw) · X packed by pack_token_groups
-// (n_groups per block) -> acc [n_groups][4], lane = token, each sum continued as vec_dot_ref forms
-// it. src/kernel_q4_0_relaxed.wat.
-extern "C" void lf_q4_0_gemm_row_relaxed(const uint8_t* w, const float* dw, const uint8_t* x, int32_t n_groups,
-                                         int32_t n_blocks, float* acc);
-// W rows w0..w7 (Q4_0, n_blocks blocks) · x (n_blocks GemvBlock) -> acc [8], each row's f32 sum
-// formed as vec_dot_ref forms it. src/kernel_q4_0_relaxed.wat.
-extern "C" void lf_q4_0_gemv_relaxed(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2, const uint8_t* w3,
-                                     const uint8_t* w4, const uint8_t* w5, const uint8_t* w6, const uint8_t* w7,
-                                     const uint8_t* x, int32_t n_blocks, float* acc);
+// One W strip (Q4_0 in row strips, n_blocks blocks, finite scales) · X packed by
+// pack_strip_activations (n_tok records per block) -> acc [n_tok][4], lane = row, each sum
+// continued as vec_dot_ref forms it; consts: StripConstants. src/kernel_q4_0_relaxed.wat.
+extern "C" void lf_q4_0_strip_relaxed(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks,
+                                      float* acc, const void* consts);
 #endif
 
 namespace lf {
@@ -218,33 +212,6 @@ SplitBlock split_block(const block_q8_0& x) {
   return s;
 }
 
-#if LF_RELAXED_SIMD
-// One Q8_0 activation block as lf_q4_0_gemv_relaxed reads it: the quants, 8·(pairwise sums) in
-// i16 lanes (what the unsigned nibbles overcount, per dot-product lane), the scale in all lanes.
-struct GemvBlock {
-  int8_t a[32];
-  int16_t c[8];
-  float dy[4];
-};
-static_assert(sizeof(GemvBlock) == 64, "the layout lf_q4_0_gemv_relaxed reads");
-
-// Xc [n_blocks] (Q8_0, one token; its scales as f32 in dy) -> [n_blocks] GemvBlock, once per call
-// (allocated without zeroing: every byte is written)
-std::unique_ptr<GemvBlock[]> split_for_gemv(const uint8_t* Xc, const float* dy, int64_t n_blocks) {
-  std::unique_ptr<GemvBlock[]> out(new GemvBlock[static_cast<size_t>(n_blocks)]);
-  const auto* xb = reinterpret_cast<const block_q8_0*>(Xc);
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    GemvBlock& g = out[static_cast<size_t>(b)];
-    const v128_t lo = wasm_v128_load(xb[b].qs), hi = wasm_v128_load(xb[b].qs + 16);
-    wasm_v128_store(g.a, lo);
-    wasm_v128_store(g.a + 16, hi);
-    wasm_v128_store(g.c, wasm_i16x8_shl(wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(lo), wasm_i16x8_extadd_pairwise_i8x16(hi)), 3));
-    wasm_v128_store(g.dy, wasm_f32x4_splat(dy[b]));
-  }
-  return out;
-}
-#endif
-
 // W strips [kStrips][4 rows, n_blocks] · X [kTokens, n_blocks] (split, scales dy [kTokens,
 // n_blocks]) -> acc [kStrips][kTokens] (4 rows each). Each weight block is read and split once for
 // all tokens, and its f32 step follows at once, block after block as in the reference; several
@@ -280,20 +247,6 @@ void gemv_strips(const Strip* s, const SplitBlock* x, const float* dy, int64_t n
 template <typename Format, int kTokens>
 void gemv(const WeightView& W, const uint8_t* Xc, uint64_t x_row, const float* dy, int64_t n_blocks, float* Y,
           int64_t r0, int64_t r1) {
-#if LF_RELAXED_SIMD
-  if constexpr (Format::kRelaxed && kTokens == 1) {
-    const std::unique_ptr<GemvBlock[]> x = split_for_gemv(Xc, dy, n_blocks);
-    for (int64_t r = r0; r < r1; r += 2 * kLanes) {
-      const Strip s[2] = {strip_at(W, r, r1), strip_at(W, std::min(r + kLanes, r1 - 1), r1)};
-      alignas(16) float acc[2 * kLanes];
-      lf_q4_0_gemv_relaxed(s[0].rows[0], s[0].rows[1], s[0].rows[2], s[0].rows[3], s[1].rows[0], s[1].rows[1],
-                           s[1].rows[2], s[1].rows[3], reinterpret_cast<const uint8_t*>(x.get()),
-                           static_cast<int32_t>(n_blocks), acc);
-      std::copy(acc, acc + std::min<int64_t>(2 * kLanes, r1 - r), Y + r);
-    }
-    return;
-  }
-#endif
   std::vector<SplitBlock> x(static_cast<size_t>(kTokens * n_blocks));
   for (int j = 0; j < kTokens; ++j) {
     const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
@@ -326,98 +279,85 @@ void gemv_n(int n_tok, const WeightView& W, const uint8_t* Xc, uint64_t x_row, c
 }
 
 #if LF_RELAXED_SIMD
-// Block b of a group of 4 tokens, as lf_q4_0_gemm_row_relaxed reads it: q[k] holds elements
-// 4k..4k+3 of each token in turn; minus the 8·Σa that the unsigned nibbles overcount (where the
-// kernel's dot products start); the token scales.
-struct TokenGroupBlock {
+// Block b of one token as lf_q4_0_strip_relaxed reads it: q[k] holds elements 4k..4k+3 of the
+// block (k < 4) or 16+4(k-4)..19+4(k-4) (k >= 4) in every 32-bit lane, one row strip lane each;
+// minus the 8·Σa that the unsigned nibbles overcount (where the kernel's dot products start);
+// the token's scale in every lane.
+struct StripTokenBlock {
   int8_t q[8][16];
   int32_t minus_offset[4];
   float dy[4];
 };
-static_assert(sizeof(TokenGroupBlock) == 160, "the layout lf_q4_0_gemm_row_relaxed reads");
+static_assert(sizeof(StripTokenBlock) == 160, "the layout lf_q4_0_strip_relaxed reads");
 
-// [a, b, c, d] (4 lanes of 32 bits each) -> [a0 b0 c0 d0], [a1 b1 c1 d1], ...
-void transpose_4x4(const v128_t in[4], v128_t* out) {
-  const v128_t ab_lo = wasm_i32x4_shuffle(in[0], in[1], 0, 4, 1, 5), cd_lo = wasm_i32x4_shuffle(in[2], in[3], 0, 4, 1, 5);
-  const v128_t ab_hi = wasm_i32x4_shuffle(in[0], in[1], 2, 6, 3, 7), cd_hi = wasm_i32x4_shuffle(in[2], in[3], 2, 6, 3, 7);
-  out[0] = wasm_i32x4_shuffle(ab_lo, cd_lo, 0, 1, 4, 5);
-  out[1] = wasm_i32x4_shuffle(ab_lo, cd_lo, 2, 3, 6, 7);
-  out[2] = wasm_i32x4_shuffle(ab_hi, cd_hi, 0, 1, 4, 5);
-  out[3] = wasm_i32x4_shuffle(ab_hi, cd_hi, 2, 3, 6, 7);
+// 32-bit lane k of v in every lane
+template <int k>
+v128_t lane_everywhere(v128_t v) {
+  return wasm_i32x4_shuffle(v, v, k, k, k, k);
 }
 
-// Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_groups] TokenGroupBlock: per group, the 4 tokens'
-// quants transposed as 32-bit lanes; the missing tokens of the last group are zero (their lanes
-// are computed and never stored). Allocated without zeroing: every byte is written.
-std::unique_ptr<TokenGroupBlock[]> pack_token_groups(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t n_blocks) {
-  const int n_groups = (n_tok + 3) / 4;
-  std::unique_ptr<TokenGroupBlock[]> packed(new TokenGroupBlock[static_cast<size_t>(n_blocks * n_groups)]);
-  const block_q8_0 zero{};
-  for (int g = 0; g < n_groups; ++g) {
-    const block_q8_0* tokens[4];
-    for (int t = 0; t < 4; ++t) {
-      const int j = 4 * g + t;
-      tokens[t] = j < n_tok ? reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j)) : nullptr;
-    }
+// Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_tok] StripTokenBlock, once per call. Allocated
+// without zeroing: every byte is written.
+std::unique_ptr<StripTokenBlock[]> pack_strip_activations(const uint8_t* Xc, uint64_t x_row, int n_tok,
+                                                          int64_t n_blocks) {
+  std::unique_ptr<StripTokenBlock[]> packed(new StripTokenBlock[static_cast<size_t>(n_blocks * n_tok)]);
+  for (int j = 0; j < n_tok; ++j) {
+    const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
     for (int64_t b = 0; b < n_blocks; ++b) {
-      TokenGroupBlock& out = packed[static_cast<size_t>(b * n_groups + g)];
-      v128_t lo[4], hi[4];
-      float dy[4];
-      for (int t = 0; t < 4; ++t) {
-        const block_q8_0& x = tokens[t] ? tokens[t][b] : zero;
-        lo[t] = wasm_v128_load(x.qs);
-        hi[t] = wasm_v128_load(x.qs + 16);
-        dy[t] = fp16_to_fp32(x.d);
-      }
-      v128_t q[8];
-      transpose_4x4(lo, q);
-      transpose_4x4(hi, q + 4);
-      v128_t sum = wasm_i32x4_splat(0);
-      for (int k = 0; k < 8; ++k) {
-        wasm_v128_store(out.q[k], q[k]);
-        sum = wasm_i32x4_add(sum, wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(q[k])));
-      }
+      StripTokenBlock& out = packed[static_cast<size_t>(b * n_tok + j)];
+      const v128_t lo = wasm_v128_load(xb[b].qs), hi = wasm_v128_load(xb[b].qs + 16);
+      const v128_t groups[8] = {lane_everywhere<0>(lo), lane_everywhere<1>(lo), lane_everywhere<2>(lo),
+                                lane_everywhere<3>(lo), lane_everywhere<0>(hi), lane_everywhere<1>(hi),
+                                lane_everywhere<2>(hi), lane_everywhere<3>(hi)};
+      for (int k = 0; k < 8; ++k) wasm_v128_store(out.q[k], groups[k]);
+      v128_t sum = wasm_i32x4_extadd_pairwise_i16x8(
+          wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(lo), wasm_i16x8_extadd_pairwise_i8x16(hi)));
+      sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 2, 3, 0, 1));
+      sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 1, 0, 3, 2));  // Σa in every lane
       wasm_v128_store(out.minus_offset, wasm_i32x4_mul(sum, wasm_i32x4_splat(-8)));
-      wasm_v128_store(out.dy, wasm_v128_load(dy));
+      wasm_v128_store(out.dy, wasm_f32x4_splat(fp16_to_fp32(xb[b].d)));
     }
   }
   return packed;
 }
 
-// The f16 scales of blocks [0, n) of a Q4_0 row -> dw [n], as fp16_to_fp32 converts each
-void row_scales(const block_q4_0* row, int64_t n, float* dw) {
-  int64_t b = 0;
-  for (; b + 4 <= n; b += 4) store(dw + b, halves_to_f32(load_halves(&row[b].d, &row[b + 1].d, &row[b + 2].d, &row[b + 3].d)));
-  for (; b < n; ++b) dw[b] = fp16_to_fp32(row[b].d);
-}
+// The constants lf_q4_0_strip_relaxed reads from memory
+struct StripConstants {
+  uint8_t nibble_mask[16];
+  float two_112[4];  // 2^112: f32 exponent bias minus f16's
+};
+alignas(16) constexpr StripConstants kStripConstants = {
+    {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15}, {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
 
-// The relaxed build's Q4_0 prompt GEMM: per column chunk (its packed activations stay in cache
-// while the rows stream through), per row, one call of the .wat row kernel over all tokens; each
-// output's running sum is carried through Y from chunk to chunk.
-void gemm_token_lanes(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
-                      int64_t r1) {
+// The relaxed build's Q4_0 GEMM over row strips: per column chunk (its packed activations stay in
+// cache while the strips stream through), per strip, one call of the .wat kernel over all tokens;
+// each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
+// is computed whole and only its rows in range are stored.
+void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                 int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
-  const int n_groups = (n_tok + 3) / 4;
-  const std::unique_ptr<TokenGroupBlock[]> x = pack_token_groups(Xc, x_row, n_tok, n_blocks);
+  const std::unique_ptr<StripTokenBlock[]> x = pack_strip_activations(Xc, x_row, n_tok, n_blocks);
   const int64_t chunk =
-      std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_groups} * int64_t{sizeof(TokenGroupBlock)}));
-  // acc [n_groups][4] and dw [chunk], written in the inner loops, with a cache line of padding on
-  // each side: another thread's small allocation next to them would share their lines.
+      std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)}));
+  // acc [n_tok][4], written in the inner loop, with a cache line of padding on each side: another
+  // thread's small allocation next to it would share its lines.
   constexpr size_t kPad = 64 / sizeof(float);
-  const size_t n_acc = static_cast<size_t>(n_groups) * 4;
-  std::vector<float> scratch(kPad + n_acc + static_cast<size_t>(std::min(chunk, n_blocks)) + kPad);
+  std::vector<float> scratch(kPad + static_cast<size_t>(n_tok) * kLanes + kPad);
   float* const acc = scratch.data() + kPad;
-  float* const dw = acc + n_acc;
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
-    for (int64_t r = r0; r < r1; ++r) {
-      const auto* row = reinterpret_cast<const block_q4_0*>(W.row(r));
-      row_scales(row + c0, c1 - c0, dw);
-      for (int j = 0; j < n_tok; ++j) acc[j] = c0 == 0 ? 0.0f : Y[j * W.n_out + r];
-      lf_q4_0_gemm_row_relaxed(reinterpret_cast<const uint8_t*>(row + c0), dw,
-                               reinterpret_cast<const uint8_t*>(x.get() + c0 * n_groups), n_groups,
-                               static_cast<int32_t>(c1 - c0), acc);
-      for (int j = 0; j < n_tok; ++j) Y[j * W.n_out + r] = acc[j];
+    for (int64_t s = r0 / kLanes; s * kLanes < r1; ++s) {
+      float* const y = Y + s * kLanes;
+      const int64_t i0 = std::max<int64_t>(r0 - s * kLanes, 0), i1 = std::min<int64_t>(r1 - s * kLanes, kLanes);
+      for (int j = 0; j < n_tok; ++j) {
+        for (int64_t i = 0; i < kLanes; ++i) acc[j * kLanes + i] = c0 > 0 && i >= i0 && i < i1 ? y[j * W.n_out + i] : 0.0f;
+      }
+      lf_q4_0_strip_relaxed(W.strip(s) + c0 * kLanes * int64_t{sizeof(block_q4_0)},
+                            reinterpret_cast<const uint8_t*>(x.get() + c0 * n_tok), n_tok,
+                            static_cast<int32_t>(c1 - c0), acc, &kStripConstants);
+      for (int j = 0; j < n_tok; ++j) {
+        for (int64_t i = i0; i < i1; ++i) y[j * W.n_out + i] = acc[j * kLanes + i];
+      }
     }
   }
 }
@@ -434,9 +374,10 @@ void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, flo
   }
 #if LF_RELAXED_SIMD
   if constexpr (Format::kRelaxed) {
-    if (n_tok > kGemvMaxTokens) return gemm_token_lanes(W, Xc, x_row, n_tok, Y, r0, r1);
+    if (W.row_strips) return gemm_strips(W, Xc, x_row, n_tok, Y, r0, r1);
   }
 #endif
+  assert(!W.row_strips);  // only where gemm_uses_row_strips
   // dy [n_tok, n_blocks]: converted once here rather than once per row strip.
   std::vector<float> dy(static_cast<size_t>(n_tok) * static_cast<size_t>(n_blocks));
   for (int j = 0; j < n_tok; ++j) {
@@ -479,6 +420,8 @@ void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, i
     gemm<Q8_0>(W, Xc, x_row, n_tok, Y, r0, r1);
   }
 }
+
+bool gemm_uses_row_strips(GgmlType weight_type) { return LF_RELAXED_SIMD && weight_type == GgmlType::Q4_0; }
 
 const char* gemm_kernel_isa() { return LF_RELAXED_SIMD ? "wasm-relaxed-simd" : kIsa; }
 

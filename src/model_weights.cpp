@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "layerfold/feature_major.h"
+#include "layerfold/kernels.h"
+#include "layerfold/row_strips.h"
 
 namespace lf {
 namespace {
@@ -81,6 +83,15 @@ void relayout_features(WeightView* W, std::vector<uint8_t>* scratch) {
   W->feature_major = true;
 }
 
+// W -> row strips, in place through scratch, where this build's kernel reads its type so
+void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
+  if (!gemm_uses_row_strips(W->type) || !can_row_strips(*W)) return;
+  const uint64_t bytes = static_cast<uint64_t>(W->n_out) * W->row_bytes;
+  scratch->assign(W->data, W->data + bytes);
+  to_row_strips(*W, scratch->data(), const_cast<uint8_t*>(W->data));
+  W->row_strips = true;
+}
+
 }  // namespace
 
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out) {
@@ -124,6 +135,10 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
         relayout_features(&ffn_down, &scratch);
       } else {
         relayout_units(m.shards[i].ffn, &ffn_down, &scratch);
+      }
+      LayerWeights& w = m.layers[i];
+      for (WeightView* W : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+        if (W->present()) relayout_strips(W, &scratch);
       }
     }
   }

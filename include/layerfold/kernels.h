@@ -28,6 +28,12 @@ void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, i
 void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                        int64_t r1);
 
+// Whether this build's kernel for weight_type reads it in row strips (include/layerfold/row_strips.h):
+// the relaxed-SIMD module's Q4_0 kernel does, and the loader lays such weights out in strips
+// where it may rewrite them (ModelLoadOptions::relayout_in_place). Every build reads the file's
+// layout too.
+bool gemm_uses_row_strips(GgmlType weight_type);
+
 // Which backend the kernels were compiled for: "wasm-relaxed-simd", "wasm-simd128", "sse2" or
 // "scalar" (the Q4_0 kernel's; the others use the plain SIMD of the same build).
 const char* gemm_kernel_isa();

@@ -16,10 +16,11 @@ struct ReadProbe {
   double ms = 0;          // from the job's start to its last worker's end
 };
 
-// Wrapping sum of the little-endian 32-bit words of p [n] (a tail of n % 4 bytes is one word,
-// zero-padded). The probe sums what it reads so that the reads cannot be optimised away, and so
-// that a test can tell that every byte was read. Addition is exact in any order: any split of
-// the bytes between workers gives the same sum.
+// Wrapping sum of the little-endian signed 16-bit halfwords of p [n] (an odd last byte is one
+// halfword, zero-padded). The probe sums what it reads so that the reads cannot be optimised
+// away, and so that a test can tell that every byte was read. Addition is exact in any order:
+// any split of the bytes between workers gives the same sum, and so does any layout that moves
+// whole halfwords (unit-major, row strips), so the sum is the file's whatever the layout.
 uint32_t weight_checksum(const uint8_t* p, uint64_t n);
 
 // Each worker reads a contiguous share of every tensor with 128-bit loads. done gets the result

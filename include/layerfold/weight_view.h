@@ -26,11 +26,19 @@ struct WeightView {
   // rows, so a product with mostly-zero activations reads only the columns it needs. row() does
   // not apply then; columns() does.
   bool feature_major = false;
+  // Q4_0 only: the rows are interleaved 4 by 4 (include/layerfold/row_strips.h), in the file's
+  // layout or within each unit. row() does not apply then; strip() does, after columns().
+  bool row_strips = false;
 
   bool present() const { return data != nullptr; }
   const uint8_t* row(int64_t r) const {
-    assert(unit_cols == 0 && !feature_major);
+    assert(unit_cols == 0 && !feature_major && !row_strips);
     return data + static_cast<uint64_t>(r) * row_bytes;
+  }
+  // Row strip s (rows 4s..4s+3) at its first block: strips are 4 rows' bytes apart.
+  const uint8_t* strip(int64_t s) const {
+    assert(unit_cols == 0 && row_strips);
+    return data + static_cast<uint64_t>(s) * 4 * row_bytes;
   }
   // F32 vectors only (checked at load: type F32 and 4-byte aligned).
   const float* f32() const { return reinterpret_cast<const float*>(data); }
@@ -45,7 +53,8 @@ struct WeightView {
   // Input columns [k0, k1) of every row, on block boundaries (and inside one unit when
   // unit-major) -> a view of n_out rows of k1 - k0 values: in the file's layout the rows stay
   // row_bytes apart (strided), unit-major they are the unit's contiguous rows, feature-major
-  // they are the stripes of those blocks (still feature-major).
+  // they are the stripes of those blocks (still feature-major). In row strips each block holds
+  // 4 rows' bytes, so the slice starts 4 times further in and strips stay 4·row_bytes apart.
   WeightView columns(int64_t k0, int64_t k1) const {
     WeightView v = *this;
     v.n_in = k1 - k0;
@@ -54,14 +63,15 @@ struct WeightView {
       v.data = data + static_cast<uint64_t>(n_out) * column_bytes(k0);
       return v;
     }
+    const uint64_t rows_per_block = row_strips ? 4 : 1;
     if (unit_cols == 0) {
-      v.data = data + column_bytes(k0);
+      v.data = data + rows_per_block * column_bytes(k0);
       return v;
     }
     const int64_t u0 = k0 / unit_cols * unit_cols;
     const int64_t u1 = u0 + unit_cols < n_in ? u0 + unit_cols : n_in;
     assert(k1 <= u1);
-    v.data = data + static_cast<uint64_t>(n_out) * column_bytes(u0) + column_bytes(k0 - u0);
+    v.data = data + static_cast<uint64_t>(n_out) * column_bytes(u0) + rows_per_block * column_bytes(k0 - u0);
     v.row_bytes = column_bytes(u1 - u0);
     return v;
   }

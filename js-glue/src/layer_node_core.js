@@ -284,7 +284,8 @@ export class LayerNode {
    * The memory-read ceiling decode is measured against (scripts/bench): every byte of this node's
    * layer weights read once on its threads, as decode streams them. Queued behind running
    * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: wrapping sum of the
-   * tensors' little-endian 32-bit words, tail bytes zero-padded)
+   * tensors' little-endian signed 16-bit halfwords, an odd tail byte zero-padded; the same for
+   * every layout the loader may give the weights)
    */
   readProbe() {
     const run = async () => {

@@ -278,10 +278,10 @@ TEST_CASE("feature_major: columns() of a feature-major view starts at the block'
   W.n_out = 34;
   W.row_bytes = W.column_bytes(96);
   W.feature_major = true;
-  const uint8_t base[1] = {};
-  W.data = base;
+  const std::vector<uint8_t> bytes(3 * 18 * 34);
+  W.data = bytes.data();
   const lf::WeightView v = W.columns(64, 96);
-  CHECK(v.data == base + 2 * 18 * 34);
+  CHECK(v.data == bytes.data() + 2 * 18 * 34);
   CHECK(v.n_in == 32);
   CHECK(v.n_out == 34);
   CHECK(v.feature_major);

@@ -15,6 +15,7 @@
 #include "layerfold/kernels.h"
 #include "layerfold/ops.h"
 #include "layerfold/quant.h"
+#include "layerfold/row_strips.h"
 #include "quant_test_data.h"
 #include "../../src/kernel_simd.h"  // the read-bandwidth probe uses the kernels' vectors
 
@@ -120,7 +121,21 @@ std::vector<float> reference(const lf::WeightView& W, const uint8_t* xc, int n_t
   return y;
 }
 
-// Runs the kernel and matmul_rows on the same inputs, both must equal the reference bit for bit.
+// W in row strips, its bytes in *storage, where this build's kernel reads W's type so (the
+// relaxed-SIMD build's Q4_0) and W can be; else W itself.
+lf::WeightView kernel_layout(const lf::WeightView& W, std::vector<uint8_t>* storage) {
+  if (!lf::gemm_uses_row_strips(W.type) || !lf::can_row_strips(W)) return W;
+  storage->resize(static_cast<size_t>(W.n_out) * W.row_bytes);
+  lf::to_row_strips(W, W.data, storage->data());
+  lf::WeightView S = W;
+  S.data = storage->data();
+  S.row_strips = true;
+  return S;
+}
+
+// Runs matmul_rows (the kernels) on W and, where this build's kernel reads W's type in row
+// strips (the relaxed-SIMD build's Q4_0), on a copy of W laid out in strips: both must equal the
+// reference bit for bit.
 void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_tok, int64_t r0, int64_t r1,
                  int64_t k0, int64_t k1) {
   INFO("ggml type " << static_cast<int>(W.type) << " n_in " << W.n_in << " n_out " << W.n_out
@@ -128,6 +143,13 @@ void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_
   const std::vector<float> want = reference(W, xc.data(), n_tok, r0, r1, k0, k1);
   std::vector<float> got(want.size(), kUntouched);
   lf::matmul_rows(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
+  CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  std::vector<uint8_t> strips;
+  const lf::WeightView S = kernel_layout(W, &strips);
+  if (!S.row_strips) return;
+  INFO("in row strips");
+  std::fill(got.begin(), got.end(), kUntouched);
+  lf::matmul_rows(S, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
 }
 
@@ -173,10 +195,12 @@ TEST_CASE("kernels: raw quants (Q8_0 -128 included), zero blocks, zero tokens, l
   std::mt19937 rng(7);
   for (const lf::GgmlType type : kTypes) {
     for (const Weights kind : {Weights::raw_bytes, Weights::zero_blocks}) {
-      const Matrix W = make_weights(rng, type, 5376, 9, kind);
-      for (const int n_tok : {1, 5, 13}) {
-        const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, true);
-        check_exact(W.view, xc, n_tok, 0, 9, 0, 5376);
+      for (const int64_t n_out : {9, 12}) {
+        const Matrix W = make_weights(rng, type, 5376, n_out, kind);
+        for (const int n_tok : {1, 5, 13}) {
+          const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, true);
+          check_exact(W.view, xc, n_tok, 0, n_out, 0, 5376);
+        }
       }
     }
   }
@@ -185,15 +209,18 @@ TEST_CASE("kernels: raw quants (Q8_0 -128 included), zero blocks, zero tokens, l
 TEST_CASE("kernels: every token count 1..17 and 33 across the token tiles and block runs", "[kernels]") {
   std::mt19937 rng(17);
   for (const lf::GgmlType type : kTypes) {
-    // 17 blocks: one whole run of 16 and a tail of 1; 33 rows: 8 strips and a tail of 1
-    const Matrix W = make_weights(rng, type, 544, 33, Weights::quantized);
-    for (int n_tok = 1; n_tok <= 17; ++n_tok) {
-      const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
-      check_exact(W.view, xc, n_tok, 0, 33, 0, 544);
+    // 17 blocks: one whole run of 16 and a tail of 1; 33 rows: 8 strips and a tail of 1 (36:
+    // 9 whole strips, which the relaxed build also runs in row strips)
+    for (const int64_t n_out : {33, 36}) {
+      const Matrix W = make_weights(rng, type, 544, n_out, Weights::quantized);
+      for (int n_tok = 1; n_tok <= 17; ++n_tok) {
+        const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
+        check_exact(W.view, xc, n_tok, 0, n_out, 0, 544);
+      }
+      const std::vector<uint8_t> xc = make_activations(rng, W.view, 33, true);
+      check_exact(W.view, xc, 33, 0, n_out, 0, 544);
+      check_exact(W.view, xc, 33, 2, 31, 32, 512);
     }
-    const std::vector<uint8_t> xc = make_activations(rng, W.view, 33, true);
-    check_exact(W.view, xc, 33, 0, 33, 0, 544);
-    check_exact(W.view, xc, 33, 2, 31, 32, 512);
   }
 }
 
@@ -201,11 +228,13 @@ TEST_CASE("kernels: arbitrary activation quants (-128 included) against raw and 
   std::mt19937 rng(29);
   for (const lf::GgmlType type : kTypes) {
     for (const Weights kind : {Weights::raw_bytes, Weights::typical}) {
-      const Matrix W = make_weights(rng, type, 1024, 11, kind);
-      for (const int n_tok : {1, 4, 16, 19}) {
-        std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
-        randomize_activation_quants(rng, &xc);
-        check_exact(W.view, xc, n_tok, 0, 11, 0, 1024);
+      for (const int64_t n_out : {11, 12}) {
+        const Matrix W = make_weights(rng, type, 1024, n_out, kind);
+        for (const int n_tok : {1, 4, 16, 19}) {
+          std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
+          randomize_activation_quants(rng, &xc);
+          check_exact(W.view, xc, n_tok, 0, n_out, 0, 1024);
+        }
       }
     }
   }
@@ -215,7 +244,7 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
   // The largest block products there are: exact in every kernel's integer lanes or not at all.
   for (const lf::GgmlType type : kTypes) {
     std::mt19937 rng(31);
-    Matrix W = make_weights(rng, type, 256, 6, Weights::quantized);
+    Matrix W = make_weights(rng, type, 256, 8, Weights::quantized);
     const bool q4 = type == lf::GgmlType::Q4_0;
     const size_t block = q4 ? sizeof(lf::block_q4_0) : sizeof(lf::block_q8_0);
     for (size_t b = 0; b < W.bytes.size(); b += block) {
@@ -231,12 +260,12 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
         std::memset(&xc[b + 2], static_cast<uint8_t>(q), sizeof(lf::block_q8_0) - 2);
       }
       for (const int n_tok : {1, 2, 3}) {  // the GEMV path and the tiles
-        check_exact(W.view, xc, n_tok, 0, 6, 0, 256);
-        std::vector<float> y(static_cast<size_t>(6 * n_tok));
-        lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 6, 0, 256);
+        check_exact(W.view, xc, n_tok, 0, 8, 0, 256);
+        std::vector<float> y(static_cast<size_t>(8 * n_tok));
+        lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 8, 0, 256);
         const float per_block = (q4 ? -8.0f : -128.0f) * q * 32.0f;  // exact in f32
         CHECK(y[0] == per_block * 8.0f);
-        CHECK(y[static_cast<size_t>(6 * n_tok - 1)] == per_block * 8.0f);
+        CHECK(y[static_cast<size_t>(8 * n_tok - 1)] == per_block * 8.0f);
       }
     }
   }
@@ -288,15 +317,17 @@ TEST_CASE("kernels: Q4_K and Q6_K GEMM equal the vec_dot_ref loop bit for bit", 
 TEST_CASE("kernels: row ranges and input-column ranges, as thread shards use them", "[kernels]") {
   std::mt19937 rng(11);
   for (const lf::GgmlType type : kTypes) {
-    const Matrix W = make_weights(rng, type, 5376, 33, Weights::quantized);
-    for (const int n_tok : {1, 3, 8, 13}) {
-      const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
-      check_exact(W.view, xc, n_tok, 1, 32, 0, 5376);       // unaligned strip start, row tail of 3
-      check_exact(W.view, xc, n_tok, 5, 6, 0, 5376);        // a single row
-      check_exact(W.view, xc, n_tok, 0, 33, 0, 32);          // the first block only
-      check_exact(W.view, xc, n_tok, 0, 33, 224, 3200);      // a middle slice
-      check_exact(W.view, xc, n_tok, 7, 30, 5344, 5376);     // the last block only
-      check_exact(W.view, xc, n_tok, 0, 33, 2688, 2688);     // an empty slice sums to 0
+    for (const int64_t n_out : {33, 36}) {
+      const Matrix W = make_weights(rng, type, 5376, n_out, Weights::quantized);
+      for (const int n_tok : {1, 3, 8, 13}) {
+        const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
+        check_exact(W.view, xc, n_tok, 1, 32, 0, 5376);       // unaligned strip start, row tail of 3
+        check_exact(W.view, xc, n_tok, 5, 6, 0, 5376);        // a single row
+        check_exact(W.view, xc, n_tok, 0, n_out, 0, 32);      // the first block only
+        check_exact(W.view, xc, n_tok, 0, n_out, 224, 3200);  // a middle slice
+        check_exact(W.view, xc, n_tok, 7, 30, 5344, 5376);    // the last block only
+        check_exact(W.view, xc, n_tok, 0, n_out, 2688, 2688);  // an empty slice sums to 0
+      }
     }
   }
 }
@@ -304,10 +335,12 @@ TEST_CASE("kernels: row ranges and input-column ranges, as thread shards use the
 TEST_CASE("kernels: many tokens split the columns into cache chunks without changing a bit", "[kernels]") {
   std::mt19937 rng(3);
   for (const lf::GgmlType type : kTypes) {
-    const Matrix W = make_weights(rng, type, 5376, 5, Weights::quantized);
-    const std::vector<uint8_t> xc = make_activations(rng, W.view, 100, true);
-    check_exact(W.view, xc, 100, 0, 5, 0, 5376);
-    check_exact(W.view, xc, 100, 2, 5, 96, 5280);
+    for (const int64_t n_out : {5, 8}) {
+      const Matrix W = make_weights(rng, type, 5376, n_out, Weights::quantized);
+      const std::vector<uint8_t> xc = make_activations(rng, W.view, 100, true);
+      check_exact(W.view, xc, 100, 0, n_out, 0, 5376);
+      check_exact(W.view, xc, 100, 2, 5, 96, 5280);
+    }
   }
 }
 
@@ -354,17 +387,18 @@ TEST_CASE("kernels: every finite f16 weight scale converts as fp16_to_fp32 does"
 }
 
 TEST_CASE("kernels: infinite and NaN weight scales give infinities and NaNs in their rows only", "[kernels]") {
-  const std::vector<uint16_t> scales = {0x3C00, 0x7C00, 0xFC00, 0x4000, 0x3800, 0x7E01};  // 1, +inf, -inf, 2, 0.5, NaN
+  // 1, +inf, -inf, 2, 0.5, NaN, -1, 0
+  const std::vector<uint16_t> scales = {0x3C00, 0x7C00, 0xFC00, 0x4000, 0x3800, 0x7E01, 0xBC00, 0x0000};
   for (const lf::GgmlType type : kTypes) {
     const Matrix W = unit_rows(type, scales);
     for (const int n_tok : {1, 2, 3, 5}) {  // the GEMV path and the tiles
       INFO("n_tok " << n_tok);
       const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
-      check_exact(W.view, xc, n_tok, 0, 6, 0, 32);
-      std::vector<float> y(static_cast<size_t>(6 * n_tok));
-      lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 6, 0, 32);
+      check_exact(W.view, xc, n_tok, 0, 8, 0, 32);
+      std::vector<float> y(static_cast<size_t>(8 * n_tok));
+      lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 8, 0, 32);
       for (int t = 0; t < n_tok; ++t) {
-        const float* yt = y.data() + 6 * t;
+        const float* yt = y.data() + 8 * t;
         CHECK(yt[0] == 127.0f);
         CHECK(std::isinf(yt[1]));
         CHECK(yt[1] > 0);
@@ -373,6 +407,8 @@ TEST_CASE("kernels: infinite and NaN weight scales give infinities and NaNs in t
         CHECK(yt[3] == 254.0f);
         CHECK(yt[4] == 63.5f);
         CHECK(std::isnan(yt[5]));
+        CHECK(yt[6] == -127.0f);
+        CHECK(yt[7] == 0.0f);
       }
     }
   }
@@ -383,7 +419,7 @@ TEST_CASE("kernels: decode's GEMV path (1 to 4 tokens) over odd row counts, row 
   // 33 blocks: no power of two; n_tok 1..4 spans the GEMV path and the first tiled counts.
   std::mt19937 rng(23);
   for (const lf::GgmlType type : kTypes) {
-    for (const int64_t n_out : {1, 2, 3, 5, 7, 13}) {
+    for (const int64_t n_out : {1, 2, 3, 4, 5, 7, 12, 13}) {
       for (const Weights kind : {Weights::quantized, Weights::raw_bytes, Weights::zero_blocks}) {
         const Matrix W = make_weights(rng, type, 1056, n_out, kind);
         for (int n_tok = 1; n_tok <= 4; ++n_tok) {
@@ -458,13 +494,15 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
   for (const lf::GgmlType type : kTypes) {
     for (const Shape& s : shapes) {
       const Matrix W = make_weights(rng, type, s.n_in, s.n_out, Weights::typical);
+      std::vector<uint8_t> strips;
+      const lf::WeightView K = kernel_layout(W.view, &strips);  // as the loader lays it out
       for (const int n_tok : s.n_toks) {
         const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
         std::vector<float> y(static_cast<size_t>(n_tok * s.n_out));
         double best = 1e30;
         for (int rep = 0; rep < (n_tok <= 8 ? 10 : 3); ++rep) {  // short runs: more tries at a quiet moment
           const auto start = std::chrono::steady_clock::now();
-          lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, s.n_out, 0, s.n_in);
+          lf::matmul_rows(K, xc.data(), n_tok, y.data(), 0, s.n_out, 0, s.n_in);
           best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         }
         const std::vector<float> want = reference(W.view, xc.data(), n_tok, s.n_out - 1, s.n_out, 0, s.n_in);

@@ -35,10 +35,11 @@ Expected layer_tensors_in_file(const FixtureModel& f, int begin, int end) {
 
 }  // namespace
 
-TEST_CASE("weight_checksum adds little-endian words and zero-pads the tail", "[read_probe]") {
-  const uint8_t bytes[7] = {0x01, 0x02, 0x03, 0x04, 0xFF, 0xFF, 0x01};
-  CHECK(lf::weight_checksum(bytes, 4) == 0x04030201u);
-  CHECK(lf::weight_checksum(bytes, 7) == 0x04030201u + 0x0001FFFFu);
+TEST_CASE("weight_checksum adds little-endian signed halfwords and zero-pads the tail", "[read_probe]") {
+  const uint8_t bytes[7] = {0x01, 0x02, 0x03, 0x04, 0xFF, 0xFF, 0x81};
+  CHECK(lf::weight_checksum(bytes, 4) == 0x0201u + 0x0403u);
+  CHECK(lf::weight_checksum(bytes, 6) == 0x0201u + 0x0403u - 1u);           // 0xFFFF is -1
+  CHECK(lf::weight_checksum(bytes, 7) == 0x0201u + 0x0403u - 1u + 0x0081u);  // the odd byte, high half 0
   CHECK(lf::weight_checksum(bytes, 0) == 0u);
 }
 

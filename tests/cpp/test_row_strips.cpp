@@ -1,0 +1,189 @@
+// The row-strip layout (include/layerfold/row_strips.h): a permutation of each strip's bytes that
+// round-trips, puts every scale and quant group where the header says, composes with the
+// unit-major layout, keeps the read probe's checksum, and is what the loader gives exactly the
+// weights this build's kernel reads in strips.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "fixture_model.h"
+#include "layerfold/gguf.h"
+#include "layerfold/kernels.h"
+#include "layerfold/model.h"
+#include "layerfold/quant.h"
+#include "layerfold/read_probe.h"
+#include "layerfold/row_strips.h"
+
+namespace {
+
+using lf::GgmlType;
+using lf::WeightView;
+
+// A Q4_0 weight [n_out, n_in] of random bytes, in the file's layout
+struct Weight {
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+Weight random_q4_0(std::mt19937& rng, int64_t n_out, int64_t n_in) {
+  Weight w;
+  w.view.type = GgmlType::Q4_0;
+  w.view.n_in = n_in;
+  w.view.n_out = n_out;
+  w.view.row_bytes = w.view.column_bytes(n_in);
+  w.bytes.resize(static_cast<size_t>(n_out) * w.view.row_bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
+  for (size_t b = 1; b < w.bytes.size(); b += 18) w.bytes[b] &= 0xBF;  // finite scales only
+  w.view.data = w.bytes.data();
+  return w;
+}
+
+// Byte of row r, block b, offset o (0-1 scale, 2-17 quants) in the file's layout of a region
+// whose rows are row_bytes long
+size_t file_at(uint64_t row_bytes, int64_t r, int64_t b, int o) {
+  return static_cast<size_t>(static_cast<uint64_t>(r) * row_bytes + static_cast<uint64_t>(b) * 18 + static_cast<uint64_t>(o));
+}
+
+}  // namespace
+
+TEST_CASE("row_strips: each block holds the 4 scales, then quant group k of row i at 8 + 16k + 4i",
+          "[row_strips]") {
+  std::mt19937 rng(41);
+  const Weight w = random_q4_0(rng, 8, 96);
+  std::vector<uint8_t> strips(w.bytes.size());
+  lf::to_row_strips(w.view, w.bytes.data(), strips.data());
+  const uint64_t row_bytes = w.view.row_bytes;
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t b = 0; b < 3; ++b) {
+      const size_t block = static_cast<size_t>((r / 4) * 4 * row_bytes + static_cast<uint64_t>(b) * 72);
+      const int64_t i = r % 4;
+      INFO("row " << r << " block " << b);
+      CHECK(std::memcmp(&strips[block + 2 * i], &w.bytes[file_at(row_bytes, r, b, 0)], 2) == 0);
+      for (int k = 0; k < 4; ++k) {
+        CHECK(std::memcmp(&strips[block + 8 + 16 * k + 4 * i], &w.bytes[file_at(row_bytes, r, b, 2 + 4 * k)], 4) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("row_strips: a permutation that round-trips, in the file's layout and within units", "[row_strips]") {
+  std::mt19937 rng(43);
+  for (const int64_t n_out : {4, 12, 36}) {
+    for (const int64_t n_in : {32, 160, 1056}) {
+      for (const int64_t unit_cols : {int64_t{0}, int64_t{64}, int64_t{96}}) {
+        if (unit_cols >= n_in) continue;
+        INFO("n_out " << n_out << " n_in " << n_in << " unit_cols " << unit_cols);
+        Weight w = random_q4_0(rng, n_out, n_in);
+        w.view.unit_cols = unit_cols;
+        REQUIRE(lf::can_row_strips(w.view));
+        std::vector<uint8_t> strips(w.bytes.size()), back(w.bytes.size());
+        lf::to_row_strips(w.view, w.bytes.data(), strips.data());
+        lf::from_row_strips(w.view, strips.data(), back.data());
+        CHECK(back == w.bytes);
+        std::vector<uint8_t> sorted_in = w.bytes, sorted_out = strips;
+        std::sort(sorted_in.begin(), sorted_in.end());
+        std::sort(sorted_out.begin(), sorted_out.end());
+        CHECK(sorted_in == sorted_out);
+        CHECK(strips != w.bytes);
+        // whole halfwords move: the read probe's checksum is the file's
+        CHECK(lf::weight_checksum(strips.data(), strips.size()) == lf::weight_checksum(w.bytes.data(), w.bytes.size()));
+      }
+    }
+  }
+}
+
+TEST_CASE("row_strips: a unit-major region is laid out in strips of its own columns", "[row_strips]") {
+  // unit 1 of a [4, 96] weight cut in units of 64 columns: its 4 rows of 32 columns follow unit
+  // 0's 4 rows of 64, and form one strip of one block
+  std::mt19937 rng(47);
+  Weight w = random_q4_0(rng, 4, 96);
+  w.view.unit_cols = 64;
+  std::vector<uint8_t> strips(w.bytes.size());
+  lf::to_row_strips(w.view, w.bytes.data(), strips.data());
+  const size_t unit1 = 4 * 36;  // unit 0: 4 rows of 2 blocks
+  for (int64_t i = 0; i < 4; ++i) {
+    CHECK(std::memcmp(&strips[unit1 + 2 * i], &w.bytes[unit1 + 18 * i], 2) == 0);
+    for (int k = 0; k < 4; ++k) {
+      CHECK(std::memcmp(&strips[unit1 + 8 + 16 * k + 4 * i], &w.bytes[unit1 + 18 * i + 2 + 4 * k], 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("row_strips: which weights the layout can hold", "[row_strips]") {
+  std::mt19937 rng(53);
+  const Weight w = random_q4_0(rng, 8, 64);
+  CHECK(lf::can_row_strips(w.view));
+  WeightView v = w.view;
+  v.n_out = 6;  // not a multiple of 4
+  CHECK_FALSE(lf::can_row_strips(v));
+  v = w.view;
+  v.type = GgmlType::Q8_0;  // its kernel reads rows
+  v.row_bytes = v.column_bytes(64);
+  CHECK_FALSE(lf::can_row_strips(v));
+  v = w.view;
+  v.feature_major = true;
+  CHECK_FALSE(lf::can_row_strips(v));
+  v = w.view;
+  v.row_strips = true;  // already
+  CHECK_FALSE(lf::can_row_strips(v));
+  for (const uint16_t special : {uint16_t{0x7C00}, uint16_t{0xFC00}, uint16_t{0x7E01}}) {  // +inf, -inf, NaN
+    Weight x = w;
+    x.view.data = x.bytes.data();
+    std::memcpy(&x.bytes[18 * 13], &special, sizeof special);  // one block's scale, row 6
+    CHECK_FALSE(lf::can_row_strips(x.view));
+  }
+  CHECK_FALSE(lf::can_row_strips(w.view.columns(32, 64)));  // a column slice of wider rows
+}
+
+TEST_CASE("row_strips: columns() starts 4 blocks per block further in, strips 4 rows apart", "[row_strips]") {
+  std::mt19937 rng(59);
+  Weight w = random_q4_0(rng, 8, 96);
+  w.view.row_strips = true;
+  const WeightView v = w.view.columns(64, 96);
+  CHECK(v.strip(0) == w.bytes.data() + 2 * 72);
+  CHECK(v.strip(1) == w.bytes.data() + 4 * w.view.row_bytes + 2 * 72);
+  w.view.unit_cols = 64;
+  const WeightView u = w.view.columns(64, 96);  // unit 1: after unit 0's 8 rows of 2 blocks
+  CHECK(u.strip(0) == w.bytes.data() + 8 * 36);
+  CHECK(u.strip(1) == w.bytes.data() + 8 * 36 + 4 * 18);
+}
+
+TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in strips where the kernel reads them so",
+          "[row_strips]") {
+  lf::test::FixtureOptions o;
+  o.format = lf::test::WeightFormat::mixed;  // Q4_0 ffn_gate and ffn_up
+  lf::test::FixtureModel f;
+  REQUIRE(lf::test::build_fixture(o, &f).ok());
+  const std::vector<uint8_t> file_bytes = f.bytes;
+  lf::Model m;
+  lf::ModelLoadOptions options{{0, lf::test::kFixtureLayers}, true, true};
+  options.relayout_in_place = true;
+  REQUIRE(lf::load_model(f.file, f.locator(), options, &m).ok());
+  const bool strips = lf::gemm_uses_row_strips(GgmlType::Q4_0);
+  int q4_0 = 0;
+  for (const lf::LayerWeights& w : m.layers) {
+    for (const WeightView* W : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+      if (!W->present()) continue;
+      INFO("a weight of type " << static_cast<int>(W->type) << " [" << W->n_out << ", " << W->n_in << "]");
+      CHECK(W->row_strips == (strips && W->type == GgmlType::Q4_0));
+      if (W->type != GgmlType::Q4_0) continue;
+      ++q4_0;
+      // its bytes are the file's, in strips or not
+      const size_t at = static_cast<size_t>(W->data - f.bytes.data());
+      const size_t n = static_cast<size_t>(W->n_out) * W->row_bytes;
+      std::vector<uint8_t> rows(W->data, W->data + n);
+      if (W->row_strips) {
+        WeightView file_view = *W;
+        file_view.row_strips = false;
+        lf::from_row_strips(file_view, W->data, rows.data());
+      }
+      CHECK(std::equal(rows.begin(), rows.end(), file_bytes.begin() + static_cast<std::ptrdiff_t>(at)));
+    }
+  }
+  CHECK(q4_0 == 2 * lf::test::kFixtureLayers);
+}
