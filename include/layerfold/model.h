@@ -1,7 +1,7 @@
 // A node's share of a model: the configuration plus typed views onto the weights of the layers
 // it runs. The tensor bytes stay where the host put them (an mmap natively, wherever the JS host
 // placed them in WASM); a Model never copies or owns them, so they must outlive it. With
-// ModelLoadOptions::relayout_in_place it rewrites two of them in place.
+// ModelLoadOptions::relayout_in_place it rewrites some of them in place.
 #pragma once
 
 #include <cstdint>
@@ -70,11 +70,13 @@ struct ModelLoadOptions {
   int n_threads = 1;  // workers of the model's pool (always 1 in the wasm32-wasi build)
   // The host's tensor bytes are writable and this Model's alone: attn_output and ffn_down of
   // every layer with more than one unit are rewritten unit-major in place (WeightView::unit_cols,
-  // docs/threads.md), so that each unit's partial product streams one contiguous region. The
-  // forward's bytes do not change. The tensors then no longer hold the file's layout: load no
-  // second Model from the same bytes, and read those two only through WeightView::columns()
-  // (reference_forward cannot run on such a Model). Needs one tensor's size of extra memory
-  // during the load.
+  // docs/threads.md), so that each unit's partial product streams one contiguous region; and
+  // where this build's kernel reads them so (gemm_uses_row_strips: the relaxed-SIMD module's
+  // Q4_0), every matmul weight of a layer goes into row strips (include/layerfold/row_strips.h).
+  // The forward's bytes do not change. The tensors then no longer hold the file's layout: load
+  // no second Model from the same bytes, and read them only through WeightView::columns() and
+  // the kernels (reference_forward cannot run on such a Model). Needs one tensor's size of extra
+  // memory during the load.
   bool relayout_in_place = false;
   // With relayout_in_place: ffn_down goes feature-major instead (include/layerfold/feature_major.h)
   // where its type allows, so that the top-K gate FFN (approx.h) reads only the columns of the

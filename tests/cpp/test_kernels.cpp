@@ -165,6 +165,9 @@ TEST_CASE("kernels: Q4_0, Q8_0, Q4_K and Q6_K are the types with a GEMM kernel",
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_0));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_K));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::F32));
+  // only the relaxed build reads Q4_0 in row strips: there check_exact runs every case on strips too
+  CHECK(lf::gemm_uses_row_strips(lf::GgmlType::Q4_0) == (LF_RELAXED_SIMD != 0));
+  CHECK_FALSE(lf::gemm_uses_row_strips(lf::GgmlType::Q8_0));
 #if LF_RELAXED_SIMD
   CHECK(std::string(lf::gemm_kernel_isa()) == "wasm-relaxed-simd");
 #elif defined(__wasm_simd128__)

@@ -11,12 +11,20 @@ import {model} from "./models.mjs";
 const nodeMajor = Number(process.versions.node.split(".")[0]);
 const file = () => model("small-q4", "small", ["--type", "Q4_0"]);
 
-async function run(relaxedSimd) {
-  const node = await LayerNode.open({model: file(), lf: await loadThreadedModule({threads: 2, relaxedSimd})});
+// A prompt and a decode step, exact and with the top-K FFN (whose ffn_up runs cut the row strips
+// of the relaxed module's layout anywhere), and the read probe's checksum of the weights as laid
+// out in memory (row strips in the relaxed module).
+async function run(relaxedSimd, threads) {
+  const node = await LayerNode.open({model: file(), lf: await loadThreadedModule({threads, relaxedSimd})});
   try {
-    const hidden = await node.forward({session: "s", startPos: 0, hidden: node.embed([2, 100, 101, 102, 103, 104, 105, 106, 107])});
-    const decode = await node.forward({session: "s", startPos: 9, hidden: node.embed([108])});
-    return {kernels: node.info().kernels, bytes: Buffer.concat([Buffer.from(hidden.buffer), Buffer.from(decode.buffer)])};
+    const outputs = [];
+    for (const approx of [{}, {ffnTopK: 0.3, ffnTopKThreshold: 1}]) {
+      const session = `s${outputs.length}`;
+      outputs.push(await node.forward({session, startPos: 0, hidden: node.embed([2, 100, 101, 102, 103, 104, 105, 106, 107]), approx}));
+      outputs.push(await node.forward({session, startPos: 9, hidden: node.embed([108]), approx}));
+    }
+    const {checksum} = await node.readProbe();
+    return {kernels: node.info().kernels, checksum, bytes: Buffer.concat(outputs.map((o) => Buffer.from(o.buffer)))};
   } finally {
     node.close();
   }
@@ -36,11 +44,14 @@ describe("threaded module variants", () => {
     }
   });
 
-  test("relaxed SIMD gives the same bytes as SIMD128, prompt and decode", {skip: !relaxedSimdSupported() && "this Node has no relaxed SIMD: scripts/test runs this file under Node 24 too"}, async () => {
-    const plain = await run(false);
-    const relaxed = await run(true);
+  test("relaxed SIMD gives the same bytes as SIMD128, prompt and decode, exact and top-K, 2 and 3 threads", {skip: !relaxedSimdSupported() && "this Node has no relaxed SIMD: scripts/test runs this file under Node 24 too"}, async () => {
+    const plain = await run(false, 2);
     assert.equal(plain.kernels, "wasm-simd128");
-    assert.equal(relaxed.kernels, "wasm-relaxed-simd");
-    assert.ok(relaxed.bytes.equals(plain.bytes));
+    for (const threads of [2, 3]) {
+      const relaxed = await run(true, threads);
+      assert.equal(relaxed.kernels, "wasm-relaxed-simd");
+      assert.ok(relaxed.bytes.equals(plain.bytes), `${threads} threads`);
+      assert.equal(relaxed.checksum, plain.checksum, "the weights in row strips hold the file's halfwords");
+    }
   });
 });
