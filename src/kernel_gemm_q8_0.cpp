@@ -51,6 +51,7 @@ constexpr int kTileTokens = 16;   // tokens sharing one unpacked weight block
 constexpr int64_t kRunBlocks = 16;  // blocks per integer pass: sums [16][16][4] stay in L1
 constexpr int64_t kChunkActivationBytes = 192 * 1024;  // within L2 alongside a strip of weights
 constexpr int64_t kMinChunkBlocks = 16;
+constexpr int64_t kStripChunkBytes = 1024 * 1024;  // the strip kernel's packed activations: half of L2
 constexpr int kGemvMaxTokens = 2;  // up to here the GEMV path beats the tiles (kernels-bench)
 constexpr int kGemvStrips = 2;     // row strips streamed side by side by the GEMV
 
@@ -338,7 +339,7 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
   const int64_t n_blocks = W.n_in / QK4_0;
   const std::unique_ptr<StripTokenBlock[]> x = pack_strip_activations(Xc, x_row, n_tok, n_blocks);
   const int64_t chunk =
-      std::max(kMinChunkBlocks, kChunkActivationBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)}));
+      std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)}));
   // acc [n_tok][4], written in the inner loop, with a cache line of padding on each side: another
   // thread's small allocation next to it would share its lines.
   constexpr size_t kPad = 64 / sizeof(float);
