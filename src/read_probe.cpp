@@ -1,6 +1,7 @@
 #include "layerfold/read_probe.h"
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -29,22 +30,22 @@ std::vector<Span> layer_tensors(const Model& m) {
 }
 
 // The halfwords of p [n] (n a multiple of 16) with 128-bit loads, two cache lines per step
-// into independent sums so that the loads, not the adds, set the pace
+// into independent sums so that the loads, not the adds, set the pace: one wrapping i16 add per
+// vector, no constant (V8 would build one anew inside the loop)
 uint32_t checksum_vectors(const uint8_t* p, uint64_t n) {
-  const simd::I16x8 ones = simd::splat_i16(1);
-  const auto at = [&](uint64_t i) { return simd::dot_pairs(simd::load_i16x8(p + i), ones); };
-  simd::I32x4 s[4] = {simd::make_i32(0, 0, 0, 0), simd::make_i32(0, 0, 0, 0), simd::make_i32(0, 0, 0, 0),
-                      simd::make_i32(0, 0, 0, 0)};
+  const auto at = [p](uint64_t i) { return simd::load_i16x8(p + i); };
+  simd::I16x8 s[4] = {simd::splat_i16(0), simd::splat_i16(0), simd::splat_i16(0), simd::splat_i16(0)};
   uint64_t i = 0;
   for (; i + 128 <= n; i += 128) {
     for (int k = 0; k < 8; ++k) s[k % 4] = simd::add(s[k % 4], at(i + 16 * k));
   }
   for (; i < n; i += 16) s[0] = simd::add(s[0], at(i));
-  const simd::I32x4 sum = simd::add(simd::add(s[0], s[1]), simd::add(s[2], s[3]));
-  int32_t lanes[4];
-  simd::store_i32(lanes, sum);
-  return static_cast<uint32_t>(lanes[0]) + static_cast<uint32_t>(lanes[1]) + static_cast<uint32_t>(lanes[2]) +
-         static_cast<uint32_t>(lanes[3]);
+  const simd::I16x8 total = simd::add(simd::add(s[0], s[1]), simd::add(s[2], s[3]));
+  uint16_t lanes[8];
+  std::memcpy(lanes, &total.v, sizeof lanes);
+  uint32_t sum = 0;
+  for (const uint16_t lane : lanes) sum += lane;
+  return sum & 0xFFFFu;
 }
 
 // Worker w's share of a tensor: cut on 16-byte boundaries, the tail going to the last worker
@@ -54,18 +55,15 @@ uint32_t checksum_share(const Span& s, int w, int n_workers) {
   const uint64_t begin = cut(w), end = cut(w + 1);
   uint32_t sum = checksum_vectors(s.data + begin, end - begin);
   if (w == n_workers - 1) sum += weight_checksum(s.data + n16, s.bytes - n16);
-  return sum;
+  return sum & 0xFFFFu;
 }
 
 }  // namespace
 
 uint32_t weight_checksum(const uint8_t* p, uint64_t n) {
   uint32_t sum = 0;
-  for (uint64_t i = 0; i < n; i += 2) {
-    const uint16_t half = static_cast<uint16_t>(p[i] | (i + 1 < n ? p[i + 1] << 8 : 0));
-    sum += static_cast<uint32_t>(static_cast<int32_t>(static_cast<int16_t>(half)));
-  }
-  return sum;
+  for (uint64_t i = 0; i < n; i += 2) sum += static_cast<uint32_t>(p[i] | (i + 1 < n ? p[i + 1] << 8 : 0));
+  return sum & 0xFFFFu;
 }
 
 namespace {
@@ -87,6 +85,7 @@ struct ProbeRun {
     r.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     for (const Span& s : spans) r.bytes += s.bytes;
     for (const uint32_t s : sums) r.checksum += s;
+    r.checksum &= 0xFFFFu;
     return r;
   }
 };

@@ -283,9 +283,9 @@ export class LayerNode {
   /**
    * The memory-read ceiling decode is measured against (scripts/bench): every byte of this node's
    * layer weights read once on its threads, as decode streams them. Queued behind running
-   * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: wrapping sum of the
-   * tensors' little-endian signed 16-bit halfwords, an odd tail byte zero-padded; the same for
-   * every layout the loader may give the weights)
+   * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: the sum of the tensors'
+   * little-endian 16-bit halfwords modulo 2^16, an odd tail byte zero-padded; the same for every
+   * layout the loader may give the weights)
    */
   readProbe() {
     const run = async () => {

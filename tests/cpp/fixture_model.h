@@ -71,6 +71,12 @@ struct FixtureModel {
     return load_model(file, locator(), ModelLoadOptions{range, with_embedding, with_head}, out);
   }
   Status load_all(Model* out) const { return load({0, kFixtureLayers}, true, true, out); }
+  // Every layer, with the tensors rewritten in place (ModelLoadOptions::relayout_in_place)
+  Status load_all_relaid(Model* out) const {
+    ModelLoadOptions options{{0, kFixtureLayers}, true, true};
+    options.relayout_in_place = true;
+    return load_model(file, locator(), options, out);
+  }
 };
 
 namespace detail {

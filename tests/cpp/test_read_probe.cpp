@@ -30,15 +30,16 @@ Expected layer_tensors_in_file(const FixtureModel& f, int begin, int end) {
     e.bytes += t.n_bytes;
     e.checksum += lf::weight_checksum(base + t.offset, t.n_bytes);
   }
+  e.checksum &= 0xFFFFu;
   return e;
 }
 
 }  // namespace
 
-TEST_CASE("weight_checksum adds little-endian signed halfwords and zero-pads the tail", "[read_probe]") {
+TEST_CASE("weight_checksum adds little-endian halfwords modulo 2^16 and zero-pads the tail", "[read_probe]") {
   const uint8_t bytes[7] = {0x01, 0x02, 0x03, 0x04, 0xFF, 0xFF, 0x81};
   CHECK(lf::weight_checksum(bytes, 4) == 0x0201u + 0x0403u);
-  CHECK(lf::weight_checksum(bytes, 6) == 0x0201u + 0x0403u - 1u);           // 0xFFFF is -1
+  CHECK(lf::weight_checksum(bytes, 6) == 0x0201u + 0x0403u - 1u);           // + 0xFFFF wraps to - 1
   CHECK(lf::weight_checksum(bytes, 7) == 0x0201u + 0x0403u - 1u + 0x0081u);  // the odd byte, high half 0
   CHECK(lf::weight_checksum(bytes, 0) == 0u);
 }

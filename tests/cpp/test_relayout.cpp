@@ -194,9 +194,7 @@ TEST_CASE("relayout_in_place rewrites attn_output and ffn_down unit-major and no
   const std::vector<uint8_t> file_bytes = f.bytes;
 
   lf::Model m;
-  lf::ModelLoadOptions options{{0, lf::test::kFixtureLayers}, true, true};
-  options.relayout_in_place = true;
-  REQUIRE(lf::load_model(f.file, f.locator(), options, &m).ok());
+  REQUIRE(f.load_all_relaid(&m).ok());
 
   // Put every unit-major tensor back into the file's layout: the whole file must come back.
   std::vector<uint8_t> restored = f.bytes;

@@ -161,9 +161,7 @@ TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in stri
   REQUIRE(lf::test::build_fixture(o, &f).ok());
   const std::vector<uint8_t> file_bytes = f.bytes;
   lf::Model m;
-  lf::ModelLoadOptions options{{0, lf::test::kFixtureLayers}, true, true};
-  options.relayout_in_place = true;
-  REQUIRE(lf::load_model(f.file, f.locator(), options, &m).ok());
+  REQUIRE(f.load_all_relaid(&m).ok());
   const bool strips = lf::gemm_uses_row_strips(GgmlType::Q4_0);
   int q4_0 = 0;
   for (const lf::LayerWeights& w : m.layers) {
