@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cassert>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernel_simd.h"
@@ -39,6 +40,10 @@
 // continued as vec_dot_ref forms it; consts: StripConstants. src/kernel_q4_0_relaxed.wat.
 extern "C" void lf_q4_0_strip_relaxed(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks,
                                       float* acc, const void* consts);
+// Strips wa and wb (as above) · one token -> acc [2][4], strip a's rows then b's: the same sums
+// with the token loop taken out, for decode. src/kernel_q4_0_relaxed.wat.
+extern "C" void lf_q4_0_strips_decode_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x,
+                                              int32_t n_blocks, float* acc, const void* consts);
 #endif
 
 namespace lf {
@@ -331,33 +336,53 @@ alignas(16) constexpr StripConstants kStripConstants = {
     {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15}, {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
 
 // The relaxed build's Q4_0 GEMM over row strips: per column chunk (its packed activations stay in
-// cache while the strips stream through), per strip, one call of the .wat kernel over all tokens;
-// each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
-// is computed whole and only its rows in range are stored.
+// cache while the strips stream through), per strip, one call of the .wat kernel over all tokens
+// (one token: two strips per call); each output's running sum is carried through Y from chunk to
+// chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range are stored.
 void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                  int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
   const std::unique_ptr<StripTokenBlock[]> x = pack_strip_activations(Xc, x_row, n_tok, n_blocks);
   const int64_t chunk =
       std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)}));
-  // acc [n_tok][4], written in the inner loop, with a cache line of padding on each side: another
-  // thread's small allocation next to it would share its lines.
+  const int per_call = n_tok == 1 ? 2 : 1;
+  // acc [per_call][n_tok][4], written in the inner loop, with a cache line of padding on each
+  // side: another thread's small allocation next to it would share its lines.
   constexpr size_t kPad = 64 / sizeof(float);
-  std::vector<float> scratch(kPad + static_cast<size_t>(n_tok) * kLanes + kPad);
+  const int64_t acc_strip = int64_t{n_tok} * kLanes;
+  std::vector<float> scratch(kPad + static_cast<size_t>(per_call * acc_strip) + kPad);
   float* const acc = scratch.data() + kPad;
+  const int64_t s_begin = r0 / kLanes, s_end = (r1 + kLanes - 1) / kLanes;
+  // the rows of strip s inside [r0, r1), as lanes [i0, i1)
+  const auto lanes_in_range = [&](int64_t s) {
+    return std::pair{std::max<int64_t>(r0 - s * kLanes, 0), std::min<int64_t>(r1 - s * kLanes, kLanes)};
+  };
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
-    for (int64_t s = r0 / kLanes; s * kLanes < r1; ++s) {
-      float* const y = Y + s * kLanes;
-      const int64_t i0 = std::max<int64_t>(r0 - s * kLanes, 0), i1 = std::min<int64_t>(r1 - s * kLanes, kLanes);
-      for (int j = 0; j < n_tok; ++j) {
-        for (int64_t i = 0; i < kLanes; ++i) acc[j * kLanes + i] = c0 > 0 && i >= i0 && i < i1 ? y[j * W.n_out + i] : 0.0f;
+    const auto* xc = reinterpret_cast<const uint8_t*>(x.get() + c0 * n_tok);
+    const auto strip = [&](int64_t s) { return W.strip(s) + c0 * kLanes * int64_t{sizeof(block_q4_0)}; };
+    for (int64_t s = s_begin; s < s_end; s += per_call) {
+      const int n_stored = static_cast<int>(std::min<int64_t>(per_call, s_end - s));  // a lone last strip runs twice
+      for (int k = 0; k < per_call; ++k) {
+        const auto [i0, i1] = lanes_in_range(s + k);
+        for (int j = 0; j < n_tok; ++j) {
+          for (int64_t i = 0; i < kLanes; ++i) {
+            const bool carried = c0 > 0 && k < n_stored && i >= i0 && i < i1;
+            acc[k * acc_strip + j * kLanes + i] = carried ? Y[j * W.n_out + (s + k) * kLanes + i] : 0.0f;
+          }
+        }
       }
-      lf_q4_0_strip_relaxed(W.strip(s) + c0 * kLanes * int64_t{sizeof(block_q4_0)},
-                            reinterpret_cast<const uint8_t*>(x.get() + c0 * n_tok), n_tok,
-                            static_cast<int32_t>(c1 - c0), acc, &kStripConstants);
-      for (int j = 0; j < n_tok; ++j) {
-        for (int64_t i = i0; i < i1; ++i) y[j * W.n_out + i] = acc[j * kLanes + i];
+      if (per_call == 2) {
+        lf_q4_0_strips_decode_relaxed(strip(s), strip(s + n_stored - 1), xc, static_cast<int32_t>(c1 - c0), acc,
+                                      &kStripConstants);
+      } else {
+        lf_q4_0_strip_relaxed(strip(s), xc, n_tok, static_cast<int32_t>(c1 - c0), acc, &kStripConstants);
+      }
+      for (int k = 0; k < n_stored; ++k) {
+        const auto [i0, i1] = lanes_in_range(s + k);
+        for (int j = 0; j < n_tok; ++j) {
+          for (int64_t i = i0; i < i1; ++i) Y[j * W.n_out + (s + k) * kLanes + i] = acc[k * acc_strip + j * kLanes + i];
+        }
       }
     }
   }
