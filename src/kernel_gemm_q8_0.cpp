@@ -13,9 +13,9 @@
 // accumulators (all registers for weights) and makes it the one ISA-specific piece.
 //
 // The relaxed-SIMD build (LF_RELAXED_SIMD) reads Q4_0 weights laid out in row strips
-// (include/layerfold/row_strips.h) with kernel_q4_0_relaxed.wat, for any number of tokens: the
-// activations are packed once per call (pack_strip_activations), and per column chunk each strip
-// runs through all tokens; a row's products stay in its own lane, and each block's f32 step
+// (include/layerfold/row_strips.h) with kernel_q4_0_relaxed.wat, for any number of tokens: per
+// column chunk the activations are packed (pack_strip_activations) and each strip runs through
+// all tokens; a row's products stay in its own lane, and each block's f32 step
 // follows its integer sums at once.
 //
 // Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
@@ -302,29 +302,27 @@ v128_t lane_everywhere(v128_t v) {
   return wasm_i32x4_shuffle(v, v, k, k, k, k);
 }
 
-// Xc [n_tok, n_blocks] (Q8_0) -> [n_blocks][n_tok] StripTokenBlock, once per call. Allocated
-// without zeroing: every byte is written.
-std::unique_ptr<StripTokenBlock[]> pack_strip_activations(const uint8_t* Xc, uint64_t x_row, int n_tok,
-                                                          int64_t n_blocks) {
-  std::unique_ptr<StripTokenBlock[]> packed(new StripTokenBlock[static_cast<size_t>(n_blocks * n_tok)]);
+// Blocks [b0, b1) of Xc [n_tok, n_blocks] (Q8_0) -> out [b1 - b0][n_tok], once per call and
+// column chunk
+void pack_strip_activations(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t b0, int64_t b1,
+                            StripTokenBlock* out) {
   for (int j = 0; j < n_tok; ++j) {
     const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      StripTokenBlock& out = packed[static_cast<size_t>(b * n_tok + j)];
+    for (int64_t b = b0; b < b1; ++b) {
+      StripTokenBlock& r = out[(b - b0) * n_tok + j];
       const v128_t lo = wasm_v128_load(xb[b].qs), hi = wasm_v128_load(xb[b].qs + 16);
       const v128_t groups[8] = {lane_everywhere<0>(lo), lane_everywhere<1>(lo), lane_everywhere<2>(lo),
                                 lane_everywhere<3>(lo), lane_everywhere<0>(hi), lane_everywhere<1>(hi),
                                 lane_everywhere<2>(hi), lane_everywhere<3>(hi)};
-      for (int k = 0; k < 8; ++k) wasm_v128_store(out.q[k], groups[k]);
+      for (int k = 0; k < 8; ++k) wasm_v128_store(r.q[k], groups[k]);
       v128_t sum = wasm_i32x4_extadd_pairwise_i16x8(
           wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(lo), wasm_i16x8_extadd_pairwise_i8x16(hi)));
       sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 2, 3, 0, 1));
       sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 1, 0, 3, 2));  // Σa in every lane
-      wasm_v128_store(out.minus_offset, wasm_i32x4_mul(sum, wasm_i32x4_splat(-8)));
-      wasm_v128_store(out.dy, wasm_f32x4_splat(fp16_to_fp32(xb[b].d)));
+      wasm_v128_store(r.minus_offset, wasm_i32x4_mul(sum, wasm_i32x4_splat(-8)));
+      wasm_v128_store(r.dy, wasm_f32x4_splat(fp16_to_fp32(xb[b].d)));
     }
   }
-  return packed;
 }
 
 // The constants lf_q4_0_strip_relaxed reads from memory
@@ -335,16 +333,18 @@ struct StripConstants {
 alignas(16) constexpr StripConstants kStripConstants = {
     {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15}, {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
 
-// The relaxed build's Q4_0 GEMM over row strips: per column chunk (its packed activations stay in
-// cache while the strips stream through), per strip, one call of the .wat kernel over all tokens
-// (one token: two strips per call); each output's running sum is carried through Y from chunk to
-// chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range are stored.
+// The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
+// stay in cache while the strips stream through, and bound the packing's memory to about
+// kStripChunkBytes), per strip, one call of the .wat kernel over all tokens (one token: two
+// strips per call); each output's running sum is carried through Y from chunk to chunk. A strip
+// that [r0, r1) cuts is computed whole and only its rows in range are stored.
 void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                  int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
-  const std::unique_ptr<StripTokenBlock[]> x = pack_strip_activations(Xc, x_row, n_tok, n_blocks);
-  const int64_t chunk =
-      std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)}));
+  const int64_t chunk = std::min(
+      n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)})));
+  // allocated without zeroing: every record of a chunk is written before it is read
+  const std::unique_ptr<StripTokenBlock[]> x(new StripTokenBlock[static_cast<size_t>(chunk * n_tok)]);
   const int per_call = n_tok == 1 ? 2 : 1;
   // acc [per_call][n_tok][4], written in the inner loop, with a cache line of padding on each
   // side: another thread's small allocation next to it would share its lines.
@@ -359,7 +359,8 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
   };
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
-    const auto* xc = reinterpret_cast<const uint8_t*>(x.get() + c0 * n_tok);
+    pack_strip_activations(Xc, x_row, n_tok, c0, c1, x.get());
+    const auto* xc = reinterpret_cast<const uint8_t*>(x.get());
     const auto strip = [&](int64_t s) { return W.strip(s) + c0 * kLanes * int64_t{sizeof(block_q4_0)}; };
     for (int64_t s = s_begin; s < s_end; s += per_call) {
       const int n_stored = static_cast<int>(std::min<int64_t>(per_call, s_end - s));  // a lone last strip runs twice
