@@ -1,6 +1,6 @@
-;; The Q4_0 kernel of the layerfold_mt_relaxed module (docs/kernels.md): one strip of 4 weight rows
-;; in the row-strip layout (include/layerfold/row_strips.h) times any number of tokens, with its
-;; f32 step; decode and prompts alike.
+;; The Q4_0 kernels of the layerfold_mt_relaxed module (docs/kernels.md), over weights in the
+;; row-strip layout (include/layerfold/row_strips.h), each with its f32 step: a strip of 4 rows
+;; times any number of tokens, and its one-token twin over two strips for decode.
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
 ;; linked module through binaryen 108, which numbers the relaxed opcodes as the proposal once did
@@ -31,7 +31,8 @@
   ;; is one row's: no lanes are added across rows. Each block is unpacked once for all tokens.
   ;; The 4 f16 scales dw become f32 as fp16_to_fp32 makes finite ones: the magnitude bits moved
   ;; into an f32's exponent and mantissa and multiplied by 2^112 (exact for normal, subnormal and
-  ;; zero halves), the sign put back. Strips never hold an infinite or NaN scale (can_row_strips).
+  ;; zero halves; a subnormal one passes through an f32 subnormal, slow on x86 and rare in
+  ;; weights), the sign put back. Strips never hold an infinite or NaN scale (can_row_strips).
   ;; The constants come from memory at consts (16 bytes of 15, then 2^112 in 4 f32 lanes):
   ;; binaryen turns a constant set once into a v128.const at every use, which V8 builds anew
   ;; each time (3 instructions).
