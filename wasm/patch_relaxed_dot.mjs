@@ -81,9 +81,10 @@ function instruction(r) {
   } else if ((op >= 0x02 && op <= 0x04) || op === 0x06) {  // block, loop, if, try: a block type
     const t = r.buf[r.pos];
     if (t === 0x40 || (t >= 0x6f && t <= 0x7f)) r.skip(1); else r.leb();
-  } else if (op === 0x0c || op === 0x0d || op === 0x10 || (op >= 0x20 && op <= 0x24) ||
-             op === 0xd0 || op === 0xd2) r.leb();           // br, br_if, call, locals, globals, refs
-  else if (op === 0x0e) { const n = r.leb(); for (let i = 0; i <= n; ++i) r.leb(); }  // br_table
+  } else if (op === 0x0c || op === 0x0d || op === 0x10 || (op >= 0x20 && op <= 0x26) || (op >= 0x07 && op <= 0x09) ||
+             op === 0x18 || op === 0xd0 || op === 0xd2) {
+    r.leb();  // br, br_if, call, locals, globals, tables, catch / throw / rethrow / delegate, refs
+  } else if (op === 0x0e) { const n = r.leb(); for (let i = 0; i <= n; ++i) r.leb(); }  // br_table
   else if (op === 0x11) { r.leb(); r.leb(); }               // call_indirect
   else if (op === 0x1c) { const n = r.leb(); r.skip(n); }   // typed select
   else if (op >= 0x28 && op <= 0x3e) r.memarg();            // loads, stores
