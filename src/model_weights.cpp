@@ -64,31 +64,33 @@ Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w
   return Status();
 }
 
-// W [n_out, n_in] in the file's layout -> unit-major, in place through scratch (one tensor's
-// bytes, reused from tensor to tensor).
+// W's bytes rewritten in place by permute(src, dst), through scratch (one tensor's bytes, reused
+// from tensor to tensor)
+template <typename Permute>
+void relayout(const WeightView& W, std::vector<uint8_t>* scratch, Permute permute) {
+  const uint64_t bytes = static_cast<uint64_t>(W.n_out) * W.row_bytes;
+  scratch->assign(W.data, W.data + bytes);
+  // The host promised writable bytes that belong to this model (ModelLoadOptions).
+  permute(scratch->data(), const_cast<uint8_t*>(W.data));
+}
+
+// W [n_out, n_in] in the file's layout -> unit-major
 void relayout_units(const ColumnUnits& units, WeightView* W, std::vector<uint8_t>* scratch) {
   if (units.n_units < 2) return;  // one unit: both layouts are the same bytes
-  const uint64_t bytes = static_cast<uint64_t>(W->n_out) * W->row_bytes;
-  scratch->assign(W->data, W->data + bytes);
-  // The host promised writable bytes that belong to this model (ModelLoadOptions).
-  to_unit_major(*W, units, scratch->data(), const_cast<uint8_t*>(W->data));
+  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_unit_major(*W, units, src, dst); });
   W->unit_cols = units.width;
 }
 
-// W [n_out, n_in] in the file's layout -> feature-major, in place through scratch.
+// W [n_out, n_in] in the file's layout -> feature-major
 void relayout_features(WeightView* W, std::vector<uint8_t>* scratch) {
-  const uint64_t bytes = static_cast<uint64_t>(W->n_out) * W->row_bytes;
-  scratch->assign(W->data, W->data + bytes);
-  to_feature_major(*W, scratch->data(), const_cast<uint8_t*>(W->data));
+  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_feature_major(*W, src, dst); });
   W->feature_major = true;
 }
 
-// W -> row strips, in place through scratch, where this build's kernel reads its type so
+// W (file layout or unit-major) -> row strips, where this build's kernel reads its type so
 void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
   if (!gemm_uses_row_strips(W->type) || !can_row_strips(*W)) return;
-  const uint64_t bytes = static_cast<uint64_t>(W->n_out) * W->row_bytes;
-  scratch->assign(W->data, W->data + bytes);
-  to_row_strips(*W, scratch->data(), const_cast<uint8_t*>(W->data));
+  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(*W, src, dst); });
   W->row_strips = true;
 }
 
