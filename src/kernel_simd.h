@@ -162,7 +162,7 @@ inline I32x4 dot_pairs(I16x8 a, I16x8 b) {
   for (int i = 0; i < 4; ++i) r.v[i] = a.v[2 * i] * b.v[2 * i] + a.v[2 * i + 1] * b.v[2 * i + 1];
   return r;
 }
-// wrapping, as the vector instructions are (the read probe's checksum relies on it)
+// wrapping, as the vector instructions are
 inline I32x4 add(I32x4 a, I32x4 b) {
   for (int i = 0; i < 4; ++i) a.v[i] = static_cast<int32_t>(static_cast<uint32_t>(a.v[i]) + static_cast<uint32_t>(b.v[i]));
   return a;

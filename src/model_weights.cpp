@@ -138,8 +138,7 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
       } else {
         relayout_units(m.shards[i].ffn, &ffn_down, &scratch);
       }
-      LayerWeights& w = m.layers[i];
-      for (WeightView* W : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+      for (WeightView* W : m.layers[i].matmuls()) {
         if (W->present()) relayout_strips(W, &scratch);
       }
     }

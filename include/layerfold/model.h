@@ -4,6 +4,7 @@
 // ModelLoadOptions::relayout_in_place it rewrites some of them in place.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +40,9 @@ struct LayerWeights {
   WeightView ffn_down;            // [n_embd, n_ff]; unit-major after relayout_in_place
   WeightView post_ffw_norm;       // [n_embd]
   WeightView layer_output_scale;  // [1]; gemma4 only, optional
+
+  // The matrices the layer multiplies by (attn_v may be absent)
+  std::array<WeightView*, 7> matmuls() { return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down}; }
 };
 
 struct Model {

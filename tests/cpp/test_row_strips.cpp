@@ -164,8 +164,8 @@ TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in stri
   REQUIRE(f.load_all_relaid(&m).ok());
   const bool strips = lf::gemm_uses_row_strips(GgmlType::Q4_0);
   int q4_0 = 0;
-  for (const lf::LayerWeights& w : m.layers) {
-    for (const WeightView* W : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+  for (lf::LayerWeights& w : m.layers) {
+    for (const WeightView* W : w.matmuls()) {
       if (!W->present()) continue;
       INFO("a weight of type " << static_cast<int>(W->type) << " [" << W->n_out << ", " << W->n_in << "]");
       CHECK(W->row_strips == (strips && W->type == GgmlType::Q4_0));
