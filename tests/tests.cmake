@@ -17,7 +17,7 @@ if(LF_TARGET STREQUAL "emscripten")
     target_include_directories(${t} PRIVATE ${LF_CATCH_INCLUDE})
     target_compile_options(${t} PRIVATE -fexceptions)
   endforeach()
-  target_include_directories(lf_catch_main PRIVATE ${CMAKE_SOURCE_DIR}/include)
+  target_include_directories(lf_catch_main PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
   target_link_options(lf_tests PRIVATE -fexceptions -sEXIT_RUNTIME=1 -sNODERAWFS=1
     -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sPTHREAD_POOL_SIZE=8 -sPROXY_TO_PTHREAD=1
     -sTOTAL_STACK=1MB --pre-js ${CMAKE_SOURCE_DIR}/tests/node-wasm-prejs.js)

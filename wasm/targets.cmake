@@ -8,7 +8,6 @@ if(LF_TARGET STREQUAL "emscripten")
   # never has its process exit taken over by the runtime.
   add_executable(layerfold_mt ${LF_CAPI_SOURCES})
   target_link_libraries(layerfold_mt PRIVATE layerfold)
-  target_include_directories(layerfold_mt PRIVATE ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(layerfold_mt PROPERTIES SUFFIX ".js")
   set(LF_MT_LINK_OPTIONS
     -sMODULARIZE=1 -sEXPORT_NAME=createLayerfold -sENVIRONMENT=node,worker
@@ -21,10 +20,10 @@ if(LF_TARGET STREQUAL "emscripten")
   # The same module with the relaxed-SIMD Q4_0 kernel (Node 22+ validate it; Node 20 does not,
   # so the host picks it by js-glue/src/wasm_features.js). Only the GEMM source differs: its
   # relaxed build and the kernel assembled from .wat come before liblayerfold.a, whose plain
-  # kernel_gemm_q8_0 member is then never pulled in. docs/kernels.md says why .wat.
+  # kernels/gemm_q4_0_q8_0 member is then never pulled in. docs/kernels.md says why .wat.
   find_program(LF_WAT2WASM wat2wasm REQUIRED)
-  set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernel_q4_0_relaxed.wat)
-  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/kernel_q4_0_relaxed.o)
+  set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernels/q4_0_relaxed.wat)
+  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/q4_0_relaxed.o)
   # binaryen 108 knows the i32x4 relaxed dot-add by another number: the script renumbers it
   # in the object, for the link, and in the linked modules, for the engines
   find_program(LF_NODE node REQUIRED)
@@ -34,25 +33,35 @@ if(LF_TARGET STREQUAL "emscripten")
             -o ${LF_RELAXED_WAT_OBJECT}
     COMMAND ${LF_PATCH_RELAXED_DOT} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
     DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs
-    COMMENT "wat2wasm kernel_q4_0_relaxed.wat")
-  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernel_gemm_q8_0.cpp)
+    COMMENT "wat2wasm kernels/q4_0_relaxed.wat")
+  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp)
   target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
   target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
   add_executable(layerfold_mt_relaxed ${LF_CAPI_SOURCES} $<TARGET_OBJECTS:layerfold_relaxed_kernels>
                  ${LF_RELAXED_WAT_OBJECT})
   target_link_libraries(layerfold_mt_relaxed PRIVATE layerfold)
-  target_include_directories(layerfold_mt_relaxed PRIVATE ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(layerfold_mt_relaxed PROPERTIES SUFFIX ".js")
   target_link_options(layerfold_mt_relaxed PRIVATE ${LF_MT_LINK_OPTIONS})
   add_custom_command(TARGET layerfold_mt_relaxed POST_BUILD
     COMMAND ${LF_PATCH_RELAXED_DOT} --module $<TARGET_FILE_DIR:layerfold_mt_relaxed>/layerfold_mt_relaxed.wasm
             ${LF_RELAXED_WAT}
     COMMENT "relaxed dot products in layerfold_mt_relaxed.wasm")
+
+  # The synthetic-model generator as a module, so the npm package makes its built-in default
+  # model itself: the native tool's command line through callMain, real files through NODERAWFS.
+  # EXIT_RUNTIME stays off so that main's return never ends the host's process.
+  file(GLOB LF_MAKE_MODEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tools/make_model/*.cpp)
+  add_executable(make_model ${LF_MAKE_MODEL_SOURCES})
+  target_link_libraries(make_model PRIVATE layerfold)
+  set_target_properties(make_model PROPERTIES SUFFIX ".js")
+  target_link_options(make_model PRIVATE
+    -sMODULARIZE=1 -sEXPORT_NAME=createMakeModel -sENVIRONMENT=node -sNODERAWFS=1 -sINVOKE_RUN=0
+    -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=1MB
+    -sEXIT_RUNTIME=0 -sNODEJS_CATCH_EXIT=0 -sNODEJS_CATCH_REJECTION=0 -sEXPORTED_RUNTIME_METHODS=callMain)
 elseif(LF_TARGET STREQUAL "wasi")
   # Single-thread reactor for edge workers: no JS glue, instantiated by the worker itself.
   add_executable(layerfold_wasi ${LF_CAPI_SOURCES})
   target_link_libraries(layerfold_wasi PRIVATE layerfold)
-  target_include_directories(layerfold_wasi PRIVATE ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(layerfold_wasi PROPERTIES OUTPUT_NAME "layerfold" SUFFIX ".wasm")
   target_link_options(layerfold_wasi PRIVATE -mexec-model=reactor
     -Wl,--max-memory=4294967296 -Wl,--export=malloc -Wl,--export=free)

@@ -2,7 +2,7 @@
  * Every function that can fail returns 0 / NULL on failure; lf_last_error_code() and
  * lf_last_error_message() then say why (per thread). Pointers into wasm memory returned here
  * stay valid until the owning handle is freed. The exported names are also listed, as data,
- * in wasm/exports.txt. */
+ * in the JS host's binding of this ABI (js-glue). */
 #ifndef LAYERFOLD_CAPI_H
 #define LAYERFOLD_CAPI_H
 
@@ -43,10 +43,24 @@ LF_EXPORT(lf_gguf_needed_bytes) double lf_gguf_needed_bytes(void);
 LF_EXPORT(lf_gguf_json) const char* lf_gguf_json(lf_gguf* gguf, int include_large_arrays);
 LF_EXPORT(lf_gguf_free) void lf_gguf_free(lf_gguf* gguf);
 
-/* --- a node's model: the host places tensor bytes in memory, then loads a layer range --- */
-/* Names of the tensors a node of layers [begin, end) needs, as a JSON array, owned by gguf. */
+/* --- what a node needs, from the header alone; each answer is JSON owned by gguf until the
+ * next call of any of these three on it; NULL with the last error when the header is not a model
+ * the engine runs, or the range is not inside it --- */
+/* The configuration as the engine reads it: {"arch": "gemma4", "n_layer", "n_embd", "n_vocab",
+ * "n_ctx_train", "n_swa", "layers": [{"sliding", "n_head", "n_head_kv", "head_dim", "n_ff"}, ...]}. */
+LF_EXPORT(lf_model_info_json) const char* lf_model_info_json(lf_gguf* gguf);
+/* Names of the tensors a node of layers [begin, end) loads, as a JSON array. */
 LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                                  int with_embedding, int with_head);
+/* The bytes such a node holds (model/node_needs.h): {"tensor_bytes", "kv_bytes_per_session" (one
+ * session at max_ctx; 0: the model's n_ctx_train), "scratch_bytes" (a forward of max_tokens rows,
+ * top-K FFN included) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
+ * loading only, freed before any session exists), "tensors" (as lf_node_tensors_json)}. */
+LF_EXPORT(lf_node_needs_json) const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
+                                                             int with_embedding, int with_head, int max_ctx,
+                                                             int max_tokens);
+
+/* --- a node's model: the host places tensor bytes in memory, then loads a layer range --- */
 LF_EXPORT(lf_model_create) lf_model* lf_model_create(void);
 /* Records where tensor `name` (NUL-terminated) lives; the bytes must outlive the model. */
 LF_EXPORT(lf_model_place_tensor) int lf_model_place_tensor(lf_model* model, const char* name, const uint8_t* data);
@@ -72,15 +86,14 @@ LF_EXPORT(lf_session_create) lf_session* lf_session_create(const lf_model* model
 LF_EXPORT(lf_session_n_past) int lf_session_n_past(const lf_session* session);
 LF_EXPORT(lf_session_bytes) double lf_session_bytes(const lf_session* session);
 LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
-/* Milliseconds layer range_begin + i took in the session's last forward call (-1 if none). */
-LF_EXPORT(lf_session_layer_ms) double lf_session_layer_ms(const lf_session* session, int i);
-/* Milliseconds of the last forward spent in phase 0 attention, 1 FFN, 2 serial (outside the
- * workers), summed over its layers (-1 for another phase). */
-LF_EXPORT(lf_session_phase_ms) double lf_session_phase_ms(const lf_session* session, int phase);
-/* Milliseconds worker w of the model's pool spent in its last finished job (what 0), and of
- * those waiting at barriers (what 1); -1 for another worker or `what`, or an unloaded model.
- * Call it between jobs: while one runs, its workers are writing these. */
-LF_EXPORT(lf_model_worker_ms) double lf_model_worker_ms(const lf_model* model, int worker, int what);
+/* Where the session's last forward spent its time, as JSON owned by the session until the next
+ * call: {"layer_ms": [per layer of the range; empty before any forward], "attention_ms", "ffn_ms",
+ * "serial_ms" (outside the workers)}, the phases summed over its layers (docs/threads.md). */
+LF_EXPORT(lf_session_timings_json) const char* lf_session_timings_json(const lf_session* session);
+/* Each worker of the model's pool in its last finished job, as JSON owned by the model until the
+ * next call: [{"job_ms", "barrier_ms"}, ...]; NULL for an unloaded model. Call it between jobs:
+ * while one runs, its workers are writing these. */
+LF_EXPORT(lf_model_worker_timings_json) const char* lf_model_worker_timings_json(const lf_model* model);
 /* Approximate modes of the session's next forward calls (docs/approximate.md), off by default,
  * as a JSON object: {"truncated_attention": true, "truncation_threshold": 0.15, "early_exit": true,
  * "exit_threshold": 0.05, "exit_window": 2, "ffn_top_k": 0.5, "ffn_top_k_layers": {"3": 8192},
@@ -122,9 +135,9 @@ LF_EXPORT(lf_forward_async_result) int lf_forward_async_result(const lf_model* m
  * read once on the model's threads (lf::read_probe_async). Started and awaited like
  * lf_forward_async (done_flag: 1 done; refused with 0 while a forward runs). */
 LF_EXPORT(lf_model_read_probe_async) int lf_model_read_probe_async(lf_model* model, int32_t* done_flag);
-/* The last finished probe: 0 bytes read, 1 milliseconds, 2 the checksum of the bytes
- * (lf::weight_checksum over the layer tensors in order); -1 for another `what` */
-LF_EXPORT(lf_model_read_probe_result) double lf_model_read_probe_result(const lf_model* model, int what);
+/* The last finished probe, as JSON owned by the model until the next call: {"bytes" read, "ms",
+ * "checksum" (lf::weight_checksum over the layer tensors in order)}; NULL before any. */
+LF_EXPORT(lf_model_read_probe_json) const char* lf_model_read_probe_json(const lf_model* model);
 /* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] */
 LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits);
 

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <string>
 
-#include "capi_internal.h"
+#include "capi/capi_internal.h"
 #include "layerfold/capi.h"
-#include "layerfold/kernels.h"
+#include "kernels/gemm.h"
 
 namespace lf::capi {
 namespace {

@@ -1,9 +1,9 @@
 // C ABI over the GGUF parser: the JS host reads the header by range and asks us for the table.
 #include <string>
 
-#include "capi_internal.h"
+#include "capi/capi_internal.h"
 #include "layerfold/capi.h"
-#include "layerfold/gguf.h"
+#include "gguf/gguf_reader.h"
 
 namespace {
 thread_local double needed_bytes = 0;

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "layerfold/gguf.h"
-#include "layerfold/status.h"
+#include "gguf/gguf_reader.h"
+#include "base/status.h"
 
 // Handle behind lf_gguf*: the parsed header and the last JSON handed out from it.
 struct lf_gguf {

@@ -9,14 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "capi_internal.h"
+#include "capi/capi_internal.h"
 #include "layerfold/capi.h"
-#include "layerfold/engine.h"
-#include "layerfold/gguf.h"
-#include "layerfold/kv_cache.h"
-#include "layerfold/model.h"
-#include "layerfold/model_config.h"
-#include "layerfold/read_probe.h"
+#include "model/forward.h"
+#include "gguf/gguf_reader.h"
+#include "model/session.h"
+#include "model/model.h"
+#include "model/model_config.h"
+#include "model/read_probe.h"
 
 #if defined(__EMSCRIPTEN__)
 #include <emscripten/threading.h>
@@ -30,11 +30,13 @@ struct lf_model {
   bool ffn_down_feature_major = false;
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
   lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips
+  bool probed = false;
+  mutable std::string timings_json, probe_json;  // the last answers of the JSON getters
 };
 
 struct lf_session {
   lf::Session session;
-  mutable std::string approx_stats_json;  // the last lf_session_approx_stats answer
+  mutable std::string approx_stats_json, timings_json;  // the last answers of the JSON getters
 };
 
 namespace {
@@ -45,12 +47,6 @@ using lf::Status;
 bool check_loaded(const lf_model* model) {
   if (model != nullptr && model->loaded) return true;
   return lf::capi::record(Status(Code::failed_precondition, "model is not loaded: call lf_model_load first"));
-}
-
-// Layer index of "blk.N.xxx", or -1 for a model-level tensor.
-int tensor_layer(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  return std::atoi(name.c_str() + 4);
 }
 
 // The keys of lf_session_set_approx's JSON (docs/approximate.md).
@@ -168,33 +164,6 @@ void publish(int32_t* flag, int32_t value) {
 
 extern "C" {
 
-const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding,
-                                 int with_head) {
-  lf::ModelConfig config;
-  if (!lf::capi::record(lf::load_model_config(gguf->file, &config))) return nullptr;
-  if (layer_begin < 0 || layer_end > config.n_layer || layer_begin >= layer_end) {
-    lf::capi::record(Status(Code::invalid_argument,
-                            "layer range [" + std::to_string(layer_begin) + ", " + std::to_string(layer_end) +
-                                ") is not inside the model's " + std::to_string(config.n_layer) + " layers"));
-    return nullptr;
-  }
-  bool needs_rope_freqs = false;
-  for (int il = layer_begin; il < layer_end; ++il) needs_rope_freqs |= config.layers[il].use_freq_factors;
-
-  nlohmann::json names = nlohmann::json::array();
-  for (const lf::TensorSpec& spec : lf::expected_tensors(config)) {
-    if (gguf->file.tensor(spec.name) == nullptr) continue;
-    int il = tensor_layer(spec.name);
-    bool needed = il >= 0 ? (il >= layer_begin && il < layer_end)
-                  : spec.name == "token_embd.weight" ? (with_embedding || (with_head && config.tied_output))
-                  : spec.name == "rope_freqs.weight" ? needs_rope_freqs
-                  : with_head != 0;  // output_norm, output
-    if (needed) names.push_back(spec.name);
-  }
-  gguf->json = names.dump();
-  return gguf->json.c_str();
-}
-
 lf_model* lf_model_create(void) { return new lf_model(); }
 
 int lf_model_place_tensor(lf_model* model, const char* name, const uint8_t* data) {
@@ -265,7 +234,7 @@ void lf_model_free(lf_model* model) {
 lf_session* lf_session_create(const lf_model* model, int max_ctx) {
   if (!check_loaded(model)) return nullptr;
   auto session = std::make_unique<lf_session>();
-  lf::SessionOptions options;
+  lf::KvCacheOptions options;
   options.max_ctx = max_ctx;
   if (!lf::capi::record(lf::Session::create(model->model, options, &session->session))) return nullptr;
   return session.release();
@@ -275,30 +244,25 @@ int lf_session_n_past(const lf_session* session) { return session->session.n_pas
 double lf_session_bytes(const lf_session* session) { return static_cast<double>(session->session.bytes()); }
 void lf_session_free(lf_session* session) { delete session; }
 
-double lf_session_phase_ms(const lf_session* session, int phase) {
-  const lf::Session::Phases& p = session->session.phases;
-  switch (phase) {
-    case 0: return p.attention_ms;
-    case 1: return p.ffn_ms;
-    case 2: return p.serial_ms;
-    default: return -1.0;
-  }
+const char* lf_session_timings_json(const lf_session* session) {
+  const lf::ForwardReport& r = session->session.last;
+  nlohmann::ordered_json out;
+  out["layer_ms"] = r.layer_ms;
+  out["attention_ms"] = r.attention_ms;
+  out["ffn_ms"] = r.ffn_ms;
+  out["serial_ms"] = r.serial_ms;
+  session->timings_json = out.dump();
+  return session->timings_json.c_str();
 }
 
-double lf_model_worker_ms(const lf_model* model, int worker, int what) {
-  if (model == nullptr || !model->loaded) return -1.0;
-  const std::vector<lf::ThreadPool::WorkerTimes> times = model->model.pool->last_job_times();
-  if (worker < 0 || worker >= static_cast<int>(times.size())) return -1.0;
-  switch (what) {
-    case 0: return times[static_cast<size_t>(worker)].job_ms;
-    case 1: return times[static_cast<size_t>(worker)].barrier_ms;
-    default: return -1.0;
+const char* lf_model_worker_timings_json(const lf_model* model) {
+  if (!check_loaded(model)) return nullptr;
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const lf::ThreadPool::WorkerTimes& w : model->model.pool->last_job_times()) {
+    out.push_back({{"job_ms", w.job_ms}, {"barrier_ms", w.barrier_ms}});
   }
-}
-
-double lf_session_layer_ms(const lf_session* session, int i) {
-  const std::vector<double>& ms = session->session.layer_ms;
-  return i >= 0 && i < static_cast<int>(ms.size()) ? ms[i] : -1.0;
+  model->timings_json = out.dump();
+  return model->timings_json.c_str();
 }
 
 int lf_session_set_approx(lf_session* session, const char* json) {
@@ -311,7 +275,7 @@ int lf_session_set_exit_state(lf_session* session, const char* json) {
 
 const char* lf_session_approx_stats(const lf_session* session) {
   const lf::Session& ss = session->session;
-  const lf::ApproxStats s = ss.approx_stats();
+  const lf::ApproxStats s = ss.last.approx_stats();
   nlohmann::ordered_json t;
   t["rows"] = s.attention_rows;
   t["truncated_rows"] = s.truncated_rows;
@@ -329,10 +293,10 @@ const char* lf_session_approx_stats(const lf_session* session) {
   f["features_skipped"] = s.ffn_features_skipped();
   f["max_dropped_gate_mass"] = s.max_dropped_gate_mass;
   nlohmann::ordered_json e;
-  e["exit_layer"] = ss.exit_out.exit_layer;
-  e["recent_updates"] = ss.exit_out.recent_updates;
-  e["row_updates"] = ss.row_updates;
-  e["layers_skipped"] = std::count(ss.row_updates.begin(), ss.row_updates.end(), -1.0f);
+  e["exit_layer"] = ss.last.exit_out.exit_layer;
+  e["recent_updates"] = ss.last.exit_out.recent_updates;
+  e["row_updates"] = ss.last.row_updates;
+  e["layers_skipped"] = std::count(ss.last.row_updates.begin(), ss.last.row_updates.end(), -1.0f);
   nlohmann::ordered_json out;
   out["truncated_attention"] = t;
   out["ffn_top_k"] = f;
@@ -375,18 +339,23 @@ int lf_model_read_probe_async(lf_model* model, int32_t* done_flag) {
   *done_flag = 0;
   return lf::capi::record(lf::read_probe_async(model->model, [model, done_flag](const lf::ReadProbe& probe) {
     model->probe = probe;
+    model->probed = true;
     publish(done_flag, 1);
   }));
 }
 
-double lf_model_read_probe_result(const lf_model* model, int what) {
-  if (model == nullptr) return -1;
-  switch (what) {
-    case 0: return static_cast<double>(model->probe.bytes);
-    case 1: return model->probe.ms;
-    case 2: return model->probe.checksum;
-    default: return -1;
+const char* lf_model_read_probe_json(const lf_model* model) {
+  if (!check_loaded(model)) return nullptr;
+  if (!model->probed) {
+    lf::capi::record(Status(Code::failed_precondition, "no read probe has finished on this model"));
+    return nullptr;
   }
+  nlohmann::ordered_json out;
+  out["bytes"] = model->probe.bytes;
+  out["ms"] = model->probe.ms;
+  out["checksum"] = model->probe.checksum;
+  model->probe_json = out.dump();
+  return model->probe_json.c_str();
 }
 
 int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits) {

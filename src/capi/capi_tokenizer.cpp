@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "capi_internal.h"
+#include "capi/capi_internal.h"
 #include "layerfold/capi.h"
-#include "layerfold/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 struct lf_tokenizer {
   lf::Tokenizer tokenizer;

@@ -1,5 +1,5 @@
 // POSIX read-only mapping of a whole file: model weights are paged in on demand, never copied.
-#include "layerfold/mapped_file.h"
+#include "native/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/gguf.h"
-#include "layerfold/gguf_writer.h"
-#include "layerfold/model.h"
-#include "layerfold/quant.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+#include "quant/quant.h"
 
 namespace lf::test {
 

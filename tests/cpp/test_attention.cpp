@@ -1,4 +1,4 @@
-// The tiled attention kernel (include/layerfold/attention_kernel.h) against the scalar
+// The tiled attention kernel (src/kernels/attention.h) against the scalar
 // reference lf::attention, byte for byte: the engine's agreement with llama.cpp rests on the
 // reference's f16 rounding sequence, so the fast kernel may not move a single bit.
 #include <catch2/catch.hpp>
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/attention_kernel.h"
-#include "layerfold/ops.h"
-#include "layerfold/quant.h"
+#include "kernels/attention.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace {
 

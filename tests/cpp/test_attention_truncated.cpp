@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/approx.h"
-#include "layerfold/attention_kernel.h"
-#include "layerfold/engine.h"
-#include "layerfold/ops.h"
-#include "layerfold/quant.h"
+#include "approx/approx.h"
+#include "kernels/attention.h"
+#include "model/forward.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace {
 
@@ -149,7 +149,7 @@ std::vector<double> softmax_f64(const Inputs& in, const Row& r, bool kept_only) 
   return out;
 }
 
-// lf::attention's steps (ops_attention.cpp: online softmax in f32, V summed in f16 rounded after
+// lf::attention's steps (ops/attention.cpp: online softmax in f32, V summed in f16 rounded after
 // every key) over the kept keys only -> out [D]
 std::vector<float> kept_keys_f16(const Inputs& in, const Row& r) {
   const int D = in.c.D;
@@ -416,7 +416,7 @@ std::vector<float> engine_trace(const FixtureModel& f, int n_threads, const lf::
   options.n_threads = n_threads;
   REQUIRE(lf::load_model(f.file, f.locator(), options, &m).ok());
   lf::Session s;
-  REQUIRE(lf::Session::create(m, lf::SessionOptions{}, &s).ok());
+  REQUIRE(lf::Session::create(m, lf::KvCacheOptions{}, &s).ok());
   s.approx = approx;
   const int E = m.config.n_embd;
   std::vector<int32_t> tokens;
@@ -425,14 +425,14 @@ std::vector<float> engine_trace(const FixtureModel& f, int n_threads, const lf::
   REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
   std::vector<float> trace(static_cast<size_t>(n) * E);
   REQUIRE(lf::forward(m, s, 0, x.data(), n, trace.data(), false).ok());
-  *prompt_stats = s.approx_stats();
+  *prompt_stats = s.last.approx_stats();
   for (int t = n; t < n + 3; ++t) {
     std::vector<float> y(E);
     REQUIRE(lf::forward(m, s, t, x.data() + static_cast<size_t>(t) * E, 1, y.data(), false).ok());
     trace.insert(trace.end(), y.begin(), y.end());
   }
   // The last call was one decode step: one query row per head and layer.
-  const ApproxStats decode = s.approx_stats();
+  const ApproxStats decode = s.last.approx_stats();
   if (approx.truncated_attention) {
     REQUIRE(decode.attention_rows == 3 * lf::test::kFixtureLayers);
   } else {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/engine.h"
-#include "layerfold/kv_cache.h"
+#include "model/forward.h"
+#include "model/session.h"
 
 namespace {
 
@@ -44,7 +44,7 @@ Run run(const FixtureModel& f, const std::vector<lf::LayerRange>& ranges, const 
     lf::ModelLoadOptions o{ranges[i], i == 0, i + 1 == ranges.size()};
     o.n_threads = n_threads;
     REQUIRE(lf::load_model(f.file, f.locator(), o, &nodes[i]).ok());
-    REQUIRE(lf::Session::create(nodes[i], lf::SessionOptions{}, &sessions[i]).ok());
+    REQUIRE(lf::Session::create(nodes[i], lf::KvCacheOptions{}, &sessions[i]).ok());
     sessions[i].approx = approx;
   }
   const int E = nodes[0].config.n_embd, V = nodes[0].config.n_vocab;
@@ -61,8 +61,8 @@ Run run(const FixtureModel& f, const std::vector<lf::LayerRange>& ranges, const 
       std::vector<float> out(h.size());
       sessions[i].exit_in = exit;
       REQUIRE(lf::forward(nodes[i], sessions[i], start, h.data(), n, out.data(), false).ok());
-      exit = sessions[i].exit_out;
-      r.updates.insert(r.updates.end(), sessions[i].row_updates.begin(), sessions[i].row_updates.end());
+      exit = sessions[i].last.exit_out;
+      r.updates.insert(r.updates.end(), sessions[i].last.row_updates.begin(), sessions[i].last.row_updates.end());
       h = std::move(out);
     }
     std::vector<float> logits(static_cast<size_t>(V));
@@ -172,14 +172,14 @@ TEST_CASE("early exit: a failed call keeps the incoming state for the retry", "[
   lf::Model m;
   REQUIRE(f.load_all(&m).ok());
   lf::Session s;
-  REQUIRE(lf::Session::create(m, lf::SessionOptions{}, &s).ok());
+  REQUIRE(lf::Session::create(m, lf::KvCacheOptions{}, &s).ok());
   s.approx = early_exit(1000.0f, 1);
   s.exit_in.exit_layer = 0;
   std::vector<float> x(lf::test::kFixtureEmbd, 0.5f), y(x.size());
   REQUIRE_FALSE(lf::forward(m, s, 1, x.data(), 1, y.data(), false).ok());  // start_pos mismatch
   REQUIRE(s.exit_in.exit_layer == 0);
   REQUIRE(lf::forward(m, s, 0, x.data(), 1, y.data(), false).ok());
-  REQUIRE(s.exit_out.exit_layer == 0);   // arrived exited, stays exited
+  REQUIRE(s.last.exit_out.exit_layer == 0);   // arrived exited, stays exited
   REQUIRE(s.exit_in.exit_layer == -1);   // consumed
-  for (float u : s.row_updates) REQUIRE(u == -1.0f);
+  for (float u : s.last.row_updates) REQUIRE(u == -1.0f);
 }

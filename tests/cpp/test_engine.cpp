@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/engine.h"
-#include "layerfold/reference.h"
+#include "model/forward.h"
+#include "model/reference_forward.h"
 
 namespace {
 
@@ -46,7 +46,7 @@ Model load(const FixtureModel& f, lf::LayerRange range, bool emb, bool head) {
 
 Session session(const Model& m, int max_ctx = 32, int attn_chunk = 64) {
   Session s;
-  REQUIRE(Session::create(m, lf::SessionOptions{max_ctx, attn_chunk}, &s).ok());
+  REQUIRE(Session::create(m, lf::KvCacheOptions{max_ctx, attn_chunk}, &s).ok());
   return s;
 }
 

@@ -1,4 +1,4 @@
-// The feature-major layout (include/layerfold/feature_major.h): a lossless permutation laid out
+// The feature-major layout (src/layout/feature_major.h): a lossless permutation laid out
 // as documented, and a kernel whose outputs are gemm_q8_0_strided's on the row layout — and the
 // vec_dot_ref loop's — bit for bit, whatever the activations' sparsity.
 #include <catch2/catch.hpp>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/feature_major.h"
-#include "layerfold/kernels.h"
-#include "layerfold/ops.h"
-#include "layerfold/quant.h"
+#include "layout/feature_major.h"
+#include "kernels/gemm.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
 #include "quant_test_data.h"
 
 namespace {
@@ -84,7 +84,7 @@ Weight make_weight(std::mt19937& rng, GgmlType type, int64_t n_in, int64_t n_out
   lf::to_feature_major(w.row_view, w.rows.data(), w.fm.data());
   w.fm_view = w.row_view;
   w.fm_view.data = w.fm.data();
-  w.fm_view.feature_major = true;
+  w.fm_view.layout = lf::WeightLayout::feature_major;
   return w;
 }
 
@@ -264,10 +264,11 @@ TEST_CASE("feature_major: which weights the layout can hold", "[feature_major]")
   lf::WeightView slice = with(GgmlType::Q4_0, 34).columns(0, 32);  // rows still 2 blocks apart
   CHECK_FALSE(lf::can_feature_major(slice));
   lf::WeightView unit_major = with(GgmlType::Q4_0, 34);
+  unit_major.layout = lf::WeightLayout::unit_major;
   unit_major.unit_cols = 32;
   CHECK_FALSE(lf::can_feature_major(unit_major));
   lf::WeightView already = with(GgmlType::Q8_0, 34);
-  already.feature_major = true;
+  already.layout = lf::WeightLayout::feature_major;
   CHECK_FALSE(lf::can_feature_major(already));
 }
 
@@ -277,14 +278,14 @@ TEST_CASE("feature_major: columns() of a feature-major view starts at the block'
   W.n_in = 96;
   W.n_out = 34;
   W.row_bytes = W.column_bytes(96);
-  W.feature_major = true;
+  W.layout = lf::WeightLayout::feature_major;
   const std::vector<uint8_t> bytes(3 * 18 * 34);
   W.data = bytes.data();
   const lf::WeightView v = W.columns(64, 96);
   CHECK(v.data == bytes.data() + 2 * 18 * 34);
   CHECK(v.n_in == 32);
   CHECK(v.n_out == 34);
-  CHECK(v.feature_major);
+  CHECK(v.layout == lf::WeightLayout::feature_major);
 }
 
 TEST_CASE("feature_major: GEMM equals the row kernel and vec_dot_ref over shapes and sparsity", "[feature_major]") {

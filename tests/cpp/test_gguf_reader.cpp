@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/gguf.h"
-#include "layerfold/gguf_writer.h"
-#include "layerfold/mapped_file.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
+#include "native/mapped_file.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/gguf.h"
-#include "layerfold/gguf_writer.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The GEMM kernels (include/layerfold/kernels.h) against a loop of vec_dot_ref, bit for bit:
+// The GEMM kernels (src/kernels/gemm.h) against a loop of vec_dot_ref, bit for bit:
 // the engine's agreement with llama.cpp and its thread-count invariance rest on that.
 #include <catch2/catch.hpp>
 
@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/kernels.h"
-#include "layerfold/ops.h"
-#include "layerfold/quant.h"
-#include "layerfold/row_strips.h"
+#include "kernels/gemm.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+#include "layout/row_strips.h"
 #include "quant_test_data.h"
-#include "../../src/kernel_simd.h"  // the read-bandwidth probe uses the kernels' vectors
+#include "kernels/simd.h"  // the read-bandwidth probe uses the kernels' vectors
 
 namespace {
 
@@ -129,7 +129,7 @@ lf::WeightView kernel_layout(const lf::WeightView& W, std::vector<uint8_t>* stor
   lf::to_row_strips(W, W.data, storage->data());
   lf::WeightView S = W;
   S.data = storage->data();
-  S.row_strips = true;
+  S.layout = lf::WeightLayout::row_strips;
   return S;
 }
 
@@ -146,7 +146,7 @@ void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
   std::vector<uint8_t> strips;
   const lf::WeightView S = kernel_layout(W, &strips);
-  if (!S.row_strips) return;
+  if (!S.in_row_strips()) return;
   INFO("in row strips");
   std::fill(got.begin(), got.end(), kUntouched);
   lf::matmul_rows(S, xc.data(), n_tok, got.data(), r0, r1, k0, k1);

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "layerfold/ops.h"
-#include "layerfold/quant.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace {
 

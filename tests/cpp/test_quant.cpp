@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "layerfold/quant.h"
+#include "quant/quant.h"
 #include "quant_test_data.h"
 
 namespace {

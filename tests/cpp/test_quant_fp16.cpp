@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "layerfold/quant.h"
+#include "quant/quant.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The read probe (include/layerfold/read_probe.h), the ceiling scripts/bench measures decode
+// The read probe (src/model/read_probe.h), the ceiling scripts/bench measures decode
 // against: it must read every byte of the node's layer tensors exactly once, whatever the thread
 // count, and no other bytes.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "fixture_model.h"
-#include "layerfold/read_probe.h"
+#include "model/read_probe.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/model.h"
-#include "layerfold/ops.h"
-#include "layerfold/quant.h"
-#include "layerfold/shard_plan.h"
+#include "model/model.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+#include "model/shard_plan.h"
 
 namespace {
 
@@ -85,6 +85,7 @@ void check_permutation(GgmlType type, int block_elems, int block_bytes, int n_ou
   // the same bytes, row for row.
   WeightView relaid = w.view;
   relaid.data = unit_major.data();
+  relaid.layout = lf::WeightLayout::unit_major;
   relaid.unit_cols = unit_width;
   for (int u = 0; u < units.n_units; ++u) {
     const WeightView a = w.view.columns(units.begin(u), units.end(u));
@@ -152,6 +153,7 @@ void check_unit_products(GgmlType type, int block_elems, int block_bytes, int un
   lf::to_unit_major(W, units, file.data(), unit_major.data());
   WeightView relaid = W;
   relaid.data = unit_major.data();
+  relaid.layout = lf::WeightLayout::unit_major;
   relaid.unit_cols = units.width;
 
   std::mt19937 rng(3);
@@ -203,13 +205,14 @@ TEST_CASE("relayout_in_place rewrites attn_output and ffn_down unit-major and no
     for (auto [W, units] : {std::pair{&m.layer(il).attn_output, &m.shard(il).attn},
                             std::pair{&m.layer(il).ffn_down, &m.shard(il).ffn}}) {
       if (units->n_units < 2) {
-        REQUIRE(W->unit_cols == 0);
+        REQUIRE(W->layout == lf::WeightLayout::rows);
         continue;
       }
+      REQUIRE(W->layout == lf::WeightLayout::unit_major);
       REQUIRE(W->unit_cols == units->width);
       ++relaid;
       WeightView file_view = *W;
-      file_view.unit_cols = 0;
+      file_view.layout = lf::WeightLayout::rows;
       const size_t at = static_cast<size_t>(W->data - f.bytes.data());
       lf::from_unit_major(file_view, *units, W->data, restored.data() + at);
     }

@@ -1,4 +1,4 @@
-// The row-strip layout (include/layerfold/row_strips.h): a permutation of each strip's bytes that
+// The row-strip layout (src/layout/row_strips.h): a permutation of each strip's bytes that
 // round-trips, puts every scale and quant group where the header says, composes with the
 // unit-major layout, keeps the read probe's checksum, and is what the loader gives exactly the
 // weights this build's kernel reads in strips.
@@ -11,16 +11,17 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/gguf.h"
-#include "layerfold/kernels.h"
-#include "layerfold/model.h"
-#include "layerfold/quant.h"
-#include "layerfold/read_probe.h"
-#include "layerfold/row_strips.h"
+#include "gguf/gguf_reader.h"
+#include "kernels/gemm.h"
+#include "model/model.h"
+#include "quant/quant.h"
+#include "model/read_probe.h"
+#include "layout/row_strips.h"
 
 namespace {
 
 using lf::GgmlType;
+using lf::WeightLayout;
 using lf::WeightView;
 
 // A Q4_0 weight [n_out, n_in] of random bytes, in the file's layout
@@ -79,6 +80,7 @@ TEST_CASE("row_strips: a permutation that round-trips, in the file's layout and 
         if (unit_cols >= n_in) continue;
         INFO("n_out " << n_out << " n_in " << n_in << " unit_cols " << unit_cols);
         Weight w = random_q4_0(rng, n_out, n_in);
+        w.view.layout = unit_cols != 0 ? WeightLayout::unit_major : WeightLayout::rows;
         w.view.unit_cols = unit_cols;
         REQUIRE(lf::can_row_strips(w.view));
         std::vector<uint8_t> strips(w.bytes.size()), back(w.bytes.size());
@@ -102,6 +104,7 @@ TEST_CASE("row_strips: a unit-major region is laid out in strips of its own colu
   // 0's 4 rows of 64, and form one strip of one block
   std::mt19937 rng(47);
   Weight w = random_q4_0(rng, 4, 96);
+  w.view.layout = WeightLayout::unit_major;
   w.view.unit_cols = 64;
   std::vector<uint8_t> strips(w.bytes.size());
   lf::to_row_strips(w.view, w.bytes.data(), strips.data());
@@ -126,10 +129,10 @@ TEST_CASE("row_strips: which weights the layout can hold", "[row_strips]") {
   v.row_bytes = v.column_bytes(64);
   CHECK_FALSE(lf::can_row_strips(v));
   v = w.view;
-  v.feature_major = true;
+  v.layout = WeightLayout::feature_major;
   CHECK_FALSE(lf::can_row_strips(v));
   v = w.view;
-  v.row_strips = true;  // already
+  v.layout = WeightLayout::row_strips;  // already
   CHECK_FALSE(lf::can_row_strips(v));
   for (const uint16_t special : {uint16_t{0x7C00}, uint16_t{0xFC00}, uint16_t{0x7E01}}) {  // +inf, -inf, NaN
     Weight x = w;
@@ -143,10 +146,12 @@ TEST_CASE("row_strips: which weights the layout can hold", "[row_strips]") {
 TEST_CASE("row_strips: columns() starts 4 blocks per block further in, strips 4 rows apart", "[row_strips]") {
   std::mt19937 rng(59);
   Weight w = random_q4_0(rng, 8, 96);
-  w.view.row_strips = true;
+  w.view.layout = WeightLayout::row_strips;
   const WeightView v = w.view.columns(64, 96);
   CHECK(v.strip(0) == w.bytes.data() + 2 * 72);
   CHECK(v.strip(1) == w.bytes.data() + 4 * w.view.row_bytes + 2 * 72);
+  w.view.layout = WeightLayout::unit_major;
+  w.view.layout = WeightLayout::unit_major_row_strips;
   w.view.unit_cols = 64;
   const WeightView u = w.view.columns(64, 96);  // unit 1: after unit 0's 8 rows of 2 blocks
   CHECK(u.strip(0) == w.bytes.data() + 8 * 36);
@@ -168,16 +173,16 @@ TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in stri
     for (const WeightView* W : w.matmuls()) {
       if (!W->present()) continue;
       INFO("a weight of type " << static_cast<int>(W->type) << " [" << W->n_out << ", " << W->n_in << "]");
-      CHECK(W->row_strips == (strips && W->type == GgmlType::Q4_0));
+      CHECK(W->in_row_strips() == (strips && W->type == GgmlType::Q4_0));
       if (W->type != GgmlType::Q4_0) continue;
       ++q4_0;
       // its bytes are the file's, in strips or not
       const size_t at = static_cast<size_t>(W->data - f.bytes.data());
       const size_t n = static_cast<size_t>(W->n_out) * W->row_bytes;
       std::vector<uint8_t> rows(W->data, W->data + n);
-      if (W->row_strips) {
+      if (W->in_row_strips()) {
         WeightView file_view = *W;
-        file_view.row_strips = false;
+        file_view.layout = W->unit_major() ? WeightLayout::unit_major : WeightLayout::rows;
         lf::from_row_strips(file_view, W->data, rows.data());
       }
       CHECK(std::equal(rows.begin(), rows.end(), file_bytes.begin() + static_cast<std::ptrdiff_t>(at)));

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "layerfold/ggml_type.h"
-#include "layerfold/status.h"
+#include "gguf/ggml_type.h"
+#include "base/status.h"
 
 TEST_CASE("status carries code and message", "[status]") {
   lf::Status ok;

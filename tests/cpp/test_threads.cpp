@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/engine.h"
-#include "layerfold/thread_pool.h"
+#include "model/forward.h"
+#include "base/thread_pool.h"
 
 namespace {
 
@@ -210,8 +210,8 @@ std::vector<float> trace(const FixtureModel& file, int n_threads, Layout layout 
   };
   // attn_chunk 3 makes several store/attend chunks and a sliding ring smaller than the prompt.
   Session whole, chunked;
-  require_ok(Session::create(m, lf::SessionOptions{64, 3}, &whole));
-  require_ok(Session::create(m, lf::SessionOptions{64, 3}, &chunked));
+  require_ok(Session::create(m, lf::KvCacheOptions{64, 3}, &whole));
+  require_ok(Session::create(m, lf::KvCacheOptions{64, 3}, &chunked));
   step(whole, 0, n_prompt, false);
   step(chunked, 0, 4, false);
   step(chunked, 4, n_prompt - 4, true);

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/gguf.h"
-#include "layerfold/gguf_writer.h"
-#include "layerfold/tokenizer.h"
+#include "gguf/gguf_reader.h"
+#include "gguf/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "fixture_model.h"
-#include "layerfold/engine.h"
-#include "layerfold/kv_cache.h"
-#include "layerfold/ops.h"
+#include "model/forward.h"
+#include "model/session.h"
+#include "ops/ops.h"
 
 namespace {
 
@@ -62,9 +62,9 @@ Run run(const FixtureModel& file, const ApproxOptions& approx, int n_threads, bo
   o.relayout_in_place = feature_major;
   o.ffn_down_feature_major = feature_major;
   REQUIRE(lf::load_model(f.file, f.locator(), o, &m).ok());
-  REQUIRE(m.layer(0).ffn_down.feature_major == (feature_major && f.file.tensor("blk.0.ffn_down.weight")->type == lf::GgmlType::Q8_0));
+  REQUIRE((m.layer(0).ffn_down.layout == lf::WeightLayout::feature_major) == (feature_major && f.file.tensor("blk.0.ffn_down.weight")->type == lf::GgmlType::Q8_0));
   lf::Session s;
-  REQUIRE(lf::Session::create(m, lf::SessionOptions{}, &s).ok());
+  REQUIRE(lf::Session::create(m, lf::KvCacheOptions{}, &s).ok());
   s.approx = approx;
   Run r;
   s.debug_hook = [&](const char* name, int il, const float* x, int n_rows, int n_cols) {
@@ -77,7 +77,7 @@ Run run(const FixtureModel& file, const ApproxOptions& approx, int n_threads, bo
   REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
   r.out.resize(static_cast<size_t>(kPrompt) * E);
   REQUIRE(lf::forward(m, s, 0, x.data(), kPrompt, r.out.data(), false).ok());
-  r.prompt_stats = s.approx_stats();
+  r.prompt_stats = s.last.approx_stats();
   for (int t = kPrompt; t < kPrompt + 2; ++t) {
     std::vector<float> y(E);
     REQUIRE(lf::forward(m, s, t, x.data() + static_cast<size_t>(t) * E, 1, y.data(), false).ok());

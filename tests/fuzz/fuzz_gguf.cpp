@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "layerfold/gguf.h"
+#include "gguf/gguf_reader.h"
 
 namespace {
 

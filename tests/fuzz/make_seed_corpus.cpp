@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "layerfold/gguf_writer.h"
+#include "gguf/gguf_writer.h"
 
 namespace {
 

@@ -8,13 +8,13 @@ cd "$(dirname "$0")/../.."
 out=build/fuzz
 mkdir -p "$out/corpus" "$out/seeds" "$out/artifacts"
 
-cxx=(clang++-14 -std=c++20 -g -O1 -DJSON_NOEXCEPTION=1 -I include)
-core=(src/ggml_type.cpp src/status.cpp)
+cxx=(clang++-14 -std=c++20 -g -O1 -DJSON_NOEXCEPTION=1 -I include -I src)
+core=(src/gguf/ggml_type.cpp src/base/status.cpp)
 
 "${cxx[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  "${core[@]}" src/gguf_reader.cpp src/gguf_json.cpp tests/fuzz/fuzz_gguf.cpp -o "$out/fuzz_gguf"
+  "${core[@]}" src/gguf/gguf_reader.cpp src/gguf/gguf_json.cpp tests/fuzz/fuzz_gguf.cpp -o "$out/fuzz_gguf"
 "${cxx[@]}" -fsanitize=address,undefined \
-  "${core[@]}" src/gguf_writer.cpp tests/fuzz/make_seed_corpus.cpp -o "$out/make_seed_corpus"
+  "${core[@]}" src/gguf/gguf_writer.cpp tests/fuzz/make_seed_corpus.cpp -o "$out/make_seed_corpus"
 
 "$out/make_seed_corpus" "$out/seeds"
 

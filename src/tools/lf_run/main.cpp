@@ -22,11 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layerfold/engine.h"
-#include "layerfold/gguf.h"
-#include "layerfold/kv_cache.h"
-#include "layerfold/mapped_file.h"
-#include "layerfold/model.h"
+#include "model/forward.h"
+#include "gguf/gguf_reader.h"
+#include "model/session.h"
+#include "native/mapped_file.h"
+#include "model/model.h"
 
 namespace {
 
@@ -125,7 +125,7 @@ Timing timed_forward(const lf::Model& model, lf::Session& session, const std::ve
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   const int n_layers = model.range.end - model.range.begin;
-  return {ms / n_layers, cpu_ms, session.phases.attention_ms, session.phases.ffn_ms, session.phases.serial_ms,
+  return {ms / n_layers, cpu_ms, session.last.attention_ms, session.last.ffn_ms, session.last.serial_ms,
           model.pool->last_job_times()};
 }
 

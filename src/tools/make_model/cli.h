@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/status.h"
+#include "base/status.h"
 #include "model_config.h"
 
 namespace lf::make_model {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "layerfold/gguf_writer.h"
+#include "gguf/gguf_writer.h"
 #include "metadata.h"
 #include "vocab.h"
 #include "weights.h"

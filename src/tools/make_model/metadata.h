@@ -2,7 +2,7 @@
 // tokenizer section (spec §5.4).
 #pragma once
 
-#include "layerfold/gguf_writer.h"
+#include "gguf/gguf_writer.h"
 #include "model_config.h"
 #include "vocab.h"
 

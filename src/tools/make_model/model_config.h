@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "layerfold/ggml_type.h"
+#include "gguf/ggml_type.h"
 
 namespace lf::make_model {
 

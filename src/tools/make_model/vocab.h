@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "layerfold/status.h"
+#include "base/status.h"
 
 namespace lf::make_model {
 

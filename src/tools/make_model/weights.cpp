@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "layerfold/quant.h"
+#include "quant/quant.h"
 
 namespace lf::make_model {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "layerfold/gguf_writer.h"
-#include "layerfold/status.h"
+#include "gguf/gguf_writer.h"
+#include "base/status.h"
 #include "model_config.h"
 
 namespace lf::make_model {

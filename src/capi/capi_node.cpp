@@ -1,0 +1,76 @@
+// C ABI over what a node of layers needs, answered from a parsed header before any tensor is
+// read: the model's configuration as the engine reads it, the node's tensors and its bytes.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "capi/capi_internal.h"
+#include "layerfold/capi.h"
+#include "model/model_config.h"
+#include "model/node_needs.h"
+
+namespace {
+
+const char* answer(lf_gguf* gguf, const nlohmann::ordered_json& json) {
+  gguf->json = json.dump();
+  return gguf->json.c_str();
+}
+
+lf::NodeShape node_shape(int layer_begin, int layer_end, int with_embedding, int with_head) {
+  lf::NodeShape shape;
+  shape.range = {layer_begin, layer_end};
+  shape.with_embedding = with_embedding != 0;
+  shape.with_head = with_head != 0;
+  return shape;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* lf_model_info_json(lf_gguf* gguf) {
+  lf::ModelConfig c;
+  if (!lf::capi::record(lf::load_model_config(gguf->file, &c))) return nullptr;
+  nlohmann::ordered_json out;
+  out["arch"] = c.arch == lf::Arch::gemma3 ? "gemma3" : "gemma4";
+  out["n_layer"] = c.n_layer;
+  out["n_embd"] = c.n_embd;
+  out["n_vocab"] = c.n_vocab;
+  out["n_ctx_train"] = c.n_ctx_train;
+  out["n_swa"] = c.n_swa;
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const lf::LayerConfig& l : c.layers) {
+    layers.push_back({{"sliding", l.sliding}, {"n_head", l.n_head}, {"n_head_kv", l.n_head_kv},
+                      {"head_dim", l.head_dim}, {"n_ff", l.n_ff}});
+  }
+  out["layers"] = layers;
+  return answer(gguf, out);
+}
+
+const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head) {
+  lf::ModelConfig config;
+  if (!lf::capi::record(lf::load_model_config(gguf->file, &config))) return nullptr;
+  std::vector<std::string> names;
+  const lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head);
+  if (!lf::capi::record(lf::node_tensors(gguf->file, config, shape, &names))) return nullptr;
+  return answer(gguf, names);
+}
+
+const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head,
+                               int max_ctx, int max_tokens) {
+  lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head);
+  shape.max_ctx = max_ctx;
+  shape.max_tokens = max_tokens;
+  lf::NodeNeeds needs;
+  if (!lf::capi::record(lf::node_needs(gguf->file, shape, &needs))) return nullptr;
+  nlohmann::ordered_json out;
+  out["tensor_bytes"] = needs.tensor_bytes;
+  out["kv_bytes_per_session"] = needs.kv_bytes_per_session;
+  out["scratch_bytes"] = needs.scratch_bytes;
+  out["scratch_bytes_per_worker"] = needs.scratch_bytes_per_worker;
+  out["relayout_bytes"] = needs.relayout_bytes;
+  out["tensors"] = needs.tensors;
+  return answer(gguf, out);
+}
+
+}  // extern "C"

@@ -1,0 +1,60 @@
+// The fast attention kernel: the bytes of lf::attention (ops.h), which stays the reference, with
+// each K/V row loaded and converted once for a tile of queries and the arithmetic in SIMD
+// (docs/attention.md says how and why the result is bit-identical).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "approx/approx.h"
+#include "ops/ops.h"
+
+namespace lf {
+
+// Buffers of attention_tiled for one worker: sized by the call, reused across calls, so a
+// worker allocates only when a layer's head dim grows. Contents are the kernel's business.
+struct AttentionWorkspace {
+  std::vector<double> q;       // [tile dots, D] the tile's queries, rounded to f16
+  std::vector<float> k32;      // [key block, D] a block of keys (first a query row's scratch)
+  std::vector<double> k;       // [D, key block] the same keys in f64, transposed
+  std::vector<float> v;        // [key block, D] the block's values
+  std::vector<double> v64;     // [key block, D] the same values in f64, for the exact FMA
+  std::vector<float> acc;      // [tile dots, D] the f16 value accumulators, held as f32
+  std::vector<float> scores;   // [tile dots, key block]
+  std::vector<float> max, sum;  // [tile dots] online softmax: running max M and sum S
+  // attention_truncated only:
+  std::vector<float> row_scores;   // [tile dots, key span] every score of the tile's keys
+  std::vector<float> selection;    // [key span] one row's scores, reordered to find the median
+  std::vector<uint16_t> v_max;     // [key span] max |v| of each key, as f16 magnitude bits
+  std::vector<float> keep_above;   // [tile dots] a truncated row keeps the keys scoring above this
+  std::vector<uint8_t> keeps_all;  // [tile dots] 1: the row runs the exact computation
+
+  // Sizes the buffers both kernels share for head dim D and tiles of tile_dots dots.
+  void fit(int D, int tile_dots);
+};
+
+// q [n_q, n_head, D] at positions pos0 .. pos0+n_q-1 · K, V (kv) -> out [n_q, n_head, D]:
+// attention() with the same arguments, byte for byte (NaN outputs stay NaN, their sign bit
+// unspecified). Any head dim; every key a query can see must be in the view (asserted).
+void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
+                     float* out, AttentionWorkspace* ws);
+
+// attention_tiled with each (query row, query head) row's softmax truncated (approx.h,
+// docs/approximate.md): q [n_q, n_head, D] · K, V (kv) -> out [n_q, n_head, D], stats += what
+// it did. A row's visible scores are the exact kernel's; keys scoring at most the row's median
+// leave the softmax and the V sum, unless their share of the softmax mass exceeds
+// max_dropped_mass (in [0, 1]) or nothing would be kept: then the row's bytes are
+// attention_tiled's. Kept keys run attention_tiled's steps in increasing position, so a row
+// whose dropped keys all have weight 0 there gives its bytes too (up to the sign of zeros).
+void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
+                         float max_dropped_mass, float* out, AttentionWorkspace* ws, ApproxStats* stats);
+
+// Its building blocks, exposed for the tests (each equals the scalar expression named):
+// h [n] f16 -> f [n] f32: fp16_to_fp32 of each.
+void halves_to_floats(const uint16_t* h, float* f, int n);
+// x [n] -> y [n]: fp16_to_fp32(fp32_to_fp16(x)) of each (the f16 accumulator, held as f32).
+void round_floats_to_halves(const float* x, float* y, int n);
+// acc [n] (f16 values as f32), v [n] (f16 values as f32) -> acc[i] = f16(std::fma(v[i], w, acc[i]))
+void accumulate_weighted_value(float* acc, const float* v, float w, int n);
+
+}  // namespace lf

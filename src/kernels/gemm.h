@@ -1,0 +1,41 @@
+// Fast matmul kernels for the weight types that matter (Gemma 4 QAT ships Q4_0; Q8_0, and the
+// K-quants Q4_K / Q6_K of other files): GEMMs over tiles of output rows × up to 16 tokens, each
+// weight block unpacked once per tile, integer block products in SIMD (WASM SIMD128, relaxed
+// SIMD in the layerfold_mt_relaxed module, SSE2, or a scalar twin elsewhere).
+// Results are bit-identical to a loop of vec_dot_ref: the integer sums are exact, and each
+// output keeps the reference's f32 operations in the reference's order (vector lanes are
+// different outputs, or the reference's own 8 K-quant lanes). docs/kernels.md has the design
+// and numbers.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/ggml_type.h"
+#include "layout/weight_view.h"
+
+namespace lf {
+
+// True for Q4_0, Q8_0 (gemm_q8_0_strided), Q4_K and Q6_K (gemm_q8_K_strided): matmul_rows
+// hands these to the kernels.
+bool has_gemm_kernel(GgmlType weight_type);
+
+// W [n_out, n_in] (Q4_0 or Q8_0 / Q4_K or Q6_K) · Xc [n_tok, n_in] (Q8_0 / Q8_K rows) -> Y [n_tok,
+// n_out], rows [r0, r1) only; Y row t is at Y + t·n_out. The activations' row stride x_row is
+// given apart from W.n_in: W may be a column slice of a wider weight (WeightView::columns), Xc
+// then points at the slice's first column of row 0 and its rows are x_row bytes apart.
+void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                       int64_t r1);
+void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                       int64_t r1);
+
+// Whether this build's kernel for weight_type reads it in row strips (src/layout/row_strips.h):
+// the relaxed-SIMD module's Q4_0 kernel does, and the loader lays such weights out in strips
+// where it may rewrite them (ModelLoadOptions::relayout_in_place). Every build reads the file's
+// layout too.
+bool gemm_uses_row_strips(GgmlType weight_type);
+
+// Which backend the kernels were compiled for: "wasm-relaxed-simd", "wasm-simd128", "sse2" or
+// "scalar" (the Q4_0 kernel's; the others use the plain SIMD of the same build).
+const char* gemm_kernel_isa();
+
+}  // namespace lf

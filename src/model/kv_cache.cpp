@@ -1,0 +1,92 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "quant/quant.h"
+
+namespace lf {
+namespace {
+
+Status check_options(const ModelConfig& c, const KvCacheOptions& options, int* max_ctx) {
+  *max_ctx = options.max_ctx > 0 ? options.max_ctx : c.n_ctx_train;
+  if (*max_ctx <= 0) return Status(Code::invalid_argument, "max_ctx must be positive");
+  if (options.attn_chunk <= 0) return Status(Code::invalid_argument, "attn_chunk must be positive");
+  return Status();
+}
+
+int capacity(const ModelConfig& c, int il, int max_ctx, int attn_chunk) {
+  return c.layers[il].sliding ? std::min(max_ctx, c.n_swa + attn_chunk - 1) : max_ctx;
+}
+
+// f16 values of one of K or V of layer il
+Status layer_values(const ModelConfig& c, int il, int capacity, uint64_t* n) {
+  *n = static_cast<uint64_t>(capacity) * static_cast<uint64_t>(c.layers[il].kv_dim());
+  if (*n > SIZE_MAX / sizeof(uint16_t)) {
+    return Status(Code::resource_exhausted, "KV cache of layer " + std::to_string(il) + " does not fit in memory");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status KvCache::bytes_for(const ModelConfig& c, LayerRange range, const KvCacheOptions& options, uint64_t* bytes) {
+  int max_ctx = 0;
+  LF_RETURN_IF_ERROR(check_options(c, options, &max_ctx));
+  *bytes = 0;
+  for (int il = range.begin; il < range.end; ++il) {
+    uint64_t n = 0;
+    LF_RETURN_IF_ERROR(layer_values(c, il, capacity(c, il, max_ctx, options.attn_chunk), &n));
+    *bytes += 2 * n * sizeof(uint16_t);
+  }
+  return Status();
+}
+
+Status KvCache::create(const ModelConfig& c, LayerRange range, const KvCacheOptions& options, KvCache* out) {
+  KvCache cache;
+  LF_RETURN_IF_ERROR(check_options(c, options, &cache.max_ctx_));
+  cache.range_ = range;
+  cache.attn_chunk_ = options.attn_chunk;
+  cache.layers_.resize(range.end - range.begin);
+  for (int il = range.begin; il < range.end; ++il) {
+    LayerKv& kv = cache.layers_[il - range.begin];
+    kv.capacity = capacity(c, il, cache.max_ctx_, options.attn_chunk);
+    kv.head_dim = c.layers[il].head_dim;
+    uint64_t n = 0;
+    LF_RETURN_IF_ERROR(layer_values(c, il, kv.capacity, &n));
+    kv.k.assign(static_cast<size_t>(n), 0);
+    kv.v.assign(static_cast<size_t>(n), 0);
+  }
+  *out = std::move(cache);
+  return Status();
+}
+
+uint64_t KvCache::bytes() const {
+  uint64_t total = 0;
+  for (const LayerKv& kv : layers_) total += (kv.k.size() + kv.v.size()) * sizeof(uint16_t);
+  return total;
+}
+
+void KvCache::store(int il, int kv_head, int pos, const float* k, const float* v) {
+  LayerKv& kv = layers_[il - range_.begin];
+  const size_t off = (static_cast<size_t>(kv_head) * kv.capacity + static_cast<size_t>(pos % kv.capacity)) * kv.head_dim;
+  for (int i = 0; i < kv.head_dim; ++i) {
+    kv.k[off + i] = fp32_to_fp16(k[i]);
+    kv.v[off + i] = fp32_to_fp16(v[i]);
+  }
+}
+
+KvView KvCache::view(int il, int kv_head, int end_pos) const {
+  const LayerKv& kv = layers_[il - range_.begin];
+  const size_t off = static_cast<size_t>(kv_head) * kv.capacity * kv.head_dim;
+  KvView view;
+  view.k = kv.k.data() + off;
+  view.v = kv.v.data() + off;
+  view.capacity = kv.capacity;
+  view.n_head_kv = 1;
+  view.head_dim = kv.head_dim;
+  view.first_pos = std::max(0, end_pos - kv.capacity);
+  return view;
+}
+
+}  // namespace lf

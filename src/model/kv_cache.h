@@ -1,0 +1,53 @@
+// One session's K and V rows for every layer of a node, in f16 (llama.cpp's default cache type,
+// docs/forward-pass.md, "Numerics").
+//
+// Global layers keep every position up to max_ctx. Sliding layers keep a ring of
+// n_swa + attn_chunk - 1 slots: the engine writes at most attn_chunk new positions before it
+// runs their queries, so the oldest key any of those queries needs is still in the ring.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "ops/ops.h"
+
+namespace lf {
+
+struct KvCacheOptions {
+  int max_ctx = 0;      // positions a session may hold; 0: the model's n_ctx_train
+  int attn_chunk = 64;  // queries attended per step (sizes the sliding rings)
+};
+
+class KvCache {
+ public:
+  // Allocates the whole cache up front (bytes() tells how much).
+  static Status create(const ModelConfig& config, LayerRange range, const KvCacheOptions& options, KvCache* out);
+  // What create() allocates, without allocating it: the host's memory estimate.
+  static Status bytes_for(const ModelConfig& config, LayerRange range, const KvCacheOptions& options, uint64_t* bytes);
+
+  int max_ctx() const { return max_ctx_; }
+  int attn_chunk() const { return attn_chunk_; }
+  LayerRange range() const { return range_; }
+  uint64_t bytes() const;
+
+  // k, v [head_dim] of KV head kv_head of layer il at position pos -> f16 slot pos % capacity.
+  // Each head has its own slots, so workers owning different heads never share a cache line.
+  void store(int il, int kv_head, int pos, const float* k, const float* v);
+  // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
+  KvView view(int il, int kv_head, int end_pos) const;
+
+ private:
+  struct LayerKv {
+    int capacity = 0;
+    int head_dim = 0;
+    std::vector<uint16_t> k, v;  // [n_head_kv, capacity, head_dim]
+  };
+  LayerRange range_;
+  int max_ctx_ = 0;
+  int attn_chunk_ = 0;
+  std::vector<LayerKv> layers_;  // [range.end - range.begin]
+};
+
+}  // namespace lf

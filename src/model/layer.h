@@ -1,0 +1,93 @@
+// One decoder layer (docs/forward-pass.md, "Gemma 4 layer" and "Gemma 3 layer") as run by one
+// worker of the pool: every worker runs the same steps and they meet at barriers. Each step
+// works on this worker's share (rows, KV heads or units) of the call's Scratch.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/model.h"
+#include "model/scratch.h"
+#include "model/session.h"
+
+namespace lf {
+
+// Layer il of one forward call, seen by one worker. x [n, n_embd] in -> x_next [n_q, n_embd]
+// out, n_q = n - row0: rows before row0 only feed the KV cache. An exited last row (early
+// exit, approx.h) is not among the n_act rows that run the attention output and the FFN.
+struct LayerCall {
+  const Model& m;
+  Session& s;
+  Scratch& b;
+  ThreadPool& pool;
+  const std::vector<float>& x;
+  std::vector<float>& x_next;
+  int worker, il, pos0, n, row0;
+  bool last_row_exited;
+
+  const ModelConfig& c() const { return m.config; }
+  const LayerConfig& l() const { return m.config.layers[il]; }
+  const LayerWeights& w() const { return m.layer(il); }
+  const LayerShards& plan() const { return m.shard(il); }
+  int n_workers() const { return pool.size(); }
+  int E() const { return m.config.n_embd; }
+  int n_q() const { return n - row0; }
+  int n_act() const { return n_q() - (last_row_exited ? 1 : 0); }
+
+  void sync() const { pool.barrier(); }
+  Share my_share(int64_t count) const { return share(count, worker, n_workers()); }
+  // Keeps this worker's first failure for the call to report.
+  void check(const Status& status) const {
+    if (!status.ok() && b.errors[worker].ok()) b.errors[worker] = status;
+  }
+  // Names an intermediate for the session's debug hook; worker 0 right after a barrier, while
+  // the buffer is complete and no step writes it.
+  void tap(const char* name, const float* data, int n_rows, int n_cols) const {
+    if (worker == 0 && s.debug_hook) s.debug_hook(name, il, data, n_rows, n_cols);
+  }
+};
+
+inline float* row(std::vector<float>& x, int64_t t, int width) { return x.data() + t * width; }
+inline const float* row(const std::vector<float>& x, int64_t t, int width) { return x.data() + t * width; }
+
+// The FFN of a layer, a variant chosen per call and layer: this worker's FFN units from ffn_in
+// (converted for gate and up) -> their features of act, converted for ffn_down. ffn_down and
+// the residual are the layer's.
+using FfnVariant = void (*)(const LayerCall& c);
+void dense_ffn(const LayerCall& c);  // GeGLU over every feature (model/ffn_dense.cpp)
+void top_k_ffn(const LayerCall& c);  // the top-K gate FFN of approx.h (model/ffn_top_k.cpp)
+// The features [f0, f1) of this worker's FFN units (empty when it has none).
+std::pair<int64_t, int64_t> my_features(const LayerCall& c);
+
+// Activations converted to a weight's vec_dot type (model/layer_activations.cpp).
+// X rows [rows) [W.n_in] -> those rows of Xc.
+Status convert_rows(const WeightView& W, const float* X, Share rows, uint8_t* Xc);
+// X rows [0, n_rows), columns [k0, k1) on block boundaries -> the same columns of the Xc rows:
+// the bytes convert_rows makes there, since every activation type converts block by block.
+Status convert_columns(const WeightView& W, const float* X, int n_rows, int64_t k0, int64_t k1, uint8_t* Xc);
+// Whether b's conversion is a's (attn_q/k/v, gate/up share one when their types agree).
+bool same_conversion(const WeightView& a, const WeightView& b);
+// ffn_in converted for ffn_up: the gate's conversion when they share one.
+const uint8_t* xc_up(const LayerCall& c);
+// act [n_q, n_ff] columns [f0, f1) -> their bytes of xc_down: only this worker's units read them.
+void convert_act(const LayerCall& c, int64_t f0, int64_t f1);
+
+// The layer's steps, in order (model/layer.cpp runs them).
+void attention_input(const LayerCall& c);     // attn_norm of every row, converted for Q/K/V
+void attention_heads(const LayerCall& c);     // this worker's KV heads: Q/K/V, norms, RoPE, cache, attention
+void attention_residual(const LayerCall& c, int64_t t);  // x1 = post_attention_norm(W_o ·) + x; ffn_in
+void ffn_residual(const LayerCall& c, int64_t t);        // x_next = post_ffw_norm(W_down ·) + x1, scaled
+// proj [n_act, n_embd] = W · Xc summed over W's column units in unit order, then finish_row on
+// each reduced row (model/layer_projection.cpp).
+void project_in_units(const LayerCall& c, const WeightView& W, const uint8_t* Xc, const ColumnUnits& units,
+                      void (*finish_row)(const LayerCall& c, int64_t t));
+
+// y [n] *= gemma4's layer_output_scale, where the layer has one.
+void apply_output_scale(const WeightView& layer_output_scale, int n, float* y);
+
+// Runs layer il on this worker; ends on a barrier.
+void run_layer(const LayerCall& c, FfnVariant ffn);
+
+}  // namespace lf

@@ -1,0 +1,165 @@
+// The layer's attention block on one worker: its norm and the conversions for Q/K/V, then per
+// attention unit (docs/threads.md) the projections, per-head norms, RoPE, the KV cache and
+// attention, and the residual after W_o.
+#include <algorithm>
+
+#include "kernels/attention.h"
+#include "model/layer.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+
+namespace lf {
+namespace {
+
+const uint8_t* xc_k(const LayerCall& c) {
+  return same_conversion(c.w().attn_k, c.w().attn_q) ? c.b.xc_q.data() : c.b.xc_k.data();
+}
+const uint8_t* xc_v(const LayerCall& c) {
+  if (same_conversion(c.w().attn_v, c.w().attn_q)) return c.b.xc_q.data();
+  return same_conversion(c.w().attn_v, c.w().attn_k) ? xc_k(c) : c.b.xc_v.data();
+}
+
+// The KV heads [kv0, kv1) of this worker's attention units.
+struct KvHeads {
+  int kv0 = 0, kv1 = 0;
+  int count() const { return kv1 - kv0; }
+};
+
+// q [n_q, n_head, D], the query heads of kv: projection, per-head norm, RoPE; gemma3 folds the
+// attention scale into Q here.
+void queries(const LayerCall& c, KvHeads kv) {
+  const LayerConfig& l = c.l();
+  const int D = l.head_dim, group = l.n_head / l.n_head_kv, n_heads = kv.count() * group;
+  const float* freq_factors = l.use_freq_factors ? c.m.rope_freqs.f32() : nullptr;
+  const uint64_t xc_row = activation_row_bytes(c.w().attn_q.type, c.w().attn_q.n_in);
+  const int64_t q0 = static_cast<int64_t>(kv.kv0) * group * D, q1 = static_cast<int64_t>(kv.kv1) * group * D;
+  matmul_rows(c.w().attn_q, c.b.xc_q.data() + xc_row * static_cast<uint64_t>(c.row0), c.n_act(), c.b.q.data(), q0, q1);
+  for (int t = 0; t < c.n_act(); ++t) {
+    float* qt = row(c.b.q, t, l.q_dim()) + q0;
+    rmsnorm_rows(qt, c.w().attn_q_norm.f32(), n_heads, D, c.c().norm_eps, qt);
+    rope_neox(qt, n_heads, D, l.n_rot, c.pos0 + c.row0 + t, l.rope_base, l.rope_freq_scale, freq_factors);
+    if (c.c().arch == Arch::gemma3) {
+      for (int64_t i = 0; i < q1 - q0; ++i) qt[i] *= c.c().query_scale;
+    }
+  }
+}
+
+// k, v [n, n_head_kv, D], the KV heads kv of every row. Without attn_v, V is the K projection
+// before its norm and RoPE; gemma4 RMS-normalizes V without a weight.
+void keys_and_values(const LayerCall& c, KvHeads kv) {
+  const LayerConfig& l = c.l();
+  const int D = l.head_dim;
+  const float* freq_factors = l.use_freq_factors ? c.m.rope_freqs.f32() : nullptr;
+  const int64_t k0 = static_cast<int64_t>(kv.kv0) * D, k1 = static_cast<int64_t>(kv.kv1) * D;
+  matmul_rows(c.w().attn_k, xc_k(c), c.n, c.b.k.data(), k0, k1);
+  if (l.has_v) matmul_rows(c.w().attn_v, xc_v(c), c.n, c.b.v.data(), k0, k1);
+  for (int t = 0; t < c.n; ++t) {
+    float* kt = row(c.b.k, t, l.kv_dim()) + k0;
+    float* vt = row(c.b.v, t, l.kv_dim()) + k0;
+    if (!l.has_v) std::copy(kt, kt + (k1 - k0), vt);
+    rmsnorm_rows(kt, c.w().attn_k_norm.f32(), kv.count(), D, c.c().norm_eps, kt);
+    rope_neox(kt, kv.count(), D, l.n_rot, c.pos0 + t, l.rope_base, l.rope_freq_scale, freq_factors);
+    if (c.c().arch == Arch::gemma4) rmsnorm_rows(vt, nullptr, kv.count(), D, c.c().norm_eps, vt);
+  }
+}
+
+// KV head h's query heads hq [n_rows, group, D] over its cache -> ho, exact or (approx.h)
+// truncated; the truncated kernel adds to the head's statistics.
+void attend(const LayerCall& c, const float* hq, int n_rows, int first, int h, const KvView& kv, AttentionWorkspace* ws,
+            float* ho) {
+  const LayerConfig& l = c.l();
+  const int group = l.n_head / l.n_head_kv;
+  const int n_swa = l.sliding ? c.c().n_swa : 0;
+  const ApproxOptions& approx = c.s.approx;
+  if (approx.truncated_attention) {
+    attention_truncated(hq, n_rows, c.pos0 + first, group, kv, n_swa, 1.0f, approx.truncation_threshold, ho, ws,
+                        &c.s.last.attention_approx[c.il - c.m.range.begin][h]);
+  } else {
+    attention_tiled(hq, n_rows, c.pos0 + first, group, kv, n_swa, 1.0f, ho, ws);
+  }
+}
+
+// Chunks of at most attn_chunk positions are stored and then attended, so a sliding ring never
+// loses a key a query of the chunk still needs. The attention op reads one KV head at a time:
+// its query heads are gathered into [n_rows, group, D] and scattered back into attn_out.
+void cache_and_attend(const LayerCall& c, KvHeads kv) {
+  const LayerConfig& l = c.l();
+  const int D = l.head_dim, group = l.n_head / l.n_head_kv;
+  const size_t head_cols = static_cast<size_t>(group) * D;
+  std::vector<float>& hq = c.b.heads_q[c.worker];
+  std::vector<float>& ho = c.b.heads_out[c.worker];
+  hq.resize(static_cast<size_t>(c.n_q()) * head_cols);
+  ho.resize(hq.size());
+  AttentionWorkspace workspace;
+  for (int h = kv.kv0; h < kv.kv1; ++h) c.s.last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
+  KvCache& cache = c.s.kv;
+  for (int c0 = 0; c0 < c.n; c0 += cache.attn_chunk()) {
+    const int c1 = std::min(c.n, c0 + cache.attn_chunk());
+    for (int t = c0; t < c1; ++t) {
+      for (int h = kv.kv0; h < kv.kv1; ++h) {
+        cache.store(c.il, h, c.pos0 + t, row(c.b.k, t, l.kv_dim()) + h * D, row(c.b.v, t, l.kv_dim()) + h * D);
+      }
+    }
+    const int first = std::max(c0, c.row0), last = std::min(c1, c.row0 + c.n_act());
+    if (first >= last) continue;
+    const int n_rows = last - first;
+    for (int h = kv.kv0; h < kv.kv1; ++h) {
+      const size_t col = static_cast<size_t>(h) * head_cols;
+      for (int i = 0; i < n_rows; ++i) {
+        const float* src = row(c.b.q, first - c.row0 + i, l.q_dim()) + col;
+        std::copy(src, src + head_cols, hq.data() + i * head_cols);
+      }
+      attend(c, hq.data(), n_rows, first, h, cache.view(c.il, h, c.pos0 + c1), &workspace, ho.data());
+      for (int i = 0; i < n_rows; ++i) {
+        const float* src = ho.data() + i * head_cols;
+        std::copy(src, src + head_cols, row(c.b.attn_out, first - c.row0 + i, l.q_dim()) + col);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Every row's pre-attention norm (K and V of every position go to the cache), this worker's
+// rows, converted for the Q/K/V projections.
+void attention_input(const LayerCall& c) {
+  const LayerWeights& w = c.w();
+  const Share rows = c.my_share(c.n);
+  for (int64_t t = rows.begin; t < rows.end; ++t) {
+    rmsnorm(row(c.x, t, c.E()), w.attn_norm.f32(), c.E(), c.c().norm_eps, row(c.b.attn_norm, t, c.E()));
+  }
+  c.check(convert_rows(w.attn_q, c.b.attn_norm.data(), rows, c.b.xc_q.data()));
+  if (!same_conversion(w.attn_k, w.attn_q)) c.check(convert_rows(w.attn_k, c.b.attn_norm.data(), rows, c.b.xc_k.data()));
+  if (c.l().has_v && !same_conversion(w.attn_v, w.attn_q) && !same_conversion(w.attn_v, w.attn_k)) {
+    c.check(convert_rows(w.attn_v, c.b.attn_norm.data(), rows, c.b.xc_v.data()));
+  }
+}
+
+// This worker's attention units -> their columns of attn_out [n_q, n_head · D], converted for
+// attn_output (only this worker's units read those columns: no barrier).
+void attention_heads(const LayerCall& c) {
+  const Share units = c.my_share(c.plan().attn.n_units);
+  if (units.begin == units.end) return;
+  const KvHeads kv{static_cast<int>(units.begin) * c.plan().kv_per_unit, static_cast<int>(units.end) * c.plan().kv_per_unit};
+  queries(c, kv);
+  keys_and_values(c, kv);
+  cache_and_attend(c, kv);
+  const int64_t cols_per_kv = static_cast<int64_t>(c.l().n_head / c.l().n_head_kv) * c.l().head_dim;
+  c.check(convert_columns(c.w().attn_output, c.b.attn_out.data(), c.n_act(), kv.kv0 * cols_per_kv, kv.kv1 * cols_per_kv,
+                          c.b.xc_o.data()));
+}
+
+// Token t: x1 = post_attention_norm(proj) + x, then the FFN norm, converted for gate and up.
+void attention_residual(const LayerCall& c, int64_t t) {
+  const LayerWeights& w = c.w();
+  const int E = c.E();
+  float* x1 = row(c.b.x1, t, E);
+  const float* x = row(c.x, c.row0 + t, E);
+  rmsnorm(row(c.b.proj, t, E), w.post_attention_norm.f32(), E, c.c().norm_eps, x1);
+  for (int j = 0; j < E; ++j) x1[j] += x[j];
+  rmsnorm(x1, w.ffn_norm.f32(), E, c.c().norm_eps, row(c.b.ffn_in, t, E));
+  c.check(convert_rows(w.ffn_gate, c.b.ffn_in.data(), Share{t, t + 1}, c.b.xc_gate.data()));
+  if (!same_conversion(w.ffn_up, w.ffn_gate)) c.check(convert_rows(w.ffn_up, c.b.ffn_in.data(), Share{t, t + 1}, c.b.xc_up.data()));
+}
+
+}  // namespace lf

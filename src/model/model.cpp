@@ -1,0 +1,162 @@
+#include "model/model.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layout/feature_major.h"
+#include "kernels/gemm.h"
+#include "layout/row_strips.h"
+
+namespace lf {
+namespace {
+
+class Binder {
+ public:
+  Binder(const GgufFile& file, const TensorLocator& locate) : file_(file), locate_(locate) {}
+
+  // Optional tensors that are absent leave the view empty; shapes and types were checked by
+  // load_model_config.
+  Status bind(const std::string& name, bool required, WeightView* out) const {
+    const GgufTensorInfo* info = file_.tensor(name);
+    if (!info) {
+      if (required) return Status(Code::not_found, "missing required tensor '" + name + "'");
+      return Status();
+    }
+    const uint8_t* data = locate_(*info);
+    if (!data) return Status(Code::not_found, "tensor '" + name + "' is needed by this node but not loaded");
+    TypeTraits traits;
+    if (!type_traits(static_cast<uint32_t>(info->type), &traits)) {
+      return Status(Code::unsupported, "tensor '" + name + "' has an unknown type");
+    }
+    if (info->type == GgmlType::F32 && reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
+      return Status(Code::invalid_argument, "F32 tensor '" + name + "' is not 4-byte aligned in memory");
+    }
+    out->type = info->type;
+    out->n_in = info->ne[0];
+    out->n_out = info->ne[1];
+    out->data = data;
+    out->row_bytes = lf::row_bytes(traits, static_cast<uint64_t>(info->ne[0]));
+    return Status();
+  }
+
+ private:
+  const GgufFile& file_;
+  const TensorLocator& locate_;
+};
+
+Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w) {
+  auto name = [il](const char* n) { return layer_tensor_name(il, n); };
+  LF_RETURN_IF_ERROR(b.bind(name("attn_norm"), true, &w->attn_norm));
+  LF_RETURN_IF_ERROR(b.bind(name("attn_q"), true, &w->attn_q));
+  LF_RETURN_IF_ERROR(b.bind(name("attn_k"), true, &w->attn_k));
+  LF_RETURN_IF_ERROR(b.bind(name("attn_v"), c.layers[il].has_v, &w->attn_v));
+  LF_RETURN_IF_ERROR(b.bind(name("attn_output"), true, &w->attn_output));
+  LF_RETURN_IF_ERROR(b.bind(name("attn_q_norm"), true, &w->attn_q_norm));
+  LF_RETURN_IF_ERROR(b.bind(name("attn_k_norm"), true, &w->attn_k_norm));
+  LF_RETURN_IF_ERROR(b.bind(name("post_attention_norm"), true, &w->post_attention_norm));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_norm"), true, &w->ffn_norm));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_gate"), true, &w->ffn_gate));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_up"), true, &w->ffn_up));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_down"), true, &w->ffn_down));
+  LF_RETURN_IF_ERROR(b.bind(name("post_ffw_norm"), true, &w->post_ffw_norm));
+  LF_RETURN_IF_ERROR(b.bind(name("layer_output_scale"), c.layers[il].has_output_scale, &w->layer_output_scale));
+  return Status();
+}
+
+// W's bytes rewritten in place by permute(src, dst), through scratch (one tensor's bytes, reused
+// from tensor to tensor)
+template <typename Permute>
+void relayout(const WeightView& W, std::vector<uint8_t>* scratch, Permute permute) {
+  const uint64_t bytes = static_cast<uint64_t>(W.n_out) * W.row_bytes;
+  scratch->assign(W.data, W.data + bytes);
+  // The host promised writable bytes that belong to this model (ModelLoadOptions).
+  permute(scratch->data(), const_cast<uint8_t*>(W.data));
+}
+
+// W [n_out, n_in] in the file's layout -> unit-major
+void relayout_units(const ColumnUnits& units, WeightView* W, std::vector<uint8_t>* scratch) {
+  if (units.n_units < 2) return;  // one unit: both layouts are the same bytes
+  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_unit_major(*W, units, src, dst); });
+  W->layout = WeightLayout::unit_major;
+  W->unit_cols = units.width;
+}
+
+// W [n_out, n_in] in the file's layout -> feature-major
+void relayout_features(WeightView* W, std::vector<uint8_t>* scratch) {
+  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_feature_major(*W, src, dst); });
+  W->layout = WeightLayout::feature_major;
+}
+
+// W (file layout or unit-major) -> row strips, where this build's kernel reads its type so
+void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
+  if (!gemm_uses_row_strips(W->type) || !can_row_strips(*W)) return;
+  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(*W, src, dst); });
+  W->layout = W->unit_major() ? WeightLayout::unit_major_row_strips : WeightLayout::row_strips;
+}
+
+}  // namespace
+
+Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out) {
+  Model m;
+  LF_RETURN_IF_ERROR(load_model_config(file, &m.config));
+  const ModelConfig& c = m.config;
+  const LayerRange r = options.range;
+  if (r.begin < 0 || r.end > c.n_layer || r.begin > r.end) {
+    return Status(Code::invalid_argument, "layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                              ") is not within [0, " + std::to_string(c.n_layer) + ")");
+  }
+  m.range = r;
+  m.has_embedding = options.with_embedding;
+  m.has_head = options.with_head;
+
+  const Binder b(file, locate);
+  if (options.with_embedding) LF_RETURN_IF_ERROR(b.bind("token_embd.weight", true, &m.token_embd));
+  if (options.with_head) {
+    LF_RETURN_IF_ERROR(b.bind("output_norm.weight", true, &m.output_norm));
+    LF_RETURN_IF_ERROR(b.bind(c.tied_output ? "token_embd.weight" : "output.weight", true, &m.output));
+  }
+  bool needs_freq_factors = false;
+  for (int il = r.begin; il < r.end; ++il) needs_freq_factors = needs_freq_factors || c.layers[il].use_freq_factors;
+  if (needs_freq_factors) LF_RETURN_IF_ERROR(b.bind("rope_freqs.weight", true, &m.rope_freqs));
+
+  m.layers.resize(r.end - r.begin);
+  for (int il = r.begin; il < r.end; ++il) LF_RETURN_IF_ERROR(bind_layer(b, c, il, &m.layers[il - r.begin]));
+  m.shards.resize(m.layers.size());
+  for (int il = r.begin; il < r.end; ++il) {
+    const LayerWeights& w = m.layer(il);
+    LF_RETURN_IF_ERROR(plan_layer_shards(c.layers[il], w.attn_output.type, w.ffn_down.type, &m.shards[il - r.begin]));
+  }
+  LF_RETURN_IF_ERROR(set_threads(&m, options.n_threads));
+  // Last, once nothing can fail: a refused load leaves the host's bytes as they were.
+  if (options.relayout_in_place) {
+    std::vector<uint8_t> scratch;
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      relayout_units(m.shards[i].attn, &m.layers[i].attn_output, &scratch);
+      WeightView& ffn_down = m.layers[i].ffn_down;
+      if (options.ffn_down_feature_major && can_feature_major(ffn_down)) {
+        relayout_features(&ffn_down, &scratch);
+      } else {
+        relayout_units(m.shards[i].ffn, &ffn_down, &scratch);
+      }
+      for (WeightView* W : m.layers[i].matmuls()) {
+        if (W->present()) relayout_strips(W, &scratch);
+      }
+    }
+  }
+  *out = std::move(m);
+  return Status();
+}
+
+Status set_threads(Model* model, int n_threads) {
+  if (n_threads < 1 || n_threads > kMaxThreads) {
+    return Status(Code::invalid_argument, "thread count " + std::to_string(n_threads) + " is outside [1, " +
+                                              std::to_string(kMaxThreads) + "]");
+  }
+  // The old pool finishes a running job before its workers stop (~ThreadPool).
+  model->pool.reset();
+  model->pool = std::make_shared<ThreadPool>(n_threads);
+  return Status();
+}
+
+}  // namespace lf

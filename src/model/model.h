@@ -1,0 +1,103 @@
+// A node's share of a model: the configuration plus typed views onto the weights of the layers
+// it runs. The tensor bytes stay where the host put them (an mmap natively, wherever the JS host
+// placed them in WASM); a Model never copies or owns them, so they must outlive it. With
+// ModelLoadOptions::relayout_in_place it rewrites some of them in place.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "gguf/gguf_reader.h"
+#include "model/model_config.h"
+#include "model/shard_plan.h"
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "layout/weight_view.h"
+
+namespace lf {
+
+struct LayerRange {
+  int begin = 0, end = 0;  // layers [begin, end)
+};
+
+// Shapes with D = head_dim, H = n_head, K = n_head_kv of the layer; W [n_out, n_in].
+struct LayerWeights {
+  WeightView attn_norm;           // [n_embd]
+  WeightView attn_q;              // [D·H, n_embd]
+  WeightView attn_k;              // [D·K, n_embd]
+  WeightView attn_v;              // [D·K, n_embd]; absent in gemma4 global layers (V = K projection)
+  WeightView attn_output;         // [n_embd, D·H]; unit-major after relayout_in_place
+  WeightView attn_q_norm;         // [D], shared by all heads
+  WeightView attn_k_norm;         // [D]
+  WeightView post_attention_norm; // [n_embd]
+  WeightView ffn_norm;            // [n_embd]
+  WeightView ffn_gate;            // [n_ff, n_embd]
+  WeightView ffn_up;              // [n_ff, n_embd]
+  WeightView ffn_down;            // [n_embd, n_ff]; unit-major after relayout_in_place
+  WeightView post_ffw_norm;       // [n_embd]
+  WeightView layer_output_scale;  // [1]; gemma4 only, optional
+
+  // The matrices the layer multiplies by (attn_v may be absent)
+  std::array<WeightView*, 7> matmuls() { return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down}; }
+  std::array<const WeightView*, 7> matmuls() const {
+    return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down};
+  }
+};
+
+struct Model {
+  ModelConfig config;
+  LayerRange range;
+  bool has_embedding = false;       // first node: token_embd loaded, embed() allowed
+  bool has_head = false;            // last node: output_norm + output loaded, head() allowed
+  WeightView token_embd;            // [n_vocab, n_embd] (rows are token embeddings)
+  WeightView output_norm;           // [n_embd]
+  WeightView output;                // [n_vocab, n_embd]: output.weight, or token_embd when tied
+  WeightView rope_freqs;            // [D_global / 2]; present when the range has a gemma4 global layer
+  std::vector<LayerWeights> layers; // [range.end - range.begin]
+  std::vector<LayerShards> shards;  // [range.end - range.begin]: the shard plan, made at load
+  // The workers forward() runs on; started at load, shared by copies of this Model, which
+  // therefore cannot run forwards at the same time (the second is refused).
+  std::shared_ptr<ThreadPool> pool;
+
+  const LayerWeights& layer(int il) const { return layers[il - range.begin]; }
+  const LayerShards& shard(int il) const { return shards[il - range.begin]; }
+};
+
+// Where a tensor's bytes are, or nullptr when the host has not loaded it.
+using TensorLocator = std::function<const uint8_t*(const GgufTensorInfo&)>;
+
+struct ModelLoadOptions {
+  LayerRange range;
+  bool with_embedding = false;
+  bool with_head = false;
+  int n_threads = 1;  // workers of the model's pool (always 1 in the wasm32-wasi build)
+  // The host's tensor bytes are writable and this Model's alone: attn_output and ffn_down of
+  // every layer with more than one unit are rewritten unit-major in place (WeightView::unit_cols,
+  // docs/threads.md), so that each unit's partial product streams one contiguous region; and
+  // where this build's kernel reads them so (gemm_uses_row_strips: the relaxed-SIMD module's
+  // Q4_0), every matmul weight of a layer goes into row strips (src/layout/row_strips.h).
+  // The forward's bytes do not change. The tensors then no longer hold the file's layout: load
+  // no second Model from the same bytes, and read them only through WeightView::columns() and
+  // the kernels (reference_forward cannot run on such a Model). Needs one tensor's size of extra
+  // memory during the load.
+  bool relayout_in_place = false;
+  // With relayout_in_place: ffn_down goes feature-major instead (src/layout/feature_major.h)
+  // where its type allows, so that the top-K gate FFN (approx.h) reads only the columns of the
+  // features it keeps. The forward's bytes do not change.
+  bool ffn_down_feature_major = false;
+};
+
+// Reads the configuration (load_model_config) and locates every tensor the node needs.
+// A needed tensor the locator returns nullptr for is an error naming it.
+Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out);
+
+// Replaces the model's pool by one of n_threads workers (1 .. kMaxThreads). The output of
+// forward() is byte-identical for every count. Not while a forward runs on the model.
+constexpr int kMaxThreads = 256;
+Status set_threads(Model* model, int n_threads);
+
+}  // namespace lf

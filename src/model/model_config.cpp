@@ -1,0 +1,440 @@
+#include "model/model_config.h"
+
+#include <cmath>
+#include <string_view>
+
+namespace lf {
+namespace {
+
+bool is_integer(GgufType t) {
+  switch (t) {
+    case GgufType::UINT8: case GgufType::INT8: case GgufType::UINT16: case GgufType::INT16:
+    case GgufType::UINT32: case GgufType::INT32: case GgufType::UINT64: case GgufType::INT64:
+    case GgufType::BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_signed(GgufType t) {
+  return t == GgufType::INT8 || t == GgufType::INT16 || t == GgufType::INT32 || t == GgufType::INT64;
+}
+
+// Reads metadata of one architecture ("gemma4.block_count" is asked for as "block_count").
+class KeyReader {
+ public:
+  KeyReader(const GgufFile& file, std::string arch) : file_(file), prefix_(std::move(arch) + ".") {}
+
+  std::string full(std::string_view key) const { return prefix_ + std::string(key); }
+  bool has(std::string_view key) const { return file_.find(full(key)) != nullptr; }
+
+  // Non-negative integer that fits an int. *found (if given) tells whether the key exists, and
+  // an absent key leaves *out as it was (the caller's default); without `found` it is required.
+  Status get_int(std::string_view key, int* out, bool* found = nullptr) const {
+    const std::string name = full(key);
+    const GgufValue* v = file_.find(name);
+    if (found) *found = v != nullptr;
+    if (!v) {
+      if (found) return Status();
+      return Status(Code::unsupported, "missing required key '" + name + "'");
+    }
+    if (!is_integer(v->type)) {
+      return Status(Code::malformed, "key '" + name + "' has type " + gguf_type_name(v->type) +
+                                         ", expected an integer");
+    }
+    const int64_t x = is_signed(v->type) ? v->i64 : static_cast<int64_t>(v->u64);
+    if (x < 0 || x > 0x7fffffff) {
+      return Status(Code::malformed, "key '" + name + "' = " + std::to_string(x) + " is out of range");
+    }
+    *out = static_cast<int>(x);
+    return Status();
+  }
+
+  Status get_float(std::string_view key, float* out, bool* found = nullptr) const {
+    const std::string name = full(key);
+    const GgufValue* v = file_.find(name);
+    if (found) *found = v != nullptr;
+    if (!v) {
+      if (found) return Status();
+      return Status(Code::unsupported, "missing required key '" + name + "'");
+    }
+    if (v->type != GgufType::FLOAT32 && v->type != GgufType::FLOAT64) {
+      return Status(Code::malformed, "key '" + name + "' has type " + gguf_type_name(v->type) +
+                                         ", expected FLOAT32");
+    }
+    *out = static_cast<float>(v->f64);
+    return Status();
+  }
+
+  // A scalar broadcast to every layer or an integer/bool array of exactly n_layer elements
+  // (llama.cpp get_key_or_arr). Absent and not required: `fallback` for every layer.
+  Status get_per_layer(std::string_view key, int n_layer, bool required, int fallback,
+                       std::vector<int>* out) const {
+    const std::string name = full(key);
+    const GgufValue* v = file_.find(name);
+    out->assign(n_layer, fallback);
+    if (!v) {
+      if (required) return Status(Code::unsupported, "missing required key '" + name + "'");
+      return Status();
+    }
+    if (v->type != GgufType::ARRAY) {
+      int x = 0;
+      LF_RETURN_IF_ERROR(get_int(key, &x));
+      out->assign(n_layer, x);
+      return Status();
+    }
+    if (!is_integer(v->elem_type) || v->ints.size() != v->count) {
+      return Status(Code::malformed, "key '" + name + "' must be an array of integers or bools");
+    }
+    if (v->count != static_cast<uint64_t>(n_layer)) {
+      return Status(Code::malformed, "key '" + name + "' has " + std::to_string(v->count) +
+                                         " elements, expected block_count = " + std::to_string(n_layer));
+    }
+    for (int il = 0; il < n_layer; ++il) {
+      const int64_t x = v->ints[il];
+      if (x < 0 || x > 0x7fffffff) {
+        return Status(Code::malformed, "key '" + name + "' element " + std::to_string(il) + " is out of range");
+      }
+      (*out)[il] = static_cast<int>(x);
+    }
+    return Status();
+  }
+
+ private:
+  const GgufFile& file_;
+  std::string prefix_;
+};
+
+// Hyper-parameters shared by both architectures, before the per-arch rules.
+struct CommonKeys {
+  std::vector<int> n_head, n_head_kv, n_ff;
+};
+
+Status read_common(const KeyReader& keys, ModelConfig* c, CommonKeys* ck) {
+  LF_RETURN_IF_ERROR(keys.get_int("context_length", &c->n_ctx_train));
+  LF_RETURN_IF_ERROR(keys.get_int("embedding_length", &c->n_embd));
+  LF_RETURN_IF_ERROR(keys.get_int("block_count", &c->n_layer));
+  LF_RETURN_IF_ERROR(keys.get_float("attention.layer_norm_rms_epsilon", &c->norm_eps));
+  if (c->n_layer <= 0 || c->n_embd <= 0) {
+    return Status(Code::malformed, "block_count and embedding_length must be positive");
+  }
+  LF_RETURN_IF_ERROR(keys.get_per_layer("attention.head_count", c->n_layer, true, 0, &ck->n_head));
+  // head_count_kv defaults to head_count, layer by layer.
+  LF_RETURN_IF_ERROR(keys.get_per_layer("attention.head_count_kv", c->n_layer, false, -1, &ck->n_head_kv));
+  for (int il = 0; il < c->n_layer; ++il) {
+    if (ck->n_head_kv[il] < 0) ck->n_head_kv[il] = ck->n_head[il];
+  }
+  LF_RETURN_IF_ERROR(keys.get_per_layer("feed_forward_length", c->n_layer, true, 0, &ck->n_ff));
+
+  int expert_count = 0;
+  bool found = false;
+  LF_RETURN_IF_ERROR(keys.get_int("expert_count", &expert_count, &found));
+  if (expert_count > 0) {
+    return Status(Code::unsupported, "mixture-of-experts models are not supported (" +
+                                         keys.full("expert_count") + " = " + std::to_string(expert_count) + ")");
+  }
+  return Status();
+}
+
+// Rope scaling factor -> freq_scale of global layers (llama.cpp: 0 or absent means 1).
+Status read_rope_freq_scale(const KeyReader& keys, float* out) {
+  float factor = 0.0f;
+  bool found = false;
+  LF_RETURN_IF_ERROR(keys.get_float("rope.scaling.factor", &factor, &found));
+  *out = (found && factor != 0.0f) ? 1.0f / factor : 1.0f;
+  return Status();
+}
+
+Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) {
+  CommonKeys ck;
+  LF_RETURN_IF_ERROR(read_common(keys, c, &ck));
+  const int n_layer = c->n_layer;
+
+  int n_per_layer_input = 0;
+  LF_RETURN_IF_ERROR(keys.get_int("embedding_length_per_layer_input", &n_per_layer_input));
+  if (n_per_layer_input > 0) {
+    return Status(Code::unsupported, "per-layer embeddings are not supported (" +
+                                         keys.full("embedding_length_per_layer_input") + " = " +
+                                         std::to_string(n_per_layer_input) + ")");
+  }
+  int n_shared_kv = 0;
+  bool found = false;
+  LF_RETURN_IF_ERROR(keys.get_int("attention.shared_kv_layers", &n_shared_kv, &found));
+  if (n_shared_kv > 0) {
+    return Status(Code::unsupported, "shared KV layers are not supported (" +
+                                         keys.full("attention.shared_kv_layers") + " = " +
+                                         std::to_string(n_shared_kv) + ")");
+  }
+
+  const int default_head_dim = ck.n_head[0] > 0 ? c->n_embd / ck.n_head[0] : 0;
+  int key_length = default_head_dim, value_length = default_head_dim, key_length_swa = 0, value_length_swa = 0;
+  LF_RETURN_IF_ERROR(keys.get_int("attention.key_length", &key_length, &found));
+  LF_RETURN_IF_ERROR(keys.get_int("attention.value_length", &value_length, &found));
+  LF_RETURN_IF_ERROR(keys.get_int("attention.key_length_swa", &key_length_swa));
+  LF_RETURN_IF_ERROR(keys.get_int("attention.value_length_swa", &value_length_swa));
+  if (key_length != value_length || key_length_swa != value_length_swa) {
+    return Status(Code::unsupported,
+                  "key_length != value_length is not supported (global " + std::to_string(key_length) + " vs " +
+                      std::to_string(value_length) + ", sliding " + std::to_string(key_length_swa) + " vs " +
+                      std::to_string(value_length_swa) + ")");
+  }
+
+  LF_RETURN_IF_ERROR(keys.get_int("attention.sliding_window", &c->n_swa));
+  std::vector<int> sliding;
+  LF_RETURN_IF_ERROR(keys.get_per_layer("attention.sliding_window_pattern", n_layer, true, 0, &sliding));
+
+  int n_rot = key_length;
+  LF_RETURN_IF_ERROR(keys.get_int("rope.dimension_count", &n_rot, &found));
+  // llama.cpp defaults the sliding rope dims to the global ones, not to key_length_swa.
+  int n_rot_swa = n_rot;
+  LF_RETURN_IF_ERROR(keys.get_int("rope.dimension_count_swa", &n_rot_swa, &found));
+  float base = 10000.0f, base_swa = 10000.0f, freq_scale = 1.0f;
+  LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base", &base, &found));
+  LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base_swa", &base_swa, &found));
+  LF_RETURN_IF_ERROR(read_rope_freq_scale(keys, &freq_scale));
+
+  // llama.cpp keeps its default cap of 30 when the key is absent.
+  c->final_softcap = 30.0f;
+  LF_RETURN_IF_ERROR(keys.get_float("final_logit_softcapping", &c->final_softcap, &found));
+  c->query_scale = 1.0f;
+
+  c->layers.resize(n_layer);
+  for (int il = 0; il < n_layer; ++il) {
+    LayerConfig& l = c->layers[il];
+    l.sliding = sliding[il] != 0;
+    l.head_dim = l.sliding ? key_length_swa : key_length;
+    l.n_head = ck.n_head[il];
+    l.n_head_kv = ck.n_head_kv[il];
+    l.n_ff = ck.n_ff[il];
+    l.n_rot = l.sliding ? n_rot_swa : n_rot;
+    l.rope_base = l.sliding ? base_swa : base;
+    l.rope_freq_scale = l.sliding ? 1.0f : freq_scale;
+    l.use_freq_factors = !l.sliding;
+    l.has_v = file.tensor(layer_tensor_name(il, "attn_v")) != nullptr;
+    l.has_output_scale = file.tensor(layer_tensor_name(il, "layer_output_scale")) != nullptr;
+  }
+  return Status();
+}
+
+Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
+  CommonKeys ck;
+  LF_RETURN_IF_ERROR(read_common(keys, c, &ck));
+  const int n_layer = c->n_layer;
+  bool found = false;
+
+  const int default_head_dim = ck.n_head[0] > 0 ? c->n_embd / ck.n_head[0] : 0;
+  int key_length = default_head_dim, value_length = default_head_dim;
+  LF_RETURN_IF_ERROR(keys.get_int("attention.key_length", &key_length, &found));
+  LF_RETURN_IF_ERROR(keys.get_int("attention.value_length", &value_length, &found));
+  if (key_length != value_length) {
+    return Status(Code::unsupported, "key_length != value_length is not supported (" +
+                                         std::to_string(key_length) + " vs " + std::to_string(value_length) + ")");
+  }
+
+  // Sliding layers only when the window key exists and is positive; then every P-th layer
+  // (P = sliding_window_pattern, default 6) is global: il % P == P - 1.
+  c->n_swa = 0;
+  LF_RETURN_IF_ERROR(keys.get_int("attention.sliding_window", &c->n_swa, &found));
+  int period = 6;
+  LF_RETURN_IF_ERROR(keys.get_int("attention.sliding_window_pattern", &period, &found));
+  if (c->n_swa > 0 && period <= 0) {
+    return Status(Code::malformed, "key '" + keys.full("attention.sliding_window_pattern") + "' must be positive");
+  }
+
+  int n_rot = key_length;
+  LF_RETURN_IF_ERROR(keys.get_int("rope.dimension_count", &n_rot, &found));
+  float base = 10000.0f, base_swa = 10000.0f, freq_scale = 1.0f;
+  LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base", &base, &found));
+  LF_RETURN_IF_ERROR(keys.get_float("rope.freq_base_swa", &base_swa, &found));
+  LF_RETURN_IF_ERROR(read_rope_freq_scale(keys, &freq_scale));
+
+  c->final_softcap = 0.0f;
+  LF_RETURN_IF_ERROR(keys.get_float("final_logit_softcapping", &c->final_softcap, &found));
+
+  // llama.cpp decides "27B" by the layer count and then divides n_embd by n_head as integers.
+  c->query_scale = n_layer == 62 && ck.n_head[0] > 0
+                       ? 1.0f / std::sqrt(static_cast<float>(c->n_embd / ck.n_head[0]))
+                       : 1.0f / std::sqrt(static_cast<float>(key_length));
+
+  c->layers.resize(n_layer);
+  for (int il = 0; il < n_layer; ++il) {
+    LayerConfig& l = c->layers[il];
+    l.sliding = c->n_swa > 0 && il % period < period - 1;
+    l.head_dim = key_length;
+    l.n_head = ck.n_head[il];
+    l.n_head_kv = ck.n_head_kv[il];
+    l.n_ff = ck.n_ff[il];
+    l.n_rot = n_rot;
+    l.rope_base = l.sliding ? base_swa : base;
+    l.rope_freq_scale = l.sliding ? 1.0f : freq_scale;
+    l.use_freq_factors = false;
+    l.has_v = true;
+    l.has_output_scale = false;
+  }
+  return Status();
+}
+
+Status check_layer_shapes(const ModelConfig& c) {
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerConfig& l = c.layers[il];
+    const std::string where = "layer " + std::to_string(il) + ": ";
+    if (l.head_dim <= 0 || l.n_head <= 0 || l.n_head_kv <= 0 || l.n_ff <= 0) {
+      return Status(Code::malformed, where + "head dim, head counts and feed_forward_length must be positive");
+    }
+    if (l.n_head % l.n_head_kv != 0) {
+      return Status(Code::unsupported, where + "head_count " + std::to_string(l.n_head) +
+                                           " is not a multiple of head_count_kv " + std::to_string(l.n_head_kv));
+    }
+    if (l.n_rot <= 0 || l.n_rot > l.head_dim || l.n_rot % 2 != 0) {
+      return Status(Code::unsupported, where + "rope dimension count " + std::to_string(l.n_rot) +
+                                           " must be even and at most the head dim " + std::to_string(l.head_dim));
+    }
+    if (l.sliding && c.n_swa <= 0) {
+      return Status(Code::malformed, where + "sliding layer but sliding_window is 0");
+    }
+  }
+  return Status();
+}
+
+Status read_n_vocab(const GgufFile& file, ModelConfig* c) {
+  const GgufTensorInfo* embd = file.tensor("token_embd.weight");
+  if (!embd) return Status(Code::unsupported, "missing required tensor 'token_embd.weight'");
+  c->n_vocab = static_cast<int>(embd->ne[1]);
+  if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens")) {
+    if (tokens->type != GgufType::ARRAY) {
+      return Status(Code::malformed, "key 'tokenizer.ggml.tokens' must be an array");
+    }
+    if (tokens->count != static_cast<uint64_t>(embd->ne[1])) {
+      return Status(Code::malformed, "tokenizer.ggml.tokens has " + std::to_string(tokens->count) +
+                                         " tokens but token_embd.weight has ne1 = " + std::to_string(embd->ne[1]));
+    }
+  }
+  return Status();
+}
+
+std::string shape_string(int64_t ne0, int64_t ne1) {
+  return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]";
+}
+
+bool matmul_type_supported(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* type_name(GgmlType t) {
+  TypeTraits tt;
+  return type_traits(static_cast<uint32_t>(t), &tt) ? tt.name : "unknown";
+}
+
+Status check_tensors(const GgufFile& file, const ModelConfig& c) {
+  const std::vector<TensorSpec> specs = expected_tensors(c);
+  for (const GgufTensorInfo& t : file.tensors) {
+    bool known = false;
+    for (const TensorSpec& s : specs) known = known || s.name == t.name;
+    if (known) continue;
+    if (t.name.find("_exps") != std::string::npos) {
+      return Status(Code::unsupported, "mixture-of-experts tensor '" + t.name + "' is not supported");
+    }
+    return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a dense " +
+                                         (c.arch == Arch::gemma4 ? "gemma4" : "gemma3") + " model)");
+  }
+  for (const TensorSpec& s : specs) {
+    const GgufTensorInfo* t = file.tensor(s.name);
+    if (!t) {
+      if (s.required) return Status(Code::unsupported, "missing required tensor '" + s.name + "'");
+      continue;
+    }
+    if (t->ne[0] != s.ne0 || t->ne[1] != s.ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+      return Status(Code::malformed, "tensor '" + s.name + "' has ne " + shape_string(t->ne[0], t->ne[1]) +
+                                         (t->ne[2] != 1 || t->ne[3] != 1 ? " (3-D or 4-D)" : "") + ", expected " +
+                                         shape_string(s.ne0, s.ne1));
+    }
+    if (s.role == TensorRole::f32_vector && t->type != GgmlType::F32) {
+      return Status(Code::unsupported, "tensor '" + s.name + "' has type " + type_name(t->type) + ", expected F32");
+    }
+    if (s.role == TensorRole::matmul && !matmul_type_supported(t->type)) {
+      return Status(Code::unsupported, "tensor '" + s.name + "' has type " + type_name(t->type) +
+                                           ", which is not supported for matrix multiplication");
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::string layer_tensor_name(int il, const char* short_name) {
+  return "blk." + std::to_string(il) + "." + short_name + ".weight";
+}
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  using R = TensorRole;
+  std::vector<TensorSpec> specs;
+  const int64_t n_embd = c.n_embd;
+  specs.push_back({"token_embd.weight", n_embd, c.n_vocab, R::matmul, true});
+  specs.push_back({"output.weight", n_embd, c.n_vocab, R::matmul, false});
+  specs.push_back({"output_norm.weight", n_embd, 1, R::f32_vector, true});
+  bool any_freq_factors = false;
+  for (const LayerConfig& l : c.layers) any_freq_factors = any_freq_factors || l.use_freq_factors;
+  if (any_freq_factors) {
+    // One tensor for all global layers, one factor per rotated pair.
+    int global_head_dim = 0;
+    for (const LayerConfig& l : c.layers) {
+      if (l.use_freq_factors) global_head_dim = l.head_dim;
+    }
+    specs.push_back({"rope_freqs.weight", global_head_dim / 2, 1, R::f32_vector, true});
+  }
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerConfig& l = c.layers[il];
+    auto add = [&](const char* name, int64_t ne0, int64_t ne1, R role, bool required) {
+      specs.push_back({layer_tensor_name(il, name), ne0, ne1, role, required});
+    };
+    add("attn_norm", n_embd, 1, R::f32_vector, true);
+    add("attn_q", n_embd, l.q_dim(), R::matmul, true);
+    add("attn_k", n_embd, l.kv_dim(), R::matmul, true);
+    add("attn_v", n_embd, l.kv_dim(), R::matmul, c.arch == Arch::gemma3);
+    add("attn_output", l.q_dim(), n_embd, R::matmul, true);
+    add("attn_q_norm", l.head_dim, 1, R::f32_vector, true);
+    add("attn_k_norm", l.head_dim, 1, R::f32_vector, true);
+    add("post_attention_norm", n_embd, 1, R::f32_vector, true);
+    add("ffn_norm", n_embd, 1, R::f32_vector, true);
+    add("ffn_gate", n_embd, l.n_ff, R::matmul, true);
+    add("ffn_up", n_embd, l.n_ff, R::matmul, true);
+    add("ffn_down", l.n_ff, n_embd, R::matmul, true);
+    add("post_ffw_norm", n_embd, 1, R::f32_vector, true);
+    if (c.arch == Arch::gemma4) add("layer_output_scale", 1, 1, R::f32_vector, false);
+  }
+  return specs;
+}
+
+Status load_model_config(const GgufFile& file, ModelConfig* out) {
+  std::string arch;
+  if (!file.get_string("general.architecture", &arch)) {
+    return Status(Code::unsupported, "missing required key 'general.architecture'");
+  }
+  ModelConfig c;
+  const KeyReader keys(file, arch);
+  if (arch == "gemma4") {
+    c.arch = Arch::gemma4;
+    LF_RETURN_IF_ERROR(read_gemma4(keys, file, &c));
+  } else if (arch == "gemma3") {
+    c.arch = Arch::gemma3;
+    LF_RETURN_IF_ERROR(read_gemma3(keys, &c));
+  } else {
+    return Status(Code::unsupported, "architecture '" + arch + "' is not supported (only gemma3 and gemma4)");
+  }
+  LF_RETURN_IF_ERROR(check_layer_shapes(c));
+  LF_RETURN_IF_ERROR(read_n_vocab(file, &c));
+  c.tied_output = file.tensor("output.weight") == nullptr;
+  LF_RETURN_IF_ERROR(check_tensors(file, c));
+  *out = std::move(c);
+  return Status();
+}
+
+}  // namespace lf

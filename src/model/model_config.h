@@ -1,0 +1,73 @@
+// Per-layer configuration of a dense Gemma 3 / Gemma 4 model, read from GGUF metadata and
+// checked against the tensor table (spec §3.2, §3.3, §4, §5). Anything we cannot run exactly
+// as llama.cpp does is refused here, at load, with a message naming what is unsupported.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "gguf/gguf_reader.h"
+#include "base/status.h"
+
+namespace lf {
+
+enum class Arch { gemma3, gemma4 };
+
+struct LayerConfig {
+  bool sliding = false;          // sliding-window attention (window ModelConfig::n_swa)
+  int head_dim = 0;              // D: key_length(_swa); value length is the same
+  int n_head = 0;
+  int n_head_kv = 0;             // divides n_head; query head h reads KV head h / (n_head / n_head_kv)
+  int n_rot = 0;                 // rotated dims per head (NEOX pairs (j, j + n_rot/2))
+  float rope_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // multiplies the angle (1 / rope.scaling.factor on global layers)
+  bool use_freq_factors = false; // gemma4 global layers divide angles by rope_freqs
+  bool has_v = true;             // false: V is the pre-norm K projection (gemma4 global layers)
+  bool has_output_scale = false; // gemma4 blk.N.layer_output_scale present
+  int n_ff = 0;
+
+  int q_dim() const { return head_dim * n_head; }     // width of Q and of the attention output
+  int kv_dim() const { return head_dim * n_head_kv; } // width of K and V
+};
+
+struct ModelConfig {
+  Arch arch = Arch::gemma4;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  int n_swa = 0;              // sliding window size; 0 when no layer slides
+  float norm_eps = 1e-6f;
+  float final_softcap = 0.0f; // 0: no final logit soft-cap
+  float query_scale = 1.0f;   // gemma3 multiplies Q by this after RoPE; 1 in gemma4
+  bool tied_output = true;    // no output.weight: the LM head is token_embd
+  std::vector<LayerConfig> layers;  // [n_layer]
+};
+
+// How a tensor is used decides which types we accept for it.
+enum class TensorRole {
+  matmul,     // 2-D weight applied as W·x (or gathered by rows for the embedding)
+  f32_vector, // norms, rope_freqs, layer_output_scale: F32, read as floats
+};
+
+struct TensorSpec {
+  std::string name;
+  int64_t ne0 = 0, ne1 = 1;
+  TensorRole role = TensorRole::matmul;
+  bool required = true;
+};
+
+// Every tensor a model of this configuration may contain, with its expected shape.
+std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
+
+// Name of a per-layer tensor as the GGUF spells it: layer_tensor_name(3, "attn_q") ->
+// "blk.3.attn_q.weight".
+std::string layer_tensor_name(int il, const char* short_name);
+
+// Reads and validates the configuration. Errors (Code::unsupported or Code::malformed) name the
+// missing key, the unsupported feature, or the tensor with its expected and actual shape.
+Status load_model_config(const GgufFile& file, ModelConfig* out);
+
+}  // namespace lf

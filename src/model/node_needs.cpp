@@ -1,0 +1,86 @@
+#include "model/node_needs.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "model/kv_cache.h"
+#include "model/scratch.h"
+#include "model/shard_plan.h"
+
+namespace lf {
+namespace {
+
+// Layer index of "blk.N.xxx", or -1 for a model-level tensor.
+int tensor_layer(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+constexpr const char* kMatmuls[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+
+// What load_model makes of layer il's tensors, as far as the scratch is concerned.
+Status layer_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScratchShape* out) {
+  for (size_t i = 0; i < 7; ++i) {
+    const GgufTensorInfo* t = file.tensor(layer_tensor_name(il, kMatmuls[i]));
+    out->matmul_type[i] = t != nullptr ? t->type : GgmlType::F32;
+    out->matmul_n_in[i] = t != nullptr ? t->ne[0] : 0;
+  }
+  LayerShards shards;
+  LF_RETURN_IF_ERROR(plan_layer_shards(c.layers[il], out->matmul_type[3], out->matmul_type[6], &shards));
+  out->attn_units = shards.attn.n_units;
+  out->ffn_units = shards.ffn.n_units;
+  return Status();
+}
+
+}  // namespace
+
+Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeShape& shape, std::vector<std::string>* out) {
+  const LayerRange r = shape.range;
+  if (r.begin < 0 || r.end > config.n_layer || r.begin >= r.end) {
+    return Status(Code::invalid_argument, "layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                                              ") is not inside the model's " + std::to_string(config.n_layer) + " layers");
+  }
+  bool needs_rope_freqs = false;
+  for (int il = r.begin; il < r.end; ++il) needs_rope_freqs |= config.layers[il].use_freq_factors;
+  out->clear();
+  for (const TensorSpec& spec : expected_tensors(config)) {
+    if (file.tensor(spec.name) == nullptr) continue;
+    const int il = tensor_layer(spec.name);
+    const bool needed = il >= 0 ? (il >= r.begin && il < r.end)
+                        : spec.name == "token_embd.weight" ? (shape.with_embedding || (shape.with_head && config.tied_output))
+                        : spec.name == "rope_freqs.weight" ? needs_rope_freqs
+                        : shape.with_head;  // output_norm, output
+    if (needed) out->push_back(spec.name);
+  }
+  return Status();
+}
+
+Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) {
+  ModelConfig c;
+  LF_RETURN_IF_ERROR(load_model_config(file, &c));
+  NodeNeeds needs;
+  LF_RETURN_IF_ERROR(node_tensors(file, c, shape, &needs.tensors));
+  if (shape.max_tokens < 1) {
+    return Status(Code::invalid_argument, "max_tokens must be positive, got " + std::to_string(shape.max_tokens));
+  }
+  for (const std::string& name : needs.tensors) {
+    const GgufTensorInfo* t = file.tensor(name);
+    needs.tensor_bytes += t->n_bytes;
+    if (tensor_layer(name) >= 0 && t->n_dims == 2) needs.relayout_bytes = std::max(needs.relayout_bytes, t->n_bytes);
+  }
+  KvCacheOptions kv;
+  kv.max_ctx = shape.max_ctx;
+  LF_RETURN_IF_ERROR(KvCache::bytes_for(c, shape.range, kv, &needs.kv_bytes_per_session));
+  std::vector<LayerScratchShape> layers(static_cast<size_t>(shape.range.end - shape.range.begin));
+  for (int il = shape.range.begin; il < shape.range.end; ++il) {
+    LF_RETURN_IF_ERROR(layer_shape(file, c, il, &layers[il - shape.range.begin]));
+  }
+  // The top-K FFN's keep mask is the largest mode-dependent buffer: counted, as a node may be asked for it.
+  const ScratchShape scratch = scratch_shape(c, shape.range, layers, shape.max_tokens, true);
+  needs.scratch_bytes = scratch.bytes(0);
+  needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
+  *out = std::move(needs);
+  return Status();
+}
+
+}  // namespace lf

@@ -1,0 +1,42 @@
+// What a node of layers [begin, end) needs, known from the GGUF header before any tensor is
+// read: which tensors it loads, and the bytes of its weights, of one session's KV cache and of a
+// forward's scratch. The host sizes and refuses a node by these (an edge isolate has ~128 MiB),
+// so they come from the code that allocates, never from a copy of its constants.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf_reader.h"
+#include "model/model.h"
+
+namespace lf {
+
+struct NodeShape {
+  LayerRange range;
+  bool with_embedding = false;  // the first node: token_embd
+  bool with_head = false;       // the last node: output_norm and the LM head
+  int max_ctx = 0;              // positions of a session; 0: the model's n_ctx_train
+  int max_tokens = 1;           // rows of one forward call
+};
+
+struct NodeNeeds {
+  std::vector<std::string> tensors;   // in the file's order of expected tensors
+  uint64_t tensor_bytes = 0;
+  uint64_t kv_bytes_per_session = 0;  // KvCache at max_ctx
+  uint64_t scratch_bytes = 0;         // one forward of max_tokens rows, shared by the workers
+  uint64_t scratch_bytes_per_worker = 0;
+  // While loading, the in-place relayout's buffer of one tensor (ModelLoadOptions), freed
+  // before any session exists.
+  uint64_t relayout_bytes = 0;
+};
+
+// Tensor names a node loads: its layers', token_embd on the first node (and on the last when
+// the head is tied to it), rope_freqs where one of its layers uses them, the head on the last.
+Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeShape& shape, std::vector<std::string>* out);
+
+Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out);
+
+}  // namespace lf

@@ -1,0 +1,137 @@
+#include <cmath>
+#include <vector>
+
+#include "ops/ops.h"
+#include "quant/quant.h"
+#include "model/reference_forward.h"
+
+namespace lf {
+namespace {
+
+using Matrix = std::vector<float>;  // [rows, cols], row-major
+
+// W [n_out, n_in] (any type) -> f32 [n_out, n_in]
+Status dequantize(const WeightView& W, Matrix* out) {
+  out->resize(static_cast<size_t>(W.n_out) * static_cast<size_t>(W.n_in));
+  for (int64_t r = 0; r < W.n_out; ++r) {
+    LF_RETURN_IF_ERROR(dequantize_row(W.type, W.row(r), out->data() + static_cast<size_t>(r) * W.n_in, W.n_in));
+  }
+  return Status();
+}
+
+// W [n_out, n_in] · X [n, n_in] -> Y [n, n_out]
+Status linear(const WeightView& W, const Matrix& X, int n, Matrix* Y) {
+  Matrix w;
+  LF_RETURN_IF_ERROR(dequantize(W, &w));
+  const size_t n_in = static_cast<size_t>(W.n_in), n_out = static_cast<size_t>(W.n_out);
+  Y->assign(static_cast<size_t>(n) * n_out, 0.0f);
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+    for (size_t o = 0; o < n_out; ++o) {
+      double sum = 0.0;
+      for (size_t i = 0; i < n_in; ++i) sum += static_cast<double>(w[o * n_in + i]) * X[t * n_in + i];
+      (*Y)[t * n_out + o] = static_cast<float>(sum);
+    }
+  }
+  return Status();
+}
+
+// q [n, n_head, D], k, v [n, n_kv, D] -> out [n, n_head, D]; causal, windowed when n_swa > 0.
+void attend(const Matrix& q, const Matrix& k, const Matrix& v, int n, const LayerConfig& l, int n_swa, Matrix* out) {
+  const int D = l.head_dim;
+  out->assign(q.size(), 0.0f);
+  std::vector<float> p(n);
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < l.n_head; ++h) {
+      const int g = kv_head_for(h, l.n_head, l.n_head_kv);
+      const float* qh = &q[(static_cast<size_t>(i) * l.n_head + h) * D];
+      for (int j = 0; j < n; ++j) {
+        const float* kj = &k[(static_cast<size_t>(j) * l.n_head_kv + g) * D];
+        double s = 0.0;
+        for (int d = 0; d < D; ++d) s += static_cast<double>(qh[d]) * kj[d];
+        p[j] = key_visible(j, i, n_swa) ? static_cast<float>(s) : -INFINITY;
+      }
+      softmax(p.data(), n);
+      float* oh = &(*out)[(static_cast<size_t>(i) * l.n_head + h) * D];
+      for (int j = 0; j < n; ++j) {
+        const float* vj = &v[(static_cast<size_t>(j) * l.n_head_kv + g) * D];
+        for (int d = 0; d < D; ++d) oh[d] += p[j] * vj[d];
+      }
+    }
+  }
+}
+
+// x [n, n_embd] -> x after layer il
+Status layer(const Model& m, int il, int n, Matrix* x) {
+  const ModelConfig& c = m.config;
+  const LayerConfig& l = c.layers[il];
+  const LayerWeights& w = m.layer(il);
+  const int n_embd = c.n_embd, D = l.head_dim;
+  const float eps = c.norm_eps;
+  const float* freq_factors = l.use_freq_factors ? m.rope_freqs.f32() : nullptr;
+
+  Matrix h(x->size());
+  rmsnorm_rows(x->data(), w.attn_norm.f32(), n, n_embd, eps, h.data());
+
+  Matrix q, k, v;
+  LF_RETURN_IF_ERROR(linear(w.attn_q, h, n, &q));
+  LF_RETURN_IF_ERROR(linear(w.attn_k, h, n, &k));
+  if (l.has_v) {
+    LF_RETURN_IF_ERROR(linear(w.attn_v, h, n, &v));
+  } else {
+    v = k;
+  }
+  rmsnorm_rows(q.data(), w.attn_q_norm.f32(), n * l.n_head, D, eps, q.data());
+  rmsnorm_rows(k.data(), w.attn_k_norm.f32(), n * l.n_head_kv, D, eps, k.data());
+  if (c.arch == Arch::gemma4) rmsnorm_rows(v.data(), nullptr, n * l.n_head_kv, D, eps, v.data());
+  for (int t = 0; t < n; ++t) {
+    rope_neox(&q[static_cast<size_t>(t) * l.q_dim()], l.n_head, D, l.n_rot, t, l.rope_base, l.rope_freq_scale, freq_factors);
+    rope_neox(&k[static_cast<size_t>(t) * l.kv_dim()], l.n_head_kv, D, l.n_rot, t, l.rope_base, l.rope_freq_scale,
+              freq_factors);
+  }
+  if (c.arch == Arch::gemma3) {
+    for (float& qi : q) qi *= c.query_scale;
+  }
+
+  Matrix o, a;
+  attend(q, k, v, n, l, l.sliding ? c.n_swa : 0, &o);
+  LF_RETURN_IF_ERROR(linear(w.attn_output, o, n, &a));
+  rmsnorm_rows(a.data(), w.post_attention_norm.f32(), n, n_embd, eps, a.data());
+  for (size_t i = 0; i < a.size(); ++i) (*x)[i] += a[i];
+
+  Matrix f(x->size()), gate, up, down;
+  rmsnorm_rows(x->data(), w.ffn_norm.f32(), n, n_embd, eps, f.data());
+  LF_RETURN_IF_ERROR(linear(w.ffn_gate, f, n, &gate));
+  LF_RETURN_IF_ERROR(linear(w.ffn_up, f, n, &up));
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_exact(gate[i]) * up[i];
+  LF_RETURN_IF_ERROR(linear(w.ffn_down, gate, n, &down));
+  rmsnorm_rows(down.data(), w.post_ffw_norm.f32(), n, n_embd, eps, down.data());
+  for (size_t i = 0; i < down.size(); ++i) (*x)[i] += down[i];
+
+  if (w.layer_output_scale.present()) {
+    for (float& xi : *x) xi *= w.layer_output_scale.f32()[0];
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status reference_layers(const Model& m, const float* in, int n, std::vector<float>* out) {
+  if (n <= 0) return Status(Code::invalid_argument, "reference_layers needs n > 0");
+  out->assign(in, in + static_cast<size_t>(n) * m.config.n_embd);
+  for (int il = m.range.begin; il < m.range.end; ++il) LF_RETURN_IF_ERROR(layer(m, il, n, out));
+  return Status();
+}
+
+Status reference_head(const Model& m, const float* hidden, int n, std::vector<float>* logits) {
+  if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
+  const ModelConfig& c = m.config;
+  Matrix normed(static_cast<size_t>(n) * c.n_embd);
+  rmsnorm_rows(hidden, m.output_norm.f32(), n, c.n_embd, c.norm_eps, normed.data());
+  LF_RETURN_IF_ERROR(linear(m.output, normed, n, logits));
+  if (c.final_softcap != 0.0f) {
+    for (float& z : *logits) z = c.final_softcap * std::tanh(z / c.final_softcap);
+  }
+  return Status();
+}
+
+}  // namespace lf

@@ -1,0 +1,87 @@
+#include "model/scratch.h"
+
+#include <algorithm>
+
+#include "quant/quant.h"
+
+namespace lf {
+
+ScratchShape scratch_shape(const ModelConfig& c, LayerRange range, std::span<const LayerScratchShape> layers, int n,
+                           bool top_k_ffn) {
+  ScratchShape s;
+  s.rows = static_cast<size_t>(n);
+  s.n_embd = static_cast<size_t>(c.n_embd);
+  s.top_k_ffn = top_k_ffn;
+  s.token_block = std::min(n, kTokenBlock);
+  for (int il = range.begin; il < range.end; ++il) {
+    const LayerConfig& l = c.layers[il];
+    const LayerScratchShape& shape = layers[il - range.begin];
+    s.q_dim = std::max(s.q_dim, static_cast<size_t>(l.q_dim()));
+    s.kv_dim = std::max(s.kv_dim, static_cast<size_t>(l.kv_dim()));
+    s.n_ff = std::max(s.n_ff, static_cast<size_t>(l.n_ff));
+    s.units = std::max({s.units, static_cast<size_t>(shape.attn_units), static_cast<size_t>(shape.ffn_units)});
+    for (size_t i = 0; i < shape.matmul_n_in.size(); ++i) {
+      if (shape.matmul_n_in[i] == 0) continue;
+      const uint64_t bytes = activation_row_bytes(shape.matmul_type[i], shape.matmul_n_in[i]) * s.rows;
+      s.converted[i] = std::max(s.converted[i], static_cast<size_t>(bytes));
+    }
+  }
+  return s;
+}
+
+ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn) {
+  std::vector<LayerScratchShape> layers;
+  for (int il = m.range.begin; il < m.range.end; ++il) {
+    LayerScratchShape& s = layers.emplace_back();
+    s.attn_units = m.shard(il).attn.n_units;
+    s.ffn_units = m.shard(il).ffn.n_units;
+    const std::array<const WeightView*, 7> matmuls = m.layer(il).matmuls();
+    for (size_t i = 0; i < matmuls.size(); ++i) {
+      s.matmul_type[i] = matmuls[i]->type;
+      s.matmul_n_in[i] = matmuls[i]->present() ? matmuls[i]->n_in : 0;
+    }
+  }
+  return scratch_shape(m.config, m.range, layers, n, top_k_ffn);
+}
+
+uint64_t ScratchShape::bytes(int n_workers) const {
+  const uint64_t floats = rows * (6 * n_embd + 2 * q_dim + 2 * kv_dim + 3 * n_ff) +
+                          units * static_cast<uint64_t>(token_block) * n_embd;
+  uint64_t total = floats * sizeof(float);
+  for (size_t c : converted) total += c;
+  if (top_k_ffn) total += rows * n_ff;
+  // Per worker, at most: one KV head's queries and outputs for every row, and select_top_k's keys.
+  const uint64_t per_worker = 2 * rows * q_dim * sizeof(float) + (top_k_ffn ? n_ff * sizeof(uint64_t) : 0) +
+                              sizeof(Status) + sizeof(ApproxStats);
+  return total + per_worker * static_cast<uint64_t>(n_workers);
+}
+
+Scratch::Scratch(const ScratchShape& s, int n_workers) {
+  const size_t rows = s.rows, E = s.n_embd;
+  x.resize(rows * E);
+  x_next.resize(rows * E);
+  attn_norm.resize(rows * E);
+  x1.resize(rows * E);
+  ffn_in.resize(rows * E);
+  proj.resize(rows * E);
+  q.resize(rows * s.q_dim);
+  attn_out.resize(rows * s.q_dim);
+  k.resize(rows * s.kv_dim);
+  v.resize(rows * s.kv_dim);
+  gate.resize(rows * s.n_ff);
+  up.resize(rows * s.n_ff);
+  act.resize(rows * s.n_ff);
+  if (s.top_k_ffn) keep.resize(rows * s.n_ff);
+  token_block = s.token_block;
+  partial.resize(s.units * static_cast<size_t>(token_block) * E);
+  const std::array<std::vector<uint8_t>*, 7> converted = {&xc_q, &xc_k, &xc_v, &xc_o, &xc_gate, &xc_up, &xc_down};
+  for (size_t i = 0; i < converted.size(); ++i) converted[i]->resize(s.converted[i]);
+  const size_t workers = static_cast<size_t>(n_workers);
+  heads_q.resize(workers);
+  heads_out.resize(workers);
+  errors.resize(workers);
+  top_k_keys.resize(workers);
+  ffn_stats.resize(workers);
+}
+
+}  // namespace lf

@@ -1,0 +1,67 @@
+// A conversation on a node: its KV cache and position, the options of its next forward calls,
+// and the report of the last one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "approx/approx.h"
+#include "base/status.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace lf {
+
+// Called by the engine with named intermediates ("attn_norm", "q_rope", "ffn_out", ...):
+// x [n_rows, n_cols] of layer il. Empty by default.
+using DebugHook = std::function<void(const char* name, int il, const float* x, int n_rows, int n_cols)>;
+
+// What the last forward call did; written by the engine, read by the host between calls.
+struct ForwardReport {
+  std::vector<double> layer_ms;  // [range.end - range.begin]: wall time of each layer
+  // Where the time went (docs/threads.md), summed over the layers, as seen by worker 0.
+  double attention_ms = 0;  // attention norm .. attention residual, incl. W_o partials and their reduction
+  double ffn_ms = 0;        // the FFN, W_down partials, reduction, residual
+  double serial_ms = 0;     // outside the workers: validation, copies, handing out and collecting the job
+  // [range.end - range.begin]: the last row's relative update in each layer (-1 where the row
+  // had exited before the layer; approx.h).
+  std::vector<float> row_updates;
+  ExitState exit_out;  // the last row's early-exit state, to hand to the next node
+  // Truncated attention's statistics, [range.end - range.begin][n_head_kv]: each KV head's
+  // written only by the worker that owns the head.
+  std::vector<std::vector<ApproxStats>> attention_approx;
+  ApproxStats ffn_approx;  // the top-K FFN's, summed over workers
+
+  // Everything the approximate modes did, summed over layers and heads in a fixed order.
+  ApproxStats approx_stats() const;
+};
+
+class Session {
+ public:
+  static Status create(const Model& model, const KvCacheOptions& options, Session* out);
+
+  int n_past() const { return n_past_; }
+  int max_ctx() const { return kv.max_ctx(); }
+  LayerRange range() const { return kv.range(); }
+  uint64_t bytes() const { return kv.bytes(); }
+  // Only the engine moves n_past, after a whole forward call succeeded.
+  void set_n_past(int n_past) { n_past_ = n_past; }
+  void reset() { n_past_ = 0; }
+
+  KvCache kv;
+
+  // The next forward calls' approximate modes (approx.h; default: the exact engine) and the
+  // early-exit state its last row arrives in from the previous node (consumed by that call).
+  // Not to be changed while a forward runs.
+  ApproxOptions approx;
+  ExitState exit_in;
+  DebugHook debug_hook;
+
+  ForwardReport last;
+
+ private:
+  int n_past_ = 0;
+};
+
+}  // namespace lf

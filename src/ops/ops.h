@@ -1,0 +1,87 @@
+// Model-agnostic transformer ops, scalar and written to match llama.cpp's CPU backend
+// (spec §3.1, §3.5). One file per concern: ops/rmsnorm.cpp, ops/rope.cpp, ops/gelu.cpp,
+// ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp. Optimized kernels are tested against these.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "layout/weight_view.h"
+
+namespace lf {
+
+// --- RMSNorm (ops/rmsnorm.cpp) ---
+// x [n] -> y [n] = (x · 1/sqrt(mean(x²) + eps)) ⊙ w; w == nullptr: no weight. Sum of squares in
+// double as ggml does. y may alias x.
+void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
+// x [n_rows, n] -> y [n_rows, n], each row normalized on its own (per head, per token).
+void rmsnorm_rows(const float* x, const float* w, int n_rows, int n, float eps, float* y);
+
+// --- RoPE, NEOX layout (ops/rope.cpp) ---
+// x [n_head, head_dim] rotated in place at position pos: pairs (j, j + n_rot/2) for j < n_rot/2,
+// angle (freq_scale · (pos · base^(-2j/n_rot) / freq_factors[j])) with the power iterated in f32
+// as ggml does; dims >= n_rot untouched. freq_factors == nullptr: all 1.
+void rope_neox(float* x, int n_head, int head_dim, int n_rot, int pos, float freq_base, float freq_scale,
+               const float* freq_factors);
+
+// --- Top-K selection (ops/top_k.cpp), for the top-K gate FFN (approx.h) ---
+// a [n] -> keep [n], 1 for the k entries of largest |a| (ties to the lower index, NaN above
+// everything), 0 elsewhere; returns the dropped share Σ_dropped |a| / Σ |a|, summed in f64 in
+// index order (0 when Σ |a| is 0). keys is scratch.
+double select_top_k(const float* a, int n, int k, std::vector<uint64_t>* keys, uint8_t* keep);
+
+// --- GELU (ops/gelu.cpp) ---
+float gelu_exact(float x);  // 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))) in f32
+float gelu_table(float x);  // ggml CPU: 0 for x <= -10, x for x >= 10, else f16 table at f16(x)
+// gate [n], up [n] -> out [n] = gelu_table(gate) · up (ggml_vec_geglu_f32)
+void geglu(const float* gate, const float* up, int n, float* out);
+
+// --- softmax and soft-cap (ops/softmax.cpp) ---
+// x [n] in place: exp(x - max) / Σ, sum in double.
+void softmax(float* x, int n);
+// x [n] in place: cap · tanh(x · (1/cap)), the reciprocal taken once in f32.
+void softcap(float* x, int n, float cap);
+
+// --- attention (ops/attention.cpp) ---
+// Query head h reads KV head h / (n_head / n_head_kv): consecutive query heads share one.
+inline int kv_head_for(int h, int n_head, int n_head_kv) { return h / (n_head / n_head_kv); }
+// Key at p0 is visible to a query at p1 iff p0 <= p1 and, with a window (n_swa > 0), p1 - p0 < n_swa.
+inline bool key_visible(int p0, int p1, int n_swa) { return p0 <= p1 && (n_swa <= 0 || p1 - p0 < n_swa); }
+
+// One layer's K and V rows in f16, position p in slot p % capacity (a ring when capacity is
+// smaller than the context). Slots [capacity, n_head_kv, head_dim].
+struct KvView {
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int capacity = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  int first_pos = 0;  // oldest position still held (and ever written)
+};
+
+// q [n_q, n_head, head_dim] at positions pos0 .. pos0+n_q-1 -> out [n_q, n_head, head_dim].
+// llama.cpp's flash-attention path: q rounded to f16, s = dot_f16(k, q)·kq_scale, online softmax
+// in f32, keys visited in increasing position, V accumulated in f16 as ggml does when V is f16.
+// Every key a query can see must be in the view (asserted).
+void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out);
+
+// --- matmul (ops/matmul.cpp) ---
+// X [n_tok, n_in] f32 -> Xc [n_tok, activation_row_bytes(W.type, n_in)] in W's vec_dot type.
+// Done once per activation; every output row then reuses it.
+Status convert_activations(const WeightView& W, const float* X, int n_tok, std::vector<uint8_t>* Xc);
+// W [n_out, n_in] · Xc [n_tok, n_in] -> Y [n_tok, n_out], output rows [r0, r1) only, so the
+// rows can be split across threads. Y row t is at Y + t·n_out. With [k0, k1) (multiples of the
+// weight's block size; k1 = -1: n_in) only those input columns are summed: the partial product
+// of a column slice of W, as a shard of the attention output or FFN down projection computes it.
+void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
+                 int64_t k0 = 0, int64_t k1 = -1);
+// The same over all of W's columns, with the activations' row stride given apart from W.n_in:
+// W may be a column slice of a wider weight (WeightView::columns, a unit of a unit-major weight);
+// Xc then points at the slice's first column of token 0, and its rows are x_row bytes apart.
+void matmul_rows_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
+                         int64_t r1);
+// W [n_out, n_in] · X [n_tok, n_in] -> Y [n_tok, n_out]: convert_activations + all rows.
+Status matmul(const WeightView& W, const float* X, int n_tok, float* Y);
+
+}  // namespace lf
