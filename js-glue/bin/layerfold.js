@@ -2,13 +2,13 @@
 // layerfold CLI: validate a model through a pipeline of layer nodes, inspect a GGUF, serve a layer node.
 import { parseArgs } from 'node:util';
 
-import { APPROX_CLI_OPTIONS, APPROX_USAGE } from '../src/cli_approx.js';
-import { calibrateExit } from '../src/cli_calibrate_exit.js';
-import { validate } from '../src/cli_validate.js';
-import { generate } from '../src/cli_generate.js';
-import { inspect } from '../src/cli_inspect.js';
-import { plan } from '../src/cli_plan.js';
-import { SERVE_OPTIONS, serveCommand } from '../src/cli_serve.js';
+import { APPROX_CLI_OPTIONS, APPROX_USAGE } from '../src/cli/approx.js';
+import { calibrateExit } from '../src/cli/calibrate_exit.js';
+import { validate } from '../src/cli/validate.js';
+import { generate } from '../src/cli/generate.js';
+import { inspect } from '../src/cli/inspect.js';
+import { plan } from '../src/cli/plan.js';
+import { SERVE_OPTIONS, serveCommand } from '../src/cli/serve.js';
 
 const USAGE = `usage:
   layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]

@@ -1,10 +1,10 @@
 // A layer node inside a Workers-style isolate: the single-thread wasm32-wasi module from a
 // module binding (workers cannot compile wasm from bytes), weights read from an R2 binding with
 // one ranged get() per tensor, and a memory budget checked before any tensor is read.
-import { LayerNode } from '../src/layer_node_core.js';
-import { R2BindingSource } from '../src/object_source_r2_binding.js';
-import { withProgress } from '../src/source_progress.js';
-import { instantiateSingleThreadModule } from '../src/wasm_wasi.js';
+import { LayerNode } from '../src/node/layer_node_core.js';
+import { R2BindingSource } from '../src/sources/r2_binding.js';
+import { withProgress } from '../src/sources/progress.js';
+import { instantiateSingleThreadModule } from '../src/wasm/wasi.js';
 import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
 
 /**

@@ -1,10 +1,10 @@
 // The public API of the layerfold package (types in ../index.d.ts).
-export { LayerfoldError } from './capi.js';
-export { LayerNode } from './layer_node.js';
-export { Pipeline } from './pipeline.js';
-export { RemoteNode } from './remote_node.js';
-export { Tokenizer } from './tokenizer.js';
-export { openSource } from './open_source.js';
-export { logSoftmax, topK } from './logits.js';
+export { LayerfoldError } from './wasm/capi.js';
+export { LayerNode } from './node/layer_node.js';
+export { Pipeline } from './pipeline/pipeline.js';
+export { RemoteNode } from './pipeline/remote_node.js';
+export { Tokenizer } from './tokens/tokenizer.js';
+export { openSource } from './sources/open_source.js';
+export { logSoftmax, topK } from './tokens/logits.js';
 export { createLayerNodeApp } from './server/app.js';
 export { serve } from './server/node_host.js';

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {Pipeline} from "../../js-glue/src/pipeline.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {Pipeline} from "../../js-glue/src/pipeline/pipeline.js";
 import {model} from "./models.mjs";
 import {cli, startServer, waitReady} from "./server_process.mjs";
 

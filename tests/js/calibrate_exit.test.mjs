@@ -9,8 +9,8 @@ import os from "node:os";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
-import {exitCandidates, exitThresholds} from "../../js-glue/src/cli_calibrate_exit.js";
-import {Pipeline} from "../../js-glue/src/pipeline.js";
+import {exitCandidates, exitThresholds} from "../../js-glue/src/cli/calibrate_exit.js";
+import {Pipeline} from "../../js-glue/src/pipeline/pipeline.js";
 import {model} from "./models.mjs";
 import {cli} from "./server_process.mjs";
 

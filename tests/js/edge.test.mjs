@@ -12,8 +12,8 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {bundleEdgeWorker} from "../../js-glue/edge/bundle.js";
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {logSoftmax, topK} from "../../js-glue/src/logits.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {logSoftmax, topK} from "../../js-glue/src/tokens/logits.js";
 import {model, root} from "./models.mjs";
 import {runHostileTable} from "./hostile_requests.mjs";
 import {bytesOf, cli, forward, startServer, waitReady} from "./server_process.mjs";

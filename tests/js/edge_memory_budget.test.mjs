@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {openSource} from "../../js-glue/src/open_source.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {openSource} from "../../js-glue/src/sources/open_source.js";
 import {model} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);

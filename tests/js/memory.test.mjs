@@ -4,8 +4,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import {test} from "node:test";
 
-import {readGgufHeader} from "../../js-glue/src/gguf_header.js";
-import {loadSingleThreadModule} from "../../js-glue/src/wasm_module.js";
+import {readGgufHeader} from "../../js-glue/src/gguf/header.js";
+import {loadSingleThreadModule} from "../../js-glue/src/wasm/load_node.js";
 import {model} from "./models.mjs";
 
 test("pointers above 2 GiB are positive and usable end to end", async () => {

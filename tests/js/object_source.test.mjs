@@ -10,9 +10,9 @@ import path from "node:path";
 import {createRequire} from "node:module";
 import {after, before, describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {readModelHeader} from "../../js-glue/src/model_header.js";
-import {openSource} from "../../js-glue/src/open_source.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
+import {openSource} from "../../js-glue/src/sources/open_source.js";
 import {model, root} from "./models.mjs";
 import {freePort, startNginx} from "./servers.mjs";
 

@@ -6,8 +6,8 @@ import {execFileSync} from "node:child_process";
 import path from "node:path";
 import {after, describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {logSoftmax, topK} from "../../js-glue/src/logits.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {logSoftmax, topK} from "../../js-glue/src/tokens/logits.js";
 import * as llama from "./llama_oracle.mjs";
 import {model, root} from "./models.mjs";
 

@@ -9,7 +9,7 @@ import fs from "node:fs";
 import path from "node:path";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {model, root} from "./models.mjs";
 
 const goldenFile = path.join(root, "tests", "golden", "output_bytes.json");

@@ -3,8 +3,8 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {Pipeline} from "../../js-glue/src/pipeline.js";
-import {checkCoverage, parseNodesSpec} from "../../js-glue/src/nodes_spec.js";
+import {Pipeline} from "../../js-glue/src/pipeline/pipeline.js";
+import {checkCoverage, parseNodesSpec} from "../../js-glue/src/pipeline/nodes_spec.js";
 import {model} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);

@@ -7,7 +7,7 @@ import {spawnSync} from "node:child_process";
 import net from "node:net";
 import {describe, test} from "node:test";
 
-import {Pipeline} from "../../js-glue/src/pipeline.js";
+import {Pipeline} from "../../js-glue/src/pipeline/pipeline.js";
 import {model, root} from "./models.mjs";
 import {cli, startServer} from "./server_process.mjs";
 import {freePort, startNginx} from "./servers.mjs";

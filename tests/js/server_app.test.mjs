@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {createLayerNodeApp} from "../../js-glue/src/server/app.js";
 import {serve} from "../../js-glue/src/server/node_host.js";
 import {NodeState} from "../../js-glue/src/server/node_state.js";

@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {model, root} from "./models.mjs";
 import {bytesOf, forward, startServer, waitReady} from "./server_process.mjs";
 

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import http from "node:http";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {runHostileTable} from "./hostile_requests.mjs";
 import {model} from "./models.mjs";
 import {bytesOf, forward, startServer, waitReady} from "./server_process.mjs";

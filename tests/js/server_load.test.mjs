@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {model} from "./models.mjs";
 import {loadServer} from "./server_load.mjs";
 import {bytesOf, startServer, waitReady} from "./server_process.mjs";

@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {logSoftmax, topK} from "../../js-glue/src/logits.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {logSoftmax, topK} from "../../js-glue/src/tokens/logits.js";
 import {model} from "./models.mjs";
 import {bytesOf, forward, startServer, waitReady} from "./server_process.mjs";
 

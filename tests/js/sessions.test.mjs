@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {model} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);

@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {readModelHeader} from "../../js-glue/src/model_header.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
 import {model} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny");

@@ -6,10 +6,10 @@ import {createRequire} from "node:module";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
-import {openGgufHeader} from "../../js-glue/src/gguf_header.js";
-import {LocalFileSource} from "../../js-glue/src/object_source_local.js";
-import {Tokenizer} from "../../js-glue/src/tokenizer.js";
-import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm_module.js";
+import {openGgufHeader} from "../../js-glue/src/gguf/header.js";
+import {LocalFileSource} from "../../js-glue/src/sources/local_file.js";
+import {Tokenizer} from "../../js-glue/src/tokens/tokenizer.js";
+import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
 import * as llama from "./llama_oracle.mjs";
 import {model, root} from "./models.mjs";
 

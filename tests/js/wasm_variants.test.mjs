@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/layer_node.js";
-import {relaxedSimdSupported} from "../../js-glue/src/wasm_features.js";
-import {loadThreadedModule} from "../../js-glue/src/wasm_module.js";
+import {LayerNode} from "../../js-glue/src/node/layer_node.js";
+import {relaxedSimdSupported} from "../../js-glue/src/wasm/features.js";
+import {loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
 import {model} from "./models.mjs";
 
 const nodeMajor = Number(process.versions.node.split(".")[0]);

@@ -7,8 +7,8 @@ import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
-import { approxModesOn } from '../approx_modes.js';
-import { logSoftmax, topK } from '../logits.js';
+import { approxModesOn } from '../node/approx_modes.js';
+import { logSoftmax, topK } from '../tokens/logits.js';
 import { HttpError } from './http_error.js';
 import { NodeState } from './node_state.js';
 import { approxParameters, contentType, exitStateHeader, flag, hiddenStates, position, sessionId, tokenIds, topKParameter } from './request_checks.js';

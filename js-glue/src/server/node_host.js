@@ -4,7 +4,7 @@
 // requests in flight.
 import { createAdaptorServer } from '@hono/node-server';
 
-import { LayerNode } from '../layer_node.js';
+import { LayerNode } from '../node/layer_node.js';
 import { createLayerNodeApp } from './app.js';
 import { jsonLog, redactConfig, redactUrl } from './json_log.js';
 import { nodeMetrics } from './metrics.js';

@@ -1,7 +1,7 @@
 // An object in an S3-compatible bucket (Cloudflare R2 in production), addressed as
 // s3://bucket/key or r2://bucket/key and read through the HTTP source with SigV4-signed requests.
 import { AwsClient } from 'aws4fetch';
-import { HttpSource, ObjectSourceError } from './object_source_http.js';
+import { HttpSource, ObjectSourceError } from './http.js';
 
 function pick(env, ...names) {
   for (const name of names) if (env[name]) return env[name];

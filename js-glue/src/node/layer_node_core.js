@@ -3,10 +3,10 @@
 // hidden states through them in WASM. This is the runtime-neutral part, with no node: imports,
 // so an edge worker can use it: it is handed a loaded module and an opened object source.
 // layer_node.js adds Node's defaults (the dist modules, paths and URLs, the disk cache).
-import { openGgufHeader } from './gguf_header.js';
-import { LayerfoldError } from './capi.js';
+import { openGgufHeader } from '../gguf/header.js';
+import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from '../tokens/tokenizer.js';
 
 const F32 = 4;
 

@@ -3,8 +3,8 @@
 // reset, timeout, 429, 503) is tried once more, after the node says it is ready again, with the
 // same Idempotency-Key: a forward whose response was lost is answered from the node's memory
 // rather than run twice.
-import { approxQuery } from './approx_modes.js';
-import { LayerfoldError } from './capi.js';
+import { approxQuery } from '../node/approx_modes.js';
+import { LayerfoldError } from '../wasm/capi.js';
 
 const READY_POLL_MS = 200;
 

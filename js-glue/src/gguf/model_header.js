@@ -1,9 +1,9 @@
 // The GGUF header of a model (a path or URL, see open_source.js), parsed by the C++ reader in a
 // single-thread module.
-import { openGgufHeader, readGgufHeader } from './gguf_header.js';
-import { openSource } from './open_source.js';
-import { Tokenizer } from './tokenizer.js';
-import { loadSingleThreadModule } from './wasm_module.js';
+import { openGgufHeader, readGgufHeader } from './header.js';
+import { openSource } from '../sources/open_source.js';
+import { Tokenizer } from '../tokens/tokenizer.js';
+import { loadSingleThreadModule } from '../wasm/load_node.js';
 
 /**
  * @param {{includeLargeArrays?: boolean}} [options] plus openSource options (cacheDir, retries...)

@@ -1,9 +1,9 @@
 // layerfold validate: tokenize a prompt, run it through the pipeline, print the next-token
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
-import { approxSummaries, describeApprox } from './cli_approx.js';
+import { approxSummaries, describeApprox } from './approx.js';
 import { defaultModel } from './default_model.js';
-import { logSoftmax, topK } from './logits.js';
-import { openPipeline } from './cli_pipeline.js';
+import { logSoftmax, topK } from '../tokens/logits.js';
+import { openPipeline } from './open_pipeline.js';
 
 // llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
 async function llamaAgreement(model, tokens, ours, k) {

@@ -44,7 +44,7 @@ function wasiImports(getMemory) {
  * Instantiates the compiled wasm32-wasi module and binds its C ABI. Workers cannot compile wasm
  * from bytes at run time, so this takes a WebAssembly.Module (a module binding on the edge).
  * @param {WebAssembly.Module} compiled
- * @example import wasm from './layerfold_wasi.wasm'; const lf = await instantiateSingleThreadModule(wasm);
+ * @example import wasm from '../layerfold_wasi.wasm'; const lf = await instantiateSingleThreadModule(wasm);
  */
 export async function instantiateSingleThreadModule(compiled) {
   if (!(compiled instanceof WebAssembly.Module)) {

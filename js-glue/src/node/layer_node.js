@@ -1,8 +1,8 @@
 // LayerNode in Node: layer_node_core.js plus Node's defaults — the threaded or single-thread
 // module from dist/, and a model given as a path or URL (with the disk cache and progress).
 import { LayerNode as CoreLayerNode } from './layer_node_core.js';
-import { modelName, openSource } from './open_source.js';
-import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from './wasm_module.js';
+import { modelName, openSource } from '../sources/open_source.js';
+import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from '../wasm/load_node.js';
 
 export class LayerNode extends CoreLayerNode {
   /**

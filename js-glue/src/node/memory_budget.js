@@ -5,7 +5,7 @@
 // host's copies of one request. While loading, the engine rewrites attn_output and ffn_down
 // unit-major in place (docs/threads.md) through a buffer of one such tensor, freed before any
 // session exists: the peak is the larger of that buffer and the KV cache plus scratch.
-import { LayerfoldError } from './capi.js';
+import { LayerfoldError } from '../wasm/capi.js';
 
 const F16 = 2;
 const F32 = 4;

@@ -9,11 +9,11 @@ import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 
 import { bindCapi } from './capi.js';
-import { relaxedSimdSupported } from './wasm_features.js';
-import { instantiateSingleThreadModule, threadsAvailable } from './wasm_wasi.js';
+import { relaxedSimdSupported } from './features.js';
+import { instantiateSingleThreadModule, threadsAvailable } from './wasi.js';
 
 const require = createRequire(import.meta.url);
-const distDir = new URL('../dist/', import.meta.url);
+const distDir = new URL('../../dist/', import.meta.url);
 const distFile = (name) => fileURLToPath(new URL(name, distDir));
 
 export { threadsAvailable };

@@ -3,10 +3,10 @@
 // remote layer nodes from the environment (AUTH_TOKEN), never from the command line.
 import path from 'node:path';
 
-import { approxFromFlags } from './cli_approx.js';
-import { loadProgress } from './cli_progress.js';
+import { approxFromFlags } from './approx.js';
+import { loadProgress } from './progress.js';
 import { cacheDir } from './default_model.js';
-import { Pipeline } from './pipeline.js';
+import { Pipeline } from '../pipeline/pipeline.js';
 
 export async function openPipeline(model, options) {
   const remote = typeof model === 'string' && /^(https?|s3|r2):\/\//.test(model);

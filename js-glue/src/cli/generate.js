@@ -3,8 +3,8 @@
 import { Template } from '@huggingface/jinja';
 
 import { defaultModel } from './default_model.js';
-import { openPipeline } from './cli_pipeline.js';
-import { Sampler } from './sampler.js';
+import { openPipeline } from './open_pipeline.js';
+import { Sampler } from '../tokens/sampler.js';
 
 // End-of-generation ids: EOS plus the end-of-turn control tokens the vocabulary has.
 function stopIds(tokenizer) {

@@ -1,7 +1,7 @@
 // layerfold serve: one layer node over HTTP (the Cloud Run container's entrypoint). Every option
 // also comes from the environment, the way Cloud Run passes configuration (PORT among them);
 // a command-line option wins over its variable. SIGTERM and SIGINT shut down gracefully.
-import { serve } from './server/node_host.js';
+import { serve } from '../server/node_host.js';
 
 // option name -> environment variable
 const ENV = {

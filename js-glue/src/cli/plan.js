@@ -1,7 +1,7 @@
 // layerfold plan MODEL --nodes K [--memory BYTES]: balanced contiguous layer ranges for K nodes,
 // each holding its layers' weights (plus the embedding on the first, the head on the last)
 // within a memory budget (default 4 GiB, the wasm32 address space).
-import { layerCount, readModelHeader } from './model_header.js';
+import { layerCount, readModelHeader } from '../gguf/model_header.js';
 
 const GIB = 2 ** 30;
 

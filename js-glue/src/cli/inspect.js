@@ -1,5 +1,5 @@
 // layerfold inspect MODEL: architecture, per-layer shapes, types and bytes, from the header.
-import { readModelHeader } from './model_header.js';
+import { readModelHeader } from '../gguf/model_header.js';
 
 const MB = 1024 * 1024;
 

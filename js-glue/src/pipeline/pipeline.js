@@ -3,9 +3,9 @@
 // tokens for the first, the hidden states for the others), so a node that lost the session (a
 // restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
 // history, and the output is the same as if nothing had happened.
-import { approxModesOn } from './approx_modes.js';
-import { LayerNode } from './layer_node.js';
-import { layerCount, readModelTokenizer } from './model_header.js';
+import { approxModesOn } from '../node/approx_modes.js';
+import { LayerNode } from '../node/layer_node.js';
+import { layerCount, readModelTokenizer } from '../gguf/model_header.js';
 import { checkCoverage, parseNodesSpec } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
 

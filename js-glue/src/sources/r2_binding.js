@@ -1,6 +1,6 @@
 // An object behind a Cloudflare Workers R2 binding (env.BUCKET), with the host's object-source
 // interface. The binding has no byte-level streaming resume: each read is one ranged get.
-import { ObjectSourceError } from './object_source_http.js';
+import { ObjectSourceError } from './http.js';
 
 export class R2BindingSource {
   /**

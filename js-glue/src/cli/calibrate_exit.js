@@ -5,7 +5,7 @@
 // the exact pass only predicts.
 import fs from 'node:fs';
 
-import { openPipeline } from './cli_pipeline.js';
+import { openPipeline } from './open_pipeline.js';
 
 const f32 = new Float32Array(1);
 const f32Bits = new Uint32Array(f32.buffer);

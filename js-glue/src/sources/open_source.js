@@ -4,12 +4,12 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CachedSource } from './object_cache.js';
-import { HttpSource } from './object_source_http.js';
-import { LocalFileSource } from './object_source_local.js';
-import { R2BindingSource } from './object_source_r2_binding.js';
-import { openS3Source } from './object_source_s3.js';
-import { withProgress } from './source_progress.js';
+import { CachedSource } from './disk_cache.js';
+import { HttpSource } from './http.js';
+import { LocalFileSource } from './local_file.js';
+import { R2BindingSource } from './r2_binding.js';
+import { openS3Source } from './s3.js';
+import { withProgress } from './progress.js';
 
 async function openLocal(file) {
   const source = await LocalFileSource.open(file);
