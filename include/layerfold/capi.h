@@ -116,7 +116,7 @@ LF_EXPORT(lf_session_set_exit_state) int lf_session_set_exit_state(lf_session* s
  * The string lives in the session until the next call of this function on it. */
 LF_EXPORT(lf_session_approx_stats) const char* lf_session_approx_stats(const lf_session* session);
 
-/* --- the forward pass (spec §3); each returns 1 on success, 0 on error --- */
+/* --- the forward pass (docs/gemma-architecture.md); each returns 1 on success, 0 on error --- */
 /* tokens [n] -> out [n, n_embd] */
 LF_EXPORT(lf_embed) int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out);
 /* in [n, n_embd] at positions start_pos.. -> out [n or 1 (last_only), n_embd] */

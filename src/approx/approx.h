@@ -1,4 +1,4 @@
-// The approximate modes (issue #10): opt-in trades of accuracy for time, each with a measured
+// The approximate modes: opt-in trades of accuracy for time, each with a measured
 // cost and a fallback to the exact computation when that cost is too high. A default-constructed
 // ApproxOptions is the exact engine, byte for byte. docs/approximate.md says what each mode does.
 #pragma once

@@ -1,4 +1,5 @@
-// ggml tensor type ids and block geometry (spec §1.7). Ids are the on-disk int32 values.
+// ggml tensor type ids and block geometry (docs/gguf.md, "Type ids and block geometry"). Ids are
+// the on-disk int32 values.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// GGUF v3 parser (spec §1). Validates what llama.cpp's gguf_init_from_file validates, on a
+// GGUF v3 parser (docs/gguf.md, "Container"). Validates what llama.cpp's gguf_init_from_file validates, on a
 // byte prefix: every count is checked against the bytes that could exist before anything is
 // allocated, so a hostile header costs an error message, not memory.
 #include <bit>

@@ -1,4 +1,4 @@
-// GGUF v3 container: parsed metadata and tensor table (spec §1).
+// GGUF v3 container: parsed metadata and tensor table (docs/gguf.md, "Container").
 //
 // The parser works on a byte prefix of a file whose total size is known, so the JS host can
 // read the header by range and grow the range when told Code::need_more_data. It copies what
@@ -47,7 +47,7 @@ struct GgufValue {
 struct GgufTensorInfo {
   std::string name;
   uint32_t n_dims = 0;
-  int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous axis (spec §1.6)
+  int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous axis (docs/gguf.md, "Dimension order")
   GgmlType type = GgmlType::F32;
   uint64_t offset = 0;   // relative to the data blob
   uint64_t n_bytes = 0;  // derived from ne and type

@@ -1,5 +1,6 @@
-// GGUF v3 writer (spec §1). The layout is the one llama.cpp insists on when reading: tensors
-// back to back in info order, each padded to the alignment, the blob starting aligned.
+// GGUF v3 writer (docs/gguf.md, "Container"). The layout is the one llama.cpp insists on when
+// reading: tensors back to back in info order, each padded to the alignment, the blob starting
+// aligned.
 #include <cassert>
 #include <cerrno>
 #include <cstdio>

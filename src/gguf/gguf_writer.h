@@ -1,6 +1,6 @@
-// Writes GGUF v3 files as llama.cpp expects them (spec §1.5: tensors back to back in info
-// order, each padded to the alignment). Tensor bytes are produced by a callback at write time
-// so a multi-GB synthetic model never has to sit in memory.
+// Writes GGUF v3 files as llama.cpp expects them (docs/gguf.md, "Alignment and data": tensors back
+// to back in info order, each padded to the alignment). Tensor bytes are produced by a callback at
+// write time so a multi-GB synthetic model never has to sit in memory.
 #pragma once
 
 #include <cstdint>

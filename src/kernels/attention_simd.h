@@ -1,9 +1,10 @@
 // The vector operations of the attention kernels, behind the feature macros of kernels/simd.h
-// (whose f32 vectors they share): WASM SIMD128, SSE2 (every x86-64) and a portable scalar twin. Every float operation is a single IEEE
-// operation per lane (never fused), and every check is exact, so all three backends give the
-// bytes of the scalar reference (ops/attention.cpp). Then the per-key steps built from them,
-// shared by attention_tiled (kernels/attention.cpp) and attention_truncated
-// (kernels/attention_truncated.cpp), so that a key the two both visit gets the same arithmetic.
+// (whose f32 vectors they share): WASM SIMD128, SSE2 (every x86-64) and a portable scalar twin.
+// Every float operation is a single IEEE operation per lane (never fused), and every check is
+// exact, so all three backends give the bytes of the scalar reference (ops/attention.cpp).
+// Then the per-key steps built from them, shared by attention_tiled (kernels/attention.cpp) and
+// attention_truncated (kernels/attention_truncated.cpp), so that a key the two both visit gets
+// the same arithmetic.
 #pragma once
 
 #include <algorithm>
@@ -60,17 +61,17 @@ inline F64x2 interleave_hi(F64x2 a, F64x2 b) { return {wasm_i64x2_shuffle(a.v, b
 // h [8] f16 -> lo, hi [4] f32, exact, subnormals included; false (outputs unset) if any is
 // inf or NaN. The bits moved to an f32's places read as the value times 2^-112, restored by
 // one multiplication.
-inline v128_t finite_halves_to_f32(v128_t h32) {
+inline v128_t widened_halves_to_f32(v128_t h32) {
   const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
   const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7FFF)), 13);
   return wasm_v128_or(wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f)), sign);
 }
-inline bool halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
+inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
   const v128_t x = wasm_v128_load(h);
   const v128_t exponent = wasm_v128_and(x, wasm_i16x8_splat(0x7C00));
   if (wasm_v128_any_true(wasm_i16x8_eq(exponent, wasm_i16x8_splat(0x7C00)))) return false;
-  lo->v = finite_halves_to_f32(wasm_u32x4_extend_low_u16x8(x));
-  hi->v = finite_halves_to_f32(wasm_u32x4_extend_high_u16x8(x));
+  lo->v = widened_halves_to_f32(wasm_u32x4_extend_low_u16x8(x));
+  hi->v = widened_halves_to_f32(wasm_u32x4_extend_high_u16x8(x));
   return true;
 }
 
@@ -120,17 +121,17 @@ inline F64x2 interleave_hi(F64x2 a, F64x2 b) { return {_mm_unpackhi_pd(a.v, b.v)
 
 // A half moved to the top of a 32-bit lane holds the f32 sign in place; its other 15 bits,
 // moved down 3, sit in an f32's exponent and mantissa places.
-inline __m128 finite_halves_to_f32(__m128i h_high) {
+inline __m128 widened_halves_to_f32(__m128i h_high) {
   const __m128i sign = _mm_and_si128(h_high, _mm_set1_epi32(static_cast<int32_t>(0x80000000u)));
   const __m128i magnitude = _mm_and_si128(_mm_srli_epi32(h_high, 3), _mm_set1_epi32(0x0FFFE000));
   return _mm_or_ps(_mm_mul_ps(_mm_castsi128_ps(magnitude), _mm_set1_ps(0x1p112f)), _mm_castsi128_ps(sign));
 }
-inline bool halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
+inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
   const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
   const __m128i exponent = _mm_and_si128(x, _mm_set1_epi16(0x7C00));
   if (_mm_movemask_epi8(_mm_cmpeq_epi16(exponent, _mm_set1_epi16(0x7C00))) != 0) return false;
-  lo->v = finite_halves_to_f32(_mm_unpacklo_epi16(_mm_setzero_si128(), x));
-  hi->v = finite_halves_to_f32(_mm_unpackhi_epi16(_mm_setzero_si128(), x));
+  lo->v = widened_halves_to_f32(_mm_unpacklo_epi16(_mm_setzero_si128(), x));
+  hi->v = widened_halves_to_f32(_mm_unpackhi_epi16(_mm_setzero_si128(), x));
   return true;
 }
 
@@ -182,7 +183,7 @@ inline F32x4 demote(F64x2 lo, F64x2 hi) {
 inline F64x2 interleave_lo(F64x2 a, F64x2 b) { return {{a.v[0], b.v[0]}}; }
 inline F64x2 interleave_hi(F64x2 a, F64x2 b) { return {{a.v[1], b.v[1]}}; }
 
-inline bool halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
+inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
   for (int i = 0; i < 8; ++i) {
     if ((h[i] & 0x7C00) == 0x7C00) return false;
   }
@@ -272,7 +273,7 @@ inline void halves_to_f32(const uint16_t* h, float* f, int n) {
   int d = 0;
   for (; d + 8 <= n; d += 8) {
     vec::F32x4 lo, hi;
-    if (vec::halves_to_f32(h + d, &lo, &hi)) {
+    if (vec::try_halves_to_f32(h + d, &lo, &hi)) {
       vec::store(f + d, lo);
       vec::store(f + d + 4, hi);
     } else {

@@ -1,6 +1,7 @@
-// The Gemma 3 / Gemma 4 forward pass as llama.cpp's CPU backend computes it (spec §3.2, §3.3,
-// §3.5): embedding lookup, a node's layers over a session's KV cache, and the LM head.
-// docs/forward-pass.md walks through the steps with the names used here.
+// The Gemma 3 / Gemma 4 forward pass as llama.cpp's CPU backend computes it
+// (docs/gemma-architecture.md, "Gemma 4 forward", "Gemma 3" and "CPU backend numerics"): embedding
+// lookup, a node's layers over a session's KV cache, and the LM head. docs/forward-pass.md walks
+// through the steps with the names used here.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// Per-layer configuration of a dense Gemma 3 / Gemma 4 model, read from GGUF metadata and
-// checked against the tensor table (spec §3.2, §3.3, §4, §5). Anything we cannot run exactly
-// as llama.cpp does is refused here, at load, with a message naming what is unsupported.
+// Per-layer configuration of a dense Gemma 3 / Gemma 4 model, read from GGUF metadata and checked
+// against the tensor table (docs/gemma-architecture.md, "Gemma 4 dense" and "Gemma 3";
+// docs/gguf.md, "Metadata llama.cpp requires" and "Tensors"). Anything we cannot run exactly as
+// llama.cpp does is refused here, at load, with a message naming what is unsupported.
 #pragma once
 
 #include <cstdint>

@@ -14,9 +14,10 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
   const int D = kv.head_dim;
   std::vector<uint16_t> q16(D);
   // The weighted sum of values is kept in f16, rounded after every key, as ggml's flash-attention
-  // kernel does when V is f16 (spec §3.5 item 2). With Q8_0 activations downstream, the f16 vs f32
-  // difference here would flip quantization roundings and move next-token log-probabilities by
-  // several 1e-2 on synthetic models; matching it keeps us within the oracle's bound.
+  // kernel does when V is f16 (docs/gemma-architecture.md, "Flash attention"). With Q8_0
+  // activations downstream, the f16 vs f32 difference here would flip quantization roundings and
+  // move next-token log-probabilities by several 1e-2 on synthetic models; matching it keeps us
+  // within the oracle's bound.
   std::vector<uint16_t> v_acc(D);
   for (int i = 0; i < n_q; ++i) {
     const int p1 = pos0 + i;

@@ -1,6 +1,7 @@
 // Model-agnostic transformer ops, scalar and written to match llama.cpp's CPU backend
-// (spec §3.1, §3.5). One file per concern: ops/rmsnorm.cpp, ops/rope.cpp, ops/gelu.cpp,
-// ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp. Optimized kernels are tested against these.
+// (docs/gemma-architecture.md, "Primitive ops" and "CPU backend numerics"). One file per concern:
+// ops/rmsnorm.cpp, ops/rope.cpp, ops/gelu.cpp, ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp.
+// Optimized kernels are tested against these.
 #pragma once
 
 #include <cstdint>

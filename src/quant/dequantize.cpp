@@ -1,5 +1,5 @@
 // dequantize_row: every block format a Gemma GGUF may hold -> f32, with llama.cpp's
-// dequantize_row_* arithmetic (spec §2.2, §2.3).
+// dequantize_row_* arithmetic (docs/gguf.md, "Legacy blocks" and "K-quants").
 #include <cstring>
 
 #include "quant/quant.h"

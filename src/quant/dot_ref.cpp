@@ -1,6 +1,7 @@
-// Reference dot products, bit-exact with llama.cpp's generic C vec_dot functions (spec §2.4):
-// integers wherever llama.cpp uses integers (their order is free), and its exact f32 operation
-// order wherever it uses floats. Fast kernels are tested against these.
+// Reference dot products, bit-exact with llama.cpp's generic C vec_dot functions (docs/gguf.md,
+// "Quantized matmul in llama.cpp's CPU backend"): integers wherever llama.cpp uses integers (their
+// order is free), and its exact f32 operation order wherever it uses floats. Fast kernels are
+// tested against these.
 #include <cassert>
 #include <cstring>
 #include <limits>

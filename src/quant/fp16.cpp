@@ -1,6 +1,6 @@
-// Half-precision conversions with ggml's semantics (spec §2.1). Written on the bits rather than
-// with ggml's float-arithmetic trick so the result cannot depend on the FPU's rounding mode or
-// on a compiler's contraction choices; the outputs are the same for every input.
+// Half-precision conversions with ggml's semantics (docs/gguf.md, "Float types"). Written on the
+// bits rather than with ggml's float-arithmetic trick so the result cannot depend on the FPU's
+// rounding mode or on a compiler's contraction choices; the outputs are the same for every input.
 #include "quant/quant.h"
 
 namespace lf {

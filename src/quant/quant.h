@@ -1,5 +1,5 @@
 // Block formats and their scalar reference arithmetic, bit-exact with llama.cpp's generic C
-// definitions (spec §2). Fast kernels elsewhere are tested against these.
+// definitions (docs/gguf.md, "Block formats"). Fast kernels elsewhere are tested against these.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace lf {
 
-// --- float formats (spec §2.1) ---
+// --- float formats (docs/gguf.md, "Float types") ---
 // An f32's bits and back (std::bit_cast is missing from Emscripten 3.1.6's libc++).
 inline uint32_t f32_bits(float f) {
   uint32_t u;
@@ -54,7 +54,7 @@ static_assert(sizeof(block_q5_K) == 176);
 static_assert(sizeof(block_q6_K) == 210);
 static_assert(sizeof(block_q8_K) == 292);
 
-// ADDED: Q8_1, the activation format of Q4_1/Q5_1 dots (compute-only, never in files).
+// Q8_1, the activation format of Q4_1/Q5_1 dots (compute-only, never in files).
 constexpr int QK8_1 = 32;
 #pragma pack(push, 1)
 struct block_q8_1 { uint16_t d; uint16_t s; int8_t qs[QK8_1]; };  // s = f16(d·Σqs), d un-rounded
@@ -69,10 +69,11 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t n);
 void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);  // also used for activations
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);  // activations for K-quant dots
-void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);  // ADDED: activations for Q4_1/Q5_1 dots
+void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);  // activations for Q4_1/Q5_1 dots
 
 // --- dot products: weight row (type) · activation row already converted to vec_dot_type(type) ---
-// llama.cpp converts the f32 activation to the weight's vec_dot type first (spec §2.4).
+// llama.cpp converts the f32 activation to the weight's vec_dot type first (docs/gguf.md,
+// "Quantized matmul in llama.cpp's CPU backend").
 GgmlType vec_dot_type(GgmlType weight_type);  // Q4_0/Q5_0/Q8_0 -> Q8_0, K-quants -> Q8_K, F16 -> F16, ...
 // Bytes needed to hold n activation values converted to vec_dot_type(weight_type).
 uint64_t activation_row_bytes(GgmlType weight_type, int64_t n);

@@ -1,5 +1,6 @@
-// Reference quantizers with llama.cpp's exact rounding (spec §2.2, §2.4): Q4_0 to write weight
-// files, Q8_0 / Q8_1 / Q8_K to turn an f32 activation row into a dot's right-hand side.
+// Reference quantizers with llama.cpp's exact rounding (docs/gguf.md, "Reference quantizers" and
+// "Activation quantization"): Q4_0 to write weight files, Q8_0 / Q8_1 / Q8_K to turn an f32
+// activation row into a dot's right-hand side.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

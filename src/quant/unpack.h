@@ -1,6 +1,7 @@
-// Block -> small integers: the bit-unpacking shared by dequantization and the reference dots,
-// so both read the packed formats (spec §2.2, §2.3) through one definition. The float formulas
-// stay with their callers because llama.cpp associates them differently in each place.
+// Block -> small integers: the bit-unpacking shared by dequantization and the reference dots, so
+// both read the packed formats (docs/gguf.md, "Legacy blocks" and "K-quants") through one
+// definition. The float formulas stay with their callers because llama.cpp associates them
+// differently in each place.
 #pragma once
 
 #include <cstdint>

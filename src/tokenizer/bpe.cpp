@@ -1,4 +1,4 @@
-// Gemma 4 BPE (spec §6.2; llama.cpp's llm_tokenizer_bpe_session with the "gemma4"
+// Gemma 4 BPE (docs/tokenizer.md, "Gemma 4 BPE"; llama.cpp's llm_tokenizer_bpe_session with the "gemma4"
 // pre-tokenizer): spaces are already "▁"; the text is cut into runs of "\n" and runs of
 // anything else, and each run is merged pair by pair, lowest merge rank first (ties: leftmost),
 // over linked UTF-8 characters with a priority queue: O(n log n) per run.

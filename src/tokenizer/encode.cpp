@@ -1,4 +1,4 @@
-// Text -> ids, the part both Gemma tokenizers share (spec §6.1, llama.cpp's
+// Text -> ids, the part both Gemma tokenizers share (docs/tokenizer.md, "Special tokens and BOS", llama.cpp's
 // llama_vocab::impl::tokenize): special-token partitioning, BOS, spaces as "▁", then each raw
 // fragment through the vocabulary's own algorithm (tokenizer/bpe.cpp / tokenizer/spm.cpp).
 #include <cstdint>

@@ -1,9 +1,10 @@
-// Special-token partitioning (spec §6.1, llama.cpp's tokenizer_st_partition): before any
-// merging, every literal occurrence of a control, user-defined or unknown token's text becomes
-// that token. llama.cpp takes the tokens one at a time, longest text first, and splits every
-// remaining raw fragment at each occurrence, left to right; we do the same, so overlaps resolve
-// the same way. A byte trie over the special texts first finds which of them occur in the input
-// at all, so the thousands of <unusedN> tokens cost nothing on ordinary text.
+// Special-token partitioning (docs/tokenizer.md, "Special tokens and BOS", llama.cpp's
+// tokenizer_st_partition): before any merging, every literal occurrence of a control, user-defined
+// or unknown token's text becomes that token. llama.cpp takes the tokens one at a time, longest
+// text first, and splits every remaining raw fragment at each occurrence, left to right; we do the
+// same, so overlaps resolve the same way. A byte trie over the special texts first finds which of
+// them occur in the input at all, so the thousands of <unusedN> tokens cost nothing on ordinary
+// text.
 #include <algorithm>
 
 #include "tokenizer/tokenizer.h"

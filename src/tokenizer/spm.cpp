@@ -1,11 +1,12 @@
-// Gemma 3 SentencePiece merging (spec §6.3; llama.cpp's llm_tokenizer_spm_session): no
-// pre-split; adjacent symbols whose concatenation is a vocabulary token are queued with that
-// token's score, the highest score merges first (ties: leftmost), O(n log n) per fragment.
+// Gemma 3 SentencePiece merging (docs/tokenizer.md, "Gemma 3 SentencePiece"; llama.cpp's
+// llm_tokenizer_spm_session): no pre-split; adjacent symbols whose concatenation is a vocabulary
+// token are queued with that token's score, the highest score merges first (ties: leftmost), O(n
+// log n) per fragment.
 //
-// Spec §6.3 also describes re-segmenting an unknown merged symbol through its recorded halves.
-// In llama.cpp that branch can never run: a pair is only ever merged when its text is a token,
-// so every final symbol is either a token or a single character that was never merged. What is
-// left is the byte fallback, which is an error when a byte has no token.
+// docs/tokenizer.md, "Gemma 3 SentencePiece", also describes re-segmenting an unknown merged symbol
+// through its recorded halves. In llama.cpp that branch can never run: a pair is only ever merged
+// when its text is a token, so every final symbol is either a token or a single character that was
+// never merged. What is left is the byte fallback, which is an error when a byte has no token.
 #include <algorithm>
 #include <queue>
 #include <string>

@@ -1,8 +1,8 @@
 // The Gemma tokenizer, built from a GGUF vocabulary and matching llama.cpp token for token
-// (spec §5.4, §6): "gemma4" vocabularies run SentencePiece-style BPE over merge ranks, "llama"
-// (Gemma 3) vocabularies run SentencePiece score merging. Where the spec and llama.cpp differ,
-// llama.cpp wins: its load-time token attribute fix-ups and its detokenizer's space clean-up
-// for BPE vocabularies are reproduced on purpose.
+// (docs/gguf.md, "Tokenizer keys"; docs/tokenizer.md): "gemma4" vocabularies run
+// SentencePiece-style BPE over merge ranks, "llama" (Gemma 3) vocabularies run SentencePiece score
+// merging. Where the spec and llama.cpp differ, llama.cpp wins: its load-time token attribute
+// fix-ups and its detokenizer's space clean-up for BPE vocabularies are reproduced on purpose.
 //
 // Example:
 //   lf::Tokenizer tok;
@@ -35,14 +35,14 @@ constexpr uint32_t user_defined = 1u << 4;
 constexpr uint32_t byte = 1u << 5;
 }  // namespace token_attr
 
-// GGUF tokenizer.ggml.token_type codes (spec §5.4).
+// GGUF tokenizer.ggml.token_type codes (docs/gguf.md, "Tokenizer keys").
 enum class TokenType : int32_t {
   undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
 };
 
 enum class TokenizerModel {
-  gemma4_bpe,  // tokenizer.ggml.model "gemma4": merges by rank (spec §6.2)
-  spm,         // tokenizer.ggml.model "llama": bigrams by score (spec §6.3)
+  gemma4_bpe,  // tokenizer.ggml.model "gemma4": merges by rank (docs/tokenizer.md, "Gemma 4 BPE")
+  spm,         // tokenizer.ggml.model "llama": bigrams by score (docs/tokenizer.md, "Gemma 3 SentencePiece")
 };
 
 // Exact-text lookup from strings to int32 values over its own copy of the keys: one arena, one
@@ -72,16 +72,18 @@ class TextIndex {
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.* (spec §5.4). Errors name the key: unknown model, missing tokens,
-  // missing merges (gemma4), arrays of the wrong type or shorter than the vocabulary, duplicate
-  // token texts, special ids of the wrong GGUF type, a gemma4 vocabulary without a BOS id.
+  // Reads tokenizer.ggml.* (docs/gguf.md, "Tokenizer keys"). Errors name the key: unknown model,
+  // missing tokens, missing merges (gemma4), arrays of the wrong type or shorter than the
+  // vocabulary, duplicate token texts, special ids of the wrong GGUF type, a gemma4 vocabulary
+  // without a BOS id.
   static Status from_gguf(const GgufFile& file, Tokenizer* out);
 
   // text (UTF-8 bytes) -> ids, appended to *out. add_bos adds the special tokens the vocabulary
-  // asks for (add_bos_token, forced on for gemma4; add_eos_token), as llama.cpp's add_special
-  // does. parse_special matches control and unknown token texts in the input (user-defined
-  // ones are always matched; spec §6.1). Errors: a Gemma 3 byte with no byte token
-  // (Code::not_found), a gemma4 input byte sequence beyond U+10FFFF (Code::invalid_argument).
+  // asks for (add_bos_token, forced on for gemma4; add_eos_token), as llama.cpp's add_special does.
+  // parse_special matches control and unknown token texts in the input (user-defined ones are
+  // always matched; docs/tokenizer.md, "Special tokens and BOS"). Errors: a Gemma 3 byte with no
+  // byte token (Code::not_found), a gemma4 input byte sequence beyond U+10FFFF
+  // (Code::invalid_argument).
   Status tokenize(std::string_view text, bool add_bos, bool parse_special,
                   std::vector<int32_t>* out) const;
 

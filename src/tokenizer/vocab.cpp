@@ -1,6 +1,7 @@
-// Loading a Tokenizer from tokenizer.ggml.* (spec §5.4), with the defaults and type checks of
-// llama.cpp's llama_vocab::impl::load, and the token attribute fix-ups it applies after reading
-// the token types (they decide which texts are special, so tokenization depends on them).
+// Loading a Tokenizer from tokenizer.ggml.* (docs/gguf.md, "Tokenizer keys"), with the defaults and
+// type checks of llama.cpp's llama_vocab::impl::load, and the token attribute fix-ups it applies
+// after reading the token types (they decide which texts are special, so tokenization depends on
+// them).
 #include <algorithm>
 #include <initializer_list>
 #include <string>
@@ -169,7 +170,7 @@ Status Tokenizer::from_gguf(const GgufFile& file, Tokenizer* out) {
 
   const int32_t n = static_cast<int32_t>(n_vocab);
   // SentencePiece defaults of llama.cpp (bos 1, eos 2, unk 0): wrong for Gemma, which is why
-  // Gemma files carry the keys (spec §5.4).
+  // Gemma files carry the keys (docs/gguf.md, "Tokenizer keys").
   t.bos_ = bpe ? -1 : 1;
   t.eos_ = bpe ? -1 : 2;
   LF_RETURN_IF_ERROR(read_token_id(file, "tokenizer.ggml.bos_token_id", n, &t.bos_));

@@ -1,6 +1,6 @@
-// GGUF reader against hand-assembled bytes (spec §1): each broken file must fail with its own
-// code and message, every prefix of a valid file must ask for more or fail cleanly, and the
-// JSON export must keep exact integers and spell non-finite floats.
+// GGUF reader against hand-assembled bytes (docs/gguf.md, "Container"): each broken file must fail
+// with its own code and message, every prefix of a valid file must ask for more or fail cleanly,
+// and the JSON export must keep exact integers and spell non-finite floats.
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // GGUF writer: byte-exact against the spec's worked example, round trips through the reader for
-// every value type, and tensor data landing at hand-computed offsets (spec §1.5, §1.8).
+// every value type, and tensor data landing at hand-computed offsets (docs/gguf.md, "Alignment and data").
 #include <catch2/catch.hpp>
 
 #include <cstdio>

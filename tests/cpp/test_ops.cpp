@@ -1,4 +1,5 @@
-// Ops against hand-derived values and brute force (spec §3.1, §3.5).
+// Ops against hand-derived values and brute force (docs/gemma-architecture.md, "Primitive ops" and
+// "CPU backend numerics").
 #include <catch2/catch.hpp>
 
 #include <cmath>

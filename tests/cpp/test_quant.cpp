@@ -1,5 +1,6 @@
 // Block formats: hand-made blocks whose values are worked out here from the spec's formulas
-// (spec §2.2, §2.3), and the reference quantizers' rounding (spec §2.2, §2.4).
+// (docs/gguf.md, "Legacy blocks" and "K-quants"), and the reference quantizers' rounding
+// (docs/gguf.md, "Reference quantizers" and "Activation quantization").
 #include <catch2/catch.hpp>
 
 #include <algorithm>

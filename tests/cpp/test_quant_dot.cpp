@@ -1,6 +1,6 @@
-// Reference dot products (spec §2.4): every weight type against a double-precision sum of
-// dequantized products, and bit-exact against integer references written here in llama.cpp's
-// own loop shape.
+// Reference dot products (docs/gguf.md, "Quantized matmul in llama.cpp's CPU backend"): every
+// weight type against a double-precision sum of dequantized products, and bit-exact against integer
+// references written here in llama.cpp's own loop shape.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -165,7 +165,7 @@ std::vector<double> activation_values(GgmlType act_type, const std::vector<uint8
   return v;
 }
 
-// Q4_1/Q5_1 dots take Σa of a block from the f16 field s (spec §2.2), not from the quantized
+// Q4_1/Q5_1 dots take Σa of a block from the f16 field s (docs/gguf.md, "Q8_1"), not from the quantized
 // values: the exact value llama.cpp computes is Σ w·a + Σ_blocks m·(s − Σa).
 double q8_1_min_correction(GgmlType weight_type, const std::vector<uint8_t>& w, const std::vector<uint8_t>& a,
                            const std::vector<double>& a_values, int64_t n) {

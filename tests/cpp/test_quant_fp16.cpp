@@ -1,4 +1,4 @@
-// fp16 / bf16 conversions against hand-picked bit patterns (spec §2.1).
+// fp16 / bf16 conversions against hand-picked bit patterns (docs/gguf.md, "Float types").
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Tokenizer on small in-memory vocabularies, every expected id derived by hand from spec §6 and
+// Tokenizer on small in-memory vocabularies, every expected id derived by hand from docs/tokenizer.md and
 // llama.cpp's llama-vocab.cpp: BPE merge order and ties, newline runs, byte fallback, special
 // tokens, SentencePiece scores and prefix space, detokenization and load errors.
 #include <catch2/catch.hpp>

@@ -46,7 +46,8 @@ void write_arch_metadata(const ModelConfig& c, GgufWriter& w) {
     w.set_u32(a + "attention.value_length", c.head_dim_global);
     w.set_u32(a + "attention.key_length_swa", c.head_dim_swa);
     w.set_u32(a + "attention.value_length_swa", c.head_dim_swa);
-    // Global layers rotate the full head dim and let rope_freqs switch pairs off (spec §3.2).
+    // Global layers rotate the full head dim and let rope_freqs switch pairs off
+    // (docs/gemma-architecture.md, "Proportional RoPE").
     w.set_u32(a + "rope.dimension_count", c.head_dim_global);
     // llama.cpp defaults this to rope.dimension_count, not the sliding head dim: always write it.
     w.set_u32(a + "rope.dimension_count_swa", c.head_dim_swa);

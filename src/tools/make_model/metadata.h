@@ -1,5 +1,5 @@
-// GGUF key/value section of a synthetic model: architecture keys (spec §5.2, §5.3) and the
-// tokenizer section (spec §5.4).
+// GGUF key/value section of a synthetic model: architecture keys (docs/gguf.md, "gemma4 keys" and
+// "gemma3 keys") and the tokenizer section (docs/gguf.md, "Tokenizer keys").
 #pragma once
 
 #include "gguf/gguf_writer.h"

@@ -87,7 +87,7 @@ Status build_synthetic_vocab(uint32_t n_vocab, Vocab* out) {
   v.bos = 2;
   v.unk = 3;
 
-  // Newline runs are whole tokens in Gemma 4's pre-tokenizer (spec §6.2 step 3).
+  // Newline runs are whole tokens in Gemma 4's pre-tokenizer (docs/tokenizer.md, "Gemma 4 BPE", step 3).
   for (std::string run = "\n"; run.size() <= 8; run += "\n") b.add(run, kNormal);
   for (int byte = 0; byte < 256; ++byte) {
     char name[8];

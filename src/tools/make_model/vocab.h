@@ -1,5 +1,6 @@
-// Token tables for the tokenizer section (spec §5.4, §6): a synthetic English-ish vocabulary
-// whose words are reachable through merges, or the real Gemma vocabulary from tokenizer.json.
+// Token tables for the tokenizer section (docs/gguf.md, "Tokenizer keys"; docs/tokenizer.md): a
+// synthetic English-ish vocabulary whose words are reachable through merges, or the real Gemma
+// vocabulary from tokenizer.json.
 #pragma once
 
 #include <cstdint>

@@ -150,11 +150,12 @@ class TensorAdder {
 }  // namespace
 
 // With a tied embedding E (rows of norm ~1) the logit of token t is E_t · (x̂ ⊙ g), where x̂ has
-// norm sqrt(n_embd). An unrelated token then scores ~N(0, g²), while the last prompt token,
-// whose embedding still dominates the residual stream, scores ~g·sqrt(n_embd)·cos. With g near 1
-// that is ~sqrt(n_embd) standard deviations and the distribution collapses onto the last token
-// (spec §8.2). g = 4/sqrt(n_embd) caps that advantage at a few nats for every n_embd, leaving a
-// flat but informative distribution whose ranking still depends on every layer.
+// norm sqrt(n_embd). An unrelated token then scores ~N(0, g²), while the last prompt token, whose
+// embedding still dominates the residual stream, scores ~g·sqrt(n_embd)·cos. With g near 1 that is
+// ~sqrt(n_embd) standard deviations and the distribution collapses onto the last token
+// (docs/gguf.md, "Synthetic files in llama.cpp"). g = 4/sqrt(n_embd) caps that advantage at a few
+// nats for every n_embd, leaving a flat but informative distribution whose ranking still depends on
+// every layer.
 float default_output_norm_gain(const ModelConfig& cfg) { return 4.0f / std::sqrt(static_cast<float>(cfg.n_embd)); }
 
 Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w) {
@@ -166,7 +167,7 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
   LF_RETURN_IF_ERROR(t.matrix("token_embd.weight", n_embd, n_vocab, 1.0f / std::sqrt(static_cast<float>(n_embd))));
   if (c.arch == Arch::gemma4 && c.has_global_layer()) {
     // rope_freqs [head_dim_global/2]: pairs past the rotated fraction get an angle divisor of
-    // 1e30, i.e. no rotation (spec §3.2, proportional RoPE).
+    // 1e30, i.e. no rotation (docs/gemma-architecture.md, "Proportional RoPE").
     const int64_t n_pairs = c.head_dim_global / 2;
     const int64_t rotated = static_cast<int64_t>(static_cast<float>(c.head_dim_global) * c.partial_rotary / 2);
     LF_RETURN_IF_ERROR(t.vector_f32("rope_freqs.weight", n_pairs,
@@ -201,7 +202,8 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
     LF_RETURN_IF_ERROR(t.linear(p + "ffn_down.weight", c.n_ff, n_embd));
     LF_RETURN_IF_ERROR(t.norm(p + "post_ffw_norm.weight", n_embd));
     if (c.arch == Arch::gemma4 && c.layer_output_scale) {
-      // Values away from 1.0 so an engine that ignores the scale is caught (spec §8.2).
+      // Values away from 1.0 so an engine that ignores the scale is caught (docs/gguf.md,
+      // "Synthetic files in llama.cpp").
       LF_RETURN_IF_ERROR(t.vector_f32(p + "layer_output_scale.weight", 1,
                                       [](const Stream& s, uint64_t i) { return 0.5f + s.uniform(i); }));
     }

@@ -1,0 +1,191 @@
+// The kernels' vector operations as portable scalar loops, lane by lane: the twin the SIMD
+// backends must equal bit for bit (kernels/simd.h says the contract).
+// Included by kernels/simd.h only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace lf::simd {
+
+inline constexpr const char* kIsa = "scalar";
+struct I8x16 { int8_t v[16]; };
+struct I16x8 { int16_t v[8]; };
+struct I32x4 { int32_t v[4]; };
+struct F32x4 { float v[4]; };
+
+inline I8x16 load_i8x16(const void* p) {
+  I8x16 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline I16x8 widen_half(I8x16 a, int first) {
+  I16x8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = a.v[first + i];
+  return r;
+}
+inline I16x8 widen_lo(I8x16 a) { return widen_half(a, 0); }
+inline I16x8 widen_hi(I8x16 a) { return widen_half(a, 8); }
+inline I8x16 nibbles_minus_8(I8x16 p, int shift) {
+  I8x16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = static_cast<int8_t>(((static_cast<uint8_t>(p.v[i]) >> shift) & 0x0F) - 8);
+  return r;
+}
+inline I8x16 low_nibbles_minus_8(I8x16 p) { return nibbles_minus_8(p, 0); }
+inline I8x16 high_nibbles_minus_8(I8x16 p) { return nibbles_minus_8(p, 4); }
+inline I32x4 dot_pairs(I16x8 a, I16x8 b) {
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = a.v[2 * i] * b.v[2 * i] + a.v[2 * i + 1] * b.v[2 * i + 1];
+  return r;
+}
+// wrapping, as the vector instructions are
+inline I32x4 add(I32x4 a, I32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] = static_cast<int32_t>(static_cast<uint32_t>(a.v[i]) + static_cast<uint32_t>(b.v[i]));
+  return a;
+}
+inline I16x8 mul(I16x8 a, I16x8 b) {
+  for (int i = 0; i < 8; ++i) a.v[i] = static_cast<int16_t>(a.v[i] * b.v[i]);
+  return a;
+}
+inline I16x8 add(I16x8 a, I16x8 b) {
+  for (int i = 0; i < 8; ++i) a.v[i] = static_cast<int16_t>(a.v[i] + b.v[i]);
+  return a;
+}
+inline I16x8 splat_i16(int16_t s) {
+  I16x8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = s;
+  return r;
+}
+inline I32x4 mul_widen(I16x8 a, I16x8 s, int first) {
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = a.v[first + i] * s.v[first + i];
+  return r;
+}
+inline I32x4 mul_widen_lo(I16x8 a, I16x8 s) { return mul_widen(a, s, 0); }
+inline I32x4 mul_widen_hi(I16x8 a, I16x8 s) { return mul_widen(a, s, 4); }
+inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
+  const I32x4* in[4] = {&a, &b, &c, &d};
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = in[i]->v[0] + in[i]->v[1] + in[i]->v[2] + in[i]->v[3];
+  return r;
+}
+inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {{a, b, c, d}}; }
+inline I32x4 load_i32x4(const int32_t* p) {
+  I32x4 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline void store_i32(int32_t* p, I32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
+inline F32x4 finite_halves_to_f32(I32x4 h) {
+  F32x4 r;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t magnitude_bits = static_cast<uint32_t>(h.v[i] & 0x7FFF) << 13;
+    std::memcpy(&r.v[i], &magnitude_bits, sizeof(float));
+    r.v[i] *= 0x1p112f;
+    uint32_t bits;
+    std::memcpy(&bits, &r.v[i], sizeof bits);
+    bits |= static_cast<uint32_t>(h.v[i] & 0x8000) << 16;
+    std::memcpy(&r.v[i], &bits, sizeof bits);
+  }
+  return r;
+}
+inline F32x4 to_f32(I32x4 a) {
+  F32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = static_cast<float>(a.v[i]);
+  return r;
+}
+inline F32x4 make(float a, float b, float c, float d) { return {{a, b, c, d}}; }
+inline F32x4 splat(float f) { return make(f, f, f, f); }
+inline F32x4 mul(F32x4 a, F32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] *= b.v[i];
+  return a;
+}
+inline F32x4 add(F32x4 a, F32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] += b.v[i];
+  return a;
+}
+inline F32x4 load_f32x4(const float* p) {
+  F32x4 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline void store(float* p, F32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
+
+// For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from
+// memory, sign-extended to int32, and int32 negation.
+inline I16x8 load_i16x8(const void* p) {
+  I16x8 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+inline I32x4 widen_i16_half(I16x8 a, int first) {
+  I32x4 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = a.v[first + i];
+  return r;
+}
+inline I32x4 widen_lo(I16x8 a) { return widen_i16_half(a, 0); }
+inline I32x4 widen_hi(I16x8 a) { return widen_i16_half(a, 4); }
+inline I32x4 neg(I32x4 a) {
+  for (int i = 0; i < 4; ++i) a.v[i] = -a.v[i];
+  return a;
+}
+
+// For the GEMV (decode) path of kernels/gemm_q4_0_q8_0.cpp: blocks split into their even
+// and odd elements as int16 by shifts and masks inside 16-bit lanes (no byte widening), and the
+// f16 scales of 4 rows gathered and converted for every f16 value, infinities and NaNs included.
+//   nibbles_even_odd: packed Q4_0 quants [16] -> unsigned q [4][8] of elements 0,2..14 | 1,3..15
+//                     | 16,18..30 | 17,19..31 (low nibbles are elements 0-15, high ones 16-31)
+//   bytes_even_odd:   int8 [16] -> int16 elements 0,2..14 and 1,3..15
+inline void nibbles_even_odd(I8x16 p, I16x8 q[4]) {
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t lo = static_cast<uint8_t>(p.v[2 * i]), hi = static_cast<uint8_t>(p.v[2 * i + 1]);
+    q[0].v[i] = lo & 0x0F;
+    q[1].v[i] = hi & 0x0F;
+    q[2].v[i] = lo >> 4;
+    q[3].v[i] = hi >> 4;
+  }
+}
+inline void bytes_even_odd(I8x16 b, I16x8* even, I16x8* odd) {
+  for (int i = 0; i < 8; ++i) {
+    even->v[i] = b.v[2 * i];
+    odd->v[i] = b.v[2 * i + 1];
+  }
+}
+inline I32x4 sub(I32x4 a, I32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] -= b.v[i];
+  return a;
+}
+inline I32x4 load_halves(const uint16_t* p0, const uint16_t* p1, const uint16_t* p2, const uint16_t* p3) {
+  return make_i32(*p0, *p1, *p2, *p3);
+}
+inline F32x4 halves_to_f32(I32x4 h) {
+  F32x4 r = finite_halves_to_f32(h);
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(h.v[i] & 0x7FFF) << 13;
+    uint32_t f;
+    std::memcpy(&f, &r.v[i], sizeof f);
+    if (bits > 0x0F7FFFFFu) f |= 0x7F800000u;
+    if (bits > 0x0F800000u) f |= 0x00400000u;
+    std::memcpy(&r.v[i], &f, sizeof f);
+  }
+  return r;
+}
+
+// For the feature-major kernel: packed bytes [16] -> their low or high nibbles
+// (unsigned, in bytes), and unsigned bytes zero-extended to int16.
+inline I8x16 nibbles(I8x16 p, int shift) {
+  I8x16 r;
+  for (int i = 0; i < 16; ++i) r.v[i] = static_cast<int8_t>((static_cast<uint8_t>(p.v[i]) >> shift) & 0x0F);
+  return r;
+}
+inline I8x16 low_nibbles(I8x16 p) { return nibbles(p, 0); }
+inline I8x16 high_nibbles(I8x16 p) { return nibbles(p, 4); }
+inline I16x8 widen_u8_half(I8x16 a, int first) {
+  I16x8 r;
+  for (int i = 0; i < 8; ++i) r.v[i] = static_cast<uint8_t>(a.v[first + i]);
+  return r;
+}
+inline I16x8 widen_lo_u8(I8x16 a) { return widen_u8_half(a, 0); }
+inline I16x8 widen_hi_u8(I8x16 a) { return widen_u8_half(a, 8); }
+
+}  // namespace lf::simd

@@ -1,0 +1,114 @@
+// The kernels' vector operations in SSE2, on every x86-64 (kernels/simd.h says the contract).
+// Included by kernels/simd.h only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <emmintrin.h>
+
+namespace lf::simd {
+
+inline constexpr const char* kIsa = "sse2";
+struct I8x16 { __m128i v; };
+struct I16x8 { __m128i v; };
+struct I32x4 { __m128i v; };
+struct F32x4 { __m128 v; };
+
+inline I8x16 load_i8x16(const void* p) { return {_mm_loadu_si128(static_cast<const __m128i*>(p))}; }
+// Each byte paired with itself, then an arithmetic shift keeps the sign-extended copy.
+inline I16x8 widen_lo(I8x16 a) { return {_mm_srai_epi16(_mm_unpacklo_epi8(a.v, a.v), 8)}; }
+inline I16x8 widen_hi(I8x16 a) { return {_mm_srai_epi16(_mm_unpackhi_epi8(a.v, a.v), 8)}; }
+inline I8x16 low_nibbles_minus_8(I8x16 p) {
+  return {_mm_sub_epi8(_mm_and_si128(p.v, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8))};
+}
+// SSE2 has no 8-bit shift: shift 16-bit lanes and mask off the neighbour's bits.
+inline I8x16 high_nibbles_minus_8(I8x16 p) {
+  return {_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(p.v, 4), _mm_set1_epi8(0x0F)), _mm_set1_epi8(8))};
+}
+inline I32x4 dot_pairs(I16x8 a, I16x8 b) { return {_mm_madd_epi16(a.v, b.v)}; }
+inline I32x4 add(I32x4 a, I32x4 b) { return {_mm_add_epi32(a.v, b.v)}; }
+inline I16x8 mul(I16x8 a, I16x8 b) { return {_mm_mullo_epi16(a.v, b.v)}; }
+inline I16x8 add(I16x8 a, I16x8 b) { return {_mm_add_epi16(a.v, b.v)}; }
+inline I16x8 splat_i16(int16_t s) { return {_mm_set1_epi16(s)}; }
+// Each lane paired with a zero, so the pairwise multiply-add by the splat s is a plain product.
+inline I32x4 mul_widen_lo(I16x8 a, I16x8 s) { return {_mm_madd_epi16(_mm_unpacklo_epi16(a.v, _mm_setzero_si128()), s.v)}; }
+inline I32x4 mul_widen_hi(I16x8 a, I16x8 s) { return {_mm_madd_epi16(_mm_unpackhi_epi16(a.v, _mm_setzero_si128()), s.v)}; }
+inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
+  const __m128i ab = _mm_add_epi32(_mm_unpacklo_epi32(a.v, b.v), _mm_unpackhi_epi32(a.v, b.v));
+  const __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(c.v, d.v), _mm_unpackhi_epi32(c.v, d.v));
+  return {_mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd))};
+}
+inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {_mm_setr_epi32(a, b, c, d)}; }
+inline I32x4 load_i32x4(const int32_t* p) { return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))}; }
+inline void store_i32(int32_t* p, I32x4 a) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), a.v); }
+inline F32x4 finite_halves_to_f32(I32x4 h) {
+  const __m128i bits = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x7FFF)), 13);
+  const __m128i normal = _mm_add_epi32(bits, _mm_set1_epi32(112 << 23));
+  const __m128 subnormal =
+      _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(bits, _mm_set1_epi32(113 << 23))), _mm_set1_ps(0x1p-14f));
+  const __m128i is_subnormal = _mm_cmplt_epi32(bits, _mm_set1_epi32(1 << 23));
+  const __m128i sign = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x8000)), 16);
+  const __m128i value = _mm_or_si128(_mm_and_si128(is_subnormal, _mm_castps_si128(subnormal)),
+                                     _mm_andnot_si128(is_subnormal, normal));
+  return {_mm_castsi128_ps(_mm_or_si128(value, sign))};
+}
+inline F32x4 to_f32(I32x4 a) { return {_mm_cvtepi32_ps(a.v)}; }
+inline F32x4 splat(float f) { return {_mm_set1_ps(f)}; }
+inline F32x4 make(float a, float b, float c, float d) { return {_mm_setr_ps(a, b, c, d)}; }
+inline F32x4 mul(F32x4 a, F32x4 b) { return {_mm_mul_ps(a.v, b.v)}; }
+inline F32x4 add(F32x4 a, F32x4 b) { return {_mm_add_ps(a.v, b.v)}; }
+inline F32x4 load_f32x4(const float* p) { return {_mm_loadu_ps(p)}; }
+inline void store(float* p, F32x4 a) { _mm_storeu_ps(p, a.v); }
+
+// For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from
+// memory, sign-extended to int32, and int32 negation.
+inline I16x8 load_i16x8(const void* p) { return {_mm_loadu_si128(static_cast<const __m128i*>(p))}; }
+inline I32x4 widen_lo(I16x8 a) { return {_mm_srai_epi32(_mm_unpacklo_epi16(a.v, a.v), 16)}; }
+inline I32x4 widen_hi(I16x8 a) { return {_mm_srai_epi32(_mm_unpackhi_epi16(a.v, a.v), 16)}; }
+inline I32x4 neg(I32x4 a) { return {_mm_sub_epi32(_mm_setzero_si128(), a.v)}; }
+
+// For the GEMV (decode) path of kernels/gemm_q4_0_q8_0.cpp: blocks split into their even
+// and odd elements as int16 by shifts and masks inside 16-bit lanes (no byte widening), and the
+// f16 scales of 4 rows gathered and converted for every f16 value, infinities and NaNs included.
+//   nibbles_even_odd: packed Q4_0 quants [16] -> unsigned q [4][8] of elements 0,2..14 | 1,3..15
+//                     | 16,18..30 | 17,19..31 (low nibbles are elements 0-15, high ones 16-31)
+//   bytes_even_odd:   int8 [16] -> int16 elements 0,2..14 and 1,3..15
+inline void nibbles_even_odd(I8x16 p, I16x8 q[4]) {
+  const __m128i mask = _mm_set1_epi16(0x000F);
+  q[0] = {_mm_and_si128(p.v, mask)};
+  q[1] = {_mm_and_si128(_mm_srli_epi16(p.v, 8), mask)};
+  q[2] = {_mm_and_si128(_mm_srli_epi16(p.v, 4), mask)};
+  q[3] = {_mm_srli_epi16(p.v, 12)};
+}
+inline void bytes_even_odd(I8x16 b, I16x8* even, I16x8* odd) {
+  *even = {_mm_srai_epi16(_mm_slli_epi16(b.v, 8), 8)};
+  *odd = {_mm_srai_epi16(b.v, 8)};
+}
+inline I32x4 sub(I32x4 a, I32x4 b) { return {_mm_sub_epi32(a.v, b.v)}; }
+inline I32x4 load_halves(const uint16_t* p0, const uint16_t* p1, const uint16_t* p2, const uint16_t* p3) {
+  __m128i v = _mm_insert_epi16(_mm_setzero_si128(), *p0, 0);
+  v = _mm_insert_epi16(v, *p1, 2);
+  v = _mm_insert_epi16(v, *p2, 4);
+  return {_mm_insert_epi16(v, *p3, 6)};
+}
+inline F32x4 halves_to_f32(I32x4 h) {
+  const __m128i exponent_plus_1 = _mm_and_si128(_mm_add_epi32(h.v, _mm_set1_epi32(0x0400)), _mm_set1_epi32(0x7800));
+  if (_mm_movemask_epi8(_mm_cmpeq_epi32(exponent_plus_1, _mm_setzero_si128())) == 0) {
+    const __m128i moved = _mm_and_si128(_mm_srai_epi32(_mm_slli_epi32(h.v, 16), 3), _mm_set1_epi32(static_cast<int32_t>(0x8FFFE000u)));
+    return {_mm_castsi128_ps(_mm_add_epi32(moved, _mm_set1_epi32(112 << 23)))};
+  }
+  const __m128i bits = _mm_slli_epi32(_mm_and_si128(h.v, _mm_set1_epi32(0x7FFF)), 13);
+  const __m128i inf = _mm_and_si128(_mm_cmpgt_epi32(bits, _mm_set1_epi32(0x0F7FFFFF)), _mm_set1_epi32(0x7F800000));
+  const __m128i quiet = _mm_and_si128(_mm_cmpgt_epi32(bits, _mm_set1_epi32(0x0F800000)), _mm_set1_epi32(0x00400000));
+  return {_mm_or_ps(finite_halves_to_f32(h).v, _mm_castsi128_ps(_mm_or_si128(inf, quiet)))};
+}
+
+// For the feature-major kernel: packed bytes [16] -> their low or high nibbles
+// (unsigned, in bytes), and unsigned bytes zero-extended to int16.
+inline I8x16 low_nibbles(I8x16 p) { return {_mm_and_si128(p.v, _mm_set1_epi8(0x0F))}; }
+inline I8x16 high_nibbles(I8x16 p) { return {_mm_and_si128(_mm_srli_epi16(p.v, 4), _mm_set1_epi8(0x0F))}; }
+inline I16x8 widen_lo_u8(I8x16 a) { return {_mm_unpacklo_epi8(a.v, _mm_setzero_si128())}; }
+inline I16x8 widen_hi_u8(I8x16 a) { return {_mm_unpackhi_epi8(a.v, _mm_setzero_si128())}; }
+
+}  // namespace lf::simd
