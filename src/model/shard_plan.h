@@ -9,19 +9,9 @@
 #include "gguf/ggml_type.h"
 #include "model/model_config.h"
 #include "base/status.h"
-#include "layout/weight_view.h"
+#include "layout/unit_major.h"
 
 namespace lf {
-
-// Units of `width` consecutive input columns of a projection, the last one possibly narrower.
-struct ColumnUnits {
-  int n_units = 0;
-  int width = 0;
-  int n_in = 0;  // columns in all
-
-  int64_t begin(int u) const { return static_cast<int64_t>(u) * width; }
-  int64_t end(int u) const { return u + 1 == n_units ? n_in : static_cast<int64_t>(u + 1) * width; }
-};
 
 struct LayerShards {
   // Attention unit u: KV heads [u·kv_per_unit, (u+1)·kv_per_unit) and the query heads reading
@@ -40,13 +30,5 @@ constexpr int kFfnUnitTarget = 32;
 // Column slices must start on a block of the weight's type (32 for Q4_0/Q8_0, 256 for K-quants).
 Status plan_layer_shards(const LayerConfig& layer, GgmlType attn_output_type, GgmlType ffn_down_type,
                          LayerShards* out);
-
-// The unit-major layout of a column-sliced weight (attn_output, ffn_down; docs/threads.md): unit
-// by unit, that unit's columns of every row, [n_out, unit columns], so a unit's partial product
-// streams one contiguous region. Both directions are byte permutations (lossless) between two
-// buffers of W's n_out · row_bytes bytes that must not overlap. W is in the file's layout
-// (unit_cols 0) and says the type and shape; its data is not read.
-void to_unit_major(const WeightView& W, const ColumnUnits& units, const uint8_t* src, uint8_t* dst);
-void from_unit_major(const WeightView& W, const ColumnUnits& units, const uint8_t* src, uint8_t* dst);
 
 }  // namespace lf
