@@ -56,6 +56,36 @@ export interface ObjectSource {
 
 export function openSource(model: ModelLocation, options?: SourceOptions): Promise<ObjectSource>;
 
+/** The model's configuration as the engine reads it from the header. */
+export interface ModelInfo {
+  arch: 'gemma3' | 'gemma4';
+  n_layer: number;
+  n_embd: number;
+  n_vocab: number;
+  /** the context length the model was trained with */
+  n_ctx_train: number;
+  /** the sliding window's positions */
+  n_swa: number;
+  layers: Array<{ sliding: boolean; n_head: number; n_head_kv: number; head_dim: number; n_ff: number }>;
+}
+
+/** A model's GGUF header as read once and shared (Pipeline.header, readModelHeader). */
+export interface ModelHeader {
+  version: number;
+  alignment: number;
+  data_offset: number;
+  file_size: number;
+  /** GGUF key-value pairs, large arrays summarized */
+  metadata: Record<string, unknown>;
+  tensors: Array<{ name: string; type: string; ne: number[]; offset: number; n_bytes: number }>;
+  info: ModelInfo;
+  /** the file's first bytes, enough for the parser: a node opened with this header does not read them again */
+  bytes: Uint8Array;
+}
+
+/** Reads and parses a model's header (no tensor bytes). */
+export function readModelHeader(model: ModelLocation, options?: SourceOptions): Promise<ModelHeader>;
+
 export interface LayerNodeOptions {
   model: ModelLocation;
   /** layers [begin, end); default: all */
@@ -80,6 +110,8 @@ export interface LayerNodeOptions {
   maxTokens?: number;
   /** 'features': ffn_down feature-major, so the top-K gate FFN reads only the kept features (same bytes out) */
   ffnDownLayout?: 'units' | 'features';
+  /** the model's header as read before (readModelHeader, Pipeline.header): not read again */
+  header?: ModelHeader;
 }
 
 export interface ForwardRequest {
@@ -171,6 +203,13 @@ export class LayerNode {
   readonly bytesLoaded: number;
   readonly tokenizer: Tokenizer | null;
   readonly metadata: Record<string, unknown>;
+  readonly modelInfo: ModelInfo;
+  /** positions a session may hold; 0: the model's context length */
+  readonly maxContext: number;
+  readonly maxSessions: number;
+  /** KV-cache bytes of all sessions before the least recently used are evicted */
+  readonly maxKvBytes: number;
+  readonly ffnDownLayout: 'units' | 'features';
   /** the memory estimate checked against memoryBudgetBytes, when one was given */
   readonly memory: { budgetBytes: number; neededBytes: number; baseBytes: number; maxTokens: number;
                      weights: number; kvCache: number; scratch: number; relayout: number } | null;
@@ -244,7 +283,8 @@ export class Pipeline {
   static open(options: PipelineOptions): Promise<Pipeline>;
   readonly nodes: Array<LayerNode | RemoteNode>;
   readonly tokenizer: Tokenizer;
-  readonly header: { metadata: Record<string, unknown>; tensors: Array<{ name: string; type: string; ne: number[]; offset: number; n_bytes: number }> };
+  /** the model's header, read once and handed to the local nodes */
+  readonly header: ModelHeader;
   /** how many times a node's session was rebuilt by replaying its history */
   readonly replays: number;
   readonly approx: ApproxOptions;
@@ -336,6 +376,8 @@ export interface ServeOptions {
   authToken?: string;
   /** how long shutdown() waits for requests in flight; default 10000 */
   shutdownTimeoutMs?: number;
+  /** how ffn_down is laid out (LayerNodeOptions.ffnDownLayout); default 'units' */
+  ffnDownLayout?: 'units' | 'features';
   /** one structured log line per event; default JSON lines on stdout */
   log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
 }
@@ -344,6 +386,10 @@ export interface ServedNode {
   url: string;
   port: number;
   state: LayerNodeState;
+  /** the HTTP app the server mounts */
+  app: LayerNodeApp;
+  /** the listening node:http server */
+  server: unknown;
   /** settles once the weights are loaded (or failed to load) */
   loaded: Promise<LayerNode>;
   /** stops accepting, waits for requests in flight, frees the node: resolves with the requests cut at the deadline */

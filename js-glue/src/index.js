@@ -1,5 +1,6 @@
 // The public API of the layerfold package (types in ../index.d.ts).
 export { LayerfoldError } from './wasm/capi.js';
+export { readModelHeader } from './gguf/model_header.js';
 export { LayerNode } from './node/layer_node.js';
 export { Pipeline } from './pipeline/pipeline.js';
 export { RemoteNode } from './pipeline/remote_node.js';

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import {test} from "node:test";
 
-import {readGgufHeader} from "../../js-glue/src/gguf/header.js";
+import {openModelHeader} from "../../js-glue/src/gguf/header.js";
 import {loadSingleThreadModule} from "../../js-glue/src/wasm/load_node.js";
 import {model} from "./models.mjs";
 
@@ -18,9 +18,11 @@ test("pointers above 2 GiB are positive and usable end to end", async () => {
     assert.ok(ptr > 2 ** 31, `allocation at ${ptr}`);
     lf.free(ptr);
     // The header is copied above 2 GiB and parsed there; the JSON string lives there too.
-    const header = await readGgufHeader(lf, async (s, e) => file.subarray(s, e), file.length);
+    const {gguf, header} = await openModelHeader(lf, {size: file.length, read: async (s, e) => file.subarray(s, e)});
+    lf.fn.lf_gguf_free(gguf);
     assert.equal(header.metadata["general.architecture"], "gemma4");
     assert.equal(header.tensors.length > 0, true);
+    assert.equal(header.info.n_layer, 2);
   } finally {
     for (const f of fillers) lf.free(f);
   }

@@ -89,7 +89,7 @@ const fingerprint = (options) => fingerprintWith(LayerNode, options);
 
 // The same, computed by a fresh node process (a restart).
 function fingerprintInNewProcess(options) {
-  const script = `import {LayerNode} from ${JSON.stringify(path.join(root, "js-glue", "src", "layer_node.js"))};
+  const script = `import {LayerNode} from ${JSON.stringify(path.join(root, "js-glue", "src", "node", "layer_node.js"))};
     ${fingerprintWith}
     process.stdout.write((await fingerprintWith(LayerNode, ${JSON.stringify(options)})).toString("hex"));`;
   const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {encoding: "utf8"});
@@ -133,8 +133,8 @@ describe("http source (nginx)", () => {
     const node = await LayerNode.open({model: `${nginx.url}/deep.gguf`, layers: [1, 2], build: "single"});
     const tensorBytes = node.bytesLoaded;
     node.close();
-    const {metadata, tensors, data_offset: dataOffset} = await readModelHeader(file);
-    assert.equal(Number(metadata[`${metadata["general.architecture"]}.block_count`]), 6);
+    const {info, tensors, data_offset: dataOffset} = await readModelHeader(file);
+    assert.equal(info.n_layer, 6);
     // The node placed its layer's tensors (and at most a few small shared ones), nothing else.
     const layerBytes = tensors.filter((t) => t.name.startsWith("blk.1.")).reduce((sum, t) => sum + t.n_bytes, 0);
     assert.ok(tensorBytes >= layerBytes && tensorBytes < layerBytes + 4096, `${tensorBytes} tensor bytes for a ${layerBytes}-byte layer`);

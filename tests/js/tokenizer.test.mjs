@@ -6,7 +6,7 @@ import {createRequire} from "node:module";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
-import {openGgufHeader} from "../../js-glue/src/gguf/header.js";
+import {openModelHeader} from "../../js-glue/src/gguf/header.js";
 import {LocalFileSource} from "../../js-glue/src/sources/local_file.js";
 import {Tokenizer} from "../../js-glue/src/tokens/tokenizer.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
@@ -41,8 +41,8 @@ const CORPUS = [
   ["a".repeat(500) + "b".repeat(500), true], ["", true],
 ];
 
-// Spec §6.2 vectors (no BOS), from Gemma 4's own vocabulary: checked where llama.cpp agrees on
-// our file (the real vocabulary here is Gemma 3's; most ids are shared).
+// docs/tokenizer.md's Gemma 4 test vectors (no BOS), from Gemma 4's own vocabulary: checked
+// where llama.cpp agrees on our file (the real vocabulary here is Gemma 3's; most ids are shared).
 const SPEC_VECTORS = [
   ["Hello world", [9259, 1902]], [" Hello world", [26352, 1902]], ["Hello, world!", [9259, 236764, 1902, 236888]],
   [" ", [236743]], ["  ", [138]], ["   ", [139]], ["\n", [107]], ["\n\n", [108]], ["\n\n\n", [109]],
@@ -56,7 +56,7 @@ const CAPITAL_IDS = [2, 818, 5279, 529, 7001, 563];
 async function openTokenizer(lf, file) {
   const source = await LocalFileSource.open(file);
   try {
-    const gguf = await openGgufHeader(lf, (start, end) => source.read(start, end), source.size);
+    const {gguf} = await openModelHeader(lf, source);
     try {
       return {tok: Tokenizer.fromGguf(lf, gguf)};
     } finally {

@@ -1,7 +1,7 @@
 // layerfold plan MODEL --nodes K [--memory BYTES]: balanced contiguous layer ranges for K nodes,
 // each holding its layers' weights (plus the embedding on the first, the head on the last)
 // within a memory budget (default 4 GiB, the wasm32 address space).
-import { layerCount, readModelHeader } from '../gguf/model_header.js';
+import { readModelHeader } from '../gguf/model_header.js';
 
 const GIB = 2 ** 30;
 
@@ -46,7 +46,7 @@ export async function plan(options, [model]) {
   if (!Number.isInteger(k) || k < 1) throw new Error(`--nodes must be a positive integer, not "${options.nodes}"`);
   const memory = Number(options.memory ?? 4 * GIB);
   const header = await readModelHeader(model);
-  const n = layerCount(header);
+  const n = header.info.n_layer;
   if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
   const perLayer = new Array(n).fill(0);
   const bytesOf = (name) => header.tensors.find((t) => t.name === name)?.n_bytes ?? 0;

@@ -1,39 +1,74 @@
-// Reads a GGUF header by range and hands it to the C++ parser: the host never parses GGUF
-// itself. The range grows until the parser stops asking for more bytes.
+// A model's GGUF header as the host keeps it: read by range and handed to the C++ parser (the
+// host never parses GGUF itself), with the engine's configuration of the model and the header's
+// bytes, so that another module (a pipeline's local node) parses it without reading it again.
+// No node: imports: edge workers use it too.
 const FIRST_READ = 1 << 20;
 
 /**
- * Parses the header and returns the C++ handle (lf_gguf*); free it with lf.fn.lf_gguf_free.
- * @param lf a bound module (wasm_module.js)
- * @param {(start: number, end: number) => Promise<Uint8Array>} readRange bytes [start, end)
- * @param {number} fileSize
- * @example const gguf = await openGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+ * @typedef {object} ModelHeader
+ * @property {object} metadata GGUF key-value pairs (large arrays summarized)
+ * @property {Array<{name: string, type: string, ne: number[], offset: number, n_bytes: number}>} tensors
+ * @property {number} file_size
+ * @property {number} data_offset
+ * @property {{arch: string, n_layer: number, n_embd: number, n_vocab: number, n_ctx_train: number,
+ *   n_swa: number, layers: Array<{sliding: boolean, n_head: number, n_head_kv: number, head_dim: number,
+ *   n_ff: number}>}} info the configuration as the engine reads it (lf_model_info_json)
+ * @property {Uint8Array} bytes the file's first bytes, enough for the parser
  */
-export async function openGgufHeader(lf, readRange, fileSize) {
-  let want = Math.min(fileSize, FIRST_READ);
+
+/**
+ * The engine's configuration of the model in a parsed header: the one place the host learns the
+ * layer count, the widths and which layers slide. Throws LayerfoldError when the header is not a
+ * model the engine runs.
+ * @param lf a bound module (wasm/capi.js)
+ * @param {number} gguf an lf_gguf* of that module
+ * @example const { n_layer, n_embd } = readModelInfo(lf, gguf);
+ */
+export function readModelInfo(lf, gguf) {
+  return lf.json(lf.fn.lf_model_info_json(gguf));
+}
+
+// bytes [0, n) of a file of fileSize bytes -> lf_gguf*, or null when the parser needs more.
+function parse(lf, bytes, fileSize) {
+  const ptr = lf.alloc(bytes.length);
+  lf.bytes().set(bytes, ptr);
+  const handle = lf.fn.lf_gguf_parse(ptr, bytes.length, fileSize);
+  const error = handle ? null : lf.lastError();
+  lf.free(ptr);
+  if (handle) return handle;
+  if (error.code === 'need_more_data') return null;
+  throw error;
+}
+
+/**
+ * Reads the header of `source` ({size, read(start, end)}) by growing ranges from byte 0 until
+ * the parser accepts it. -> { gguf: the lf_gguf* (free it with lf.fn.lf_gguf_free), header }
+ * @example const { gguf, header } = await openModelHeader(lf, source); header.info.n_layer
+ */
+export async function openModelHeader(lf, source) {
+  let want = Math.min(source.size, FIRST_READ);
   for (;;) {
-    const prefix = await readRange(0, want);
-    const ptr = lf.alloc(prefix.length);
-    lf.bytes().set(prefix, ptr);
-    const handle = lf.fn.lf_gguf_parse(ptr, prefix.length, fileSize);
-    lf.free(ptr);
-    if (handle) return handle;
-    const error = lf.lastError();
-    if (error.code !== 'need_more_data') throw error;
-    want = Math.min(fileSize, Math.max(lf.fn.lf_gguf_needed_bytes(), want * 2));
+    const bytes = await source.read(0, want);
+    const gguf = parse(lf, bytes, source.size);
+    if (gguf) {
+      try {
+        return { gguf, header: { ...lf.json(lf.fn.lf_gguf_json(gguf, 0)), info: readModelInfo(lf, gguf), bytes } };
+      } catch (error) {
+        lf.fn.lf_gguf_free(gguf);
+        throw error;
+      }
+    }
+    want = Math.min(source.size, Math.max(lf.fn.lf_gguf_needed_bytes(), want * 2));
   }
 }
 
 /**
- * The header as the C++ parser sees it: {version, alignment, data_offset, file_size, metadata, tensors}.
- * @param {{includeLargeArrays?: boolean}} [options] include tokens/merges/scores in full
- * @example const header = await readGgufHeader(lf, (s, e) => source.read(s, e), source.size);
+ * The lf_gguf* of a header read before (by another module, say), parsed from its bytes in
+ * module lf without reading the file. Free it with lf.fn.lf_gguf_free.
+ * @example const gguf = reparseModelHeader(lf, pipeline.header);
  */
-export async function readGgufHeader(lf, readRange, fileSize, { includeLargeArrays = false } = {}) {
-  const handle = await openGgufHeader(lf, readRange, fileSize);
-  try {
-    return JSON.parse(lf.readCString(lf.fn.lf_gguf_json(handle, includeLargeArrays ? 1 : 0)));
-  } finally {
-    lf.fn.lf_gguf_free(handle);
-  }
+export function reparseModelHeader(lf, header) {
+  const gguf = parse(lf, header.bytes, header.file_size);
+  if (!gguf) throw new RangeError(`header.bytes holds ${header.bytes.length} bytes, fewer than the header needs`);
+  return gguf;
 }

@@ -1,22 +1,36 @@
-// The GGUF header of a model (a path or URL, see open_source.js), parsed by the C++ reader in a
-// single-thread module.
-import { openGgufHeader, readGgufHeader } from './header.js';
+// The header of a model given as a path or URL (sources/open_source.js), parsed by the C++ reader
+// in a single-thread module: what a pipeline's coordinator, `inspect` and `plan` read, with no
+// tensor bytes.
 import { openSource } from '../sources/open_source.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { loadSingleThreadModule } from '../wasm/load_node.js';
+import { openModelHeader } from './header.js';
 
-/**
- * @param {{includeLargeArrays?: boolean}} [options] plus openSource options (cacheDir, retries...)
- * @example const { metadata, tensors } = await readModelHeader('https://example.com/model.gguf');
- */
-export async function readModelHeader(model, { includeLargeArrays, ...sourceOptions } = {}) {
+// fn(lf, gguf, header) on the model's parsed header; the module and source are released after.
+async function withModelHeader(model, sourceOptions, fn) {
   const lf = await loadSingleThreadModule();
   const source = await openSource(model, sourceOptions);
   try {
-    return await readGgufHeader(lf, (s, e) => source.read(s, e), source.size, { includeLargeArrays });
+    const { gguf, header } = await openModelHeader(lf, source);
+    try {
+      return fn(lf, gguf, header);
+    } finally {
+      lf.fn.lf_gguf_free(gguf);
+    }
   } finally {
     await source.close();
   }
+}
+
+/**
+ * The model's header (gguf/header.js ModelHeader): metadata, tensors, the engine's configuration
+ * `info`, and the bytes a LayerNode opened with it parses instead of reading them again.
+ * @param {string|object} model a path, URL or R2 binding
+ * @param {object} [sourceOptions] openSource options (cacheDir, retries, ...)
+ * @example const { info, tensors } = await readModelHeader('https://example.com/model.gguf'); info.n_layer
+ */
+export async function readModelHeader(model, sourceOptions = {}) {
+  return withModelHeader(model, sourceOptions, (lf, gguf, header) => header);
 }
 
 /**
@@ -25,20 +39,5 @@ export async function readModelHeader(model, { includeLargeArrays, ...sourceOpti
  * @example const { header, tokenizer } = await readModelTokenizer('model.gguf');
  */
 export async function readModelTokenizer(model, sourceOptions = {}) {
-  const lf = await loadSingleThreadModule();
-  const source = await openSource(model, sourceOptions);
-  let gguf = 0;
-  try {
-    gguf = await openGgufHeader(lf, (s, e) => source.read(s, e), source.size);
-    const header = JSON.parse(lf.readCString(lf.fn.lf_gguf_json(gguf, 0)));
-    return { header, tokenizer: Tokenizer.fromGguf(lf, gguf) };
-  } finally {
-    if (gguf) lf.fn.lf_gguf_free(gguf);
-    await source.close();
-  }
-}
-
-/** Number of decoder layers the header declares. */
-export function layerCount(header) {
-  return Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
+  return withModelHeader(model, sourceOptions, (lf, gguf, header) => ({ header, tokenizer: Tokenizer.fromGguf(lf, gguf) }));
 }

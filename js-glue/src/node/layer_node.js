@@ -12,9 +12,9 @@ export class LayerNode extends CoreLayerNode {
    * cacheDir: a verified disk cache of the ranges read; onProgress: throttled
    * {bytes, totalBytes, rate, etaSeconds}; sourceOptions: more openSource options (retries, S3
    * endpoint and credentials, maxCacheBytes...). An already loaded module `lf` or opened
-   * `source` may be passed instead. The other options (maxSessions, maxKvBytes,
+   * `source` may be passed instead. The other options (header, maxSessions, maxKvBytes,
    * memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's.
-   * @param {{model: string|{bucket: object, key: string}, layers?: [number, number], threads?: number,
+   * @param {{model: string|{bucket: object, key: string}, header?: object, layers?: [number, number], threads?: number,
    *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
    *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object,
    *          maxSessions?: number, maxKvBytes?: number, memoryBudgetBytes?: number, maxTokens?: number,

@@ -3,47 +3,51 @@
 // hidden states through them in WASM. This is the runtime-neutral part, with no node: imports,
 // so an edge worker can use it: it is handed a loaded module and an opened object source.
 // layer_node.js adds Node's defaults (the dist modules, paths and URLs, the disk cache).
-import { openGgufHeader } from '../gguf/header.js';
+import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
+import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
-import { Tokenizer } from '../tokens/tokenizer.js';
 
 const F32 = 4;
 
 export class LayerNode {
   /**
-   * Opens a node from a bound module `lf` (wasm_wasi.js, wasm_module.js) and an object source
+   * Opens a node from a bound module `lf` (wasm/wasi.js, wasm/load_node.js) and an object source
    * `source` ({size, read, readInto, close}), both handed over: the node closes the module with
    * itself, and the source once loaded (or on failure). `name` is what info() reports as the
    * model (default: source.name). maxSessions / maxKvBytes bound the KV caches: the least
    * recently used sessions are evicted to make room, and a later call that continues an evicted
    * session fails with code 'evicted'. With memoryBudgetBytes, the node first estimates what it
-   * will hold (memory_budget.js: weights, one session's KV cache at maxContext, the scratch of a
+   * will hold (node/memory_budget.js: weights, one session's KV cache at maxContext, the scratch of a
    * forward of maxTokens tokens) and throws 'over_budget' naming the bytes needed and available
    * before reading any tensor; unless given, maxKvBytes is then what the budget leaves for KV.
    * ffnDownLayout 'features' lays ffn_down out feature-major (docs/approximate.md: the top-K
-   * gate FFN then reads only the kept features' columns; the bytes out are the same).
-   * @param {{lf: object, source: object, name?: string, layers?: [number, number], maxContext?: number,
-   *          withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
+   * gate FFN then reads only the kept features' columns; the bytes out are the same). `header`,
+   * the source's header as read before (gguf/header.js ModelHeader, e.g. a Pipeline's), spares
+   * the node reading and converting it again.
+   * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
+   *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
    *          memoryBudgetBytes?: number, maxTokens?: number, ffnDownLayout?: 'units'|'features'}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */
-  static async open({ lf, source, name = source.name, layers, maxContext = 0, withTokenizer = false,
+  static async open({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
     maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, ffnDownLayout = 'units' }) {
     let node;
     try {
       let gguf = 0;
       try {
-        gguf = await openGgufHeader(lf, (s, e) => source.read(s, e), source.size);
-        const header = JSON.parse(lf.readCString(lf.fn.lf_gguf_json(gguf, 0)));
-        const nLayer = Number(header.metadata[`${header.metadata['general.architecture']}.block_count`]);
-        const [begin, end] = layers ?? [0, nLayer];
-        node = new this(lf, header, begin, end, begin === 0, end === nLayer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity });
+        const opened = header ? { gguf: LayerNode.#reparse(lf, header, source), header } : await openModelHeader(lf, source);
+        gguf = opened.gguf;
+        const { info } = opened.header;
+        const [begin, end] = layers ?? [0, info.n_layer];
+        node = new this(lf, opened.header, begin, end, begin === 0, end === info.n_layer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity });
         node.model = name;
-        const names = node.#tensorNames(gguf);
-        if (memoryBudgetBytes !== undefined) node.#reserve(names, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
-        await node.#load(source, gguf, names, withTokenizer, ffnDownLayout);
+        const needs = nodeMemoryNeeds(lf, gguf, info, {
+          layers: node.layers, withEmbedding: node.withEmbedding, withHead: node.withHead, maxContext, maxTokens, threads: lf.threads,
+        });
+        if (memoryBudgetBytes !== undefined) node.#reserve(needs, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
+        await node.#load(source, gguf, needs.tensors, withTokenizer, ffnDownLayout);
         return node;
       } finally {
         if (gguf) lf.fn.lf_gguf_free(gguf);
@@ -77,20 +81,17 @@ export class LayerNode {
     this.memory = null;
   }
 
-  // The tensors this node holds: its layers, plus the embedding or head at the ends.
-  #tensorNames(gguf) {
-    const lf = this.#lf;
-    const namesPtr = lf.fn.lf_node_tensors_json(gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0);
-    if (!namesPtr) throw lf.lastError();
-    return JSON.parse(lf.readCString(namesPtr));
+  // A header handed over is of the file being opened: its size says so before any tensor is read.
+  static #reparse(lf, header, source) {
+    if (header.file_size !== source.size) {
+      throw new LayerfoldError('invalid_argument', `the header handed over is of a file of ${header.file_size} bytes, ${source.name} has ${source.size}`);
+    }
+    return reparseModelHeader(lf, header);
   }
 
   // Refuses a node that would not fit its budget before any tensor is read; what the budget
   // leaves beyond one session goes to more sessions (unless maxKvBytes was given).
-  #reserve(names, { memoryBudgetBytes, maxTokens, kvLimited }) {
-    const needs = nodeMemoryNeeds(this.#header, names, {
-      begin: this.layers[0], end: this.layers[1], maxContext: this.maxContext, maxTokens, withHead: this.withHead,
-    });
+  #reserve({ tensors, ...needs }, { memoryBudgetBytes, maxTokens, kvLimited }) {
     const baseBytes = this.#lf.bytes().length;
     const needed = checkMemoryBudget(needs, { baseBytes, budgetBytes: memoryBudgetBytes, layers: this.layers });
     if (!kvLimited) this.maxKvBytes = memoryBudgetBytes - (needed - needs.kvCache);
@@ -244,7 +245,7 @@ export class LayerNode {
   /** What the approximate modes did in the session's last forward (null for an unknown session). */
   approxStats(id) {
     const session = this.#sessions.get(id);
-    return session === undefined ? null : JSON.parse(this.#lf.readCString(this.#lf.fn.lf_session_approx_stats(session)));
+    return session === undefined ? null : this.#lf.json(this.#lf.fn.lf_session_approx_stats(session));
   }
 
   // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
@@ -294,9 +295,8 @@ export class LayerNode {
       try {
         if (!lf.fn.lf_model_read_probe_async(this.#model, flagPtr)) throw lf.lastError();
         await this.#flagSet(flagPtr);
-        const result = (what) => lf.fn.lf_model_read_probe_result(this.#model, what);
-        const bytes = result(0), ms = result(1);
-        return { bytes, ms, gbPerSecond: bytes / ms / 1e6, checksum: result(2) };
+        const { bytes, ms, checksum } = lf.json(lf.fn.lf_model_read_probe_json(this.#model));
+        return { bytes, ms, gbPerSecond: bytes / ms / 1e6, checksum };
       } finally {
         lf.free(flagPtr);
       }
@@ -318,10 +318,8 @@ export class LayerNode {
    * Queued behind running forward calls, whose threads are still writing these.
    */
   workerTimings() {
-    const read = () => {
-      const ms = (worker, what) => this.#lf.fn.lf_model_worker_ms(this.#model, worker, what);
-      return Array.from({ length: this.info().threads }, (_, w) => ({ jobMs: ms(w, 0), barrierMs: ms(w, 1) }));
-    };
+    const read = () => this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
+      .map(({ job_ms: jobMs, barrier_ms: barrierMs }) => ({ jobMs, barrierMs }));
     const result = this.#queue.then(read);
     this.#queue = result.catch(() => {});
     return result;
@@ -332,22 +330,29 @@ export class LayerNode {
    * and serial (outside the engine's threads: validation, copies, hand-over).
    */
   phaseTimings(id) {
-    const session = this.#sessions.get(id);
-    if (session === undefined) return null;
-    const ms = (phase) => this.#lf.fn.lf_session_phase_ms(session, phase);
-    return { attention: ms(0), ffn: ms(1), serial: ms(2) };
+    const timings = this.#timings(id);
+    return timings && { attention: timings.attention_ms, ffn: timings.ffn_ms, serial: timings.serial_ms };
   }
 
   /** Milliseconds each of this node's layers took in the session's last forward call. */
   layerTimings(id) {
+    return this.#timings(id)?.layer_ms ?? [];
+  }
+
+  // The session's last forward as the engine timed it, or null for an unknown session.
+  #timings(id) {
     const session = this.#sessions.get(id);
-    if (session === undefined) return [];
-    return Array.from({ length: this.layers[1] - this.layers[0] }, (_, i) => this.#lf.fn.lf_session_layer_ms(session, i));
+    return session === undefined ? null : this.#lf.json(this.#lf.fn.lf_session_timings_json(session));
   }
 
   /** The GGUF metadata (large arrays summarized). */
   get metadata() {
     return this.#header.metadata;
+  }
+
+  /** The model's configuration as the engine reads it (gguf/header.js readModelInfo). */
+  get modelInfo() {
+    return this.#header.info;
   }
 
   /** Positions the session's KV cache holds (its next startPos), or null for an unknown session. */

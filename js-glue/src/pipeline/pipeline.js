@@ -5,7 +5,7 @@
 // history, and the output is the same as if nothing had happened.
 import { approxModesOn } from '../node/approx_modes.js';
 import { LayerNode } from '../node/layer_node.js';
-import { layerCount, readModelTokenizer } from '../gguf/model_header.js';
+import { readModelTokenizer } from '../gguf/model_header.js';
 import { checkCoverage, parseNodesSpec } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
 
@@ -55,8 +55,8 @@ export class Pipeline {
    *          approx?: {truncatedAttention?: boolean, truncationThreshold?: number, earlyExit?: boolean,
    *                    exitThreshold?: number, exitWindow?: number, ffnTopK?: number,
    *                    ffnTopKLayers?: Object<string, number>, ffnTopKThreshold?: number}}} options
-   *   model: the GGUF (its header gives the tokenizer and the layer count; local nodes load
-   *   their tensors from it); nodes: "local:0-29,http://10.0.0.7:8080" (default one local node
+   *   model: the GGUF (its header, read once here, gives the tokenizer and the layer count and
+   *   is handed to the local nodes, which load their tensors from the file); nodes: "local:0-29,http://10.0.0.7:8080" (default one local node
    *   with every layer); authToken: bearer token for remote nodes; nodeTimeoutMs /
    *   nodeReadyTimeoutMs: how long a remote node may take to answer / to be ready again before
    *   a retry (RemoteNode.open); maxSessions: per local node; approx: approximate modes for
@@ -68,7 +68,7 @@ export class Pipeline {
   static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
     approx = {} }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir });
-    const nLayer = layerCount(header);
+    const { n_layer: nLayer, n_embd: nEmbd } = header.info;
     const entries = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`);
     const opened = [];
     try {
@@ -76,7 +76,8 @@ export class Pipeline {
         opened.push(entry.kind === 'remote'
           ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
-            model, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions,
+            // The header read above: the node parses its bytes instead of reading them again.
+            model, header, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions,
             // The top-K FFN reads only the kept features' columns of a feature-major ffn_down.
             ffnDownLayout: approx.ffnTopK > 0 || approx.ffnTopKLayers ? 'features' : 'units',
             onProgress: onProgress && ((progress) => onProgress(progress, i)),
@@ -84,7 +85,6 @@ export class Pipeline {
       }
       const names = opened.map((node, i) => Pipeline.#name(node, i));
       checkCoverage(opened.map((node) => node.layers), nLayer, names);
-      const nEmbd = Number(header.metadata[`${header.metadata['general.architecture']}.embedding_length`]);
       for (const [i, node] of opened.entries()) {
         if (node.nEmbd !== nEmbd) throw new Error(`${names[i]} has n_embd ${node.nEmbd}, the model ${nEmbd}: a node of another model?`);
       }

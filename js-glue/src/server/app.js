@@ -20,8 +20,7 @@ const OCTETS = 'application/octet-stream';
 
 // Positions a session of this node may hold: its own limit, else the model's context length.
 function maxContext(node) {
-  const arch = node.metadata?.['general.architecture'];
-  return node.maxContext || Number(node.metadata?.[`${arch}.context_length`]) || Infinity;
+  return node.maxContext || node.modelInfo.n_ctx_train || Infinity;
 }
 
 function octets(floats, headers = {}) {

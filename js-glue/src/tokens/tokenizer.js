@@ -4,7 +4,7 @@ const I32 = 4;
 
 export class Tokenizer {
   /**
-   * @param lf a bound module (wasm_module.js)
+   * @param lf a bound module (wasm/capi.js)
    * @param {number} ggufHandle an lf_gguf* from lf.fn.lf_gguf_parse; the tokenizer copies what it
    *   needs, so the caller may free the handle afterwards
    * @example const tok = Tokenizer.fromGguf(lf, gguf); lf.fn.lf_gguf_free(gguf);

@@ -6,21 +6,23 @@ const CODES = ['ok', 'invalid_argument', 'malformed', 'unsupported', 'need_more_
 const EXPORTS = [
   'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version', 'lf_kernel_isa',
   'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
-  'lf_node_tensors_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
+  'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
   'lf_model_set_threads', 'lf_model_threads', 'lf_model_set_ffn_down_layout',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
-  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_layer_ms',
-  'lf_session_phase_ms', 'lf_model_worker_ms', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',
+  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_timings_json',
+  'lf_model_worker_timings_json', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',
   'lf_embed', 'lf_forward', 'lf_forward_async', 'lf_forward_async_result', 'lf_head',
-  'lf_model_read_probe_async', 'lf_model_read_probe_result',
+  'lf_model_read_probe_async', 'lf_model_read_probe_json',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_detokenize', 'lf_tokenizer_n_vocab', 'lf_tokenizer_bos',
   'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
 ];
 
 // Exports that return a pointer (or handle) into WASM memory.
 const POINTER_RESULTS = new Set([
-  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json', 'lf_node_tensors_json',
-  'lf_model_create', 'lf_session_create', 'lf_session_approx_stats', 'lf_tokenizer_create', 'lf_tokenizer_piece',
+  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json',
+  'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_session_create', 'lf_session_timings_json',
+  'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_tokenizer_create',
+  'lf_tokenizer_piece',
 ]);
 
 export class LayerfoldError extends Error {
@@ -34,6 +36,9 @@ export class LayerfoldError extends Error {
 /**
  * Binds every export of an instantiated module. close() releases what the module holds beyond
  * its memory (the threaded build's pthread pool), so a script that loaded it can exit.
+ * json(ptr) reads the JSON answer of a *_json export, or throws its last error when it is NULL.
+ * @example const lf = bindCapi({ kind: 'single', threads: 1, memory: () => m.buffer, call: (n) => exports[n], raw: instance });
+ *   const info = lf.json(lf.fn.lf_model_info_json(gguf));
  */
 export function bindCapi({ kind, threads, memory, call, raw, close = () => {} }) {
   const fn = {};
@@ -53,10 +58,14 @@ export function bindCapi({ kind, threads, memory, call, raw, close = () => {} })
   };
   const lastError = () => new LayerfoldError(CODES[fn.lf_last_error_code()] ?? 'internal',
     readCString(fn.lf_last_error_message()));
+  const json = (ptr) => {
+    if (!ptr) throw lastError();
+    return JSON.parse(readCString(ptr));
+  };
   const alloc = (n) => {
     const ptr = fn.lf_alloc(n);
     if (!ptr) throw lastError();
     return ptr;
   };
-  return { kind, threads, fn, bytes, readCString, lastError, alloc, free: (p) => fn.lf_free(p), raw, close };
+  return { kind, threads, fn, bytes, readCString, json, lastError, alloc, free: (p) => fn.lf_free(p), raw, close };
 }

@@ -2,7 +2,7 @@
 //  - threaded: Emscripten pthreads on a SharedArrayBuffer (Node, Cloud Run);
 //  - single:   the wasm32-wasi reactor, for runtimes without threads (edge workers).
 // Chosen by capability, not by guessing the platform. The single-thread instantiation itself
-// lives in wasm_wasi.js, free of node: imports, for edge workers.
+// lives in wasi.js, free of node: imports, for edge workers.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';

@@ -1,5 +1,5 @@
 // The wasm32-wasi single-thread module, instantiated from a compiled WebAssembly.Module with the
-// few WASI imports it has answered here. No node: imports: Node (wasm_module.js) and edge workers
+// few WASI imports it has answered here. No node: imports: Node (load_node.js) and edge workers
 // (js-glue/edge/) share this file.
 import { bindCapi } from './capi.js';
 
