@@ -17,6 +17,30 @@ function run(...args) {
   return {status: r.status, stdout: r.stdout, stderr: r.stderr};
 }
 
+describe("layerfold --help", () => {
+  test("--help prints every command's usage on stdout and exits 0; no command is exit 2", () => {
+    const r = run("--help");
+    assert.equal(r.status, 0, r.stderr);
+    for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "serve"]) {
+      assert.match(r.stdout, new RegExp(`^  layerfold ${command} `, "m"));
+    }
+    const none = run();
+    assert.equal(none.status, 2);
+    assert.match(none.stderr, /^usage:/);
+  });
+
+  for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "serve"]) {
+    test(`${command} --help (and -h) prints its usage only and exits 0`, () => {
+      for (const flag of ["--help", "-h"]) {
+        const r = run(command, flag);
+        assert.equal(r.status, 0, r.stderr);
+        assert.match(r.stdout, new RegExp(`^usage:\n  layerfold ${command} `));
+        assert.equal((r.stdout.match(/^  layerfold /gm) ?? []).length, 1, r.stdout);
+      }
+    });
+  }
+});
+
 describe("layerfold validate", () => {
   const file = model("gemma-vocab", "gemma-vocab");
 

@@ -1,0 +1,106 @@
+// The CLI's commands: each one's options (node:util parseArgs specs), usage text and entry point,
+// listed once for the dispatcher (cli/main.js) and the help it prints.
+import { APPROX_CLI_OPTIONS, APPROX_USAGE } from './approx.js';
+import { calibrateExit } from './calibrate_exit.js';
+import { generate } from './generate.js';
+import { inspect } from './inspect.js';
+import { plan } from './plan.js';
+import { SERVE_OPTIONS, serveCommand } from './serve.js';
+import { validate } from './validate.js';
+
+const MODEL_NOTE = '  MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir)';
+const NODES_NOTE = `  SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
+        see serve; bearer token from AUTH_TOKEN), e.g. local:0-29,http://10.0.0.7:8080`;
+
+// Options every pipeline command takes.
+const PIPELINE_OPTIONS = {
+  threads: { type: 'string' },
+  nodes: { type: 'string' },
+  build: { type: 'string' },
+  'cache-dir': { type: 'string' },
+  json: { type: 'boolean', default: false },
+};
+
+export const COMMANDS = {
+  validate: {
+    run: validate,
+    options: {
+      model: { type: 'string' },
+      prompt: { type: 'string', default: 'The capital of France is' },
+      expect: { type: 'string', default: ' Paris' },
+      'top-k': { type: 'string', default: '5' },
+      ...PIPELINE_OPTIONS,
+      ...APPROX_CLI_OPTIONS,
+    },
+    usage: `  layerfold validate [--model PATH] [--prompt TEXT] [--expect TEXT] [--top-k N] [--threads N]
+                     [--nodes SPEC] [--build threaded|single] [--cache-dir DIR] [--json]`,
+    notes: [MODEL_NOTE, APPROX_USAGE, NODES_NOTE],
+  },
+  generate: {
+    run: generate,
+    options: {
+      model: { type: 'string' },
+      prompt: { type: 'string', default: 'The capital of France is' },
+      chat: { type: 'boolean', default: false },
+      'max-tokens': { type: 'string', default: '32' },
+      temperature: { type: 'string', default: '0' },
+      'top-k': { type: 'string', default: '40' },
+      'top-p': { type: 'string', default: '0.95' },
+      seed: { type: 'string', default: '1' },
+      ...PIPELINE_OPTIONS,
+      ...APPROX_CLI_OPTIONS,
+    },
+    usage: `  layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
+                     [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]`,
+    notes: [MODEL_NOTE, APPROX_USAGE, NODES_NOTE],
+  },
+  'calibrate-exit': {
+    run: calibrateExit,
+    options: {
+      model: { type: 'string' },
+      corpus: { type: 'string' },
+      agreement: { type: 'string', default: '0.99' },
+      'exit-window': { type: 'string', default: '2' },
+      positions: { type: 'string', default: '256' },
+      ...PIPELINE_OPTIONS,
+    },
+    usage: `  layerfold calibrate-exit --model PATH --corpus FILE [--agreement 0.99] [--exit-window 2] [--positions 256]
+                           [--threads N] [--nodes SPEC] [--build threaded|single] [--json]`,
+    notes: [MODEL_NOTE, NODES_NOTE],
+  },
+  inspect: {
+    run: inspect,
+    options: { json: { type: 'boolean', default: false } },
+    usage: '  layerfold inspect MODEL [--json]',
+    notes: [MODEL_NOTE],
+  },
+  plan: {
+    run: plan,
+    options: { nodes: { type: 'string' }, memory: { type: 'string' }, json: { type: 'boolean', default: false } },
+    usage: '  layerfold plan MODEL --nodes K [--memory BYTES] [--json]',
+    notes: [MODEL_NOTE],
+  },
+  serve: {
+    run: serveCommand,
+    options: SERVE_OPTIONS,
+    usage: `  layerfold serve --model URL [--layers A-B] [--threads N] [--port P] [--host H] [--cache-dir DIR]
+                  [--max-sessions N] [--max-kv-bytes N] [--max-context N] [--max-tokens N] [--max-queue N]
+                  [--shutdown-timeout-ms MS] [--ffn-down-layout units|features]
+                  each also from the environment (MODEL_URL, LAYERS, THREADS, PORT, HOST, CACHE_DIR,
+                  MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, SHUTDOWN_TIMEOUT_MS,
+                  FFN_DOWN_LAYOUT);
+                  AUTH_TOKEN from the environment only; docs/http-api.md`,
+    notes: [],
+  },
+};
+
+/**
+ * The help text of one command (its usage and the notes it refers to), or of every command.
+ * @example console.log(usage('inspect')) // "usage:\n  layerfold inspect MODEL [--json]\n  MODEL / PATH: ..."
+ */
+export function usage(name) {
+  const commands = name ? [COMMANDS[name]] : Object.values(COMMANDS);
+  const notes = [...new Set(commands.flatMap((c) => c.notes))];
+  const help = name ? '' : '\n  layerfold COMMAND --help: one command\'s usage';
+  return `usage:\n${[...commands.map((c) => c.usage), ...notes].join('\n')}${help}`;
+}
