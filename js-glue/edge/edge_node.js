@@ -16,6 +16,7 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  *          onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
  * @example
  * import wasm from 'layerfold/dist/layerfold_wasi.wasm';
+ * import { openEdgeNode } from 'layerfold/edge';
  * const node = await openEdgeNode({ module: wasm, bucket: env.MODEL, key: 'tiny.gguf', layers: [0, 1] });
  * const out = await node.forward({ session: 'a', startPos: 0, hidden: node.embed([2, 818]) });
  */

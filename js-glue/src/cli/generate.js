@@ -33,7 +33,7 @@ function promptTokens(pipeline, options) {
 }
 
 export async function generate(options, _positionals, { write = (s) => process.stdout.write(s) } = {}) {
-  const model = options.model ?? defaultModel();
+  const model = options.model ?? await defaultModel();
   const pipeline = await openPipeline(model, options);
   try {
     const sampler = new Sampler({ temperature: Number(options.temperature), topK: Number(options['top-k']), topP: Number(options['top-p']), seed: Number(options.seed) });

@@ -28,7 +28,7 @@ async function llamaAgreement(model, tokens, ours, k) {
 }
 
 export async function validate(options) {
-  const model = options.model ?? defaultModel();
+  const model = options.model ?? await defaultModel();
   const k = Number(options['top-k']);
   const pipeline = await openPipeline(model, options);
   const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');

@@ -1,6 +1,7 @@
 // How a user of the package writes against it; must type-check with --strict.
-import { LayerNode, LayerfoldError, Pipeline, Tokenizer, openSource, topK, logSoftmax } from 'layerfold';
-import type { LayerNodeInfo, Progress } from 'layerfold';
+import { LayerNode, LayerfoldError, Pipeline, Tokenizer, openSource, readModelHeader, topK, logSoftmax } from 'layerfold';
+import type { LayerNodeInfo, ModelHeader, Progress } from 'layerfold';
+import { openEdgeNode } from 'layerfold/edge';
 
 export async function example(): Promise<number> {
   const onProgress = (p: Progress): void => { void p.etaSeconds; };
@@ -15,6 +16,11 @@ export async function example(): Promise<number> {
   const pipeline = await Pipeline.open({ model: 'model.gguf', nodes: 'local:0-1,local:2-3' });
   const { logits, timings } = await pipeline.step('s', pipeline.tokenizer.encode('hi'));
   pipeline.close();
+  const header: ModelHeader = await readModelHeader('model.gguf');
+  const second = await LayerNode.open({ model: 'model.gguf', header, layers: [header.info.n_layer - 1, header.info.n_layer] });
+  second.close();
+  const edge: LayerNode = await openEdgeNode({ module: {}, bucket: { head: async () => null, get: async () => null }, key: 'm.gguf', layers: [0, 1] });
+  edge.close();
   const source = await openSource({ bucket: { head: async () => null, get: async () => null }, key: 'm.gguf' }, { retries: 3 });
   await source.close();
   try {

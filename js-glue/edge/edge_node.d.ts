@@ -1,0 +1,26 @@
+// Types of the package's edge entry, `layerfold/edge` (edge_node.js).
+import type { LayerNode, Progress } from '../index.js';
+
+export interface EdgeNodeOptions {
+  /** the compiled `layerfold/dist/layerfold_wasi.wasm`: a WebAssembly.Module (a module binding on Workers) */
+  module: object;
+  /** a Workers R2 binding holding the GGUF */
+  bucket: {
+    head(key: string): Promise<{ size: number; etag?: string; httpEtag?: string } | null>;
+    get(key: string, options?: { range?: { offset: number; length: number } }): Promise<unknown>;
+  };
+  key: string;
+  /** layers [begin, end); default: all */
+  layers?: [number, number];
+  /** refuse ('over_budget') a node whose needs exceed this; default 128 MiB, an isolate's memory */
+  memoryBudgetBytes?: number;
+  /** positions a session may hold; 0: the model's context length */
+  maxContext?: number;
+  /** rows of the largest forward (default 256) */
+  maxTokens?: number;
+  maxSessions?: number;
+  onProgress?: (progress: Pick<Progress, 'bytes' | 'totalBytes'>) => void;
+}
+
+/** Opens layers of a GGUF in an R2 bucket as a single-thread LayerNode. */
+export function openEdgeNode(options: EdgeNodeOptions): Promise<LayerNode>;
