@@ -1,4 +1,4 @@
-// The external oracle (issue 3): on synthetic gemma4 / gemma3 GGUFs our next-token distribution
+// The external oracle: on synthetic gemma4 / gemma3 GGUFs our next-token distribution
 // must match llama.cpp's (node-llama-cpp 3.21.1) on the same file, for the native build and for
 // both WASM builds. See docs/forward-pass.md for why the tolerance is what it is.
 import assert from "node:assert/strict";

@@ -2,8 +2,10 @@
 // their oracle, `layerfold validate` reports its agreement with it when it is installed).
 //
 // Settings that change numbers are llama.cpp's own defaults, passed explicitly so they stay put:
-//   - KV cache F16 for K and V (spec §3.5 item 1: K/V are rounded to f16 when stored);
-//   - flash attention "auto" (resolves to on for the CPU backend; spec §3.5 item 2);
+//   - KV cache F16 for K and V (K/V are rounded to f16 when stored: docs/gemma-architecture.md,
+//     "F16 KV cache");
+//   - flash attention "auto" (resolves to on for the CPU backend: docs/gemma-architecture.md,
+//     "Flash attention");
 //   - SWA layers keep only their window (swaFullCache false), as llama.cpp does by default;
 //   - CPU only, prebuilt binaries only: npm did not run the postinstall step, and nothing may be
 //     downloaded or compiled at test time.
