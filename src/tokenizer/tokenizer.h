@@ -1,7 +1,7 @@
 // The Gemma tokenizer, built from a GGUF vocabulary and matching llama.cpp token for token
 // (docs/gguf.md, "Tokenizer keys"; docs/tokenizer.md): "gemma4" vocabularies run
 // SentencePiece-style BPE over merge ranks, "llama" (Gemma 3) vocabularies run SentencePiece score
-// merging. Where the spec and llama.cpp differ, llama.cpp wins: its load-time token attribute
+// merging. Where published descriptions and llama.cpp differ, llama.cpp wins: its load-time token attribute
 // fix-ups and its detokenizer's space clean-up for BPE vocabularies are reproduced on purpose.
 //
 // Example:

@@ -1,5 +1,5 @@
-// GGUF writer: byte-exact against the spec's worked example, round trips through the reader for
-// every value type, and tensor data landing at hand-computed offsets (docs/gguf.md, "Alignment and data").
+// GGUF writer: byte-exact against a worked example (docs/gguf.md, "Container"), round trips
+// through the reader for every value type, and tensor data landing at hand-computed offsets (docs/gguf.md, "Alignment and data").
 #include <catch2/catch.hpp>
 
 #include <cstdio>

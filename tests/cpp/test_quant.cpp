@@ -1,4 +1,4 @@
-// Block formats: hand-made blocks whose values are worked out here from the spec's formulas
+// Block formats: hand-made blocks whose values are worked out here from the formulas
 // (docs/gguf.md, "Legacy blocks" and "K-quants"), and the reference quantizers' rounding
 // (docs/gguf.md, "Reference quantizers" and "Activation quantization").
 #include <catch2/catch.hpp>

@@ -13,7 +13,7 @@ TEST_CASE("status carries code and message", "[status]") {
   CHECK(std::string(lf::code_name(lf::Code::need_more_data)) == "need_more_data");
 }
 
-TEST_CASE("type traits match the spec's block table", "[status]") {
+TEST_CASE("type traits match the block table of docs/gguf.md", "[status]") {
   lf::TypeTraits t{};
   REQUIRE(lf::type_traits(2, &t));
   CHECK(t.block_elems == 32);
