@@ -1,5 +1,6 @@
 // The edge worker's settings, from its environment (wrangler.toml vars and secrets), checked
 // once per isolate: a bad value is an error naming the variable and what was expected.
+import { layerRange } from '../src/pipeline/nodes_spec.js';
 
 /** An isolate's memory on Workers-style runtimes (128 MB), the default budget of a node. */
 export const DEFAULT_MEMORY_BUDGET_BYTES = 128 * 1024 * 1024;
@@ -12,13 +13,12 @@ function integer(env, name, fallback, min) {
   return value;
 }
 
-// "FIRST-LAST", inclusive like `layerfold serve --layers` and --nodes local:FIRST-LAST;
-// undefined for every layer.
-function layerRange(raw) {
+// LAYERS as `layerfold serve --layers` takes it; undefined for every layer.
+function layers(raw) {
   if (raw === undefined || raw === '') return undefined;
-  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(String(raw));
-  if (!m || Number(m[2]) < Number(m[1])) throw new Error(`LAYERS=${JSON.stringify(String(raw))}: expected FIRST-LAST (inclusive, e.g. "0-3")`);
-  return [Number(m[1]), Number(m[2]) + 1];
+  const range = layerRange(String(raw));
+  if (!range) throw new Error(`LAYERS=${JSON.stringify(String(raw))}: expected FIRST-LAST (inclusive, e.g. "0-3")`);
+  return range;
 }
 
 /**
@@ -33,7 +33,7 @@ export function edgeConfig(env) {
   return {
     bucket: env.MODEL,
     key: env.MODEL_KEY,
-    layers: layerRange(env.LAYERS),
+    layers: layers(env.LAYERS),
     memoryBudgetBytes: integer(env, 'MEMORY_BUDGET_BYTES', DEFAULT_MEMORY_BUDGET_BYTES, 1),
     maxContext: integer(env, 'MAX_CONTEXT', 0, 0),
     maxTokens: integer(env, 'MAX_TOKENS', 256, 1),

@@ -1,6 +1,7 @@
 // layerfold serve: one layer node over HTTP (the Cloud Run container's entrypoint). Every option
 // also comes from the environment, the way Cloud Run passes configuration (PORT among them);
 // a command-line option wins over its variable. SIGTERM and SIGINT shut down gracefully.
+import { layerRange } from '../pipeline/nodes_spec.js';
 import { serve } from '../server/node_host.js';
 
 // option name -> environment variable
@@ -25,14 +26,11 @@ function ffnDownLayout(text) {
   throw new Error(`--ffn-down-layout / FFN_DOWN_LAYOUT: "${text}" is not units or features`);
 }
 
-/**
- * "a-b" (inclusive, as in --nodes local:a-b) -> [a, b + 1).
- * @example layerRange('0-5') // [0, 6]
- */
-export function layerRange(text) {
-  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(text);
-  if (!m || Number(m[2]) < Number(m[1])) throw new Error(`--layers / LAYERS: "${text}" is not FIRST-LAST (inclusive, e.g. 0-5)`);
-  return [Number(m[1]), Number(m[2]) + 1];
+// --layers / LAYERS -> [first, last + 1), or an error naming both.
+function layers(text) {
+  const range = layerRange(text);
+  if (!range) throw new Error(`--layers / LAYERS: "${text}" is not FIRST-LAST (inclusive, e.g. 0-5)`);
+  return range;
 }
 
 /**
@@ -43,10 +41,10 @@ export function serveConfig(values, env) {
   const get = (name) => values[name] ?? (env[ENV[name]] || undefined);
   const model = get('model');
   if (!model) throw new Error('serve needs --model URL (or MODEL_URL)');
-  const layers = get('layers');
+  const range = get('layers');
   return {
     model,
-    layers: layers === undefined ? undefined : layerRange(layers),
+    layers: range === undefined ? undefined : layers(range),
     threads: integer(get('threads'), 'threads', 1),
     port: integer(get('port'), 'port', 0) ?? 8080,
     host: get('host') ?? '0.0.0.0',

@@ -4,6 +4,16 @@
 // overlap (checkCoverage, once the remote nodes have answered).
 
 /**
+ * A node's layers as `serve --layers` and an edge worker's LAYERS give them: "FIRST-LAST",
+ * inclusive as in local:FIRST-LAST, spaces allowed -> [FIRST, LAST + 1); null when it is not that.
+ * @example layerRange(' 0-5 ') // [0, 6]
+ */
+export function layerRange(text) {
+  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(text);
+  return m && Number(m[2]) >= Number(m[1]) ? [Number(m[1]), Number(m[2]) + 1] : null;
+}
+
+/**
  * @returns {({kind: 'local', begin: number, end: number} | {kind: 'remote', url: string})[]} end exclusive
  * @example parseNodesSpec('local:0-1,http://10.0.0.7:8080') // [{kind:'local',begin:0,end:2}, {kind:'remote',url:'http://10.0.0.7:8080'}]
  */
