@@ -287,6 +287,7 @@ export class LayerNode {
    * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: the sum of the tensors'
    * little-endian 16-bit halfwords modulo 2^16, an odd tail byte zero-padded; the same for every
    * layout the loader may give the weights)
+   * @example const { gbPerSecond } = await node.readProbe();
    */
   readProbe() {
     const run = async () => {
@@ -316,6 +317,7 @@ export class LayerNode {
    * Each engine thread's time in the last finished forward (or readProbe), in ms, and of it the
    * time spent waiting at barriers for the other threads: [{ jobMs, barrierMs }] per thread.
    * Queued behind running forward calls, whose threads are still writing these.
+   * @example const [{ jobMs, barrierMs }] = await node.workerTimings();
    */
   workerTimings() {
     const read = () => this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
@@ -327,14 +329,20 @@ export class LayerNode {
 
   /**
    * Where the session's last forward spent its time, in ms summed over layers: attention, FFN,
-   * and serial (outside the engine's threads: validation, copies, hand-over).
+   * and serial (outside the engine's threads: validation, copies, hand-over); null for an
+   * unknown session.
+   * @example node.phaseTimings('chat-1') // { attention: 3.1, ffn: 9.8, serial: 0.2 }
    */
   phaseTimings(id) {
     const timings = this.#timings(id);
     return timings && { attention: timings.attention_ms, ffn: timings.ffn_ms, serial: timings.serial_ms };
   }
 
-  /** Milliseconds each of this node's layers took in the session's last forward call. */
+  /**
+   * Milliseconds each of this node's layers took in the session's last forward call ([] for an
+   * unknown session).
+   * @example node.layerTimings('chat-1') // [15.6, 1.3]
+   */
   layerTimings(id) {
     return this.#timings(id)?.layer_ms ?? [];
   }
