@@ -29,7 +29,9 @@ typedef struct lf_session lf_session;
 /* --- errors and memory --- */
 LF_EXPORT(lf_last_error_code) int lf_last_error_code(void);
 LF_EXPORT(lf_last_error_message) const char* lf_last_error_message(void);
-LF_EXPORT(lf_alloc) void* lf_alloc(size_t n_bytes);
+/* n_bytes is a double so that a JS number is never cut to 32 bits: NULL (resource_exhausted)
+ * beyond what the module can address. */
+LF_EXPORT(lf_alloc) void* lf_alloc(double n_bytes);
 LF_EXPORT(lf_free) void lf_free(void* ptr);
 LF_EXPORT(lf_version) const char* lf_version(void);
 /* Which matmul kernels this build has: "wasm-relaxed-simd", "wasm-simd128", "sse2" or "scalar". */

@@ -1,5 +1,7 @@
 // Per-thread last error, memory for the host, version and kernels: the plumbing of the C ABI.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,12 +34,20 @@ extern "C" {
 int lf_last_error_code(void) { return static_cast<int>(lf::capi::last_code); }
 const char* lf_last_error_message(void) { return lf::capi::last_message; }
 
-void* lf_alloc(size_t n_bytes) {
-  // 64-byte alignment: tensors land on cache-line and SIMD boundaries whatever their size.
-  void* ptr = std::aligned_alloc(64, (n_bytes + 63) / 64 * 64);
-  if (ptr == nullptr) {
+void* lf_alloc(double n_bytes) {
+  // A JS number arrives whole: checked here, never cut to this module's 32-bit size_t on the way.
+  // The rounding up to 64 bytes must fit too.
+  if (!(n_bytes >= 0) || n_bytes != std::floor(n_bytes) || n_bytes > static_cast<double>(SIZE_MAX - 63)) {
     lf::capi::record(lf::Status(lf::Code::resource_exhausted,
-                                "out of memory allocating " + std::to_string(n_bytes) + " bytes"));
+                                "cannot allocate " + std::to_string(n_bytes) + " bytes: more than this module can address (" +
+                                    std::to_string(SIZE_MAX) + " bytes)"));
+    return nullptr;
+  }
+  const size_t n = static_cast<size_t>(n_bytes);
+  // 64-byte alignment: tensors land on cache-line and SIMD boundaries whatever their size.
+  void* ptr = std::aligned_alloc(64, (n + 63) / 64 * 64);
+  if (ptr == nullptr) {
+    lf::capi::record(lf::Status(lf::Code::resource_exhausted, "out of memory allocating " + std::to_string(n) + " bytes"));
   }
   return ptr;
 }

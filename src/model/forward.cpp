@@ -20,10 +20,11 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-Status check_finite(std::span<const float> in, int n_embd) {
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!std::isfinite(in[i])) {
-      return Status(Code::invalid_argument, "input is not finite at position " + std::to_string(i / n_embd) +
+// x [rows, n_embd] -> invalid_argument naming `what`, the row and element of the first NaN or infinity.
+Status check_finite(std::span<const float> x, int n_embd, const std::string& what) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      return Status(Code::invalid_argument, what + " is not finite at row " + std::to_string(i / n_embd) +
                                                 ", element " + std::to_string(i % n_embd));
     }
   }
@@ -55,7 +56,7 @@ Status validate_forward(const Model& m, const Session& s, int start_pos, std::sp
     return Status(Code::resource_exhausted, "context overflow: " + std::to_string(start_pos) + " + " +
                                                 std::to_string(n) + " positions exceed max_ctx " + std::to_string(s.max_ctx()));
   }
-  return check_finite(in, n_embd);
+  return check_finite(in, n_embd, "input");
 }
 
 }  // namespace
@@ -135,18 +136,32 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
       *job_ms = ms_since(t_job);
     }
   };
-  call->finish = [&m, &s, scratch, job_ms, t_call, start_pos, n, out] {
+  // The sliding rings' slots this call overwrites, put back if it is refused after running.
+  auto undo = std::make_shared<KvUndo>();
+  s.kv.save_overwritten(start_pos, n, undo.get());
+  call->finish = [&m, &s, scratch, job_ms, undo, t_call, start_pos, n, out] {
+    // n_past stays put on any failure, so the caller never sees positions counted that did not
+    // run, and the cache holds what it held.
+    auto refuse = [&](const Status& e) {
+      s.kv.restore(*undo);
+      return e;
+    };
     for (const Status& e : scratch->errors) {
-      // After validation only an internal fault can fail; n_past then stays put so the caller
-      // never sees positions counted that did not run.
-      if (!e.ok()) return e;
+      if (!e.ok()) return refuse(e);  // after validation only an internal fault
     }
     // With last_only the final layer left its one row first; a node without layers passes its
     // input through, the last row of it.
     const bool odd = (m.range.end - m.range.begin) % 2 == 1;
     const std::vector<float>& x = odd ? scratch->x_next : scratch->x;
     const size_t skip = m.range.end > m.range.begin ? 0 : x.size() - out.size();
-    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(skip), out.size(), out.begin());
+    const std::span<const float> result(x.data() + skip, out.size());
+    if (const Status finite = check_finite(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
+                                                                        ", " + std::to_string(m.range.end) + ")");
+        !finite.ok()) {
+      return refuse(Status(finite.code(), finite.message() + " (an input too large for float32, or weights that "
+                                                             "overflow): the call is refused and the session is as it was"));
+    }
+    std::copy(result.begin(), result.end(), out.begin());
     s.set_n_past(start_pos + n);
     s.last.exit_out = std::move(scratch->exit);
     s.exit_in = ExitState();
@@ -193,13 +208,14 @@ Status head(const Model& m, const float* hidden, int n_rows, float* logits) {
   if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
   if (n_rows <= 0 || !hidden || !logits) return Status(Code::invalid_argument, "head needs n_rows > 0 and buffers");
   const ModelConfig& c = m.config;
+  LF_RETURN_IF_ERROR(check_finite(std::span<const float>(hidden, static_cast<size_t>(n_rows) * c.n_embd), c.n_embd, "hidden"));
   std::vector<float> out_norm(static_cast<size_t>(n_rows) * static_cast<size_t>(c.n_embd));
   rmsnorm_rows(hidden, m.output_norm.f32(), n_rows, c.n_embd, c.norm_eps, out_norm.data());
   LF_RETURN_IF_ERROR(matmul(m.output, out_norm.data(), n_rows, logits));
   if (c.final_softcap != 0.0f) {
     for (int r = 0; r < n_rows; ++r) softcap(logits + static_cast<size_t>(r) * c.n_vocab, c.n_vocab, c.final_softcap);
   }
-  return Status();
+  return check_finite(std::span<const float>(logits, static_cast<size_t>(n_rows) * c.n_vocab), c.n_vocab, "logits");
 }
 
 }  // namespace lf

@@ -51,7 +51,9 @@ Status KvCache::create(const ModelConfig& c, LayerRange range, const KvCacheOpti
   for (int il = range.begin; il < range.end; ++il) {
     LayerKv& kv = cache.layers_[il - range.begin];
     kv.capacity = capacity(c, il, cache.max_ctx_, options.attn_chunk);
+    kv.n_head_kv = c.layers[il].n_head_kv;
     kv.head_dim = c.layers[il].head_dim;
+    kv.sliding = c.layers[il].sliding;
     uint64_t n = 0;
     LF_RETURN_IF_ERROR(layer_values(c, il, kv.capacity, &n));
     kv.k.assign(static_cast<size_t>(n), 0);
@@ -87,6 +89,36 @@ KvView KvCache::view(int il, int kv_head, int end_pos) const {
   view.head_dim = kv.head_dim;
   view.first_pos = std::max(0, end_pos - kv.capacity);
   return view;
+}
+
+void KvCache::save_overwritten(int pos0, int n, KvUndo* undo) const {
+  undo->pos0 = pos0;
+  undo->n_slots = 0;
+  undo->k.assign(layers_.size(), {});
+  undo->v.assign(layers_.size(), {});
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerKv& kv = layers_[i];
+    if (!kv.sliding || pos0 == 0) continue;  // nothing live in the slots ahead
+    undo->n_slots = std::min(n, kv.capacity);
+    const size_t values = static_cast<size_t>(kv.n_head_kv) * undo->n_slots * kv.head_dim;
+    undo->k[i].resize(values);
+    undo->v[i].resize(values);
+    for_each_slot(kv, *undo, [&](size_t cache, size_t saved) {
+      std::copy_n(kv.k.begin() + cache, kv.head_dim, undo->k[i].begin() + saved);
+      std::copy_n(kv.v.begin() + cache, kv.head_dim, undo->v[i].begin() + saved);
+    });
+  }
+}
+
+void KvCache::restore(const KvUndo& undo) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerKv& kv = layers_[i];
+    if (undo.k[i].empty()) continue;
+    for_each_slot(kv, undo, [&](size_t cache, size_t saved) {
+      std::copy_n(undo.k[i].begin() + saved, kv.head_dim, kv.k.begin() + cache);
+      std::copy_n(undo.v[i].begin() + saved, kv.head_dim, kv.v.begin() + cache);
+    });
+  }
 }
 
 }  // namespace lf

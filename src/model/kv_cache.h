@@ -20,6 +20,14 @@ struct KvCacheOptions {
   int attn_chunk = 64;  // queries attended per step (sizes the sliding rings)
 };
 
+// The ring slots a forward call overwrites while they may still hold live keys, kept so that a
+// call refused after it ran (a non-finite output) leaves the cache as it was. Only sliding
+// layers need it: a global layer's slots past n_past hold nothing yet.
+struct KvUndo {
+  int pos0 = 0, n_slots = 0;
+  std::vector<std::vector<uint16_t>> k, v;  // [layer of the range][n_head_kv, n_slots, head_dim]
+};
+
 class KvCache {
  public:
   // Allocates the whole cache up front (bytes() tells how much).
@@ -38,12 +46,29 @@ class KvCache {
   // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
   KvView view(int il, int kv_head, int end_pos) const;
 
+  // What storing positions [pos0, pos0 + n) will overwrite, to put back with restore().
+  void save_overwritten(int pos0, int n, KvUndo* undo) const;
+  void restore(const KvUndo& undo);
+
  private:
   struct LayerKv {
     int capacity = 0;
-    int head_dim = 0;
+    int n_head_kv = 0, head_dim = 0;
+    bool sliding = false;
     std::vector<uint16_t> k, v;  // [n_head_kv, capacity, head_dim]
   };
+  // Calls copy(offset in the layer's k/v, offset in the undo's) for undo slot j of every KV head:
+  // ring slot (pos0 + j) % capacity.
+  template <typename Copy>
+  static void for_each_slot(const LayerKv& kv, const KvUndo& undo, Copy copy) {
+    for (size_t h = 0; h < static_cast<size_t>(kv.n_head_kv); ++h) {
+      for (int j = 0; j < undo.n_slots; ++j) {
+        const size_t slot = static_cast<size_t>((undo.pos0 + j) % kv.capacity);
+        copy((h * kv.capacity + slot) * kv.head_dim, (h * undo.n_slots + j) * kv.head_dim);
+      }
+    }
+  }
+
   LayerRange range_;
   int max_ctx_ = 0;
   int attn_chunk_ = 0;

@@ -7,6 +7,7 @@
 #include "layout/feature_major.h"
 #include "kernels/gemm.h"
 #include "layout/row_strips.h"
+#include "quant/finite_check.h"
 
 namespace lf {
 namespace {
@@ -32,6 +33,8 @@ class Binder {
     if (info->type == GgmlType::F32 && reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
       return Status(Code::invalid_argument, "F32 tensor '" + name + "' is not 4-byte aligned in memory");
     }
+    // Non-finite numbers would make every output NaN: refused here, by name, not served.
+    LF_RETURN_IF_ERROR(check_finite_tensor(name, info->type, data, info->ne[0], info->ne[1]));
     out->type = info->type;
     out->n_in = info->ne[0];
     out->n_out = info->ne[1];

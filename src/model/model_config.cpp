@@ -1,6 +1,8 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string_view>
 
 namespace lf {
@@ -21,10 +23,29 @@ bool is_signed(GgufType t) {
   return t == GgufType::INT8 || t == GgufType::INT16 || t == GgufType::INT32 || t == GgufType::INT64;
 }
 
+// Widths (n_embd, n_ff, a head's dim times the heads) above this are refused: far beyond any
+// Gemma, and they keep every product of two widths inside int64 and every width inside int.
+constexpr int kMaxWidth = 1 << 20;
+constexpr int kMaxHeads = 1 << 12;
+
+// 1 + the largest N of a "blk.N." tensor (0 without any): the layers the file has weights for.
+int layers_with_tensors(const GgufFile& file) {
+  int64_t n = 0;
+  for (const GgufTensorInfo& t : file.tensors) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    char* end = nullptr;
+    const long long il = std::strtoll(t.name.c_str() + 4, &end, 10);
+    if (end != t.name.c_str() + 4 && *end == '.' && il >= 0 && il < 0x7fffffff) n = std::max<int64_t>(n, il + 1);
+  }
+  return static_cast<int>(n);
+}
+
 // Reads metadata of one architecture ("gemma4.block_count" is asked for as "block_count").
 class KeyReader {
  public:
   KeyReader(const GgufFile& file, std::string arch) : file_(file), prefix_(std::move(arch) + ".") {}
+
+  const GgufFile& file() const { return file_; }
 
   std::string full(std::string_view key) const { return prefix_ + std::string(key); }
   bool has(std::string_view key) const { return file_.find(full(key)) != nullptr; }
@@ -63,7 +84,10 @@ class KeyReader {
       return Status(Code::malformed, "key '" + name + "' has type " + gguf_type_name(v->type) +
                                          ", expected FLOAT32");
     }
-    *out = static_cast<float>(v->f64);
+    // No hyper-parameter is meaningful as NaN or infinity, and one would make every output NaN.
+    const float x = static_cast<float>(v->f64);
+    if (!std::isfinite(x)) return Status(Code::malformed, "key '" + name + "' is not a finite float32");
+    *out = x;
     return Status();
   }
 
@@ -118,6 +142,21 @@ Status read_common(const KeyReader& keys, ModelConfig* c, CommonKeys* ck) {
   LF_RETURN_IF_ERROR(keys.get_float("attention.layer_norm_rms_epsilon", &c->norm_eps));
   if (c->n_layer <= 0 || c->n_embd <= 0) {
     return Status(Code::malformed, "block_count and embedding_length must be positive");
+  }
+  // Per-layer arrays are sized by block_count: it must be what the tensor table holds before
+  // anything is allocated from it.
+  const int layers_in_table = layers_with_tensors(keys.file());
+  if (c->n_layer != layers_in_table) {
+    return Status(Code::malformed, keys.full("block_count") + " = " + std::to_string(c->n_layer) +
+                                       ", but the tensor table has blk.N tensors for " +
+                                       std::to_string(layers_in_table) + " layers");
+  }
+  if (c->n_embd > kMaxWidth) {
+    return Status(Code::unsupported, keys.full("embedding_length") + " = " + std::to_string(c->n_embd) +
+                                         " is above the largest width supported, " + std::to_string(kMaxWidth));
+  }
+  if (!(c->norm_eps > 0.0f)) {
+    return Status(Code::malformed, keys.full("attention.layer_norm_rms_epsilon") + " must be positive");
   }
   LF_RETURN_IF_ERROR(keys.get_per_layer("attention.head_count", c->n_layer, true, 0, &ck->n_head));
   // head_count_kv defaults to head_count, layer by layer.
@@ -281,6 +320,14 @@ Status check_layer_shapes(const ModelConfig& c) {
     const std::string where = "layer " + std::to_string(il) + ": ";
     if (l.head_dim <= 0 || l.n_head <= 0 || l.n_head_kv <= 0 || l.n_ff <= 0) {
       return Status(Code::malformed, where + "head dim, head counts and feed_forward_length must be positive");
+    }
+    if (l.n_head > kMaxHeads || l.head_dim > kMaxWidth || l.n_ff > kMaxWidth ||
+        static_cast<int64_t>(l.head_dim) * l.n_head > kMaxWidth) {
+      return Status(Code::unsupported, where + "head dim " + std::to_string(l.head_dim) + " x " +
+                                           std::to_string(l.n_head) + " heads or feed_forward_length " +
+                                           std::to_string(l.n_ff) + " is above the largest width supported, " +
+                                           std::to_string(kMaxWidth) + " (at most " + std::to_string(kMaxHeads) +
+                                           " heads)");
     }
     if (l.n_head % l.n_head_kv != 0) {
       return Status(Code::unsupported, where + "head_count " + std::to_string(l.n_head) +

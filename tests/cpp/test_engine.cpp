@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -230,6 +231,33 @@ TEST_CASE("unsupported GGUF files are refused with a message naming the problem"
     o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.feed_forward_length", 256); };
     require_refused(o, "tensor 'blk.0.ffn_gate.weight' has ne [64, 128], expected [64, 256]");
   }
+  SECTION("a block_count the tensor table does not hold, before anything is sized by it") {
+    for (uint32_t n : {2u, 4u, 0x7fffffffu, 1u << 27}) {
+      o.omit_keys = {"gemma4.block_count"};
+      o.edit = [n](lf::GgufWriter& w) { w.set_u32("gemma4.block_count", n); };
+      require_refused(o, "gemma4.block_count = " + std::to_string(n) + ", but the tensor table has blk.N tensors for 3 layers");
+    }
+  }
+  SECTION("widths beyond any Gemma") {
+    o.omit_keys = {"gemma4.feed_forward_length"};
+    o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.feed_forward_length", 1u << 30); };
+    require_refused(o, "above the largest width supported");
+  }
+  SECTION("a NaN rms epsilon") {
+    o.omit_keys = {"gemma4.attention.layer_norm_rms_epsilon"};
+    o.edit = [](lf::GgufWriter& w) { w.set_f32("gemma4.attention.layer_norm_rms_epsilon", NAN); };
+    require_refused(o, "'gemma4.attention.layer_norm_rms_epsilon' is not a finite float32");
+  }
+  SECTION("a zero rms epsilon") {
+    o.omit_keys = {"gemma4.attention.layer_norm_rms_epsilon"};
+    o.edit = [](lf::GgufWriter& w) { w.set_f32("gemma4.attention.layer_norm_rms_epsilon", 0.0f); };
+    require_refused(o, "layer_norm_rms_epsilon must be positive");
+  }
+  SECTION("an infinite rope base") {
+    o.omit_keys = {"gemma4.rope.freq_base"};
+    o.edit = [](lf::GgufWriter& w) { w.set_f32("gemma4.rope.freq_base", INFINITY); };
+    require_refused(o, "'gemma4.rope.freq_base' is not a finite float32");
+  }
   SECTION("a per-layer array of the wrong length") {
     o.omit_keys = {"gemma4.attention.head_count_kv"};
     o.edit = [](lf::GgufWriter& w) { w.set_array_i32("gemma4.attention.head_count_kv", {1, 1}); };
@@ -417,12 +445,12 @@ TEST_CASE("errors leave the session unchanged; a valid call then matches a fresh
   SECTION("NaN in the input") {
     bad[5 * kEmbd + 3] = std::numeric_limits<float>::quiet_NaN();
     st = lf::forward(m, s, 6, bad.data(), 6, out.data(), false);
-    CHECK(st.message().find("position 5") != std::string::npos);
+    CHECK(st.message().find("input is not finite at row 5") != std::string::npos);
   }
   SECTION("infinity in the input") {
     bad[0] = INFINITY;
     st = lf::forward(m, s, 6, bad.data(), 6, out.data(), false);
-    CHECK(st.message().find("position 0") != std::string::npos);
+    CHECK(st.message().find("input is not finite at row 0") != std::string::npos);
   }
   SECTION("wrong start_pos") {
     st = lf::forward(m, s, 2, bad.data(), 6, out.data(), false);
@@ -442,6 +470,72 @@ TEST_CASE("errors leave the session unchanged; a valid call then matches a fresh
   const std::vector<float> tail = run(m, s, x, 6, n - 6);
   got.insert(got.end(), tail.begin(), tail.end());
   CHECK(got == expect);
+}
+
+// Sets the f16 scale of block `block` of row `row` of a Q8_0 tensor (34-byte blocks) in the file's bytes.
+void set_q8_0_scale(FixtureModel* f, const std::string& name, int64_t row, int64_t block, uint16_t half) {
+  const lf::GgufTensorInfo* t = f->file.tensor(name);
+  REQUIRE(t != nullptr);
+  REQUIRE(t->type == lf::GgmlType::Q8_0);
+  const uint64_t at = f->file.data_offset + t->offset + (static_cast<uint64_t>(row) * (t->ne[0] / 32) + block) * 34;
+  std::memcpy(f->bytes.data() + at, &half, sizeof half);
+}
+
+TEST_CASE("tensors with non-finite numbers are refused at load by name", "[engine]") {
+  for (const uint16_t special : {uint16_t{0x7C00}, uint16_t{0xFC00}, uint16_t{0x7E01}}) {  // +inf, -inf, NaN
+    INFO("f16 scale " << special);
+    FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+    set_q8_0_scale(&f, "blk.1.attn_q.weight", 5, 1, special);
+    Model m;
+    const Status s = f.load_all(&m);
+    CHECK(s.code() == Code::invalid_argument);
+    CHECK(s.message() == "tensor 'blk.1.attn_q.weight' has a non-finite scale in block 1 of row 5");
+    Model other_layers;
+    CHECK(f.load({2, kLayers}, false, true, &other_layers).ok());  // a node without that layer loads
+  }
+  FixtureModel f = fixture(Arch::gemma4);
+  const lf::GgufTensorInfo* norm = f.file.tensor("blk.0.ffn_norm.weight");
+  const float nan = NAN;
+  std::memcpy(f.bytes.data() + f.file.data_offset + norm->offset + 7 * sizeof(float), &nan, sizeof nan);
+  Model m;
+  const Status s = f.load_all(&m);
+  CHECK(s.message() == "tensor 'blk.0.ffn_norm.weight' has a non-finite value at element 7 of row 0");
+}
+
+TEST_CASE("a forward whose output is not finite is refused and leaves the cache as it was", "[engine]") {
+  // Layers [1, 3): layer 1 scales its output by 1.3, so a row of FLT_MAX (finite) leaves it as
+  // infinity, and the sliding layer 2 then stores NaN keys and values into its ring.
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model m = load(f, {1, kLayers}, true, true);
+  const int n = 12;
+  const std::vector<float> x = embedded(m, prompt(n));
+  Session fresh = session(m, 16, 2);
+  const std::vector<float> expect = run(m, fresh, x, 0, n);
+
+  // attn_chunk 2: the sliding ring holds window 4 + 1 slots, so 6 new positions overwrite every
+  // slot the next queries still need.
+  Session s = session(m, 16, 2);
+  const std::vector<float> head = run(m, s, x, 0, 6);
+  std::vector<float> huge(6 * kEmbd, std::numeric_limits<float>::max());
+  std::vector<float> out(6 * kEmbd);
+  const Status st = lf::forward(m, s, 6, huge.data(), 6, out.data(), false);
+  INFO(st.message());
+  CHECK(st.code() == Code::invalid_argument);
+  CHECK(st.message().find("output of layers [1, 3) is not finite at row 0") != std::string::npos);
+  CHECK(s.n_past() == 6);
+  std::vector<float> got = head;
+  const std::vector<float> tail = run(m, s, x, 6, n - 6);
+  got.insert(got.end(), tail.begin(), tail.end());
+  CHECK(got == expect);
+}
+
+TEST_CASE("the head refuses hidden states and logits that are not finite", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const Model m = load(f, {0, kLayers}, true, true);
+  std::vector<float> hidden(2 * kEmbd, 0.25f), logits(2 * static_cast<size_t>(m.config.n_vocab));
+  hidden[kEmbd + 2] = NAN;
+  const Status st = lf::head(m, hidden.data(), 2, logits.data());
+  CHECK(st.message() == "hidden is not finite at row 1, element 2");
 }
 
 TEST_CASE("the debug hook sees named intermediates per layer", "[engine]") {
