@@ -35,6 +35,8 @@ export interface SourceOptions {
   revalidate?: boolean;
   onProgress?: (progress: Progress) => void;
   progressIntervalMs?: number;
+  /** what the disk cache dropped or could not store, a server with no validator (default: stderr) */
+  onWarning?: (message: string) => void;
   retries?: number;
   backoffMs?: number;
   maxBackoffMs?: number;
@@ -49,6 +51,10 @@ export interface SourceOptions {
 export interface ObjectSource {
   readonly name: string;
   readonly size: number;
+  /** the object's version as the cache keys it (its ETag, or size and mtime / Last-Modified) */
+  readonly identity?: string;
+  /** what each range read is checked against; a change fails the read with code 'source_changed' */
+  readonly validator?: 'etag' | 'last-modified' | 'mtime' | 'size';
   read(start: number, end: number): Promise<Uint8Array>;
   readInto(start: number, end: number, target: Uint8Array): Promise<void>;
   close(): Promise<void>;
@@ -81,6 +87,8 @@ export interface ModelHeader {
   info: ModelInfo;
   /** the file's first bytes, enough for the parser: a node opened with this header does not read them again */
   bytes: Uint8Array;
+  /** the source's identity when the header was read: a node handed the header checks its source is the same */
+  identity?: string;
 }
 
 /** Reads and parses a model's header (no tensor bytes). */

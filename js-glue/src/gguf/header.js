@@ -14,6 +14,8 @@ const FIRST_READ = 1 << 20;
  *   n_swa: number, layers: Array<{sliding: boolean, n_head: number, n_head_kv: number, head_dim: number,
  *   n_ff: number}>}} info the configuration as the engine reads it (lf_model_info_json)
  * @property {Uint8Array} bytes the file's first bytes, enough for the parser
+ * @property {string} [identity] the source's identity when read (its ETag, or size and mtime): a
+ *   node handed the header checks that its source is the same object
  */
 
 /**
@@ -52,7 +54,7 @@ export async function openModelHeader(lf, source) {
     const gguf = parse(lf, bytes, source.size);
     if (gguf) {
       try {
-        return { gguf, header: { ...lf.json(lf.fn.lf_gguf_json(gguf, 0)), info: readModelInfo(lf, gguf), bytes } };
+        return { gguf, header: { ...lf.json(lf.fn.lf_gguf_json(gguf, 0)), info: readModelInfo(lf, gguf), bytes, identity: source.identity } };
       } catch (error) {
         lf.fn.lf_gguf_free(gguf);
         throw error;

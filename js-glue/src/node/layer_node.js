@@ -21,7 +21,18 @@ export class LayerNode extends CoreLayerNode {
    *          lf?: object, source?: object}} options
    * @example const node = await LayerNode.open({ model: 'https://example.com/tiny.gguf', layers: [0, 2], cacheDir: '.cache' });
    */
-  static async open({ model, threads, build, cacheDir, onProgress, sourceOptions, lf, source, ...options }) {
+  static async open(options) {
+    try {
+      return await this.#openOnce(options);
+    } catch (error) {
+      // The disk cache held another version of the model and has dropped it (disk_cache.js): a
+      // cache must not be why a load fails, so the load starts over from the source, once.
+      if (!error.staleCache || options.lf || options.source) throw error;
+      return this.#openOnce(options);
+    }
+  }
+
+  static async #openOnce({ model, threads, build, cacheDir, onProgress, sourceOptions, lf, source, ...options }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const module = lf ?? (useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule());
     let opened;

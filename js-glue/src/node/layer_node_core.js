@@ -81,10 +81,14 @@ export class LayerNode {
     this.memory = null;
   }
 
-  // A header handed over is of the file being opened: its size says so before any tensor is read.
+  // A header handed over is of the file being opened: its size, and the identity of the source it
+  // was read from (its ETag or size and mtime), say so before any tensor is read.
   static #reparse(lf, header, source) {
     if (header.file_size !== source.size) {
       throw new LayerfoldError('invalid_argument', `the header handed over is of a file of ${header.file_size} bytes, ${source.name} has ${source.size}`);
+    }
+    if (header.identity && source.identity && header.identity !== source.identity) {
+      throw new LayerfoldError('source_changed', `${source.name}: the object changed since its header was read (now ${source.identity.slice(source.identity.lastIndexOf('#') + 1)}, the header read from ${header.identity.slice(header.identity.lastIndexOf('#') + 1)}): open it again`);
     }
     return reparseModelHeader(lf, header);
   }

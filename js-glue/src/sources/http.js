@@ -1,6 +1,9 @@
 // A model object behind an http(s) URL, read with Range requests: the host's object-source
-// interface { name, size, identity, read(start, end), readInto(start, end, target), close() }.
-// Bodies stream straight into the target view; a failed transfer resumes from the byte reached.
+// interface { name, size, identity, validator, read(start, end), readInto(start, end, target),
+// close() }. Bodies stream straight into the target view; a failed transfer resumes from the byte
+// reached. Every range is asked for on the condition that the object is still the one opened
+// (If-Match / If-Range on a strong ETag, else If-Unmodified-Since on its Last-Modified) and every
+// answer's validators are compared, so a node never loads ranges of two versions of a file.
 
 const DEFAULTS = { retries: 5, backoffMs: 250, maxBackoffMs: 8000, timeoutMs: 30000 };
 
@@ -14,7 +17,30 @@ export class ObjectSourceError extends Error {
   }
 }
 
-const CODE_BY_STATUS = { 401: 'unauthorized', 403: 'unauthorized', 404: 'not_found', 412: 'changed', 416: 'bad_range' };
+/** Where a source's warnings go when no onWarning is given. */
+export const warnOnStderr = (message) => console.warn(`layerfold: ${message}`);
+
+const CODE_BY_STATUS = { 401: 'unauthorized', 403: 'unauthorized', 404: 'not_found', 416: 'bad_range' };
+
+// Bytes asked for again, before the byte reached, when a transfer resumes without a strong ETag:
+// they must equal what was received, or the object changed between the two requests.
+const RESUME_OVERLAP = 64 * 1024;
+
+/** The error for an object that is no longer the one opened (or cached): never a mixed load. */
+export function sourceChanged(name, why, { status, staleCache = false } = {}) {
+  const error = new ObjectSourceError(`${name}: the object changed during the load (${why})`, { code: 'source_changed', status });
+  /** True when the disk cache held the other version and has dropped it: a new load is clean. */
+  error.staleCache = staleCache;
+  return error;
+}
+
+function sameBytes(a, b) {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return a.length === b.length;
+}
+
+const isStrong = (etag) => etag !== null && !etag.startsWith('W/');
+const sameEtag = (a, b) => a.replace(/^W\//, '') === b.replace(/^W\//, '');
 
 function statusError(url, response) {
   const retryable = response.status >= 500 || response.status === 429;
@@ -47,7 +73,7 @@ export class HttpSource {
    * @param {string} url
    * @param {{retries?: number, backoffMs?: number, maxBackoffMs?: number, timeoutMs?: number,
    *          request?: (url: string, init: object) => Promise<Response>, name?: string,
-   *          onRetry?: (error: Error, attempt: number) => void}} [options]
+   *          onRetry?: (error: Error, attempt: number) => void, onWarning?: (message: string) => void}} [options]
    * @example const source = await HttpSource.open('https://example.com/tiny.gguf', { retries: 3 });
    */
   static async open(url, options = {}) {
@@ -77,6 +103,23 @@ export class HttpSource {
     return `${this.name}#${this.etag ?? `${this.size}:${this.lastModified ?? ''}`}`;
   }
 
+  /**
+   * What each range read is checked against: 'etag' (a strong ETag, sent as If-Match and
+   * If-Range), 'last-modified' (If-Unmodified-Since, a one-second clock), or 'size' (the server
+   * gives neither: only the size and the bytes read twice can tell a change).
+   */
+  get validator() {
+    if (isStrong(this.etag)) return 'etag';
+    return this.lastModified ? 'last-modified' : 'size';
+  }
+
+  // The condition every range is asked for on. If-Match answers 412 for another version; If-Range
+  // makes a server that ignores If-Match answer 200 with the whole new object instead of a range.
+  #conditions() {
+    if (isStrong(this.etag)) return { 'if-match': this.etag, 'if-range': this.etag };
+    return this.lastModified ? { 'if-unmodified-since': this.lastModified } : {};
+  }
+
   async #stat() {
     await this.#retrying(async () => {
       const response = await this.#send('HEAD', {}, AbortSignal.timeout(this.#options.timeoutMs));
@@ -84,6 +127,9 @@ export class HttpSource {
       const length = response.headers.get('content-length');
       this.etag = response.headers.get('etag');
       this.lastModified = response.headers.get('last-modified');
+      if (this.validator === 'size') {
+        (this.#options.onWarning ?? warnOnStderr)(`${this.name}: the server sends neither ETag nor Last-Modified, so a change of the object during the load is seen only in its size and in bytes read twice`);
+      }
       if (length !== null) {
         this.size = Number(length);
         return;
@@ -111,8 +157,11 @@ export class HttpSource {
     if (end === start) return;
     let reached = 0;
     await this.#retrying(async () => {
+      // Without a strong ETag a resumed transfer starts a little before the byte reached, and
+      // those bytes are compared with the ones received.
+      const known = this.validator === 'etag' ? 0 : Math.min(reached, RESUME_OVERLAP);
       try {
-        reached += await this.#readOnce(start + reached, end, target.subarray(reached, end - start));
+        reached += await this.#readOnce(start + reached - known, end, target.subarray(reached - known, end - start), known);
       } catch (error) {
         reached += error.reached ?? 0;
         throw error;
@@ -120,8 +169,10 @@ export class HttpSource {
     });
   }
 
-  // One ranged GET into target; progress made before a failure is kept in error.reached.
-  async #readOnce(start, end, target) {
+  // One ranged GET into target, whose first `known` bytes are already there and must come back
+  // the same; -> the bytes placed after them. Progress made before a failure is kept in
+  // error.reached.
+  async #readOnce(start, end, target, known = 0) {
     const controller = new AbortController();
     let timer;
     const arm = () => {
@@ -131,10 +182,10 @@ export class HttpSource {
     arm();
     let done = 0;
     try {
-      const response = await this.#send('GET', { range: `bytes=${start}-${end - 1}` }, controller.signal);
+      const response = await this.#send('GET', { range: `bytes=${start}-${end - 1}`, ...this.#conditions() }, controller.signal);
       if (response.status !== 206) {
         await response.body?.cancel();
-        throw response.ok ? this.#rangeError(response) : statusError(this.name, response);
+        throw this.#notARange(response);
       }
       this.#checkSame(response, start);
       const reader = response.body.getReader();
@@ -146,31 +197,54 @@ export class HttpSource {
           await reader.cancel();
           throw new ObjectSourceError(`${this.name}: server sent more than the ${end - start} bytes asked for at ${start}`, { code: 'bad_response' });
         }
-        target.set(value, done);
+        const overlap = Math.max(0, Math.min(known - done, value.length));
+        if (overlap > 0 && !sameBytes(value.subarray(0, overlap), target.subarray(done, done + overlap))) {
+          await reader.cancel();
+          throw sourceChanged(this.name, `bytes from ${start + done} differ from the ones read before the transfer resumed`);
+        }
+        target.set(value.subarray(overlap), done + overlap);
         done += value.length;
       }
       if (done < target.length) {
         throw new ObjectSourceError(`${this.name}: body ended at byte ${start + done}, expected ${end}`, { code: 'truncated', retryable: true });
       }
-      return done;
+      return done - known;
     } catch (error) {
       const reason = controller.signal.aborted ? controller.signal.reason : error;
-      reason.reached = done;
+      reason.reached = Math.max(0, done - known);
       throw reason;
     } finally {
       clearTimeout(timer);
     }
   }
 
+  // The answer's validators against the ones the object was opened with: a server that ignores
+  // the conditions still says which version it sent.
   #checkSame(response, start) {
     const etag = response.headers.get('etag');
+    const lastModified = response.headers.get('last-modified');
     const [range, total] = (response.headers.get('content-range') ?? '').replace('bytes ', '').split('/');
-    if ((this.etag && etag && etag !== this.etag) || (total && total !== '*' && Number(total) !== this.size)) {
-      throw new ObjectSourceError(`${this.name}: the object changed while reading (etag ${etag}, size ${total})`, { code: 'changed' });
+    if (this.etag && etag && !sameEtag(etag, this.etag)) throw sourceChanged(this.name, `ETag ${etag}, opened as ${this.etag}`);
+    if (this.lastModified && lastModified && lastModified !== this.lastModified) {
+      throw sourceChanged(this.name, `Last-Modified ${lastModified}, opened as ${this.lastModified}`);
     }
+    if (total && total !== '*' && Number(total) !== this.size) throw sourceChanged(this.name, `${total} bytes, opened with ${this.size}`);
     if (range && Number(range.split('-')[0]) !== start) {
       throw new ObjectSourceError(`${this.name}: asked for byte ${start}, server sent range ${range}`, { code: 'bad_response' });
     }
+  }
+
+  // A ranged GET answered otherwise than 206: 412 (a condition failed) and a 200 after If-Range
+  // with another ETag mean another version of the object; a 200 with the same one, a server that
+  // ignores Range.
+  #notARange(response) {
+    if (response.status === 412) return sourceChanged(this.name, `HTTP 412 to ${isStrong(this.etag) ? `If-Match ${this.etag}` : `If-Unmodified-Since ${this.lastModified}`}`, { status: 412 });
+    if (!response.ok) return statusError(this.name, response);
+    const etag = response.headers.get('etag');
+    if (isStrong(this.etag) && etag !== null && !sameEtag(etag, this.etag)) {
+      return sourceChanged(this.name, `HTTP ${response.status} with ETag ${etag} to If-Range ${this.etag}`, { status: response.status });
+    }
+    return this.#rangeError(response);
   }
 
   #rangeError(response) {

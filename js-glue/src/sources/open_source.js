@@ -1,8 +1,6 @@
 // Picks the object source for a model reference: a local path or file:// URL, an http(s) URL,
 // an s3:// or r2:// URL, or a Workers R2 binding {bucket, key}; optionally behind the disk cache
 // and with progress reports.
-import { stat } from 'node:fs/promises';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CachedSource } from './disk_cache.js';
 import { HttpSource } from './http.js';
@@ -10,13 +8,6 @@ import { LocalFileSource } from './local_file.js';
 import { R2BindingSource } from './r2_binding.js';
 import { openS3Source } from './s3.js';
 import { withProgress } from './progress.js';
-
-async function openLocal(file) {
-  const source = await LocalFileSource.open(file);
-  const { mtimeMs } = await stat(file);
-  source.identity = `${path.resolve(file)}#${source.size}:${mtimeMs}`;
-  return source;
-}
 
 /** A printable name for a model reference (an R2 binding shows its key). */
 export function modelName(model) {
@@ -30,22 +21,25 @@ function opener(model, options) {
   if (typeof model !== 'string') throw new TypeError('model: expected a path, a URL or an R2 binding {bucket, key}');
   if (/^https?:\/\//i.test(model)) return () => HttpSource.open(model, options);
   if (/^(s3|r2):\/\//i.test(model)) return () => openS3Source(model, options);
-  if (/^file:\/\//i.test(model)) return () => openLocal(fileURLToPath(model));
+  if (/^file:\/\//i.test(model)) return () => LocalFileSource.open(fileURLToPath(model));
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(model)) throw new TypeError(`${model}: unsupported URL scheme`);
-  return () => openLocal(model);
+  return () => LocalFileSource.open(model);
 }
 
 /**
- * Opens a model reference as an object source { name, size, read, readInto, close }.
- * Options: cacheDir (+ maxCacheBytes, revalidate) for the verified disk cache; onProgress
- * ({bytes, totalBytes, rate, etaSeconds}, throttled to progressIntervalMs); the HTTP/S3 retry
- * options (retries, backoffMs, maxBackoffMs, timeoutMs); S3 endpoint and credentials.
+ * Opens a model reference as an object source { name, size, identity, validator, read, readInto,
+ * close }. Options: cacheDir (+ maxCacheBytes, revalidate) for the verified disk cache;
+ * onProgress ({bytes, totalBytes, rate, etaSeconds}, throttled to progressIntervalMs);
+ * onWarning(message) for what the cache dropped or could not store and for a server that gives
+ * no validator (default: a line on stderr); the HTTP/S3 retry options (retries, backoffMs,
+ * maxBackoffMs, timeoutMs); S3 endpoint and credentials. cacheIo replaces the cache's write
+ * functions (disk_cache.js), for tests.
  * @example const source = await openSource('r2://models/gemma.gguf', { cacheDir: '/var/cache/lf', onProgress: console.log });
  */
-export async function openSource(model, { cacheDir, maxCacheBytes, revalidate, onProgress, progressIntervalMs, ...options } = {}) {
+export async function openSource(model, { cacheDir, maxCacheBytes, revalidate, cacheIo, onProgress, progressIntervalMs, ...options } = {}) {
   const open = opener(model, options);
   const source = cacheDir
-    ? await CachedSource.open(modelName(model), open, { cacheDir, maxBytes: maxCacheBytes, revalidate })
+    ? await CachedSource.open(modelName(model), open, { cacheDir, maxBytes: maxCacheBytes, revalidate, onWarning: options.onWarning, io: cacheIo })
     : await open();
   return onProgress ? withProgress(source, onProgress, { intervalMs: progressIntervalMs }) : source;
 }

@@ -22,6 +22,7 @@ export function withProgress(source, onProgress, { totalBytes = source.size, int
     name: source.name,
     size: source.size,
     identity: source.identity,
+    validator: source.validator,
     async read(start, end) {
       const out = await source.read(start, end);
       report(end - start);

@@ -1,6 +1,8 @@
 // An object behind a Cloudflare Workers R2 binding (env.BUCKET), with the host's object-source
-// interface. The binding has no byte-level streaming resume: each read is one ranged get.
-import { ObjectSourceError } from './http.js';
+// interface. The binding has no byte-level streaming resume: each read is one ranged get, on the
+// condition that the object still has the etag it was opened with (onlyIf: a failed condition
+// returns the object's metadata without a body).
+import { ObjectSourceError, sourceChanged } from './http.js';
 
 export class R2BindingSource {
   /**
@@ -29,6 +31,11 @@ export class R2BindingSource {
     return `${this.name}#${this.etag ?? this.size}`;
   }
 
+  /** 'etag': every range is asked for with onlyIf.etagMatches (R2 objects always have one). */
+  get validator() {
+    return this.etag ? 'etag' : 'size';
+  }
+
   async read(start, end) {
     const out = new Uint8Array(end - start);
     await this.readInto(start, end, out);
@@ -37,11 +44,12 @@ export class R2BindingSource {
 
   async readInto(start, end, target) {
     if (end === start) return;
-    const object = await this.#bucket.get(this.#key, { range: { offset: start, length: end - start } });
+    const onlyIf = this.etag ? { etagMatches: this.etag } : undefined;
+    const object = await this.#bucket.get(this.#key, { range: { offset: start, length: end - start }, onlyIf });
     if (!object) throw new ObjectSourceError(`${this.name}: object vanished while reading`, { code: 'not_found', status: 404 });
-    if (this.etag && object.etag && object.etag !== this.etag) {
-      throw new ObjectSourceError(`${this.name}: the object changed while reading`, { code: 'changed' });
-    }
+    if (this.etag && object.etag && object.etag !== this.etag) throw sourceChanged(this.name, `etag ${object.etag}, opened as ${this.etag}`);
+    if (!object.body && typeof object.arrayBuffer !== 'function') throw sourceChanged(this.name, `no longer etag ${this.etag}`);
+    if (object.size !== undefined && object.size !== this.size) throw sourceChanged(this.name, `${object.size} bytes, opened with ${this.size}`);
     let done = 0;
     const place = (chunk) => {
       if (done + chunk.length > end - start) throw new ObjectSourceError(`${this.name}: binding returned more than the ${end - start} bytes asked for`, { code: 'bad_response' });
