@@ -103,9 +103,8 @@ let reference;
 const modelDir = path.join(tmp, "www");
 
 before(async () => {
-  // nginx's workers drop root to nobody: the served tree must be world-readable.
-  fs.chmodSync(tmp, 0o755);
-  fs.mkdirSync(modelDir, {mode: 0o755});
+  // tmp is private (mkdtemp makes it 0700), as a checkout in /root is: nginx serves it all the same.
+  fs.mkdirSync(modelDir);
   fs.copyFileSync(tiny(), path.join(modelDir, "tiny.gguf"));
   fs.copyFileSync(deep(), path.join(modelDir, "deep.gguf"));
   reference = await fingerprint({model: tiny()});
@@ -144,6 +143,12 @@ describe("http source (nginx)", () => {
     assert.ok(dataOffset <= 1 << 20);
     assert.equal(served, tensorBytes + Math.min(size, 1 << 20));
     assert.ok(served < size, `${served} bytes served of a ${size}-byte file`);
+  });
+
+  test("nginx serves a tree under a private (0700) folder: 200 for a file, 404 for a missing one", async () => {
+    assert.equal(fs.statSync(tmp).mode & 0o777, 0o700);
+    assert.equal((await fetch(`${nginx.url}/tiny.gguf`, {method: "HEAD"})).status, 200);
+    assert.equal((await fetch(`${nginx.url}/no/such/model.gguf`)).status, 404);
   });
 
   test("a missing object fails at once with an error naming the URL and the status", async () => {

@@ -27,12 +27,16 @@ export async function waitForPort(port) {
 }
 
 // nginx with a generated config; the access log records every request's range and body bytes.
+// Its worker runs as the user running the tests: started by root, nginx would otherwise hand the
+// worker to nobody, which cannot read a tree under a private folder (a checkout in /root, mode
+// 0700) and answers 403 for every file in it.
 export async function startNginx(root, tmp = os.tmpdir()) {
   const dir = fs.mkdtempSync(path.join(tmp, "lf-nginx-"));
   const port = await freePort();
   const log = path.join(dir, "access.log");
   fs.writeFileSync(path.join(dir, "nginx.conf"), `
 daemon off;
+${process.getuid?.() === 0 ? "user root root;" : ""}
 worker_processes 1;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log;
