@@ -2,6 +2,31 @@
 # library) so their exported symbols are always kept.
 file(GLOB LF_CAPI_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/capi/*.cpp)
 
+# The relaxed-SIMD Q4_0 kernel, for a second variant of each WASM module (engines that validate
+# relaxed SIMD load it; the others, such as Node 20, refuse it whole, so the host picks the
+# variant by js-glue/src/wasm/features.js). Only the GEMM source differs: its relaxed build and
+# the kernel assembled from .wat come before liblayerfold.a, whose plain kernels/gemm_q4_0_q8_0
+# member is then never pulled in. docs/kernels.md says why .wat.
+if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
+  find_program(LF_WAT2WASM wat2wasm REQUIRED)
+  set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernels/q4_0_relaxed.wat)
+  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/q4_0_relaxed.o)
+  # binaryen 108 knows the i32x4 relaxed dot-add by another number: the script renumbers it
+  # in the object, for the link, and in the linked modules, for the engines. The object's
+  # memory import is shared; wasm-ld links it into the wasm32-wasi reactor's unshared memory too.
+  find_program(LF_NODE node REQUIRED)
+  set(LF_PATCH_RELAXED_DOT ${LF_NODE} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs)
+  add_custom_command(OUTPUT ${LF_RELAXED_WAT_OBJECT}
+    COMMAND ${LF_WAT2WASM} --enable-relaxed-simd --enable-threads --relocatable ${LF_RELAXED_WAT}
+            -o ${LF_RELAXED_WAT_OBJECT}
+    COMMAND ${LF_PATCH_RELAXED_DOT} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
+    DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs
+    COMMENT "wat2wasm kernels/q4_0_relaxed.wat")
+  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp)
+  target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
+  target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+endif()
+
 if(LF_TARGET STREQUAL "emscripten")
   # Threaded module for Node: pthreads on a SharedArrayBuffer, SIMD128, a MODULARIZE factory.
   # The host passes wasmBinary (the 3.1.6 glue would fetch() a file path under Node 18+) and
@@ -17,26 +42,7 @@ if(LF_TARGET STREQUAL "emscripten")
     -sEXPORTED_RUNTIME_METHODS=UTF8ToString)
   target_link_options(layerfold_mt PRIVATE ${LF_MT_LINK_OPTIONS})
 
-  # The same module with the relaxed-SIMD Q4_0 kernel (Node 22+ validate it; Node 20 does not,
-  # so the host picks it by js-glue/src/wasm_features.js). Only the GEMM source differs: its
-  # relaxed build and the kernel assembled from .wat come before liblayerfold.a, whose plain
-  # kernels/gemm_q4_0_q8_0 member is then never pulled in. docs/kernels.md says why .wat.
-  find_program(LF_WAT2WASM wat2wasm REQUIRED)
-  set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernels/q4_0_relaxed.wat)
-  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/q4_0_relaxed.o)
-  # binaryen 108 knows the i32x4 relaxed dot-add by another number: the script renumbers it
-  # in the object, for the link, and in the linked modules, for the engines
-  find_program(LF_NODE node REQUIRED)
-  set(LF_PATCH_RELAXED_DOT ${LF_NODE} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs)
-  add_custom_command(OUTPUT ${LF_RELAXED_WAT_OBJECT}
-    COMMAND ${LF_WAT2WASM} --enable-relaxed-simd --enable-threads --relocatable ${LF_RELAXED_WAT}
-            -o ${LF_RELAXED_WAT_OBJECT}
-    COMMAND ${LF_PATCH_RELAXED_DOT} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
-    DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs
-    COMMENT "wat2wasm kernels/q4_0_relaxed.wat")
-  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp)
-  target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
-  target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  # The same module with the relaxed-SIMD Q4_0 kernel.
   add_executable(layerfold_mt_relaxed ${LF_CAPI_SOURCES} $<TARGET_OBJECTS:layerfold_relaxed_kernels>
                  ${LF_RELAXED_WAT_OBJECT})
   target_link_libraries(layerfold_mt_relaxed PRIVATE layerfold)
@@ -59,16 +65,33 @@ if(LF_TARGET STREQUAL "emscripten")
     -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=1MB
     -sEXIT_RUNTIME=0 -sNODEJS_CATCH_EXIT=0 -sNODEJS_CATCH_REJECTION=0 -sEXPORTED_RUNTIME_METHODS=callMain)
 elseif(LF_TARGET STREQUAL "wasi")
-  # Single-thread reactor for edge workers: no JS glue, instantiated by the worker itself.
+  # Single-thread reactor for edge workers: no JS glue, instantiated by the worker itself, in
+  # two variants like the threaded module: layerfold.wasm (SIMD128) and layerfold_relaxed.wasm
+  # (the relaxed-SIMD Q4_0 kernel), which the worker picks where its engine validates it.
+  set(LF_WASI_LINK_OPTIONS -mexec-model=reactor
+    -Wl,--max-memory=4294967296 -Wl,--export=malloc -Wl,--export=free)
+  set(LF_WASM_OPT_FEATURES --enable-simd --enable-bulk-memory --enable-sign-ext
+    --enable-nontrapping-float-to-int --enable-mutable-globals)
+  find_program(LF_WASM_OPT wasm-opt REQUIRED)
   add_executable(layerfold_wasi ${LF_CAPI_SOURCES})
   target_link_libraries(layerfold_wasi PRIVATE layerfold)
   set_target_properties(layerfold_wasi PROPERTIES OUTPUT_NAME "layerfold" SUFFIX ".wasm")
-  target_link_options(layerfold_wasi PRIVATE -mexec-model=reactor
-    -Wl,--max-memory=4294967296 -Wl,--export=malloc -Wl,--export=free)
-  find_program(LF_WASM_OPT wasm-opt REQUIRED)
+  target_link_options(layerfold_wasi PRIVATE ${LF_WASI_LINK_OPTIONS})
   add_custom_command(TARGET layerfold_wasi POST_BUILD
-    COMMAND ${LF_WASM_OPT} -O3 --enable-simd --enable-bulk-memory --enable-sign-ext
-            --enable-nontrapping-float-to-int --enable-mutable-globals
+    COMMAND ${LF_WASM_OPT} -O3 ${LF_WASM_OPT_FEATURES}
             $<TARGET_FILE:layerfold_wasi> -o $<TARGET_FILE:layerfold_wasi>
     COMMENT "wasm-opt layerfold.wasm")
+
+  # wasm-opt reads the dot-add by binaryen's number (the object's), so the module is renumbered
+  # for the engines after it, as the threaded relaxed module is after emcc's wasm-opt.
+  add_executable(layerfold_wasi_relaxed ${LF_CAPI_SOURCES} $<TARGET_OBJECTS:layerfold_relaxed_kernels>
+                 ${LF_RELAXED_WAT_OBJECT})
+  target_link_libraries(layerfold_wasi_relaxed PRIVATE layerfold)
+  set_target_properties(layerfold_wasi_relaxed PROPERTIES OUTPUT_NAME "layerfold_relaxed" SUFFIX ".wasm")
+  target_link_options(layerfold_wasi_relaxed PRIVATE ${LF_WASI_LINK_OPTIONS})
+  add_custom_command(TARGET layerfold_wasi_relaxed POST_BUILD
+    COMMAND ${LF_WASM_OPT} -O3 ${LF_WASM_OPT_FEATURES} --enable-relaxed-simd
+            $<TARGET_FILE:layerfold_wasi_relaxed> -o $<TARGET_FILE:layerfold_wasi_relaxed>
+    COMMAND ${LF_PATCH_RELAXED_DOT} --module $<TARGET_FILE:layerfold_wasi_relaxed> ${LF_RELAXED_WAT}
+    COMMENT "wasm-opt layerfold_relaxed.wasm, relaxed dot products in it")
 endif()
