@@ -1,21 +1,26 @@
-// The threaded module comes in two variants, SIMD128 and relaxed SIMD (Node 22+), chosen by
-// capability: the choice must match the engine, and both must give the same bytes.
+// The threaded module and the single-thread (wasm32-wasi) module each come in two variants,
+// SIMD128 and relaxed SIMD (Node 22+), chosen by capability: the choice must match the engine,
+// and all four modules must give the same bytes.
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import {describe, test} from "node:test";
 
 import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {relaxedSimdSupported} from "../../js-glue/src/wasm/features.js";
-import {loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
-import {model} from "./models.mjs";
+import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
+import {SINGLE_THREAD_FILES} from "../../js-glue/src/wasm/wasi.js";
+import {model, root} from "./models.mjs";
 
 const nodeMajor = Number(process.versions.node.split(".")[0]);
 const file = () => model("small-q4", "small", ["--type", "Q4_0"]);
+const noRelaxed = !relaxedSimdSupported() && "this Node has no relaxed SIMD: scripts/test runs this file under Node 22 and 24 too";
 
 // A prompt and a decode step, exact and with the top-K FFN (whose ffn_up runs cut the row strips
-// of the relaxed module's layout anywhere), and the read probe's checksum of the weights as laid
-// out in memory (row strips in the relaxed module).
-async function run(relaxedSimd, threads) {
-  const node = await LayerNode.open({model: file(), lf: await loadThreadedModule({threads, relaxedSimd})});
+// of the relaxed modules' layout anywhere), and the read probe's checksum of the weights as laid
+// out in memory (row strips in the relaxed modules), on an already loaded module `lf`.
+async function run(lf) {
+  const node = await LayerNode.open({model: file(), lf});
   try {
     const outputs = [];
     for (const approx of [{}, {ffnTopK: 0.3, ffnTopKThreshold: 1}]) {
@@ -24,34 +29,72 @@ async function run(relaxedSimd, threads) {
       outputs.push(await node.forward({session, startPos: 9, hidden: node.embed([108]), approx}));
     }
     const {checksum} = await node.readProbe();
-    return {kernels: node.info().kernels, checksum, bytes: Buffer.concat(outputs.map((o) => Buffer.from(o.buffer)))};
+    const {build, kernels} = node.info();
+    return {build, kernels, checksum, bytes: Buffer.concat(outputs.map((o) => Buffer.from(o.buffer)))};
   } finally {
     node.close();
   }
 }
 
-describe("threaded module variants", () => {
+// What every variant must reproduce: the threaded SIMD128 module at 2 threads, run once.
+let plainRun;
+const plain = async () => {
+  plainRun ??= await run(await loadThreadedModule({threads: 2, relaxedSimd: false}));
+  assert.deepEqual([plainRun.build, plainRun.kernels], ["threaded", "wasm-simd128"]);
+  return plainRun;
+};
+
+function assertSameAsPlain(got, expected, what) {
+  assert.ok(got.bytes.equals(expected.bytes), `${what}: the outputs differ from the threaded SIMD128 module's`);
+  assert.equal(got.checksum, expected.checksum, `${what}: the weights as laid out hold other halfwords than the file's`);
+}
+
+describe("module variants: detection", () => {
   test("relaxed SIMD is detected exactly where the engine enables it by default (Node 22+)", () => {
     assert.equal(relaxedSimdSupported(), nodeMajor >= 22);
   });
 
-  test("the default load picks the variant the engine supports", async () => {
-    const node = await LayerNode.open({model: file(), build: "threaded", threads: 1});
-    try {
-      assert.equal(node.info().kernels, relaxedSimdSupported() ? "wasm-relaxed-simd" : "wasm-simd128");
-    } finally {
-      node.close();
+  test("each relaxed module validates exactly where the probe says relaxed SIMD is there, each SIMD128 one everywhere", () => {
+    const dist = (name) => fs.readFileSync(path.join(root, "js-glue", "dist", name));
+    for (const name of ["layerfold_mt_relaxed.wasm", SINGLE_THREAD_FILES.relaxed]) {
+      assert.equal(WebAssembly.validate(dist(name)), relaxedSimdSupported(), name);
     }
+    for (const name of ["layerfold_mt.wasm", SINGLE_THREAD_FILES.simd128]) assert.ok(WebAssembly.validate(dist(name)), name);
   });
 
-  test("relaxed SIMD gives the same bytes as SIMD128, prompt and decode, exact and top-K, 2 and 3 threads", {skip: !relaxedSimdSupported() && "this Node has no relaxed SIMD: scripts/test runs this file under Node 24 too"}, async () => {
-    const plain = await run(false, 2);
-    assert.equal(plain.kernels, "wasm-simd128");
+  for (const build of ["threaded", "single"]) {
+    test(`the default ${build} load picks the variant the engine supports`, async () => {
+      const node = await LayerNode.open({model: file(), build, threads: 1});
+      try {
+        assert.deepEqual([node.info().build, node.info().kernels], [build, relaxedSimdSupported() ? "wasm-relaxed-simd" : "wasm-simd128"]);
+      } finally {
+        node.close();
+      }
+    });
+  }
+});
+
+describe("threaded module variants", () => {
+  test("relaxed SIMD gives the same bytes as SIMD128, prompt and decode, exact and top-K, 2 and 3 threads", {skip: noRelaxed}, async () => {
+    const expected = await plain();
     for (const threads of [2, 3]) {
-      const relaxed = await run(true, threads);
+      const relaxed = await run(await loadThreadedModule({threads, relaxedSimd: true}));
       assert.equal(relaxed.kernels, "wasm-relaxed-simd");
-      assert.ok(relaxed.bytes.equals(plain.bytes), `${threads} threads`);
-      assert.equal(relaxed.checksum, plain.checksum, "the weights in row strips hold the file's halfwords");
+      assertSameAsPlain(relaxed, expected, `relaxed, ${threads} threads`);
     }
+  });
+});
+
+describe("single-thread module variants", () => {
+  test("the SIMD128 single-thread module gives the threaded module's bytes, prompt and decode, exact and top-K", async () => {
+    const single = await run(await loadSingleThreadModule({relaxedSimd: false}));
+    assert.deepEqual([single.build, single.kernels], ["single", "wasm-simd128"]);
+    assertSameAsPlain(single, await plain(), "single-thread SIMD128");
+  });
+
+  test("the relaxed-SIMD single-thread module gives the threaded module's bytes, prompt and decode, exact and top-K", {skip: noRelaxed}, async () => {
+    const single = await run(await loadSingleThreadModule({relaxedSimd: true}));
+    assert.deepEqual([single.build, single.kernels], ["single", "wasm-relaxed-simd"]);
+    assertSameAsPlain(single, await plain(), "single-thread relaxed SIMD");
   });
 });

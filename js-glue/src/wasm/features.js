@@ -1,8 +1,10 @@
 // Capability detection for the WASM module variants (docs/kernels.md).
 //
-// layerfold_mt_relaxed uses relaxed SIMD (i32x4.relaxed_dot_i8x16_i7x16_add_s in its Q4_0 kernels).
-// Node 22+ validate it by default; Node 20 only behind --experimental-wasm-relaxed-simd and
-// would refuse the whole module, so the host asks first and loads layerfold_mt otherwise.
+// layerfold_mt_relaxed and layerfold_wasi_relaxed use relaxed SIMD
+// (i32x4.relaxed_dot_i8x16_i7x16_add_s in their Q4_0 kernels). Node 22+ and workerd validate it
+// by default; Node 20 only behind --experimental-wasm-relaxed-simd and would refuse the whole
+// module, so the host asks first and loads the SIMD128 variant otherwise. No node: imports:
+// edge workers ask too.
 
 // (module (func (param v128 v128 v128) (result v128)
 //   (i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get 0) (local.get 1) (local.get 2))))
@@ -16,7 +18,7 @@ const RELAXED_DOT_PROBE = new Uint8Array([
 let relaxedSimd;
 
 /**
- * Whether this engine validates the relaxed-SIMD instruction layerfold_mt_relaxed uses.
+ * Whether this engine validates the relaxed-SIMD instruction the relaxed variants use.
  * Checked once (WebAssembly.validate of a 37-byte module), then cached.
  * @returns {boolean}
  * @example

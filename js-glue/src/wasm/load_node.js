@@ -1,7 +1,8 @@
 // Loads one of the two WASM builds in Node and binds the C ABI (capi.js).
 //  - threaded: Emscripten pthreads on a SharedArrayBuffer (Node, Cloud Run);
 //  - single:   the wasm32-wasi reactor, for runtimes without threads (edge workers).
-// Chosen by capability, not by guessing the platform. The single-thread instantiation itself
+// Chosen by capability, not by guessing the platform; so is each build's variant (SIMD128, or
+// relaxed SIMD where the engine validates it, features.js). The single-thread instantiation itself
 // lives in wasi.js, free of node: imports, for edge workers.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -10,7 +11,7 @@ import os from 'node:os';
 
 import { bindCapi } from './capi.js';
 import { relaxedSimdSupported } from './features.js';
-import { instantiateSingleThreadModule, threadsAvailable } from './wasi.js';
+import { SINGLE_THREAD_FILES, instantiateSingleThreadModule, threadsAvailable } from './wasi.js';
 
 const require = createRequire(import.meta.url);
 const distDir = new URL('../../dist/', import.meta.url);
@@ -55,11 +56,14 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
 
 /**
  * Instantiates the wasm32-wasi single-thread module from its bytes or a compiled module
- * (default: the package's dist/layerfold_wasi.wasm).
- * @param {{module?: WebAssembly.Module, bytes?: Uint8Array}} [source]
+ * (default: the package's dist/layerfold_wasi_relaxed.wasm where the engine validates relaxed
+ * SIMD, Node 22+, else dist/layerfold_wasi.wasm: same results, bit for bit).
+ * @param {{module?: WebAssembly.Module, bytes?: Uint8Array, relaxedSimd?: boolean}} [source]
+ *   relaxedSimd: force the dist/ variant (default: by capability)
  * @example const lf = await loadSingleThreadModule();
  */
-export async function loadSingleThreadModule(source = {}) {
-  const compiled = source.module ?? await WebAssembly.compile(source.bytes ?? await readFile(distFile('layerfold_wasi.wasm')));
+export async function loadSingleThreadModule({ module, bytes, relaxedSimd = relaxedSimdSupported() } = {}) {
+  const file = SINGLE_THREAD_FILES[relaxedSimd ? 'relaxed' : 'simd128'];
+  const compiled = module ?? await WebAssembly.compile(bytes ?? await readFile(distFile(file)));
   return instantiateSingleThreadModule(compiled);
 }

@@ -1,7 +1,17 @@
 // The wasm32-wasi single-thread module, instantiated from a compiled WebAssembly.Module with the
 // few WASI imports it has answered here. No node: imports: Node (load_node.js) and edge workers
 // (js-glue/edge/) share this file.
+//
+// It comes in two variants, like the threaded module: SIMD128, and relaxed SIMD (the relaxed
+// Q4_0 kernel over weights in row strips, docs/kernels.md), which only engines that validate
+// relaxed SIMD (Node 22+, workerd) can compile. Both give the same bytes.
 import { bindCapi } from './capi.js';
+
+/**
+ * The variants' file names, in the package's dist/ and beside an edge bundle; the host picks
+ * one by relaxedSimdSupported() (features.js).
+ */
+export const SINGLE_THREAD_FILES = Object.freeze({ simd128: 'layerfold_wasi.wasm', relaxed: 'layerfold_wasi_relaxed.wasm' });
 
 /** Whether this runtime can run the threaded build (SharedArrayBuffer and Atomics). */
 export function threadsAvailable() {
