@@ -1,32 +1,42 @@
 // Bundles the edge worker into one ES module (build/edge/worker.js) with the wasm32-wasi
-// module beside it (build/edge/layerfold_wasi.wasm), which the runtime imports as a compiled
-// module (wrangler's CompiledWasm rule, miniflare's modulesRules).
-import { copyFile, mkdir, stat } from 'node:fs/promises';
+// module's two variants beside it (build/edge/layerfold_wasi.wasm, SIMD128, and
+// layerfold_wasi_relaxed.wasm, relaxed SIMD), which the runtime imports as compiled modules
+// (wrangler's CompiledWasm rule, miniflare's modulesRules).
+import { copyFile, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const WASM = 'layerfold_wasi.wasm';
+import { SINGLE_THREAD_FILES } from '../src/wasm/wasi.js';
 
-// The .wasm import stays an import, of the copy beside the bundle.
-const wasmBesideBundle = {
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+// Each .wasm import stays an import, of the copy beside the bundle: the relaxed variant's name
+// imports it, any other the SIMD128 one. Without the relaxed variant its import is undefined,
+// so the worker runs the SIMD128 module.
+const wasmBesideBundle = (relaxed) => ({
   name: 'wasm-beside-bundle',
   setup(b) {
-    b.onResolve({ filter: /\.wasm$/ }, () => ({ path: `./${WASM}`, external: true }));
+    b.onResolve({ filter: /\.wasm$/ }, (args) => {
+      if (path.basename(args.path) !== SINGLE_THREAD_FILES.relaxed) return { path: `./${SINGLE_THREAD_FILES.simd128}`, external: true };
+      return relaxed ? { path: `./${SINGLE_THREAD_FILES.relaxed}`, external: true } : { path: 'none', namespace: 'no-relaxed-variant' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'no-relaxed-variant' }, () => ({ contents: 'export default undefined;', loader: 'js' }));
   },
-};
+});
 
 /**
- * Writes worker.js and layerfold_wasi.wasm into outDir; returns their paths and sizes. `entry`
- * bundles another worker module instead of js-glue/edge/worker.js (one that imports
- * edge_node.js, say); any .wasm it imports becomes the layerfold module beside the bundle.
+ * Writes worker.js and the modules it imports into outDir; returns their paths and sizes
+ * (`wasm`, `wasmBytes` the SIMD128 module; `relaxedWasm`, `relaxedWasmBytes` the relaxed one,
+ * null without it). `entry` bundles another worker module instead of js-glue/edge/worker.js (one
+ * that imports edge_node.js, say). `relaxed: false` leaves the relaxed variant out, for
+ * runtimes whose engine does not validate relaxed SIMD: they compile every module binding when
+ * the script loads, so its presence alone would stop the worker.
  * @example const { script } = await bundleEdgeWorker('build/edge');
  */
-export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker.js') } = {}) {
+export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker.js'), relaxed = true } = {}) {
   await mkdir(outDir, { recursive: true });
   const script = path.join(outDir, 'worker.js');
-  const wasm = path.join(outDir, WASM);
   await build({
     entryPoints: [entry],
     outfile: script,
@@ -35,9 +45,17 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
     platform: 'browser',
     conditions: ['workerd', 'worker', 'browser'],
     target: 'es2022',
-    plugins: [wasmBesideBundle],
+    plugins: [wasmBesideBundle(relaxed)],
     logLevel: 'warning',
   });
-  await copyFile(path.join(here, '..', 'dist', WASM), wasm);
-  return { script, wasm, scriptBytes: (await stat(script)).size, wasmBytes: (await stat(wasm)).size };
+  const copy = async (name) => {
+    const to = path.join(outDir, name);
+    await copyFile(path.join(here, '..', 'dist', name), to);
+    return [to, (await stat(to)).size];
+  };
+  const [wasm, wasmBytes] = await copy(SINGLE_THREAD_FILES.simd128);
+  let [relaxedWasm, relaxedWasmBytes] = [null, null];
+  if (relaxed) [relaxedWasm, relaxedWasmBytes] = await copy(SINGLE_THREAD_FILES.relaxed);
+  else await rm(path.join(outDir, SINGLE_THREAD_FILES.relaxed), { force: true });  // a previous bundle's
+  return { script, wasm, relaxedWasm, scriptBytes: (await stat(script)).size, wasmBytes, relaxedWasmBytes };
 }

@@ -2,8 +2,13 @@
 import type { LayerNode, Progress } from '../index.js';
 
 export interface EdgeNodeOptions {
-  /** the compiled `layerfold/dist/layerfold_wasi.wasm`: a WebAssembly.Module (a module binding on Workers) */
+  /** the compiled `layerfold/dist/layerfold_wasi.wasm` (SIMD128): a WebAssembly.Module (a module binding on Workers) */
   module: object;
+  /**
+   * the compiled `layerfold/dist/layerfold_wasi_relaxed.wasm` (relaxed SIMD), run instead of
+   * `module` where the engine validates relaxed SIMD: the same bytes, faster on Q4_0
+   */
+  relaxedModule?: object;
   /** a Workers R2 binding holding the GGUF */
   bucket: {
     head(key: string): Promise<{ size: number; etag?: string; httpEtag?: string } | null>;

@@ -1,28 +1,33 @@
 // A layer node inside a Workers-style isolate: the single-thread wasm32-wasi module from a
-// module binding (workers cannot compile wasm from bytes), weights read from an R2 binding with
-// one ranged get() per tensor, and a memory budget checked before any tensor is read.
+// module binding (workers cannot compile wasm from bytes), its relaxed-SIMD variant where the
+// engine validates it, weights read from an R2 binding with one ranged get() per tensor, and a
+// memory budget checked before any tensor is read.
 import { LayerNode } from '../src/node/layer_node_core.js';
 import { R2BindingSource } from '../src/sources/r2_binding.js';
 import { withProgress } from '../src/sources/progress.js';
+import { relaxedSimdSupported } from '../src/wasm/features.js';
 import { instantiateSingleThreadModule } from '../src/wasm/wasi.js';
 import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
 
 /**
  * Opens layers [begin, end) of the GGUF at `key` in `bucket` as a LayerNode (the library API,
- * single-threaded). Throws LayerfoldError 'over_budget' (neededBytes, availableBytes) when the
- * node would not fit memoryBudgetBytes.
- * @param {{module: WebAssembly.Module, bucket: object, key: string, layers?: [number, number],
+ * single-threaded). `module` is the compiled layerfold_wasi.wasm (SIMD128); `relaxedModule`, the
+ * compiled layerfold_wasi_relaxed.wasm, runs instead where the engine validates relaxed SIMD
+ * (checked once per isolate; the same bytes, faster on Q4_0). Throws LayerfoldError
+ * 'over_budget' (neededBytes, availableBytes) when the node would not fit memoryBudgetBytes.
+ * @param {{module: WebAssembly.Module, relaxedModule?: WebAssembly.Module, bucket: object, key: string, layers?: [number, number],
  *          memoryBudgetBytes?: number, maxContext?: number, maxTokens?: number, maxSessions?: number,
  *          onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
  * @example
  * import wasm from 'layerfold/dist/layerfold_wasi.wasm';
+ * import wasmRelaxed from 'layerfold/dist/layerfold_wasi_relaxed.wasm';
  * import { openEdgeNode } from 'layerfold/edge';
- * const node = await openEdgeNode({ module: wasm, bucket: env.MODEL, key: 'tiny.gguf', layers: [0, 1] });
+ * const node = await openEdgeNode({ module: wasm, relaxedModule: wasmRelaxed, bucket: env.MODEL, key: 'tiny.gguf', layers: [0, 1] });
  * const out = await node.forward({ session: 'a', startPos: 0, hidden: node.embed([2, 818]) });
  */
-export async function openEdgeNode({ module, bucket, key, layers, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES,
+export async function openEdgeNode({ module, relaxedModule, bucket, key, layers, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES,
   maxContext = 0, maxTokens = 256, maxSessions = 16, onProgress }) {
-  const lf = await instantiateSingleThreadModule(module);
+  const lf = await instantiateSingleThreadModule(relaxedModule && relaxedSimdSupported() ? relaxedModule : module);
   let source;
   try {
     source = await R2BindingSource.open(bucket, key);

@@ -1,11 +1,16 @@
 // The edge worker: a layer node serving the HTTP layer-node protocol (docs/http-api.md) from a
 // Workers-style runtime, by mounting the container's own app (src/server/app.js). The weights
-// load once per isolate, on its first request, and every later request reuses them.
+// load once per isolate, on its first request, and every later request reuses them. The
+// module is the relaxed-SIMD variant where the isolate's engine validates it (checked once per
+// isolate), else the SIMD128 one; a bundle made with `scripts/build-edge --simd128-only` has no
+// relaxed variant, for runtimes whose engine would refuse it (they compile every module binding
+// when the script loads, so it would stop the whole worker).
 //
 // Workers cancel what a finished request left running, so the load is kept alive with
 // waitUntil, and the requests that need the node await it: concurrent first requests share one
 // load. /healthz answers at once; /readyz reports the load's progress.
 import wasm from '../dist/layerfold_wasi.wasm';
+import wasmRelaxed from '../dist/layerfold_wasi_relaxed.wasm';
 import { createLayerNodeApp } from '../src/server/app.js';
 import { NodeState } from '../src/server/node_state.js';
 import { edgeConfig } from './edge_config.js';
@@ -29,7 +34,7 @@ function startIsolate(env) {
   current.loading = (async () => {
     const config = edgeConfig(env);
     current.app = createLayerNodeApp({ state, authToken: config.authToken, maxTokens: config.maxTokens, maxQueue: config.maxQueue });
-    state.loaded(await openEdgeNode({ module: wasm, ...config, onProgress: state.onProgress }));
+    state.loaded(await openEdgeNode({ module: wasm, relaxedModule: wasmRelaxed, ...config, onProgress: state.onProgress }));
   })().catch((error) => {
     current.failure = error;
   });

@@ -1,8 +1,9 @@
-// The edge worker in workerd (miniflare): the single-thread module from a module binding,
-// weights from a seeded R2 bucket. The library API and the HTTP protocol compute the bytes the
-// Node threaded build computes; weights load once per isolate; a layer range over the memory
-// budget is refused with the bytes; a pipeline of an edge node and a container node on loopback
-// gives the in-process top-k; hostile requests get the container's status codes.
+// The edge worker in workerd (miniflare): the single-thread module from a module binding, in
+// both variants (SIMD128 and relaxed SIMD), weights from a seeded R2 bucket. The library API and
+// the HTTP protocol compute the bytes the Node threaded build computes, with either variant;
+// weights load once per isolate; a layer range over the memory budget is refused with the bytes;
+// a pipeline of an edge node and a container node on loopback gives the in-process top-k;
+// hostile requests get the container's status codes.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import fs from "node:fs";
@@ -42,17 +43,21 @@ async function librarySteps(node, {tokens, hidden}) {
 }
 
 // A worker that drives the library API (openEdgeNode -> LayerNode) for one request: opens
-// `layers` of `key`, runs librarySteps; answers their bytes in order, info() in a header.
+// `layers` of `key` with the module `variant` names (simd128 or relaxed alone, or by default
+// both, for openEdgeNode to choose), runs librarySteps; answers their bytes in order, info() in
+// a header.
 const LIBRARY_WORKER = `
 import wasm from "layerfold_wasi.wasm";
+import wasmRelaxed from "layerfold_wasi_relaxed.wasm";
 import {openEdgeNode} from ${JSON.stringify(path.join(root, "js-glue", "edge", "edge_node.js"))};
 ${librarySteps.toString()}
+const MODULES = {simd128: {module: wasm}, relaxed: {module: wasmRelaxed}, both: {module: wasm, relaxedModule: wasmRelaxed}};
 export default {
   async fetch(request, env) {
-    const {key, layers, tokens, hidden, memoryBudgetBytes} = await request.json();
+    const {key, layers, tokens, hidden, memoryBudgetBytes, variant = "both"} = await request.json();
     let node;
     try {
-      node = await openEdgeNode({module: wasm, bucket: env.MODEL, key, layers, memoryBudgetBytes, maxTokens: 64});
+      node = await openEdgeNode({...MODULES[variant], bucket: env.MODEL, key, layers, memoryBudgetBytes, maxTokens: 64});
     } catch (error) {
       return Response.json({code: error.code, message: error.message, neededBytes: error.neededBytes}, {status: 503});
     }
@@ -99,12 +104,16 @@ async function startWorkerd(t, dir, {bindings = {}, objects = {}} = {}) {
 const post = (mf, url, body, headers = {}) => mf.dispatchFetch(url, {method: "POST", headers, body});
 const octets = {"content-type": "application/octet-stream"};
 
+const KERNELS = {simd128: "wasm-simd128", relaxed: "wasm-relaxed-simd"};
 let workerDir;
+let simd128WorkerDir;
 let libraryDir;
 
 before(async () => {
   workerDir = path.join(tmp, "worker");
   await bundleEdgeWorker(workerDir);
+  simd128WorkerDir = path.join(tmp, "worker-simd128");
+  await bundleEdgeWorker(simd128WorkerDir, {relaxed: false});
   libraryDir = path.join(tmp, "library");
   fs.mkdirSync(libraryDir);
   fs.writeFileSync(path.join(tmp, "library_entry.js"), LIBRARY_WORKER);
@@ -114,22 +123,34 @@ before(async () => {
 after(() => fs.rmSync(tmp, {recursive: true, force: true}));
 
 describe("edge node: the library API in workerd", () => {
-  // First, middle and last nodes of a 6-layer model, and a whole tiny one.
-  for (const [name, file, layers] of [["tiny", tiny, [0, 2]], ["small", small, [0, 2]], ["small", small, [2, 4]], ["small", small, [4, 6]]]) {
-    test(`${name} layers [${layers}): embed, forward, continuation and head equal the Node threaded build's bytes`, async (t) => {
+  // First, middle and last nodes of a 6-layer model, and a whole tiny one (Q4_0, which the
+  // relaxed module lays out in row strips); each in both module variants.
+  const cases = [["tiny", tiny, [0, 2]], ["small", small, [0, 2]], ["small", small, [2, 4]], ["small", small, [4, 6]]];
+  for (const [name, file, layers] of cases) {
+    test(`${name} layers [${layers}): embed, forward, continuation and head equal the Node threaded build's bytes, SIMD128 and relaxed SIMD`, async (t) => {
       const mf = await startWorkerd(t, libraryDir, {objects: {"model.gguf": file()}});
       const nEmbd = name === "tiny" ? 64 : 256;
       const hidden = Array.from({length: TOKENS.length * nEmbd}, (_, i) => Math.fround(Math.sin(i * 0.11)));
       const expected = await referenceSteps(file(), layers, {tokens: TOKENS, hidden});
-      const response = await post(mf, "http://edge/", JSON.stringify({key: "model.gguf", layers, tokens: TOKENS, hidden}));
-      assert.equal(response.status, 200, await response.clone().text());
-      const got = Buffer.from(await response.arrayBuffer());
-      assert.equal(got.length, expected.bytes.length);
-      assert.ok(got.equals(expected.bytes), "edge bytes differ from the Node threaded build's");
-      const info = JSON.parse(response.headers.get("x-info"));
-      assert.deepEqual([info.build, info.threads, info.layers, info.sessionLength], ["single", 1, layers, TOKENS.length]);
+      for (const variant of ["simd128", "relaxed"]) {
+        const response = await post(mf, "http://edge/", JSON.stringify({key: "model.gguf", layers, tokens: TOKENS, hidden, variant}));
+        assert.equal(response.status, 200, await response.clone().text());
+        const got = Buffer.from(await response.arrayBuffer());
+        assert.equal(got.length, expected.bytes.length);
+        assert.ok(got.equals(expected.bytes), `edge bytes (${variant}) differ from the Node threaded build's`);
+        const info = JSON.parse(response.headers.get("x-info"));
+        assert.deepEqual([info.build, info.kernels, info.threads, info.layers, info.sessionLength],
+          ["single", KERNELS[variant], 1, layers, TOKENS.length]);
+      }
     });
   }
+
+  test("given both modules, openEdgeNode runs the relaxed one, which workerd validates", async (t) => {
+    const mf = await startWorkerd(t, libraryDir, {objects: {"model.gguf": tiny()}});
+    const response = await post(mf, "http://edge/", JSON.stringify({key: "model.gguf", layers: [0, 2], tokens: TOKENS}));
+    assert.equal(response.status, 200, await response.clone().text());
+    assert.equal(JSON.parse(response.headers.get("x-info")).kernels, KERNELS.relaxed);
+  });
 
   test("openEdgeNode over budget throws over_budget with the bytes needed and available", async (t) => {
     const mf = await startWorkerd(t, libraryDir, {objects: {"model.gguf": tiny()}});
@@ -143,37 +164,49 @@ describe("edge node: the library API in workerd", () => {
 });
 
 describe("edge worker: the layer-node protocol in workerd", () => {
-  test("forwards equal the Node threaded build's bytes; sessions persist across requests; concurrent first requests share one load", async (t) => {
-    const mf = await startWorkerd(t, workerDir, {bindings: {MODEL_KEY: "tiny.gguf", AUTH_TOKEN: "edge-secret"}, objects: {"tiny.gguf": tiny()}});
-    const auth = {authorization: "Bearer edge-secret"};
-    const expected = await referenceSteps(tiny(), [0, 2], {tokens: TOKENS});
-    const nEmbd = expected.nEmbd;
-    const first = expected.input.subarray(0, 4 * nEmbd);
-    // Three sessions started at once, on a fresh isolate: one load serves them all.
-    const starts = await Promise.all(["a", "b", "c"].map((s) =>
-      post(mf, `http://edge/v1/sessions/${s}/forward?start_pos=0`, bytesOf(first), {...octets, ...auth})));
-    for (const r of starts) {
-      assert.equal(r.status, 200);
-      assert.ok(Buffer.from(await r.arrayBuffer()).equals(expected.bytes.subarray(TOKENS.length * nEmbd * 4, (TOKENS.length + 4) * nEmbd * 4)));
-      assert.equal(r.headers.get("x-layerfold-n-past"), "4");
-    }
-    const next = await post(mf, "http://edge/v1/sessions/b/forward?start_pos=4", bytesOf(expected.input.subarray(4 * nEmbd)), {...octets, ...auth});
-    assert.equal(next.status, 200);
-    const lastHidden = Buffer.from(await next.arrayBuffer());
-    assert.ok(lastHidden.equals(expected.bytes.subarray((TOKENS.length + 4) * nEmbd * 4, (TOKENS.length + 5) * nEmbd * 4)));
-    const info = await (await mf.dispatchFetch("http://edge/v1/info", {headers: auth})).json();
-    assert.equal(info.sessions, 3);
-    assert.deepEqual([info.build, info.threads, info.layers, info.has_embed, info.has_head], ["single", 1, [0, 2], true, true]);
-    // The head over HTTP: the logits bytes, and top-k from them.
-    const logits = await post(mf, "http://edge/v1/logits", lastHidden, {...octets, ...auth});
-    assert.ok(Buffer.from(await logits.arrayBuffer()).equals(expected.bytes.subarray((TOKENS.length + 5) * nEmbd * 4)));
-    const top = await (await post(mf, "http://edge/v1/logits?top_k=3", lastHidden, {...octets, ...auth})).json();
-    const reference = new Float32Array(expected.bytes.buffer.slice(expected.bytes.byteOffset + (TOKENS.length + 5) * nEmbd * 4, expected.bytes.byteOffset + expected.bytes.length));
-    assert.deepEqual(top.rows[0].top.map((e) => e.id), topK(logSoftmax(reference), 3));
-    const embed = await post(mf, "http://edge/v1/embed", JSON.stringify({tokens: TOKENS}), {"content-type": "application/json", ...auth});
-    assert.ok(Buffer.from(await embed.arrayBuffer()).equals(expected.bytes.subarray(0, TOKENS.length * nEmbd * 4)));
-    assert.equal((await mf.dispatchFetch("http://edge/v1/info")).status, 401);
+  test("scripts/build-edge ships both module variants beside the bundle, and only the SIMD128 one with --simd128-only", () => {
+    const listing = (dir) => fs.readdirSync(dir).filter((f) => f.endsWith(".wasm")).sort();
+    assert.deepEqual(listing(workerDir), ["layerfold_wasi.wasm", "layerfold_wasi_relaxed.wasm"]);
+    assert.deepEqual(listing(simd128WorkerDir), ["layerfold_wasi.wasm"]);
+    const r = spawnSync(path.join(root, "scripts", "build-edge"), ["--simd128-only", path.join(tmp, "cli-simd128")], {encoding: "utf8"});
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(listing(path.join(tmp, "cli-simd128")), ["layerfold_wasi.wasm"]);
+    assert.match(r.stdout, /worker\.js {2}\d+ bytes\n.*layerfold_wasi\.wasm {2}\d+ bytes\n$/);
   });
+
+  for (const [bundle, dir] of [["with both modules", () => workerDir], ["SIMD128 only", () => simd128WorkerDir]]) {
+    test(`${bundle}: forwards equal the Node threaded build's bytes; sessions persist across requests; concurrent first requests share one load`, async (t) => {
+      const mf = await startWorkerd(t, dir(), {bindings: {MODEL_KEY: "tiny.gguf", AUTH_TOKEN: "edge-secret"}, objects: {"tiny.gguf": tiny()}});
+      const auth = {authorization: "Bearer edge-secret"};
+      const expected = await referenceSteps(tiny(), [0, 2], {tokens: TOKENS});
+      const nEmbd = expected.nEmbd;
+      const first = expected.input.subarray(0, 4 * nEmbd);
+      // Three sessions started at once, on a fresh isolate: one load serves them all.
+      const starts = await Promise.all(["a", "b", "c"].map((s) =>
+        post(mf, `http://edge/v1/sessions/${s}/forward?start_pos=0`, bytesOf(first), {...octets, ...auth})));
+      for (const r of starts) {
+        assert.equal(r.status, 200);
+        assert.ok(Buffer.from(await r.arrayBuffer()).equals(expected.bytes.subarray(TOKENS.length * nEmbd * 4, (TOKENS.length + 4) * nEmbd * 4)));
+        assert.equal(r.headers.get("x-layerfold-n-past"), "4");
+      }
+      const next = await post(mf, "http://edge/v1/sessions/b/forward?start_pos=4", bytesOf(expected.input.subarray(4 * nEmbd)), {...octets, ...auth});
+      assert.equal(next.status, 200);
+      const lastHidden = Buffer.from(await next.arrayBuffer());
+      assert.ok(lastHidden.equals(expected.bytes.subarray((TOKENS.length + 4) * nEmbd * 4, (TOKENS.length + 5) * nEmbd * 4)));
+      const info = await (await mf.dispatchFetch("http://edge/v1/info", {headers: auth})).json();
+      assert.equal(info.sessions, 3);
+      assert.deepEqual([info.build, info.threads, info.layers, info.has_embed, info.has_head], ["single", 1, [0, 2], true, true]);
+      // The head over HTTP: the logits bytes, and top-k from them.
+      const logits = await post(mf, "http://edge/v1/logits", lastHidden, {...octets, ...auth});
+      assert.ok(Buffer.from(await logits.arrayBuffer()).equals(expected.bytes.subarray((TOKENS.length + 5) * nEmbd * 4)));
+      const top = await (await post(mf, "http://edge/v1/logits?top_k=3", lastHidden, {...octets, ...auth})).json();
+      const reference = new Float32Array(expected.bytes.buffer.slice(expected.bytes.byteOffset + (TOKENS.length + 5) * nEmbd * 4, expected.bytes.byteOffset + expected.bytes.length));
+      assert.deepEqual(top.rows[0].top.map((e) => e.id), topK(logSoftmax(reference), 3));
+      const embed = await post(mf, "http://edge/v1/embed", JSON.stringify({tokens: TOKENS}), {"content-type": "application/json", ...auth});
+      assert.ok(Buffer.from(await embed.arrayBuffer()).equals(expected.bytes.subarray(0, TOKENS.length * nEmbd * 4)));
+      assert.equal((await mf.dispatchFetch("http://edge/v1/info")).status, 401);
+    });
+  }
 
   test("a layer range over the memory budget is refused at start with the bytes needed and available", async (t) => {
     const mf = await startWorkerd(t, workerDir, {bindings: {MODEL_KEY: "small.gguf", MEMORY_BUDGET_BYTES: "4000000"}, objects: {"small.gguf": small()}});
