@@ -156,17 +156,18 @@ describe("top-K gate FFN", () => {
     assert.ok(first.ffn_top_k.features_skipped > 0 && first.ffn_top_k.features_skipped < 0.5);  // layers 0, 1 dense
   });
 
-  test("bad options are refused by name and leave the session as it was", async () => {
+  test("bad options are refused by name and create no session (a refused call changes nothing)", async () => {
     const node = await LayerNode.open({model: file(), build: "single"});
     try {
       const hidden = node.embed(PROMPT);
       for (const [approx, name] of [[{ffnTopK: -1}, "ffn_top_k"], [{ffnTopKThreshold: 1.5}, "ffn_top_k_threshold"],
         [{ffnTopKLayers: {a: 1}}, "ffn_top_k_layers"], [{exitWindow: 17}, "exit_window"], [{earlyExit: 1}, "early_exit"]]) {
         await assert.rejects(node.forward({session: "s", startPos: 0, hidden, approx}), new RegExp(name));
-        assert.equal(node.sessionLength("s"), 0);
+        assert.equal(node.sessionLength("s"), null);
       }
       await assert.rejects(node.forward({session: "s", startPos: 0, hidden, exitState: {exit_layer: -2}}), /exit_layer/);
-      assert.equal(node.sessionLength("s"), 0);
+      assert.equal(node.sessionLength("s"), null);
+      assert.equal(node.info().sessions, 0);
     } finally {
       node.close();
     }

@@ -63,6 +63,17 @@ describe("layerfold validate", () => {
     assert.deepEqual(two.top, one.top);
   });
 
+  test("--json into a pipe whose reader is slow: the whole answer arrives, not the first 64 KiB", () => {
+    // file:// so that no llama.cpp comparison runs; the reader starts only after the CLI is done.
+    const r = spawnSync("bash", ["-c", `"${process.execPath}" "${cli}" validate --model "file://${file}" --top-k 3000 --json | (sleep 1; cat)`],
+      {encoding: "utf8", timeout: 120_000, maxBuffer: 16 * 1024 * 1024});
+    assert.equal(r.status, 0, r.stderr);
+    const bytes = Buffer.byteLength(r.stdout);
+    assert.doesNotThrow(() => JSON.parse(r.stdout), `the output was cut at ${bytes} bytes`);
+    assert.equal(JSON.parse(r.stdout).top.length, 3000);
+    assert.ok(bytes > 64 * 1024, `${bytes} bytes fit the pipe's buffer: not a test of it`);
+  });
+
   test("the text report says the weights are synthetic", () => {
     const r = run("validate", "--model", file);
     assert.equal(r.status, 0, r.stderr);

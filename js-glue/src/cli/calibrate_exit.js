@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 
 import { openPipeline } from './open_pipeline.js';
+import { redactUrl } from '../server/redact.js';
 
 const f32 = new Float32Array(1);
 const f32Bits = new Uint32Array(f32.buffer);
@@ -150,7 +151,7 @@ export async function calibrateExit(options) {
       else hi = mid;
     }
     const result = {
-      model: options.model, corpus: options.corpus, corpusTokens: corpusTokens.length, positions: tokens.length, nLayer,
+      model: redactUrl(options.model), corpus: options.corpus, corpusTokens: corpusTokens.length, positions: tokens.length, nLayer,
       exitWindow: window, target, threshold: chosen.threshold, agreement: chosen.agreement, agreeing: chosen.agreeing,
       layersSkipped: chosen.layersSkipped, layersSkippedFraction: chosen.layersSkipped / nLayer,
       candidates: candidates.length, runs: runs.map(({ threshold, predictedLayersSkipped, agreement, layersSkipped }) =>

@@ -1,5 +1,6 @@
 // layerfold inspect MODEL: architecture, per-layer shapes, types and bytes, from the header.
 import { readModelHeader } from '../gguf/model_header.js';
+import { redactUrl } from '../server/redact.js';
 
 const MB = 1024 * 1024;
 
@@ -21,7 +22,7 @@ export async function inspect(options, [model]) {
     layers.get(il).tensors[m[2]] = `${t.type} [${t.ne.join(', ')}]`;
   }
   const summary = {
-    file: model, architecture: arch, name: header.metadata['general.name'], fileBytes: header.file_size,
+    file: redactUrl(model), architecture: arch, name: header.metadata['general.name'], fileBytes: header.file_size,
     layers: [...layers.entries()].sort((a, b) => a[0] - b[0]).map(([il, l]) => ({ layer: il, bytes: l.bytes, tensors: l.tensors })),
     nonLayerBytes: other,
   };
@@ -29,7 +30,7 @@ export async function inspect(options, [model]) {
     console.log(JSON.stringify(summary, null, 2));
     return 0;
   }
-  console.log(`${model}: ${arch} "${summary.name}", ${(header.file_size / MB).toFixed(1)} MiB, ${layers.size} layers`);
+  console.log(`${redactUrl(model)}: ${arch} "${summary.name}", ${(header.file_size / MB).toFixed(1)} MiB, ${layers.size} layers`);
   console.log(`  embedding, output norm, head and rope factors: ${(other / MB).toFixed(1)} MiB`);
   for (const l of summary.layers) {
     console.log(`  layer ${String(l.layer).padStart(2)}  ${(l.bytes / MB).toFixed(1).padStart(8)} MiB  ` +

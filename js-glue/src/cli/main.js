@@ -1,8 +1,9 @@
 // The CLI's dispatcher: `layerfold COMMAND [options]` -> the command's exit code. --help (or -h)
 // prints usage on stdout and exits 0; a missing or unknown command or a bad option prints it on
-// stderr and exits 2, as does a command that fails (with its one-line reason).
+// stderr and exits 2, as does a command that fails (with its one-line reason, redacted).
 import { parseArgs } from 'node:util';
 
+import { redactSecrets } from '../server/redact.js';
 import { COMMANDS, usage } from './commands.js';
 
 const HELP = { help: { type: 'boolean', short: 'h', default: false } };
@@ -38,7 +39,8 @@ export async function runCli(argv) {
   try {
     return await command.run(values, parsed.positionals);
   } catch (error) {
-    console.error(`layerfold ${name}: ${error.message}`);
+    // The reason may quote a model or node URL: never with its credentials.
+    console.error(`layerfold ${name}: ${redactSecrets(error.message)}`);
     return 2;
   }
 }

@@ -2,6 +2,7 @@
 // each holding its layers' weights (plus the embedding on the first, the head on the last)
 // within a memory budget (default 4 GiB, the wasm32 address space).
 import { readModelHeader } from '../gguf/model_header.js';
+import { redactUrl } from '../server/redact.js';
 
 const GIB = 2 ** 30;
 
@@ -60,7 +61,7 @@ export async function plan(options, [model]) {
   const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: nodeBytes(perLayer, embd, head, b, e) }));
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
   const tooBig = nodes.filter((nd) => nd.bytes > memory);
-  if (options.json) console.log(JSON.stringify({ model, memory, nodes, spec }));
+  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, nodes, spec }));
   else {
     for (const [i, nd] of nodes.entries()) {
       console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${(nd.bytes / GIB).toFixed(2)} GiB${nd.bytes > memory ? '  (over the budget)' : ''}`);

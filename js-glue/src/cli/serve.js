@@ -8,10 +8,24 @@ import { serve } from '../server/node_host.js';
 const ENV = {
   model: 'MODEL_URL', layers: 'LAYERS', threads: 'THREADS', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
   'max-sessions': 'MAX_SESSIONS', 'max-kv-bytes': 'MAX_KV_BYTES', 'max-context': 'MAX_CONTEXT', 'max-tokens': 'MAX_TOKENS',
-  'max-queue': 'MAX_QUEUE', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
+  'max-queue': 'MAX_QUEUE', 'max-logits-bytes': 'MAX_LOGITS_BYTES', 'body-timeout-ms': 'BODY_TIMEOUT_MS',
+  'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
+};
+const INSECURE_ENV = 'LAYERFOLD_INSECURE_NO_AUTH';
+
+export const SERVE_OPTIONS = {
+  ...Object.fromEntries(Object.keys(ENV).map((name) => [name, { type: 'string' }])),
+  'insecure-no-auth': { type: 'boolean' },
 };
 
-export const SERVE_OPTIONS = Object.fromEntries(Object.keys(ENV).map((name) => [name, { type: 'string' }]));
+// --insecure-no-auth, or LAYERFOLD_INSECURE_NO_AUTH=1: serve without a token on a non-loopback host.
+function insecureNoAuth(flagValue, env) {
+  if (flagValue) return true;
+  const raw = env[INSECURE_ENV];
+  if (raw === undefined || raw === '' || raw === '0') return false;
+  if (raw === '1') return true;
+  throw new Error(`${INSECURE_ENV}=${JSON.stringify(raw)}: expected 1 (or 0, or unset)`);
+}
 
 function integer(text, name, min) {
   if (text === undefined) return undefined;
@@ -54,10 +68,15 @@ export function serveConfig(values, env) {
     maxContext: integer(get('max-context'), 'max-context', 1),
     maxTokens: integer(get('max-tokens'), 'max-tokens', 1),
     maxQueue: integer(get('max-queue'), 'max-queue', 0),
+    maxLogitsBytes: integer(get('max-logits-bytes'), 'max-logits-bytes', 4),
+    bodyTimeoutMs: integer(get('body-timeout-ms'), 'body-timeout-ms', 1),
+    sendTimeoutMs: integer(get('send-timeout-ms'), 'send-timeout-ms', 1),
     shutdownTimeoutMs: integer(get('shutdown-timeout-ms'), 'shutdown-timeout-ms', 0),
     ffnDownLayout: ffnDownLayout(get('ffn-down-layout')),
-    // The token comes from the environment only: a command line shows in `ps`.
-    authToken: env.AUTH_TOKEN || undefined,
+    // The token comes from the environment only: a command line shows in `ps`. Set but empty is
+    // kept as '' so that serve() refuses it rather than serve open.
+    authToken: env.AUTH_TOKEN,
+    insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
   };
 }
 

@@ -4,6 +4,7 @@ import { approxSummaries, describeApprox } from './approx.js';
 import { defaultModel } from './default_model.js';
 import { logSoftmax, topK } from '../tokens/logits.js';
 import { openPipeline } from './open_pipeline.js';
+import { redactUrl } from '../server/redact.js';
 
 // llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
 async function llamaAgreement(model, tokens, ours, k) {
@@ -45,7 +46,7 @@ export async function validate(options) {
     const reference = local ? await llamaAgreement(model, tokens, logProbs, k) : null;
     const memory = { rssBytes: process.memoryUsage().rss, wasmBytes: pipeline.nodes.reduce((s, n) => s + n.info().wasmMemoryBytes, 0) };
     const result = {
-      model, synthetic, prompt: options.prompt, tokens, top,
+      model: redactUrl(model), synthetic, prompt: options.prompt, tokens, top,
       timings: { embedMs, headMs, totalMs, nodes: timings }, memory, llamaCpp: reference,
       approx: approxSummaries(timings, pipeline.approx, pipeline.nodes.at(-1).layers[1]),
       build: pipeline.nodes[0].info().build, threads: pipeline.nodes[0].info().threads,

@@ -1,6 +1,7 @@
 // LayerNode in Node: layer_node_core.js plus Node's defaults — the threaded or single-thread
 // module from dist/, and a model given as a path or URL (with the disk cache and progress).
 import { LayerNode as CoreLayerNode } from './layer_node_core.js';
+import { redactSecrets } from '../server/redact.js';
 import { modelName, openSource } from '../sources/open_source.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from '../wasm/load_node.js';
 
@@ -42,6 +43,7 @@ export class LayerNode extends CoreLayerNode {
       module.close();
       throw error;
     }
-    return super.open({ ...options, lf: module, source: opened, name: model === undefined ? opened.name : modelName(model) });
+    // The name info() reports travels to logs and answers: never with a URL's credentials.
+    return super.open({ ...options, lf: module, source: opened, name: redactSecrets(model === undefined ? opened.name : modelName(model)) });
   }
 }

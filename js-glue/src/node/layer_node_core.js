@@ -46,6 +46,11 @@ export class LayerNode {
         const needs = nodeMemoryNeeds(lf, gguf, info, {
           layers: node.layers, withEmbedding: node.withEmbedding, withHead: node.withHead, maxContext, maxTokens, threads: lf.threads,
         });
+        if (maxKvBytes !== undefined && maxKvBytes < needs.kvCache) {
+          // Every session would be refused: say so now, with the numbers, rather than at each forward.
+          throw new LayerfoldError('invalid_argument', `maxKvBytes ${maxKvBytes} is below the ${needs.kvCache} bytes one session's KV cache needs ` +
+            `(layers [${node.layers[0]}, ${node.layers[1]}) at max context ${maxContext || info.n_ctx_train}): raise it, or lower the max context`);
+        }
         if (memoryBudgetBytes !== undefined) node.#reserve(needs, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
         await node.#load(source, gguf, needs.tensors, withTokenizer, ffnDownLayout);
         return node;
@@ -159,39 +164,47 @@ export class LayerNode {
     }
   }
 
-  // The session's KV cache, created at its first call (startPos 0); using it makes it the most
-  // recently used. Creating one evicts least recently used sessions beyond the limits.
-  #session(id, startPos) {
+  // The session's KV cache for a call: the one held, or a new one (its first call, startPos 0)
+  // that is not yet registered. Nothing about the held sessions changes here: #commit does that
+  // once the call's options have been accepted.
+  #sessionFor(id, startPos) {
     const lf = this.#lf;
-    let session = this.#sessions.get(id);
-    if (session !== undefined) {
-      this.#sessions.delete(id);
-      this.#sessions.set(id, session);
-      return session;
-    }
+    const held = this.#sessions.get(id);
+    if (held !== undefined) return { handle: held, fresh: false };
     if (startPos !== 0 && this.#evicted.has(id)) {
       throw new LayerfoldError('evicted', `session "${id}" was evicted (least recently used, limits: ` +
         `${this.maxSessions} sessions, ${this.maxKvBytes} KV bytes): start it again from position 0`);
     }
-    session = lf.fn.lf_session_create(this.#model, this.maxContext);
-    if (!session) throw lf.lastError();
-    const bytes = lf.fn.lf_session_bytes(session);
+    const handle = lf.fn.lf_session_create(this.#model, this.maxContext);
+    if (!handle) throw lf.lastError();
+    const bytes = lf.fn.lf_session_bytes(handle);
     if (bytes > this.maxKvBytes) {
-      lf.fn.lf_session_free(session);
+      lf.fn.lf_session_free(handle);
       throw new LayerfoldError('resource_exhausted', `a session needs ${bytes} KV-cache bytes, more than maxKvBytes ${this.maxKvBytes}`);
     }
-    let total = bytes;
+    return { handle, fresh: true };
+  }
+
+  // Makes the session the most recently used; a new one is registered, evicting the least
+  // recently used sessions beyond the limits.
+  #commit(id, { handle, fresh }) {
+    const lf = this.#lf;
+    if (!fresh) {
+      this.#sessions.delete(id);
+      this.#sessions.set(id, handle);
+      return;
+    }
+    let total = lf.fn.lf_session_bytes(handle);
     for (const s of this.#sessions.values()) total += lf.fn.lf_session_bytes(s);
-    for (const [oldest, handle] of this.#sessions) {
+    for (const [oldest, other] of this.#sessions) {
       if (this.#sessions.size < this.maxSessions && total <= this.maxKvBytes) break;
-      total -= lf.fn.lf_session_bytes(handle);
+      total -= lf.fn.lf_session_bytes(other);
       this.dropSession(oldest);
       this.#evicted.add(oldest);
       if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
     }
     this.#evicted.delete(id);
-    this.#sessions.set(id, session);
-    return session;
+    this.#sessions.set(id, handle);
   }
 
   /** token ids -> hidden [n, n_embd] (first node only). */
@@ -215,12 +228,27 @@ export class LayerNode {
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
-    const run = () => {
-      const handle = this.#session(session, startPos);
-      this.#setApprox(handle, approx, exitState);
-      return this.#lf.kind === 'threaded'
-        ? this.#forwardAsync(handle, startPos, hidden, n, lastOnly)
-        : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
+    // The call's options are set on the session before anything else changes: a refused
+    // option (a bad exit state, an unknown approximate mode) leaves every session, their count
+    // and their order as they were. A new session whose first forward fails is dropped again.
+    const run = async () => {
+      const target = this.#sessionFor(session, startPos);
+      try {
+        this.#setApprox(target.handle, approx, exitState);
+      } catch (error) {
+        if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
+        throw error;
+      }
+      this.#commit(session, target);
+      const { handle } = target;
+      try {
+        return this.#lf.kind === 'threaded'
+          ? await this.#forwardAsync(handle, startPos, hidden, n, lastOnly)
+          : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
+      } catch (error) {
+        if (target.fresh) this.dropSession(session);
+        throw error;
+      }
     };
     const result = this.#queue.then(run);
     this.#queue = result.catch(() => {});

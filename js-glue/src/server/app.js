@@ -1,18 +1,24 @@
 // The layer node's HTTP API (docs/http-api.md) as a Hono app over web-standard Request and
 // Response only: the Node container (node_host.js) and the edge worker mount this same app.
 // Every check of a request happens before a session is touched, and engine calls go through one
-// bounded queue, so a refused request leaves every KV cache as it was.
+// bounded queue, so a refused request leaves every KV cache as it was. What one request can make
+// the node hold is bounded: its body is read only once the queue admitted it, under a deadline
+// and the body limit; its answer is streamed as the client reads it (answer_stream.js), logits
+// a few rows at a time (logits_answer.js); and it keeps its place in the queue until its answer
+// is sent, so at most max_queue + 1 requests hold memory at once.
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
 import { approxModesOn } from '../node/approx_modes.js';
-import { logSoftmax, topK } from '../tokens/logits.js';
+import { bytesResponse, streamedResponse } from './answer_stream.js';
 import { HttpError } from './http_error.js';
+import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
-import { approxParameters, contentType, exitStateHeader, flag, hiddenStates, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
-import { SessionRecords } from './session_records.js';
+import { redactSecrets } from './redact.js';
+import { checkDeclaredLength, readBody } from './request_body.js';
+import { approxParameters, contentType, exitStateHeader, flag, hiddenStates, idempotencyKey, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
+import { requestFingerprint, SessionRecords } from './session_records.js';
 import { WorkQueue } from './work_queue.js';
 
 const F32 = 4;
@@ -23,10 +29,26 @@ function maxContext(node) {
   return node.maxContext || node.modelInfo.n_ctx_train || Infinity;
 }
 
-function octets(floats, headers = {}) {
-  return new Response(new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength), {
-    headers: { 'content-type': OCTETS, ...headers },
-  });
+/** Default deadline for a request's body to arrive once admitted. */
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
+/** Default time a client may read nothing of an answer before its connection is closed. */
+export const DEFAULT_SEND_TIMEOUT_MS = 30_000;
+
+/**
+ * The bearer token as given, or a TypeError naming what is wrong with it: an empty token would
+ * be no authentication at all, and one with whitespace or a character outside visible ASCII
+ * (a trailing newline from a secret file) could never match an Authorization header.
+ * @example checkAuthToken(process.env.AUTH_TOKEN) // undefined when unset
+ */
+export function checkAuthToken(token) {
+  if (token === undefined || token === null) return undefined;
+  if (typeof token !== 'string' || token === '') throw new TypeError('AUTH_TOKEN (authToken) is set but empty: set a token, or leave it unset');
+  const bad = /[^\x21-\x7e]/.exec(token);
+  if (bad) {
+    throw new TypeError(`AUTH_TOKEN (authToken) contains ${/\s/.test(bad[0]) ? 'whitespace' : 'a character outside visible ASCII'} at position ${bad.index} ` +
+      '(a trailing newline from a secret file?): a bearer token is one word of visible ASCII characters');
+  }
+  return token;
 }
 
 // Engine errors that get past the checks still leave the cache as it was; say what they were.
@@ -40,20 +62,54 @@ function fromEngine(error) {
  * The layer-node app. `state` (a NodeState) says whether the node is loaded, how far loading
  * got and whether the process is shutting down; pass `node` alone for a node that is already
  * loaded. maxTokens bounds a request's rows (the body limit is maxTokens · n_embd · 4 bytes);
- * maxQueue bounds the requests waiting for the engine. observer receives optional hooks:
- * request(method, route, status, ms), tokens(n), layers(firstLayer, msPerLayer), error(code,
- * message), and metrics() -> {contentType, text} to serve GET /metrics.
+ * maxQueue bounds the requests admitted besides the running one (429 beyond it); maxLogitsBytes
+ * bounds one logits request (rows × n_vocab × 4); bodyTimeoutMs is the deadline of a body once
+ * admitted (408), sendTimeoutMs how long a client may read nothing of an answer, after which
+ * closeConnection(c) (the host's, when it has one) cuts it off. An answer holds its request's
+ * place in the queue until it has been read or abandoned: a host must read or cancel each body.
+ * observer receives optional hooks: request(method, route, status, ms), tokens(n),
+ * layers(firstLayer, msPerLayer), error(code, message), answerLost(route, outcome, message),
+ * and metrics() -> {contentType, text} to serve GET /metrics.
  * @example
  * const app = createLayerNodeApp({ node, authToken: process.env.AUTH_TOKEN });
  * const response = await app.fetch(new Request('http://node/v1/info', { headers: { authorization: `Bearer ${token}` } }));
  */
-export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue = 16, observer = {}, state = NodeState.of(node) } = {}) {
+export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue = 16, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES,
+  bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, closeConnection = () => {},
+  observer = {}, state = NodeState.of(node) } = {}) {
   if (!state) throw new TypeError('createLayerNodeApp needs a node or a state');
+  checkAuthToken(authToken);
   const queue = new WorkQueue(maxQueue);
-  const run = (job) => state.track(queue.run(job));
   const records = new SessionRecords();
   const app = new Hono();
-  let limit = null;  // the body-limit middleware, made once the node (and so n_embd) is known
+  const maxBodyBytes = () => maxTokens * state.node.nEmbd * F32;
+  const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · n_embd ${state.node.nEmbd} · 4)`;
+
+  // An engine call in the queue's order, counted until it settles so a shutdown waits for it.
+  const engine = (ticket, job) => state.track(ticket.run(job));
+
+  // Admits the request (429 beyond the queue), reads its body under the deadline and the limit,
+  // and hands both to handle(body, ticket) -> Response. The ticket goes with the answer (answer()
+  // releases it once sent), or back at once when the request fails.
+  const withBody = async (c, handle) => {
+    const ticket = queue.admit();
+    try {
+      return await handle(await readBody(c.req.raw, { maxBytes: maxBodyBytes(), timeoutMs: bodyTimeoutMs, describeLimit }), ticket);
+    } catch (error) {
+      ticket.release();
+      throw error;
+    }
+  };
+  // The answer's end gives the ticket back; an answer that did not reach its client is reported.
+  const streaming = (c, ticket) => ({
+    sendTimeoutMs,
+    onStall: () => closeConnection(c),
+    end: (outcome, error) => {
+      ticket.release();
+      if (outcome !== 'done') observer.answerLost?.(routePath(c, -1), outcome, error?.message ?? String(error ?? ''));
+    },
+  });
+  const answer = (c, ticket, bytes, headers) => bytesResponse(bytes, headers, streaming(c, ticket));
 
   app.use('*', async (c, next) => {
     const t0 = performance.now();
@@ -102,25 +158,20 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     }
     await next();
   });
-  app.post('/v1/*', (c, next) => {
-    const maxBytes = maxTokens * state.node.nEmbd * F32;
-    limit ??= bodyLimit({
-      maxSize: maxBytes,
-      onError: () => {
-        throw new HttpError('too_large', `body above ${maxBytes} bytes (max_tokens ${maxTokens} · n_embd ${state.node.nEmbd} · 4)`);
-      },
-    });
-    return limit(c, next);
+  // A declared Content-Length above the limit is refused before anything else is done.
+  app.post('/v1/*', async (c, next) => {
+    checkDeclaredLength(c.req.raw, maxBodyBytes(), describeLimit);
+    await next();
   });
 
   app.get('/v1/info', (c) => {
     const n = state.node;
     const info = n.info();
     return c.json({
-      model: info.model, layers: n.layers, n_layer: n.nLayer, n_embd: n.nEmbd, n_vocab: n.nVocab,
+      model: redactSecrets(info.model), layers: n.layers, n_layer: n.nLayer, n_embd: n.nEmbd, n_vocab: n.nVocab,
       has_embed: n.withEmbedding, has_head: n.withHead, build: info.build, threads: info.threads,
       sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
-      max_sessions: n.maxSessions, max_context: maxContext(n), max_tokens: maxTokens,
+      max_sessions: n.maxSessions, max_context: maxContext(n), max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
     });
   });
 
@@ -143,11 +194,11 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   // Through the queue: a session must not be freed while a forward uses it.
   app.delete('/v1/sessions/:id', async (c) => {
     const id = sessionId(c.req.param('id'));
-    await run(() => {
+    await state.track(queue.run(() => {
       held(id);
       state.node.dropSession(id);
       records.deleted(id);
-    });
+    }));
     return c.body(null, 204);
   });
 
@@ -158,37 +209,41 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const lastOnly = flag(c.req.query('last_only'), 'last_only');
     const approx = approxParameters((name) => c.req.query(name));
     const exitState = exitStateHeader(c.req.header('x-layerfold-exit-state'));
+    const key = idempotencyKey(c.req.header('idempotency-key'));
     contentType(c.req.header('content-type'), OCTETS);
-    const hidden = hiddenStates(await c.req.arrayBuffer(), n.nEmbd);
-    const rows = hidden.length / n.nEmbd;
-    const limitCtx = maxContext(n);
-    if (startPos + rows > limitCtx) {
-      throw new HttpError('context_full', `start_pos ${startPos} + ${rows} positions exceed the node's max context ${limitCtx}`);
-    }
-    const key = c.req.header('idempotency-key');
-    const reply = await run(async () => {
-      const stored = n.sessionLength(id) !== null && records.replay(id, key, startPos, lastOnly);
-      if (stored) return { ...stored, replayed: true };
-      const nPast = startPos === 0 ? n.sessionLength(id) ?? 0 : held(id);
-      if (nPast !== startPos) {
-        throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
-          { extra: { n_past: nPast } });
+    return withBody(c, async (body, ticket) => {
+      const hidden = hiddenStates(body, n.nEmbd);
+      const rows = hidden.length / n.nEmbd;
+      const limitCtx = maxContext(n);
+      if (startPos + rows > limitCtx) {
+        throw new HttpError('context_full', `start_pos ${startPos} + ${rows} positions exceed the node's max context ${limitCtx}`);
       }
-      const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState });
-      records.created(id);
-      const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
-      if (key !== undefined) records.remember(id, key, startPos, lastOnly, result, (other) => n.sessionLength(other) !== null);
-      return result;
-    });
-    if (!reply.replayed) {
-      observer.tokens?.(rows);
-      observer.layers?.(n.layers[0], reply.layerMs);
-    }
-    return octets(reply.out, {
-      'x-layerfold-n-past': String(reply.nPast),
-      'x-layerfold-layer-ms': reply.layerMs.map((ms) => ms.toFixed(3)).join(','),
-      ...(reply.approxStats ? { 'x-layerfold-approx': JSON.stringify(reply.approxStats) } : {}),
-      ...(reply.replayed ? { 'x-layerfold-replayed': '1' } : {}),
+      const fingerprint = key === undefined ? null : await requestFingerprint({ session: id, startPos, lastOnly, approx, exitState, body });
+      const reply = await engine(ticket, async () => {
+        const stored = n.sessionLength(id) !== null && records.replay(id, key, fingerprint);
+        if (stored) return { ...stored, replayed: true };
+        const nPast = startPos === 0 ? n.sessionLength(id) ?? 0 : held(id);
+        if (nPast !== startPos) {
+          throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
+            { extra: { n_past: nPast } });
+        }
+        const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState });
+        records.created(id);
+        const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
+        if (key !== undefined) records.remember(id, key, fingerprint, result, (other) => n.sessionLength(other) !== null);
+        return result;
+      });
+      if (!reply.replayed) {
+        observer.tokens?.(rows);
+        observer.layers?.(n.layers[0], reply.layerMs);
+      }
+      return answer(c, ticket, reply.out, {
+        'content-type': OCTETS,
+        'x-layerfold-n-past': String(reply.nPast),
+        'x-layerfold-layer-ms': reply.layerMs.map((ms) => ms.toFixed(3)).join(','),
+        ...(reply.approxStats ? { 'x-layerfold-approx': JSON.stringify(reply.approxStats) } : {}),
+        ...(reply.replayed ? { 'x-layerfold-replayed': '1' } : {}),
+      });
     });
   });
 
@@ -196,24 +251,49 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const n = state.node;
     if (!n.withEmbedding) throw new HttpError('not_found', `this node serves layers ${n.layers[0]}-${n.layers[1] - 1}: the token embedding is on the node serving layer 0`);
     contentType(c.req.header('content-type'), 'application/json');
-    const tokens = tokenIds(await c.req.text(), n.nVocab, maxTokens);
-    return octets(await run(() => n.embed(tokens)));
+    return withBody(c, async (body, ticket) => {
+      const tokens = tokenIds(new TextDecoder().decode(body), n.nVocab, maxTokens);
+      return answer(c, ticket, await engine(ticket, () => n.embed(tokens)), { 'content-type': OCTETS });
+    });
   });
 
+  // Logits are computed chunkRows() rows per engine call; the binary answer streams them as the
+  // client pulls, so the node holds one chunk of it at a time whatever the request's size.
   app.post('/v1/logits', async (c) => {
     const n = state.node;
     if (!n.withHead) throw new HttpError('not_found', `this node serves layers ${n.layers[0]}-${n.layers[1] - 1}: the output head is on the node serving the last layer`);
     const k = topKParameter(c.req.query('top_k'), n.nVocab);
     contentType(c.req.header('content-type'), OCTETS);
-    const hidden = hiddenStates(await c.req.arrayBuffer(), n.nEmbd);
-    const logits = await run(() => n.logits(hidden));
-    if (k === null) return octets(logits);
-    const rows = Array.from({ length: hidden.length / n.nEmbd }, (_, r) => {
-      const row = logits.subarray(r * n.nVocab, (r + 1) * n.nVocab);
-      const logProbs = logSoftmax(row);
-      return { top: topK(row, k).map((id) => ({ id, logit: row[id], p: Math.exp(logProbs[id]) })) };
+    return withBody(c, async (body, ticket) => {
+      const hidden = hiddenStates(body, n.nEmbd);
+      const rows = hidden.length / n.nEmbd;
+      checkLogitsSize({ rows, nVocab: n.nVocab, k, maxLogitsBytes });
+      const step = chunkRows(n.nVocab);
+      const logitsFrom = (r) => engine(ticket, () => n.logits(hidden.subarray(r * n.nEmbd, Math.min(rows, r + step) * n.nEmbd)));
+      if (k !== null) {
+        const top = [];
+        for (let r = 0; r < rows; r += step) top.push(...topKRows(await logitsFrom(r), n.nVocab, k));
+        return answer(c, ticket, new TextEncoder().encode(JSON.stringify({ rows: top })), { 'content-type': 'application/json' });
+      }
+      // The first chunk before the status is sent, so an engine error is still a proper answer.
+      let chunk = await logitsFrom(0);
+      let next = step;
+      const asBytes = (floats) => new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
+      return streamedResponse({
+        ...streaming(c, ticket),
+        headers: { 'content-type': OCTETS, 'content-length': String(rows * n.nVocab * F32) },
+        next: async () => {
+          if (chunk === null) {
+            if (next >= rows) return null;
+            chunk = await logitsFrom(next);
+            next += step;
+          }
+          const bytes = asBytes(chunk);
+          chunk = null;
+          return bytes;
+        },
+      });
     });
-    return c.json({ rows });
   });
 
   // A known path with another method: 405 naming the allowed ones.

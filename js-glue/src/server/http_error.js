@@ -1,10 +1,15 @@
 // The layer node's HTTP errors: a stable code, the status it travels with, and a message naming
-// the problem. The JSON body is the same from the Node container and the edge worker.
+// the problem. The JSON body is the same from the Node container and the edge worker. Messages
+// are redacted on the way out (redact.js): an engine or source message may quote a model URL.
+import { redactSecrets } from './redact.js';
 
+// client_closed (499, nginx's number) is never seen by a client: it is the status a request is
+// logged with when its client went away before the answer.
 const STATUS_BY_CODE = {
-  bad_length: 400, not_finite: 400, bad_parameter: 400, bad_session_id: 400, context_full: 400,
-  unauthorized: 401, unknown_session: 404, not_found: 404, method_not_allowed: 405, position_mismatch: 409,
-  too_large: 413, bad_content_type: 415, queue_full: 429, not_ready: 503, shutting_down: 503, internal: 500,
+  bad_length: 400, not_finite: 400, bad_parameter: 400, bad_session_id: 400, context_full: 400, answer_too_large: 400,
+  unauthorized: 401, unknown_session: 404, not_found: 404, method_not_allowed: 405, body_timeout: 408, position_mismatch: 409,
+  too_large: 413, bad_content_type: 415, idempotency_mismatch: 422, queue_full: 429, client_closed: 499,
+  not_ready: 503, shutting_down: 503, internal: 500,
 };
 
 export class HttpError extends Error {
@@ -13,7 +18,7 @@ export class HttpError extends Error {
    * @example throw new HttpError('position_mismatch', 'start_pos 3 but the session holds 5 positions', { extra: { n_past: 5 } });
    */
   constructor(code, message, { extra = {}, headers = {} } = {}) {
-    super(message);
+    super(redactSecrets(message));
     if (!(code in STATUS_BY_CODE)) throw new TypeError(`unknown HTTP error code "${code}"`);
     this.code = code;
     this.status = STATUS_BY_CODE[code];

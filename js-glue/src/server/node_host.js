@@ -1,16 +1,42 @@
 // A layer node as a Node process (the Cloud Run container): the HTTP app on @hono/node-server,
 // listening at once so /healthz and /readyz answer while the weights load in the background;
-// Prometheus metrics; one JSON log line per event; and a graceful shutdown that finishes the
-// requests in flight.
+// Prometheus metrics; one JSON log line per event (redacted); Node's server timeouts set for
+// this protocol; and a graceful shutdown that finishes the requests in flight. A node without a
+// token answers anyone who reaches it, so it starts on a loopback address only, unless told
+// otherwise in so many words.
 import { createAdaptorServer } from '@hono/node-server';
 
 import { LayerNode } from '../node/layer_node.js';
-import { createLayerNodeApp } from './app.js';
-import { jsonLog, redactConfig, redactUrl } from './json_log.js';
+import { checkAuthToken, createLayerNodeApp, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from './app.js';
+import { jsonLog, redactConfig } from './json_log.js';
+import { DEFAULT_MAX_LOGITS_BYTES } from './logits_answer.js';
 import { nodeMetrics } from './metrics.js';
 import { NodeState } from './node_state.js';
+import { redactDeep, redactSecrets } from './redact.js';
 
 const PROGRESS_LOG_MS = 2000;
+// A request's headers must be in within this; its body has the app's own deadline once admitted,
+// and Node's whole-request timeout is set beyond both, as the last resort it is.
+const HEADERS_TIMEOUT_MS = 20_000;
+
+/**
+ * Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost): reachable from this
+ * machine only.
+ * @example isLoopback('127.0.0.1') // true; isLoopback('0.0.0.0') // false
+ */
+export function isLoopback(host) {
+  const h = String(host).toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(h);
+}
+
+// How loud a request's log line is: a failure of the node is an ERROR; a client that went away
+// or was too slow is worth a WARNING; every deliberate answer (4xx, 429, 503 while loading or
+// shutting down) is INFO.
+function requestSeverity(status) {
+  if (status === 500) return 'ERROR';
+  if (status === 499 || status === 408) return 'WARNING';
+  return 'INFO';
+}
 
 function listen(server, port, host) {
   return new Promise((resolve, reject) => {
@@ -29,18 +55,33 @@ function listen(server, port, host) {
  * number of requests it had to abandon.
  * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single',
  *          port?: number, host?: string, cacheDir?: string, maxSessions?: number, maxKvBytes?: number,
- *          maxContext?: number, maxTokens?: number, maxQueue?: number, authToken?: string,
+ *          maxContext?: number, maxTokens?: number, maxQueue?: number, maxLogitsBytes?: number, bodyTimeoutMs?: number,
+ *          sendTimeoutMs?: number, authToken?: string, insecureNoAuth?: boolean,
  *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', log?: (severity: string, message: string, fields?: object) => void}} options
+ *   Without authToken, host must be a loopback address unless insecureNoAuth is true: the node
+ *   then serves /v1/* to anyone who reaches it, and logs so as a WARNING.
  * @example
  * const node = await serve({ model: 'r2://models/gemma-4-31B-q4_0.gguf', layers: [0, 6], port: 8080, authToken: process.env.AUTH_TOKEN });
  * process.once('SIGTERM', async () => process.exit((await node.shutdown()) === 0 ? 0 : 1));
  */
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
-  maxContext = 0, maxTokens = 2048, maxQueue = 16, authToken, shutdownTimeoutMs = 10_000, ffnDownLayout, log = jsonLog() }) {
+  maxContext = 0, maxTokens = 2048, maxQueue = 16, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
+  sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, log: write = jsonLog() }) {
+  // Whatever the sink, nothing secret reaches it.
+  const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
+  checkAuthToken(authToken);
+  if (authToken === undefined && !isLoopback(host) && !insecureNoAuth) {
+    throw new Error(`refusing to serve without AUTH_TOKEN on ${host}, which is not a loopback address: anyone who reaches it could use the node. ` +
+      'Set AUTH_TOKEN, bind --host 127.0.0.1, or pass --insecure-no-auth (LAYERFOLD_INSECURE_NO_AUTH=1) to serve it open anyway');
+  }
   log('INFO', 'starting', {
-    config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, authToken, shutdownTimeoutMs, ffnDownLayout }),
+    config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxLogitsBytes,
+      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
+  if (authToken === undefined && !isLoopback(host)) {
+    log('WARNING', 'NO AUTHENTICATION: /v1/* and /metrics are open to anyone who reaches this address (--insecure-no-auth)', { host, port });
+  }
   const state = new NodeState();
   // Requests in flight, counted until their response is written out (or the client went away).
   let inFlight = 0;
@@ -50,11 +91,24 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     ...metrics.observer,
     request(method, route, status, ms) {
       metrics.observer.request(method, route, status, ms);
-      log(status >= 500 ? 'ERROR' : 'INFO', 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+    },
+    answerLost(route, outcome, message) {
+      log('WARNING', outcome === 'failed' ? 'answer cut short' : 'answer not delivered', { route, outcome, error: message });
     },
   };
-  const app = createLayerNodeApp({ state, authToken, maxTokens, maxQueue, observer });
+  const app = createLayerNodeApp({
+    state, authToken, maxTokens, maxQueue, maxLogitsBytes, bodyTimeoutMs, sendTimeoutMs, observer,
+    // @hono/node-server hands each request its Node response as env.outgoing.
+    closeConnection: (c) => c.env?.outgoing?.destroy(),
+  });
   const server = createAdaptorServer({ fetch: app.fetch });
+  // Node's defaults (a 300 s whole-request timeout, 60 s for headers) are not this protocol's. No
+  // socket idle timeout: a forward of a long prompt may compute for minutes with nothing on the
+  // wire; an answer nobody reads is cut by the app's send deadline instead.
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = HEADERS_TIMEOUT_MS + bodyTimeoutMs + 10_000;
+  server.timeout = 0;
   server.on('request', (request, response) => {
     inFlight++;
     response.once('close', () => {
@@ -81,7 +135,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     }
     state.loaded(node);
     const info = node.info();
-    log('INFO', 'ready', { model: redactUrl(info.model), layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, threads: info.threads, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
+    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, threads: info.threads, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
     return node;
   }, (error) => {
     log('ERROR', 'load failed', { code: error.code ?? error.name, error: error.message });

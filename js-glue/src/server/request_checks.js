@@ -85,7 +85,9 @@ export function approxParameters(query) {
 
 /**
  * The early-exit state a forward's last row arrives in, from the x-layerfold-exit-state header
- * (the previous node's x-layerfold-approx early_exit): null when absent.
+ * (the previous node's x-layerfold-approx early_exit): null when absent. Each field is checked
+ * for its type here (exit_layer an integer ≥ -1, recent_updates an array of finite numbers ≥ 0),
+ * and the engine checks the array's length against its exit window before any session is touched.
  * @example exitStateHeader('{"exit_layer":-1,"recent_updates":[0.2]}') // { exit_layer: -1, recent_updates: [0.2] }
  */
 export function exitStateHeader(raw) {
@@ -96,11 +98,31 @@ export function exitStateHeader(raw) {
   } catch {
     state = null;
   }
+  const bad = (why) => new HttpError('bad_parameter', `x-layerfold-exit-state ${JSON.stringify(raw.slice(0, 80))}: ${why}`);
   if (state === null || typeof state !== 'object' || Array.isArray(state) ||
       Object.keys(state).some((key) => key !== 'exit_layer' && key !== 'recent_updates')) {
-    throw new HttpError('bad_parameter', `x-layerfold-exit-state ${JSON.stringify(raw.slice(0, 40))}: expected a JSON object {"exit_layer", "recent_updates"}`);
+    throw bad('expected a JSON object {"exit_layer", "recent_updates"}');
+  }
+  if ('exit_layer' in state && !(Number.isSafeInteger(state.exit_layer) && state.exit_layer >= -1)) {
+    throw bad('exit_layer must be an integer ≥ -1 (-1: not exited)');
+  }
+  if ('recent_updates' in state && !(Array.isArray(state.recent_updates) &&
+      state.recent_updates.every((x) => typeof x === 'number' && Number.isFinite(x) && x >= 0 && x <= 3.4e38))) {
+    throw bad('recent_updates must be an array of finite numbers ≥ 0');
   }
   return state;
+}
+
+/**
+ * An optional Idempotency-Key: 1 to 128 visible ASCII characters (absent: undefined).
+ * @example idempotencyKey('7f3c') // '7f3c'
+ */
+export function idempotencyKey(raw) {
+  if (raw === undefined || raw === null) return undefined;
+  if (!/^[\x21-\x7e]{1,128}$/.test(raw)) {
+    throw new HttpError('bad_parameter', `Idempotency-Key ${JSON.stringify(raw.slice(0, 40))}: expected 1 to 128 visible ASCII characters`);
+  }
+  return raw;
 }
 
 /**
