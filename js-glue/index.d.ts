@@ -328,6 +328,8 @@ export interface LayerNodeObserver {
   tokens?(n: number): void;
   layers?(firstLayer: number, msPerLayer: number[]): void;
   error?(code: string, message: string): void;
+  /** an answer that did not reach its client: it went away, stopped reading (stalled), or the answer failed midway */
+  answerLost?(route: string, outcome: 'cancelled' | 'stalled' | 'failed', message: string): void;
   /** serves GET /metrics when present */
   metrics?(): Promise<{ contentType: string; text: string }>;
 }
@@ -344,12 +346,20 @@ export interface LayerNodeAppOptions {
   /** a loaded node (or give `state` for one that is still loading) */
   node?: LayerNode;
   state?: LayerNodeState;
-  /** when set, /v1/* and /metrics need `Authorization: Bearer <token>` */
+  /** when set, /v1/* and /metrics need `Authorization: Bearer <token>`; one word of visible ASCII (an empty one is a TypeError) */
   authToken?: string;
   /** rows per request (body limit: maxTokens · n_embd · 4 bytes); default 2048 */
   maxTokens?: number;
-  /** requests that may wait for the engine before 429; default 16 */
+  /** requests admitted besides the running one before 429 (each holds its place until its answer is read); default 16 */
   maxQueue?: number;
+  /** logits one request may ask for, rows × n_vocab × 4 bytes; default 64 MiB */
+  maxLogitsBytes?: number;
+  /** a body must arrive within this once admitted (408 beyond); default 30000 */
+  bodyTimeoutMs?: number;
+  /** a client reading nothing of an answer this long is cut off (closeConnection); default 30000 */
+  sendTimeoutMs?: number;
+  /** closes the connection of a request (given the Hono context) whose client stopped reading */
+  closeConnection?: (context: unknown) => void;
   observer?: LayerNodeObserver;
 }
 
@@ -373,7 +383,7 @@ export interface ServeOptions {
   build?: 'threaded' | 'single';
   /** default 8080; 0 picks a free port */
   port?: number;
-  /** default 0.0.0.0 */
+  /** default 0.0.0.0 (which needs authToken, or insecureNoAuth) */
   host?: string;
   cacheDir?: string;
   maxSessions?: number;
@@ -381,7 +391,14 @@ export interface ServeOptions {
   maxContext?: number;
   maxTokens?: number;
   maxQueue?: number;
+  /** LayerNodeAppOptions' limits */
+  maxLogitsBytes?: number;
+  bodyTimeoutMs?: number;
+  sendTimeoutMs?: number;
+  /** without it, `host` must be a loopback address unless insecureNoAuth */
   authToken?: string;
+  /** serve without authToken on a non-loopback host (logged as a WARNING); default false */
+  insecureNoAuth?: boolean;
   /** how long shutdown() waits for requests in flight; default 10000 */
   shutdownTimeoutMs?: number;
   /** how ffn_down is laid out (LayerNodeOptions.ffnDownLayout); default 'units' */
