@@ -55,13 +55,14 @@ if(LF_TARGET STREQUAL "emscripten")
 
   # The synthetic-model generator as a module, so the npm package makes its built-in default
   # model itself: the native tool's command line through callMain, real files through NODERAWFS.
-  # EXIT_RUNTIME stays off so that main's return never ends the host's process.
+  # EXIT_RUNTIME stays off so that main's return never ends the host's process. The writer fills
+  # tensors on one std::thread that main joins: its worker must exist before main blocks.
   file(GLOB LF_MAKE_MODEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tools/make_model/*.cpp)
   add_executable(make_model ${LF_MAKE_MODEL_SOURCES})
   target_link_libraries(make_model PRIVATE layerfold)
   set_target_properties(make_model PROPERTIES SUFFIX ".js")
   target_link_options(make_model PRIVATE
-    -sMODULARIZE=1 -sEXPORT_NAME=createMakeModel -sENVIRONMENT=node -sNODERAWFS=1 -sINVOKE_RUN=0
+    -sMODULARIZE=1 -sEXPORT_NAME=createMakeModel -sENVIRONMENT=node -sNODERAWFS=1 -sINVOKE_RUN=0 -sPTHREAD_POOL_SIZE=1
     -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=1MB
     -sEXIT_RUNTIME=0 -sNODEJS_CATCH_EXIT=0 -sNODEJS_CATCH_REJECTION=0 -sEXPORTED_RUNTIME_METHODS=callMain)
 elseif(LF_TARGET STREQUAL "wasi")
