@@ -258,6 +258,8 @@ Status GgufWriter::write_file(const std::string& path) const {
   return s;
 }
 
+std::vector<uint8_t> GgufWriter::header_buffer() const { return encode_header(kv_, tensors_, alignment_); }
+
 std::vector<uint8_t> GgufWriter::write_buffer() const {
   std::vector<uint8_t> out;
   Status s = emit_file(kv_, tensors_, alignment_, [&](const uint8_t* p, size_t n) {

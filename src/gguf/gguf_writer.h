@@ -36,6 +36,9 @@ class GgufWriter {
 
   Status write_file(const std::string& path) const;
   std::vector<uint8_t> write_buffer() const;  // whole file in memory, for tests
+  // The header alone (metadata and tensor infos, padded to the data): what describes a model
+  // without its weights, as the model-configuration fuzzer feeds the loader.
+  std::vector<uint8_t> header_buffer() const;
 
  private:
   struct Tensor {
