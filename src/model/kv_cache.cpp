@@ -15,8 +15,10 @@ Status check_options(const ModelConfig& c, const KvCacheOptions& options, int* m
   return Status();
 }
 
+// In 64 bits: a window as wide as an int is a global layer in effect, never an overflow.
 int capacity(const ModelConfig& c, int il, int max_ctx, int attn_chunk) {
-  return c.layers[il].sliding ? std::min(max_ctx, c.n_swa + attn_chunk - 1) : max_ctx;
+  if (!c.layers[il].sliding) return max_ctx;
+  return static_cast<int>(std::min<int64_t>(max_ctx, int64_t{c.n_swa} + attn_chunk - 1));
 }
 
 // f16 values of one of K or V of layer il
