@@ -420,14 +420,24 @@ TEST_CASE("session memory: f16 K and V, rings for sliding layers", "[engine]") {
   CHECK(s.bytes() == static_cast<uint64_t>((5 * 32 + 32 * 64 + 5 * 96) * 2 * 2));
 }
 
+// s ran x's first `done` positions and was then refused a call: it must still be there, and
+// running the rest must give what one fresh run of all of x gives.
+void check_resumes_as_fresh(const Model& m, Session& s, const std::vector<float>& x, const std::vector<float>& head,
+                            int done) {
+  const int n = static_cast<int>(x.size() / kEmbd);
+  Session fresh = session(m, 16, 2);
+  const std::vector<float> expect = run(m, fresh, x, 0, n);
+  CHECK(s.n_past() == done);
+  std::vector<float> got = head;
+  const std::vector<float> tail = run(m, s, x, done, n - done);
+  got.insert(got.end(), tail.begin(), tail.end());
+  CHECK(got == expect);
+}
+
 TEST_CASE("errors leave the session unchanged; a valid call then matches a fresh run", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
   const Model m = load(f, {0, kLayers}, true, true);
-  const int n = 12;
-  const std::vector<float> x = embedded(m, prompt(n));
-  Session fresh = session(m, 16, 2);
-  const std::vector<float> expect = run(m, fresh, x, 0, n);
-
+  const std::vector<float> x = embedded(m, prompt(12));
   Session s = session(m, 16, 2);
   const std::vector<float> head = run(m, s, x, 0, 6);
   std::vector<float> out(16 * kEmbd);
@@ -465,11 +475,7 @@ TEST_CASE("errors leave the session unchanged; a valid call then matches a fresh
   }
   INFO(st.message());
   REQUIRE_FALSE(st.ok());
-  CHECK(s.n_past() == 6);
-  std::vector<float> got = head;
-  const std::vector<float> tail = run(m, s, x, 6, n - 6);
-  got.insert(got.end(), tail.begin(), tail.end());
-  CHECK(got == expect);
+  check_resumes_as_fresh(m, s, x, head, 6);
 }
 
 // Sets the f16 scale of block `block` of row `row` of a Q8_0 tensor (34-byte blocks) in the file's bytes.
@@ -507,10 +513,7 @@ TEST_CASE("a forward whose output is not finite is refused and leaves the cache 
   // infinity, and the sliding layer 2 then stores NaN keys and values into its ring.
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
   const Model m = load(f, {1, kLayers}, true, true);
-  const int n = 12;
-  const std::vector<float> x = embedded(m, prompt(n));
-  Session fresh = session(m, 16, 2);
-  const std::vector<float> expect = run(m, fresh, x, 0, n);
+  const std::vector<float> x = embedded(m, prompt(12));
 
   // attn_chunk 2: the sliding ring holds window 4 + 1 slots, so 6 new positions overwrite every
   // slot the next queries still need.
@@ -522,11 +525,7 @@ TEST_CASE("a forward whose output is not finite is refused and leaves the cache 
   INFO(st.message());
   CHECK(st.code() == Code::invalid_argument);
   CHECK(st.message().find("output of layers [1, 3) is not finite at row 0") != std::string::npos);
-  CHECK(s.n_past() == 6);
-  std::vector<float> got = head;
-  const std::vector<float> tail = run(m, s, x, 6, n - 6);
-  got.insert(got.end(), tail.begin(), tail.end());
-  CHECK(got == expect);
+  check_resumes_as_fresh(m, s, x, head, 6);
 }
 
 TEST_CASE("the head refuses hidden states and logits that are not finite", "[engine]") {
