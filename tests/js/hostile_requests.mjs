@@ -137,6 +137,13 @@ export function hostileCases(info) {
     ["start_pos empty", 400, "bad_parameter", (ctx) => fwd(ctx, "start_pos=")],
     ["last_only=2", 400, "bad_parameter", (ctx) => fwd(ctx, `${at(ctx)}&last_only=2`)],
     ["start_pos at the max context", 400, "context_full", (ctx) => fwd(ctx, `start_pos=${info.max_context}`)],
+    ["exit state with exit_layer \"x\"", 400, "bad_parameter", (ctx) => fwd(ctx, `${at(ctx)}&early_exit=1`,
+      {headers: {"x-layerfold-exit-state": "{\"exit_layer\":\"x\",\"recent_updates\":[]}"}})],
+    ["exit state with 17 updates", 400, "bad_parameter", (ctx) => fwd(ctx, `${at(ctx)}&early_exit=1`,
+      {headers: {"x-layerfold-exit-state": JSON.stringify({exit_layer: -1, recent_updates: new Array(17).fill(0.1)})}})],
+    ["a new session with a bad exit state", 400, "bad_parameter", (ctx) => fwd(ctx, "start_pos=0&early_exit=1",
+      {id: "never-created", headers: {"x-layerfold-exit-state": "{\"exit_layer\":-2}"}})],
+    ["Idempotency-Key of 129 characters", 400, "bad_parameter", (ctx) => fwd(ctx, at(ctx), {headers: {"idempotency-key": "k".repeat(129)}})],
     // positions and sessions
     ["start_pos one ahead", 409, "position_mismatch", (ctx) => fwd(ctx, `start_pos=${ctx.nPast + 1}`)],
     ["start_pos 0 on a held session", 409, "position_mismatch", (ctx) => fwd(ctx, "start_pos=0")],

@@ -86,9 +86,13 @@ describe("layer-node server under faults", () => {
         assert.equal(r.sessionNPast, r.nPastBefore, `${r.name}: the session moved`);
         if (r.expected.code === "position_mismatch") assert.equal(r.errorNPast, r.nPastBefore, `${r.name}: n_past in the error`);
       }
-      // A refused forward for an unknown session created nothing.
-      const probe = await fetch(`${server.url}/v1/sessions/never-seen`, {headers: {authorization: `Bearer ${TOKEN}`}});
-      assert.equal(probe.status, 404);
+      // A refused forward for an unknown session created nothing, a refused start of a new one neither.
+      for (const id of ["never-seen", "never-created"]) {
+        const probe = await fetch(`${server.url}/v1/sessions/${id}`, {headers: {authorization: `Bearer ${TOKEN}`}});
+        assert.equal(probe.status, 404, id);
+      }
+      const info = await (await fetch(`${server.url}/v1/info`, {headers: {authorization: `Bearer ${TOKEN}`}})).json();
+      assert.equal(info.sessions, 1, "a refused request left a session behind");
     });
     assert.equal(server.logs.some((l) => JSON.stringify(l).includes(TOKEN)), false, "the token reached a log line");
     assert.deepEqual(await server.stop(), {code: 0, signal: null});
