@@ -1,6 +1,7 @@
 // The edge worker's settings, from its environment (wrangler.toml vars and secrets), checked
 // once per isolate: a bad value is an error naming the variable and what was expected.
 import { layerRange } from '../src/pipeline/nodes_spec.js';
+import { checkAuthToken } from '../src/server/app.js';
 
 /** An isolate's memory on Workers-style runtimes (128 MB), the default budget of a node. */
 export const DEFAULT_MEMORY_BUDGET_BYTES = 128 * 1024 * 1024;
@@ -39,6 +40,7 @@ export function edgeConfig(env) {
     maxTokens: integer(env, 'MAX_TOKENS', 256, 1),
     maxSessions: integer(env, 'MAX_SESSIONS', 16, 1),
     maxQueue: integer(env, 'MAX_QUEUE', 16, 0),
-    authToken: env.AUTH_TOKEN || undefined,
+    // Set but empty would serve the node open: refused like a token with whitespace.
+    authToken: checkAuthToken(env.AUTH_TOKEN),
   };
 }
