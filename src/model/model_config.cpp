@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <string_view>
 
 namespace lf {
@@ -28,16 +29,19 @@ bool is_signed(GgufType t) {
 constexpr int kMaxWidth = 1 << 20;
 constexpr int kMaxHeads = 1 << 12;
 
-// 1 + the largest N of a "blk.N." tensor (0 without any): the layers the file has weights for.
-int layers_with_tensors(const GgufFile& file) {
-  int64_t n = 0;
+// The layers the file has weights for: the distinct N of its "blk.N." tensors, and the largest.
+struct TableLayers {
+  int64_t count = 0, last = -1;
+};
+TableLayers layers_with_tensors(const GgufFile& file) {
+  std::set<int64_t> layers;
   for (const GgufTensorInfo& t : file.tensors) {
     if (t.name.rfind("blk.", 0) != 0) continue;
     char* end = nullptr;
     const long long il = std::strtoll(t.name.c_str() + 4, &end, 10);
-    if (end != t.name.c_str() + 4 && *end == '.' && il >= 0 && il < 0x7fffffff) n = std::max<int64_t>(n, il + 1);
+    if (end != t.name.c_str() + 4 && *end == '.' && il >= 0) layers.insert(il);
   }
-  return static_cast<int>(n);
+  return {static_cast<int64_t>(layers.size()), layers.empty() ? -1 : *layers.rbegin()};
 }
 
 // Reads metadata of one architecture ("gemma4.block_count" is asked for as "block_count").
@@ -145,11 +149,14 @@ Status read_common(const KeyReader& keys, ModelConfig* c, CommonKeys* ck) {
   }
   // Per-layer arrays are sized by block_count: it must be what the tensor table holds before
   // anything is allocated from it.
-  const int layers_in_table = layers_with_tensors(keys.file());
-  if (c->n_layer != layers_in_table) {
+  // Every layer 0 .. block_count - 1 has tensors of its own, so block_count is bounded by the
+  // table (and the table by the bytes read), whatever N a single tensor's name claims.
+  const TableLayers table = layers_with_tensors(keys.file());
+  if (c->n_layer != table.count || table.last + 1 != table.count) {
     return Status(Code::malformed, keys.full("block_count") + " = " + std::to_string(c->n_layer) +
-                                       ", but the tensor table has blk.N tensors for " +
-                                       std::to_string(layers_in_table) + " layers");
+                                       ", but the tensor table has blk.N tensors for " + std::to_string(table.count) +
+                                       " layers" +
+                                       (table.last + 1 != table.count ? " up to blk." + std::to_string(table.last) : ""));
   }
   if (c->n_embd > kMaxWidth) {
     return Status(Code::unsupported, keys.full("embedding_length") + " = " + std::to_string(c->n_embd) +

@@ -238,6 +238,14 @@ TEST_CASE("unsupported GGUF files are refused with a message naming the problem"
       require_refused(o, "gemma4.block_count = " + std::to_string(n) + ", but the tensor table has blk.N tensors for 3 layers");
     }
   }
+  SECTION("a block_count that a single far layer's tensor would allow") {
+    o.omit_keys = {"gemma4.block_count"};
+    o.edit = [](lf::GgufWriter& w) {
+      w.set_u32("gemma4.block_count", 2000000000u);
+      (void)w.add_tensor("blk.1999999999.attn_norm.weight", lf::GgmlType::F32, {64, 1}, nullptr);
+    };
+    require_refused(o, "gemma4.block_count = 2000000000, but the tensor table has blk.N tensors for 4 layers up to blk.1999999999");
+  }
   SECTION("widths beyond any Gemma") {
     o.omit_keys = {"gemma4.feed_forward_length"};
     o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.feed_forward_length", 1u << 30); };
