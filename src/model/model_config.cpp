@@ -39,7 +39,8 @@ TableLayers layers_with_tensors(const GgufFile& file) {
     if (t.name.rfind("blk.", 0) != 0) continue;
     char* end = nullptr;
     const long long il = std::strtoll(t.name.c_str() + 4, &end, 10);
-    if (end != t.name.c_str() + 4 && *end == '.' && il >= 0) layers.insert(il);
+    // Indices past an int (strtoll saturates) are kept as INT32_MAX: never a layer, never an overflow.
+    if (end != t.name.c_str() + 4 && *end == '.' && il >= 0) layers.insert(std::min<long long>(il, 0x7fffffff));
   }
   return {static_cast<int64_t>(layers.size()), layers.empty() ? -1 : *layers.rbegin()};
 }
