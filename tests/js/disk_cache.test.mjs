@@ -10,24 +10,14 @@ import os from "node:os";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {openSource} from "../../js-glue/src/sources/open_source.js";
+import {fingerprint} from "./fingerprint.mjs";
 import {model} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const fast = {retries: 2, backoffMs: 5, maxBackoffMs: 20};
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "lf-disk-cache-"));
 
-async function fingerprint(options) {
-  const node = await LayerNode.open({build: "single", ...options});
-  try {
-    const hidden = await node.forward({session: "s", startPos: 0, hidden: node.embed([2, 17, 301, 42])});
-    const logits = node.logits(hidden);
-    return Buffer.concat([hidden, logits].map((f) => Buffer.from(f.buffer, f.byteOffset, f.byteLength)));
-  } finally {
-    node.close();
-  }
-}
 
 // A range server over the model with a strong ETag, counting its requests.
 async function startServer(file) {

@@ -11,9 +11,9 @@ import path from "node:path";
 import {createRequire} from "node:module";
 import {after, before, describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
 import {openSource} from "../../js-glue/src/sources/open_source.js";
+import {fingerprint} from "./fingerprint.mjs";
 import {model, root} from "./models.mjs";
 import {freePort} from "./servers.mjs";
 
@@ -28,16 +28,6 @@ const v2File = () => model("tiny-seed-2", "tiny", ["--type", "Q4_0", "--seed", "
 const fast = {retries: 4, backoffMs: 5, maxBackoffMs: 20};
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "lf-source-changed-"));
 
-async function fingerprint(options) {
-  const node = await LayerNode.open({build: "single", ...options});
-  try {
-    const hidden = await node.forward({session: "s", startPos: 0, hidden: node.embed([2, 17, 301, 42])});
-    const logits = node.logits(hidden);
-    return Buffer.concat([hidden, logits].map((f) => Buffer.from(f.buffer, f.byteOffset, f.byteLength)));
-  } finally {
-    node.close();
-  }
-}
 
 const VERSIONS = [
   {etag: '"v1"', lastModified: "Mon, 01 Jan 2024 00:00:00 GMT"},
