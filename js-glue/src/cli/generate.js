@@ -1,35 +1,18 @@
 // layerfold generate: stream a continuation through the pipeline, greedy or sampled, optionally
 // with the model's own chat template (tokenizer.chat_template, rendered by @huggingface/jinja).
-import { Template } from '@huggingface/jinja';
-
 import { defaultModel } from './default_model.js';
 import { openPipeline } from './open_pipeline.js';
+import { chatTokens, stopIds } from '../tokens/chat.js';
 import { Sampler } from '../tokens/sampler.js';
-
-// End-of-generation ids: EOS plus the end-of-turn control tokens the vocabulary has.
-function stopIds(tokenizer) {
-  const ids = new Set([tokenizer.eos]);
-  for (const text of ['<turn|>', '<end_of_turn>']) {
-    const encoded = tokenizer.encode(text, { addBos: false, parseSpecial: true });
-    if (encoded.length === 1 && tokenizer.piece(encoded[0]) === text) ids.add(encoded[0]);
-  }
-  return ids;
-}
 
 function promptTokens(pipeline, options) {
   const { tokenizer } = pipeline;
   if (!options.chat) return tokenizer.encode(options.prompt, { addBos: true });
-  const source = pipeline.header.metadata['tokenizer.chat_template'];
-  if (typeof source !== 'string') throw new Error('--chat: the model has no tokenizer.chat_template');
-  const text = new Template(source).render({
-    messages: [{ role: 'user', content: options.prompt }],
-    add_generation_prompt: true,
-    bos_token: tokenizer.piece(tokenizer.bos),
-    eos_token: tokenizer.piece(tokenizer.eos),
-  });
-  // The template writes its own BOS and turn markers: parse them as special tokens.
-  const bos = tokenizer.piece(tokenizer.bos);
-  return tokenizer.encode(text, { addBos: !text.startsWith(bos), parseSpecial: true });
+  try {
+    return chatTokens(pipeline.header, tokenizer, [{ role: 'user', content: options.prompt }]);
+  } catch (error) {
+    throw new Error(`--chat: ${error.message}`);
+  }
 }
 
 export async function generate(options, _positionals, { write = (s) => process.stdout.write(s) } = {}) {

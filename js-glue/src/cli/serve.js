@@ -19,7 +19,7 @@ export const SERVE_OPTIONS = {
 };
 
 // --insecure-no-auth, or LAYERFOLD_INSECURE_NO_AUTH=1: serve without a token on a non-loopback host.
-function insecureNoAuth(flagValue, env) {
+export function insecureNoAuth(flagValue, env) {
   if (flagValue) return true;
   const raw = env[INSECURE_ENV];
   if (raw === undefined || raw === '' || raw === '0') return false;
@@ -27,10 +27,11 @@ function insecureNoAuth(flagValue, env) {
   throw new Error(`${INSECURE_ENV}=${JSON.stringify(raw)}: expected 1 (or 0, or unset)`);
 }
 
-function integer(text, name, min) {
+/** An integer option ≥ min from its text (undefined stays undefined), or an error naming the option and its variable. */
+export function integer(text, name, min, env = ENV) {
   if (text === undefined) return undefined;
   const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} / ${ENV[name]}: "${text}" is not an integer ≥ ${min}`);
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} / ${env[name]}: "${text}" is not an integer ≥ ${min}`);
   return value;
 }
 

@@ -32,13 +32,14 @@ export function isLoopback(host) {
 // How loud a request's log line is: a failure of the node is an ERROR; a client that went away
 // or was too slow is worth a WARNING; every deliberate answer (4xx, 429, 503 while loading or
 // shutting down) is INFO.
-function requestSeverity(status) {
+export function requestSeverity(status) {
   if (status === 500) return 'ERROR';
   if (status === 499 || status === 408) return 'WARNING';
   return 'INFO';
 }
 
-function listen(server, port, host) {
+/** Listens on host:port -> the port bound (port 0: one the system chose). */
+export function listen(server, port, host) {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

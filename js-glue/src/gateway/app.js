@@ -1,0 +1,196 @@
+// The OpenAI-compatible gateway as a Hono app over web-standard Request and Response only, so
+// the Node host (host.js) and an edge worker can mount the same app: /v1/models,
+// /v1/completions and /v1/chat/completions, streamed (server-sent events) or whole. Requests
+// are admitted into a bounded line (429 with Retry-After beyond it) before their body is read,
+// take turns at the pipeline step by step (coordinator.js), continue the session of an earlier
+// turn when their prompt extends it (sessions.js), and stop at the next step when their client
+// goes away or their deadline passes.
+import { Hono } from 'hono';
+import { routePath } from 'hono/route';
+import { timingSafeEqual } from 'hono/utils/buffer';
+
+import { streamedResponse } from '../server/answer_stream.js';
+import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
+import { checkDeclaredLength, readBody } from '../server/request_body.js';
+import { stopIds } from '../tokens/chat.js';
+import { Coordinator } from './coordinator.js';
+import { OpenAIError, toOpenAIError } from './errors.js';
+import { chatRequest, completionRequest } from './params.js';
+import { promptTokens, tokenBudget } from './prompt.js';
+import { responseId, ResponseShapes, usage } from './responses.js';
+import { Run } from './run.js';
+import { SessionCache } from './sessions.js';
+import { SSE_HEADERS, sseEvent } from './sse.js';
+
+/** Default bound of a request body (a long conversation's JSON). */
+export const DEFAULT_MAX_BODY_BYTES = 4 << 20;
+/** Default deadline of a whole request, prompt to last token. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
+
+// What the gateway builds once over a loaded pipeline.
+function engineOf(pipeline, { maxQueue, maxCachedSessions }) {
+  const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
+  return {
+    pipeline,
+    coordinator,
+    sessions: new SessionCache({ maxIdle: maxCachedSessions, drop: (s) => coordinator.dropSession(s) }),
+    tokenizer: pipeline.tokenizer,
+    endIds: stopIds(pipeline.tokenizer),
+    pieceOf: (id) => pipeline.tokenizer.decode([id]),
+  };
+}
+
+/**
+ * The gateway app. `state` is a NodeState whose node is the Pipeline (set once it is open);
+ * modelId names the model in /v1/models and must be the request's model. maxQueue: requests
+ * admitted besides one (429 beyond); maxCachedSessions: finished chats' sessions kept for
+ * prefix reuse; requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
+ * read nothing of a stream before closeConnection(c) cuts it. observer hooks (all optional):
+ * request(method, route, status, ms), promptTokens(n, cached), firstToken(ms), interToken(ms),
+ * finished(completionTokens | null, ms), error(type, code, message), metrics() -> {contentType, text}.
+ * @example
+ * const app = createGatewayApp({ state: NodeState.of(pipeline), modelId: 'tiny', authToken: process.env.AUTH_TOKEN });
+ */
+export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
+  maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
+  closeConnection = () => {}, observer = {} }) {
+  checkAuthToken(authToken);
+  const app = new Hono();
+  let engine = null;
+  const ready = () => {
+    if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
+    if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
+    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions });
+    return engine;
+  };
+
+  app.use('*', async (c, next) => {
+    const t0 = performance.now();
+    await next();
+    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0);
+  });
+  app.onError((error, c) => {
+    const reply = toOpenAIError(error);
+    observer.error?.(reply.type, reply.code, reply.message);
+    return reply.toResponse();
+  });
+  app.notFound((c) => new OpenAIError(404, `no route ${c.req.method} ${new URL(c.req.url).pathname.slice(0, 200)}`, { code: 'not_found' }).toResponse());
+
+  app.get('/healthz', (c) => c.json({ ok: true }));
+  app.get('/readyz', (c) => c.json({ ready: state.ready }, state.ready ? 200 : 503));
+
+  if (authToken) {
+    // As the layer node: any missing or wrong token is a 401, compared through SHA-256 digests
+    // so the time taken says nothing of the token.
+    const authorize = async (c, next) => {
+      const match = /^Bearer +(\S+)$/i.exec(c.req.header('authorization') ?? '');
+      if (!match || !(await timingSafeEqual(authToken, match[1]))) {
+        throw new OpenAIError(401, 'missing or wrong API key (Authorization: Bearer <key>)', { code: 'invalid_api_key', headers: { 'www-authenticate': 'Bearer' } });
+      }
+      await next();
+    };
+    app.use('/v1/*', authorize);
+    app.use('/metrics', authorize);
+  }
+
+  app.get('/metrics', async () => {
+    if (!observer.metrics) throw new OpenAIError(404, 'this host serves no metrics', { code: 'not_found' });
+    const { contentType, text } = await observer.metrics();
+    return new Response(text, { headers: { 'content-type': contentType } });
+  });
+
+  const modelObject = () => ({ id: modelId, object: 'model', created: 0, owned_by: 'layerfold' });
+  app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
+  app.get('/v1/models/:id{.+}', (c) => {
+    if (c.req.param('id') !== modelId) throw new OpenAIError(404, `the model "${c.req.param('id')}" does not exist; this gateway serves "${modelId}"`, { param: 'model', code: 'model_not_found' });
+    return c.json(modelObject());
+  });
+
+  const generation = (parse) => async (c) => {
+    const e = ready();
+    checkDeclaredLength(c.req.raw, maxBodyBytes, () => `the limit is ${maxBodyBytes} bytes`);
+    const ticket = e.coordinator.admit();
+    let run;
+    try {
+      const bytes = await readBody(c.req.raw, { maxBytes: maxBodyBytes, timeoutMs: bodyTimeoutMs, describeLimit: () => `the limit is ${maxBodyBytes} bytes` });
+      let body;
+      try {
+        body = JSON.parse(new TextDecoder().decode(bytes));
+      } catch (error) {
+        throw new OpenAIError(400, `the request body is not JSON: ${error.message}`);
+      }
+      const request = parse(body);
+      if (request.model !== modelId) throw new OpenAIError(404, `the model "${request.model}" does not exist; this gateway serves "${modelId}"`, { param: 'model', code: 'model_not_found' });
+      const prompt = promptTokens(e.pipeline, request);
+      const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
+      run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
+      const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
+      const work = request.stream ? streamed(c, run, request, shapes) : whole(run, shapes);
+      return await work;
+    } catch (error) {
+      if (!run) ticket.release();
+      throw error;
+    }
+  };
+
+  // stream: false — the whole answer once generation ends.
+  const whole = async (run, shapes) => {
+    let text = '';
+    const tokens = [];
+    for (;;) {
+      const { value, done } = await state.track(run.events.next());
+      if (done) return Response.json(shapes.complete({ text, tokens, finishReason: value.finishReason, usage: usage(value.usage) }));
+      text += value.text;
+      if (value.token?.logprob !== undefined) tokens.push(value.token);
+    }
+  };
+
+  // stream: true — an event per visible delta, pulled as the client reads; a client that goes
+  // away (or stops reading for sendTimeoutMs) stops the generation and frees its session.
+  const streamed = (c, run, request, shapes) => {
+    const pending = [sseEvent(shapes.chunk({ first: true }, request.includeUsage))];
+    let tokens = [];
+    let over = false;
+    const pull = async () => {
+      try {
+        const { value, done } = await state.track(run.events.next());
+        if (done) {
+          if (tokens.length) pending.push(sseEvent(shapes.chunk({ tokens }, request.includeUsage)));
+          pending.push(sseEvent(shapes.chunk({ finishReason: value.finishReason }, request.includeUsage)));
+          if (request.includeUsage) pending.push(sseEvent(shapes.usageChunk(usage(value.usage))));
+          pending.push(sseEvent('[DONE]'));
+          over = true;
+          return;
+        }
+        if (value.token?.logprob !== undefined) tokens.push(value.token);
+        // Logprobs of tokens whose text is held back travel with the next visible delta.
+        if (value.text === '') return;
+        pending.push(sseEvent(shapes.chunk({ text: value.text, tokens }, request.includeUsage)));
+        tokens = [];
+      } catch (error) {
+        const reply = toOpenAIError(error);
+        observer.error?.(reply.type, reply.code, reply.message);
+        pending.push(sseEvent(reply.toJSON()));
+        over = true;
+      }
+    };
+    return streamedResponse({
+      headers: SSE_HEADERS,
+      sendTimeoutMs,
+      onStall: () => closeConnection(c),
+      next: async () => {
+        while (pending.length === 0 && !over) await pull();
+        return pending.shift() ?? null;
+      },
+      end: (outcome, error) => {
+        if (outcome === 'done') return;
+        run.abort(Object.assign(new Error(`the stream was ${outcome}: ${error?.message ?? error ?? ''}`), { code: 'client_closed' }));
+        state.track(run.close()).catch(() => {});
+      },
+    });
+  };
+
+  app.post('/v1/chat/completions', generation(chatRequest));
+  app.post('/v1/completions', generation(completionRequest));
+  return app;
+}

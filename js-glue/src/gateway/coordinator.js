@@ -1,0 +1,43 @@
+// The one seam between the gateway's requests and the pipeline's forwards. Every request asks
+// here for its sessions' steps; today the Pipeline runs one step at a time (a node runs one
+// forward at a time), and the line is first come first served with each request holding at most
+// one step in it, so concurrent requests take turns step by step. The batching engine (issue 20)
+// replaces #run with one forward of many sessions' steps; nothing above this file changes.
+// Admission is bounded (WorkQueue: 429 with Retry-After beyond maxWaiting).
+import { WorkQueue } from '../server/work_queue.js';
+
+export class Coordinator {
+  /**
+   * @param {import('../pipeline/pipeline.js').Pipeline} pipeline
+   * @param {{maxWaiting?: number}} [options] requests admitted besides one (429 beyond)
+   * @example const coordinator = new Coordinator(pipeline, { maxWaiting: 16 });
+   */
+  constructor(pipeline, { maxWaiting = 16 } = {}) {
+    this.pipeline = pipeline;
+    this.queue = new WorkQueue(maxWaiting);
+    /** Steps run (each a pipeline.step of one session). */
+    this.steps = 0;
+  }
+
+  /** A request's place (throws a 429 HttpError when the line is full); release() it at its end. */
+  admit() {
+    return this.queue.admit();
+  }
+
+  /**
+   * Runs tokens of `session` through the pipeline in the request's turn -> the last position's
+   * logits. A request whose signal fired before its turn came gives its turn away unrun.
+   */
+  step(ticket, session, tokens, signal) {
+    return ticket.run(async () => {
+      signal?.throwIfAborted();
+      this.steps++;
+      return (await this.pipeline.step(session, tokens)).logits;
+    });
+  }
+
+  /** Forgets the session on every node, in the line so no forward of it is under way. */
+  dropSession(session) {
+    return this.queue.run(() => this.pipeline.dropSession(session)).catch(() => this.pipeline.dropSession(session));
+  }
+}

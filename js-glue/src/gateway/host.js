@@ -1,0 +1,105 @@
+// The gateway as a Node process: the app on @hono/node-server, listening at once (/healthz,
+// /readyz) while the pipeline opens in the background; Prometheus metrics; one JSON log line
+// per event, redacted; SIGTERM drains (no new requests, the ones under way finish or the
+// deadline passes), as `serve` does for a layer node. Without a token it binds loopback only,
+// unless told otherwise in so many words.
+import { createAdaptorServer } from '@hono/node-server';
+
+import { Pipeline } from '../pipeline/pipeline.js';
+import { jsonLog, redactConfig } from '../server/json_log.js';
+import { isLoopback, listen, requestSeverity } from '../server/node_host.js';
+import { NodeState } from '../server/node_state.js';
+import { redactDeep, redactSecrets } from '../server/redact.js';
+import { checkAuthToken } from '../server/app.js';
+import { createGatewayApp } from './app.js';
+import { gatewayMetrics } from './metrics.js';
+
+/**
+ * Serves the OpenAI API over a pipeline of `model` on `nodes` (Pipeline.open's spec). Returns
+ * at once with the listening server; `opened` settles when the pipeline is open (or failed),
+ * `shutdown()` drains and resolves with the number of requests it had to abandon.
+ * @param {{model: string, nodes?: string, modelId: string, threads?: number, build?: string, cacheDir?: string,
+ *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
+ *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, requestTimeoutMs?: number,
+ *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, log?: Function, openPipeline?: Function}} options
+ * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
+ */
+export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
+  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, log: write = jsonLog(),
+  openPipeline = (options) => Pipeline.open(options) }) {
+  const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
+  checkAuthToken(authToken);
+  if (authToken === undefined && !isLoopback(host) && !insecureNoAuth) {
+    throw new Error(`refusing to serve the gateway without AUTH_TOKEN on ${host}, which is not a loopback address: anyone who reaches it could use the model. ` +
+      'Set AUTH_TOKEN, bind --host 127.0.0.1, or pass --insecure-no-auth (LAYERFOLD_INSECURE_NO_AUTH=1) to serve it open anyway');
+  }
+  log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
+    maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs }) });
+  if (authToken === undefined && !isLoopback(host)) log('WARNING', 'NO AUTHENTICATION: /v1/* and /metrics are open to anyone who reaches this address (--insecure-no-auth)', { host, port });
+
+  const state = new NodeState();
+  let inFlight = 0;
+  let onIdle = () => {};
+  const metrics = gatewayMetrics(() => inFlight);
+  const observer = {
+    ...metrics.observer,
+    request(method, route, status, ms) {
+      metrics.observer.request(method, route, status, ms);
+      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+    },
+    finished(completionTokens, ms) {
+      metrics.observer.finished(completionTokens, ms);
+      log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)) });
+    },
+  };
+  const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, observer,
+    closeConnection: (c) => c.env?.outgoing?.destroy() });
+  const server = createAdaptorServer({ fetch: app.fetch });
+  // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
+  // app's deadline and send timeout bound it instead.
+  server.requestTimeout = 0;
+  server.timeout = 0;
+  server.on('request', (request, response) => {
+    inFlight++;
+    response.once('close', () => {
+      if (--inFlight === 0) onIdle();
+    });
+  });
+  const boundPort = await listen(server, port, host);
+  log('INFO', 'listening', { host, port: boundPort });
+
+  const t0 = performance.now();
+  const opened = openPipeline({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions }).then((pipeline) => {
+    if (state.shuttingDown) {
+      pipeline.close();
+      return pipeline;
+    }
+    state.loaded(pipeline);
+    log('INFO', 'ready', { nodes: pipeline.nodes.map((n) => ({ layers: n.layers, url: n.url })), openSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
+    return pipeline;
+  }, (error) => {
+    log('ERROR', 'pipeline failed to open', { code: error.code ?? error.name, error: error.message });
+    throw error;
+  });
+  opened.catch(() => {});
+
+  async function shutdown() {
+    if (state.shuttingDown) return 0;
+    state.shuttingDown = true;
+    log('INFO', 'shutting down', { inFlight, pendingWork: state.pendingWork, deadlineMs: shutdownTimeoutMs });
+    server.close();
+    server.closeIdleConnections();
+    const httpIdle = inFlight === 0 ? Promise.resolve() : new Promise((resolve) => { onIdle = resolve; });
+    let timer;
+    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, shutdownTimeoutMs); });
+    await Promise.race([Promise.all([httpIdle, state.whenIdle()]), deadline]);
+    clearTimeout(timer);
+    const abandoned = inFlight;
+    server.closeAllConnections();
+    if (state.pendingWork === 0 && state.node) await state.node.close();
+    log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
+    return abandoned;
+  }
+
+  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`, port: boundPort, state, app, server, opened, shutdown };
+}

@@ -1,0 +1,144 @@
+// The request bodies of /v1/chat/completions and /v1/completions, checked and turned into one
+// generation request. A field the gateway cannot honour with the value asked for (n > 1, tools,
+// penalties) is refused by name with a 400, never silently ignored; fields it does not know are
+// ignored, as llama.cpp's server and vLLM do, so clients that send vendor extras still work.
+import { badParam, OpenAIError } from './errors.js';
+
+const MAX_STOPS = 4;  // OpenAI's limit
+const MAX_TOP_LOGPROBS_CHAT = 20;
+const MAX_LOGPROBS_COMPLETION = 5;
+
+const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
+const given = (v) => v !== undefined && v !== null;
+
+function number(body, name, { min, max, fallback }) {
+  const v = body[name];
+  if (!given(v)) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) throw badParam(name, `${name} must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function integer(body, name, { min, max = Number.MAX_SAFE_INTEGER, fallback }) {
+  const v = body[name];
+  if (!given(v)) return fallback;
+  if (!Number.isSafeInteger(v) || v < min || v > max) throw badParam(name, `${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function boolean(body, name, fallback) {
+  const v = body[name];
+  if (!given(v)) return fallback;
+  if (typeof v !== 'boolean') throw badParam(name, `${name} must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+// Fields whose only supported value is their default: anything else is a 400 naming them.
+function refuseUnsupported(body, names) {
+  for (const [name, isDefault] of Object.entries(names)) {
+    if (given(body[name]) && !isDefault(body[name])) {
+      throw new OpenAIError(400, `${name} ${JSON.stringify(body[name])} is not supported by this gateway`, { param: name, code: 'unsupported_parameter' });
+    }
+  }
+}
+
+const COMMON_UNSUPPORTED = {
+  n: (v) => v === 1,
+  presence_penalty: (v) => v === 0,
+  frequency_penalty: (v) => v === 0,
+  logit_bias: (v) => isObject(v) && Object.keys(v).length === 0,
+};
+
+function stops(body) {
+  const v = body.stop;
+  if (!given(v)) return [];
+  const list = typeof v === 'string' ? [v] : v;
+  if (!Array.isArray(list) || list.length > MAX_STOPS || list.some((s) => typeof s !== 'string' || s === '')) {
+    throw badParam('stop', `stop must be a non-empty string or an array of at most ${MAX_STOPS} of them`);
+  }
+  return list;
+}
+
+// What every generation request shares: the model, how many tokens, sampling, stop, streaming.
+function common(body, { maxTokensFallback }) {
+  if (!isObject(body)) throw new OpenAIError(400, 'the request body must be a JSON object');
+  if (typeof body.model !== 'string' || body.model === '') throw badParam('model', 'model is required (a string, one of GET /v1/models)');
+  const maxTokens = integer(body, 'max_completion_tokens', { min: 1, fallback: integer(body, 'max_tokens', { min: 1, fallback: maxTokensFallback }) });
+  const streamOptions = body.stream_options;
+  if (given(streamOptions) && !isObject(streamOptions)) throw badParam('stream_options', 'stream_options must be an object');
+  const stream = boolean(body, 'stream', false);
+  if (given(streamOptions) && !stream) throw badParam('stream_options', 'stream_options is only allowed with stream: true');
+  const seed = integer(body, 'seed', { min: -(2 ** 63), fallback: null });
+  return {
+    model: body.model,
+    maxTokens,
+    sampling: {
+      temperature: number(body, 'temperature', { min: 0, max: 2, fallback: 1 }),
+      topP: number(body, 'top_p', { min: 0, max: 1, fallback: 1 }),
+      topK: integer(body, 'top_k', { min: 0, fallback: 0 }),
+      // Without a seed each request draws its own; with one, the same request samples the same tokens.
+      seed: seed === null ? crypto.getRandomValues(new Uint32Array(1))[0] : Number(BigInt.asUintN(32, BigInt(seed))),
+    },
+    stop: stops(body),
+    stream,
+    includeUsage: given(streamOptions) && boolean(streamOptions, 'include_usage', false),
+  };
+}
+
+// A message's content as text: a string, or an array of text parts (other part types refused).
+function messageText(content, i) {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content) && content.every((p) => isObject(p) && p.type === 'text' && typeof p.text === 'string')) {
+    return content.map((p) => p.text).join('');
+  }
+  throw badParam(`messages[${i}].content`, `messages[${i}].content must be a string or an array of {type: "text", text} parts (this model reads text only)`);
+}
+
+/**
+ * A /v1/chat/completions body -> {kind: 'chat', messages, model, maxTokens, sampling, stop,
+ * logprobs, topLogprobs, stream, includeUsage}; a 400 OpenAIError naming the field otherwise.
+ * @example chatRequest({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })
+ */
+export function chatRequest(body) {
+  const request = common(body, { maxTokensFallback: null });
+  refuseUnsupported(body, {
+    ...COMMON_UNSUPPORTED,
+    tools: (v) => Array.isArray(v) && v.length === 0,
+    tool_choice: (v) => v === 'none',
+    response_format: (v) => isObject(v) && v.type === 'text',
+  });
+  if (!Array.isArray(body.messages) || body.messages.length === 0) throw badParam('messages', 'messages must be a non-empty array of {role, content}');
+  const messages = body.messages.map((m, i) => {
+    if (!isObject(m) || !['system', 'developer', 'user', 'assistant'].includes(m.role)) {
+      throw badParam(`messages[${i}].role`, `messages[${i}].role must be system, developer, user or assistant`);
+    }
+    return { role: m.role === 'developer' ? 'system' : m.role, content: messageText(m.content, i) };
+  });
+  const logprobs = boolean(body, 'logprobs', false);
+  const topLogprobs = integer(body, 'top_logprobs', { min: 0, max: MAX_TOP_LOGPROBS_CHAT, fallback: 0 });
+  if (topLogprobs > 0 && !logprobs) throw badParam('top_logprobs', 'top_logprobs needs logprobs: true');
+  return { kind: 'chat', messages, ...request, logprobs, topLogprobs };
+}
+
+// A completion's prompt: a string, an array of token ids, or either wrapped in a one-item array.
+function completionPrompt(prompt) {
+  const one = Array.isArray(prompt) && prompt.length === 1 && (typeof prompt[0] === 'string' || Array.isArray(prompt[0])) ? prompt[0] : prompt;
+  if (typeof one === 'string') return { text: one };
+  if (Array.isArray(one) && one.length > 0 && one.every((t) => Number.isSafeInteger(t) && t >= 0)) return { tokens: one };
+  if (Array.isArray(prompt) && prompt.length > 1 && !prompt.every(Number.isSafeInteger)) {
+    throw new OpenAIError(400, 'a batch of several prompts is not supported: send one prompt per request', { param: 'prompt', code: 'unsupported_parameter' });
+  }
+  throw badParam('prompt', 'prompt must be a string or a non-empty array of token ids');
+}
+
+/**
+ * A /v1/completions body -> {kind: 'completion', prompt: {text} | {tokens}, ...} as chatRequest;
+ * logprobs here is OpenAI's legacy integer (top alternatives per token, at most 5).
+ * @example completionRequest({ model: 'm', prompt: 'Once upon', max_tokens: 8 })
+ */
+export function completionRequest(body) {
+  const request = common(body, { maxTokensFallback: 16 });
+  refuseUnsupported(body, { ...COMMON_UNSUPPORTED, best_of: (v) => v === 1, echo: (v) => v === false, suffix: (v) => v === '' });
+  if (!given(body.prompt)) throw badParam('prompt', 'prompt is required');
+  const logprobs = integer(body, 'logprobs', { min: 0, max: MAX_LOGPROBS_COMPLETION, fallback: null });
+  return { kind: 'completion', prompt: completionPrompt(body.prompt), ...request, logprobs: logprobs !== null, topLogprobs: logprobs ?? 0 };
+}

@@ -1,0 +1,101 @@
+// The OpenAI response objects, whole and as stream chunks, for chat (chat.completion,
+// chat.completion.chunk) and legacy completions (text_completion), with usage and logprobs in
+// the shapes OpenAI documents, so the official clients' types parse them unchanged.
+
+const utf8 = new TextEncoder();
+
+/** An id in OpenAI's style: chatcmpl-… or cmpl-…. */
+export function responseId(kind) {
+  return `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${crypto.randomUUID().replaceAll('-', '')}`;
+}
+
+/** usage: {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens}}. */
+export function usage({ promptTokens, completionTokens, cachedTokens }) {
+  return {
+    prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: cachedTokens },
+  };
+}
+
+// Token entries of chat logprobs: {token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}.
+function chatLogprobs(tokens, pieceOf) {
+  const entry = ({ id, logprob }) => {
+    const token = pieceOf(id);
+    return { token, logprob, bytes: [...utf8.encode(token)] };
+  };
+  return { content: tokens.map((t) => ({ ...entry(t), top_logprobs: t.top.map(entry) })), refusal: null };
+}
+
+// Legacy completions logprobs: parallel arrays, top alternatives as {token: logprob} maps.
+function completionLogprobs(tokens, pieceOf, textOffset) {
+  const out = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  let offset = textOffset;
+  for (const t of tokens) {
+    const piece = pieceOf(t.id);
+    out.tokens.push(piece);
+    out.token_logprobs.push(t.logprob);
+    out.top_logprobs.push(Object.fromEntries(t.top.map((a) => [pieceOf(a.id), a.logprob])));
+    out.text_offset.push(offset);
+    offset += piece.length;
+  }
+  return out;
+}
+
+/**
+ * Builds one request's response objects. head: {id, created, model, kind}; pieceOf(id): a
+ * token's text; logprobs: whether the request asked for them.
+ * @example const r = new ResponseShapes({ id, created, model, kind: 'chat' }, (id) => tok.decode([id]), false);
+ */
+export class ResponseShapes {
+  constructor(head, pieceOf, logprobs) {
+    this.head = head;
+    this.pieceOf = pieceOf;
+    this.logprobs = logprobs;
+    this.offset = 0;  // text_offset of the next completion token
+  }
+
+  #logprobs(tokens) {
+    if (!this.logprobs) return null;
+    if (this.head.kind === 'chat') return chatLogprobs(tokens, this.pieceOf);
+    const out = completionLogprobs(tokens, this.pieceOf, this.offset);
+    this.offset += tokens.reduce((n, t) => n + this.pieceOf(t.id).length, 0);
+    return out;
+  }
+
+  #top(object) {
+    const { id, created, model } = this.head;
+    return { id, object, created, model };
+  }
+
+  /** The whole answer (stream: false). */
+  complete({ text, tokens, finishReason, usage: u }) {
+    if (this.head.kind === 'chat') {
+      return {
+        ...this.#top('chat.completion'),
+        choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: this.#logprobs(tokens), finish_reason: finishReason }],
+        usage: u,
+      };
+    }
+    return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: this.#logprobs(tokens), finish_reason: finishReason }], usage: u };
+  }
+
+  /**
+   * A stream chunk: the first ({first: true}: the assistant role, empty content), a delta of
+   * text with its tokens' logprobs, or the last ({finishReason}). withUsage adds usage: null, as
+   * OpenAI does on every chunk before the usage chunk when stream_options.include_usage is set.
+   */
+  chunk({ first = false, text = '', tokens = [], finishReason = null }, withUsage) {
+    const tail = withUsage ? { usage: null } : {};
+    if (this.head.kind === 'chat') {
+      const delta = first ? { role: 'assistant', content: '', refusal: null } : finishReason ? {} : { content: text };
+      const logprobs = finishReason || first ? null : this.#logprobs(tokens);
+      return { ...this.#top('chat.completion.chunk'), choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }], ...tail };
+    }
+    return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: finishReason ? null : this.#logprobs(tokens), finish_reason: finishReason }], ...tail };
+  }
+
+  /** The last chunk when include_usage is set: no choices, the request's usage. */
+  usageChunk(u) {
+    return { ...this.#top(this.head.kind === 'chat' ? 'chat.completion.chunk' : 'text_completion'), choices: [], usage: u };
+  }
+}

@@ -1,0 +1,93 @@
+// One admitted generation request from its prompt to its end: the session it continues or
+// starts, its abort signal (the client going away, its deadline), the generator, and what is
+// done at the end: a finished request's session is kept for the next turn, an aborted or failed
+// one is dropped on every node, and its place in the line is given back either way.
+import { OpenAIError } from './errors.js';
+import { generate } from './generation.js';
+
+export class Run {
+  #ends;
+
+  /**
+   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, ticket, request, prompt: number[],
+   *          maxTokens: number, deadlineMs: number, clientSignal?: AbortSignal, observer?: object}} options
+   */
+  constructor({ coordinator, sessions, tokenizer, endIds, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, observer = {} }) {
+    this.controller = new AbortController();
+    const { session, reused } = sessions.take(prompt);
+    this.session = session;
+    this.reused = reused;
+    this.promptTokens = prompt.length;
+    this.observer = observer;
+    this.t0 = performance.now();
+    this.timer = setTimeout(() => this.abort(new OpenAIError(504, `the request's deadline of ${deadlineMs} ms passed`, { code: 'deadline_exceeded' })), deadlineMs);
+    this.timer.unref?.();
+    this.onClientGone = () => this.abort(Object.assign(new Error('the client went away'), { code: 'client_closed' }));
+    clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
+    this.clientSignal = clientSignal;
+    const signal = this.controller.signal;
+    const step = (tokens) => coordinator.step(ticket, session, tokens, signal);
+    this.#ends = { coordinator, sessions, ticket };
+    this.finished = false;
+    this.events = this.#guarded(generate({ step, tokenizer, prompt, reused, endIds, request, maxTokens, signal }));
+    observer.promptTokens?.(prompt.length, reused);
+  }
+
+  /** Stops the generation at its next step with `reason` (an Error). */
+  abort(reason) {
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  // The generator with the end-of-request work in its finally: it runs when the generation
+  // returns, throws, or is closed early (return(): a stream whose client went away).
+  async* #guarded(events) {
+    let result = null;
+    try {
+      result = yield* this.#timed(events);
+      return { ...result, usage: { promptTokens: this.promptTokens, completionTokens: result.completionTokens, cachedTokens: this.reused } };
+    } finally {
+      await this.#finish(result);
+    }
+  }
+
+  /**
+   * Ends a request whose generator may never have started (a stream cancelled before its
+   * first step): what the generator's own end would have done, once.
+   */
+  async close() {
+    await this.events.return();
+    await this.#finish(null);
+  }
+
+  async #finish(result) {
+    if (this.finished) return;
+    this.finished = true;
+    const { coordinator, sessions, ticket } = this.#ends;
+    clearTimeout(this.timer);
+    this.clientSignal?.removeEventListener('abort', this.onClientGone);
+    ticket.release();
+    if (result) await sessions.keep(this.session, result.history);
+    else await coordinator.dropSession(this.session);
+    this.observer.finished?.(result ? result.completionTokens : null, performance.now() - this.t0);
+  }
+
+  // Time to first token and between tokens, for the metrics.
+  async* #timed(events) {
+    let previous = null;
+    try {
+      for (;;) {
+        const { value, done } = await events.next();
+        if (done) return value;
+        if (value.token) {
+          const now = performance.now();
+          if (previous === null) this.observer.firstToken?.(now - this.t0);
+          else this.observer.interToken?.(now - previous);
+          previous = now;
+        }
+        yield value;
+      }
+    } finally {
+      await events.return();
+    }
+  }
+}
