@@ -6,6 +6,14 @@
 // Admission is bounded (WorkQueue: 429 with Retry-After beyond maxWaiting).
 import { WorkQueue } from '../server/work_queue.js';
 
+// A local node's forward runs synchronously in this thread (the single-thread build) and its
+// promise settles in a microtask: without a turn of the event loop between steps, a generation
+// would hold the loop for its whole length, and no timer (a deadline), socket close (a client
+// that went away) or new request could be seen until it ended.
+const nextTurn = globalThis.setImmediate
+  ? () => new Promise((resolve) => setImmediate(resolve))
+  : () => new Promise((resolve) => setTimeout(resolve, 0));
+
 export class Coordinator {
   /**
    * @param {import('../pipeline/pipeline.js').Pipeline} pipeline
@@ -30,6 +38,7 @@ export class Coordinator {
    */
   step(ticket, session, tokens, signal) {
     return ticket.run(async () => {
+      await nextTurn();
       signal?.throwIfAborted();
       this.steps++;
       return (await this.pipeline.step(session, tokens)).logits;

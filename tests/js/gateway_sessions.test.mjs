@@ -1,0 +1,133 @@
+// The gateway's requests over time, through the openai client: several at once (each the same
+// as alone), a bounded line (429 with Retry-After), deadlines, cancellation (the generation stops
+// at the next step and its sessions are freed on every node), a graceful drain, and prefix reuse
+// (a continued request prefills only what its kept session lacks, with the bytes of a cold one).
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {greedy, handChatPrompt, nodeSessions, startGateway} from "./gateway_fixture.mjs";
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(condition, what, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+const chat = (content) => [{role: "user", content}];
+
+describe("gateway sessions", () => {
+  test("chats at once take turns step by step, and each answer is the one it gets alone", async (t) => {
+    const {client, pipeline} = await startGateway(t);
+    const contents = ["hello", "once upon a time", "The capital of France is"];
+    const expected = [];
+    for (const content of contents) expected.push((await greedy(pipeline, handChatPrompt(pipeline.tokenizer, chat(content)), 6)).text);
+    const streams = await Promise.all(contents.map((content) => client.chat.completions.create({model: "tiny", messages: chat(content), max_tokens: 6, temperature: 0, stream: true})));
+    const texts = await Promise.all(streams.map(async (stream) => {
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      return text;
+    }));
+    assert.deepEqual(texts, expected);
+  });
+
+  test("a client that aborts a stream stops its generation at the next step and frees its sessions on every node", async (t) => {
+    const {client, pipeline, gateway} = await startGateway(t);
+    const stream = await client.chat.completions.create({model: "tiny", messages: chat("hello"), max_tokens: 400, temperature: 0, stream: true});
+    let chunks = 0;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content && ++chunks === 3) break;  // leaving the loop aborts the request
+    }
+    await until(() => nodeSessions(pipeline).every((n) => n === 0), "the sessions to be dropped");
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+    assert.match(metrics, /layerfold_gateway_generations_total\{outcome="aborted"\} 1/);
+    const tokens = Number(/layerfold_gateway_inter_token_latency_seconds_count (\d+)/.exec(metrics)[1]);
+    assert.ok(tokens < 50, `${tokens + 1} tokens generated of 400: the generation went on after the abort`);
+    await sleep(200);
+    const later = await (await fetch(`${gateway.url}/metrics`)).text();
+    assert.equal(Number(/layerfold_gateway_inter_token_latency_seconds_count (\d+)/.exec(later)[1]), tokens);
+  });
+
+  test("a whole (non-streamed) request whose client goes away stops too, its sessions freed", async (t) => {
+    const {client, pipeline} = await startGateway(t);
+    const controller = new AbortController();
+    const request = client.chat.completions.create({model: "tiny", messages: chat("hello"), max_tokens: 400, temperature: 0}, {signal: controller.signal});
+    await until(() => nodeSessions(pipeline).every((n) => n === 1), "the generation to start");
+    controller.abort();
+    await assert.rejects(request, (error) => error instanceof client.constructor.APIUserAbortError);
+    await until(() => nodeSessions(pipeline).every((n) => n === 0), "the sessions to be dropped");
+  });
+
+  test("beyond the line's bound a request is refused at once with 429 and Retry-After", async (t) => {
+    const {client, url} = await startGateway(t, {maxQueue: 0});
+    const first = await client.chat.completions.create({model: "tiny", messages: chat("hello"), max_tokens: 200, temperature: 0, stream: true});
+    const iterator = first[Symbol.asyncIterator]();
+    await iterator.next();
+    const refused = await fetch(`${url}/v1/chat/completions`, {method: "POST", headers: {"content-type": "application/json"},
+      body: JSON.stringify({model: "tiny", messages: chat("hi"), max_tokens: 1})});
+    assert.equal(refused.status, 429);
+    assert.match(refused.headers.get("retry-after"), /^[1-9]\d*$/);
+    assert.equal((await refused.json()).error.type, "rate_limit_exceeded");
+    await assert.rejects(client.chat.completions.create({model: "tiny", messages: chat("hi"), max_tokens: 1}), (error) => error.status === 429);
+    first.controller.abort();
+    for (let i = 0; i < 50; i++) {
+      const r = await client.chat.completions.create({model: "tiny", messages: chat("hi"), max_tokens: 1}).catch((error) => error);
+      if (!(r instanceof Error)) return;
+      assert.equal(r.status, 429);
+      await sleep(50);
+    }
+    assert.fail("the line never had room again after the first request ended");
+  });
+
+  test("a request past its deadline ends with a 504 and frees its sessions", async (t) => {
+    const {client, pipeline} = await startGateway(t, {requestTimeoutMs: 300});
+    await assert.rejects(client.chat.completions.create({model: "tiny", messages: chat("hello"), max_tokens: 400, temperature: 0}),
+      (error) => error.status === 504 && error.code === "deadline_exceeded");
+    await until(() => nodeSessions(pipeline).every((n) => n === 0), "the sessions to be dropped");
+  });
+
+  test("a drain lets the stream under way finish while new requests are refused", async (t) => {
+    const {client, pipeline, gateway, url} = await startGateway(t);
+    const expected = (await greedy(pipeline, handChatPrompt(pipeline.tokenizer, chat("hello")), 12)).text;
+    const stream = await client.chat.completions.create({model: "tiny", messages: chat("hello"), max_tokens: 12, temperature: 0, stream: true});
+    let text = "";
+    let drained = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      if (!drained) {
+        drained = gateway.shutdown();
+        const late = await fetch(`${url}/v1/models`).then((r) => r.status, (error) => error.cause?.code ?? error.message);
+        assert.ok(late === 503 || late === "ECONNREFUSED" || late === "ECONNRESET", `a request during the drain: ${late}`);
+      }
+    }
+    assert.equal(text, expected);
+    assert.equal(await drained, 0);
+  });
+
+  test("a continued completion reuses its kept session, prefills only the rest, and answers the bytes of a cold one", async (t) => {
+    const warm = await startGateway(t);
+    const cold = await startGateway(t, {maxCachedSessions: 0});
+    let prompt = "hello";
+    let reused = 0;
+    for (let turn = 0; turn < 4; turn++) {
+      const body = {model: "tiny", prompt, max_tokens: 5, temperature: 0, logprobs: 5};
+      const [w, c] = [await warm.client.completions.create(body), await cold.client.completions.create(body)];
+      assert.deepEqual(w.choices, c.choices, `turn ${turn}: text, tokens and every logprob the same`);
+      assert.equal(c.usage.prompt_tokens_details.cached_tokens, 0);
+      reused += w.usage.prompt_tokens_details.cached_tokens;
+      prompt += w.choices[0].text + " once";
+    }
+    assert.ok(reused > 0, "no turn reused its session");
+    assert.deepEqual(nodeSessions(cold.pipeline), [0, 0]);
+    assert.ok(nodeSessions(warm.pipeline).every((n) => n >= 1), "the warm gateway keeps its sessions");
+  });
+
+  test("kept sessions beyond --max-cached-sessions are dropped on the nodes, oldest first", async (t) => {
+    const {client, pipeline} = await startGateway(t, {maxCachedSessions: 2});
+    for (const content of ["a", "b", "c", "d"]) await client.chat.completions.create({model: "tiny", messages: chat(content), max_tokens: 2, temperature: 0});
+    assert.deepEqual(nodeSessions(pipeline), [2, 2]);
+  });
+});
