@@ -11,6 +11,9 @@ import {model, root} from "./models.mjs";
 const {default: OpenAI} = createRequire(path.join(root, "js-glue", "package.json"))("openai");
 
 export const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
+// The tiny model with the real Gemma vocabulary: its replies tokenize back as they were
+// generated far more often than the synthetic vocabulary's, whose "\n" merges with a reply's start.
+export const gemmaVocab = () => model("gemma-vocab", "gemma-vocab");
 export const argmax = (logits) => logits.reduce((best, x, i) => (x > logits[best] ? i : best), 0);
 
 /**

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {greedy, handChatPrompt, nodeSessions, startGateway} from "./gateway_fixture.mjs";
+import {gemmaVocab, greedy, handChatPrompt, nodeSessions, startGateway} from "./gateway_fixture.mjs";
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -123,6 +123,24 @@ describe("gateway sessions", () => {
     assert.ok(reused > 0, "no turn reused its session");
     assert.deepEqual(nodeSessions(cold.pipeline), [0, 0]);
     assert.ok(nodeSessions(warm.pipeline).every((n) => n >= 1), "the warm gateway keeps its sessions");
+  });
+
+  test("a chat's later turns continue its session from the kept prefix, with the bytes of a cold gateway", async (t) => {
+    const warm = await startGateway(t, {file: gemmaVocab()});
+    const cold = await startGateway(t, {file: gemmaVocab(), maxCachedSessions: 0});
+    let messages = [{role: "system", content: "You answer briefly."}, {role: "user", content: "Hello, how are you?"}];
+    let previous = null;
+    for (let turn = 0; turn < 4; turn++) {
+      const body = {model: "tiny", messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 4};
+      const [w, c] = [await warm.client.chat.completions.create(body), await cold.client.chat.completions.create(body)];
+      assert.deepEqual(w.choices, c.choices, `turn ${turn}: text, tokens and every logprob the same`);
+      assert.equal(c.usage.prompt_tokens_details.cached_tokens, 0);
+      // The kept session holds the last prompt and every generated token but the last (never fed).
+      const expectedCached = previous ? previous.usage.prompt_tokens + previous.usage.completion_tokens - 1 : 0;
+      assert.equal(w.usage.prompt_tokens_details.cached_tokens, expectedCached, `turn ${turn}`);
+      previous = w;
+      messages = [...messages, {role: "assistant", content: w.choices[0].message.content}, {role: "user", content: `And point ${turn}?`}];
+    }
   });
 
   test("kept sessions beyond --max-cached-sessions are dropped on the nodes, oldest first", async (t) => {
