@@ -33,7 +33,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions }) {
   return {
     pipeline,
     coordinator,
-    sessions: new SessionCache({ maxIdle: maxCachedSessions, drop: (s) => coordinator.dropSession(s) }),
+    sessions: new SessionCache(maxCachedSessions),
     tokenizer: pipeline.tokenizer,
     endIds: stopIds(pipeline.tokenizer),
     pieceOf: (id) => pipeline.tokenizer.decode([id]),

@@ -45,8 +45,8 @@ export class Coordinator {
     });
   }
 
-  /** Forgets the session on every node, in the line so no forward of it is under way. */
-  dropSession(session) {
-    return this.queue.run(() => this.pipeline.dropSession(session)).catch(() => this.pipeline.dropSession(session));
+  /** Forgets the session on every node, in the request's turn, so no forward is under way meanwhile. */
+  dropSession(ticket, session) {
+    return ticket.run(() => this.pipeline.dropSession(session));
   }
 }

@@ -65,9 +65,13 @@ export class Run {
     const { coordinator, sessions, ticket } = this.#ends;
     clearTimeout(this.timer);
     this.clientSignal?.removeEventListener('abort', this.onClientGone);
-    ticket.release();
-    if (result) await sessions.keep(this.session, result.history);
-    else await coordinator.dropSession(this.session);
+    const drop = (session) => coordinator.dropSession(ticket, session);
+    try {
+      if (result) await sessions.keep(this.session, result.history, drop);
+      else await drop(this.session);
+    } finally {
+      ticket.release();
+    }
     this.observer.finished?.(result ? result.completionTokens : null, performance.now() - this.t0);
   }
 

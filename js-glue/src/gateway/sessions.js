@@ -12,13 +12,12 @@ export class SessionCache {
   #next = 0;
 
   /**
-   * @param {{maxIdle: number, drop: (session: string) => Promise<void>}} options maxIdle:
-   *   sessions kept between requests (the oldest is dropped on the nodes beyond it; the nodes
-   *   also evict by their own KV budget, and the pipeline replays a session a node evicted)
+   * @param {number} maxIdle sessions kept between requests (the oldest is dropped on the nodes
+   *   beyond it; the nodes also evict by their own KV budget, and the pipeline replays a session
+   *   a node evicted)
    */
-  constructor({ maxIdle, drop }) {
+  constructor(maxIdle) {
     this.maxIdle = maxIdle;
-    this.drop = drop;
   }
 
   /** Sessions kept for reuse. */
@@ -43,23 +42,19 @@ export class SessionCache {
     return best;
   }
 
-  /** Keeps a finished request's session with the tokens its cache holds; drops the oldest beyond maxIdle. */
-  async keep(session, history) {
-    if (this.maxIdle === 0) return this.drop(session);
+  /**
+   * Keeps a finished request's session with the tokens its cache holds; drop(session) forgets
+   * the oldest beyond maxIdle on the nodes.
+   */
+  async keep(session, history, drop) {
+    if (this.maxIdle === 0) return drop(session);
     this.#idle.set(session, history);
     const dropped = [];
     for (const old of this.#idle.keys()) {
       if (this.#idle.size <= this.maxIdle) break;
       this.#idle.delete(old);
-      dropped.push(this.drop(old));
+      dropped.push(drop(old));
     }
     await Promise.all(dropped);
-  }
-
-  /** Drops every kept session on the nodes. */
-  async clear() {
-    const sessions = [...this.#idle.keys()];
-    this.#idle.clear();
-    await Promise.all(sessions.map((s) => this.drop(s)));
   }
 }
