@@ -423,3 +423,92 @@ export interface ServedNode {
 
 /** Serves a layer node over HTTP at once, loading its weights in the background. */
 export function serve(options: ServeOptions): Promise<ServedNode>;
+
+/** Hooks through which a host observes the gateway app (metrics, logs). */
+export interface GatewayObserver {
+  request?(method: string, route: string, status: number, ms: number): void;
+  /** an admitted request's prompt tokens, and how many of them a kept session already held */
+  promptTokens?(n: number, cached: number): void;
+  firstToken?(ms: number): void;
+  interToken?(ms: number): void;
+  /** a generation's end: its completion tokens, or null when it was stopped (client gone, deadline, failure) */
+  finished?(completionTokens: number | null, ms: number): void;
+  error?(type: string, code: string | null, message: string): void;
+  /** serves GET /metrics when present */
+  metrics?(): Promise<{ contentType: string; text: string }>;
+}
+
+/** Where a gateway process is: opening its pipeline, ready, or draining. */
+export interface GatewayState {
+  node: Pipeline | null;
+  shuttingDown: boolean;
+  readonly ready: boolean;
+}
+
+export interface GatewayAppOptions {
+  /** the state whose node is the open Pipeline */
+  state: GatewayState;
+  /** the model's id in /v1/models; requests must name it */
+  modelId: string;
+  /** when set, /v1/* and /metrics need `Authorization: Bearer <token>` (the clients' API key) */
+  authToken?: string;
+  /** requests admitted besides one before 429 with Retry-After; default 16 */
+  maxQueue?: number;
+  /** finished requests' sessions kept for prefix reuse; default 16 */
+  maxCachedSessions?: number;
+  /** a request's deadline (504 deadline_exceeded); default 600000 */
+  requestTimeoutMs?: number;
+  /** request body limit; default 4 MiB */
+  maxBodyBytes?: number;
+  bodyTimeoutMs?: number;
+  /** a stream whose client reads nothing this long is cut off (closeConnection); default 30000 */
+  sendTimeoutMs?: number;
+  closeConnection?: (context: unknown) => void;
+  observer?: GatewayObserver;
+}
+
+/** The OpenAI-compatible API (docs/gateway.md) as a Hono app: web-standard fetch(Request) -> Response. */
+export function createGatewayApp(options: GatewayAppOptions): LayerNodeApp;
+
+export interface GatewayOptions {
+  model: ModelLocation;
+  /** Pipeline.open's spec, e.g. "local:0-0,http://10.0.0.7:8080"; default one local node */
+  nodes?: string;
+  modelId: string;
+  threads?: number;
+  build?: 'threaded' | 'single';
+  cacheDir?: string;
+  /** default 8000; 0 picks a free port */
+  port?: number;
+  /** default 127.0.0.1 (any other host needs authToken, or insecureNoAuth) */
+  host?: string;
+  authToken?: string;
+  /** the remote nodes' bearer token */
+  nodesAuthToken?: string;
+  insecureNoAuth?: boolean;
+  maxQueue?: number;
+  maxCachedSessions?: number;
+  /** sessions a local node holds */
+  maxSessions?: number;
+  requestTimeoutMs?: number;
+  sendTimeoutMs?: number;
+  /** how long shutdown() waits for the requests under way; default 10000 */
+  shutdownTimeoutMs?: number;
+  log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface ServedGateway {
+  url: string;
+  port: number;
+  state: GatewayState;
+  app: LayerNodeApp;
+  /** the listening node:http server */
+  server: unknown;
+  /** settles once the pipeline is open (or failed to open) */
+  opened: Promise<Pipeline>;
+  /** drains: stops accepting, waits for the requests under way, closes the pipeline; resolves with the requests cut at the deadline */
+  shutdown(): Promise<number>;
+}
+
+/** Serves the OpenAI-compatible API over a pipeline at once, opening the pipeline in the background. */
+export function serveGateway(options: GatewayOptions): Promise<ServedGateway>;

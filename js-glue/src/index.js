@@ -9,3 +9,5 @@ export { openSource } from './sources/open_source.js';
 export { logSoftmax, topK } from './tokens/logits.js';
 export { createLayerNodeApp } from './server/app.js';
 export { serve } from './server/node_host.js';
+export { createGatewayApp } from './gateway/app.js';
+export { serveGateway } from './gateway/host.js';

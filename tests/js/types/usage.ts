@@ -1,5 +1,5 @@
 // How a user of the package writes against it; must type-check with --strict.
-import { LayerNode, LayerfoldError, Pipeline, Tokenizer, openSource, readModelHeader, topK, logSoftmax } from 'layerfold';
+import { LayerNode, LayerfoldError, Pipeline, Tokenizer, createGatewayApp, openSource, readModelHeader, serveGateway, topK, logSoftmax } from 'layerfold';
 import type { LayerNodeInfo, ModelHeader, Progress } from 'layerfold';
 import { openEdgeNode } from 'layerfold/edge';
 
@@ -16,6 +16,11 @@ export async function example(): Promise<number> {
   const pipeline = await Pipeline.open({ model: 'model.gguf', nodes: 'local:0-1,local:2-3' });
   const { logits, timings } = await pipeline.step('s', pipeline.tokenizer.encode('hi'));
   pipeline.close();
+  const gateway = await serveGateway({ model: 'model.gguf', nodes: 'local:0-1,http://127.0.0.1:8080', modelId: 'gemma', port: 0, maxCachedSessions: 4 });
+  const open: Pipeline = await gateway.opened;
+  void createGatewayApp({ state: gateway.state, modelId: 'gemma', observer: { firstToken: (ms: number) => { void ms; } } }).fetch;
+  await gateway.shutdown();
+  void open;
   const header: ModelHeader = await readModelHeader('model.gguf');
   const second = await LayerNode.open({ model: 'model.gguf', header, layers: [header.info.n_layer - 1, header.info.n_layer] });
   second.close();
