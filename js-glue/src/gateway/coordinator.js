@@ -16,7 +16,7 @@ const nextTurn = globalThis.setImmediate
 
 export class Coordinator {
   /**
-   * @param {import('../pipeline/pipeline.js').Pipeline} pipeline
+   * @param {import('../pipeline/pipeline_core.js').PipelineCore} pipeline a Pipeline, in Node or an edge isolate
    * @param {{maxWaiting?: number}} [options] requests admitted besides one (429 beyond)
    * @example const coordinator = new Coordinator(pipeline, { maxWaiting: 16 });
    */

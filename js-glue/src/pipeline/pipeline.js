@@ -1,53 +1,12 @@
-// A pipeline of layer nodes, local (in this process) or remote (HTTP): the first embeds, each
-// runs its layers, the last computes logits. Per session it keeps what it sent each node (the
-// tokens for the first, the hidden states for the others), so a node that lost the session (a
-// restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
-// history, and the output is the same as if nothing had happened.
-import { approxModesOn } from '../node/approx_modes.js';
+// Pipeline.open: a pipeline from a model and a --nodes spec in Node, its local nodes loaded in
+// this process (the class itself, its steps and replay, is pipeline_core.js).
 import { LayerNode } from '../node/layer_node.js';
 import { readModelTokenizer } from '../gguf/model_header.js';
-import { checkCoverage, parseNodesSpec } from './nodes_spec.js';
+import { parseNodesSpec } from './nodes_spec.js';
+import { checkNodes, PipelineCore } from './pipeline_core.js';
 import { RemoteNode } from './remote_node.js';
 
-// Errors by which a node says it no longer holds the session as the coordinator left it.
-const LOST_SESSION = new Set(['unknown_session', 'evicted', 'position_mismatch']);
-// Positions per replayed forward: chunked input gives the same cache as one call, and stays
-// under a remote node's request size limit.
-const REPLAY_CHUNK = 512;
-
-// Replay chunks {startPos, hidden} merged into runs of at most REPLAY_CHUNK positions.
-function mergeChunks(chunks, nEmbd) {
-  const all = concat(chunks.map((c) => c.hidden), nEmbd);
-  const merged = [];
-  for (let p = 0; p < all.length / nEmbd; p += REPLAY_CHUNK) {
-    merged.push({ startPos: p, hidden: all.subarray(p * nEmbd, Math.min(all.length, (p + REPLAY_CHUNK) * nEmbd)) });
-  }
-  return merged;
-}
-
-function concat(chunks, width) {
-  const out = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.length;
-  }
-  if (out.length % width !== 0) throw new Error('internal: history rows of the wrong width');
-  return out;
-}
-
-// What one node has been sent for a session, one entry per step: inputs[] in order (token
-// arrays for the first node, hidden-state arrays for the others), the early-exit state each
-// entry's last row arrived in (null: fresh), and how many positions it has confirmed. Nodes
-// always run whole entries, so positions falls on an entry boundary.
-class NodeHistory {
-  inputs = [];
-  exits = [];
-  positions = 0;  // positions the node has run (its cache length as far as we know)
-  available = 0;  // positions in inputs
-}
-
-export class Pipeline {
+export class Pipeline extends PipelineCore {
   /**
    * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
    *          onProgress?: (progress: object, node: number) => void, authToken?: string,
@@ -68,8 +27,7 @@ export class Pipeline {
   static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
     approx = {} }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir });
-    const { n_layer: nLayer, n_embd: nEmbd } = header.info;
-    const entries = parseNodesSpec(spec ?? `local:0-${nLayer - 1}`);
+    const entries = parseNodesSpec(spec ?? `local:0-${header.info.n_layer - 1}`);
     const opened = [];
     try {
       for (const [i, entry] of entries.entries()) {
@@ -83,175 +41,12 @@ export class Pipeline {
             onProgress: onProgress && ((progress) => onProgress(progress, i)),
           }));
       }
-      const names = opened.map((node, i) => Pipeline.#name(node, i));
-      checkCoverage(opened.map((node) => node.layers), nLayer, names);
-      for (const [i, node] of opened.entries()) {
-        if (node.nEmbd !== nEmbd) throw new Error(`${names[i]} has n_embd ${node.nEmbd}, the model ${nEmbd}: a node of another model?`);
-      }
+      checkNodes(opened, header.info);
     } catch (error) {
       for (const node of opened) node.close();
       tokenizer.close();
       throw error;
     }
     return new Pipeline(opened, header, tokenizer, approx);
-  }
-
-  static #name(node, i) {
-    const where = node instanceof RemoteNode ? node.url : 'local';
-    return `node ${i} (${where}, layers ${node.layers[0]}-${node.layers[1] - 1})`;
-  }
-
-  #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[]}
-
-  constructor(nodes, header, tokenizer, approx = {}) {
-    this.nodes = nodes;
-    this.header = header;
-    this.tokenizer = tokenizer;
-    this.approx = approx;
-    /** How many times a node's session was rebuilt by replaying its history. */
-    this.replays = 0;
-  }
-
-  /**
-   * A pipeline over the same nodes with other approximate modes: no weights load again, and
-   * its sessions are its own. close() the pipeline that opened the nodes, not this view.
-   * @example const exitEarly = pipeline.withApprox({ earlyExit: true, exitThreshold: 0.05 });
-   */
-  withApprox(approx) {
-    return new Pipeline(this.nodes, this.header, this.tokenizer, approx);
-  }
-
-  // Sessions travel under a fresh random id: names chosen by callers would collide on shared
-  // remote nodes, and the node protocol accepts only a restricted alphabet.
-  #session(session) {
-    let state = this.#sessions.get(session);
-    if (!state) {
-      state = { wireId: `s-${crypto.randomUUID()}`, nodes: this.nodes.map(() => new NodeHistory()) };
-      this.#sessions.set(session, state);
-    }
-    return state;
-  }
-
-  /**
-   * Runs new tokens of a session through every node; returns the last position's logits and
-   * how long each node and layer took. When a step fails, what the nodes before the failure
-   * did is kept: step(session, []) later finishes it, sending each node only what it has not
-   * run yet.
-   */
-  async step(session, tokens) {
-    const state = this.#session(session);
-    if (tokens.length > 0) {
-      state.nodes[0].inputs.push(Array.from(tokens));
-      state.nodes[0].exits.push(null);
-      state.nodes[0].available += tokens.length;
-    }
-    const timings = [];
-    const embed = { ms: 0 };
-    let hidden = null;
-    for (const [i, node] of this.nodes.entries()) {
-      const history = state.nodes[i];
-      const lastOnly = i === this.nodes.length - 1;
-      const t = performance.now();
-      hidden = null;
-      // Normally one entry: this step's. After a failed step, also those it left behind.
-      for (const entry of this.#entries(i, history, history.positions)) {
-        const input = await this.#hiddenOf(i, entry.input, embed);
-        hidden = await this.#call(i, () => this.#forward(i, state, input, entry.exit, lastOnly));
-        history.positions += entry.rows;
-        if (!lastOnly) {
-          const next = state.nodes[i + 1];
-          next.inputs.push(hidden);
-          next.exits.push(this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null);
-          next.available += entry.rows;
-        }
-      }
-      if (hidden === null) continue;
-      timings.push({
-        layers: node.layers, url: node.url, ms: performance.now() - t, layerMs: node.layerTimings(state.wireId),
-        ...(approxModesOn(this.approx) ? { approx: node.approxStats(state.wireId) } : {}),
-      });
-    }
-    if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
-    const th = performance.now();
-    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logits(hidden));
-    return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
-  }
-
-  // Node i's history entries from `from` positions on: {input, exit, rows}.
-  #entries(i, history, from) {
-    const width = i === 0 ? 1 : this.nodes[i].nEmbd;
-    const out = [];
-    let start = 0;
-    for (const [k, input] of history.inputs.entries()) {
-      const rows = input.length / width;
-      if (start >= from) out.push({ input, exit: history.exits[k], rows });
-      start += rows;
-    }
-    return out;
-  }
-
-  // An entry's input as hidden states: the first node's tokens embedded (embed.ms accumulates
-  // the time that took).
-  async #hiddenOf(i, input, embed) {
-    if (i > 0) return input;
-    const t = performance.now();
-    const hidden = await this.nodes[0].embed(input);
-    embed.ms += performance.now() - t;
-    return hidden;
-  }
-
-  // One forward of node i from its confirmed position; when the node lost the session, its
-  // history up to there is replayed first, then the forward again. Replays send the entries as
-  // they were sent when early exit is on (each entry's last row exited on its own); otherwise
-  // merged chunks a node accepts, which give the same cache in fewer calls.
-  async #forward(i, state, hidden, exitState, lastOnly) {
-    const node = this.nodes[i];
-    const history = state.nodes[i];
-    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState };
-    try {
-      return await node.forward(args);
-    } catch (error) {
-      if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
-    }
-    await node.dropSession(state.wireId);
-    const past = this.#entries(i, history, 0);
-    const chunks = [];
-    let p = 0;
-    for (const entry of past) {
-      if (p >= history.positions) break;
-      chunks.push({ startPos: p, hidden: await this.#hiddenOf(i, entry.input, { ms: 0 }), exitState: entry.exit });
-      p += entry.rows;
-    }
-    for (const chunk of this.approx.earlyExit ? chunks : mergeChunks(chunks, node.nEmbd)) {
-      await node.forward({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx });
-    }
-    this.replays += 1;
-    return node.forward(args);
-  }
-
-  // Errors name the node and the layers it serves.
-  async #call(i, fn) {
-    try {
-      return await fn();
-    } catch (error) {
-      error.message = `${Pipeline.#name(this.nodes[i], i)}: ${error.message}`;
-      error.node = i;
-      throw error;
-    }
-  }
-
-  /** Forgets the session on every node. */
-  async dropSession(session) {
-    const state = this.#sessions.get(session);
-    if (!state) return;
-    this.#sessions.delete(session);
-    await Promise.all(this.nodes.map((node) => node.dropSession(state.wireId)));
-  }
-
-  /** Drops every session (remote nodes keep running) and closes the local nodes. */
-  async close() {
-    await Promise.allSettled([...this.#sessions.keys()].map((session) => this.dropSession(session)));
-    for (const node of this.nodes) node.close();
-    this.tokenizer.close();
   }
 }

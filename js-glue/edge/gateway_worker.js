@@ -1,0 +1,59 @@
+// The OpenAI-compatible gateway as a worker (docs/gateway.md, "In the edge runtime"): the same
+// app as `layerfold gateway` (src/gateway/app.js) in front of remote layer nodes. The pipeline
+// opens once per isolate, on its first request; later requests share it, and a chat's next turn
+// finds its session kept when it reaches the same isolate. Settings from the environment:
+// the R2 binding MODEL and MODEL_KEY (the GGUF, for its header and tokenizer), NODES (the layer
+// nodes' URLs in pipeline order), MODEL_ID (default: the key without .gguf), MAX_QUEUE,
+// MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, and the secrets AUTH_TOKEN (the clients' API key)
+// and NODES_AUTH_TOKEN (the nodes'; default AUTH_TOKEN).
+import wasm from '../dist/layerfold_wasi.wasm';
+import { createGatewayApp } from '../src/gateway/app.js';
+import { NodeState } from '../src/server/node_state.js';
+import { openEdgePipeline } from './edge_gateway.js';
+
+let isolate = null;  // { app, opening, failure }
+
+function number(env, name) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${name}=${JSON.stringify(String(raw))}: expected an integer ≥ 0`);
+  return value;
+}
+
+function startIsolate(env) {
+  const state = new NodeState();
+  const current = { app: null, opening: null, failure: null };
+  current.opening = (async () => {
+    if (typeof env.MODEL?.get !== 'function') throw new Error('no R2 binding MODEL: bind the bucket holding the GGUF as MODEL');
+    if (!env.MODEL_KEY) throw new Error('MODEL_KEY is not set: the key of the GGUF in the MODEL bucket');
+    const options = { maxQueue: number(env, 'MAX_QUEUE'), maxCachedSessions: number(env, 'MAX_CACHED_SESSIONS'), requestTimeoutMs: number(env, 'REQUEST_TIMEOUT_MS') };
+    current.app = createGatewayApp({
+      state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
+      ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
+    });
+    state.loaded(await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN ?? env.AUTH_TOKEN }));
+  })().catch((error) => {
+    current.failure = error;
+  });
+  return current;
+}
+
+export default {
+  /**
+   * The OpenAI API, once this isolate's pipeline is open.
+   * @example const response = await worker.fetch(new Request('https://gw.example/v1/models'), env, ctx);
+   */
+  async fetch(request, env, ctx) {
+    if (isolate?.failure) isolate = null;  // the next request tries again
+    isolate ??= startIsolate(env);
+    const current = isolate;
+    ctx.waitUntil(current.opening);
+    await current.opening;
+    if (current.failure) {
+      return Response.json({ error: { message: `the gateway could not open its pipeline: ${current.failure.message}`, type: 'server_error', param: null, code: 'not_ready' } },
+        { status: 503 });
+    }
+    return current.app.fetch(request, env, ctx);
+  },
+};
