@@ -99,10 +99,11 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
     return new Response(text, { headers: { 'content-type': contentType } });
   });
 
+  const modelNotFound = (id) => new OpenAIError(404, `the model "${id}" does not exist; this gateway serves "${modelId}"`, { param: 'model', code: 'model_not_found' });
   const modelObject = () => ({ id: modelId, object: 'model', created: 0, owned_by: 'layerfold' });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
   app.get('/v1/models/:id{.+}', (c) => {
-    if (c.req.param('id') !== modelId) throw new OpenAIError(404, `the model "${c.req.param('id')}" does not exist; this gateway serves "${modelId}"`, { param: 'model', code: 'model_not_found' });
+    if (c.req.param('id') !== modelId) throw modelNotFound(c.req.param('id'));
     return c.json(modelObject());
   });
 
@@ -120,13 +121,12 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
         throw new OpenAIError(400, `the request body is not JSON: ${error.message}`);
       }
       const request = parse(body);
-      if (request.model !== modelId) throw new OpenAIError(404, `the model "${request.model}" does not exist; this gateway serves "${modelId}"`, { param: 'model', code: 'model_not_found' });
+      if (request.model !== modelId) throw modelNotFound(request.model);
       const prompt = promptTokens(e.pipeline, request);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
       run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
-      const work = request.stream ? streamed(c, run, request, shapes) : whole(run, shapes);
-      return await work;
+      return await (request.stream ? streamed(c, run, request, shapes) : whole(run, shapes));
     } catch (error) {
       if (!run) ticket.release();
       throw error;

@@ -8,7 +8,8 @@ import { StopText } from './stop_text.js';
 
 /**
  * Generates for one request. Yields {text, token} per step (text: the new visible text, maybe
- * empty; token: {id, logprob, top} when logprobs are asked for, else {id}), and returns
+ * empty; token: {id, logprob, top} when logprobs are asked for, else {id}; null for the text held
+ * back to the end), and returns
  * {finishReason: 'stop'|'length', completionTokens (sampled tokens, an end-of-turn one included),
  * history: every token the session's cache now holds}.
  * @param {{step: (tokens: number[]) => Promise<Float32Array>, tokenizer, prompt: number[], reused: number,
@@ -31,11 +32,11 @@ export async function* generate({ step, tokenizer, prompt, reused, endIds, reque
     history.push(...input);
     const id = sampler.sample(logits);
     sampled++;
-    const token = request.logprobs ? tokenLogprobs(logits, id, request.topLogprobs) : { id };
     if (endIds.has(id)) {
       finishReason = 'stop';
       break;
     }
+    const token = request.logprobs ? tokenLogprobs(logits, id, request.topLogprobs) : { id };
     generated.push(id);
     // The whole continuation is decoded each time: a character's bytes may span tokens.
     full = tokenizer.decode(generated);
