@@ -21,12 +21,11 @@ import { gatewayMetrics } from './metrics.js';
  * @param {{model: string, nodes?: string, modelId: string, threads?: number, build?: string, cacheDir?: string,
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, requestTimeoutMs?: number,
- *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, log?: Function, openPipeline?: Function}} options
+ *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, log?: Function}} options
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
-  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, log: write = jsonLog(),
-  openPipeline = (options) => Pipeline.open(options) }) {
+  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, log: write = jsonLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkAuthToken(authToken);
   if (authToken === undefined && !isLoopback(host) && !insecureNoAuth) {
@@ -69,7 +68,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   log('INFO', 'listening', { host, port: boundPort });
 
   const t0 = performance.now();
-  const opened = openPipeline({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions }).then((pipeline) => {
+  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions }).then((pipeline) => {
     if (state.shuttingDown) {
       pipeline.close();
       return pipeline;
