@@ -28,6 +28,12 @@ const PRESETS = [
   {name: "tiny-gemma3", nVocab: 1024, window: 4},
   {name: "small", nVocab: 2048, window: 16},
   {name: "31b-shape", nVocab: 4096, cached: true, contextSize: 64},
+  // E2B/E4B: per-layer embeddings, shared-KV layers (which llama.cpp maps only when layer
+  // n_kv - 2 slides and n_kv - 1 is global), per-layer FFN widths.
+  {name: "e2b-shape", nVocab: 2048, cached: true, contextSize: 64},
+  {name: "e4b-shape", nVocab: 2048, cached: true, contextSize: 64},
+  {name: "tiny-shared-kv1", nVocab: 1024, window: 4},
+  {name: "tiny-shared-kv2", nVocab: 1024, window: 4},
   // Ids as llama.cpp gives them for Google's Gemma GGUFs.
   {name: "gemma-vocab", nVocab: 262144, expectTokens: [2, 818, 5279, 529, 7001, 563]},
 ];
