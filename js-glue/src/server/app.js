@@ -281,11 +281,8 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const k = topKParameter(c.req.query('top_k'), n.nVocab);
     contentType(c.req.header('content-type'), OCTETS);
     return withBody(c, async (body, ticket) => {
-      const width = rowFloats(n);
-      const both = hiddenStates(body, width);
-      const rows = both.length / width;
-      const hidden = both.subarray(0, rows * n.nEmbd);
-      const perLayer = width > n.nEmbd ? both.subarray(rows * n.nEmbd) : null;
+      const hidden = hiddenStates(body, n.nEmbd);
+      const rows = hidden.length / n.nEmbd;
       checkLogitsSize({ rows, nVocab: n.nVocab, k, maxLogitsBytes });
       const step = chunkRows(n.nVocab);
       const logitsFrom = (r) => engine(ticket, () => n.logits(hidden.subarray(r * n.nEmbd, Math.min(rows, r + step) * n.nEmbd)));
