@@ -39,7 +39,7 @@ const CONFIGS = [
   // kinds), per-layer FFN widths; prompts past the window, so the shared sliding layer's mask
   // and its source's cache matter.
   // todo: their greedy continuations reach tokens where this machine's llama.cpp parts from us
-  // on dense models too (docs/forward-pass.md, "Agreement"); the first step agrees to 2e-7.
+  // on dense models too (docs/forward-pass.md, "Agreement"); their first step is within the bound.
   {name: "shared-kv1", preset: "tiny-shared-kv1", type: "Q8_0", tokens: prompt(11), todo: "greedy parts at step 13"},
   {name: "shared-kv2", preset: "tiny-shared-kv2", type: "Q8_0", tokens: prompt(13), todo: "greedy parts at step 16"},
   {name: "shared-kv2-untied", preset: "tiny-shared-kv2", type: "F16", extra: ["--untied-output"], tokens: prompt(12, 3)},
