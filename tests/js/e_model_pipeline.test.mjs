@@ -79,5 +79,9 @@ describe("E-model pipelines", () => {
     const tight = run("--nodes", "3", "--memory", "100000");
     assert.equal(tight.status, 1);
     assert.match(tight.stderr, /layers 1-4 must stay on one node/);
+    assert.equal(run("--nodes", "2", "--memory", "1MiB").status, 0);
+    const bad = run("--nodes", "2", "--memory", "128MB");
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /--memory must be a positive number of bytes, optionally with KiB, MiB or GiB, not "128MB"/);
   });
 });

@@ -6,6 +6,14 @@ import { redactUrl } from '../server/redact.js';
 
 const GIB = 2 ** 30;
 
+// "134217728", "128MiB", "1.5GiB", "512KiB" -> bytes; anything else is refused by name.
+export function parseBytes(text) {
+  const m = /^(\d+(?:\.\d+)?)\s*(|KiB|MiB|GiB)$/.exec(String(text).trim());
+  const bytes = m ? Number(m[1]) * { '': 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: GIB }[m[2]] : NaN;
+  if (!(bytes > 0)) throw new Error(`--memory must be a positive number of bytes, optionally with KiB, MiB or GiB, not "${text}"`);
+  return Math.floor(bytes);
+}
+
 // Weight bytes each node would hold if it served layers [begin, end).
 function nodeBytes(perLayer, extraFirst, extraLast, begin, end) {
   let bytes = 0;
@@ -48,7 +56,7 @@ export async function plan(options, [model]) {
   if (!model) throw new Error('plan needs a MODEL path');
   const k = Number(options.nodes);
   if (!Number.isInteger(k) || k < 1) throw new Error(`--nodes must be a positive integer, not "${options.nodes}"`);
-  const memory = Number(options.memory ?? 4 * GIB);
+  const memory = parseBytes(options.memory ?? String(4 * GIB));
   const header = await readModelHeader(model);
   const n = header.info.n_layer;
   if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
