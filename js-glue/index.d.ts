@@ -72,7 +72,10 @@ export interface ModelInfo {
   n_ctx_train: number;
   /** the sliding window's positions */
   n_swa: number;
-  layers: Array<{ sliding: boolean; n_head: number; n_head_kv: number; head_dim: number; n_ff: number }>;
+  /** per-layer embedding width (gemma4 E2B/E4B); 0: none */
+  n_embd_per_layer: number;
+  /** kv_layer: the layer whose KV cache this one attends over (itself, or a shared-KV layer's source) */
+  layers: Array<{ sliding: boolean; n_head: number; n_head_kv: number; head_dim: number; n_ff: number; kv_layer: number }>;
 }
 
 /** A model's GGUF header as read once and shared (Pipeline.header, readModelHeader). */
@@ -133,6 +136,8 @@ export interface ForwardRequest {
   approx?: ApproxOptions;
   /** the early-exit state the last row arrives in: the previous node's approxStats().early_exit */
   exitState?: ExitState | null;
+  /** models with per-layer embeddings (nEmbdPerLayer > 0): this node's layers' inputs, [layers, n, n_pl] */
+  perLayer?: Float32Array | null;
 }
 
 export interface ApproxOptions {
@@ -223,6 +228,10 @@ export class LayerNode {
                      weights: number; kvCache: number; scratch: number; relayout: number } | null;
   /** token ids -> hidden [n, n_embd] (first node) */
   embed(tokens: ArrayLike<number>): Float32Array;
+  /** per-layer embedding width (gemma4 E2B/E4B); 0: the model has none */
+  readonly nEmbdPerLayer: number;
+  /** token ids and their embed() -> every layer's per-layer input [n_layer, n, nEmbdPerLayer] (first node) */
+  perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Float32Array;
   forward(request: ForwardRequest): Promise<Float32Array>;
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node) */
   logits(hidden: Float32Array): Float32Array;
@@ -259,6 +268,8 @@ export class RemoteNode {
   static open(url: string, options?: { authToken?: string; timeoutMs?: number; readyTimeoutMs?: number }): Promise<RemoteNode>;
   readonly url: string;
   embed(tokens: ArrayLike<number>): Promise<Float32Array>;
+  /** the per-layer inputs the node answered with the embed() that gave `hidden` */
+  perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Float32Array;
   forward(request: ForwardRequest): Promise<Float32Array>;
   logits(hidden: Float32Array): Promise<Float32Array>;
   layerTimings(session: string): number[];

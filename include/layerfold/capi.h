@@ -121,6 +121,16 @@ LF_EXPORT(lf_session_approx_stats) const char* lf_session_approx_stats(const lf_
 /* --- the forward pass (docs/gemma-architecture.md); each returns 1 on success, 0 on error --- */
 /* tokens [n] -> out [n, n_embd] */
 LF_EXPORT(lf_embed) int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out);
+/* Models with per-layer embeddings (gemma4 E2B/E4B; lf_model_info_json's n_embd_per_layer > 0),
+ * on the first node: tokens [n] and their lf_embed output x0 [n, n_embd] -> out [n_layer, n,
+ * n_embd_per_layer], every layer's input, layer-major so layers [a, b) are one contiguous slice
+ * (docs/forward-pass.md, "Per-layer inputs"). */
+LF_EXPORT(lf_per_layer_inputs) int lf_per_layer_inputs(const lf_model* model, const int32_t* tokens, int n,
+                                                       const float* x0, float* out);
+/* The next lf_forward's per-layer inputs for the session's layers: [range layers, n, n_embd_per_layer]
+ * floats, copied; required before every forward of such a model, consumed by a successful one. */
+LF_EXPORT(lf_session_set_per_layer_inputs) int lf_session_set_per_layer_inputs(lf_session* session, const float* in,
+                                                                               int n_floats);
 /* in [n, n_embd] at positions start_pos.. -> out [n or 1 (last_only), n_embd] */
 LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in,
                                      int n, float* out, int last_only);

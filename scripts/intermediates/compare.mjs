@@ -12,6 +12,8 @@ const PAIRS = [
   ["attn_norm", "attn_norm"], ["q_rope", "Qcur_pos"], ["k_rope", "Kcur_pos"], ["v_normed", "Vcur_normed"],
   ["attn_out", "kqv_out"], ["attn_residual", "attn_out"], ["ffn_out", "ffn_out"], ["layer_out", "l_out"],
 ];
+// Model-level intermediates (layer -1), where the model has them: E2B/E4B's per-layer inputs.
+const MODEL_PAIRS = [["inp_per_layer", "inp_per_layer"]];
 
 function read(file) {
   const b = fs.readFileSync(file);
@@ -39,6 +41,14 @@ function compare(ours, theirs) {
 
 const [llamaDir, oursDir] = process.argv.slice(2);
 let first = null;
+for (const [ours, theirs] of MODEL_PAIRS) {
+  const fo = `${oursDir}/${ours}--1.bin`, ft = `${llamaDir}/${theirs}.bin`;
+  if (!fs.existsSync(fo) || !fs.existsSync(ft)) continue;
+  const c = compare(read(fo), read(ft));
+  if (c.differing > 0 && first === null) first = ours;
+  console.log(`model    ${ours.padEnd(13)} vs ${theirs.padEnd(11)}  ${String(c.differing).padStart(6)} of ${String(c.n).padStart(6)} differ` +
+              (c.differing ? `, max |Δ|/max|x| ${c.maxRel.toExponential(2)}, first in row ${c.firstRow}` : ""));
+}
 for (let il = 0; fs.existsSync(`${oursDir}/attn_norm-${il}.bin`); il++) {
   for (const [ours, theirs] of PAIRS) {
     const fo = `${oursDir}/${ours}-${il}.bin`, ft = `${llamaDir}/${theirs}-${il}.bin`;

@@ -14,6 +14,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "model/forward.h"
+#include "model/per_layer_embd.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "native/mapped_file.h"
@@ -71,6 +72,21 @@ int main(int argc, char** argv) {
   const int n = static_cast<int>(tokens.size());
   std::vector<float> hidden(static_cast<size_t>(n) * config.n_embd), last(config.n_embd), logits(config.n_vocab);
   check(lf::embed(model, tokens.data(), n, hidden.data()));
+  if (config.n_embd_per_layer > 0) {
+    // Every layer's per-layer input, [n_layer, n, n_pl]; written token-major as llama.cpp's
+    // "inp_per_layer" [n_pl, n_layer, n_tokens] before its permute.
+    const int n_pl = config.n_embd_per_layer, L = config.n_layer;
+    std::vector<float> per_layer(static_cast<size_t>(L) * n * n_pl), token_major(per_layer.size());
+    check(lf::per_layer_inputs(model, tokens.data(), n, hidden.data(), per_layer.data()));
+    for (int l = 0; l < L; ++l) {
+      for (int t = 0; t < n; ++t) {
+        std::copy_n(per_layer.data() + (static_cast<size_t>(l) * n + t) * n_pl, n_pl,
+                    token_major.data() + (static_cast<size_t>(t) * L + l) * n_pl);
+      }
+    }
+    write_tensor(outdir + "/inp_per_layer--1.bin", n_pl, L * n, token_major.data());
+    session.per_layer_in = per_layer;
+  }
   check(lf::forward(model, session, 0, hidden.data(), n, last.data(), true));
   check(lf::head(model, last.data(), 1, logits.data()));
   write_tensor(outdir + "/final_logits.bin", config.n_vocab, 1, logits.data());

@@ -12,6 +12,7 @@
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
 #include "model/forward.h"
+#include "model/per_layer_embd.h"
 #include "gguf/gguf_reader.h"
 #include "model/session.h"
 #include "model/model.h"
@@ -307,6 +308,18 @@ const char* lf_session_approx_stats(const lf_session* session) {
 
 int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out) {
   return check_loaded(model) && lf::capi::record(lf::embed(model->model, tokens, n, out));
+}
+
+int lf_per_layer_inputs(const lf_model* model, const int32_t* tokens, int n, const float* x0, float* out) {
+  return check_loaded(model) && lf::capi::record(lf::per_layer_inputs(model->model, tokens, n, x0, out));
+}
+
+int lf_session_set_per_layer_inputs(lf_session* session, const float* in, int n_floats) {
+  if (n_floats < 0 || (n_floats > 0 && !in)) {
+    return lf::capi::record(Status(Code::invalid_argument, "per-layer inputs need n_floats >= 0 and a buffer"));
+  }
+  session->session.per_layer_in.assign(in, in + n_floats);
+  return 1;
 }
 
 int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in, int n, float* out,

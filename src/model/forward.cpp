@@ -9,6 +9,7 @@
 #include "approx/early_exit.h"
 #include "base/thread_pool.h"
 #include "model/layer.h"
+#include "model/per_layer_embd.h"
 #include "model/scratch.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
@@ -29,6 +30,19 @@ Status check_finite(std::span<const float> x, int n_embd, const std::string& wha
     }
   }
   return Status();
+}
+
+// The session's per-layer inputs for this call (per_layer_embd.h): exactly the node's layers'
+// for n tokens when the model has them, none otherwise.
+Status check_per_layer_inputs(const Model& m, const Session& s, int n) {
+  const uint64_t needed = per_layer_input_floats(m.config, m.range.begin, m.range.end, n);
+  if (s.per_layer_in.size() != needed) {
+    return Status(Code::invalid_argument,
+                  "the session holds " + std::to_string(s.per_layer_in.size()) +
+                      " per-layer input floats, expected layers x n x n_embd_per_layer = " + std::to_string(needed) +
+                      (needed > 0 ? " (set them before each forward of a model with per-layer embeddings)" : ""));
+  }
+  return check_finite(s.per_layer_in, std::max(1, m.config.n_embd_per_layer), "per-layer input");
 }
 
 Status validate_forward(const Model& m, const Session& s, int start_pos, std::span<const float> in, int n,
@@ -56,7 +70,8 @@ Status validate_forward(const Model& m, const Session& s, int start_pos, std::sp
     return Status(Code::resource_exhausted, "context overflow: " + std::to_string(start_pos) + " + " +
                                                 std::to_string(n) + " positions exceed max_ctx " + std::to_string(s.max_ctx()));
   }
-  return check_finite(in, n_embd, "input");
+  LF_RETURN_IF_ERROR(check_finite(in, n_embd, "input"));
+  return check_per_layer_inputs(m, s, n);
 }
 
 }  // namespace
@@ -163,6 +178,7 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
     }
     std::copy(result.begin(), result.end(), out.begin());
     s.set_n_past(start_pos + n);
+    s.per_layer_in.clear();
     s.last.exit_out = std::move(scratch->exit);
     s.exit_in = ExitState();
     s.last.ffn_approx = ApproxStats();

@@ -15,9 +15,21 @@ Status check_options(const ModelConfig& c, const KvCacheOptions& options, int* m
   return Status();
 }
 
+// Whether a later layer of the model attends over layer il's cache.
+bool read_by_shared_layer(const ModelConfig& c, int il) {
+  for (const LayerConfig& l : c.layers) {
+    if (l.shares_kv && l.kv_layer == il) return true;
+  }
+  return false;
+}
+
 // In 64 bits: a window as wide as an int is a global layer in effect, never an overflow.
+// A shared-KV layer holds nothing. A sliding layer whose cache a shared-KV layer reads keeps
+// every position: that layer runs after the source has stored the whole call, which a ring of
+// n_swa + attn_chunk - 1 slots no longer holds for calls longer than a chunk.
 int capacity(const ModelConfig& c, int il, int max_ctx, int attn_chunk) {
-  if (!c.layers[il].sliding) return max_ctx;
+  if (c.layers[il].shares_kv) return 0;
+  if (!c.layers[il].sliding || read_by_shared_layer(c, il)) return max_ctx;
   return static_cast<int>(std::min<int64_t>(max_ctx, int64_t{c.n_swa} + attn_chunk - 1));
 }
 
@@ -100,7 +112,9 @@ void KvCache::save_overwritten(int pos0, int n, KvUndo* undo) const {
   undo->v.assign(layers_.size(), {});
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerKv& kv = layers_[i];
-    if (!kv.sliding || pos0 == 0) continue;  // nothing live in the slots ahead
+    // Nothing live in the slots ahead: a cache that never wraps (every global layer, a sliding
+    // layer that keeps all positions) or holds nothing (a shared-KV layer).
+    if (!kv.sliding || pos0 == 0 || kv.capacity == 0 || kv.capacity >= max_ctx_) continue;
     undo->n_slots = std::min(n, kv.capacity);
     const size_t values = static_cast<size_t>(kv.n_head_kv) * undo->n_slots * kv.head_dim;
     undo->k[i].resize(values);

@@ -3,7 +3,10 @@
 //
 // Global layers keep every position up to max_ctx. Sliding layers keep a ring of
 // n_swa + attn_chunk - 1 slots: the engine writes at most attn_chunk new positions before it
-// runs their queries, so the oldest key any of those queries needs is still in the ring.
+// runs their queries, so the oldest key any of those queries needs is still in the ring. A
+// sliding layer whose cache a shared-KV layer reads keeps every position (that layer runs after
+// the whole call is stored), and shared-KV layers hold nothing (docs/forward-pass.md, "The KV
+// cache").
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "model/per_layer_embd.h"
 #include "ops/ops.h"
 
 namespace lf {
@@ -16,8 +17,10 @@ void tap_attention_heads(const LayerCall& c) {
   if (!c.s.debug_hook) return;
   c.sync();
   c.tap("q_rope", c.b.q.data(), c.n_act(), c.l().q_dim());
-  c.tap("k_rope", c.b.k.data(), c.n, c.l().kv_dim());
-  c.tap("v_normed", c.b.v.data(), c.n, c.l().kv_dim());
+  if (!c.l().shares_kv) {  // a shared-KV layer computes no K or V
+    c.tap("k_rope", c.b.k.data(), c.n, c.l().kv_dim());
+    c.tap("v_normed", c.b.v.data(), c.n, c.l().kv_dim());
+  }
   c.tap("attn_out", c.b.attn_out.data(), c.n_act(), c.l().q_dim());
 }
 
@@ -66,6 +69,7 @@ void ffn_residual(const LayerCall& c, int64_t t) {
   const float* x1 = row(c.b.x1, t, E);
   rmsnorm(row(c.b.proj, t, E), c.w().post_ffw_norm.f32(), E, c.c().norm_eps, y);
   for (int j = 0; j < E; ++j) y[j] += x1[j];
+  if (c.c().n_embd_per_layer > 0) add_per_layer_branch(c, t, y);
   apply_output_scale(c.w().layer_output_scale, E, y);
 }
 

@@ -93,9 +93,11 @@ void cache_and_attend(const LayerCall& c, KvHeads kv) {
   AttentionWorkspace workspace;
   for (int h = kv.kv0; h < kv.kv1; ++h) c.s.last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
   KvCache& cache = c.s.kv;
+  // A shared-KV layer attends over the cache its source layer filled earlier in this call.
+  const int kv_layer = l.kv_layer;
   for (int c0 = 0; c0 < c.n; c0 += cache.attn_chunk()) {
     const int c1 = std::min(c.n, c0 + cache.attn_chunk());
-    for (int t = c0; t < c1; ++t) {
+    for (int t = c0; t < c1 && !l.shares_kv; ++t) {
       for (int h = kv.kv0; h < kv.kv1; ++h) {
         cache.store(c.il, h, c.pos0 + t, row(c.b.k, t, l.kv_dim()) + h * D, row(c.b.v, t, l.kv_dim()) + h * D);
       }
@@ -109,7 +111,7 @@ void cache_and_attend(const LayerCall& c, KvHeads kv) {
         const float* src = row(c.b.q, first - c.row0 + i, l.q_dim()) + col;
         std::copy(src, src + head_cols, hq.data() + i * head_cols);
       }
-      attend(c, hq.data(), n_rows, first, h, cache.view(c.il, h, c.pos0 + c1), &workspace, ho.data());
+      attend(c, hq.data(), n_rows, first, h, cache.view(kv_layer, h, c.pos0 + c1), &workspace, ho.data());
       for (int i = 0; i < n_rows; ++i) {
         const float* src = ho.data() + i * head_cols;
         std::copy(src, src + head_cols, row(c.b.attn_out, first - c.row0 + i, l.q_dim()) + col);
@@ -129,6 +131,7 @@ void attention_input(const LayerCall& c) {
     rmsnorm(row(c.x, t, c.E()), w.attn_norm.f32(), c.E(), c.c().norm_eps, row(c.b.attn_norm, t, c.E()));
   }
   c.check(convert_rows(w.attn_q, c.b.attn_norm.data(), rows, c.b.xc_q.data()));
+  if (c.l().shares_kv) return;
   if (!same_conversion(w.attn_k, w.attn_q)) c.check(convert_rows(w.attn_k, c.b.attn_norm.data(), rows, c.b.xc_k.data()));
   if (c.l().has_v && !same_conversion(w.attn_v, w.attn_q) && !same_conversion(w.attn_v, w.attn_k)) {
     c.check(convert_rows(w.attn_v, c.b.attn_norm.data(), rows, c.b.xc_v.data()));
@@ -142,7 +145,7 @@ void attention_heads(const LayerCall& c) {
   if (units.begin == units.end) return;
   const KvHeads kv{static_cast<int>(units.begin) * c.plan().kv_per_unit, static_cast<int>(units.end) * c.plan().kv_per_unit};
   queries(c, kv);
-  keys_and_values(c, kv);
+  if (!c.l().shares_kv) keys_and_values(c, kv);
   cache_and_attend(c, kv);
   const int64_t cols_per_kv = static_cast<int64_t>(c.l().n_head / c.l().n_head_kv) * c.l().head_dim;
   c.check(convert_columns(c.w().attn_output, c.b.attn_out.data(), c.n_act(), kv.kv0 * cols_per_kv, kv.kv1 * cols_per_kv,

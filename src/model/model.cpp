@@ -52,11 +52,13 @@ Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w
   auto name = [il](const char* n) { return layer_tensor_name(il, n); };
   LF_RETURN_IF_ERROR(b.bind(name("attn_norm"), true, &w->attn_norm));
   LF_RETURN_IF_ERROR(b.bind(name("attn_q"), true, &w->attn_q));
-  LF_RETURN_IF_ERROR(b.bind(name("attn_k"), true, &w->attn_k));
-  LF_RETURN_IF_ERROR(b.bind(name("attn_v"), c.layers[il].has_v, &w->attn_v));
+  // A shared-KV layer's own K/V weights, if the file has them, are never read.
+  const bool own_kv = !c.layers[il].shares_kv;
+  if (own_kv) LF_RETURN_IF_ERROR(b.bind(name("attn_k"), true, &w->attn_k));
+  if (own_kv) LF_RETURN_IF_ERROR(b.bind(name("attn_v"), c.layers[il].has_v, &w->attn_v));
   LF_RETURN_IF_ERROR(b.bind(name("attn_output"), true, &w->attn_output));
   LF_RETURN_IF_ERROR(b.bind(name("attn_q_norm"), true, &w->attn_q_norm));
-  LF_RETURN_IF_ERROR(b.bind(name("attn_k_norm"), true, &w->attn_k_norm));
+  if (own_kv) LF_RETURN_IF_ERROR(b.bind(name("attn_k_norm"), true, &w->attn_k_norm));
   LF_RETURN_IF_ERROR(b.bind(name("post_attention_norm"), true, &w->post_attention_norm));
   LF_RETURN_IF_ERROR(b.bind(name("ffn_norm"), true, &w->ffn_norm));
   LF_RETURN_IF_ERROR(b.bind(name("ffn_gate"), true, &w->ffn_gate));
@@ -64,6 +66,11 @@ Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w
   LF_RETURN_IF_ERROR(b.bind(name("ffn_down"), true, &w->ffn_down));
   LF_RETURN_IF_ERROR(b.bind(name("post_ffw_norm"), true, &w->post_ffw_norm));
   LF_RETURN_IF_ERROR(b.bind(name("layer_output_scale"), c.layers[il].has_output_scale, &w->layer_output_scale));
+  if (c.n_embd_per_layer > 0) {
+    LF_RETURN_IF_ERROR(b.bind(name("inp_gate"), true, &w->inp_gate));
+    LF_RETURN_IF_ERROR(b.bind(name("proj"), true, &w->proj));
+    LF_RETURN_IF_ERROR(b.bind(name("post_norm"), true, &w->post_norm));
+  }
   return Status();
 }
 
@@ -109,12 +116,18 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
     return Status(Code::invalid_argument, "layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                                               ") is not within [0, " + std::to_string(c.n_layer) + ")");
   }
+  LF_RETURN_IF_ERROR(check_kv_layers_in_range(c, r.begin, r.end));
   m.range = r;
   m.has_embedding = options.with_embedding;
   m.has_head = options.with_head;
 
   const Binder b(file, locate);
   if (options.with_embedding) LF_RETURN_IF_ERROR(b.bind("token_embd.weight", true, &m.token_embd));
+  if (options.with_embedding && c.n_embd_per_layer > 0) {
+    LF_RETURN_IF_ERROR(b.bind("per_layer_token_embd.weight", true, &m.per_layer_token_embd));
+    LF_RETURN_IF_ERROR(b.bind("per_layer_model_proj.weight", true, &m.per_layer_model_proj));
+    LF_RETURN_IF_ERROR(b.bind("per_layer_proj_norm.weight", true, &m.per_layer_proj_norm));
+  }
   if (options.with_head) {
     LF_RETURN_IF_ERROR(b.bind("output_norm.weight", true, &m.output_norm));
     LF_RETURN_IF_ERROR(b.bind(c.tied_output ? "token_embd.weight" : "output.weight", true, &m.output));

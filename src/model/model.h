@@ -40,6 +40,11 @@ struct LayerWeights {
   WeightView ffn_down;            // [n_embd, n_ff]; unit-major after relayout_in_place
   WeightView post_ffw_norm;       // [n_embd]
   WeightView layer_output_scale;  // [1]; gemma4 only, optional
+  // The gated per-layer branch of E2B/E4B (docs/gemma-architecture.md, "E2B and E4B"), n_pl =
+  // n_embd_per_layer; absent without per-layer embeddings.
+  WeightView inp_gate;            // [n_pl, n_embd]
+  WeightView proj;                // [n_embd, n_pl]
+  WeightView post_norm;           // [n_embd]
 
   // The matrices the layer multiplies by (attn_v may be absent)
   std::array<WeightView*, 7> matmuls() { return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down}; }
@@ -57,6 +62,11 @@ struct Model {
   WeightView output_norm;           // [n_embd]
   WeightView output;                // [n_vocab, n_embd]: output.weight, or token_embd when tied
   WeightView rope_freqs;            // [D_global / 2]; present when the range has a gemma4 global layer
+  // The per-layer embedding inputs' tensors, on the first node with n_embd_per_layer > 0 (it
+  // computes every layer's input, per_layer_embd.h); n_pl_all = n_embd_per_layer · n_layer.
+  WeightView per_layer_token_embd;  // [n_vocab, n_pl_all]
+  WeightView per_layer_model_proj;  // [n_pl_all, n_embd]
+  WeightView per_layer_proj_norm;   // [n_embd_per_layer]
   std::vector<LayerWeights> layers; // [range.end - range.begin]
   std::vector<LayerShards> shards;  // [range.end - range.begin]: the shard plan, made at load
   // The workers forward() runs on; started at load, shared by copies of this Model, which

@@ -193,26 +193,50 @@ Status read_rope_freq_scale(const KeyReader& keys, float* out) {
   return Status();
 }
 
+// Which cache each layer attends over (docs/gemma-architecture.md, "Shared-KV layers"): layers
+// at or past n_kv = n_layer - shared_kv_layers reuse layer n_kv - 2 when sliding, n_kv - 1 when
+// global (llama.cpp's rule). The source must be a layer of the same kind and shape, or the
+// shared layer would read a cache laid out for another attention.
+Status assign_kv_layers(const std::string& key, ModelConfig* c) {
+  const int n_kv = c->n_layer - c->n_shared_kv;
+  if (c->n_shared_kv > 0 && n_kv < 2) {
+    return Status(Code::unsupported, key + " = " + std::to_string(c->n_shared_kv) + " leaves " + std::to_string(n_kv) +
+                                         " of " + std::to_string(c->n_layer) +
+                                         " layers with a KV cache of their own; llama.cpp needs at least 2");
+  }
+  for (int il = 0; il < c->n_layer; ++il) {
+    LayerConfig& l = c->layers[il];
+    l.shares_kv = il >= n_kv;
+    l.kv_layer = l.shares_kv ? n_kv - (l.sliding ? 2 : 1) : il;
+    if (!l.shares_kv) continue;
+    const LayerConfig& src = c->layers[l.kv_layer];
+    if (src.sliding != l.sliding || src.head_dim != l.head_dim || src.n_head_kv != l.n_head_kv) {
+      return Status(Code::unsupported,
+                    "shared-KV layer " + std::to_string(il) + " (" + (l.sliding ? "sliding" : "global") + ", head dim " +
+                        std::to_string(l.head_dim) + ", " + std::to_string(l.n_head_kv) + " KV heads) would read layer " +
+                        std::to_string(l.kv_layer) + "'s cache (" + (src.sliding ? "sliding" : "global") + ", head dim " +
+                        std::to_string(src.head_dim) + ", " + std::to_string(src.n_head_kv) +
+                        " KV heads): llama.cpp's mapping needs layer " + std::to_string(n_kv - 2) +
+                        " sliding and layer " + std::to_string(n_kv - 1) + " global, of the shared layers' shapes");
+    }
+  }
+  return Status();
+}
+
 Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) {
   CommonKeys ck;
   LF_RETURN_IF_ERROR(read_common(keys, c, &ck));
   const int n_layer = c->n_layer;
 
-  int n_per_layer_input = 0;
-  LF_RETURN_IF_ERROR(keys.get_int("embedding_length_per_layer_input", &n_per_layer_input));
-  if (n_per_layer_input > 0) {
-    return Status(Code::unsupported, "per-layer embeddings are not supported (" +
-                                         keys.full("embedding_length_per_layer_input") + " = " +
-                                         std::to_string(n_per_layer_input) + ")");
+  // llama.cpp requires the per-layer width; shared_kv_layers defaults to 0.
+  LF_RETURN_IF_ERROR(keys.get_int("embedding_length_per_layer_input", &c->n_embd_per_layer));
+  if (c->n_embd_per_layer > kMaxWidth) {
+    return Status(Code::unsupported, keys.full("embedding_length_per_layer_input") + " = " +
+                                         std::to_string(c->n_embd_per_layer) + " is above the largest width supported, " +
+                                         std::to_string(kMaxWidth));
   }
-  int n_shared_kv = 0;
   bool found = false;
-  LF_RETURN_IF_ERROR(keys.get_int("attention.shared_kv_layers", &n_shared_kv, &found));
-  if (n_shared_kv > 0) {
-    return Status(Code::unsupported, "shared KV layers are not supported (" +
-                                         keys.full("attention.shared_kv_layers") + " = " +
-                                         std::to_string(n_shared_kv) + ")");
-  }
+  LF_RETURN_IF_ERROR(keys.get_int("attention.shared_kv_layers", &c->n_shared_kv, &found));
 
   const int default_head_dim = ck.n_head[0] > 0 ? c->n_embd / ck.n_head[0] : 0;
   int key_length = default_head_dim, value_length = default_head_dim, key_length_swa = 0, value_length_swa = 0;
@@ -261,7 +285,7 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
     l.has_v = file.tensor(layer_tensor_name(il, "attn_v")) != nullptr;
     l.has_output_scale = file.tensor(layer_tensor_name(il, "layer_output_scale")) != nullptr;
   }
-  return Status();
+  return assign_kv_layers(keys.full("attention.shared_kv_layers"), c);
 }
 
 Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
@@ -318,6 +342,7 @@ Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
     l.use_freq_factors = false;
     l.has_v = true;
     l.has_output_scale = false;
+    l.kv_layer = il;
   }
   return Status();
 }
@@ -424,6 +449,19 @@ Status check_tensors(const GgufFile& file, const ModelConfig& c) {
 
 }  // namespace
 
+Status check_kv_layers_in_range(const ModelConfig& c, int begin, int end) {
+  for (int il = begin; il < end; ++il) {
+    const int source = c.layers[il].kv_layer;
+    if (source < begin) {
+      return Status(Code::failed_precondition,
+                    "layers " + std::to_string(source) + " and " + std::to_string(il) +
+                        " must stay on one node: shared-KV layer " + std::to_string(il) + " attends over layer " +
+                        std::to_string(source) + "'s KV cache, but the node starts at layer " + std::to_string(begin));
+    }
+  }
+  return Status();
+}
+
 std::string layer_tensor_name(int il, const char* short_name) {
   return "blk." + std::to_string(il) + "." + short_name + ".weight";
 }
@@ -435,6 +473,12 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   specs.push_back({"token_embd.weight", n_embd, c.n_vocab, R::matmul, true});
   specs.push_back({"output.weight", n_embd, c.n_vocab, R::matmul, false});
   specs.push_back({"output_norm.weight", n_embd, 1, R::f32_vector, true});
+  if (c.n_embd_per_layer > 0) {
+    const int64_t n_pl_all = static_cast<int64_t>(c.n_embd_per_layer) * c.n_layer;
+    specs.push_back({"per_layer_token_embd.weight", n_pl_all, c.n_vocab, R::matmul, true});
+    specs.push_back({"per_layer_model_proj.weight", n_embd, n_pl_all, R::matmul, true});
+    specs.push_back({"per_layer_proj_norm.weight", c.n_embd_per_layer, 1, R::f32_vector, true});
+  }
   bool any_freq_factors = false;
   for (const LayerConfig& l : c.layers) any_freq_factors = any_freq_factors || l.use_freq_factors;
   if (any_freq_factors) {
@@ -452,11 +496,12 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
     };
     add("attn_norm", n_embd, 1, R::f32_vector, true);
     add("attn_q", n_embd, l.q_dim(), R::matmul, true);
-    add("attn_k", n_embd, l.kv_dim(), R::matmul, true);
+    // A shared-KV layer may carry K/V weights (llama.cpp does not require or read them).
+    add("attn_k", n_embd, l.kv_dim(), R::matmul, !l.shares_kv);
     add("attn_v", n_embd, l.kv_dim(), R::matmul, c.arch == Arch::gemma3);
     add("attn_output", l.q_dim(), n_embd, R::matmul, true);
     add("attn_q_norm", l.head_dim, 1, R::f32_vector, true);
-    add("attn_k_norm", l.head_dim, 1, R::f32_vector, true);
+    add("attn_k_norm", l.head_dim, 1, R::f32_vector, !l.shares_kv);
     add("post_attention_norm", n_embd, 1, R::f32_vector, true);
     add("ffn_norm", n_embd, 1, R::f32_vector, true);
     add("ffn_gate", n_embd, l.n_ff, R::matmul, true);
@@ -464,6 +509,11 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
     add("ffn_down", l.n_ff, n_embd, R::matmul, true);
     add("post_ffw_norm", n_embd, 1, R::f32_vector, true);
     if (c.arch == Arch::gemma4) add("layer_output_scale", 1, 1, R::f32_vector, false);
+    if (c.n_embd_per_layer > 0) {
+      add("inp_gate", n_embd, c.n_embd_per_layer, R::matmul, true);
+      add("proj", c.n_embd_per_layer, n_embd, R::matmul, true);
+      add("post_norm", n_embd, 1, R::f32_vector, true);
+    }
   }
   return specs;
 }

@@ -27,7 +27,11 @@ struct LayerConfig {
   bool use_freq_factors = false; // gemma4 global layers divide angles by rope_freqs
   bool has_v = true;             // false: V is the pre-norm K projection (gemma4 global layers)
   bool has_output_scale = false; // gemma4 blk.N.layer_output_scale present
-  int n_ff = 0;
+  int n_ff = 0;                  // per layer: E2B's shared-KV layers are double wide
+  // The layer whose KV cache this one attends over: its own index, or for a gemma4 shared-KV
+  // layer an earlier layer's (docs/gemma-architecture.md, "Shared-KV layers").
+  int kv_layer = 0;
+  bool shares_kv = false;        // computes only Q: no attn_k / attn_v / attn_k_norm of its own
 
   int q_dim() const { return head_dim * n_head; }     // width of Q and of the attention output
   int kv_dim() const { return head_dim * n_head_kv; } // width of K and V
@@ -44,6 +48,10 @@ struct ModelConfig {
   float final_softcap = 0.0f; // 0: no final logit soft-cap
   float query_scale = 1.0f;   // gemma3 multiplies Q by this after RoPE; 1 in gemma4
   bool tied_output = true;    // no output.weight: the LM head is token_embd
+  // gemma4 E2B/E4B (docs/gemma-architecture.md, "E2B and E4B"): width of each layer's
+  // per-layer embedding input (0: none), and how many last layers share an earlier KV cache.
+  int n_embd_per_layer = 0;
+  int n_shared_kv = 0;
   std::vector<LayerConfig> layers;  // [n_layer]
 };
 
@@ -66,6 +74,10 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
 // Name of a per-layer tensor as the GGUF spells it: layer_tensor_name(3, "attn_q") ->
 // "blk.3.attn_q.weight".
 std::string layer_tensor_name(int il, const char* short_name);
+
+// Layers [range.begin, range.end) can run on one node only if every shared-KV layer among them
+// finds the layer whose cache it reads there too; else failed_precondition naming both layers.
+Status check_kv_layers_in_range(const ModelConfig& config, int begin, int end);
 
 // Reads and validates the configuration. Errors (Code::unsupported or Code::malformed) name the
 // missing key, the unsupported feature, or the tensor with its expected and actual shape.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "model/kv_cache.h"
+#include "model/per_layer_embd.h"
 #include "model/scratch.h"
 #include "model/shard_plan.h"
 
@@ -32,6 +33,16 @@ Status layer_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScra
   return Status();
 }
 
+// K/V weights a shared-KV layer's file may carry but load_model never binds.
+bool unread_kv_tensor(const LayerConfig& l, const std::string& name) {
+  if (!l.shares_kv) return false;
+  for (const char* kv : {".attn_k.weight", ".attn_v.weight", ".attn_k_norm.weight"}) {
+    const std::string suffix(kv);
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeShape& shape, std::vector<std::string>* out) {
@@ -40,13 +51,16 @@ Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeS
     return Status(Code::invalid_argument, "layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                                               ") is not inside the model's " + std::to_string(config.n_layer) + " layers");
   }
+  LF_RETURN_IF_ERROR(check_kv_layers_in_range(config, r.begin, r.end));
   bool needs_rope_freqs = false;
   for (int il = r.begin; il < r.end; ++il) needs_rope_freqs |= config.layers[il].use_freq_factors;
   out->clear();
   for (const TensorSpec& spec : expected_tensors(config)) {
     if (file.tensor(spec.name) == nullptr) continue;
     const int il = tensor_layer(spec.name);
+    if (il >= 0 && il < config.n_layer && unread_kv_tensor(config.layers[il], spec.name)) continue;
     const bool needed = il >= 0 ? (il >= r.begin && il < r.end)
+                        : spec.name.rfind("per_layer_", 0) == 0 ? shape.with_embedding
                         : spec.name == "token_embd.weight" ? (shape.with_embedding || (shape.with_head && config.tied_output))
                         : spec.name == "rope_freqs.weight" ? needs_rope_freqs
                         : shape.with_head;  // output_norm, output
@@ -78,6 +92,10 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   // The top-K FFN's keep mask is the largest mode-dependent buffer: counted, as a node may be asked for it.
   const ScratchShape scratch = scratch_shape(c, shape.range, layers, shape.max_tokens, true);
   needs.scratch_bytes = scratch.bytes(0);
+  // Per-layer inputs (per_layer_embd.h): a session's copy of the node's layers', and on the first
+  // node every layer's, twice (the projection, then the inputs).
+  needs.scratch_bytes += sizeof(float) * per_layer_input_floats(c, shape.range.begin, shape.range.end, shape.max_tokens);
+  if (shape.with_embedding) needs.scratch_bytes += 2 * sizeof(float) * per_layer_input_floats(c, 0, c.n_layer, shape.max_tokens);
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
   *out = std::move(needs);
   return Status();

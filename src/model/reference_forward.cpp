@@ -60,8 +60,26 @@ void attend(const Matrix& q, const Matrix& k, const Matrix& v, int n, const Laye
   }
 }
 
+// K and V of each layer with a cache of its own, for the shared-KV layers that read them.
+struct LayerKv {
+  Matrix k, v;
+};
+
+// x [n, n_embd] after the FFN residual of layer il, inp [n, n_pl] its per-layer input:
+// x += RMSNorm(proj · (gelu(inp_gate · x) ⊙ inp)) ⊙ post_norm
+Status per_layer_branch(const Model& m, const LayerWeights& w, const float* inp, int n, Matrix* x) {
+  const ModelConfig& c = m.config;
+  Matrix gate, branch;
+  LF_RETURN_IF_ERROR(linear(w.inp_gate, *x, n, &gate));
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_exact(gate[i]) * inp[i];
+  LF_RETURN_IF_ERROR(linear(w.proj, gate, n, &branch));
+  rmsnorm_rows(branch.data(), w.post_norm.f32(), n, c.n_embd, c.norm_eps, branch.data());
+  for (size_t i = 0; i < branch.size(); ++i) (*x)[i] += branch[i];
+  return Status();
+}
+
 // x [n, n_embd] -> x after layer il
-Status layer(const Model& m, int il, int n, Matrix* x) {
+Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in, std::vector<LayerKv>* caches) {
   const ModelConfig& c = m.config;
   const LayerConfig& l = c.layers[il];
   const LayerWeights& w = m.layer(il);
@@ -72,28 +90,36 @@ Status layer(const Model& m, int il, int n, Matrix* x) {
   Matrix h(x->size());
   rmsnorm_rows(x->data(), w.attn_norm.f32(), n, n_embd, eps, h.data());
 
-  Matrix q, k, v;
+  Matrix q;
   LF_RETURN_IF_ERROR(linear(w.attn_q, h, n, &q));
-  LF_RETURN_IF_ERROR(linear(w.attn_k, h, n, &k));
-  if (l.has_v) {
-    LF_RETURN_IF_ERROR(linear(w.attn_v, h, n, &v));
-  } else {
-    v = k;
-  }
   rmsnorm_rows(q.data(), w.attn_q_norm.f32(), n * l.n_head, D, eps, q.data());
-  rmsnorm_rows(k.data(), w.attn_k_norm.f32(), n * l.n_head_kv, D, eps, k.data());
-  if (c.arch == Arch::gemma4) rmsnorm_rows(v.data(), nullptr, n * l.n_head_kv, D, eps, v.data());
   for (int t = 0; t < n; ++t) {
     rope_neox(&q[static_cast<size_t>(t) * l.q_dim()], l.n_head, D, l.n_rot, t, l.rope_base, l.rope_freq_scale, freq_factors);
-    rope_neox(&k[static_cast<size_t>(t) * l.kv_dim()], l.n_head_kv, D, l.n_rot, t, l.rope_base, l.rope_freq_scale,
-              freq_factors);
   }
   if (c.arch == Arch::gemma3) {
     for (float& qi : q) qi *= c.query_scale;
   }
+  // A shared-KV layer attends over the K and V its source layer computed.
+  LayerKv& kv = (*caches)[l.kv_layer - m.range.begin];
+  if (!l.shares_kv) {
+    Matrix& k = kv.k;
+    Matrix& v = kv.v;
+    LF_RETURN_IF_ERROR(linear(w.attn_k, h, n, &k));
+    if (l.has_v) {
+      LF_RETURN_IF_ERROR(linear(w.attn_v, h, n, &v));
+    } else {
+      v = k;
+    }
+    rmsnorm_rows(k.data(), w.attn_k_norm.f32(), n * l.n_head_kv, D, eps, k.data());
+    if (c.arch == Arch::gemma4) rmsnorm_rows(v.data(), nullptr, n * l.n_head_kv, D, eps, v.data());
+    for (int t = 0; t < n; ++t) {
+      rope_neox(&k[static_cast<size_t>(t) * l.kv_dim()], l.n_head_kv, D, l.n_rot, t, l.rope_base, l.rope_freq_scale,
+                freq_factors);
+    }
+  }
 
   Matrix o, a;
-  attend(q, k, v, n, l, l.sliding ? c.n_swa : 0, &o);
+  attend(q, kv.k, kv.v, n, l, l.sliding ? c.n_swa : 0, &o);
   LF_RETURN_IF_ERROR(linear(w.attn_output, o, n, &a));
   rmsnorm_rows(a.data(), w.post_attention_norm.f32(), n, n_embd, eps, a.data());
   for (size_t i = 0; i < a.size(); ++i) (*x)[i] += a[i];
@@ -106,6 +132,10 @@ Status layer(const Model& m, int il, int n, Matrix* x) {
   LF_RETURN_IF_ERROR(linear(w.ffn_down, gate, n, &down));
   rmsnorm_rows(down.data(), w.post_ffw_norm.f32(), n, n_embd, eps, down.data());
   for (size_t i = 0; i < down.size(); ++i) (*x)[i] += down[i];
+  if (c.n_embd_per_layer > 0) {
+    const size_t layer_floats = static_cast<size_t>(n) * c.n_embd_per_layer;
+    LF_RETURN_IF_ERROR(per_layer_branch(m, w, per_layer_in + (il - m.range.begin) * layer_floats, n, x));
+  }
 
   if (w.layer_output_scale.present()) {
     for (float& xi : *x) xi *= w.layer_output_scale.f32()[0];
@@ -115,10 +145,41 @@ Status layer(const Model& m, int il, int n, Matrix* x) {
 
 }  // namespace
 
-Status reference_layers(const Model& m, const float* in, int n, std::vector<float>* out) {
+Status reference_layers(const Model& m, const float* in, int n, std::vector<float>* out, const float* per_layer_in) {
   if (n <= 0) return Status(Code::invalid_argument, "reference_layers needs n > 0");
+  if (m.config.n_embd_per_layer > 0 && !per_layer_in) {
+    return Status(Code::invalid_argument, "the model has per-layer embeddings: reference_layers needs their inputs");
+  }
   out->assign(in, in + static_cast<size_t>(n) * m.config.n_embd);
-  for (int il = m.range.begin; il < m.range.end; ++il) LF_RETURN_IF_ERROR(layer(m, il, n, out));
+  std::vector<LayerKv> caches(static_cast<size_t>(m.range.end - m.range.begin));
+  for (int il = m.range.begin; il < m.range.end; ++il) LF_RETURN_IF_ERROR(layer(m, il, n, out, per_layer_in, &caches));
+  return Status();
+}
+
+Status reference_per_layer_inputs(const Model& m, const int32_t* tokens, int n, const float* x0, std::vector<float>* out) {
+  const ModelConfig& c = m.config;
+  if (c.n_embd_per_layer <= 0 || !m.per_layer_token_embd.present()) {
+    return Status(Code::failed_precondition, "no per-layer embedding tensors loaded");
+  }
+  const int n_pl = c.n_embd_per_layer, n_layer = c.n_layer;
+  const size_t n_pl_all = static_cast<size_t>(n_pl) * n_layer;
+  Matrix x(x0, x0 + static_cast<size_t>(n) * c.n_embd), proj, token_rows(n_pl_all);
+  LF_RETURN_IF_ERROR(linear(m.per_layer_model_proj, x, n, &proj));
+  out->assign(static_cast<size_t>(n_layer) * n * n_pl, 0.0f);
+  for (int t = 0; t < n; ++t) {
+    float* q = proj.data() + static_cast<size_t>(t) * n_pl_all;
+    for (size_t i = 0; i < n_pl_all; ++i) q[i] /= std::sqrt(static_cast<float>(c.n_embd));
+    rmsnorm_rows(q, m.per_layer_proj_norm.f32(), n_layer, n_pl, c.norm_eps, q);
+    LF_RETURN_IF_ERROR(dequantize_row(m.per_layer_token_embd.type, m.per_layer_token_embd.row(tokens[t]),
+                                      token_rows.data(), static_cast<int64_t>(n_pl_all)));
+    for (int l = 0; l < n_layer; ++l) {
+      for (int j = 0; j < n_pl; ++j) {
+        const size_t i = static_cast<size_t>(l) * n_pl + j;
+        (*out)[(static_cast<size_t>(l) * n + t) * n_pl + j] =
+            (q[i] + token_rows[i] * std::sqrt(static_cast<float>(n_pl))) / std::sqrt(2.0f);
+      }
+    }
+  }
   return Status();
 }
 

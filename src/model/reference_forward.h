@@ -11,8 +11,15 @@
 
 namespace lf {
 
-// in [n, n_embd] at positions 0 .. n-1 -> out [n, n_embd] after the model's layers.
-Status reference_layers(const Model& model, const float* in, int n, std::vector<float>* out);
+// in [n, n_embd] at positions 0 .. n-1 -> out [n, n_embd] after the model's layers. A model
+// with per-layer embeddings also needs per_layer_in [range layers, n, n_embd_per_layer].
+Status reference_layers(const Model& model, const float* in, int n, std::vector<float>* out,
+                        const float* per_layer_in = nullptr);
+
+// tokens [n], x0 [n, n_embd] (embed()) -> out [n_layer, n, n_embd_per_layer], the per-layer
+// inputs of docs/gemma-architecture.md, "E2B and E4B", written out directly.
+Status reference_per_layer_inputs(const Model& model, const int32_t* tokens, int n, const float* x0,
+                                  std::vector<float>* out);
 
 // hidden [n, n_embd] -> logits [n, n_vocab] (output_norm, LM head, soft-cap). Needs model.has_head.
 Status reference_head(const Model& model, const float* hidden, int n, std::vector<float>* logits);

@@ -56,6 +56,10 @@ class Session {
   // Not to be changed while a forward runs.
   ApproxOptions approx;
   ExitState exit_in;
+  // The next forward call's per-layer embedding inputs for the node's layers, [range layers, n,
+  // n_embd_per_layer] (per_layer_embd.h); required when the model has them, consumed by a
+  // successful call.
+  std::vector<float> per_layer_in;
   DebugHook debug_hook;
 
   ForwardReport last;

@@ -203,14 +203,16 @@ TEST_CASE("unsupported GGUF files are refused with a message naming the problem"
     };
     require_refused(o, "blk.0.ffn_gate_exps.weight");
   }
-  SECTION("per-layer embeddings") {
+  // Per-layer embeddings and shared KV are supported (test_e_models.cpp); a dense file that
+  // claims them is refused for what it then lacks or cannot map.
+  SECTION("per-layer embeddings without their tensors") {
     o.omit_keys = {"gemma4.embedding_length_per_layer_input"};
     o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.embedding_length_per_layer_input", 256); };
-    require_refused(o, "per-layer embeddings");
+    require_refused(o, "missing required tensor 'per_layer_token_embd.weight'");
   }
-  SECTION("shared KV layers") {
+  SECTION("a shared KV layer whose source has another shape") {
     o.edit = [](lf::GgufWriter& w) { w.set_u32("gemma4.attention.shared_kv_layers", 1); };
-    require_refused(o, "shared KV");
+    require_refused(o, "shared-KV layer 2 (sliding, head dim 32, 3 KV heads) would read layer 0's cache");
   }
   SECTION("key_length != value_length") {
     o.omit_keys = {"gemma4.attention.value_length"};

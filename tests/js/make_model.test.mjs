@@ -28,6 +28,12 @@ const PRESETS = [
   {name: "tiny-gemma3", nVocab: 1024, window: 4},
   {name: "small", nVocab: 2048, window: 16},
   {name: "31b-shape", nVocab: 4096, cached: true, contextSize: 64},
+  // E2B/E4B: per-layer embeddings, shared-KV layers (which llama.cpp maps only when layer
+  // n_kv - 2 slides and n_kv - 1 is global), per-layer FFN widths.
+  {name: "e2b-shape", nVocab: 2048, cached: true, contextSize: 64},
+  {name: "e4b-shape", nVocab: 2048, cached: true, contextSize: 64},
+  {name: "tiny-shared-kv1", nVocab: 1024, window: 4},
+  {name: "tiny-shared-kv2", nVocab: 1024, window: 4},
   // Ids as llama.cpp gives them for Google's Gemma GGUFs.
   {name: "gemma-vocab", nVocab: 262144, expectTokens: [2, 818, 5279, 529, 7001, 563]},
 ];
@@ -176,7 +182,7 @@ test("the chat template renders Gemma-4-style turns made of control tokens", asy
 });
 
 test("same arguments give the same bytes; another seed does not", () => {
-  for (const preset of ["tiny", "tiny-gemma3", "small"]) {
+  for (const preset of ["tiny", "tiny-gemma3", "small", "tiny-shared-kv2"]) {
     const a = path.join(tmpDir, `${preset}-a.gguf`);
     const b = path.join(tmpDir, `${preset}-b.gguf`);
     const c = path.join(tmpDir, `${preset}-c.gguf`);
@@ -258,6 +264,12 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny-gemma3", "--out", out, "--swa-pattern", "SGG"], /gemma3 can only express periodic patterns/],
     [["--preset", "tiny", "--out", out, "--n-vocab", "10"], /below the synthetic vocabulary's fixed part/],
     [["--preset", "tiny"], /--out FILE is required/],
+    [["--preset", "tiny-shared-kv2", "--out", out, "--swa-pattern", "SGSSG"], /layer 1 must be sliding and layer 2 global/],
+    [["--preset", "tiny", "--out", out, "--shared-kv-layers", "1"], /leaves fewer than 2 of the 2 layers with a KV cache/],
+    [["--preset", "tiny", "--out", out, "--n-ff-layers", "128"], /--n-ff-layers has 1 widths but the model has 2 layers/],
+    [["--preset", "tiny", "--out", out, "--n-ff-layers", "128,100"], /multiple of 32.*an FFN width = 100/],
+    [["--preset", "tiny", "--out", out, "--n-embd-per-layer", "16"], /multiple of 32.*n_embd_per_layer = 16/],
+    [["--preset", "tiny-gemma3", "--out", out, "--n-embd-per-layer", "32"], /gemma4 features/],
   ];
   for (const [args, message] of cases) {
     const r = runMakeModel(args);

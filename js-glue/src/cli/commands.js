@@ -78,7 +78,7 @@ export const COMMANDS = {
   plan: {
     run: plan,
     options: { nodes: { type: 'string' }, memory: { type: 'string' }, json: { type: 'boolean', default: false } },
-    usage: '  layerfold plan MODEL --nodes K [--memory BYTES] [--json]',
+    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--json]',
     notes: [MODEL_NOTE],
   },
   serve: {

@@ -6,6 +6,14 @@ import { redactUrl } from '../server/redact.js';
 
 const GIB = 2 ** 30;
 
+// "134217728", "128MiB", "1.5GiB", "512KiB" -> bytes; anything else is refused by name.
+export function parseBytes(text) {
+  const m = /^(\d+(?:\.\d+)?)\s*(|KiB|MiB|GiB)$/.exec(String(text).trim());
+  const bytes = m ? Number(m[1]) * { '': 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: GIB }[m[2]] : NaN;
+  if (!(bytes > 0)) throw new Error(`--memory must be a positive number of bytes, optionally with KiB, MiB or GiB, not "${text}"`);
+  return Math.floor(bytes);
+}
+
 // Weight bytes each node would hold if it served layers [begin, end).
 function nodeBytes(perLayer, extraFirst, extraLast, begin, end) {
   let bytes = 0;
@@ -16,16 +24,19 @@ function nodeBytes(perLayer, extraFirst, extraLast, begin, end) {
 }
 
 // Smallest per-node maximum over contiguous splits into at most k ranges (greedy fill per budget,
-// binary search on the budget).
-export function balance(perLayer, extraFirst, extraLast, k) {
+// binary search on the budget). canCut(b): whether a node may start at layer b (shared-KV layers
+// stay with the layer whose cache they read).
+export function balance(perLayer, extraFirst, extraLast, k, canCut = () => true) {
   const n = perLayer.length;
   const split = (budget) => {
     const ranges = [];
     let begin = 0;
     while (begin < n) {
-      let end = begin + 1;
-      if (nodeBytes(perLayer, extraFirst, extraLast, begin, end) > budget) return null;
-      while (end < n && nodeBytes(perLayer, extraFirst, extraLast, begin, end + 1) <= budget) end++;
+      let fits = begin;
+      while (fits < n && nodeBytes(perLayer, extraFirst, extraLast, begin, fits + 1) <= budget) fits++;
+      let end = fits;
+      while (end > begin && end < n && !canCut(end)) end--;
+      if (end === begin) return null;
       ranges.push([begin, end]);
       begin = end;
     }
@@ -45,7 +56,7 @@ export async function plan(options, [model]) {
   if (!model) throw new Error('plan needs a MODEL path');
   const k = Number(options.nodes);
   if (!Number.isInteger(k) || k < 1) throw new Error(`--nodes must be a positive integer, not "${options.nodes}"`);
-  const memory = Number(options.memory ?? 4 * GIB);
+  const memory = parseBytes(options.memory ?? String(4 * GIB));
   const header = await readModelHeader(model);
   const n = header.info.n_layer;
   if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
@@ -55,9 +66,18 @@ export async function plan(options, [model]) {
     const m = /^blk\.(\d+)\./.exec(t.name);
     if (m) perLayer[Number(m[1])] += t.n_bytes;
   }
-  const embd = bytesOf('token_embd.weight');
-  const head = bytesOf('output_norm.weight') + (bytesOf('output.weight') || embd) + bytesOf('rope_freqs.weight');
-  const ranges = balance(perLayer, embd, head, k);
+  const embdOnly = bytesOf('token_embd.weight');
+  // The first node computes every layer's per-layer input (docs/forward-pass.md).
+  const embd = embdOnly + bytesOf('per_layer_token_embd.weight') + bytesOf('per_layer_model_proj.weight') +
+    bytesOf('per_layer_proj_norm.weight');
+  const head = bytesOf('output_norm.weight') + (bytesOf('output.weight') || embdOnly) + bytesOf('rope_freqs.weight');
+  // A node may start at layer b unless a later layer attends over the cache of one before b.
+  const kvLayer = header.info.layers.map((l, il) => l.kv_layer ?? il);
+  const canCut = (b) => kvLayer.every((source, il) => il < b || source >= b);
+  const ranges = balance(perLayer, embd, head, k, canCut);
+  const shared = kvLayer.map((source, il) => [source, il]).filter(([source, il]) => source !== il);
+  const together = shared.length ? `layers ${Math.min(...shared.map(([source]) => source))}-${n - 1} must stay on one node ` +
+    '(shared-KV layers attend over the cache of an earlier layer)' : '';
   const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: nodeBytes(perLayer, embd, head, b, e) }));
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
   const tooBig = nodes.filter((nd) => nd.bytes > memory);
@@ -69,7 +89,8 @@ export async function plan(options, [model]) {
     console.log(`--nodes ${spec}`);
   }
   if (tooBig.length) {
-    console.error(`layerfold plan: ${tooBig.length} node(s) need more than ${(memory / GIB).toFixed(2)} GiB: use more nodes`);
+    console.error(`layerfold plan: ${tooBig.length} node(s) need more than ${(memory / GIB).toFixed(2)} GiB: ` +
+      (together && tooBig.some((nd) => nd.layers[1] === n - 1) ? together : 'use more nodes'));
     return 1;
   }
   return 0;

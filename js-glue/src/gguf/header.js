@@ -11,8 +11,8 @@ const FIRST_READ = 1 << 20;
  * @property {number} file_size
  * @property {number} data_offset
  * @property {{arch: string, n_layer: number, n_embd: number, n_vocab: number, n_ctx_train: number,
- *   n_swa: number, layers: Array<{sliding: boolean, n_head: number, n_head_kv: number, head_dim: number,
- *   n_ff: number}>}} info the configuration as the engine reads it (lf_model_info_json)
+ *   n_swa: number, n_embd_per_layer: number, layers: Array<{sliding: boolean, n_head: number, n_head_kv: number,
+ *   head_dim: number, n_ff: number, kv_layer: number}>}} info the configuration as the engine reads it (lf_model_info_json)
  * @property {Uint8Array} bytes the file's first bytes, enough for the parser
  * @property {string} [identity] the source's identity when read (its ETag, or size and mtime): a
  *   node handed the header checks that its source is the same object

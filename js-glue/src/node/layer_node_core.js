@@ -138,6 +138,8 @@ export class LayerNode {
     this.nEmbd = lf.fn.lf_model_n_embd(this.#model);
     this.nVocab = lf.fn.lf_model_n_vocab(this.#model);
     this.nLayer = lf.fn.lf_model_n_layer(this.#model);
+    /** Per-layer embedding width (gemma4 E2B/E4B; 0: the model has none). */
+    this.nEmbdPerLayer = this.#header.info.n_embd_per_layer ?? 0;
     /** The model's tokenizer (Tokenizer), when opened withTokenizer. */
     this.tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
   }
@@ -214,6 +216,39 @@ export class LayerNode {
   }
 
   /**
+   * Models with per-layer embeddings (nEmbdPerLayer > 0), first node only: token ids and their
+   * embed() output -> every layer's per-layer input, Float32Array [n_layer, n, nEmbdPerLayer],
+   * layer-major: layers [a, b) are the contiguous subarray(a·n·nEmbdPerLayer, b·n·nEmbdPerLayer),
+   * which forward() of the node of those layers takes as perLayer (docs/forward-pass.md,
+   * "Per-layer inputs").
+   * @example const perLayer = node.perLayerInputs(tokens, hidden);
+   */
+  perLayerInputs(tokens, hidden) {
+    const lf = this.#lf;
+    const ids = Int32Array.from(tokens);
+    const idsPtr = lf.alloc(ids.byteLength);
+    try {
+      lf.bytes().set(new Uint8Array(ids.buffer), idsPtr);
+      return this.#withBuffers(hidden, this.nLayer * ids.length * this.nEmbdPerLayer,
+        (inPtr, outPtr) => lf.fn.lf_per_layer_inputs(this.#model, idsPtr, ids.length, inPtr, outPtr));
+    } finally {
+      lf.free(idsPtr);
+    }
+  }
+
+  #setPerLayer(handle, perLayer) {
+    const lf = this.#lf;
+    const values = perLayer ?? new Float32Array(0);
+    const ptr = lf.alloc(Math.max(4, values.byteLength));
+    try {
+      lf.bytes().set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), ptr);
+      if (!lf.fn.lf_session_set_per_layer_inputs(handle, ptr, values.length)) throw lf.lastError();
+    } finally {
+      lf.free(ptr);
+    }
+  }
+
+  /**
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd]. On the threaded build
    * the engine's threads do the work while the event loop keeps running; calls issued together
    * run one after another, in call order. approx switches on approximate modes for this call
@@ -221,9 +256,11 @@ export class LayerNode {
    * { truncatedAttention, truncationThreshold, earlyExit, exitThreshold, exitWindow, ffnTopK,
    * ffnTopKLayers, ffnTopKThreshold }; approxStats() tells what they did. exitState is the
    * early-exit state the last row arrives in: the previous node's approxStats().early_exit.
+   * perLayer: a model with per-layer embeddings needs this node's layers' inputs,
+   * [layers, n, nEmbdPerLayer] (perLayerInputs()).
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
-  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null }) {
+  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
@@ -235,6 +272,7 @@ export class LayerNode {
       const target = this.#sessionFor(session, startPos);
       try {
         this.#setApprox(target.handle, approx, exitState);
+        this.#setPerLayer(target.handle, perLayer);
       } catch (error) {
         if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
         throw error;

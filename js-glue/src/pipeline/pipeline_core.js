@@ -43,6 +43,7 @@ function concat(chunks, width) {
 class NodeHistory {
   inputs = [];
   exits = [];
+  perLayer = [];  // models with per-layer embeddings: each entry's inputs of every layer, [n_layer, rows, n_pl]
   positions = 0;  // positions the node has run (its cache length as far as we know)
   available = 0;  // positions in inputs
 }
@@ -115,6 +116,7 @@ export class PipelineCore {
     if (tokens.length > 0) {
       state.nodes[0].inputs.push(Array.from(tokens));
       state.nodes[0].exits.push(null);
+      state.nodes[0].perLayer.push(null);
       state.nodes[0].available += tokens.length;
     }
     const timings = [];
@@ -127,13 +129,14 @@ export class PipelineCore {
       hidden = null;
       // Normally one entry: this step's. After a failed step, also those it left behind.
       for (const entry of this.#entries(i, history, history.positions)) {
-        const input = await this.#hiddenOf(i, entry.input, embed);
+        const input = await this.#hiddenOf(i, entry, embed);
         hidden = await this.#call(i, () => this.#forward(i, state, input, entry.exit, lastOnly));
         history.positions += entry.rows;
         if (!lastOnly) {
           const next = state.nodes[i + 1];
           next.inputs.push(hidden);
           next.exits.push(this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null);
+          next.perLayer.push(input.perLayer);
           next.available += entry.rows;
         }
       }
@@ -156,30 +159,45 @@ export class PipelineCore {
     let start = 0;
     for (const [k, input] of history.inputs.entries()) {
       const rows = input.length / width;
-      if (start >= from) out.push({ input, exit: history.exits[k], rows });
+      if (start >= from) out.push({ input, exit: history.exits[k], perLayer: history.perLayer[k], rows });
       start += rows;
     }
     return out;
   }
 
-  // An entry's input as hidden states: the first node's tokens embedded (embed.ms accumulates
-  // the time that took).
-  async #hiddenOf(i, input, embed) {
-    if (i > 0) return input;
+  // An entry's input as {hidden, perLayer}: the first node's tokens embedded (embed.ms
+  // accumulates the time that took), with every layer's per-layer input when the model has them
+  // (docs/forward-pass.md, "Per-layer inputs and shared KV in a pipeline"): the first node
+  // computes them and they travel with the hidden states.
+  async #hiddenOf(i, entry, embed) {
+    if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer };
     const t = performance.now();
-    const hidden = await this.nodes[0].embed(input);
+    const node = this.nodes[0];
+    const hidden = await node.embed(entry.input);
+    const perLayer = this.header.info.n_embd_per_layer > 0 ? await node.perLayerInputs(entry.input, hidden) : null;
     embed.ms += performance.now() - t;
-    return hidden;
+    return { hidden, perLayer };
+  }
+
+  // Node i's layers' slice of an entry's per-layer inputs [n_layer, rows, n_pl]: contiguous.
+  #perLayerSlice(i, perLayer, rows) {
+    if (!perLayer) return null;
+    const [begin, end] = this.nodes[i].layers;
+    const layerFloats = rows * this.header.info.n_embd_per_layer;
+    return perLayer.subarray(begin * layerFloats, end * layerFloats);
   }
 
   // One forward of node i from its confirmed position; when the node lost the session, its
   // history up to there is replayed first, then the forward again. Replays send the entries as
   // they were sent when early exit is on (each entry's last row exited on its own); otherwise
   // merged chunks a node accepts, which give the same cache in fewer calls.
-  async #forward(i, state, hidden, exitState, lastOnly) {
+  async #forward(i, state, { hidden, perLayer }, exitState, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
-    const args = { session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState };
+    const args = {
+      session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
+      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd),
+    };
     try {
       return await node.forward(args);
     } catch (error) {
@@ -191,10 +209,13 @@ export class PipelineCore {
     let p = 0;
     for (const entry of past) {
       if (p >= history.positions) break;
-      chunks.push({ startPos: p, hidden: await this.#hiddenOf(i, entry.input, { ms: 0 }), exitState: entry.exit });
+      const input = await this.#hiddenOf(i, entry, { ms: 0 });
+      chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows) });
       p += entry.rows;
     }
-    for (const chunk of this.approx.earlyExit ? chunks : mergeChunks(chunks, node.nEmbd)) {
+    // Entries as they were sent when each carries state of its own (early exit, per-layer inputs).
+    const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0;
+    for (const chunk of asSent ? chunks : mergeChunks(chunks, node.nEmbd)) {
       await node.forward({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx });
     }
     this.replays += 1;

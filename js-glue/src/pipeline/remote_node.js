@@ -40,6 +40,7 @@ export class RemoteNode {
   #info = null;
   #layerMs = new Map();  // session -> ms per layer of its last forward
   #approxStats = new Map();  // session -> what the approximate modes did in its last forward
+  #perLayer = new WeakMap();  // hidden states from embed() -> the per-layer inputs answered with them
 
   constructor(url, { authToken, timeoutMs, readyTimeoutMs }) {
     this.url = url.replace(/\/+$/, '');
@@ -123,6 +124,15 @@ export class RemoteNode {
     return new Float32Array(buffer);
   }
 
+  // The forward body of a model with per-layer embeddings: the hidden states, then the node's
+  // layers' per-layer inputs.
+  static #joined(hidden, perLayer) {
+    const both = new Float32Array(hidden.length + perLayer.length);
+    both.set(hidden);
+    both.set(perLayer, hidden.length);
+    return both;
+  }
+
   static #bytes(floats) {
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
   }
@@ -132,14 +142,26 @@ export class RemoteNode {
     const response = await this.#request('POST', '/v1/embed', {
       body: JSON.stringify({ tokens: Array.from(tokens) }), contentType: 'application/json',
     });
-    return RemoteNode.#floats(await response.arrayBuffer());
+    const both = RemoteNode.#floats(await response.arrayBuffer());
+    const hiddenFloats = tokens.length * this.nEmbd;
+    const hidden = both.subarray(0, hiddenFloats);
+    // A model with per-layer embeddings answers every layer's inputs after the hidden states.
+    if (both.length > hiddenFloats) this.#perLayer.set(hidden, both.subarray(hiddenFloats));
+    return hidden;
+  }
+
+  /** The per-layer inputs [n_layer, n, n_pl] the node answered with the embed() that gave `hidden`. */
+  perLayerInputs(tokens, hidden) {
+    const perLayer = this.#perLayer.get(hidden);
+    if (!perLayer) throw new LayerfoldError('bad_response', 'the node sent no per-layer inputs with these hidden states');
+    return perLayer;
   }
 
   /**
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
@@ -148,7 +170,8 @@ export class RemoteNode {
     if (lastOnly) query.set('last_only', '1');
     for (const [name, value] of approxQuery(approx)) query.set(name, value);
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
-      body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', idempotencyKey: crypto.randomUUID(),
+      body: RemoteNode.#bytes(perLayer ? RemoteNode.#joined(hidden, perLayer) : hidden), contentType: 'application/octet-stream',
+      idempotencyKey: crypto.randomUUID(),
       headers: exitState ? { 'x-layerfold-exit-state': JSON.stringify({ exit_layer: exitState.exit_layer, recent_updates: exitState.recent_updates }) } : {},
     });
     const layerMs = response.headers.get('x-layerfold-layer-ms');

@@ -82,8 +82,11 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   const queue = new WorkQueue(maxQueue);
   const records = new SessionRecords();
   const app = new Hono();
-  const maxBodyBytes = () => maxTokens * state.node.nEmbd * F32;
-  const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · n_embd ${state.node.nEmbd} · 4)`;
+  // A forward's row: the hidden state, then (models with per-layer embeddings) the node's layers'
+  // per-layer inputs (docs/http-api.md, "Per-layer inputs").
+  const rowFloats = (n) => n.nEmbd + (n.layers[1] - n.layers[0]) * (n.nEmbdPerLayer ?? 0);
+  const maxBodyBytes = () => maxTokens * rowFloats(state.node) * F32;
+  const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · ${rowFloats(state.node)} floats per row · 4)`;
 
   // An engine call in the queue's order, counted until it settles so a shutdown waits for it.
   const engine = (ticket, job) => state.track(ticket.run(job));
@@ -212,8 +215,11 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const key = idempotencyKey(c.req.header('idempotency-key'));
     contentType(c.req.header('content-type'), OCTETS);
     return withBody(c, async (body, ticket) => {
-      const hidden = hiddenStates(body, n.nEmbd);
-      const rows = hidden.length / n.nEmbd;
+      const width = rowFloats(n);
+      const both = hiddenStates(body, width);
+      const rows = both.length / width;
+      const hidden = both.subarray(0, rows * n.nEmbd);
+      const perLayer = width > n.nEmbd ? both.subarray(rows * n.nEmbd) : null;
       const limitCtx = maxContext(n);
       if (startPos + rows > limitCtx) {
         throw new HttpError('context_full', `start_pos ${startPos} + ${rows} positions exceed the node's max context ${limitCtx}`);
@@ -227,7 +233,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
           throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
             { extra: { n_past: nPast } });
         }
-        const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState });
+        const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState, perLayer });
         records.created(id);
         const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
         if (key !== undefined) records.remember(id, key, fingerprint, result, (other) => n.sessionLength(other) !== null);
@@ -253,7 +259,17 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     contentType(c.req.header('content-type'), 'application/json');
     return withBody(c, async (body, ticket) => {
       const tokens = tokenIds(new TextDecoder().decode(body), n.nVocab, maxTokens);
-      return answer(c, ticket, await engine(ticket, () => n.embed(tokens)), { 'content-type': OCTETS });
+      // With per-layer embeddings the answer is the hidden states, then every layer's inputs.
+      const embedded = await engine(ticket, () => {
+        const hidden = n.embed(tokens);
+        if (!(n.nEmbdPerLayer > 0)) return hidden;
+        const perLayer = n.perLayerInputs(tokens, hidden);
+        const both = new Float32Array(hidden.length + perLayer.length);
+        both.set(hidden);
+        both.set(perLayer, hidden.length);
+        return both;
+      });
+      return answer(c, ticket, embedded, { 'content-type': OCTETS });
     });
   });
 

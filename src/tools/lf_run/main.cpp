@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/forward.h"
+#include "model/per_layer_embd.h"
 #include "gguf/gguf_reader.h"
 #include "model/session.h"
 #include "native/mapped_file.h"
@@ -119,6 +120,9 @@ struct Timing {
 
 Timing timed_forward(const lf::Model& model, lf::Session& session, const std::vector<float>& x, int n) {
   std::vector<float> out(x.size());
+  // A model with per-layer embeddings times its branch too, on inputs of the right size.
+  session.per_layer_in.resize(lf::per_layer_input_floats(model.config, model.range.begin, model.range.end, n));
+  for (size_t k = 0; k < session.per_layer_in.size(); ++k) session.per_layer_in[k] = std::sin(0.23f * static_cast<float>(k % 7919));
   const std::clock_t cpu0 = std::clock();
   const auto t0 = std::chrono::steady_clock::now();
   check(lf::forward(model, session, session.n_past(), x.data(), n, out.data(), false));
@@ -222,8 +226,17 @@ int main(int argc, char** argv) {
     int n = static_cast<int>(tokens.size());
     std::vector<float> hidden(static_cast<size_t>(n) * n_embd);
     check(lf::embed(nodes.front().model, tokens.data(), n, hidden.data()));
+    // Every layer's per-layer input, made by the first node; each node takes its layers' slice.
+    const size_t layer_floats = static_cast<size_t>(n) * config.n_embd_per_layer;
+    std::vector<float> per_layer(layer_floats * config.n_layer);
+    if (config.n_embd_per_layer > 0) {
+      check(lf::per_layer_inputs(nodes.front().model, tokens.data(), n, hidden.data(), per_layer.data()));
+    }
     for (size_t i = 0; i < nodes.size(); ++i) {
       bool last = i + 1 == nodes.size();
+      const lf::LayerRange r = nodes[i].model.range;
+      nodes[i].session.per_layer_in.assign(per_layer.begin() + r.begin * layer_floats,
+                                           per_layer.begin() + r.end * layer_floats);
       std::vector<float> out(static_cast<size_t>(last ? 1 : n) * n_embd);
       check(lf::forward(nodes[i].model, nodes[i].session, nodes[i].session.n_past(), hidden.data(), n, out.data(), last));
       hidden = std::move(out);

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 
@@ -55,6 +56,64 @@ const Preset kPresets[] = {
        c.sliding_window = 1024;
        c.n_vocab = 4096;
        c.ctx = 4096;
+     }},
+    // E2B (docs/gemma-architecture.md, "E2B and E4B"): 35 layers of period 5, the last 20
+    // sharing KV, double-wide FFN on those. Seven layers keep the period and the sharing rule:
+    // SSSSG with K/V, then S (reads layer 3) and G (reads layer 4).
+    {"e2b-shape", "gemma4 with gemma-4-E2B layer shapes (n_embd 1536, 8 heads, kv 1, head dims 256/512, n_ff 6144, 12288 on shared-KV layers, window 512, per-layer input 256, no V on global layers), 7 layers SSSSGSG, the last 2 shared-KV, 2048 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.n_layer = 7;
+       c.swa_period = 5;
+       c.n_embd = 1536;
+       c.n_head = 8;
+       c.n_head_kv_swa = 1;
+       c.n_head_kv_global = 1;
+       c.head_dim_swa = 256;
+       c.head_dim_global = 512;
+       c.n_ff = 6144;
+       c.double_wide_shared = true;
+       c.sliding_window = 512;
+       c.n_embd_per_layer = 256;
+       c.n_shared_kv = 2;
+       c.n_vocab = 2048;
+       c.ctx = 1024;
+     }},
+    // E4B: 42 layers of period 6, the last 18 sharing KV, one FFN width. Eight layers: SSSSSG
+    // with K/V, then S (reads layer 4) and G (reads layer 5).
+    {"e4b-shape", "gemma4 with gemma-4-E4B layer shapes (n_embd 2560, 8 heads, kv 2, head dims 256/512, n_ff 10240, window 512, per-layer input 256, no V on global layers), 8 layers SSSSSGSG, the last 2 shared-KV, 2048 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.n_layer = 8;
+       c.swa_period = 6;
+       c.n_embd = 2560;
+       c.n_head = 8;
+       c.n_head_kv_swa = 2;
+       c.n_head_kv_global = 2;
+       c.head_dim_swa = 256;
+       c.head_dim_global = 512;
+       c.n_ff = 10240;
+       c.sliding_window = 512;
+       c.n_embd_per_layer = 256;
+       c.n_shared_kv = 2;
+       c.n_vocab = 2048;
+       c.ctx = 1024;
+     }},
+    {"tiny-shared-kv1", "tiny with per-layer input 32, 4 layers SSGG, the last one shared-KV (reads layer 2), FFN widths 128,192,256,160",
+     [](ModelConfig& c) {
+       c.n_layer = 4;
+       c.swa_pattern = "SSGG";
+       c.n_embd_per_layer = 32;
+       c.n_shared_kv = 1;
+       c.n_ff_layers = {128, 192, 256, 160};
+       c.ctx = 512;
+     }},
+    {"tiny-shared-kv2", "tiny with per-layer input 32, 5 layers SSGSG, the last two shared-KV (layer 3 reads 1, layer 4 reads 2), double-wide FFN (256) on them",
+     [](ModelConfig& c) {
+       c.n_layer = 5;
+       c.swa_pattern = "SSGSG";
+       c.n_embd_per_layer = 32;
+       c.n_shared_kv = 2;
+       c.double_wide_shared = true;
+       c.ctx = 512;
      }},
     {"gemma-vocab", "tiny with the real Gemma vocabulary (262144 tokens from --tokenizer-json)",
      [](ModelConfig& c) {
@@ -174,6 +233,23 @@ const std::vector<Option>& options() {
          a.cfg.swa_pattern = v;
          return Status();
        }},
+      {"--n-ff-layers", true,
+       [](const std::string& v, CliArgs& a) {
+         a.cfg.n_ff_layers.clear();
+         size_t start = 0;
+         while (start <= v.size()) {
+           const size_t comma = std::min(v.find(',', start), v.size());
+           uint32_t width = 0;
+           LF_RETURN_IF_ERROR(parse_u32("--n-ff-layers", v.substr(start, comma - start), &width));
+           a.cfg.n_ff_layers.push_back(width);
+           start = comma + 1;
+         }
+         return Status();
+       }},
+      {"--n-embd-per-layer", true, u32_field("--n-embd-per-layer", &ModelConfig::n_embd_per_layer)},
+      {"--shared-kv-layers", true, u32_field("--shared-kv-layers", &ModelConfig::n_shared_kv)},
+      {"--double-wide-shared", false, flag(&ModelConfig::double_wide_shared, true)},
+      {"--no-double-wide-shared", false, flag(&ModelConfig::double_wide_shared, false)},
       {"--rope-base", true, f32_field("--rope-base", &ModelConfig::rope_base)},
       {"--rope-base-swa", true, f32_field("--rope-base-swa", &ModelConfig::rope_base_swa)},
       {"--partial-rotary", true, f32_field("--partial-rotary", &ModelConfig::partial_rotary)},
@@ -215,10 +291,40 @@ Status check_row_lengths(const ModelConfig& c) {
                std::to_string(block) + ", but " + what + " = " + std::to_string(ne0) + " is not");
   };
   LF_RETURN_IF_ERROR(check("n_embd", c.n_embd));
-  LF_RETURN_IF_ERROR(check("n_ff", c.n_ff));
+  LF_RETURN_IF_ERROR(check("n_embd_per_layer", c.n_embd_per_layer));
+  for (uint32_t il = 0; il < c.n_layer; ++il) LF_RETURN_IF_ERROR(check("an FFN width", c.ffn_length(il)));
   for (uint32_t il = 0; il < c.n_layer; ++il) {
     LF_RETURN_IF_ERROR(check(c.is_swa(il) ? "head_dim_swa * n_head" : "head_dim_global * n_head",
                              uint64_t{c.head_dim(il)} * c.n_head));
+  }
+  return Status();
+}
+
+// Per-layer FFN widths, per-layer embeddings and shared-KV layers (docs/gemma-architecture.md,
+// "E2B and E4B"); the pattern's letters are known by now.
+Status validate_e_model_features(const ModelConfig& c) {
+  if (!c.n_ff_layers.empty() && c.n_ff_layers.size() != c.n_layer) {
+    return bad("--n-ff-layers has " + std::to_string(c.n_ff_layers.size()) + " widths but the model has " +
+               std::to_string(c.n_layer) + " layers");
+  }
+  for (uint32_t il = 0; il < c.n_layer; ++il) {
+    if (c.ffn_length(il) == 0) return bad("--n-ff-layers: layer " + std::to_string(il) + " has width 0");
+  }
+  if (c.arch == Arch::gemma3 && (c.n_embd_per_layer > 0 || c.n_shared_kv > 0)) {
+    return bad("--n-embd-per-layer and --shared-kv-layers are gemma4 features");
+  }
+  if (c.n_shared_kv == 0) return Status();
+  // llama.cpp needs two layers with their own cache and maps a shared sliding layer to the last
+  // cached layer but one, a shared global layer to the last: those two must be S then G.
+  if (c.n_shared_kv + 2 > c.n_layer) {
+    return bad("--shared-kv-layers " + std::to_string(c.n_shared_kv) + " leaves fewer than 2 of the " +
+               std::to_string(c.n_layer) + " layers with a KV cache of their own");
+  }
+  const uint32_t n_kv = c.n_layer - c.n_shared_kv;
+  if (!c.is_swa(n_kv - 2) || c.is_swa(n_kv - 1)) {
+    return bad("with --shared-kv-layers " + std::to_string(c.n_shared_kv) + ", layer " + std::to_string(n_kv - 2) +
+               " must be sliding and layer " + std::to_string(n_kv - 1) + " global (the layers shared-KV layers read), got --swa-pattern " +
+               c.swa_pattern);
   }
   return Status();
 }
@@ -259,6 +365,7 @@ Status validate(ModelConfig& c) {
   } else if (!(c.partial_rotary > 0 && c.partial_rotary <= 1)) {
     return bad("--partial-rotary must be in (0, 1]");
   }
+  LF_RETURN_IF_ERROR(validate_e_model_features(c));
   if (c.softcap < 0) c.softcap = c.arch == Arch::gemma4 ? 30.0f : 0.0f;
   return check_row_lengths(c);
 }

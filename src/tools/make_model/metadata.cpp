@@ -25,7 +25,14 @@ void write_arch_metadata(const ModelConfig& c, GgufWriter& w) {
   w.set_u32(a + "context_length", c.ctx);
   w.set_u32(a + "embedding_length", c.n_embd);
   w.set_u32(a + "block_count", c.n_layer);
-  w.set_u32(a + "feed_forward_length", c.n_ff);
+  if (c.ffn_widths_vary()) {
+    // One width per layer, as the converter writes E2B's double-wide shared-KV layers.
+    std::vector<int32_t> n_ff(c.n_layer);
+    for (uint32_t il = 0; il < c.n_layer; ++il) n_ff[il] = static_cast<int32_t>(c.ffn_length(il));
+    w.set_array_i32(a + "feed_forward_length", n_ff);
+  } else {
+    w.set_u32(a + "feed_forward_length", c.ffn_length(0));
+  }
   w.set_u32(a + "attention.head_count", c.n_head);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", c.eps);
   w.set_u32(a + "attention.sliding_window", c.sliding_window);
@@ -51,8 +58,8 @@ void write_arch_metadata(const ModelConfig& c, GgufWriter& w) {
     w.set_u32(a + "rope.dimension_count", c.head_dim_global);
     // llama.cpp defaults this to rope.dimension_count, not the sliding head dim: always write it.
     w.set_u32(a + "rope.dimension_count_swa", c.head_dim_swa);
-    w.set_u32(a + "embedding_length_per_layer_input", 0);
-    w.set_u32(a + "attention.shared_kv_layers", 0);
+    w.set_u32(a + "embedding_length_per_layer_input", c.n_embd_per_layer);
+    w.set_u32(a + "attention.shared_kv_layers", c.n_shared_kv);
     w.set_f32(a + "final_logit_softcapping", c.softcap);
   } else {
     w.set_u32(a + "attention.head_count_kv", c.n_head_kv_swa);

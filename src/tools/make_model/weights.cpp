@@ -147,6 +147,18 @@ class TensorAdder {
   GgufWriter& w_;
 };
 
+// The model-level tensors of per-layer embeddings (docs/gemma-architecture.md, "E2B and E4B"):
+// per_layer_token_embd [n_pl·n_layer, n_vocab] is scaled by sqrt(n_pl) when read, so rows of std
+// 1/sqrt(n_pl) give unit-RMS inputs like token_embd's; per_layer_model_proj [n_embd, n_pl·n_layer]
+// is a linear map of the scaled token embedding; per_layer_proj_norm [n_pl] its RMSNorm weight.
+Status add_per_layer_input_tensors(const ModelConfig& c, uint32_t n_vocab, TensorAdder& t) {
+  const int64_t n_pl = c.n_embd_per_layer;
+  const int64_t width = n_pl * c.n_layer;
+  LF_RETURN_IF_ERROR(t.matrix("per_layer_token_embd.weight", width, n_vocab, 1.0f / std::sqrt(static_cast<float>(n_pl))));
+  LF_RETURN_IF_ERROR(t.linear("per_layer_model_proj.weight", c.n_embd, width));
+  return t.norm("per_layer_proj_norm.weight", n_pl);
+}
+
 }  // namespace
 
 // With a tied embedding E (rows of norm ~1) the logit of token t is E_t · (x̂ ⊙ g), where x̂ has
@@ -178,6 +190,8 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
   LF_RETURN_IF_ERROR(t.norm("output_norm.weight", n_embd, gain));
   if (c.untied_output) LF_RETURN_IF_ERROR(t.linear("output.weight", n_embd, n_vocab));
 
+  if (c.n_embd_per_layer > 0) LF_RETURN_IF_ERROR(add_per_layer_input_tensors(c, n_vocab, t));
+
   for (uint32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     const int64_t d = c.head_dim(il);
@@ -186,21 +200,29 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
     const bool has_v = c.arch == Arch::gemma3 || c.is_swa(il) || c.global_v;
     LF_RETURN_IF_ERROR(t.norm(p + "attn_norm.weight", n_embd));
     LF_RETURN_IF_ERROR(t.linear(p + "attn_q.weight", n_embd, q_width));
-    LF_RETURN_IF_ERROR(t.linear(p + "attn_k.weight", n_embd, kv_width));
-    if (has_v) LF_RETURN_IF_ERROR(t.linear(p + "attn_v.weight", n_embd, kv_width));
+    // Shared-KV layers read an earlier layer's cache: no K, V or K norm of their own.
+    if (c.has_kv(il)) LF_RETURN_IF_ERROR(t.linear(p + "attn_k.weight", n_embd, kv_width));
+    if (c.has_kv(il) && has_v) LF_RETURN_IF_ERROR(t.linear(p + "attn_v.weight", n_embd, kv_width));
     LF_RETURN_IF_ERROR(t.linear(p + "attn_output.weight", q_width, n_embd));
     // Gemma 4 has no 1/sqrt(D) attention scale: with q and k norm gains near 1 the scores of
     // random weights would be ~N(0, D), a softmax so sharp that rounding noise flips which key
     // wins. Gains of D^-1/4 on each side give scores of order 1, as in a trained model.
     const float qk_gain = c.arch == Arch::gemma4 ? 1.0f / std::pow(static_cast<float>(d), 0.25f) : 1.0f;
     LF_RETURN_IF_ERROR(t.norm(p + "attn_q_norm.weight", d, qk_gain));
-    LF_RETURN_IF_ERROR(t.norm(p + "attn_k_norm.weight", d, qk_gain));
+    if (c.has_kv(il)) LF_RETURN_IF_ERROR(t.norm(p + "attn_k_norm.weight", d, qk_gain));
     LF_RETURN_IF_ERROR(t.norm(p + "post_attention_norm.weight", n_embd));
     LF_RETURN_IF_ERROR(t.norm(p + "ffn_norm.weight", n_embd));
-    LF_RETURN_IF_ERROR(t.linear(p + "ffn_gate.weight", n_embd, c.n_ff));
-    LF_RETURN_IF_ERROR(t.linear(p + "ffn_up.weight", n_embd, c.n_ff));
-    LF_RETURN_IF_ERROR(t.linear(p + "ffn_down.weight", c.n_ff, n_embd));
+    const int64_t n_ff = c.ffn_length(il);
+    LF_RETURN_IF_ERROR(t.linear(p + "ffn_gate.weight", n_embd, n_ff));
+    LF_RETURN_IF_ERROR(t.linear(p + "ffn_up.weight", n_embd, n_ff));
+    LF_RETURN_IF_ERROR(t.linear(p + "ffn_down.weight", n_ff, n_embd));
     LF_RETURN_IF_ERROR(t.norm(p + "post_ffw_norm.weight", n_embd));
+    if (c.n_embd_per_layer > 0) {
+      // The gated per-layer branch: inp_gate [n_embd, n_pl], proj [n_pl, n_embd], post_norm.
+      LF_RETURN_IF_ERROR(t.linear(p + "inp_gate.weight", n_embd, c.n_embd_per_layer));
+      LF_RETURN_IF_ERROR(t.linear(p + "proj.weight", c.n_embd_per_layer, n_embd));
+      LF_RETURN_IF_ERROR(t.norm(p + "post_norm.weight", n_embd));
+    }
     if (c.arch == Arch::gemma4 && c.layer_output_scale) {
       // Values away from 1.0 so an engine that ignores the scale is caught (docs/gguf.md,
       // "Synthetic files in llama.cpp").

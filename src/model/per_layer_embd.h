@@ -1,0 +1,38 @@
+// Per-layer embeddings of Gemma 4 E2B/E4B as llama.cpp computes them (docs/gemma-architecture.md,
+// "E2B and E4B"): every layer gets an input of n_pl = n_embd_per_layer values per token, made once
+// from the token ids and the scaled token embedding, and adds a gated branch of it to the
+// residual stream after its FFN.
+//
+// Where the inputs come from in a pipeline (docs/forward-pass.md, "Per-layer inputs"): the
+// first node computes every layer's, and they travel with the hidden states; a node hands the
+// next one only the layers still to come. They are laid out layer-major, [n_layer, n, n_pl], so
+// the slice of layers [a, b) is one contiguous run of (b - a)·n·n_pl floats.
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "model/layer.h"
+#include "model/model.h"
+
+namespace lf {
+
+// tokens [n] and their embeddings x0 [n, n_embd] as embed() scales them -> out [n_layer, n, n_pl]:
+//   P = per_layer_token_embd[token] · sqrt(n_pl)
+//   Q = RMSNorm_l((per_layer_model_proj · x0) · 1/sqrt(n_embd)) ⊙ per_layer_proj_norm
+//   inp_l = (Q_l + P_l) · 1/sqrt(2)
+// with the RMSNorm over each layer's n_pl values. Needs the first node (has_embedding) of a model
+// with per-layer embeddings.
+Status per_layer_inputs(const Model& model, const int32_t* tokens, int n, const float* x0, float* out);
+
+// Floats of the per-layer inputs a node of layers [begin, end) needs for n tokens (0 without them).
+inline uint64_t per_layer_input_floats(const ModelConfig& c, int begin, int end, int n) {
+  return static_cast<uint64_t>(end - begin) * static_cast<uint64_t>(n) * static_cast<uint64_t>(c.n_embd_per_layer);
+}
+
+// Token t of a layer call, y [n_embd] its residual stream after the FFN residual:
+//   y += RMSNorm(proj · (gelu(inp_gate · y) ⊙ inp_l)) ⊙ post_norm
+// with inp_l the session's per-layer input of that layer and token.
+void add_per_layer_branch(const LayerCall& c, int64_t t, float* y);
+
+}  // namespace lf
