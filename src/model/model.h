@@ -41,12 +41,34 @@ struct LayerWeights {
   WeightView post_ffw_norm;       // [n_embd]
   WeightView layer_output_scale;  // [1]; gemma4 only, optional
 
+  // Mixture of experts, in MoE layers only (docs/gemma-architecture.md, "Mixture of experts").
+  // E = n_expert, F = n_ff_exp; an expert tensor is E matrices one after another, seen as one
+  // view of E·n_out rows (expert_rows() picks one expert's).
+  WeightView ffn_gate_inp;         // [E, n_embd] the router
+  WeightView ffn_gate_inp_scale;   // [n_embd] the router input's scale
+  WeightView pre_ffw_norm_2;       // [n_embd] the experts' input norm
+  WeightView post_ffw_norm_1;      // [n_embd] the shared MLP's output norm
+  WeightView post_ffw_norm_2;      // [n_embd] the experts' output norm
+  WeightView ffn_gate_up_exps;     // E × [2F, n_embd]: gate rows then up rows; or absent and
+  WeightView ffn_gate_exps;        // E × [F, n_embd]
+  WeightView ffn_up_exps;          // E × [F, n_embd]
+  WeightView ffn_down_exps;        // E × [n_embd, F]
+  WeightView ffn_down_exps_scale;  // [E]; optional, multiplies expert e's output
+
   // The matrices the layer multiplies by (attn_v may be absent)
   std::array<WeightView*, 7> matmuls() { return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down}; }
   std::array<const WeightView*, 7> matmuls() const {
     return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down};
   }
 };
+
+// Rows [e·n_out, (e+1)·n_out) of a stacked expert tensor W (file layout) -> expert e's matrix.
+inline WeightView expert_rows(const WeightView& W, int e, int64_t n_out) {
+  WeightView v = W;
+  v.n_out = n_out;
+  v.data = W.data + static_cast<uint64_t>(e) * static_cast<uint64_t>(n_out) * W.row_bytes;
+  return v;
+}
 
 struct Model {
   ModelConfig config;

@@ -27,7 +27,8 @@ struct LayerConfig {
   bool use_freq_factors = false; // gemma4 global layers divide angles by rope_freqs
   bool has_v = true;             // false: V is the pre-norm K projection (gemma4 global layers)
   bool has_output_scale = false; // gemma4 blk.N.layer_output_scale present
-  int n_ff = 0;
+  int n_ff = 0;                  // the dense FFN's width; in a MoE layer, its shared MLP's
+  bool moe = false;              // gemma4 blk.N.ffn_gate_inp present: routed experts beside the shared MLP
 
   int q_dim() const { return head_dim * n_head; }     // width of Q and of the attention output
   int kv_dim() const { return head_dim * n_head_kv; } // width of K and V
@@ -44,6 +45,12 @@ struct ModelConfig {
   float final_softcap = 0.0f; // 0: no final logit soft-cap
   float query_scale = 1.0f;   // gemma3 multiplies Q by this after RoPE; 1 in gemma4
   bool tied_output = true;    // no output.weight: the LM head is token_embd
+  // Mixture of experts (docs/gemma-architecture.md, "Mixture of experts"), the same for every
+  // MoE layer; 0 when no layer has experts.
+  int n_expert = 0;           // expert_count
+  int n_expert_used = 0;      // expert_used_count: experts each token is routed to
+  int n_ff_exp = 0;           // expert_feed_forward_length: one expert's width
+  bool fused_gate_up = false; // ffn_gate_up_exps (gate rows, then up rows, per expert) instead of ffn_gate_exps + ffn_up_exps
   std::vector<LayerConfig> layers;  // [n_layer]
 };
 
@@ -58,14 +65,16 @@ struct TensorSpec {
   int64_t ne0 = 0, ne1 = 1;
   TensorRole role = TensorRole::matmul;
   bool required = true;
+  int64_t ne2 = 1;  // experts of a 3-D expert tensor [ne0, ne1, n_expert]
 };
 
 // Every tensor a model of this configuration may contain, with its expected shape.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
 
 // Name of a per-layer tensor as the GGUF spells it: layer_tensor_name(3, "attn_q") ->
-// "blk.3.attn_q.weight".
-std::string layer_tensor_name(int il, const char* short_name);
+// "blk.3.attn_q.weight"; with a suffix, layer_tensor_name(3, "ffn_gate_inp", "scale") ->
+// "blk.3.ffn_gate_inp.scale".
+std::string layer_tensor_name(int il, const char* short_name, const char* suffix = "weight");
 
 // Reads and validates the configuration. Errors (Code::unsupported or Code::malformed) name the
 // missing key, the unsupported feature, or the tensor with its expected and actual shape.
