@@ -35,6 +35,14 @@ const CONFIGS = [
    extra: ["--n-head", "3", "--n-head-kv-swa", "1", "--n-head-kv-global", "1", "--untied-output"], tokens: prompt(13)},
   {name: "gemma3-untied", preset: "tiny-gemma3", type: "F16", extra: ["--untied-output"], tokens: prompt(10)},
   {name: "31b-shape", preset: "31b-shape", type: "Q4_0", tokens: prompt(6), slow: true},
+  // Mixture of experts (measured 3e-7 to 2e-3): fused gate/up with the per-expert down scale,
+  // top-3 of 7; separate gate/up, top-1 of 5, in Q8_0 and F16; 20 experts, top-6, three
+  // layers; and the gemma-4-26B-A4B layer shapes (128 experts of width 704, 8 used).
+  {name: "moe-tiny", preset: "moe-tiny", type: "Q4_0", tokens: prompt(9)},
+  {name: "moe-top1-q8", preset: "moe-top1", type: "Q8_0", tokens: prompt(9)},
+  {name: "moe-top1-f16", preset: "moe-top1", type: "F16", tokens: prompt(7)},
+  {name: "moe-wide", preset: "moe-wide", type: "Q4_0", tokens: prompt(12)},
+  {name: "26b-a4b-shape", preset: "26b-a4b-shape", type: "Q4_0", tokens: prompt(6), slow: true},
 ];
 
 function compare(ours, theirs, what, bound) {
