@@ -107,8 +107,9 @@ double engine_vs_reference(const FixtureModel& f) {
 TEST_CASE("MoE configuration: expert keys, routing layers, fused or separate experts", "[moe]") {
   MoeFixture moe;
   moe.layers = {0, 2};
+  const FixtureModel f = moe_fixture(moe);
   Model m;
-  require_ok(moe_fixture(moe).load_all(&m));
+  require_ok(f.load_all(&m));
   CHECK(m.config.n_expert == 5);
   CHECK(m.config.n_expert_used == 2);
   CHECK(m.config.n_ff_exp == 96);
@@ -271,8 +272,9 @@ TEST_CASE("MoE: a whole prompt and token by token give the same bytes", "[moe]")
 }
 
 TEST_CASE("MoE: the top-K gate FFN is refused on expert layers", "[moe]") {
+  const FixtureModel f = moe_fixture(MoeFixture{});
   Model m;
-  require_ok(moe_fixture(MoeFixture{}).load_all(&m));
+  require_ok(f.load_all(&m));
   Session s;
   require_ok(Session::create(m, {}, &s));
   s.approx.ffn_top_k = 0.5f;
