@@ -114,6 +114,21 @@ void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
   W->layout = W->unit_major() ? WeightLayout::unit_major_row_strips : WeightLayout::row_strips;
 }
 
+// A stacked expert tensor of n_expert matrices -> each matrix in row strips, where this build's
+// kernel reads its type so and every expert's matrix can be (else all stay in the file's layout).
+void relayout_expert_strips(int n_expert, WeightView* W, std::vector<uint8_t>* scratch) {
+  if (!W->present() || !gemm_uses_row_strips(W->type)) return;
+  const int64_t rows = W->n_out / n_expert;
+  for (int e = 0; e < n_expert; ++e) {
+    if (!can_row_strips(expert_rows(*W, e, rows))) return;
+  }
+  for (int e = 0; e < n_expert; ++e) {
+    const WeightView expert = expert_rows(*W, e, rows);
+    relayout(expert, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(expert, src, dst); });
+  }
+  W->layout = WeightLayout::row_strips;
+}
+
 }  // namespace
 
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out) {
@@ -160,6 +175,10 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
       }
       for (WeightView* W : m.layers[i].matmuls()) {
         if (W->present()) relayout_strips(W, &scratch);
+      }
+      LayerWeights& w = m.layers[i];
+      for (WeightView* W : {&w.ffn_gate_up_exps, &w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps}) {
+        relayout_expert_strips(c.n_expert, W, &scratch);
       }
     }
   }

@@ -72,8 +72,9 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   for (const std::string& name : needs.tensors) {
     const GgufTensorInfo* t = file.tensor(name);
     needs.tensor_bytes += t->n_bytes;
-    // Expert tensors (3-D) are read in the file's layout, never relaid.
-    if (tensor_layer(name) >= 0 && t->n_dims == 2) needs.relayout_bytes = std::max(needs.relayout_bytes, t->n_bytes);
+    // An expert tensor (3-D) is relaid one expert's matrix at a time.
+    const uint64_t relaid = t->n_dims == 3 ? t->n_bytes / static_cast<uint64_t>(t->ne[2]) : t->n_bytes;
+    if (tensor_layer(name) >= 0 && t->n_dims >= 2) needs.relayout_bytes = std::max(needs.relayout_bytes, relaid);
   }
   KvCacheOptions kv;
   kv.max_ctx = shape.max_ctx;
