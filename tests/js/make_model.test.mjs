@@ -34,6 +34,12 @@ const PRESETS = [
   {name: "e4b-shape", nVocab: 2048, cached: true, contextSize: 64},
   {name: "tiny-shared-kv1", nVocab: 1024, window: 4},
   {name: "tiny-shared-kv2", nVocab: 1024, window: 4},
+  // Mixture of experts: odd expert counts and widths, top-1 and top-k > 1, fused and separate
+  // gate/up, with and without the per-expert down scale.
+  {name: "moe-tiny", nVocab: 1024, window: 4},
+  {name: "moe-top1", nVocab: 1024, window: 4},
+  {name: "moe-wide", nVocab: 1024, window: 4},
+  {name: "26b-a4b-shape", nVocab: 4096, cached: true, contextSize: 64},
   // Ids as llama.cpp gives them for Google's Gemma GGUFs.
   {name: "gemma-vocab", nVocab: 262144, expectTokens: [2, 818, 5279, 529, 7001, 563]},
 ];
