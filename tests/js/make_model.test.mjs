@@ -264,6 +264,9 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny-gemma3", "--out", out, "--swa-pattern", "SGG"], /gemma3 can only express periodic patterns/],
     [["--preset", "tiny", "--out", out, "--n-vocab", "10"], /below the synthetic vocabulary's fixed part/],
     [["--preset", "tiny"], /--out FILE is required/],
+    [["--preset", "moe-tiny", "--out", out, "--n-expert-used", "8"], /--n-expert-used must be in 1..--n-expert \(7\), got 8/],
+    [["--preset", "moe-tiny", "--out", out, "--arch", "gemma3", "--head-dim", "32", "--n-head-kv", "2"], /--n-expert needs --arch gemma4/],
+    [["--preset", "moe-tiny", "--out", out, "--n-ff-exp", "100"], /n_ff_exp = 100 is not/],
   ];
   for (const [args, message] of cases) {
     const r = runMakeModel(args);
