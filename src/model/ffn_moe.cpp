@@ -88,7 +88,8 @@ void group_slots(const LayerCall& c) {
   }
 }
 
-// x rows of the slots in this worker's share -> Xc rows of the same slots in W's vec_dot type.
+// This worker's share of the slots: x row -> Xc row s in W's vec_dot type, where x is per token
+// (by_token: slot s reads its token's row, the experts' input) or per slot (their activations).
 void convert_slots(const LayerCall& c, const WeightView& W, const std::vector<float>& x, bool by_token,
                    std::vector<uint8_t>* xc) {
   const MoeScratch& b = moe(c);

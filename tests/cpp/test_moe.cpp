@@ -308,3 +308,31 @@ TEST_CASE("MoE: node needs count the expert tensors and their buffers", "[moe]")
   CHECK(lists_experts);
   CHECK(moe.scratch_bytes > dense.scratch_bytes);
 }
+
+TEST_CASE("MoE: pipeline split, layers [0, k) then [k, L) equal [0, L) bit for bit", "[moe]") {
+  MoeFixture moe;
+  moe.n_expert = 9;
+  moe.n_used = 4;
+  moe.exps_type = GgmlType::Q8_0;
+  moe.layers = {0, 2};  // a dense layer between two MoE layers
+  const FixtureModel f = moe_fixture(moe, WeightFormat::mixed);
+  Model whole;
+  require_ok(f.load_all(&whole));
+  const int n = 7;
+  const std::vector<float> x = embedded(whole, n);
+  Session s;
+  require_ok(Session::create(whole, {}, &s));
+  const std::vector<float> want = run(whole, s, x, 0, n, false);
+  for (int k = 1; k < kLayers; ++k) {
+    Model first, second;
+    require_ok(f.load({0, k}, true, false, &first));
+    require_ok(f.load({k, kLayers}, false, true, &second));
+    Session s1, s2;
+    require_ok(Session::create(first, {}, &s1));
+    require_ok(Session::create(second, {}, &s2));
+    const std::vector<float> mid = run(first, s1, x, 0, n, false);
+    const std::vector<float> got = run(second, s2, mid, 0, n, false);
+    INFO("split at " << k);
+    REQUIRE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  }
+}

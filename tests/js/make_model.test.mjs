@@ -276,6 +276,9 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny", "--out", out, "--n-ff-layers", "128,100"], /multiple of 32.*an FFN width = 100/],
     [["--preset", "tiny", "--out", out, "--n-embd-per-layer", "16"], /multiple of 32.*n_embd_per_layer = 16/],
     [["--preset", "tiny-gemma3", "--out", out, "--n-embd-per-layer", "32"], /gemma4 features/],
+    [["--preset", "moe-tiny", "--out", out, "--n-expert-used", "8"], /--n-expert-used must be in 1..--n-expert \(7\), got 8/],
+    [["--preset", "moe-tiny", "--out", out, "--arch", "gemma3", "--head-dim", "32", "--n-head-kv", "2"], /--n-expert needs --arch gemma4/],
+    [["--preset", "moe-tiny", "--out", out, "--n-ff-exp", "100"], /n_ff_exp = 100 is not/],
   ];
   for (const [args, message] of cases) {
     const r = runMakeModel(args);
