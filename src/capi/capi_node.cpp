@@ -39,10 +39,13 @@ const char* lf_model_info_json(lf_gguf* gguf) {
   out["n_ctx_train"] = c.n_ctx_train;
   out["n_swa"] = c.n_swa;
   out["n_embd_per_layer"] = c.n_embd_per_layer;
+  out["n_expert"] = c.n_expert;
+  out["n_expert_used"] = c.n_expert_used;
+  out["n_ff_exp"] = c.n_ff_exp;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const lf::LayerConfig& l : c.layers) {
     layers.push_back({{"sliding", l.sliding}, {"n_head", l.n_head}, {"n_head_kv", l.n_head_kv},
-                      {"head_dim", l.head_dim}, {"n_ff", l.n_ff}, {"kv_layer", l.kv_layer}});
+                      {"head_dim", l.head_dim}, {"n_ff", l.n_ff}, {"kv_layer", l.kv_layer}, {"moe", l.moe}});
   }
   out["layers"] = layers;
   return answer(gguf, out);

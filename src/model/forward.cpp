@@ -70,6 +70,14 @@ Status validate_forward(const Model& m, const Session& s, int start_pos, std::sp
     return Status(Code::resource_exhausted, "context overflow: " + std::to_string(start_pos) + " + " +
                                                 std::to_string(n) + " positions exceed max_ctx " + std::to_string(s.max_ctx()));
   }
+  if (s.approx.top_k_ffn_on()) {
+    for (int il = m.range.begin; il < m.range.end; ++il) {
+      if (m.config.layers[il].moe) {
+        return Status(Code::unsupported, "the top-K gate FFN is not supported on mixture-of-experts layers (layer " +
+                                             std::to_string(il) + " routes to experts)");
+      }
+    }
+  }
   LF_RETURN_IF_ERROR(check_finite(in, n_embd, "input"));
   return check_per_layer_inputs(m, s, n);
 }
@@ -135,7 +143,7 @@ Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<cons
       std::vector<float>& x_next = even ? b.x_next : b.x;
       const bool exited = exit.exited();
       const LayerCall call{m, s, b, *pool, x, x_next, worker, il, start_pos, n, row0, exited};
-      run_layer(call, s.approx.top_k_ffn_on() ? top_k_ffn : dense_ffn);
+      run_layer(call, m.config.layers[il].moe ? moe_ffn : s.approx.top_k_ffn_on() ? top_k_ffn : dense_ffn);
       if (!exited) {
         const int E = m.config.n_embd;
         const float update = relative_update(x.data() + static_cast<size_t>(n - 1) * E,

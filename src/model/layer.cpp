@@ -50,7 +50,7 @@ void run_layer(const LayerCall& c, FfnVariant ffn) {
 
   if (c.last_row_exited && c.worker == c.n_workers() - 1) exited_row_out(c);
   ffn(c);
-  project_in_units(c, w.ffn_down, c.b.xc_down.data(), c.plan().ffn, ffn_residual);
+  project_in_units(c, w.ffn_down, c.b.xc_down.data(), c.plan().ffn, c.l().moe ? moe_residual : ffn_residual);
   if (c.n_act() == 0) c.sync();  // no token block ran: the layer still ends on a barrier
   c.tap("ffn_out", c.b.proj.data(), c.n_act(), c.E());
   c.tap("layer_out", c.x_next.data(), c.n_q(), c.E());

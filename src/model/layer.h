@@ -58,6 +58,9 @@ inline const float* row(const std::vector<float>& x, int64_t t, int width) { ret
 using FfnVariant = void (*)(const LayerCall& c);
 void dense_ffn(const LayerCall& c);  // GeGLU over every feature (model/ffn_dense.cpp)
 void top_k_ffn(const LayerCall& c);  // the top-K gate FFN of approx.h (model/ffn_top_k.cpp)
+// A MoE layer's FFN: the shared MLP's units as dense_ffn, and the routed experts' branch into
+// Scratch::moe.out (model/ffn_moe.cpp). Its residual is moe_residual.
+void moe_ffn(const LayerCall& c);
 // The features [f0, f1) of this worker's FFN units (empty when it has none).
 std::pair<int64_t, int64_t> my_features(const LayerCall& c);
 
@@ -79,6 +82,8 @@ void attention_input(const LayerCall& c);     // attn_norm of every row, convert
 void attention_heads(const LayerCall& c);     // this worker's KV heads: Q/K/V, norms, RoPE, cache, attention
 void attention_residual(const LayerCall& c, int64_t t);  // x1 = post_attention_norm(W_o ·) + x; ffn_in
 void ffn_residual(const LayerCall& c, int64_t t);        // x_next = post_ffw_norm(W_down ·) + x1, scaled
+// A MoE layer's: x_next = post_ffw_norm(post_ffw_norm_1(W_down ·) + experts) + x1, scaled.
+void moe_residual(const LayerCall& c, int64_t t);
 // proj [n_act, n_embd] = W · Xc summed over W's column units in unit order, then finish_row on
 // each reduced row (model/layer_projection.cpp).
 void project_in_units(const LayerCall& c, const WeightView& W, const uint8_t* Xc, const ColumnUnits& units,

@@ -34,10 +34,11 @@ class Binder {
       return Status(Code::invalid_argument, "F32 tensor '" + name + "' is not 4-byte aligned in memory");
     }
     // Non-finite numbers would make every output NaN: refused here, by name, not served.
-    LF_RETURN_IF_ERROR(check_finite_tensor(name, info->type, data, info->ne[0], info->ne[1]));
+    // A 3-D expert tensor is its ne[1]·ne[2] rows.
+    LF_RETURN_IF_ERROR(check_finite_tensor(name, info->type, data, info->ne[0], info->ne[1] * info->ne[2]));
     out->type = info->type;
     out->n_in = info->ne[0];
-    out->n_out = info->ne[1];
+    out->n_out = info->ne[1] * info->ne[2];
     out->data = data;
     out->row_bytes = lf::row_bytes(traits, static_cast<uint64_t>(info->ne[0]));
     return Status();
@@ -47,6 +48,20 @@ class Binder {
   const GgufFile& file_;
   const TensorLocator& locate_;
 };
+
+Status bind_moe(const Binder& b, const ModelConfig& c, int il, LayerWeights* w) {
+  auto name = [il](const char* n, const char* suffix = "weight") { return layer_tensor_name(il, n, suffix); };
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_gate_inp"), true, &w->ffn_gate_inp));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_gate_inp", "scale"), true, &w->ffn_gate_inp_scale));
+  LF_RETURN_IF_ERROR(b.bind(name("pre_ffw_norm_2"), true, &w->pre_ffw_norm_2));
+  LF_RETURN_IF_ERROR(b.bind(name("post_ffw_norm_1"), true, &w->post_ffw_norm_1));
+  LF_RETURN_IF_ERROR(b.bind(name("post_ffw_norm_2"), true, &w->post_ffw_norm_2));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_gate_up_exps"), c.fused_gate_up, &w->ffn_gate_up_exps));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_gate_exps"), !c.fused_gate_up, &w->ffn_gate_exps));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_up_exps"), !c.fused_gate_up, &w->ffn_up_exps));
+  LF_RETURN_IF_ERROR(b.bind(name("ffn_down_exps"), true, &w->ffn_down_exps));
+  return b.bind(name("ffn_down_exps", "scale"), false, &w->ffn_down_exps_scale);
+}
 
 Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w) {
   auto name = [il](const char* n) { return layer_tensor_name(il, n); };
@@ -71,6 +86,7 @@ Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w
     LF_RETURN_IF_ERROR(b.bind(name("proj"), true, &w->proj));
     LF_RETURN_IF_ERROR(b.bind(name("post_norm"), true, &w->post_norm));
   }
+  if (c.layers[il].moe) LF_RETURN_IF_ERROR(bind_moe(b, c, il, w));
   return Status();
 }
 
@@ -103,6 +119,21 @@ void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
   if (!gemm_uses_row_strips(W->type) || !can_row_strips(*W)) return;
   relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(*W, src, dst); });
   W->layout = W->unit_major() ? WeightLayout::unit_major_row_strips : WeightLayout::row_strips;
+}
+
+// A stacked expert tensor of n_expert matrices -> each matrix in row strips, where this build's
+// kernel reads its type so and every expert's matrix can be (else all stay in the file's layout).
+void relayout_expert_strips(int n_expert, WeightView* W, std::vector<uint8_t>* scratch) {
+  if (!W->present() || !gemm_uses_row_strips(W->type)) return;
+  const int64_t rows = W->n_out / n_expert;
+  for (int e = 0; e < n_expert; ++e) {
+    if (!can_row_strips(expert_rows(*W, e, rows))) return;
+  }
+  for (int e = 0; e < n_expert; ++e) {
+    const WeightView expert = expert_rows(*W, e, rows);
+    relayout(expert, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(expert, src, dst); });
+  }
+  W->layout = WeightLayout::row_strips;
 }
 
 }  // namespace
@@ -157,6 +188,10 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
       }
       for (WeightView* W : m.layers[i].matmuls()) {
         if (W->present()) relayout_strips(W, &scratch);
+      }
+      LayerWeights& w = m.layers[i];
+      for (WeightView* W : {&w.ffn_gate_up_exps, &w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps}) {
+        relayout_expert_strips(c.n_expert, W, &scratch);
       }
     }
   }

@@ -46,12 +46,36 @@ struct LayerWeights {
   WeightView proj;                // [n_embd, n_pl]
   WeightView post_norm;           // [n_embd]
 
+  // Mixture of experts, in MoE layers only (docs/gemma-architecture.md, "Mixture of experts").
+  // E = n_expert, F = n_ff_exp; an expert tensor is E matrices one after another, seen as one
+  // view of E·n_out rows (expert_rows() picks one expert's); with relayout_in_place, where this
+  // build's kernel reads its type so, each expert's matrix in row strips.
+  WeightView ffn_gate_inp;         // [E, n_embd] the router
+  WeightView ffn_gate_inp_scale;   // [n_embd] the router input's scale
+  WeightView pre_ffw_norm_2;       // [n_embd] the experts' input norm
+  WeightView post_ffw_norm_1;      // [n_embd] the shared MLP's output norm
+  WeightView post_ffw_norm_2;      // [n_embd] the experts' output norm
+  WeightView ffn_gate_up_exps;     // E × [2F, n_embd]: gate rows then up rows; or absent and
+  WeightView ffn_gate_exps;        // E × [F, n_embd]
+  WeightView ffn_up_exps;          // E × [F, n_embd]
+  WeightView ffn_down_exps;        // E × [n_embd, F]
+  WeightView ffn_down_exps_scale;  // [E]; optional, multiplies expert e's output
+
   // The matrices the layer multiplies by (attn_v may be absent)
   std::array<WeightView*, 7> matmuls() { return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down}; }
   std::array<const WeightView*, 7> matmuls() const {
     return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down};
   }
 };
+
+// Rows [e·n_out, (e+1)·n_out) of a stacked expert tensor W (the file's layout, or each
+// matrix in row strips) -> expert e's matrix.
+inline WeightView expert_rows(const WeightView& W, int e, int64_t n_out) {
+  WeightView v = W;
+  v.n_out = n_out;
+  v.data = W.data + static_cast<uint64_t>(e) * static_cast<uint64_t>(n_out) * W.row_bytes;
+  return v;
+}
 
 struct Model {
   ModelConfig config;
@@ -89,7 +113,8 @@ struct ModelLoadOptions {
   // every layer with more than one unit are rewritten unit-major in place (WeightView::unit_cols,
   // docs/threads.md), so that each unit's partial product streams one contiguous region; and
   // where this build's kernel reads them so (gemm_uses_row_strips: the relaxed-SIMD module's
-  // Q4_0), every matmul weight of a layer goes into row strips (src/layout/row_strips.h).
+  // Q4_0), every matmul weight of a layer goes into row strips (src/layout/row_strips.h), each
+  // expert's matrix of a MoE layer on its own.
   // The forward's bytes do not change. The tensors then no longer hold the file's layout: load
   // no second Model from the same bytes, and read them only through WeightView::columns() and
   // the kernels (reference_forward cannot run on such a Model). Needs one tensor's size of extra

@@ -173,13 +173,81 @@ Status read_common(const KeyReader& keys, ModelConfig* c, CommonKeys* ck) {
     if (ck->n_head_kv[il] < 0) ck->n_head_kv[il] = ck->n_head[il];
   }
   LF_RETURN_IF_ERROR(keys.get_per_layer("feed_forward_length", c->n_layer, true, 0, &ck->n_ff));
+  return Status();
+}
 
-  int expert_count = 0;
+// A per-layer key that must hold one value for all layers (llama.cpp sizes every layer's
+// expert tensors by layer 0's width): that value, 0 when absent.
+Status get_uniform(const KeyReader& keys, std::string_view key, int n_layer, int* out) {
+  std::vector<int> values;
+  LF_RETURN_IF_ERROR(keys.get_per_layer(key, n_layer, false, 0, &values));
+  for (int v : values) {
+    if (v != values[0]) {
+      return Status(Code::unsupported, "key '" + keys.full(key) + "' differs between layers, which is not supported");
+    }
+  }
+  *out = values[0];
+  return Status();
+}
+
+// The expert keys and which layers route (docs/gemma-architecture.md, "Mixture of experts";
+// docs/gguf.md, "MoE tensors and keys"). Variants llama.cpp's gemma4 graph does not run as one
+// softmax over all experts are refused by name.
+Status read_moe(const KeyReader& keys, const GgufFile& file, ModelConfig* c) {
+  const int n_layer = c->n_layer;
   bool found = false;
-  LF_RETURN_IF_ERROR(keys.get_int("expert_count", &expert_count, &found));
-  if (expert_count > 0) {
-    return Status(Code::unsupported, "mixture-of-experts models are not supported (" +
-                                         keys.full("expert_count") + " = " + std::to_string(expert_count) + ")");
+  LF_RETURN_IF_ERROR(keys.get_int("expert_count", &c->n_expert, &found));
+  int n_groups = 0;
+  LF_RETURN_IF_ERROR(keys.get_int("expert_group_count", &n_groups, &found));
+  if (n_groups > 1) {
+    return Status(Code::unsupported, "grouped expert routing is not supported (" + keys.full("expert_group_count") +
+                                         " = " + std::to_string(n_groups) + ")");
+  }
+  bool any_router = false;
+  for (int il = 0; il < n_layer; ++il) {
+    c->layers[il].moe = file.tensor(layer_tensor_name(il, "ffn_gate_inp")) != nullptr;
+    any_router = any_router || c->layers[il].moe;
+  }
+  if (c->n_expert == 0) {
+    if (any_router) {
+      return Status(Code::malformed, "the file has ffn_gate_inp routers but no key '" + keys.full("expert_count") + "'");
+    }
+    return Status();
+  }
+  if (c->arch != Arch::gemma4) {
+    return Status(Code::unsupported, "mixture-of-experts gemma3 models are not supported (" +
+                                         keys.full("expert_count") + " = " + std::to_string(c->n_expert) + ")");
+  }
+  LF_RETURN_IF_ERROR(get_uniform(keys, "expert_used_count", n_layer, &c->n_expert_used));
+  LF_RETURN_IF_ERROR(get_uniform(keys, "expert_feed_forward_length", n_layer, &c->n_ff_exp));
+  // llama.cpp's LLAMA_MAX_EXPERTS.
+  if (c->n_expert > 512) {
+    return Status(Code::unsupported, keys.full("expert_count") + " = " + std::to_string(c->n_expert) +
+                                         " is above the 512 experts llama.cpp allows");
+  }
+  if (c->n_expert_used < 1 || c->n_expert_used > c->n_expert) {
+    return Status(Code::malformed, keys.full("expert_used_count") + " = " + std::to_string(c->n_expert_used) +
+                                       " must be in 1 .. expert_count = " + std::to_string(c->n_expert));
+  }
+  if (c->n_ff_exp <= 0 || c->n_ff_exp > kMaxWidth) {
+    return Status(Code::malformed, keys.full("expert_feed_forward_length") + " = " + std::to_string(c->n_ff_exp) +
+                                       " must be in 1 .. " + std::to_string(kMaxWidth));
+  }
+  c->fused_gate_up = file.tensor(layer_tensor_name(0, "ffn_gate_up_exps")) != nullptr;
+  for (int il = 0; il < n_layer; ++il) {
+    if (!c->layers[il].moe) continue;
+    const bool fused = file.tensor(layer_tensor_name(il, "ffn_gate_up_exps")) != nullptr;
+    if (fused != c->fused_gate_up) {
+      return Status(Code::unsupported, "layer " + std::to_string(il) +
+                                           ": fused ffn_gate_up_exps in some layers and separate ffn_gate_exps / "
+                                           "ffn_up_exps in others is not supported");
+    }
+    const GgufTensorInfo* gate = file.tensor(layer_tensor_name(il, "ffn_gate_exps"));
+    const GgufTensorInfo* up = file.tensor(layer_tensor_name(il, "ffn_up_exps"));
+    if (gate && up && gate->type != up->type) {
+      return Status(Code::unsupported, "layer " + std::to_string(il) +
+                                           ": ffn_gate_exps and ffn_up_exps of different types are not supported");
+    }
   }
   return Status();
 }
@@ -285,7 +353,8 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
     l.has_v = file.tensor(layer_tensor_name(il, "attn_v")) != nullptr;
     l.has_output_scale = file.tensor(layer_tensor_name(il, "layer_output_scale")) != nullptr;
   }
-  return assign_kv_layers(keys.full("attention.shared_kv_layers"), c);
+  LF_RETURN_IF_ERROR(assign_kv_layers(keys.full("attention.shared_kv_layers"), c));
+  return read_moe(keys, file, c);
 }
 
 Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
@@ -344,7 +413,7 @@ Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
     l.has_output_scale = false;
     l.kv_layer = il;
   }
-  return Status();
+  return read_moe(keys, keys.file(), c);
 }
 
 Status check_layer_shapes(const ModelConfig& c) {
@@ -393,8 +462,8 @@ Status read_n_vocab(const GgufFile& file, ModelConfig* c) {
   return Status();
 }
 
-std::string shape_string(int64_t ne0, int64_t ne1) {
-  return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + "]";
+std::string shape_string(int64_t ne0, int64_t ne1, int64_t ne2) {
+  return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + (ne2 != 1 ? ", " + std::to_string(ne2) : "") + "]";
 }
 
 bool matmul_type_supported(GgmlType t) {
@@ -419,10 +488,10 @@ Status check_tensors(const GgufFile& file, const ModelConfig& c) {
     bool known = false;
     for (const TensorSpec& s : specs) known = known || s.name == t.name;
     if (known) continue;
-    if (t.name.find("_exps") != std::string::npos) {
+    if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos) {
       return Status(Code::unsupported, "mixture-of-experts tensor '" + t.name + "' is not supported");
     }
-    return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a dense " +
+    return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a " +
                                          (c.arch == Arch::gemma4 ? "gemma4" : "gemma3") + " model)");
   }
   for (const TensorSpec& s : specs) {
@@ -431,10 +500,10 @@ Status check_tensors(const GgufFile& file, const ModelConfig& c) {
       if (s.required) return Status(Code::unsupported, "missing required tensor '" + s.name + "'");
       continue;
     }
-    if (t->ne[0] != s.ne0 || t->ne[1] != s.ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
-      return Status(Code::malformed, "tensor '" + s.name + "' has ne " + shape_string(t->ne[0], t->ne[1]) +
-                                         (t->ne[2] != 1 || t->ne[3] != 1 ? " (3-D or 4-D)" : "") + ", expected " +
-                                         shape_string(s.ne0, s.ne1));
+    if (t->ne[0] != s.ne0 || t->ne[1] != s.ne1 || t->ne[2] != s.ne2 || t->ne[3] != 1) {
+      return Status(Code::malformed, "tensor '" + s.name + "' has ne " + shape_string(t->ne[0], t->ne[1], t->ne[2]) +
+                                         (t->ne[3] != 1 ? " (4-D)" : "") + ", expected " +
+                                         shape_string(s.ne0, s.ne1, s.ne2));
     }
     if (s.role == TensorRole::f32_vector && t->type != GgmlType::F32) {
       return Status(Code::unsupported, "tensor '" + s.name + "' has type " + type_name(t->type) + ", expected F32");
@@ -445,6 +514,29 @@ Status check_tensors(const GgufFile& file, const ModelConfig& c) {
     }
   }
   return Status();
+}
+
+// A MoE layer's router, experts and the norms of its two branches (docs/gguf.md, "MoE tensors
+// and keys"). The router stays F32 or F16 in llama-quantize's files; any matmul type is read.
+void add_moe_specs(const ModelConfig& c, int il, std::vector<TensorSpec>* specs) {
+  using R = TensorRole;
+  const int64_t n_embd = c.n_embd, F = c.n_ff_exp, E = c.n_expert;
+  auto add = [&](const char* name, const char* suffix, int64_t ne0, int64_t ne1, int64_t ne2, R role, bool required) {
+    specs->push_back({layer_tensor_name(il, name, suffix), ne0, ne1, role, required, ne2});
+  };
+  add("ffn_gate_inp", "weight", n_embd, E, 1, R::matmul, true);
+  add("ffn_gate_inp", "scale", n_embd, 1, 1, R::f32_vector, true);
+  add("pre_ffw_norm_2", "weight", n_embd, 1, 1, R::f32_vector, true);
+  add("post_ffw_norm_1", "weight", n_embd, 1, 1, R::f32_vector, true);
+  add("post_ffw_norm_2", "weight", n_embd, 1, 1, R::f32_vector, true);
+  if (c.fused_gate_up) {
+    add("ffn_gate_up_exps", "weight", n_embd, 2 * F, E, R::matmul, true);
+  } else {
+    add("ffn_gate_exps", "weight", n_embd, F, E, R::matmul, true);
+    add("ffn_up_exps", "weight", n_embd, F, E, R::matmul, true);
+  }
+  add("ffn_down_exps", "weight", F, n_embd, E, R::matmul, true);
+  add("ffn_down_exps", "scale", E, 1, 1, R::f32_vector, false);
 }
 
 }  // namespace
@@ -462,8 +554,8 @@ Status check_kv_layers_in_range(const ModelConfig& c, int begin, int end) {
   return Status();
 }
 
-std::string layer_tensor_name(int il, const char* short_name) {
-  return "blk." + std::to_string(il) + "." + short_name + ".weight";
+std::string layer_tensor_name(int il, const char* short_name, const char* suffix) {
+  return "blk." + std::to_string(il) + "." + short_name + "." + suffix;
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
@@ -514,6 +606,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
       add("proj", c.n_embd_per_layer, n_embd, R::matmul, true);
       add("post_norm", n_embd, 1, R::f32_vector, true);
     }
+    if (l.moe) add_moe_specs(c, il, &specs);
   }
   return specs;
 }

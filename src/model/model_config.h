@@ -27,11 +27,13 @@ struct LayerConfig {
   bool use_freq_factors = false; // gemma4 global layers divide angles by rope_freqs
   bool has_v = true;             // false: V is the pre-norm K projection (gemma4 global layers)
   bool has_output_scale = false; // gemma4 blk.N.layer_output_scale present
-  int n_ff = 0;                  // per layer: E2B's shared-KV layers are double wide
+  // The FFN's width, per layer: E2B's shared-KV layers are double wide; a MoE layer's shared MLP.
+  int n_ff = 0;
   // The layer whose KV cache this one attends over: its own index, or for a gemma4 shared-KV
   // layer an earlier layer's (docs/gemma-architecture.md, "Shared-KV layers").
   int kv_layer = 0;
   bool shares_kv = false;        // computes only Q: no attn_k / attn_v / attn_k_norm of its own
+  bool moe = false;              // gemma4 blk.N.ffn_gate_inp present: routed experts beside the shared MLP
 
   int q_dim() const { return head_dim * n_head; }     // width of Q and of the attention output
   int kv_dim() const { return head_dim * n_head_kv; } // width of K and V
@@ -52,6 +54,12 @@ struct ModelConfig {
   // per-layer embedding input (0: none), and how many last layers share an earlier KV cache.
   int n_embd_per_layer = 0;
   int n_shared_kv = 0;
+  // Mixture of experts (docs/gemma-architecture.md, "Mixture of experts"), the same for every
+  // MoE layer; 0 when no layer has experts.
+  int n_expert = 0;           // expert_count
+  int n_expert_used = 0;      // expert_used_count: experts each token is routed to
+  int n_ff_exp = 0;           // expert_feed_forward_length: one expert's width
+  bool fused_gate_up = false; // ffn_gate_up_exps (gate rows, then up rows, per expert) instead of ffn_gate_exps + ffn_up_exps
   std::vector<LayerConfig> layers;  // [n_layer]
 };
 
@@ -66,14 +74,16 @@ struct TensorSpec {
   int64_t ne0 = 0, ne1 = 1;
   TensorRole role = TensorRole::matmul;
   bool required = true;
+  int64_t ne2 = 1;  // experts of a 3-D expert tensor [ne0, ne1, n_expert]
 };
 
 // Every tensor a model of this configuration may contain, with its expected shape.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
 
 // Name of a per-layer tensor as the GGUF spells it: layer_tensor_name(3, "attn_q") ->
-// "blk.3.attn_q.weight".
-std::string layer_tensor_name(int il, const char* short_name);
+// "blk.3.attn_q.weight"; with a suffix, layer_tensor_name(3, "ffn_gate_inp", "scale") ->
+// "blk.3.ffn_gate_inp.scale".
+std::string layer_tensor_name(int il, const char* short_name, const char* suffix = "weight");
 
 // Layers [range.begin, range.end) can run on one node only if every shared-KV layer among them
 // finds the layer whose cache it reads there too; else failed_precondition naming both layers.

@@ -26,6 +26,12 @@ Status layer_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScra
     out->matmul_type[i] = t != nullptr ? t->type : GgmlType::F32;
     out->matmul_n_in[i] = t != nullptr ? t->ne[0] : 0;
   }
+  auto type_of = [&](const char* name) {
+    const GgufTensorInfo* t = file.tensor(layer_tensor_name(il, name));
+    return t != nullptr ? t->type : GgmlType::F32;
+  };
+  out->moe = moe_layer_shape(c, il, type_of("ffn_gate_inp"), type_of(c.fused_gate_up ? "ffn_gate_up_exps" : "ffn_gate_exps"),
+                             type_of("ffn_down_exps"));
   LayerShards shards;
   LF_RETURN_IF_ERROR(plan_layer_shards(c.layers[il], out->matmul_type[3], out->matmul_type[6], &shards));
   out->attn_units = shards.attn.n_units;
@@ -80,7 +86,9 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   for (const std::string& name : needs.tensors) {
     const GgufTensorInfo* t = file.tensor(name);
     needs.tensor_bytes += t->n_bytes;
-    if (tensor_layer(name) >= 0 && t->n_dims == 2) needs.relayout_bytes = std::max(needs.relayout_bytes, t->n_bytes);
+    // An expert tensor (3-D) is relaid one expert's matrix at a time.
+    const uint64_t relaid = t->n_dims == 3 ? t->n_bytes / static_cast<uint64_t>(t->ne[2]) : t->n_bytes;
+    if (tensor_layer(name) >= 0 && t->n_dims >= 2) needs.relayout_bytes = std::max(needs.relayout_bytes, relaid);
   }
   KvCacheOptions kv;
   kv.max_ctx = shape.max_ctx;

@@ -22,7 +22,10 @@ std::vector<Span> layer_tensors(const Model& m) {
   for (const LayerWeights& l : m.layers) {
     for (const WeightView* w : {&l.attn_norm, &l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output, &l.attn_q_norm,
                                 &l.attn_k_norm, &l.post_attention_norm, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
-                                &l.ffn_down, &l.post_ffw_norm, &l.layer_output_scale}) {
+                                &l.ffn_down, &l.post_ffw_norm, &l.layer_output_scale, &l.ffn_gate_inp,
+                                &l.ffn_gate_inp_scale, &l.pre_ffw_norm_2, &l.post_ffw_norm_1, &l.post_ffw_norm_2,
+                                &l.ffn_gate_up_exps, &l.ffn_gate_exps, &l.ffn_up_exps, &l.ffn_down_exps,
+                                &l.ffn_down_exps_scale}) {
       if (w->present()) spans.push_back({w->data, static_cast<uint64_t>(w->n_out) * w->column_bytes(w->n_in)});
     }
   }

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "ops/ops.h"
@@ -78,6 +80,61 @@ Status per_layer_branch(const Model& m, const LayerWeights& w, const float* inp,
   return Status();
 }
 
+// f [n, n_in] -> out [n, n_out] = W_down · (gelu(W_gate · f) ⊙ (W_up · f))
+Status geglu_ffn(const WeightView& gate_w, const WeightView& up_w, const WeightView& down_w, const Matrix& f, int n,
+                 Matrix* out) {
+  Matrix gate, up;
+  LF_RETURN_IF_ERROR(linear(gate_w, f, n, &gate));
+  LF_RETURN_IF_ERROR(linear(up_w, f, n, &up));
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_exact(gate[i]) * up[i];
+  return linear(down_w, gate, n, out);
+}
+
+// x1 [n, n_embd] -> the routed experts' branch [n, n_embd] of MoE layer il: softmax router,
+// the top n_used (ties to the lower index), weights renormalized, Σ weight · scale · expert(x).
+Status moe_branch(const Model& m, int il, const Matrix& x1, int n, Matrix* out) {
+  const ModelConfig& c = m.config;
+  const LayerWeights& w = m.layer(il);
+  const int n_embd = c.n_embd, n_expert = c.n_expert, k = c.n_expert_used;
+  const int64_t F = c.n_ff_exp;
+  Matrix router_in(x1.size()), exp_in(x1.size()), logits;
+  rmsnorm_rows(x1.data(), nullptr, n, n_embd, c.norm_eps, router_in.data());
+  for (size_t i = 0; i < router_in.size(); ++i) {
+    router_in[i] *= w.ffn_gate_inp_scale.f32()[i % n_embd] / std::sqrt(static_cast<float>(n_embd));
+  }
+  LF_RETURN_IF_ERROR(linear(w.ffn_gate_inp, router_in, n, &logits));
+  rmsnorm_rows(x1.data(), w.pre_ffw_norm_2.f32(), n, n_embd, c.norm_eps, exp_in.data());
+  out->assign(x1.size(), 0.0f);
+  for (int t = 0; t < n; ++t) {
+    float* p = &logits[static_cast<size_t>(t) * n_expert];
+    softmax(p, n_expert);
+    std::vector<int> order(n_expert);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [p](int a, int b) { return p[a] > p[b]; });
+    double sum = 0.0;
+    for (int j = 0; j < k; ++j) sum += p[order[j]];
+    const Matrix x(exp_in.begin() + static_cast<size_t>(t) * n_embd, exp_in.begin() + static_cast<size_t>(t + 1) * n_embd);
+    for (int j = 0; j < k; ++j) {
+      const int e = order[j];
+      Matrix y;
+      if (c.fused_gate_up) {
+        // Expert e's gate rows, then its up rows.
+        const WeightView gate_up = expert_rows(w.ffn_gate_up_exps, e, 2 * F);
+        LF_RETURN_IF_ERROR(geglu_ffn(expert_rows(gate_up, 0, F), expert_rows(gate_up, 1, F),
+                                     expert_rows(w.ffn_down_exps, e, n_embd), x, 1, &y));
+      } else {
+        LF_RETURN_IF_ERROR(geglu_ffn(expert_rows(w.ffn_gate_exps, e, F), expert_rows(w.ffn_up_exps, e, F),
+                                     expert_rows(w.ffn_down_exps, e, n_embd), x, 1, &y));
+      }
+      const double scale = w.ffn_down_exps_scale.present() ? w.ffn_down_exps_scale.f32()[e] : 1.0;
+      const double weight = p[e] / std::max(sum, 6.103515625e-5);
+      for (int i = 0; i < n_embd; ++i) (*out)[static_cast<size_t>(t) * n_embd + i] += static_cast<float>(weight * scale * y[i]);
+    }
+  }
+  rmsnorm_rows(out->data(), w.post_ffw_norm_2.f32(), n, n_embd, c.norm_eps, out->data());
+  return Status();
+}
+
 // x [n, n_embd] -> x after layer il
 Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in, std::vector<LayerKv>* caches) {
   const ModelConfig& c = m.config;
@@ -124,12 +181,15 @@ Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in
   rmsnorm_rows(a.data(), w.post_attention_norm.f32(), n, n_embd, eps, a.data());
   for (size_t i = 0; i < a.size(); ++i) (*x)[i] += a[i];
 
-  Matrix f(x->size()), gate, up, down;
+  Matrix f(x->size()), down;
   rmsnorm_rows(x->data(), w.ffn_norm.f32(), n, n_embd, eps, f.data());
-  LF_RETURN_IF_ERROR(linear(w.ffn_gate, f, n, &gate));
-  LF_RETURN_IF_ERROR(linear(w.ffn_up, f, n, &up));
-  for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_exact(gate[i]) * up[i];
-  LF_RETURN_IF_ERROR(linear(w.ffn_down, gate, n, &down));
+  LF_RETURN_IF_ERROR(geglu_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, f, n, &down));
+  if (l.moe) {
+    rmsnorm_rows(down.data(), w.post_ffw_norm_1.f32(), n, n_embd, eps, down.data());
+    Matrix experts;
+    LF_RETURN_IF_ERROR(moe_branch(m, il, *x, n, &experts));
+    for (size_t i = 0; i < down.size(); ++i) down[i] += experts[i];
+  }
   rmsnorm_rows(down.data(), w.post_ffw_norm.f32(), n, n_embd, eps, down.data());
   for (size_t i = 0; i < down.size(); ++i) (*x)[i] += down[i];
   if (c.n_embd_per_layer > 0) {

@@ -1,5 +1,5 @@
-// A plain forward pass for tests: the math of docs/gemma-architecture.md, "Gemma 4 forward" and
-// "Gemma 3" written out directly, with no cache and f32 everywhere (weights dequantized to f32, dot
+// A plain forward pass for tests: the math of docs/gemma-architecture.md, "Gemma 4 forward",
+// "Mixture of experts" and "Gemma 3" written out directly, with no cache and f32 everywhere (weights dequantized to f32, dot
 // products summed in double, exact tanh GELU, exact softmax). The engine must agree with it within
 // the tolerance stated in docs/forward-pass.md; it is not fast and never used to serve.
 #pragma once

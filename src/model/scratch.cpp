@@ -20,6 +20,7 @@ ScratchShape scratch_shape(const ModelConfig& c, LayerRange range, std::span<con
     s.kv_dim = std::max(s.kv_dim, static_cast<size_t>(l.kv_dim()));
     s.n_ff = std::max(s.n_ff, static_cast<size_t>(l.n_ff));
     s.units = std::max({s.units, static_cast<size_t>(shape.attn_units), static_cast<size_t>(shape.ffn_units)});
+    s.moe.widen(shape.moe);
     for (size_t i = 0; i < shape.matmul_n_in.size(); ++i) {
       if (shape.matmul_n_in[i] == 0) continue;
       const uint64_t bytes = activation_row_bytes(shape.matmul_type[i], shape.matmul_n_in[i]) * s.rows;
@@ -40,6 +41,9 @@ ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn) {
       s.matmul_type[i] = matmuls[i]->type;
       s.matmul_n_in[i] = matmuls[i]->present() ? matmuls[i]->n_in : 0;
     }
+    const LayerWeights& w = m.layer(il);
+    const WeightView& exps = m.config.fused_gate_up ? w.ffn_gate_up_exps : w.ffn_gate_exps;
+    s.moe = moe_layer_shape(m.config, il, w.ffn_gate_inp.type, exps.type, w.ffn_down_exps.type);
   }
   return scratch_shape(m.config, m.range, layers, n, top_k_ffn);
 }
@@ -47,7 +51,7 @@ ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn) {
 uint64_t ScratchShape::bytes(int n_workers) const {
   const uint64_t floats = rows * (6 * n_embd + 2 * q_dim + 2 * kv_dim + 3 * n_ff) +
                           units * static_cast<uint64_t>(token_block) * n_embd;
-  uint64_t total = floats * sizeof(float);
+  uint64_t total = floats * sizeof(float) + moe.bytes(rows, n_embd);
   for (size_t c : converted) total += c;
   if (top_k_ffn) total += rows * n_ff;
   // Per worker, at most: one KV head's queries and outputs for every row, and select_top_k's keys.
@@ -72,6 +76,7 @@ Scratch::Scratch(const ScratchShape& s, int n_workers) {
   up.resize(rows * s.n_ff);
   act.resize(rows * s.n_ff);
   if (s.top_k_ffn) keep.resize(rows * s.n_ff);
+  moe.resize(s.moe, rows, E);
   token_block = s.token_block;
   partial.resize(s.units * static_cast<size_t>(token_block) * E);
   const std::array<std::vector<uint8_t>*, 7> converted = {&xc_q, &xc_k, &xc_v, &xc_o, &xc_gate, &xc_up, &xc_down};

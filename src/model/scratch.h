@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "gguf/ggml_type.h"
 #include "model/model.h"
+#include "model/moe_scratch.h"
 
 namespace lf {
 
@@ -24,6 +25,7 @@ struct LayerScratchShape {
   int attn_units = 1, ffn_units = 1;
   std::array<GgmlType, 7> matmul_type{};
   std::array<int64_t, 7> matmul_n_in{};
+  MoeLayerShape moe;  // a MoE layer's expert buffers; zero when dense
 };
 
 // The sizes of the buffers of a forward of n rows over a range of layers.
@@ -32,6 +34,7 @@ struct ScratchShape {
   int token_block = 0;
   std::array<size_t, 7> converted{};  // bytes of the activations converted for each matmul slot
   bool top_k_ffn = false;
+  MoeLayerShape moe;
 
   // Bytes the buffers take with n_workers workers (the host's memory estimate).
   uint64_t bytes(int n_workers) const;
@@ -63,6 +66,7 @@ struct Scratch {
   std::vector<uint8_t> keep;                 // [n_q, n_ff] top-K FFN: 1 where a feature is kept
   std::vector<std::vector<uint64_t>> top_k_keys;  // [workers] select_top_k's scratch
   std::vector<ApproxStats> ffn_stats;        // [workers] the top-K FFN's statistics of the worker's rows
+  MoeScratch moe;                            // the mixture-of-experts FFN's buffers (MoE layers only)
   ExitState exit;                            // worker 0's early-exit state of the last row
   double attention_ms = 0, ffn_ms = 0;       // worker 0's view, summed over layers
 };

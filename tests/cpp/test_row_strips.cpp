@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "fixture_model.h"
+#include "fixture_moe.h"
+#include "model/forward.h"
+#include "model/session.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/gemm.h"
 #include "model/model.h"
@@ -189,4 +192,47 @@ TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in stri
     }
   }
   CHECK(q4_0 == 2 * lf::test::kFixtureLayers);
+}
+
+TEST_CASE("row_strips: a MoE layer's Q4_0 experts go into strips one matrix each, and the forward's bytes stay",
+          "[row_strips][moe]") {
+  for (const bool fused : {true, false}) {
+    lf::test::MoeFixture moe;
+    moe.n_expert = 6;
+    moe.n_used = 3;
+    moe.fused = fused;
+    moe.exps_type = GgmlType::Q4_0;
+    lf::test::FixtureOptions o;
+    o.format = lf::test::WeightFormat::mixed;
+    lf::test::add_moe(moe, &o);
+    lf::test::FixtureModel f;
+    REQUIRE(lf::test::build_fixture(o, &f).ok());
+    const lf::test::FixtureModel relaid_bytes = f;  // a private copy the relayout rewrites
+    lf::Model plain, relaid;
+    REQUIRE(f.load_all(&plain).ok());
+    REQUIRE(relaid_bytes.load_all_relaid(&relaid).ok());
+    const bool strips = lf::gemm_uses_row_strips(GgmlType::Q4_0);
+    for (const lf::LayerWeights& w : relaid.layers) {
+      for (const WeightView* W : {&w.ffn_gate_up_exps, &w.ffn_gate_exps, &w.ffn_up_exps, &w.ffn_down_exps}) {
+        if (W->present()) CHECK(W->in_row_strips() == strips);
+      }
+    }
+    auto hidden = [](const lf::Model& m) {
+      std::vector<int32_t> tokens = {3, 9, 1, 30, 7, 12, 5};
+      const int n = static_cast<int>(tokens.size());
+      std::vector<float> x(tokens.size() * lf::test::kFixtureEmbd), out(x.size());
+      REQUIRE(lf::embed(m, tokens.data(), n, x.data()).ok());
+      lf::Session s;
+      REQUIRE(lf::Session::create(m, {}, &s).ok());
+      REQUIRE(lf::forward(m, s, 0, x.data(), n, out.data(), false).ok());
+      // and a decode step, the one-token kernel
+      std::vector<float> step(lf::test::kFixtureEmbd);
+      REQUIRE(lf::forward(m, s, n, x.data(), 1, step.data(), false).ok());
+      out.insert(out.end(), step.begin(), step.end());
+      return out;
+    };
+    const std::vector<float> a = hidden(plain), b = hidden(relaid);
+    INFO("fused " << fused);
+    REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fixture_model.h"
+#include "fixture_moe.h"
 #include "model/forward.h"
 #include "base/thread_pool.h"
 
@@ -250,6 +251,28 @@ FixtureModel fixture(Arch arch, WeightFormat format) {
 TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: gemma4", "[threads]") {
   require_same_bytes_for_all_counts(fixture(Arch::gemma4, WeightFormat::f32));
   require_same_bytes_for_all_counts(fixture(Arch::gemma4, WeightFormat::mixed));
+}
+
+TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: mixture of experts", "[threads][moe]") {
+  // Odd expert counts, top-1 and top-k > 1, fused and separate gate/up, F32 and Q8_0/Q4_0 experts.
+  lf::test::MoeFixture wide;
+  wide.n_expert = 11;
+  wide.n_used = 4;
+  wide.n_ff_exp = 160;
+  wide.exps_type = lf::GgmlType::Q8_0;
+  lf::test::MoeFixture top1;
+  top1.n_expert = 3;
+  top1.n_used = 1;
+  top1.fused = false;
+  top1.exps_type = lf::GgmlType::Q4_0;
+  for (const lf::test::MoeFixture& moe : {lf::test::MoeFixture{}, wide, top1}) {
+    lf::test::FixtureOptions o;
+    o.format = WeightFormat::mixed;
+    lf::test::add_moe(moe, &o);
+    FixtureModel f;
+    require_ok(lf::test::build_fixture(o, &f));
+    require_same_bytes_for_all_counts(f);
+  }
 }
 
 TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: gemma3", "[threads]") {

@@ -191,3 +191,25 @@ test("layerfold validate reports each mode; their flags need their switch", () =
     assert.match(bad.stderr, message);
   }
 });
+
+describe("approximate modes on mixture-of-experts layers", () => {
+  const moeFile = () => model("moe-tiny", "moe-tiny", ["--type", "Q4_0"]);
+
+  test("the top-K gate FFN is refused there by name; truncated attention runs and stays exact when lossless", async () => {
+    for (const build of ["threaded", "single"]) {
+      const node = await LayerNode.open({model: moeFile(), build, threads: 2});
+      try {
+        const hidden = node.embed(PROMPT.map((t) => t % 1000));
+        await assert.rejects(node.forward({session: "k", startPos: 0, hidden, approx: {ffnTopK: 0.5}}),
+          (e) => e.code === "unsupported" && /top-K gate FFN is not supported on mixture-of-experts layers/.test(e.message));
+        const exact = await node.forward({session: "a", startPos: 0, hidden});
+        // A threshold no score reaches keeps every key: the exact bytes.
+        const truncated = await node.forward({session: "b", startPos: 0, hidden,
+          approx: {truncatedAttention: true, truncationThreshold: 0}});
+        assert.deepEqual(Buffer.from(truncated.buffer), Buffer.from(exact.buffer), `${build}: truncated attention changed the bytes`);
+      } finally {
+        node.close();
+      }
+    }
+  });
+});

@@ -108,6 +108,21 @@ describe("layerfold inspect", () => {
     assert.equal(out.layers[1].tensors.attn_v, undefined);  // global layer: V = K
     assert.ok(out.layers.every((l) => l.bytes > 0));
   });
+
+  test("shows a mixture-of-experts model's experts, and counts every expert tensor in its layer", () => {
+    const file = model("moe-tiny", "moe-tiny", ["--type", "Q4_0"]);
+    const r = run("inspect", file, "--json");
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.deepEqual(out.experts, {count: 7, used: 3, width: 96});
+    assert.equal(out.layers[0].tensors.ffn_gate_up_exps, "Q4_0 [64, 192, 7]");
+    assert.equal(out.layers[0].tensors["ffn_down_exps.scale"], "F32 [7]");
+    assert.equal(out.layers[0].tensors["ffn_gate_inp.scale"], "F32 [64]");
+    const text = run("inspect", file);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /mixture of experts: 7 experts of width 96, 3 used per token/);
+    assert.match(text.stdout, /experts: router F32 \[64, 7\]  ffn_gate_up_exps Q4_0 \[64, 192, 7\]/);
+  });
 });
 
 describe("layerfold generate", () => {

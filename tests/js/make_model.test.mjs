@@ -34,6 +34,12 @@ const PRESETS = [
   {name: "e4b-shape", nVocab: 2048, cached: true, contextSize: 64},
   {name: "tiny-shared-kv1", nVocab: 1024, window: 4},
   {name: "tiny-shared-kv2", nVocab: 1024, window: 4},
+  // Mixture of experts: odd expert counts and widths, top-1 and top-k > 1, fused and separate
+  // gate/up, with and without the per-expert down scale.
+  {name: "moe-tiny", nVocab: 1024, window: 4},
+  {name: "moe-top1", nVocab: 1024, window: 4},
+  {name: "moe-wide", nVocab: 1024, window: 4},
+  {name: "26b-a4b-shape", nVocab: 4096, cached: true, contextSize: 64},
   // Ids as llama.cpp gives them for Google's Gemma GGUFs.
   {name: "gemma-vocab", nVocab: 262144, expectTokens: [2, 818, 5279, 529, 7001, 563]},
 ];
@@ -270,6 +276,9 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny", "--out", out, "--n-ff-layers", "128,100"], /multiple of 32.*an FFN width = 100/],
     [["--preset", "tiny", "--out", out, "--n-embd-per-layer", "16"], /multiple of 32.*n_embd_per_layer = 16/],
     [["--preset", "tiny-gemma3", "--out", out, "--n-embd-per-layer", "32"], /gemma4 features/],
+    [["--preset", "moe-tiny", "--out", out, "--n-expert-used", "8"], /--n-expert-used must be in 1..--n-expert \(7\), got 8/],
+    [["--preset", "moe-tiny", "--out", out, "--arch", "gemma3", "--head-dim", "32", "--n-head-kv", "2"], /--n-expert needs --arch gemma4/],
+    [["--preset", "moe-tiny", "--out", out, "--n-ff-exp", "100"], /n_ff_exp = 100 is not/],
   ];
   for (const [args, message] of cases) {
     const r = runMakeModel(args);

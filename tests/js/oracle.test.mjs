@@ -38,12 +38,22 @@ const CONFIGS = [
   // Gemma 4 E2B/E4B features: per-layer embeddings, shared-KV layers (one, and two of both
   // kinds), per-layer FFN widths; prompts past the window, so the shared sliding layer's mask
   // and its source's cache matter.
-  // todo: their greedy continuations reach tokens where this machine's llama.cpp parts from us
-  // on dense models too (docs/forward-pass.md, "Agreement"); their first step is within the bound.
-  {name: "shared-kv1", preset: "tiny-shared-kv1", type: "Q8_0", tokens: prompt(11), todo: "greedy parts at step 13"},
-  {name: "shared-kv2", preset: "tiny-shared-kv2", type: "Q8_0", tokens: prompt(13), todo: "greedy parts at step 16"},
+  // The greedy continuations of the two Q8_0 ones reach a near tie of llama.cpp's own (its top
+  // two 3e-3 apart, after 13 and 15 steps), where this machine's llama.cpp rounds as no other
+  // build does (docs/forward-pass.md, "Where agreement depends on the shape"): they may part
+  // there, and only there.
+  {name: "shared-kv1", preset: "tiny-shared-kv1", type: "Q8_0", tokens: prompt(11), nearTies: true},
+  {name: "shared-kv2", preset: "tiny-shared-kv2", type: "Q8_0", tokens: prompt(13), nearTies: true},
   {name: "shared-kv2-untied", preset: "tiny-shared-kv2", type: "F16", extra: ["--untied-output"], tokens: prompt(12, 3)},
   {name: "e2b-shape", preset: "e2b-shape", type: "Q8_0", tokens: prompt(20)},
+  // Mixture of experts (measured 3e-7 to 2e-3): fused gate/up with the per-expert down scale,
+  // top-3 of 7; separate gate/up, top-1 of 5, in Q8_0 and F16; 20 experts, top-6, three
+  // layers; and the gemma-4-26B-A4B layer shapes (128 experts of width 704, 8 used).
+  {name: "moe-tiny", preset: "moe-tiny", type: "Q4_0", tokens: prompt(9)},
+  {name: "moe-top1-q8", preset: "moe-top1", type: "Q8_0", tokens: prompt(9)},
+  {name: "moe-top1-f16", preset: "moe-top1", type: "F16", tokens: prompt(7)},
+  {name: "moe-wide", preset: "moe-wide", type: "Q4_0", tokens: prompt(12)},
+  {name: "26b-a4b-shape", preset: "26b-a4b-shape", type: "Q4_0", tokens: prompt(6), slow: true},
 ];
 
 function compare(ours, theirs, what, bound) {
@@ -55,6 +65,20 @@ function compare(ours, theirs, what, bound) {
   // Not a flat distribution: the comparison would say little.
   assert.ok(theirs[top[0]] - theirs[top[TOP_N - 1]] > 0.05, `${what}: distribution too flat to compare`);
   return worst;
+}
+
+// Our greedy tokens against llama.cpp's: equal, or for a config with `nearTies` parting at a
+// step where llama.cpp's own two candidates are within the bound of each other.
+async function compareGreedy(ours, theirGreedy, what, config, handle, bound) {
+  const k = ours.findIndex((t, i) => t !== theirGreedy[i]);
+  if (k < 0 || k >= theirGreedy.length || !config.nearTies) {
+    assert.deepEqual(ours, theirGreedy, `${what}: greedy tokens differ`);
+    return;
+  }
+  const there = await llama.nextTokenLogProbs(handle, [...config.tokens, ...theirGreedy.slice(0, k)]);
+  const gap = there[theirGreedy[k]] - there[ours[k]];
+  assert.ok(gap <= bound, `${what}: greedy tokens part at step ${k} (ours ${ours[k]}, llama.cpp ${theirGreedy[k]}) ` +
+    `with a gap of ${gap.toExponential(3)} in llama.cpp's ln p, not a near tie (<= ${bound})`);
 }
 
 // Greedy continuation through a LayerNode (embed -> forward -> logits per step); a model with
@@ -84,22 +108,18 @@ describe("next-token distribution matches llama.cpp", () => {
   after(() => console.log(`max |Δ ln p| per config: ${JSON.stringify(measured)}`));
 
   for (const config of CONFIGS) {
-    test(config.name, {timeout: 600_000, todo: config.todo}, async () => {
+    test(config.name, {timeout: 600_000}, async (t) => {
       const file = model(config.name, config.preset, ["--type", config.type, ...(config.extra ?? [])]);
       const bound = config.bound ?? MAX_LOGPROB_DIFF;
       const handle = await llama.loadLlama(file, {threads: 2, contextSize: 256});
-      let theirs, theirGreedy;
-      try {
-        theirs = await llama.nextTokenLogProbs(handle, config.tokens);
-        theirGreedy = await llama.greedy(handle, config.tokens, GREEDY_STEPS);
-      } finally {
-        await llama.close(handle);
-      }
+      t.after(() => llama.close(handle));
+      const theirs = await llama.nextTokenLogProbs(handle, config.tokens);
+      const theirGreedy = await llama.greedy(handle, config.tokens, GREEDY_STEPS);
 
       const native = JSON.parse(execFileSync(lfRun, ["--model", file, "--tokens", config.tokens.join(","),
         "--logprobs", "--greedy", String(GREEDY_STEPS)], {encoding: "utf8", maxBuffer: 256 << 20}));
       const worstNative = compare(Float64Array.from(native.logprobs), theirs, `${config.name} native`, bound);
-      assert.deepEqual(native.greedy, theirGreedy, `${config.name} native: greedy tokens differ`);
+      await compareGreedy(native.greedy, theirGreedy, `${config.name} native`, config, handle, bound);
 
       const builds = config.slow ? ["threaded"] : ["threaded", "single"];
       const worst = {native: worstNative};
@@ -108,7 +128,7 @@ describe("next-token distribution matches llama.cpp", () => {
         try {
           const run = await wasmRun(node, config.tokens, GREEDY_STEPS);
           worst[build] = compare(run.logProbs, theirs, `${config.name} wasm ${build}`, bound);
-          assert.deepEqual(run.greedy, theirGreedy, `${config.name} wasm ${build}: greedy tokens differ`);
+          await compareGreedy(run.greedy, theirGreedy, `${config.name} wasm ${build}`, config, handle, bound);
         } finally {
           node.close();
         }

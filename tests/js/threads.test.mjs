@@ -94,18 +94,31 @@ describe("threaded LayerNode", () => {
     }
   });
 
-  test("readProbe reads the node's layer bytes once, the same bytes for every thread count", async () => {
-    const {tensors} = await readModelHeader(tiny());
-    const layerBytes = tensors.filter((t) => t.name.startsWith("blk.")).reduce((sum, t) => sum + t.n_bytes, 0);
-    const probe = (options) => withNode({model: tiny(), ...options}, async (node) => {
-      const result = await node.readProbe();
-      assert.equal(result.bytes, layerBytes);
-      assert.ok(result.ms >= 0 && Number.isFinite(result.gbPerSecond));
-      return result.checksum;
-    });
-    const want = await probe({build: "single"});
-    for (const threads of [1, 2, 3]) assert.equal(await probe({build: "threaded", threads}), want, `threads ${threads}`);
+  test("mixture of experts: outputs are byte-identical for threads 1, 2, 3 and the single-thread build", async () => {
+    // 20 experts, 6 used, separate gate/up, three layers; Q4_0, so the relaxed-SIMD module (Node
+    // 22+) also lays the experts out in row strips.
+    const moe = model("moe-wide", "moe-wide", ["--type", "Q4_0"]);
+    const want = await withNode({model: moe, build: "single"}, trace);
+    for (const threads of [1, 2, 3]) {
+      const got = await withNode({model: moe, build: "threaded", threads}, trace);
+      assert.ok(got.equals(want), `threads ${threads} differs from the single-thread build`);
+    }
   });
+
+  for (const [name, file] of [["tiny", tiny], ["moe-tiny", () => model("moe-tiny", "moe-tiny", ["--type", "Q4_0"])]]) {
+    test(`readProbe reads the node's layer bytes once, the same bytes for every thread count: ${name}`, async () => {
+      const {tensors} = await readModelHeader(file());
+      const layerBytes = tensors.filter((t) => t.name.startsWith("blk.")).reduce((sum, t) => sum + t.n_bytes, 0);
+      const probe = (options) => withNode({model: file(), ...options}, async (node) => {
+        const result = await node.readProbe();
+        assert.equal(result.bytes, layerBytes);
+        assert.ok(result.ms >= 0 && Number.isFinite(result.gbPerSecond));
+        return result.checksum;
+      });
+      const want = await probe({build: "single"});
+      for (const threads of [1, 2, 3]) assert.equal(await probe({build: "threaded", threads}), want, `threads ${threads}`);
+    });
+  }
 
   test("workerTimings gives each thread's time in the last forward, barrier waits within it", async () => {
     await withNode({model: small(), build: "threaded", threads: 3}, async (node) => {

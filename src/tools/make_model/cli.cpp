@@ -115,6 +115,50 @@ const Preset kPresets[] = {
        c.double_wide_shared = true;
        c.ctx = 512;
      }},
+    {"26b-a4b-shape", "gemma4 with gemma-4-26B-A4B layer shapes (n_embd 2816, 16 heads, kv 8/2, head dims 256/512, shared MLP 2112, 128 experts of width 704 with 8 used, fused gate/up, window 1024, no V on global layers), 2 layers SG (--n-layer 6 for SSSSSG), 4096 synthetic tokens, Q4_0",
+     [](ModelConfig& c) {
+       c.n_embd = 2816;
+       c.n_head = 16;
+       c.n_head_kv_swa = 8;
+       c.n_head_kv_global = 2;
+       c.head_dim_swa = 256;
+       c.head_dim_global = 512;
+       c.n_ff = 2112;
+       c.n_expert = 128;
+       c.n_expert_used = 8;
+       c.n_ff_exp = 704;
+       c.sliding_window = 1024;
+       c.n_vocab = 4096;
+       c.ctx = 4096;
+     }},
+    {"moe-tiny", "tiny with experts: 7 experts of width 96, 3 used, fused gate/up, per-expert down scale",
+     [](ModelConfig& c) {
+       c.ctx = 512;
+       c.n_expert = 7;
+       c.n_expert_used = 3;
+       c.n_ff_exp = 96;
+     }},
+    {"moe-top1", "tiny with experts: 5 experts of width 160, 1 used, separate gate and up, no down scale",
+     [](ModelConfig& c) {
+       c.ctx = 512;
+       c.n_expert = 5;
+       c.n_expert_used = 1;
+       c.n_ff_exp = 160;
+       c.fused_gate_up = false;
+       c.down_exps_scale = false;
+     }},
+    {"moe-wide", "gemma4, 3 layers SSG, n_embd 96, shared MLP 160, 20 experts of width 224, 6 used, separate gate and up, per-expert down scale",
+     [](ModelConfig& c) {
+       c.n_layer = 3;
+       c.swa_period = 3;
+       c.n_embd = 96;
+       c.n_ff = 160;
+       c.ctx = 512;
+       c.n_expert = 20;
+       c.n_expert_used = 6;
+       c.n_ff_exp = 224;
+       c.fused_gate_up = false;
+     }},
     {"gemma-vocab", "tiny with the real Gemma vocabulary (262144 tokens from --tokenizer-json)",
      [](ModelConfig& c) {
        c.vocab = VocabKind::gemma;
@@ -259,6 +303,13 @@ const std::vector<Option>& options() {
       {"--output-norm-gain", true, f32_field("--output-norm-gain", &ModelConfig::output_norm_gain)},
       {"--layer-output-scale", false, flag(&ModelConfig::layer_output_scale, true)},
       {"--no-layer-output-scale", false, flag(&ModelConfig::layer_output_scale, false)},
+      {"--n-expert", true, u32_field("--n-expert", &ModelConfig::n_expert)},
+      {"--n-expert-used", true, u32_field("--n-expert-used", &ModelConfig::n_expert_used)},
+      {"--n-ff-exp", true, u32_field("--n-ff-exp", &ModelConfig::n_ff_exp)},
+      {"--fused-gate-up", false, flag(&ModelConfig::fused_gate_up, true)},
+      {"--separate-gate-up", false, flag(&ModelConfig::fused_gate_up, false)},
+      {"--down-exps-scale", false, flag(&ModelConfig::down_exps_scale, true)},
+      {"--no-down-exps-scale", false, flag(&ModelConfig::down_exps_scale, false)},
       {"--n-vocab", true, u32_field("--n-vocab", &ModelConfig::n_vocab)},
       {"--vocab", true,
        [](const std::string& v, CliArgs& a) {
@@ -293,6 +344,7 @@ Status check_row_lengths(const ModelConfig& c) {
   LF_RETURN_IF_ERROR(check("n_embd", c.n_embd));
   LF_RETURN_IF_ERROR(check("n_embd_per_layer", c.n_embd_per_layer));
   for (uint32_t il = 0; il < c.n_layer; ++il) LF_RETURN_IF_ERROR(check("an FFN width", c.ffn_length(il)));
+  if (c.is_moe()) LF_RETURN_IF_ERROR(check("n_ff_exp", c.n_ff_exp));
   for (uint32_t il = 0; il < c.n_layer; ++il) {
     LF_RETURN_IF_ERROR(check(c.is_swa(il) ? "head_dim_swa * n_head" : "head_dim_global * n_head",
                              uint64_t{c.head_dim(il)} * c.n_head));
@@ -366,6 +418,16 @@ Status validate(ModelConfig& c) {
     return bad("--partial-rotary must be in (0, 1]");
   }
   LF_RETURN_IF_ERROR(validate_e_model_features(c));
+  if (c.is_moe()) {
+    if (c.arch != Arch::gemma4) return bad("--n-expert needs --arch gemma4 (gemma3 has no mixture of experts)");
+    // llama.cpp's limit (LLAMA_MAX_EXPERTS).
+    if (c.n_expert > 512) return bad("--n-expert must be at most 512");
+    if (c.n_expert_used == 0 || c.n_expert_used > c.n_expert) {
+      return bad("--n-expert-used must be in 1..--n-expert (" + std::to_string(c.n_expert) + "), got " +
+                 std::to_string(c.n_expert_used));
+    }
+    if (c.n_ff_exp == 0) return bad("--n-ff-exp must be positive with --n-expert");
+  }
   if (c.softcap < 0) c.softcap = c.arch == Arch::gemma4 ? 30.0f : 0.0f;
   return check_row_lengths(c);
 }

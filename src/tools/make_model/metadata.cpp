@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "moe_weights.h"
+
 namespace lf::make_model {
 namespace {
 
@@ -61,6 +63,7 @@ void write_arch_metadata(const ModelConfig& c, GgufWriter& w) {
     w.set_u32(a + "embedding_length_per_layer_input", c.n_embd_per_layer);
     w.set_u32(a + "attention.shared_kv_layers", c.n_shared_kv);
     w.set_f32(a + "final_logit_softcapping", c.softcap);
+    if (c.is_moe()) write_moe_metadata(c, w);
   } else {
     w.set_u32(a + "attention.head_count_kv", c.n_head_kv_swa);
     w.set_u32(a + "attention.key_length", c.head_dim_swa);

@@ -45,6 +45,16 @@ struct ModelConfig {
   uint64_t seed = 1;
   float softcap = -1;             // < 0 = architecture default (gemma4 30, gemma3 none)
   float eps = 1e-6f;
+  // Mixture of experts (gemma4 only; docs/gemma-architecture.md, "Mixture of experts"): every
+  // layer routes to n_expert_used of n_expert experts of width n_ff_exp beside its shared MLP
+  // of width n_ff. n_expert 0: dense.
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  uint32_t n_ff_exp = 0;
+  bool fused_gate_up = true;      // ffn_gate_up_exps, as the converter writes; else ffn_gate_exps + ffn_up_exps
+  bool down_exps_scale = true;    // ffn_down_exps.scale, one factor per expert
+
+  bool is_moe() const { return n_expert > 0; }
 
   bool is_swa(uint32_t il) const { return swa_pattern[il] == 'S'; }
   uint32_t head_dim(uint32_t il) const { return is_swa(il) ? head_dim_swa : head_dim_global; }

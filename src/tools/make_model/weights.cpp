@@ -1,151 +1,13 @@
 #include "weights.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "quant/quant.h"
+#include "moe_weights.h"
+#include "tensor_adder.h"
 
 namespace lf::make_model {
 namespace {
-
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-uint64_t mix64(uint64_t z) {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
-
-// Counter-based generator: element i of a tensor is mix64(key + (i+1)·golden), as splitmix64
-// would produce at step i, so no state is carried between elements, rows or threads.
-class Stream {
- public:
-  Stream(uint64_t seed, const std::string& tensor_name) : key_(mix64(seed ^ mix64(fnv1a(tensor_name)))) {}
-
-  uint64_t bits(uint64_t i) const { return mix64(key_ + (i + 1) * kGolden); }
-
-  // Sum of four 16-bit uniforms (Irwin-Hall, variance 4/12) rescaled to unit variance: no libm
-  // call, so a 600 MB model is generated in seconds and the bytes do not depend on the libm.
-  float normal(uint64_t i) const {
-    const uint64_t b = bits(i);
-    const uint32_t sum = (b & 0xFFFF) + ((b >> 16) & 0xFFFF) + ((b >> 32) & 0xFFFF) + (b >> 48);
-    constexpr float kScale = 1.7320508f / 65536.0f;  // sqrt(3) / 2^16
-    return (static_cast<float>(sum) + 2.0f - 2.0f * 65536.0f) * kScale;
-  }
-
-  float uniform(uint64_t i) const { return static_cast<float>(bits(i) >> 40) * (1.0f / 16777216.0f); }
-
- private:
-  uint64_t key_;
-};
-
-// Rows [0, n_rows) split over the machine's two cores when the tensor is large enough to pay
-// for a thread.
-void for_rows(int64_t n_rows, int64_t row_elems, void (*body)(const void*, int64_t, int64_t), const void* ctx) {
-  if (n_rows < 2 || n_rows * row_elems < (int64_t{1} << 20)) {
-    body(ctx, 0, n_rows);
-    return;
-  }
-  const int64_t mid = n_rows / 2;
-  std::thread first(body, ctx, int64_t{0}, mid);
-  body(ctx, mid, n_rows);
-  first.join();
-}
-
-// x [n] f32 -> dst, one row in `type` (n a multiple of the block size).
-void convert_row(GgmlType type, const float* x, uint8_t* dst, int64_t n) {
-  switch (type) {
-    case GgmlType::F32:
-      std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case GgmlType::F16:
-    case GgmlType::BF16:
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = type == GgmlType::F16 ? fp32_to_fp16(x[i]) : fp32_to_bf16(x[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return;
-    case GgmlType::Q4_0:
-      quantize_row_q4_0_ref(x, reinterpret_cast<block_q4_0*>(dst), n);
-      return;
-    case GgmlType::Q8_0:
-      quantize_row_q8_0_ref(x, reinterpret_cast<block_q8_0*>(dst), n);
-      return;
-    default:
-      return;  // the CLI admits only the types above
-  }
-}
-
-struct MatrixJob {
-  Stream stream;
-  GgmlType type;
-  int64_t n_in;
-  float stddev;
-  uint64_t row_bytes;
-  uint8_t* dst;
-};
-
-void fill_matrix_rows(const void* ctx, int64_t begin, int64_t end) {
-  const auto& job = *static_cast<const MatrixJob*>(ctx);
-  std::vector<float> row(static_cast<size_t>(job.n_in));
-  for (int64_t r = begin; r < end; ++r) {
-    const uint64_t base = static_cast<uint64_t>(r) * static_cast<uint64_t>(job.n_in);
-    for (int64_t c = 0; c < job.n_in; ++c) row[c] = job.stddev * job.stream.normal(base + c);
-    convert_row(job.type, row.data(), job.dst + static_cast<uint64_t>(r) * job.row_bytes, job.n_in);
-  }
-}
-
-class TensorAdder {
- public:
-  TensorAdder(const ModelConfig& cfg, GgufWriter& w) : cfg_(cfg), w_(w) {}
-
-  // W [n_in, n_out] (ne order), elements N(0, stddev²), generated and quantized row by row.
-  Status matrix(const std::string& name, int64_t n_in, int64_t n_out, float stddev) {
-    const Stream stream(cfg_.seed, name);
-    const GgmlType type = cfg_.type;
-    return w_.add_tensor(name, type, {n_in, n_out}, [=](uint8_t* dst, uint64_t) {
-      TypeTraits traits;
-      type_traits(static_cast<uint32_t>(type), &traits);
-      const MatrixJob job{stream, type, n_in, stddev, row_bytes(traits, static_cast<uint64_t>(n_in)), dst};
-      for_rows(n_out, n_in, fill_matrix_rows, &job);
-    });
-  }
-
-  // Linear layer y = W x with x [n_in]: std 1/sqrt(n_in) keeps |y| close to |x|.
-  Status linear(const std::string& name, int64_t n_in, int64_t n_out) {
-    return matrix(name, n_in, n_out, 1.0f / std::sqrt(static_cast<float>(n_in)));
-  }
-
-  // v [n] F32, element i = value(stream, i).
-  template <typename ValueFn>
-  Status vector_f32(const std::string& name, int64_t n, ValueFn value) {
-    const Stream stream(cfg_.seed, name);
-    return w_.add_tensor(name, GgmlType::F32, {n}, [=](uint8_t* dst, uint64_t) {
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = value(stream, static_cast<uint64_t>(i));
-        std::memcpy(dst + 4 * i, &v, 4);
-      }
-    });
-  }
-
-  // Norm weights near `center`; stored as-is (Gemma 3's "+1" is already in a stored value).
-  Status norm(const std::string& name, int64_t n, float center = 1.0f) {
-    return vector_f32(name, n, [center](const Stream& s, uint64_t i) { return center * (1.0f + 0.1f * s.normal(i)); });
-  }
-
- private:
-  const ModelConfig& cfg_;
-  GgufWriter& w_;
-};
 
 // The model-level tensors of per-layer embeddings (docs/gemma-architecture.md, "E2B and E4B"):
 // per_layer_token_embd [n_pl·n_layer, n_vocab] is scaled by sqrt(n_pl) when read, so rows of std
@@ -223,6 +85,7 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
       LF_RETURN_IF_ERROR(t.linear(p + "proj.weight", c.n_embd_per_layer, n_embd));
       LF_RETURN_IF_ERROR(t.norm(p + "post_norm.weight", n_embd));
     }
+    if (c.is_moe()) LF_RETURN_IF_ERROR(add_moe_layer_tensors(c, p, t));
     if (c.arch == Arch::gemma4 && c.layer_output_scale) {
       // Values away from 1.0 so an engine that ignores the scale is caught (docs/gguf.md,
       // "Synthetic files in llama.cpp").

@@ -1,8 +1,5 @@
 // Tensors of a synthetic model with deterministic pseudo-random contents (docs/gguf.md, "gemma4
-// tensors" and "gemma3 tensors").
-//
-// Every element is a pure function of (seed, tensor name, element index), so tensors can be
-// produced in any order, by any number of threads, and the same arguments give the same bytes.
+// tensors" and "gemma3 tensors"; tensor_adder.h makes them).
 #pragma once
 
 #include <cstdint>
