@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_checks.h"
 #include "fixture_e_model.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
@@ -24,6 +25,8 @@ using lf::Status;
 using lf::test::EFixtureOptions;
 using lf::test::FixtureModel;
 using lf::test::WeightFormat;
+using lf::test::max_row_rel_error;
+using lf::test::session;
 
 constexpr int kEmbd = lf::test::kFixtureEmbd;
 constexpr int kLayers = lf::test::kELayers;
@@ -50,12 +53,6 @@ Model load(const FixtureModel& f, lf::LayerRange range = {0, kLayers}, bool emb 
   INFO(s.message());
   REQUIRE(s.ok());
   return m;
-}
-
-Session session(const Model& m, int max_ctx = 32, int attn_chunk = 64) {
-  Session s;
-  REQUIRE(Session::create(m, lf::KvCacheOptions{max_ctx, attn_chunk}, &s).ok());
-  return s;
 }
 
 std::vector<int32_t> prompt(int n) {
@@ -96,20 +93,6 @@ std::vector<float> run(const Model& m, Session& s, const Inputs& in, int n_all, 
   INFO(st.message());
   REQUIRE(st.ok());
   return out;
-}
-
-double max_row_rel_error(const std::vector<float>& e, const std::vector<float>& r, int width) {
-  double worst = 0;
-  for (size_t row = 0; row < r.size() / width; ++row) {
-    double d2 = 0, r2 = 0;
-    for (int i = 0; i < width; ++i) {
-      const double d = e[row * width + i] - r[row * width + i];
-      d2 += d * d;
-      r2 += static_cast<double>(r[row * width + i]) * r[row * width + i];
-    }
-    worst = std::max(worst, std::sqrt(d2 / r2));
-  }
-  return worst;
 }
 
 }  // namespace

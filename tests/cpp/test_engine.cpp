@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_checks.h"
 #include "fixture_model.h"
 #include "model/forward.h"
 #include "model/reference_forward.h"
@@ -22,6 +23,10 @@ using lf::Status;
 using lf::test::FixtureModel;
 using lf::test::FixtureOptions;
 using lf::test::WeightFormat;
+using lf::test::load_status;
+using lf::test::max_row_rel_error;
+using lf::test::require_refused;
+using lf::test::session;
 
 constexpr int kEmbd = lf::test::kFixtureEmbd;
 constexpr int kLayers = lf::test::kFixtureLayers;
@@ -45,12 +50,6 @@ Model load(const FixtureModel& f, lf::LayerRange range, bool emb, bool head) {
   return m;
 }
 
-Session session(const Model& m, int max_ctx = 32, int attn_chunk = 64) {
-  Session s;
-  REQUIRE(Session::create(m, lf::KvCacheOptions{max_ctx, attn_chunk}, &s).ok());
-  return s;
-}
-
 std::vector<int32_t> prompt(int n) {
   std::vector<int32_t> t(n);
   for (int i = 0; i < n; ++i) t[i] = (7 * i + 3) % lf::test::kFixtureVocab;
@@ -71,35 +70,6 @@ std::vector<float> run(const Model& m, Session& s, const std::vector<float>& in,
   INFO(st.message());
   REQUIRE(st.ok());
   return out;
-}
-
-Status load_status(FixtureOptions o) {
-  FixtureModel f;
-  LF_RETURN_IF_ERROR(lf::test::build_fixture(o, &f));
-  Model m;
-  return f.load_all(&m);
-}
-
-void require_refused(const FixtureOptions& o, const std::string& needle) {
-  const Status s = load_status(o);
-  INFO(s.message());
-  REQUIRE_FALSE(s.ok());
-  CHECK(s.message().find(needle) != std::string::npos);
-}
-
-// max over rows of |e - r| / |r| (Euclidean norms per row).
-double max_row_rel_error(const std::vector<float>& e, const std::vector<float>& r, int width) {
-  double worst = 0;
-  for (size_t row = 0; row < r.size() / width; ++row) {
-    double d2 = 0, r2 = 0;
-    for (int i = 0; i < width; ++i) {
-      const double d = e[row * width + i] - r[row * width + i];
-      d2 += d * d;
-      r2 += static_cast<double>(r[row * width + i]) * r[row * width + i];
-    }
-    worst = std::max(worst, std::sqrt(d2 / r2));
-  }
-  return worst;
 }
 
 std::vector<double> log_softmax(const float* z, int n) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_checks.h"
 #include "fixture_moe.h"
 #include "model/forward.h"
 #include "model/node_needs.h"
@@ -23,14 +24,12 @@ using lf::test::FixtureModel;
 using lf::test::FixtureOptions;
 using lf::test::MoeFixture;
 using lf::test::WeightFormat;
+using lf::test::max_row_rel_error;
+using lf::test::require_ok;
+using lf::test::require_refused;
 
 constexpr int kEmbd = lf::test::kFixtureEmbd;
 constexpr int kLayers = lf::test::kFixtureLayers;
-
-void require_ok(const Status& s) {
-  INFO(s.message());
-  REQUIRE(s.ok());
-}
 
 FixtureOptions moe_options(const MoeFixture& moe, WeightFormat format = WeightFormat::f32) {
   FixtureOptions o;
@@ -43,20 +42,6 @@ FixtureModel moe_fixture(const MoeFixture& moe, WeightFormat format = WeightForm
   FixtureModel f;
   require_ok(lf::test::build_fixture(moe_options(moe, format), &f));
   return f;
-}
-
-Status load_status(const FixtureOptions& o) {
-  FixtureModel f;
-  LF_RETURN_IF_ERROR(lf::test::build_fixture(o, &f));
-  Model m;
-  return f.load_all(&m);
-}
-
-void require_refused(const FixtureOptions& o, const std::string& needle) {
-  const Status s = load_status(o);
-  INFO(s.message());
-  REQUIRE_FALSE(s.ok());
-  CHECK(s.message().find(needle) != std::string::npos);
 }
 
 std::vector<float> embedded(const Model& m, int n) {
@@ -73,21 +58,6 @@ std::vector<float> run(const Model& m, Session& s, const std::vector<float>& x, 
   return out;
 }
 
-// max over rows of |e - r| / |r|
-double max_row_rel_error(const std::vector<float>& e, const std::vector<float>& r) {
-  double worst = 0;
-  for (size_t row = 0; row < r.size() / kEmbd; ++row) {
-    double d2 = 0, r2 = 0;
-    for (int i = 0; i < kEmbd; ++i) {
-      const double d = e[row * kEmbd + i] - r[row * kEmbd + i];
-      d2 += d * d;
-      r2 += static_cast<double>(r[row * kEmbd + i]) * r[row * kEmbd + i];
-    }
-    worst = std::max(worst, std::sqrt(d2 / r2));
-  }
-  return worst;
-}
-
 // The engine's hidden states of an 11-token prompt against the reference's.
 double engine_vs_reference(const FixtureModel& f) {
   Model m;
@@ -99,7 +69,7 @@ double engine_vs_reference(const FixtureModel& f) {
   const std::vector<float> hidden = run(m, s, x, 0, n, false);
   std::vector<float> ref;
   require_ok(lf::reference_layers(m, x.data(), n, &ref));
-  return max_row_rel_error(hidden, ref);
+  return max_row_rel_error(hidden, ref, kEmbd);
 }
 
 }  // namespace
@@ -212,12 +182,12 @@ TEST_CASE("the experts' branch changes the output: dropping a layer's experts is
   require_ok(Session::create(a, {}, &sa));
   require_ok(Session::create(b, {}, &sb));
   const std::vector<float> ya = run(a, sa, x, 0, 5, false), yb = run(b, sb, x, 0, 5, false);
-  CHECK(max_row_rel_error(yb, ya) > 1e-2);
+  CHECK(max_row_rel_error(yb, ya, kEmbd) > 1e-2);
   // The reference agrees that the scale matters by as much.
   std::vector<float> ra, rb;
   require_ok(lf::reference_layers(a, x.data(), 5, &ra));
   require_ok(lf::reference_layers(b, x.data(), 5, &rb));
-  CHECK(max_row_rel_error(yb, rb) < 1e-2);
+  CHECK(max_row_rel_error(yb, rb, kEmbd) < 1e-2);
 }
 
 TEST_CASE("tied router probabilities choose the lowest expert indices", "[moe]") {
@@ -247,7 +217,7 @@ TEST_CASE("tied router probabilities choose the lowest expert indices", "[moe]")
   Session sf, sg;
   require_ok(Session::create(mf, {}, &sf));
   require_ok(Session::create(mg, {}, &sg));
-  CHECK(max_row_rel_error(run(mg, sg, x, 0, 4, false), run(mf, sf, x, 0, 4, false)) > 1e-2);
+  CHECK(max_row_rel_error(run(mg, sg, x, 0, 4, false), run(mf, sf, x, 0, 4, false), kEmbd) > 1e-2);
 }
 
 TEST_CASE("MoE: a whole prompt and token by token give the same bytes", "[moe]") {

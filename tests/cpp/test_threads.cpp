@@ -10,10 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/thread_pool.h"
+#include "engine_checks.h"
 #include "fixture_model.h"
 #include "fixture_moe.h"
 #include "model/forward.h"
-#include "base/thread_pool.h"
 
 namespace {
 
@@ -24,13 +25,9 @@ using lf::Status;
 using lf::ThreadPool;
 using lf::test::FixtureModel;
 using lf::test::WeightFormat;
+using lf::test::require_ok;
 
 const int kThreadCounts[] = {1, 2, 3, 4, 8};
-
-void require_ok(const Status& s) {
-  INFO(s.message());
-  REQUIRE(s.ok());
-}
 
 // Waits (yielding: the machine may have fewer cores than threads) until flag is set.
 void spin_until(const std::atomic<bool>& flag) {
