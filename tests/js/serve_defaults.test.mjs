@@ -9,7 +9,7 @@ import http from "node:http";
 import net from "node:net";
 import {describe, test} from "node:test";
 
-import {isLoopback} from "../../js-glue/src/server/node_host.js";
+import {isLoopback} from "../../js-glue/src/server/node_process.js";
 import {model, root} from "./models.mjs";
 import {cli, startServer, waitReady} from "./server_process.mjs";
 

@@ -3,14 +3,11 @@
 // per event, redacted; SIGTERM drains (no new requests, the ones under way finish or the
 // deadline passes), as `serve` does for a layer node. Without a token it binds loopback only,
 // unless told otherwise in so many words.
-import { createAdaptorServer } from '@hono/node-server';
-
 import { Pipeline } from '../pipeline/pipeline.js';
 import { jsonLog, redactConfig } from '../server/json_log.js';
-import { isLoopback, listen, requestSeverity } from '../server/node_host.js';
+import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../server/redact.js';
-import { checkAuthToken } from '../server/app.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 
@@ -27,19 +24,14 @@ import { gatewayMetrics } from './metrics.js';
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
   insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, log: write = jsonLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
-  checkAuthToken(authToken);
-  if (authToken === undefined && !isLoopback(host) && !insecureNoAuth) {
-    throw new Error(`refusing to serve the gateway without AUTH_TOKEN on ${host}, which is not a loopback address: anyone who reaches it could use the model. ` +
-      'Set AUTH_TOKEN, bind --host 127.0.0.1, or pass --insecure-no-auth (LAYERFOLD_INSECURE_NO_AUTH=1) to serve it open anyway');
-  }
+  checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
     maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs }) });
-  if (authToken === undefined && !isLoopback(host)) log('WARNING', 'NO AUTHENTICATION: /v1/* and /metrics are open to anyone who reaches this address (--insecure-no-auth)', { host, port });
+  warnIfOpen({ authToken, host, port }, log);
 
   const state = new NodeState();
-  let inFlight = 0;
-  let onIdle = () => {};
-  const metrics = gatewayMetrics(() => inFlight);
+  let http = null;  // the server, once listening: it counts the requests in flight
+  const metrics = gatewayMetrics(() => http?.inFlight() ?? 0);
   const observer = {
     ...metrics.observer,
     request(method, route, status, ms) {
@@ -53,19 +45,9 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   };
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, observer,
     closeConnection: (c) => c.env?.outgoing?.destroy() });
-  const server = createAdaptorServer({ fetch: app.fetch });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.
-  server.requestTimeout = 0;
-  server.timeout = 0;
-  server.on('request', (request, response) => {
-    inFlight++;
-    response.once('close', () => {
-      if (--inFlight === 0) onIdle();
-    });
-  });
-  const boundPort = await listen(server, port, host);
-  log('INFO', 'listening', { host, port: boundPort });
+  http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
 
   const t0 = performance.now();
   const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions }).then((pipeline) => {
@@ -85,20 +67,12 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   async function shutdown() {
     if (state.shuttingDown) return 0;
     state.shuttingDown = true;
-    log('INFO', 'shutting down', { inFlight, pendingWork: state.pendingWork, deadlineMs: shutdownTimeoutMs });
-    server.close();
-    server.closeIdleConnections();
-    const httpIdle = inFlight === 0 ? Promise.resolve() : new Promise((resolve) => { onIdle = resolve; });
-    let timer;
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, shutdownTimeoutMs); });
-    await Promise.race([Promise.all([httpIdle, state.whenIdle()]), deadline]);
-    clearTimeout(timer);
-    const abandoned = inFlight;
-    server.closeAllConnections();
+    log('INFO', 'shutting down', { inFlight: http.inFlight(), pendingWork: state.pendingWork, deadlineMs: shutdownTimeoutMs });
+    const abandoned = await http.drain(() => state.whenIdle(), shutdownTimeoutMs);
     if (state.pendingWork === 0 && state.node) await state.node.close();
     log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
     return abandoned;
   }
 
-  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`, port: boundPort, state, app, server, opened, shutdown };
+  return { url: http.url, port: http.port, state, app, server: http.server, opened, shutdown };
 }

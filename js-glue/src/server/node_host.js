@@ -4,13 +4,12 @@
 // this protocol; and a graceful shutdown that finishes the requests in flight. A node without a
 // token answers anyone who reaches it, so it starts on a loopback address only, unless told
 // otherwise in so many words.
-import { createAdaptorServer } from '@hono/node-server';
-
 import { LayerNode } from '../node/layer_node.js';
-import { checkAuthToken, createLayerNodeApp, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from './app.js';
+import { createLayerNodeApp, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from './app.js';
 import { jsonLog, redactConfig } from './json_log.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from './logits_answer.js';
 import { nodeMetrics } from './metrics.js';
+import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from './node_process.js';
 import { NodeState } from './node_state.js';
 import { redactDeep, redactSecrets } from './redact.js';
 
@@ -18,36 +17,6 @@ const PROGRESS_LOG_MS = 2000;
 // A request's headers must be in within this; its body has the app's own deadline once admitted,
 // and Node's whole-request timeout is set beyond both, as the last resort it is.
 const HEADERS_TIMEOUT_MS = 20_000;
-
-/**
- * Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost): reachable from this
- * machine only.
- * @example isLoopback('127.0.0.1') // true; isLoopback('0.0.0.0') // false
- */
-export function isLoopback(host) {
-  const h = String(host).toLowerCase().replace(/^\[|\]$/g, '');
-  return h === 'localhost' || h === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(h);
-}
-
-// How loud a request's log line is: a failure of the node is an ERROR; a client that went away
-// or was too slow is worth a WARNING; every deliberate answer (4xx, 429, 503 while loading or
-// shutting down) is INFO.
-export function requestSeverity(status) {
-  if (status === 500) return 'ERROR';
-  if (status === 499 || status === 408) return 'WARNING';
-  return 'INFO';
-}
-
-/** Listens on host:port -> the port bound (port 0: one the system chose). */
-export function listen(server, port, host) {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve(server.address().port);
-    });
-  });
-}
 
 /**
  * Serves layers [begin, end) of `model` over HTTP. Returns at once with the listening server;
@@ -70,24 +39,16 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, log: write = jsonLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
-  checkAuthToken(authToken);
-  if (authToken === undefined && !isLoopback(host) && !insecureNoAuth) {
-    throw new Error(`refusing to serve without AUTH_TOKEN on ${host}, which is not a loopback address: anyone who reaches it could use the node. ` +
-      'Set AUTH_TOKEN, bind --host 127.0.0.1, or pass --insecure-no-auth (LAYERFOLD_INSECURE_NO_AUTH=1) to serve it open anyway');
-  }
+  checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
   log('INFO', 'starting', {
     config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxLogitsBytes,
       bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
-  if (authToken === undefined && !isLoopback(host)) {
-    log('WARNING', 'NO AUTHENTICATION: /v1/* and /metrics are open to anyone who reaches this address (--insecure-no-auth)', { host, port });
-  }
+  warnIfOpen({ authToken, host, port }, log);
   const state = new NodeState();
-  // Requests in flight, counted until their response is written out (or the client went away).
-  let inFlight = 0;
-  let onIdle = () => {};
-  const metrics = nodeMetrics(state, () => inFlight);
+  let http = null;  // the server, once listening: it counts the requests in flight
+  const metrics = nodeMetrics(state, () => http?.inFlight() ?? 0);
   const observer = {
     ...metrics.observer,
     request(method, route, status, ms) {
@@ -103,21 +64,13 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     // @hono/node-server hands each request its Node response as env.outgoing.
     closeConnection: (c) => c.env?.outgoing?.destroy(),
   });
-  const server = createAdaptorServer({ fetch: app.fetch });
   // Node's defaults (a 300 s whole-request timeout, 60 s for headers) are not this protocol's. No
   // socket idle timeout: a forward of a long prompt may compute for minutes with nothing on the
   // wire; an answer nobody reads is cut by the app's send deadline instead.
-  server.headersTimeout = HEADERS_TIMEOUT_MS;
-  server.requestTimeout = HEADERS_TIMEOUT_MS + bodyTimeoutMs + 10_000;
-  server.timeout = 0;
-  server.on('request', (request, response) => {
-    inFlight++;
-    response.once('close', () => {
-      if (--inFlight === 0) onIdle();
-    });
+  http = await startHttpServer(app, {
+    port, host, log,
+    timeouts: { headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: HEADERS_TIMEOUT_MS + bodyTimeoutMs + 10_000, timeout: 0 },
   });
-  const boundPort = await listen(server, port, host);
-  log('INFO', 'listening', { host, port: boundPort });
 
   const t0 = performance.now();
   let lastLog = -Infinity;
@@ -147,22 +100,14 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   async function shutdown() {
     if (state.shuttingDown) return 0;
     state.shuttingDown = true;
-    log('INFO', 'shutting down', { inFlight, pendingWork: state.pendingWork, deadlineMs: shutdownTimeoutMs });
-    server.close();
-    server.closeIdleConnections();
+    log('INFO', 'shutting down', { inFlight: http.inFlight(), pendingWork: state.pendingWork, deadlineMs: shutdownTimeoutMs });
     // Requests in flight, and engine calls whose client may have gone: both finish, or the deadline passes.
-    const httpIdle = inFlight === 0 ? Promise.resolve() : new Promise((resolve) => { onIdle = resolve; });
-    let timer;
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, shutdownTimeoutMs); });
-    await Promise.race([Promise.all([httpIdle, state.whenIdle()]), deadline]);
-    clearTimeout(timer);
-    const abandoned = inFlight + state.pendingWork;
-    server.closeAllConnections();
+    const abandoned = (await http.drain(() => state.whenIdle(), shutdownTimeoutMs)) + state.pendingWork;
     // A forward still running owns the engine: only an idle node is freed (else the exit frees it).
     if (state.pendingWork === 0 && state.node) state.node.close();
     log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
     return abandoned;
   }
 
-  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`, port: boundPort, state, app, server, loaded, shutdown };
+  return { url: http.url, port: http.port, state, app, server: http.server, loaded, shutdown };
 }
