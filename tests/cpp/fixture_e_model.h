@@ -108,12 +108,7 @@ inline Status build_e_fixture(const EFixtureOptions& o, FixtureModel* out) {
     norm(p + "post_norm.weight", n_embd);
     b.add(p + "layer_output_scale.weight", GgmlType::F32, {1}, {output_scale[il]});
   }
-  LF_RETURN_IF_ERROR(b.error);
-  FixtureModel m;
-  m.bytes = b.w.write_buffer();
-  LF_RETURN_IF_ERROR(gguf_parse(m.bytes.data(), m.bytes.size(), m.bytes.size(), &m.file));
-  *out = std::move(m);
-  return Status();
+  return b.finish(out);
 }
 
 }  // namespace lf::test

@@ -141,6 +141,16 @@ class Builder {
     if (!s.ok()) error = s;
   }
 
+  // The file written out and parsed back: the fixture.
+  Status finish(FixtureModel* out) {
+    LF_RETURN_IF_ERROR(error);
+    FixtureModel m;
+    m.bytes = w.write_buffer();
+    LF_RETURN_IF_ERROR(gguf_parse(m.bytes.data(), m.bytes.size(), m.bytes.size(), &m.file));
+    *out = std::move(m);
+    return Status();
+  }
+
   GgufWriter w;
   Status error;
 
@@ -232,13 +242,7 @@ inline Status build_fixture(const FixtureOptions& o, FixtureModel* out) {
     if (g4) b.add(p + "layer_output_scale.weight", GgmlType::F32, {1}, {output_scale[il]});
   }
   if (o.edit) o.edit(b.w);
-  LF_RETURN_IF_ERROR(b.error);
-
-  FixtureModel m;
-  m.bytes = b.w.write_buffer();
-  LF_RETURN_IF_ERROR(gguf_parse(m.bytes.data(), m.bytes.size(), m.bytes.size(), &m.file));
-  *out = std::move(m);
-  return Status();
+  return b.finish(out);
 }
 
 }  // namespace lf::test

@@ -168,12 +168,7 @@ Status build_odd_model(FixtureModel* out) {
     b.matrix(p + "ffn_down.weight", n_ff, n_embd, lf::GgmlType::Q8_0);
     b.norm(p + "post_ffw_norm.weight", n_embd);
   }
-  LF_RETURN_IF_ERROR(b.error);
-  FixtureModel m;
-  m.bytes = b.w.write_buffer();
-  LF_RETURN_IF_ERROR(lf::gguf_parse(m.bytes.data(), m.bytes.size(), m.bytes.size(), &m.file));
-  *out = std::move(m);
-  return Status();
+  return b.finish(out);
 }
 
 // Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order.
