@@ -83,7 +83,9 @@ describe("gateway sessions", () => {
   });
 
   test("a request past its deadline ends with a 504 and frees its sessions", async (t) => {
-    const {client, pipeline} = await startGateway(t, {requestTimeoutMs: 300});
+    // 400 greedy tokens take well over 10 ms here (a step is a forward through two nodes and a
+    // turn of the event loop), however quiet the machine.
+    const {client, pipeline} = await startGateway(t, {requestTimeoutMs: 10});
     await assert.rejects(client.chat.completions.create({model: "tiny", messages: chat("hello"), max_tokens: 400, temperature: 0}),
       (error) => error.status === 504 && error.code === "deadline_exceeded");
     await until(() => nodeSessions(pipeline).every((n) => n === 0), "the sessions to be dropped");
