@@ -136,9 +136,9 @@ struct ForwardCall {
   std::function<std::vector<Status>()> finish;  // collects errors, copies outputs out, moves n_past
 };
 
-// Entry e's rows in [offset, offset + n) of every entry's rows laid end to end.
+// Where an entry's rows start among every entry's rows laid end to end, in `in` and in `out`.
 struct EntryRows {
-  size_t in = 0, out = 0;  // first row in `in` and in `out`
+  size_t in = 0, out = 0;
 };
 
 Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std::span<const float> in,
