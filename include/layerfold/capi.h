@@ -88,6 +88,10 @@ LF_EXPORT(lf_session_create) lf_session* lf_session_create(const lf_model* model
 LF_EXPORT(lf_session_n_past) int lf_session_n_past(const lf_session* session);
 LF_EXPORT(lf_session_bytes) double lf_session_bytes(const lf_session* session);
 LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
+/* Cuts the session back to its first n_past positions (docs/forward-pass.md, "The KV cache"): the next lf_forward continues at n_past as if the rest had never been sent. Refused
+ * (failed_precondition, the session unchanged) beyond what the sliding layers' rings still hold:
+ * once a ring has wrapped, at most the session's attn_chunk positions (64 by default). */
+LF_EXPORT(lf_session_truncate) int lf_session_truncate(lf_session* session, int n_past);
 /* Where the session's last forward spent its time, as JSON owned by the session until the next
  * call: {"layer_ms": [per layer of the range; empty before any forward], "attention_ms", "ffn_ms",
  * "serial_ms" (outside the workers)}, the phases summed over its layers (docs/threads.md). */

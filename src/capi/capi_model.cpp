@@ -246,6 +246,11 @@ int lf_session_n_past(const lf_session* session) { return session->session.n_pas
 double lf_session_bytes(const lf_session* session) { return static_cast<double>(session->session.bytes()); }
 void lf_session_free(lf_session* session) { delete session; }
 
+int lf_session_truncate(lf_session* session, int n_past) {
+  if (!session) return lf::capi::record(Status(Code::invalid_argument, "lf_session_truncate needs a session"));
+  return lf::capi::record(session->session.truncate(n_past));
+}
+
 const char* lf_session_timings_json(const lf_session* session) {
   const lf::ForwardReport& r = session->session.last;
   nlohmann::ordered_json out;

@@ -61,6 +61,7 @@ Status KvCache::create(const ModelConfig& c, LayerRange range, const KvCacheOpti
   LF_RETURN_IF_ERROR(check_options(c, options, &cache.max_ctx_));
   cache.range_ = range;
   cache.attn_chunk_ = options.attn_chunk;
+  cache.n_swa_ = c.n_swa;
   cache.layers_.resize(range.end - range.begin);
   for (int il = range.begin; il < range.end; ++il) {
     LayerKv& kv = cache.layers_[il - range.begin];
@@ -75,6 +76,15 @@ Status KvCache::create(const ModelConfig& c, LayerRange range, const KvCacheOpti
   }
   *out = std::move(cache);
   return Status();
+}
+
+int KvCache::shortest_cut(int n_past) const {
+  int shortest = 0;
+  for (const LayerKv& kv : layers_) {
+    if (!kv.sliding || kv.capacity == 0 || n_past <= kv.capacity) continue;
+    shortest = std::max(shortest, n_past - kv.capacity + n_swa_ - 1);
+  }
+  return shortest;
 }
 
 uint64_t KvCache::bytes() const {

@@ -49,6 +49,12 @@ class KvCache {
   // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
   KvView view(int il, int kv_head, int end_pos) const;
 
+  // The shortest length a session of n_past positions can be cut back to (Session::truncate)
+  // with every key its next queries read still cached: a sliding ring of C slots holds positions
+  // [n_past - C, n_past) once it has wrapped, and a query at position p reads keys from
+  // p - n_swa + 1 on. 0 where no ring has wrapped.
+  int shortest_cut(int n_past) const;
+
   // What storing positions [pos0, pos0 + n) will overwrite, to put back with restore().
   void save_overwritten(int pos0, int n, KvUndo* undo) const;
   void restore(const KvUndo& undo);
@@ -75,6 +81,7 @@ class KvCache {
   LayerRange range_;
   int max_ctx_ = 0;
   int attn_chunk_ = 0;
+  int n_swa_ = 0;
   std::vector<LayerKv> layers_;  // [range.end - range.begin]
 };
 

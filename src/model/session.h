@@ -48,6 +48,11 @@ class Session {
   // Only the engine moves n_past, after a whole forward call succeeded.
   void set_n_past(int n_past) { n_past_ = n_past; }
   void reset() { n_past_ = 0; }
+  // Cuts the session back to its first n_past positions, so the next forward continues from
+  // there as if the rest had never been sent. Refused (failed_precondition, the session
+  // unchanged) when a sliding layer's ring no longer holds the keys the next queries read:
+  // at most attn_chunk positions can be cut once a ring has wrapped (KvCache::shortest_cut).
+  Status truncate(int n_past);
 
   KvCache kv;
 

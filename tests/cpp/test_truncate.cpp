@@ -1,0 +1,111 @@
+// Session::truncate: a session cut back to n positions continues exactly as a session that was
+// only ever sent those n; a cut the sliding rings cannot honour is refused and changes nothing.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine_checks.h"
+#include "fixture_e_model.h"
+#include "fixture_model.h"
+#include "model/forward.h"
+#include "model/per_layer_embd.h"
+
+namespace {
+
+using lf::Model;
+using lf::Session;
+using lf::test::FixtureModel;
+using lf::test::require_ok;
+
+struct Run {
+  const Model& m;
+  std::vector<int32_t> tokens;
+
+  // Positions [pos, pos + n) of the tokens through the session -> every output row.
+  std::vector<float> feed(Session& s, int pos, int n) const {
+    const size_t E = static_cast<size_t>(m.config.n_embd);
+    std::vector<float> x(static_cast<size_t>(n) * E), out(x.size());
+    require_ok(lf::embed(m, tokens.data() + pos, n, x.data()));
+    if (m.config.n_embd_per_layer > 0) {
+      s.per_layer_in.resize(static_cast<size_t>(m.config.n_layer) * n * m.config.n_embd_per_layer);
+      require_ok(lf::per_layer_inputs(m, tokens.data() + pos, n, x.data(), s.per_layer_in.data()));
+    }
+    require_ok(lf::forward(m, s, pos, x.data(), n, out.data(), false));
+    return out;
+  }
+};
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Feeds 12 positions in chunks, cuts back to `cut`, continues with 4 other tokens: the
+// continuation's bytes must be those of a session fed only the first `cut` positions.
+void check_cut(const Model& m, int attn_chunk, int cut) {
+  Run run{m, {}};
+  for (int i = 0; i < 16; ++i) run.tokens.push_back((11 * i + 3) % lf::test::kFixtureVocab);
+  Session s = lf::test::session(m, 32, attn_chunk);
+  run.feed(s, 0, 7);
+  run.feed(s, 7, 5);
+  require_ok(s.truncate(cut));
+  REQUIRE(s.n_past() == cut);
+  Run other = run;
+  for (int i = cut; i < cut + 4; ++i) other.tokens[static_cast<size_t>(i)] = (5 * i + 1) % lf::test::kFixtureVocab;
+  const std::vector<float> continued = other.feed(s, cut, 4);
+
+  Session fresh = lf::test::session(m, 32, attn_chunk);
+  if (cut > 0) other.feed(fresh, 0, cut);
+  CHECK(same_bytes(continued, other.feed(fresh, cut, 4)));
+}
+
+TEST_CASE("a session cut back continues as if the rest had never been sent", "[truncate]") {
+  lf::test::FixtureOptions o;
+  o.format = lf::test::WeightFormat::mixed;
+  FixtureModel f;
+  require_ok(lf::test::build_fixture(o, &f));
+  Model m;
+  require_ok(f.load_all(&m));
+  // Window 4, attn_chunk 3: the sliding rings hold 6 slots and have wrapped at 12 positions; a
+  // continuation from 9 reads keys 6.. on: the shortest cut is 12 - 6 + 4 - 1 = 9.
+  for (int cut : {12, 11, 10, 9}) check_cut(m, 3, cut);
+  // attn_chunk 64: the rings (67 slots) never wrapped, so any cut is exact.
+  for (int cut : {0, 1, 5, 11}) check_cut(m, 64, cut);
+
+  lf::test::EFixtureOptions e;
+  e.format = lf::test::WeightFormat::mixed;
+  FixtureModel ef;
+  require_ok(lf::test::build_e_fixture(e, &ef));
+  Model em;
+  require_ok(ef.load({0, lf::test::kELayers}, true, true, &em));
+  for (int cut : {9, 10, 12}) check_cut(em, 3, cut);  // shared-KV sources keep every position
+  check_cut(em, 64, 2);
+}
+
+TEST_CASE("a cut the rings cannot honour, or outside the session, is refused and changes nothing", "[truncate]") {
+  lf::test::FixtureOptions o;
+  o.format = lf::test::WeightFormat::mixed;
+  FixtureModel f;
+  require_ok(lf::test::build_fixture(o, &f));
+  Model m;
+  require_ok(f.load_all(&m));
+  Run run{m, {}};
+  for (int i = 0; i < 16; ++i) run.tokens.push_back((7 * i + 2) % lf::test::kFixtureVocab);
+  Session s = lf::test::session(m, 32, 3), fresh = lf::test::session(m, 32, 3);
+  run.feed(s, 0, 12);
+  run.feed(fresh, 0, 12);
+
+  const lf::Status deep = s.truncate(8);
+  CHECK(deep.code() == lf::Code::failed_precondition);
+  CHECK(deep.message() ==
+        "cannot cut a session of 12 positions to 8: a sliding layer's ring no longer holds the keys a continuation "
+        "from there reads (the shortest cut is to 9; once a ring has wrapped, at most attn_chunk = 3 positions can be "
+        "cut)");
+  CHECK(s.truncate(13).message() == "cannot cut a session of 12 positions to 13: the length must be in [0, 12]");
+  CHECK(s.truncate(-1).code() == lf::Code::invalid_argument);
+  REQUIRE(s.n_past() == 12);
+  CHECK(same_bytes(run.feed(s, 12, 2), run.feed(fresh, 12, 2)));
+}
+
+}  // namespace
