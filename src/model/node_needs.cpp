@@ -107,7 +107,11 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   if (shape.with_embedding) needs.scratch_bytes += 2 * sizeof(float) * per_layer_input_floats(c, 0, c.n_layer, shape.max_tokens);
   if (shape.with_embedding && c.n_embd_per_layer > 0) {
     const GgufTensorInfo* table = file.tensor("per_layer_token_embd.weight");
-    needs.per_layer_row_bytes = table->n_bytes / static_cast<uint64_t>(table->ne[1]);
+    TypeTraits traits{};
+    if (!type_traits(static_cast<uint32_t>(table->type), &traits)) {
+      return Status(Code::unsupported, "tensor 'per_layer_token_embd.weight' has an unknown type");
+    }
+    needs.per_layer_row_bytes = row_bytes(traits, static_cast<uint64_t>(table->ne[0]));
     if (shape.per_layer_rows) needs.scratch_bytes += per_layer_rows_lookup_bytes(shape.max_tokens);
   }
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
