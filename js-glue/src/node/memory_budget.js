@@ -65,7 +65,7 @@ export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, row
     `KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)} ` +
     `(or, while loading, ${mib(relayout)} to lay out one projection), ` +
     `module ${mib(baseBytes)}), but the memory budget is ${budgetBytes} bytes (${mib(budgetBytes)}): ` +
-    'give this node fewer layers, a smaller max context or max tokens, or a larger budget');
+    `give this node fewer layers, a smaller max context or max tokens${rowCache ? ', a smaller per-layer row cache' : ''}, or a larger budget`);
   error.neededBytes = needed;
   error.availableBytes = budgetBytes;
   throw error;
