@@ -2,10 +2,13 @@
 // sees, by range from its object source, cached (node/per_layer_rows.js), instead of holding the
 // table: the same logits bytes as a node holding it, only the seen rows read (a cached row never
 // again, adjacent ids in one read), through a local file, an R2 binding and the edge node, and a
-// memory estimate (the node's and `layerfold plan`'s) without the table.
+// memory estimate (the node's and `layerfold plan`'s) without the table. Over HTTPS the verified
+// disk cache keeps the rows read, like any range.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
 import path from "node:path";
 import {describe, test} from "node:test";
 
@@ -55,6 +58,24 @@ function r2Binding(file, key) {
       }
       return {etag: "e1", body: ReadableStream.from([new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length)])};
     }};
+}
+
+// An HTTP server of the file's ranges (strong ETag), recording each GET's range.
+async function rangeServer(file) {
+  const size = fs.statSync(file).size;
+  const ranges = [];
+  const server = http.createServer((req, res) => {
+    if (req.method === "HEAD") return res.writeHead(200, {"content-length": size, etag: '"v1"'}).end();
+    const [a, b] = /bytes=(\d+)-(\d+)/.exec(req.headers.range).slice(1).map(Number);
+    ranges.push([a, b + 1]);
+    const body = Buffer.alloc(b + 1 - a);
+    const fd = fs.openSync(file, "r");
+    fs.readSync(fd, body, 0, body.length, a);
+    fs.closeSync(fd);
+    res.writeHead(206, {"content-length": body.length, "content-range": `bytes ${a}-${b}/${size}`, etag: '"v1"'}).end(body);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {url: `http://127.0.0.1:${server.address().port}/m.gguf`, ranges, stop: () => new Promise((r) => server.close(r))};
 }
 
 // Ranges [start, end) of the table's rows [first, last].
@@ -146,6 +167,33 @@ describe("per-layer embedding rows read by range", () => {
     } finally {
       node.close();
       whole.close();
+    }
+  });
+
+  test("over HTTPS ranges through the disk cache: the rows read once from the server, then from the cache", async () => {
+    const file = e2b();
+    const t = await table(file);
+    const server = await rangeServer(file);
+    const cacheDir = fs.mkdtempSync(path.join(os.tmpdir(), "lf-per-layer-rows-"));
+    const whole = await LayerNode.open({model: file, layers: [0, 1], build: "single", perLayerTable: "whole"});
+    try {
+      const tokens = [40, 41, 7];
+      const expected = bytesOf(await whole.perLayerInputs(tokens, whole.embed(tokens)));
+      for (const pass of [0, 1]) {
+        const node = await LayerNode.open({model: server.url, cacheDir, layers: [0, 1], build: "single"});
+        try {
+          assert.ok(bytesOf(await node.perLayerInputs(tokens, node.embed(tokens))).equals(expected), `pass ${pass}`);
+        } finally {
+          node.close();
+        }
+        // The first node fetched rows 7 and 40-41 alone; the second found them (and its tensors) on disk.
+        assert.deepEqual(server.ranges.filter(inTable(t)), pass === 0 ? [rowRange(t, 7, 7), rowRange(t, 40, 41)] : [], `pass ${pass}`);
+        server.ranges.length = 0;
+      }
+    } finally {
+      whole.close();
+      await server.stop();
+      fs.rmSync(cacheDir, {recursive: true, force: true});
     }
   });
 
