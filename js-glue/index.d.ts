@@ -123,6 +123,10 @@ export interface LayerNodeOptions {
   ffnDownLayout?: 'units' | 'features';
   /** the model's header as read before (readModelHeader, Pipeline.header): not read again */
   header?: ModelHeader;
+  /** first node with per-layer embeddings: 'rows' (default) reads the table's rows of the tokens seen, by range, cached; 'whole' loads it */
+  perLayerTable?: 'rows' | 'whole';
+  /** bytes of per_layer_token_embd rows kept (least recently used evicted; default 8 MiB), counted in the memory budget */
+  perLayerRowCacheBytes?: number;
 }
 
 export interface ForwardRequest {
@@ -225,13 +229,17 @@ export class LayerNode {
   readonly ffnDownLayout: 'units' | 'features';
   /** the memory estimate checked against memoryBudgetBytes, when one was given */
   readonly memory: { budgetBytes: number; neededBytes: number; baseBytes: number; maxTokens: number;
-                     weights: number; kvCache: number; scratch: number; relayout: number } | null;
+                     weights: number; kvCache: number; scratch: number; relayout: number;
+                     rowBytes: number; rowCache: number } | null;
   /** token ids -> hidden [n, n_embd] (first node) */
   embed(tokens: ArrayLike<number>): Float32Array;
   /** per-layer embedding width (gemma4 E2B/E4B); 0: the model has none */
   readonly nEmbdPerLayer: number;
   /** token ids and their embed() -> every layer's per-layer input [n_layer, n, nEmbdPerLayer] (first node) */
-  perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Float32Array;
+  perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Promise<Float32Array>;
+  /** reading per_layer_token_embd by rows so far; null when the node does not read it so */
+  perLayerRowStats(): { reads: number; bytesRead: number; rowsRead: number; cacheHits: number;
+                        cachedBytes: number; rowBytes: number } | null;
   forward(request: ForwardRequest): Promise<Float32Array>;
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node) */
   logits(hidden: Float32Array): Float32Array;
@@ -294,6 +302,9 @@ export interface PipelineOptions {
   nodeReadyTimeoutMs?: number;
   /** per local node */
   maxSessions?: number;
+  /** how the local first node reads per_layer_token_embd (LayerNodeOptions) */
+  perLayerTable?: 'rows' | 'whole';
+  perLayerRowCacheBytes?: number;
   /** approximate modes for every forward of every node, replays included (default off) */
   approx?: ApproxOptions;
 }
@@ -414,6 +425,8 @@ export interface ServeOptions {
   shutdownTimeoutMs?: number;
   /** how ffn_down is laid out (LayerNodeOptions.ffnDownLayout); default 'units' */
   ffnDownLayout?: 'units' | 'features';
+  /** LayerNodeOptions.perLayerRowCacheBytes */
+  perLayerRowCacheBytes?: number;
   /** one structured log line per event; default JSON lines on stdout */
   log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
 }

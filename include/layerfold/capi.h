@@ -51,16 +51,20 @@ LF_EXPORT(lf_gguf_free) void lf_gguf_free(lf_gguf* gguf);
 /* The configuration as the engine reads it: {"arch": "gemma4", "n_layer", "n_embd", "n_vocab",
  * "n_ctx_train", "n_swa", "layers": [{"sliding", "n_head", "n_head_kv", "head_dim", "n_ff"}, ...]}. */
 LF_EXPORT(lf_model_info_json) const char* lf_model_info_json(lf_gguf* gguf);
-/* Names of the tensors a node of layers [begin, end) loads, as a JSON array. */
+/* Names of the tensors a node of layers [begin, end) loads, as a JSON array. per_layer_rows: the
+ * first node of a model with per-layer embeddings reads per_layer_token_embd by rows
+ * (lf_model_set_per_layer_rows), so the table is not among them. */
 LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end,
-                                                                 int with_embedding, int with_head);
+                                                                 int with_embedding, int with_head, int per_layer_rows);
 /* The bytes such a node holds (model/node_needs.h): {"tensor_bytes", "kv_bytes_per_session" (one
  * session at max_ctx; 0: the model's n_ctx_train), "scratch_bytes" (a forward of max_tokens rows,
  * top-K FFN included) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
- * loading only, freed before any session exists), "tensors" (as lf_node_tensors_json)}. */
+ * loading only, freed before any session exists), "per_layer_row_bytes" (the first node of a
+ * model with per-layer embeddings: one token's row of per_layer_token_embd, what a cache of rows
+ * is budgeted by; else 0), "tensors" (as lf_node_tensors_json)}. */
 LF_EXPORT(lf_node_needs_json) const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                              int with_embedding, int with_head, int max_ctx,
-                                                             int max_tokens);
+                                                             int max_tokens, int per_layer_rows);
 
 /* --- a node's model: the host places tensor bytes in memory, then loads a layer range --- */
 LF_EXPORT(lf_model_create) lf_model* lf_model_create(void);
@@ -78,6 +82,11 @@ LF_EXPORT(lf_model_threads) int lf_model_threads(const lf_model* model);
  * then reads only the columns of the features it keeps). Before lf_model_load only. The
  * forward's bytes are the same either way. */
 LF_EXPORT(lf_model_set_ffn_down_layout) int lf_model_set_ffn_down_layout(lf_model* model, const char* layout);
+/* from_host 1: the first node of a model with per-layer embeddings loads without
+ * per_layer_token_embd (E2B: 2.35 B values), which is then not placed; each call hands
+ * lf_per_layer_inputs_from_rows the rows of its tokens. 0 (default): the table is placed whole.
+ * Before lf_model_load only. The inputs' bytes are the same either way. */
+LF_EXPORT(lf_model_set_per_layer_rows) int lf_model_set_per_layer_rows(lf_model* model, int from_host);
 LF_EXPORT(lf_model_n_embd) int lf_model_n_embd(const lf_model* model);
 LF_EXPORT(lf_model_n_vocab) int lf_model_n_vocab(const lf_model* model);
 LF_EXPORT(lf_model_n_layer) int lf_model_n_layer(const lf_model* model);
@@ -131,6 +140,15 @@ LF_EXPORT(lf_embed) int lf_embed(const lf_model* model, const int32_t* tokens, i
  * (docs/forward-pass.md, "Per-layer inputs"). */
 LF_EXPORT(lf_per_layer_inputs) int lf_per_layer_inputs(const lf_model* model, const int32_t* tokens, int n,
                                                        const float* x0, float* out);
+/* lf_per_layer_inputs on a node that reads per_layer_token_embd by rows: rows [n_rows, row_bytes]
+ * are the tensor's rows of the distinct token ids row_ids [n_rows] (row id is the file's bytes
+ * [offset + id · row_bytes, + row_bytes), row_bytes = lf_node_needs_json's per_layer_row_bytes),
+ * in any order, at least every id of tokens. Refused by name: rows of another size, an id outside
+ * the vocabulary or given twice, a token without its row, non-finite values. */
+LF_EXPORT(lf_per_layer_inputs_from_rows) int lf_per_layer_inputs_from_rows(const lf_model* model, const int32_t* tokens,
+                                                                           int n, const float* x0, const int32_t* row_ids,
+                                                                           int n_rows, const uint8_t* rows,
+                                                                           double row_bytes, float* out);
 /* The next lf_forward's per-layer inputs for the session's layers: [range layers, n, n_embd_per_layer]
  * floats, copied; required before every forward of such a model, consumed by a successful one. */
 LF_EXPORT(lf_session_set_per_layer_inputs) int lf_session_set_per_layer_inputs(lf_session* session, const float* in,

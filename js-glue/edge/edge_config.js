@@ -1,6 +1,7 @@
 // The edge worker's settings, from its environment (wrangler.toml vars and secrets), checked
 // once per isolate: a bad value is an error naming the variable and what was expected.
 import { layerRange } from '../src/pipeline/nodes_spec.js';
+import { DEFAULT_ROW_CACHE_BYTES } from '../src/node/per_layer_rows.js';
 import { checkAuthToken } from '../src/server/app.js';
 
 /** An isolate's memory on Workers-style runtimes (128 MB), the default budget of a node. */
@@ -24,8 +25,9 @@ function layers(raw) {
 
 /**
  * The node's settings: the R2 binding MODEL, MODEL_KEY (required), LAYERS, MEMORY_BUDGET_BYTES,
- * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE, and the
- * AUTH_TOKEN secret.
+ * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE,
+ * PER_LAYER_ROW_CACHE_BYTES (the first node of a model with per-layer embeddings: the rows of
+ * per_layer_token_embd it keeps; default node/per_layer_rows.js's), and the AUTH_TOKEN secret.
  * @example edgeConfig({ MODEL: env.MODEL, MODEL_KEY: 'tiny.gguf', LAYERS: '0-0' }).layers // [0, 1]
  */
 export function edgeConfig(env) {
@@ -40,6 +42,7 @@ export function edgeConfig(env) {
     maxTokens: integer(env, 'MAX_TOKENS', 256, 1),
     maxSessions: integer(env, 'MAX_SESSIONS', 16, 1),
     maxQueue: integer(env, 'MAX_QUEUE', 16, 0),
+    perLayerRowCacheBytes: integer(env, 'PER_LAYER_ROW_CACHE_BYTES', DEFAULT_ROW_CACHE_BYTES, 0),
     // Set but empty would serve the node open: refused like a token with whitespace.
     authToken: checkAuthToken(env.AUTH_TOKEN),
   };

@@ -24,6 +24,8 @@ export interface EdgeNodeOptions {
   /** rows of the largest forward (default 256) */
   maxTokens?: number;
   maxSessions?: number;
+  /** first node with per-layer embeddings: bytes of per_layer_token_embd rows kept (default 8 MiB), inside the budget */
+  perLayerRowCacheBytes?: number;
   onProgress?: (progress: Pick<Progress, 'bytes' | 'totalBytes'>) => void;
 }
 

@@ -1,7 +1,9 @@
 // A layer node inside a Workers-style isolate: the single-thread wasm32-wasi module from a
 // module binding (workers cannot compile wasm from bytes), its relaxed-SIMD variant where the
 // engine validates it, weights read from an R2 binding with one ranged get() per tensor, and a
-// memory budget checked before any tensor is read.
+// memory budget checked before any tensor is read. On the first node of a model with per-layer
+// embeddings the table is never loaded: the rows of the tokens seen are read from R2 by range
+// (node/per_layer_rows.js), kept in a cache of perLayerRowCacheBytes inside the budget.
 import { LayerNode } from '../src/node/layer_node_core.js';
 import { R2BindingSource } from '../src/sources/r2_binding.js';
 import { withProgress } from '../src/sources/progress.js';
@@ -17,7 +19,7 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * 'over_budget' (neededBytes, availableBytes) when the node would not fit memoryBudgetBytes.
  * @param {{module: WebAssembly.Module, relaxedModule?: WebAssembly.Module, bucket: object, key: string, layers?: [number, number],
  *          memoryBudgetBytes?: number, maxContext?: number, maxTokens?: number, maxSessions?: number,
- *          onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
+ *          perLayerRowCacheBytes?: number, onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
  * @example
  * import wasm from 'layerfold/dist/layerfold_wasi.wasm';
  * import wasmRelaxed from 'layerfold/dist/layerfold_wasi_relaxed.wasm';
@@ -26,7 +28,7 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * const out = await node.forward({ session: 'a', startPos: 0, hidden: node.embed([2, 818]) });
  */
 export async function openEdgeNode({ module, relaxedModule, bucket, key, layers, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES,
-  maxContext = 0, maxTokens = 256, maxSessions = 16, onProgress }) {
+  maxContext = 0, maxTokens = 256, maxSessions = 16, perLayerRowCacheBytes, onProgress }) {
   const lf = await instantiateSingleThreadModule(relaxedModule && relaxedSimdSupported() ? relaxedModule : module);
   let source;
   try {
@@ -37,6 +39,6 @@ export async function openEdgeNode({ module, relaxedModule, bucket, key, layers,
   }
   return LayerNode.open({
     lf, source: onProgress ? withProgress(source, onProgress) : source, layers,
-    memoryBudgetBytes, maxContext, maxTokens, maxSessions,
+    memoryBudgetBytes, maxContext, maxTokens, maxSessions, perLayerRowCacheBytes,
   });
 }

@@ -29,6 +29,7 @@ struct lf_model {
   bool loaded = false;
   int n_threads = 1;
   bool ffn_down_feature_major = false;
+  bool per_layer_rows_from_host = false;
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
   mutable std::vector<lf::Status> batch_statuses;  // the entries' outcomes of the last finished batch
   lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips
@@ -187,6 +188,7 @@ int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end
   // column-sliced projections may be rewritten unit-major where they lie.
   options.relayout_in_place = true;
   options.ffn_down_feature_major = model->ffn_down_feature_major;
+  options.per_layer_rows_from_host = model->per_layer_rows_from_host;
   auto locate = [model](const lf::GgufTensorInfo& info) -> const uint8_t* {
     auto it = model->placed.find(info.name);
     return it == model->placed.end() ? nullptr : it->second;
@@ -217,6 +219,14 @@ int lf_model_set_ffn_down_layout(lf_model* model, const char* layout) {
     return lf::capi::record(Status(Code::invalid_argument, "ffn_down layout \"" + name + "\": expected units or features"));
   }
   model->ffn_down_feature_major = name == "features";
+  return 1;
+}
+
+int lf_model_set_per_layer_rows(lf_model* model, int from_host) {
+  if (model->loaded) {
+    return lf::capi::record(Status(Code::failed_precondition, "where per_layer_token_embd's rows come from is chosen before lf_model_load"));
+  }
+  model->per_layer_rows_from_host = from_host != 0;
   return 1;
 }
 
@@ -318,6 +328,17 @@ int lf_embed(const lf_model* model, const int32_t* tokens, int n, float* out) {
 
 int lf_per_layer_inputs(const lf_model* model, const int32_t* tokens, int n, const float* x0, float* out) {
   return check_loaded(model) && lf::capi::record(lf::per_layer_inputs(model->model, tokens, n, x0, out));
+}
+
+int lf_per_layer_inputs_from_rows(const lf_model* model, const int32_t* tokens, int n, const float* x0,
+                                  const int32_t* row_ids, int n_rows, const uint8_t* rows, double row_bytes, float* out) {
+  if (!check_loaded(model)) return 0;
+  if (!(row_bytes >= 0 && row_bytes <= static_cast<double>(UINT32_MAX)) ||
+      row_bytes != static_cast<double>(static_cast<uint64_t>(row_bytes))) {
+    return lf::capi::record(Status(Code::invalid_argument, "per_layer_token_embd row_bytes must be a whole number of bytes"));
+  }
+  const lf::PerLayerRows given{row_ids, n_rows, rows, static_cast<uint64_t>(row_bytes)};
+  return lf::capi::record(lf::per_layer_inputs_from_rows(model->model, tokens, n, x0, given, out));
 }
 
 int lf_session_set_per_layer_inputs(lf_session* session, const float* in, int n_floats) {

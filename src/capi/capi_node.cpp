@@ -16,11 +16,12 @@ const char* answer(lf_gguf* gguf, const nlohmann::ordered_json& json) {
   return gguf->json.c_str();
 }
 
-lf::NodeShape node_shape(int layer_begin, int layer_end, int with_embedding, int with_head) {
+lf::NodeShape node_shape(int layer_begin, int layer_end, int with_embedding, int with_head, int per_layer_rows) {
   lf::NodeShape shape;
   shape.range = {layer_begin, layer_end};
   shape.with_embedding = with_embedding != 0;
   shape.with_head = with_head != 0;
+  shape.per_layer_rows = per_layer_rows != 0;
   return shape;
 }
 
@@ -51,18 +52,19 @@ const char* lf_model_info_json(lf_gguf* gguf) {
   return answer(gguf, out);
 }
 
-const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head) {
+const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head,
+                                 int per_layer_rows) {
   lf::ModelConfig config;
   if (!lf::capi::record(lf::load_model_config(gguf->file, &config))) return nullptr;
   std::vector<std::string> names;
-  const lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head);
+  const lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head, per_layer_rows);
   if (!lf::capi::record(lf::node_tensors(gguf->file, config, shape, &names))) return nullptr;
   return answer(gguf, names);
 }
 
 const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head,
-                               int max_ctx, int max_tokens) {
-  lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head);
+                               int max_ctx, int max_tokens, int per_layer_rows) {
+  lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head, per_layer_rows);
   shape.max_ctx = max_ctx;
   shape.max_tokens = max_tokens;
   lf::NodeNeeds needs;
@@ -73,6 +75,7 @@ const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, in
   out["scratch_bytes"] = needs.scratch_bytes;
   out["scratch_bytes_per_worker"] = needs.scratch_bytes_per_worker;
   out["relayout_bytes"] = needs.relayout_bytes;
+  out["per_layer_row_bytes"] = needs.per_layer_row_bytes;
   out["tensors"] = needs.tensors;
   return answer(gguf, out);
 }

@@ -26,25 +26,40 @@ class Binder {
     }
     const uint8_t* data = locate_(*info);
     if (!data) return Status(Code::not_found, "tensor '" + name + "' is needed by this node but not loaded");
-    TypeTraits traits;
-    if (!type_traits(static_cast<uint32_t>(info->type), &traits)) {
-      return Status(Code::unsupported, "tensor '" + name + "' has an unknown type");
-    }
+    WeightView view;
+    LF_RETURN_IF_ERROR(describe(*info, &view));
     if (info->type == GgmlType::F32 && reinterpret_cast<uintptr_t>(data) % alignof(float) != 0) {
       return Status(Code::invalid_argument, "F32 tensor '" + name + "' is not 4-byte aligned in memory");
     }
     // Non-finite numbers would make every output NaN: refused here, by name, not served.
-    // A 3-D expert tensor is its ne[1]·ne[2] rows.
-    LF_RETURN_IF_ERROR(check_finite_tensor(name, info->type, data, info->ne[0], info->ne[1] * info->ne[2]));
-    out->type = info->type;
-    out->n_in = info->ne[0];
-    out->n_out = info->ne[1] * info->ne[2];
-    out->data = data;
-    out->row_bytes = lf::row_bytes(traits, static_cast<uint64_t>(info->ne[0]));
+    LF_RETURN_IF_ERROR(check_finite_tensor(name, info->type, data, view.n_in, view.n_out));
+    view.data = data;
+    *out = view;
     return Status();
   }
 
+  // A required tensor's type and shape without its bytes, which the host never places (they
+  // come by rows, per call): a view with data nullptr.
+  Status bind_shape(const std::string& name, WeightView* out) const {
+    const GgufTensorInfo* info = file_.tensor(name);
+    if (!info) return Status(Code::not_found, "missing required tensor '" + name + "'");
+    return describe(*info, out);
+  }
+
  private:
+  // A 3-D expert tensor is its ne[1]·ne[2] rows.
+  static Status describe(const GgufTensorInfo& info, WeightView* out) {
+    TypeTraits traits;
+    if (!type_traits(static_cast<uint32_t>(info.type), &traits)) {
+      return Status(Code::unsupported, "tensor '" + info.name + "' has an unknown type");
+    }
+    out->type = info.type;
+    out->n_in = info.ne[0];
+    out->n_out = info.ne[1] * info.ne[2];
+    out->row_bytes = lf::row_bytes(traits, static_cast<uint64_t>(info.ne[0]));
+    return Status();
+  }
+
   const GgufFile& file_;
   const TensorLocator& locate_;
 };
@@ -155,7 +170,10 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
   const Binder b(file, locate);
   if (options.with_embedding) LF_RETURN_IF_ERROR(b.bind("token_embd.weight", true, &m.token_embd));
   if (options.with_embedding && c.n_embd_per_layer > 0) {
-    LF_RETURN_IF_ERROR(b.bind("per_layer_token_embd.weight", true, &m.per_layer_token_embd));
+    m.per_layer_rows_from_host = options.per_layer_rows_from_host;
+    LF_RETURN_IF_ERROR(options.per_layer_rows_from_host
+                           ? b.bind_shape("per_layer_token_embd.weight", &m.per_layer_token_embd)
+                           : b.bind("per_layer_token_embd.weight", true, &m.per_layer_token_embd));
     LF_RETURN_IF_ERROR(b.bind("per_layer_model_proj.weight", true, &m.per_layer_model_proj));
     LF_RETURN_IF_ERROR(b.bind("per_layer_proj_norm.weight", true, &m.per_layer_proj_norm));
   }

@@ -88,6 +88,9 @@ struct Model {
   WeightView rope_freqs;            // [D_global / 2]; present when the range has a gemma4 global layer
   // The per-layer embedding inputs' tensors, on the first node with n_embd_per_layer > 0 (it
   // computes every layer's input, per_layer_embd.h); n_pl_all = n_embd_per_layer · n_layer.
+  // With per_layer_rows_from_host the table is not in memory: per_layer_token_embd is its type
+  // and row size only (data nullptr), and the host hands each call the rows of its tokens.
+  bool per_layer_rows_from_host = false;
   WeightView per_layer_token_embd;  // [n_vocab, n_pl_all]
   WeightView per_layer_model_proj;  // [n_pl_all, n_embd]
   WeightView per_layer_proj_norm;   // [n_embd_per_layer]
@@ -124,6 +127,10 @@ struct ModelLoadOptions {
   // where its type allows, so that the top-K gate FFN (approx.h) reads only the columns of the
   // features it keeps. The forward's bytes do not change.
   bool ffn_down_feature_major = false;
+  // With with_embedding on a model with per-layer embeddings: per_layer_token_embd (E2B: 2.35 B
+  // values) is not located, only its shape read; per_layer_inputs_from_rows takes the rows of
+  // each call's tokens instead (docs/forward-pass.md, "The per-layer table by rows").
+  bool per_layer_rows_from_host = false;
 };
 
 // Reads the configuration (load_model_config) and locates every tensor the node needs.

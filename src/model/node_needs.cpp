@@ -66,6 +66,7 @@ Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeS
     const int il = tensor_layer(spec.name);
     if (il >= 0 && il < config.n_layer && unread_kv_tensor(config.layers[il], spec.name)) continue;
     const bool needed = il >= 0 ? (il >= r.begin && il < r.end)
+                        : spec.name == "per_layer_token_embd.weight" ? shape.with_embedding && !shape.per_layer_rows
                         : spec.name.rfind("per_layer_", 0) == 0 ? shape.with_embedding
                         : spec.name == "token_embd.weight" ? (shape.with_embedding || (shape.with_head && config.tied_output))
                         : spec.name == "rope_freqs.weight" ? needs_rope_freqs
@@ -104,6 +105,15 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   // node every layer's, twice (the projection, then the inputs).
   needs.scratch_bytes += sizeof(float) * per_layer_input_floats(c, shape.range.begin, shape.range.end, shape.max_tokens);
   if (shape.with_embedding) needs.scratch_bytes += 2 * sizeof(float) * per_layer_input_floats(c, 0, c.n_layer, shape.max_tokens);
+  if (shape.with_embedding && c.n_embd_per_layer > 0) {
+    const GgufTensorInfo* table = file.tensor("per_layer_token_embd.weight");
+    TypeTraits traits{};
+    if (!type_traits(static_cast<uint32_t>(table->type), &traits)) {
+      return Status(Code::unsupported, "tensor 'per_layer_token_embd.weight' has an unknown type");
+    }
+    needs.per_layer_row_bytes = row_bytes(traits, static_cast<uint64_t>(table->ne[0]));
+    if (shape.per_layer_rows) needs.scratch_bytes += per_layer_rows_lookup_bytes(shape.max_tokens);
+  }
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
   *out = std::move(needs);
   return Status();

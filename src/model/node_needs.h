@@ -20,6 +20,9 @@ struct NodeShape {
   bool with_head = false;       // the last node: output_norm and the LM head
   int max_ctx = 0;              // positions of a session; 0: the model's n_ctx_train
   int max_tokens = 1;           // rows of one forward call
+  // The first node of a model with per-layer embeddings reads per_layer_token_embd by rows
+  // (ModelLoadOptions::per_layer_rows_from_host) instead of holding it.
+  bool per_layer_rows = false;
 };
 
 struct NodeNeeds {
@@ -31,10 +34,14 @@ struct NodeNeeds {
   // While loading, the in-place relayout's buffer of one tensor (ModelLoadOptions), freed
   // before any session exists.
   uint64_t relayout_bytes = 0;
+  // The first node of a model with per-layer embeddings: the bytes of one token's row of
+  // per_layer_token_embd, what a host budgets a cache of rows by (0 on other nodes).
+  uint64_t per_layer_row_bytes = 0;
 };
 
 // Tensor names a node loads: its layers', token_embd on the first node (and on the last when
-// the head is tied to it), rope_freqs where one of its layers uses them, the head on the last.
+// the head is tied to it) with the per-layer embedding tensors (per_layer_token_embd unless it
+// is read by rows), rope_freqs where one of its layers uses them, the head on the last.
 Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeShape& shape, std::vector<std::string>* out);
 
 Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out);

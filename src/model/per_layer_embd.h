@@ -25,6 +25,28 @@ namespace lf {
 // with per-layer embeddings.
 Status per_layer_inputs(const Model& model, const int32_t* tokens, int n, const float* x0, float* out);
 
+// Rows of per_layer_token_embd the host read for a call, when the first node does not hold the
+// table (ModelLoadOptions::per_layer_rows_from_host). Row id's bytes are one contiguous range of
+// the file's tensor, [offset + id · row_bytes, + row_bytes), in the tensor's type: n_pl_all
+// values, a whole number of the type's blocks (docs/gguf.md, "Rows of a tensor").
+struct PerLayerRows {
+  const int32_t* ids = nullptr;   // [n_rows], distinct token ids
+  int n_rows = 0;
+  const uint8_t* data = nullptr;  // [n_rows, row_bytes]: row i is ids[i]'s
+  uint64_t row_bytes = 0;         // must be the tensor's row size
+};
+
+// per_layer_inputs with P made from rows supplied for the tokens instead of the table: the same
+// arithmetic, so the same bytes. Every token needs its row among rows.ids; rows of the wrong
+// size, ids outside the vocabulary or given twice, and non-finite values are refused by name.
+Status per_layer_inputs_from_rows(const Model& model, const int32_t* tokens, int n, const float* x0,
+                                  const PerLayerRows& rows, float* out);
+
+// The per_layer_inputs_from_rows call's own buffers beyond per_layer_inputs' for n tokens.
+inline uint64_t per_layer_rows_lookup_bytes(int n) {
+  return static_cast<uint64_t>(n) * (sizeof(const uint8_t*) + 2 * sizeof(int32_t));
+}
+
 // Floats of the per-layer inputs a node of layers [begin, end) needs for n tokens (0 without them).
 inline uint64_t per_layer_input_floats(const ModelConfig& c, int begin, int end, int n) {
   return static_cast<uint64_t>(end - begin) * static_cast<uint64_t>(n) * static_cast<uint64_t>(c.n_embd_per_layer);

@@ -85,9 +85,9 @@ async function compareGreedy(ours, theirGreedy, what, config, handle, bound) {
 // per-layer embeddings gets their inputs with each forward.
 async function wasmRun(node, tokens, steps) {
   const session = `s${Math.random()}`;
-  const forward = (startPos, ids) => {
+  const forward = async (startPos, ids) => {
     const hidden = node.embed(ids);
-    const perLayer = node.nEmbdPerLayer > 0 ? node.perLayerInputs(ids, hidden) : null;
+    const perLayer = node.nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden) : null;
     return node.forward({session, startPos, hidden, lastOnly: true, perLayer});
   };
   let hidden = await forward(0, tokens);

@@ -77,9 +77,10 @@ export const COMMANDS = {
   },
   plan: {
     run: plan,
-    options: { nodes: { type: 'string' }, memory: { type: 'string' }, json: { type: 'boolean', default: false } },
-    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--json]',
-    notes: [MODEL_NOTE],
+    options: { nodes: { type: 'string' }, memory: { type: 'string' }, 'per-layer-row-cache': { type: 'string' },
+      json: { type: 'boolean', default: false } },
+    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--per-layer-row-cache BYTES|8MiB] [--json]',
+    notes: [MODEL_NOTE, '  --per-layer-row-cache: E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table (default 8MiB)'],
   },
   serve: {
     run: serveCommand,
@@ -87,11 +88,12 @@ export const COMMANDS = {
     usage: `  layerfold serve --model URL [--layers A-B] [--threads N] [--port P] [--host H] [--cache-dir DIR]
                   [--max-sessions N] [--max-kv-bytes N] [--max-context N] [--max-tokens N] [--max-queue N]
                   [--max-logits-bytes N] [--body-timeout-ms MS] [--send-timeout-ms MS]
-                  [--shutdown-timeout-ms MS] [--ffn-down-layout units|features] [--insecure-no-auth]
+                  [--shutdown-timeout-ms MS] [--ffn-down-layout units|features] [--per-layer-row-cache-bytes N]
+                  [--insecure-no-auth]
                   each also from the environment (MODEL_URL, LAYERS, THREADS, PORT, HOST, CACHE_DIR,
                   MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, MAX_LOGITS_BYTES,
                   BODY_TIMEOUT_MS, SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, FFN_DOWN_LAYOUT,
-                  LAYERFOLD_INSECURE_NO_AUTH=1);
+                  PER_LAYER_ROW_CACHE_BYTES, LAYERFOLD_INSECURE_NO_AUTH=1);
                   AUTH_TOKEN from the environment only: without it, serve binds a loopback --host only,
                   unless --insecure-no-auth; docs/http-api.md`,
     notes: [],

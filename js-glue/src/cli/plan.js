@@ -1,16 +1,19 @@
 // layerfold plan MODEL --nodes K [--memory BYTES]: balanced contiguous layer ranges for K nodes,
 // each holding its layers' weights (plus the embedding on the first, the head on the last)
-// within a memory budget (default 4 GiB, the wasm32 address space).
+// within a memory budget (default 4 GiB, the wasm32 address space). The first node of a model
+// with per-layer embeddings holds a cache of per_layer_token_embd's rows, not the table
+// (node/per_layer_rows.js).
 import { readModelHeader } from '../gguf/model_header.js';
+import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from '../node/per_layer_rows.js';
 import { redactUrl } from '../server/redact.js';
 
 const GIB = 2 ** 30;
 
 // "134217728", "128MiB", "1.5GiB", "512KiB" -> bytes; anything else is refused by name.
-export function parseBytes(text) {
+export function parseBytes(text, option = '--memory') {
   const m = /^(\d+(?:\.\d+)?)\s*(|KiB|MiB|GiB)$/.exec(String(text).trim());
   const bytes = m ? Number(m[1]) * { '': 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: GIB }[m[2]] : NaN;
-  if (!(bytes > 0)) throw new Error(`--memory must be a positive number of bytes, optionally with KiB, MiB or GiB, not "${text}"`);
+  if (!(bytes > 0)) throw new Error(`${option} must be a positive number of bytes, optionally with KiB, MiB or GiB, not "${text}"`);
   return Math.floor(bytes);
 }
 
@@ -67,9 +70,13 @@ export async function plan(options, [model]) {
     if (m) perLayer[Number(m[1])] += t.n_bytes;
   }
   const embdOnly = bytesOf('token_embd.weight');
-  // The first node computes every layer's per-layer input (docs/forward-pass.md).
-  const embd = embdOnly + bytesOf('per_layer_token_embd.weight') + bytesOf('per_layer_model_proj.weight') +
-    bytesOf('per_layer_proj_norm.weight');
+  // The first node computes every layer's per-layer input (docs/forward-pass.md), from the rows
+  // of per_layer_token_embd it caches.
+  const table = bytesOf('per_layer_token_embd.weight');
+  const cacheBytes = options['per-layer-row-cache'] === undefined ? DEFAULT_ROW_CACHE_BYTES
+    : parseBytes(options['per-layer-row-cache'], '--per-layer-row-cache');
+  const rowCache = table ? rowCacheBytes({ rowBytes: table / header.info.n_vocab, nVocab: header.info.n_vocab, cacheBytes }) : 0;
+  const embd = embdOnly + rowCache + bytesOf('per_layer_model_proj.weight') + bytesOf('per_layer_proj_norm.weight');
   const head = bytesOf('output_norm.weight') + (bytesOf('output.weight') || embdOnly) + bytesOf('rope_freqs.weight');
   // A node may start at layer b unless a later layer attends over the cache of one before b.
   const kvLayer = header.info.layers.map((l, il) => l.kv_layer ?? il);

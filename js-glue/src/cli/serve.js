@@ -10,6 +10,7 @@ const ENV = {
   'max-sessions': 'MAX_SESSIONS', 'max-kv-bytes': 'MAX_KV_BYTES', 'max-context': 'MAX_CONTEXT', 'max-tokens': 'MAX_TOKENS',
   'max-queue': 'MAX_QUEUE', 'max-logits-bytes': 'MAX_LOGITS_BYTES', 'body-timeout-ms': 'BODY_TIMEOUT_MS',
   'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
+  'per-layer-row-cache-bytes': 'PER_LAYER_ROW_CACHE_BYTES',
 };
 const INSECURE_ENV = 'LAYERFOLD_INSECURE_NO_AUTH';
 
@@ -74,6 +75,7 @@ export function serveConfig(values, env) {
     sendTimeoutMs: integer(get('send-timeout-ms'), 'send-timeout-ms', 1),
     shutdownTimeoutMs: integer(get('shutdown-timeout-ms'), 'shutdown-timeout-ms', 0),
     ffnDownLayout: ffnDownLayout(get('ffn-down-layout')),
+    perLayerRowCacheBytes: integer(get('per-layer-row-cache-bytes'), 'per-layer-row-cache-bytes', 0),
     // The token comes from the environment only: a command line shows in `ps`. Set but empty is
     // kept as '' so that serve() refuses it rather than serve open.
     authToken: env.AUTH_TOKEN,

@@ -7,6 +7,7 @@ import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
+import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
 
 const F32 = 4;
 
@@ -24,16 +25,30 @@ export class LayerNode {
    * ffnDownLayout 'features' lays ffn_down out feature-major (docs/approximate.md: the top-K
    * gate FFN then reads only the kept features' columns; the bytes out are the same). `header`,
    * the source's header as read before (gguf/header.js ModelHeader, e.g. a Pipeline's), spares
-   * the node reading and converting it again.
+   * the node reading and converting it again. perLayerTable, on the first node of a model with
+   * per-layer embeddings (gemma4 E2B/E4B): 'rows' (default) reads only the rows of
+   * per_layer_token_embd for the tokens it sees, by range from the source (which the node then
+   * keeps open until close()), into a least-recently-used cache of perLayerRowCacheBytes
+   * (node/per_layer_rows.js; counted in the memory budget); 'whole' loads the table like any
+   * tensor. The inputs' bytes are the same either way.
    * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
-   *          memoryBudgetBytes?: number, maxTokens?: number, ffnDownLayout?: 'units'|'features'}} options
+   *          memoryBudgetBytes?: number, maxTokens?: number, ffnDownLayout?: 'units'|'features',
+   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */
   static async open({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
-    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, ffnDownLayout = 'units' }) {
+    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, ffnDownLayout = 'units', perLayerTable = 'rows',
+    perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES }) {
+    if (perLayerTable !== 'rows' && perLayerTable !== 'whole') {
+      throw new LayerfoldError('invalid_argument', `perLayerTable "${perLayerTable}": expected rows or whole`);
+    }
+    if (!(Number.isSafeInteger(perLayerRowCacheBytes) && perLayerRowCacheBytes >= 0)) {
+      throw new LayerfoldError('invalid_argument', `perLayerRowCacheBytes must be a whole number of bytes >= 0, not ${perLayerRowCacheBytes}`);
+    }
     let node;
+    let keepSource = false;
     try {
       let gguf = 0;
       try {
@@ -43,8 +58,10 @@ export class LayerNode {
         const [begin, end] = layers ?? [0, info.n_layer];
         node = new this(lf, opened.header, begin, end, begin === 0, end === info.n_layer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity });
         node.model = name;
+        const perLayerRows = perLayerTable === 'rows' && node.withEmbedding && info.n_embd_per_layer > 0;
         const needs = nodeMemoryNeeds(lf, gguf, info, {
           layers: node.layers, withEmbedding: node.withEmbedding, withHead: node.withHead, maxContext, maxTokens, threads: lf.threads,
+          perLayerRows, rowCacheBytes: perLayerRowCacheBytes,
         });
         if (maxKvBytes !== undefined && maxKvBytes < needs.kvCache) {
           // Every session would be refused: say so now, with the numbers, rather than at each forward.
@@ -52,11 +69,16 @@ export class LayerNode {
             `(layers [${node.layers[0]}, ${node.layers[1]}) at max context ${maxContext || info.n_ctx_train}): raise it, or lower the max context`);
         }
         if (memoryBudgetBytes !== undefined) node.#reserve(needs, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
-        await node.#load(source, gguf, needs.tensors, withTokenizer, ffnDownLayout);
+        await node.#load(source, gguf, needs.tensors, withTokenizer, ffnDownLayout, perLayerRows);
+        if (perLayerRows) {
+          const table = opened.header.tensors.find((t) => t.name === 'per_layer_token_embd.weight');
+          node.#rows = new PerLayerRows(source.untracked ?? source, { offset: table.offset, rowBytes: needs.rowBytes, nVocab: info.n_vocab, cacheBytes: perLayerRowCacheBytes });
+          keepSource = true;
+        }
         return node;
       } finally {
         if (gguf) lf.fn.lf_gguf_free(gguf);
-        await source.close();
+        if (!keepSource) await source.close();
       }
     } catch (error) {
       if (node) node.close();
@@ -68,6 +90,7 @@ export class LayerNode {
   #lf;
   #header;
   #model = 0;
+  #rows = null;  // PerLayerRows: the first node's per_layer_token_embd rows, read by range
   #buffers = [];
   #sessions = new Map();  // id -> lf_session*, least recently used first
   #evicted = new Set();   // recently evicted ids (bounded), so a late call gets a clear error
@@ -109,11 +132,12 @@ export class LayerNode {
   }
 
   // Places the node's tensors in WASM memory straight from the source, then loads the model.
-  async #load(source, gguf, names, withTokenizer, ffnDownLayout) {
+  async #load(source, gguf, names, withTokenizer, ffnDownLayout, perLayerRows) {
     const lf = this.#lf;
     const byName = new Map(this.#header.tensors.map((t) => [t.name, t]));
     this.#model = lf.fn.lf_model_create();
     if (!lf.fn.lf_model_set_threads(this.#model, lf.threads)) throw lf.lastError();
+    if (!lf.fn.lf_model_set_per_layer_rows(this.#model, perLayerRows ? 1 : 0)) throw lf.lastError();
     const layout = this.#cString(ffnDownLayout);
     try {
       if (!lf.fn.lf_model_set_ffn_down_layout(this.#model, layout)) throw lf.lastError();
@@ -220,19 +244,46 @@ export class LayerNode {
    * embed() output -> every layer's per-layer input, Float32Array [n_layer, n, nEmbdPerLayer],
    * layer-major: layers [a, b) are the contiguous subarray(a·n·nEmbdPerLayer, b·n·nEmbdPerLayer),
    * which forward() of the node of those layers takes as perLayer (docs/forward-pass.md,
-   * "Per-layer inputs").
-   * @example const perLayer = node.perLayerInputs(tokens, hidden);
+   * "Per-layer inputs"). With perLayerTable 'rows' the tokens' rows of the table are read first
+   * (those not cached), hence the promise.
+   * @example const perLayer = await node.perLayerInputs(tokens, hidden);
    */
-  perLayerInputs(tokens, hidden) {
-    const lf = this.#lf;
+  async perLayerInputs(tokens, hidden) {
     const ids = Int32Array.from(tokens);
-    const idsPtr = lf.alloc(ids.byteLength);
+    const outFloats = this.nLayer * ids.length * this.nEmbdPerLayer;
+    const table = this.#rows;
+    if (!table) {
+      return this.#withCopies([ids], ([idsPtr]) => this.#withBuffers(hidden, outFloats,
+        (inPtr, outPtr) => this.#lf.fn.lf_per_layer_inputs(this.#model, idsPtr, ids.length, inPtr, outPtr)));
+    }
+    const rows = await table.rows(ids);
+    if (!this.#model) throw new LayerfoldError('failed_precondition', 'the node was closed while its per-layer rows were read');
+    return this.#withCopies([ids, rows.ids, rows.bytes], ([idsPtr, rowIdsPtr, rowsPtr]) => this.#withBuffers(hidden, outFloats,
+      (inPtr, outPtr) => this.#lf.fn.lf_per_layer_inputs_from_rows(this.#model, idsPtr, ids.length, inPtr, rowIdsPtr, rows.ids.length,
+        rowsPtr, table.rowBytes, outPtr)));
+  }
+
+  /**
+   * What reading per_layer_token_embd by rows has cost so far: { reads, bytesRead, rowsRead,
+   * cacheHits, cachedBytes, rowBytes }; null on a node that does not read it so.
+   * @example node.perLayerRowStats() // { reads: 3, bytesRead: 57120, rowsRead: 6, cacheHits: 2, cachedBytes: 57120, rowBytes: 9520 }
+   */
+  perLayerRowStats() {
+    return this.#rows && { ...this.#rows.stats, cachedBytes: this.#rows.cachedBytes, rowBytes: this.#rows.rowBytes };
+  }
+
+  // Runs fn(pointers) with each typed array of `arrays` copied into WASM memory.
+  #withCopies(arrays, fn) {
+    const lf = this.#lf;
+    const ptrs = arrays.map((a) => {
+      const ptr = lf.alloc(Math.max(4, a.byteLength));
+      lf.bytes().set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), ptr);
+      return ptr;
+    });
     try {
-      lf.bytes().set(new Uint8Array(ids.buffer), idsPtr);
-      return this.#withBuffers(hidden, this.nLayer * ids.length * this.nEmbdPerLayer,
-        (inPtr, outPtr) => lf.fn.lf_per_layer_inputs(this.#model, idsPtr, ids.length, inPtr, outPtr));
+      return fn(ptrs);
     } finally {
-      lf.free(idsPtr);
+      for (const ptr of ptrs) lf.free(ptr);
     }
   }
 
@@ -471,6 +522,9 @@ export class LayerNode {
     for (const ptr of this.#buffers) this.#lf.free(ptr);
     this.#buffers = [];
     this.#model = 0;
+    const rows = this.#rows;
+    this.#rows = null;
+    if (rows) Promise.resolve().then(() => rows.close()).catch(() => {});
     this.#lf.close();
   }
 }

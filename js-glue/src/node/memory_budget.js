@@ -2,9 +2,11 @@
 // so that a node with a fixed budget (an edge isolate, ~128 MB) refuses a layer range that cannot
 // fit instead of failing half-loaded. The engine says what it allocates (lf_node_needs_json:
 // its tensors, one session's KV cache, a forward's scratch, the buffer of the in-place relayout
-// while loading); the host adds only its own copies of one request. The relayout buffer is freed
+// while loading); the host adds only its own copies of one request and, on a first node reading
+// the per-layer embedding table by rows, its cache of rows. The relayout buffer is freed
 // before any session exists: the peak is the larger of it and the KV cache plus scratch.
 import { LayerfoldError } from '../wasm/capi.js';
+import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from './per_layer_rows.js';
 
 const F32 = 4;
 // The host's copies of a forward of T rows (its input and output in WASM memory, the output read
@@ -17,24 +19,36 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
 /**
  * What a node of layers [begin, end) loads and the bytes it needs: its tensors (names and
  * bytes), one session's KV cache at maxContext (0: the model's context length), and the scratch
- * of a forward of maxTokens rows on `threads` engine threads (plus the host's copies).
+ * of a forward of maxTokens rows on `threads` engine threads (plus the host's copies). A first
+ * node with per-layer embeddings and perLayerRows reads per_layer_token_embd by rows
+ * (node/per_layer_rows.js): the table is not among its weights; it holds rowCache bytes of
+ * rows instead (rowCacheBytes bounded by the table), and a call's rows in its scratch.
  * @param lf a bound module (wasm/capi.js)
  * @param {number} gguf the model's lf_gguf* in that module
  * @param {{n_embd: number, n_vocab: number}} info the model's configuration (gguf/header.js readModelInfo)
  * @param {{layers: [number, number], withEmbedding: boolean, withHead: boolean, maxContext: number,
- *          maxTokens: number, threads: number}} shape
- * @returns {{tensors: string[], weights: number, kvCache: number, scratch: number, relayout: number}}
+ *          maxTokens: number, threads: number, perLayerRows?: boolean, rowCacheBytes?: number}} shape
+ * @returns {{tensors: string[], weights: number, kvCache: number, scratch: number, relayout: number,
+ *            rowBytes: number, rowCache: number}}
  * @example const needs = nodeMemoryNeeds(lf, gguf, header.info, { layers: [0, 2], withEmbedding: true, withHead: false, maxContext: 512, maxTokens: 128, threads: 1 });
  */
-export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbedding, withHead, maxContext, maxTokens, threads }) {
-  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, withEmbedding ? 1 : 0, withHead ? 1 : 0, maxContext, maxTokens));
+export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbedding, withHead, maxContext, maxTokens, threads,
+  perLayerRows = false, rowCacheBytes: cacheBytes = DEFAULT_ROW_CACHE_BYTES }) {
+  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, withEmbedding ? 1 : 0, withHead ? 1 : 0, maxContext, maxTokens,
+    perLayerRows ? 1 : 0));
   const host = F32 * maxTokens * (REQUEST_COPIES * info.n_embd + (withHead ? info.n_vocab + info.n_embd : 0));
+  const rowBytes = needs.per_layer_row_bytes;
+  const byRows = perLayerRows && rowBytes > 0;
+  // A call's rows: read into a host buffer, then copied into WASM memory for the engine.
+  const callRows = byRows ? 2 * maxTokens * rowBytes : 0;
   return {
     tensors: needs.tensors,
     weights: needs.tensor_bytes,
     kvCache: needs.kv_bytes_per_session,
-    scratch: needs.scratch_bytes + threads * needs.scratch_bytes_per_worker + host,
+    scratch: needs.scratch_bytes + threads * needs.scratch_bytes_per_worker + host + callRows,
     relayout: needs.relayout_bytes,
+    rowBytes: byRows ? rowBytes : 0,
+    rowCache: byRows ? rowCacheBytes({ rowBytes, nVocab: info.n_vocab, cacheBytes }) : 0,
   };
 }
 
@@ -43,14 +57,15 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
  * module's memory before loading) plus the needs exceed budgetBytes; returns the total otherwise.
  * @example checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: 128 * 2 ** 20, layers: [0, 2] });
  */
-export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0 }, { baseBytes, budgetBytes, layers }) {
-  const needed = baseBytes + weights + Math.max(kvCache + scratch, relayout);
+export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, rowCache = 0 }, { baseBytes, budgetBytes, layers }) {
+  const needed = baseBytes + weights + rowCache + Math.max(kvCache + scratch, relayout);
   if (needed <= budgetBytes) return needed;
   const error = new LayerfoldError('over_budget', `layers [${layers[0]}, ${layers[1]}) need ${needed} bytes (${mib(needed)}: ` +
-    `weights ${mib(weights)}, KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)} ` +
+    `weights ${mib(weights)}, ${rowCache ? `per-layer embedding rows cached ${mib(rowCache)}, ` : ''}` +
+    `KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)} ` +
     `(or, while loading, ${mib(relayout)} to lay out one projection), ` +
     `module ${mib(baseBytes)}), but the memory budget is ${budgetBytes} bytes (${mib(budgetBytes)}): ` +
-    'give this node fewer layers, a smaller max context or max tokens, or a larger budget');
+    `give this node fewer layers, a smaller max context or max tokens${rowCache ? ', a smaller per-layer row cache' : ''}, or a larger budget`);
   error.neededBytes = needed;
   error.availableBytes = budgetBytes;
   throw error;

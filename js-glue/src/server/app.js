@@ -260,10 +260,10 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     return withBody(c, async (body, ticket) => {
       const tokens = tokenIds(new TextDecoder().decode(body), n.nVocab, maxTokens);
       // With per-layer embeddings the answer is the hidden states, then every layer's inputs.
-      const embedded = await engine(ticket, () => {
+      const embedded = await engine(ticket, async () => {
         const hidden = n.embed(tokens);
         if (!(n.nEmbdPerLayer > 0)) return hidden;
-        const perLayer = n.perLayerInputs(tokens, hidden);
+        const perLayer = await n.perLayerInputs(tokens, hidden);
         const both = new Float32Array(hidden.length + perLayer.length);
         both.set(hidden);
         both.set(perLayer, hidden.length);

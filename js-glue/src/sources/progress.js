@@ -33,5 +33,8 @@ export function withProgress(source, onProgress, { totalBytes = source.size, int
       report(end - start);
     },
     close: () => source.close(),
+    // The source itself, for reads after the load that are not its progress (a first node's
+    // per-layer embedding rows, node/per_layer_rows.js).
+    untracked: source,
   };
 }
