@@ -5,7 +5,8 @@
 // layer_node.js adds Node's defaults (the dist modules, paths and URLs, the disk cache).
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
-import { LayerfoldError } from '../wasm/capi.js';
+import { errorOfCode, LayerfoldError } from '../wasm/capi.js';
+import { Batcher } from './batcher.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
 
 const F32 = 4;
@@ -22,17 +23,19 @@ export class LayerNode {
    * forward of maxTokens tokens) and throws 'over_budget' naming the bytes needed and available
    * before reading any tensor; unless given, maxKvBytes is then what the budget leaves for KV.
    * ffnDownLayout 'features' lays ffn_down out feature-major (docs/approximate.md: the top-K
-   * gate FFN then reads only the kept features' columns; the bytes out are the same). `header`,
+   * gate FFN then reads only the kept features' columns; the bytes out are the same).
+   * maxBatchRows bounds the rows of one engine step when concurrent forward calls are batched
+   * (node/batcher.js; default maxTokens, the rows the scratch estimate is sized for). `header`,
    * the source's header as read before (gguf/header.js ModelHeader, e.g. a Pipeline's), spares
    * the node reading and converting it again.
    * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
-   *          memoryBudgetBytes?: number, maxTokens?: number, ffnDownLayout?: 'units'|'features'}} options
+   *          memoryBudgetBytes?: number, maxTokens?: number, maxBatchRows?: number, ffnDownLayout?: 'units'|'features'}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */
   static async open({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
-    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, ffnDownLayout = 'units' }) {
+    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, maxBatchRows = maxTokens, ffnDownLayout = 'units' }) {
     let node;
     try {
       let gguf = 0;
@@ -41,7 +44,7 @@ export class LayerNode {
         gguf = opened.gguf;
         const { info } = opened.header;
         const [begin, end] = layers ?? [0, info.n_layer];
-        node = new this(lf, opened.header, begin, end, begin === 0, end === info.n_layer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity });
+        node = new this(lf, opened.header, begin, end, begin === 0, end === info.n_layer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity, maxBatchRows });
         node.model = name;
         const needs = nodeMemoryNeeds(lf, gguf, info, {
           layers: node.layers, withEmbedding: node.withEmbedding, withHead: node.withHead, maxContext, maxTokens, threads: lf.threads,
@@ -71,10 +74,14 @@ export class LayerNode {
   #buffers = [];
   #sessions = new Map();  // id -> lf_session*, least recently used first
   #evicted = new Set();   // recently evicted ids (bounded), so a late call gets a clear error
-  // Forward calls run one after another: the engine refuses a second while one runs.
-  #queue = Promise.resolve();
+  // The engine refuses a second forward while one runs: concurrent calls are batched into steps.
+  #batcher;
+  #running = new Map();   // lf_session* -> its startPos, for the sessions of the step running
+  #dropAfterStep = [];    // sessions dropped while the running step used them
+  #batchListeners = new Set();
+  #batchStats = { batches: 0, entries: 0, rows: 0, maxEntries: 0, maxRows: 0 };
 
-  constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes }) {
+  constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes, maxBatchRows }) {
     this.#lf = lf;
     this.#header = header;
     this.layers = [begin, end];
@@ -84,6 +91,9 @@ export class LayerNode {
     this.maxSessions = maxSessions;
     this.maxKvBytes = maxKvBytes;
     this.memory = null;
+    this.#batcher = new Batcher({ maxRows: maxBatchRows, runBatch: (calls) => this.#runStep(calls), onBatch: (batch) => this.#observed(batch) });
+    /** The row budget of one engine step. */
+    this.maxBatchRows = maxBatchRows;
   }
 
   // A header handed over is of the file being opened: its size, and the identity of the source it
@@ -188,25 +198,34 @@ export class LayerNode {
   }
 
   // Makes the session the most recently used; a new one is registered, evicting the least
-  // recently used sessions beyond the limits.
-  #commit(id, { handle, fresh }) {
-    const lf = this.#lf;
+  // recently used sessions beyond the limits, but none of `keep` (the sessions already in this
+  // step). false, with nothing changed, when the limits cannot be met without one of those: the
+  // call waits for the next step, where it may evict them as a call alone would.
+  #commit(id, { handle, fresh }, keep) {
+    const bytes = (session) => this.#lf.fn.lf_session_bytes(session);
     if (!fresh) {
       this.#sessions.delete(id);
       this.#sessions.set(id, handle);
-      return;
+      return true;
     }
-    let total = lf.fn.lf_session_bytes(handle);
-    for (const s of this.#sessions.values()) total += lf.fn.lf_session_bytes(s);
-    for (const [oldest, other] of this.#sessions) {
-      if (this.#sessions.size < this.maxSessions && total <= this.maxKvBytes) break;
-      total -= lf.fn.lf_session_bytes(other);
+    const fits = (count, total) => count < this.maxSessions && total <= this.maxKvBytes;
+    const held = [...this.#sessions];
+    const kept = held.filter(([other]) => keep.has(other));
+    if (keep.size > 0 && !fits(kept.length, kept.reduce((sum, [, s]) => sum + bytes(s), bytes(handle)))) return false;
+    let total = held.reduce((sum, [, s]) => sum + bytes(s), bytes(handle));
+    let count = held.length;
+    for (const [oldest, other] of held) {
+      if (fits(count, total)) break;
+      if (keep.has(oldest)) continue;
+      total -= bytes(other);
+      count--;
       this.dropSession(oldest);
       this.#evicted.add(oldest);
       if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
     }
     this.#evicted.delete(id);
     this.#sessions.set(id, handle);
+    return true;
   }
 
   /** token ids -> hidden [n, n_embd] (first node only). */
@@ -250,8 +269,11 @@ export class LayerNode {
 
   /**
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd]. On the threaded build
-   * the engine's threads do the work while the event loop keeps running; calls issued together
-   * run one after another, in call order. approx switches on approximate modes for this call
+   * the engine's threads do the work while the event loop keeps running. Calls issued while the
+   * engine is busy are batched (docs/batching.md): the next engine step runs the waiting calls of
+   * different sessions together, up to maxBatchRows rows; a session's calls run in call order,
+   * one per step. Each call gets its own output, the bytes it would get alone, or its own error.
+   * approx switches on approximate modes for this call
    * (docs/approximate.md; off by default, and then the output is the exact engine's):
    * { truncatedAttention, truncationThreshold, earlyExit, exitThreshold, exitWindow, ffnTopK,
    * ffnTopKLayers, ffnTopKThreshold }; approxStats() tells what they did. exitState is the
@@ -265,32 +287,160 @@ export class LayerNode {
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
-    // The call's options are set on the session before anything else changes: a refused
-    // option (a bad exit state, an unknown approximate mode) leaves every session, their count
-    // and their order as they were. A new session whose first forward fails is dropped again.
-    const run = async () => {
-      const target = this.#sessionFor(session, startPos);
+    return this.#batcher.submit({ session, rows: n, startPos, hidden, lastOnly, approx, exitState, perLayer });
+  }
+
+  // One engine step of the batcher's calls: each call's options are set on its session before
+  // anything else changes, so a refused option (a bad exit state, an unknown approximate mode)
+  // fails that call alone and leaves every session, their count and their order as they were;
+  // then the calls that got so far run as one forward. A new session whose first forward fails
+  // is dropped again.
+  async #runStep(calls) {
+    const outcomes = [];
+    const entries = [];
+    const inStep = new Set();
+    for (const call of calls) {
       try {
-        this.#setApprox(target.handle, approx, exitState);
-        this.#setPerLayer(target.handle, perLayer);
+        const target = this.#prepare(call, inStep);
+        if (!target) {
+          outcomes.push({ deferred: true });
+          continue;
+        }
+        inStep.add(call.session);
+        entries.push({ call, ...target, outcome: outcomes.length });
+        outcomes.push(null);
       } catch (error) {
-        if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
-        throw error;
+        outcomes.push({ error });
       }
-      this.#commit(session, target);
-      const { handle } = target;
-      try {
-        return this.#lf.kind === 'threaded'
-          ? await this.#forwardAsync(handle, startPos, hidden, n, lastOnly)
-          : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
-      } catch (error) {
-        if (target.fresh) this.dropSession(session);
-        throw error;
-      }
+    }
+    if (entries.length === 0) return outcomes;
+    for (const { call, handle } of entries) this.#running.set(handle, call.startPos);
+    let results;
+    try {
+      results = entries.length === 1
+        ? [await this.#forwardOne(entries[0]).then((value) => ({ value }), (error) => ({ error }))]
+        : await this.#forwardBatch(entries);
+    } catch (error) {
+      results = entries.map(() => ({ error }));
+    } finally {
+      this.#running.clear();
+      for (const handle of this.#dropAfterStep.splice(0)) this.#lf.fn.lf_session_free(handle);
+    }
+    entries.forEach(({ call, handle, fresh, outcome }, i) => {
+      outcomes[outcome] = results[i];
+      if (results[i].error && fresh && this.#sessions.get(call.session) === handle) this.dropSession(call.session);
+    });
+    return outcomes;
+  }
+
+  // The call's session with its options set and registered, or null when it must wait for the
+  // next step (#commit).
+  #prepare({ session, startPos, approx, exitState, perLayer }, inStep) {
+    const target = this.#sessionFor(session, startPos);
+    try {
+      this.#setApprox(target.handle, approx, exitState);
+      this.#setPerLayer(target.handle, perLayer);
+      if (this.#commit(session, target, inStep)) return target;
+    } catch (error) {
+      if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
+      throw error;
+    }
+    this.#lf.fn.lf_session_free(target.handle);
+    return null;
+  }
+
+  // A step of one call: the engine's single forward, as before there was batching.
+  #forwardOne({ call: { startPos, hidden, rows, lastOnly }, handle }) {
+    if (this.#lf.kind === 'threaded') return this.#forwardAsync(handle, startPos, hidden, rows, lastOnly);
+    return Promise.resolve(this.#withBuffers(hidden, (lastOnly ? 1 : rows) * this.nEmbd,
+      (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, rows, outPtr, lastOnly ? 1 : 0)));
+  }
+
+  // A step of several calls: one lf_forward_batch(_async), every entry's rows in entry order,
+  // -> each entry's {value} or {error} as the engine finished it (lf_forward_batch_result_json).
+  // Throws only when the engine refused the whole call.
+  async #forwardBatch(entries) {
+    const lf = this.#lf;
+    const E = this.nEmbd;
+    const k = entries.length;
+    const outRows = entries.map(({ call }) => (call.lastOnly ? 1 : call.rows));
+    const inFloats = entries.reduce((sum, { call }) => sum + call.rows, 0) * E;
+    const outFloats = outRows.reduce((sum, r) => sum + r, 0) * E;
+    const held = [];
+    const alloc = (bytes) => {
+      const ptr = lf.alloc(bytes);
+      held.push(ptr);
+      return ptr;
     };
-    const result = this.#queue.then(run);
-    this.#queue = result.catch(() => {});
-    return result;
+    try {
+      const [sessionsPtr, startPtr, nPtr, lastPtr] = [0, 1, 2, 3].map(() => alloc(4 * k));
+      const inPtr = alloc(inFloats * F32);
+      const outPtr = alloc(outFloats * F32);
+      const flagPtr = alloc(4);
+      // Views made after the last alloc, which may have grown the memory.
+      const i32 = new Int32Array(lf.bytes().buffer);
+      const f32 = new Float32Array(lf.bytes().buffer);
+      let row = 0;
+      entries.forEach(({ call, handle }, i) => {
+        i32[(sessionsPtr >> 2) + i] = handle;
+        i32[(startPtr >> 2) + i] = call.startPos;
+        i32[(nPtr >> 2) + i] = call.rows;
+        i32[(lastPtr >> 2) + i] = call.lastOnly ? 1 : 0;
+        f32.set(call.hidden, (inPtr >> 2) + row * E);
+        row += call.rows;
+      });
+      const args = [this.#model, k, sessionsPtr, startPtr, nPtr, lastPtr, inPtr, outPtr];
+      if (lf.kind === 'threaded') {
+        if (!lf.fn.lf_forward_batch_async(...args, flagPtr)) throw lf.lastError();
+        if (await this.#flagSet(flagPtr) !== 1) {
+          lf.fn.lf_forward_async_result(this.#model);
+          throw lf.lastError();
+        }
+      } else if (!lf.fn.lf_forward_batch(...args)) {
+        throw lf.lastError();
+      }
+      const finished = lf.json(lf.fn.lf_forward_batch_result_json(this.#model) >>> 0);
+      if (finished.length !== k) throw new LayerfoldError('internal', `a batch of ${k} entries came back with ${finished.length} outcomes`);
+      const heap = lf.bytes();
+      let at = outPtr;
+      return finished.map(({ code, message }, i) => {
+        const bytes = outRows[i] * E * F32;
+        at += bytes;
+        return code === 0 ? { value: new Float32Array(heap.slice(at - bytes, at).buffer) } : { error: errorOfCode(code, message) };
+      });
+    } finally {
+      for (const ptr of held) lf.free(ptr);
+    }
+  }
+
+  #observed(batch) {
+    const stats = this.#batchStats;
+    stats.batches++;
+    stats.entries += batch.entries;
+    stats.rows += batch.rows;
+    stats.maxEntries = Math.max(stats.maxEntries, batch.entries);
+    stats.maxRows = Math.max(stats.maxRows, batch.rows);
+    for (const listener of this.#batchListeners) listener(batch);
+  }
+
+  /**
+   * Calls listener({entries, rows, waitMs}) after every engine step of forward calls: how many
+   * calls and rows it ran, and each call's wait in ms from forward() to the step starting.
+   * Returns the function that stops it.
+   * @example const stop = node.observeBatches(({ entries, rows, waitMs }) => console.log(entries, rows, waitMs));
+   */
+  observeBatches(listener) {
+    this.#batchListeners.add(listener);
+    return () => this.#batchListeners.delete(listener);
+  }
+
+  /**
+   * The engine steps of forward calls so far: { batches, entries, rows, maxEntries, maxRows }
+   * (totals and the largest step), and the row budget maxBatchRows.
+   * @example const { batches, entries } = node.batchStats(); // entries / batches: calls per step
+   */
+  batchStats() {
+    return { ...this.#batchStats, maxBatchRows: this.maxBatchRows };
   }
 
   // The C ABI takes the options as JSON with the engine's snake_case names.
@@ -314,8 +464,18 @@ export class LayerNode {
 
   /** What the approximate modes did in the session's last forward (null for an unknown session). */
   approxStats(id) {
-    const session = this.#sessions.get(id);
+    const session = this.#idleSession(id, 'approxStats');
     return session === undefined ? null : this.#lf.json(this.#lf.fn.lf_session_approx_stats(session));
+  }
+
+  // The session's handle for a read of what its last forward left, which the engine's threads are
+  // rewriting while a step runs it: the caller is told to read once its forward has resolved.
+  #idleSession(id, what) {
+    const session = this.#sessions.get(id);
+    if (this.#running.has(session)) {
+      throw new LayerfoldError('failed_precondition', `${what}("${id}"): a forward of this session is running; read it once that forward has resolved`);
+    }
+    return session;
   }
 
   // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
@@ -353,14 +513,14 @@ export class LayerNode {
 
   /**
    * The memory-read ceiling decode is measured against (scripts/bench): every byte of this node's
-   * layer weights read once on its threads, as decode streams them. Queued behind running
-   * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: the sum of the tensors'
+   * layer weights read once on its threads, as decode streams them. Runs alone, after the forward
+   * calls issued before it. -> { bytes, ms, gbPerSecond, checksum } (checksum: the sum of the tensors'
    * little-endian 16-bit halfwords modulo 2^16, an odd tail byte zero-padded; the same for every
    * layout the loader may give the weights)
    * @example const { gbPerSecond } = await node.readProbe();
    */
   readProbe() {
-    const run = async () => {
+    return this.#batcher.exclusive(async () => {
       const lf = this.#lf;
       const flagPtr = lf.alloc(4);
       try {
@@ -371,10 +531,7 @@ export class LayerNode {
       } finally {
         lf.free(flagPtr);
       }
-    };
-    const result = this.#queue.then(run);
-    this.#queue = result.catch(() => {});
-    return result;
+    });
   }
 
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */
@@ -386,15 +543,13 @@ export class LayerNode {
   /**
    * Each engine thread's time in the last finished forward (or readProbe), in ms, and of it the
    * time spent waiting at barriers for the other threads: [{ jobMs, barrierMs }] per thread.
-   * Queued behind running forward calls, whose threads are still writing these.
+   * Runs after the forward calls issued before it, whose threads are still writing these.
    * @example const [{ jobMs, barrierMs }] = await node.workerTimings();
    */
   workerTimings() {
     const read = () => this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
       .map(({ job_ms: jobMs, barrier_ms: barrierMs }) => ({ jobMs, barrierMs }));
-    const result = this.#queue.then(read);
-    this.#queue = result.catch(() => {});
-    return result;
+    return this.#batcher.exclusive(read);
   }
 
   /**
@@ -419,7 +574,7 @@ export class LayerNode {
 
   // The session's last forward as the engine timed it, or null for an unknown session.
   #timings(id) {
-    const session = this.#sessions.get(id);
+    const session = this.#idleSession(id, 'timings');
     return session === undefined ? null : this.#lf.json(this.#lf.fn.lf_session_timings_json(session));
   }
 
@@ -433,10 +588,14 @@ export class LayerNode {
     return this.#header.info;
   }
 
-  /** Positions the session's KV cache holds (its next startPos), or null for an unknown session. */
+  /**
+   * Positions the session's KV cache holds (its next startPos), or null for an unknown session;
+   * while a forward of it runs, the positions held before it.
+   */
   sessionLength(id) {
     const session = this.#sessions.get(id);
-    return session === undefined ? null : this.#lf.fn.lf_session_n_past(session);
+    if (session === undefined) return null;
+    return this.#running.get(session) ?? this.#lf.fn.lf_session_n_past(session);
   }
 
   /** Bytes of the session's KV cache (0 for an unknown session). */
@@ -445,11 +604,16 @@ export class LayerNode {
     return session === undefined ? 0 : this.#lf.fn.lf_session_bytes(session);
   }
 
+  /**
+   * Forgets the session (false when unknown). A session the running engine step uses is freed
+   * once the step is done with it; a later call for it starts a new one.
+   */
   dropSession(id) {
     const session = this.#sessions.get(id);
     if (session === undefined) return false;
-    this.#lf.fn.lf_session_free(session);
     this.#sessions.delete(id);
+    if (this.#running.has(session)) this.#dropAfterStep.push(session);
+    else this.#lf.fn.lf_session_free(session);
     return true;
   }
 

@@ -1,16 +1,19 @@
-// Admission and the engine's one-at-a-time order. A request that will use the engine is admitted
-// first, before a byte of its body is read, and holds its place until its answer has been sent
-// (or it failed): so at most maxWaiting + 1 requests hold a body, wait for the engine, run, or
-// hold an answer at any time, and what a node can be made to hold is that many requests' worth.
-// Beyond it a request is told "busy, retry in N s" at once, which serves a client better than a
-// wait of minutes behind a long line. Engine calls run one at a time in the order they are
-// asked for, so a slow upload at the front of the line delays nobody.
+// Admission and the order of engine calls. A request that will use the engine is admitted first,
+// before a byte of its body is read, and holds its place until its answer has been sent (or it
+// failed): so at most maxWaiting + 1 requests hold a body, wait for the engine, run, or hold an
+// answer at any time, and what a node can be made to hold is that many requests' worth. Beyond it
+// a request is told "busy, retry in N s" at once, which serves a client better than a wait of
+// minutes behind a long line. The calls of one session run one after another in the order they
+// are asked for (its next forward is checked against the positions its last one left, and its
+// DELETE waits for them); calls of different sessions reach the node together, which batches
+// their forwards (node/batcher.js), and calls of no session (embed, logits) run at once, beside
+// them. A slow upload delays nobody: a request is queued only once its body is in.
 import { HttpError } from './http_error.js';
 
 export class WorkQueue {
-  #tail = Promise.resolve();
+  #tails = new Map();   // session id -> its last engine call, while one is pending
   #admitted = 0;
-  #meanMs = 100;  // running mean of a job's duration, for Retry-After
+  #meanMs = 100;        // running mean of a call's duration, for Retry-After
 
   /** maxWaiting: requests admitted besides one; beyond it admit() refuses with 429 queue_full. */
   constructor(maxWaiting) {
@@ -23,9 +26,10 @@ export class WorkQueue {
   }
 
   /**
-   * A place in the line, or 429 queue_full. The ticket's run(job) runs job() after every job
-   * asked for before it; release() gives the place back (once; later calls do nothing).
-   * @example const ticket = queue.admit(); try { await ticket.run(() => node.forward(r)); } finally { ticket.release(); }
+   * A place in the line, or 429 queue_full. The ticket's run(job, session) runs job() after the
+   * calls of that session asked for before it (at once without a session); release() gives the
+   * place back (once; later calls do nothing).
+   * @example const ticket = queue.admit(); try { await ticket.run(() => node.forward(r), r.session); } finally { ticket.release(); }
    */
   admit() {
     if (this.#admitted > this.maxWaiting) {
@@ -36,7 +40,7 @@ export class WorkQueue {
     this.#admitted++;
     let held = true;
     return {
-      run: (job) => this.#enqueue(job),
+      run: (job, session) => this.#enqueue(job, session),
       release: () => {
         if (held) this.#admitted--;
         held = false;
@@ -45,29 +49,35 @@ export class WorkQueue {
   }
 
   /**
-   * admit(), run(job) and release() in one: for an engine call with no body to read and no
-   * answer to hold.
-   * @example await queue.run(() => node.dropSession(id));
+   * admit(), run(job, session) and release() in one: for an engine call with no body to read and
+   * no answer to hold.
+   * @example await queue.run(() => node.dropSession(id), id);
    */
-  async run(job) {
+  async run(job, session) {
     const ticket = this.admit();
     try {
-      return await ticket.run(job);
+      return await ticket.run(job, session);
     } finally {
       ticket.release();
     }
   }
 
-  #enqueue(job) {
-    const result = this.#tail.then(async () => {
+  #enqueue(job, session) {
+    const timed = async () => {
       const t0 = performance.now();
       try {
         return await job();
       } finally {
         this.#meanMs = 0.8 * this.#meanMs + 0.2 * (performance.now() - t0);
       }
+    };
+    if (session === undefined) return timed();
+    const result = (this.#tails.get(session) ?? Promise.resolve()).then(timed);
+    const tail = result.catch(() => {});
+    this.#tails.set(session, tail);
+    tail.then(() => {
+      if (this.#tails.get(session) === tail) this.#tails.delete(session);
     });
-    this.#tail = result.catch(() => {});
     return result;
   }
 }
