@@ -119,10 +119,19 @@ export interface LayerNodeOptions {
   memoryBudgetBytes?: number;
   /** rows of the largest forward, for the budget's scratch estimate (default 512) */
   maxTokens?: number;
+  /** rows of one engine step when concurrent forwards are batched (default maxTokens); a longer call runs alone */
+  maxBatchRows?: number;
   /** 'features': ffn_down feature-major, so the top-K gate FFN reads only the kept features (same bytes out) */
   ffnDownLayout?: 'units' | 'features';
   /** the model's header as read before (readModelHeader, Pipeline.header): not read again */
   header?: ModelHeader;
+}
+
+export interface BatchReport {
+  entries: number;
+  rows: number;
+  /** per call, ms from forward() to the step starting */
+  waitMs: number[];
 }
 
 export interface ForwardRequest {
@@ -232,7 +241,14 @@ export class LayerNode {
   readonly nEmbdPerLayer: number;
   /** token ids and their embed() -> every layer's per-layer input [n_layer, n, nEmbdPerLayer] (first node) */
   perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Float32Array;
+  /** concurrent calls of different sessions run together as one engine step (each its bytes alone) */
   forward(request: ForwardRequest): Promise<Float32Array>;
+  /** the row budget of one engine step */
+  readonly maxBatchRows: number;
+  /** called after each engine step of forwards: its calls, rows, and each call's wait (ms) for it; returns the unsubscribe */
+  observeBatches(listener: (batch: BatchReport) => void): () => boolean;
+  /** the engine steps of forwards so far: totals and the largest */
+  batchStats(): { batches: number; entries: number; rows: number; maxEntries: number; maxRows: number; maxBatchRows: number };
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node) */
   logits(hidden: Float32Array): Float32Array;
   layerTimings(session: string): number[];

@@ -296,6 +296,7 @@ export class LayerNode {
   // then the calls that got so far run as one forward. A new session whose first forward fails
   // is dropped again.
   async #runStep(calls) {
+    if (!this.#model) return calls.map(() => ({ error: LayerNode.#closedError('forward') }));
     const outcomes = [];
     const entries = [];
     const inStep = new Set();
@@ -413,6 +414,11 @@ export class LayerNode {
     }
   }
 
+  // A call still waiting when the node was closed: its engine is gone.
+  static #closedError(what) {
+    return new LayerfoldError('failed_precondition', `${what}: the node was closed before the call could run`);
+  }
+
   #observed(batch) {
     const stats = this.#batchStats;
     stats.batches++;
@@ -521,6 +527,7 @@ export class LayerNode {
    */
   readProbe() {
     return this.#batcher.exclusive(async () => {
+      if (!this.#model) throw LayerNode.#closedError('readProbe');
       const lf = this.#lf;
       const flagPtr = lf.alloc(4);
       try {
@@ -547,9 +554,11 @@ export class LayerNode {
    * @example const [{ jobMs, barrierMs }] = await node.workerTimings();
    */
   workerTimings() {
-    const read = () => this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
-      .map(({ job_ms: jobMs, barrier_ms: barrierMs }) => ({ jobMs, barrierMs }));
-    return this.#batcher.exclusive(read);
+    return this.#batcher.exclusive(() => {
+      if (!this.#model) throw LayerNode.#closedError('workerTimings');
+      return this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
+        .map(({ job_ms: jobMs, barrier_ms: barrierMs }) => ({ jobMs, barrierMs }));
+    });
   }
 
   /**
@@ -627,7 +636,10 @@ export class LayerNode {
     };
   }
 
-  /** Frees the model and sessions and stops the module's threads. Not while a forward runs. */
+  /**
+   * Frees the model and sessions and stops the module's threads. Not while a forward runs; calls
+   * still waiting for a step are refused.
+   */
   close() {
     this.tokenizer?.close();
     for (const id of [...this.#sessions.keys()]) this.dropSession(id);

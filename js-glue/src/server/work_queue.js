@@ -34,7 +34,7 @@ export class WorkQueue {
   admit() {
     if (this.#admitted > this.maxWaiting) {
       const seconds = Math.max(1, Math.ceil((this.#admitted * this.#meanMs) / 1000));
-      throw new HttpError('queue_full', `${this.#admitted} requests are already in this node (limit ${this.maxWaiting} waiting besides the one running): retry in ${seconds} s`,
+      throw new HttpError('queue_full', `${this.#admitted} requests are already in this node (the limit is max_queue ${this.maxWaiting} + 1): retry in ${seconds} s`,
         { headers: { 'retry-after': String(seconds) } });
     }
     this.#admitted++;
