@@ -400,7 +400,7 @@ export class LayerNode {
       } else if (!lf.fn.lf_forward_batch(...args)) {
         throw lf.lastError();
       }
-      const finished = lf.json(lf.fn.lf_forward_batch_result_json(this.#model) >>> 0);
+      const finished = lf.json(lf.fn.lf_forward_batch_result_json(this.#model));
       if (finished.length !== k) throw new LayerfoldError('internal', `a batch of ${k} entries came back with ${finished.length} outcomes`);
       const heap = lf.bytes();
       let at = outPtr;

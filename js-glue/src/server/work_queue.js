@@ -3,15 +3,18 @@
 // failed): so at most maxWaiting + 1 requests hold a body, wait for the engine, run, or hold an
 // answer at any time, and what a node can be made to hold is that many requests' worth. Beyond it
 // a request is told "busy, retry in N s" at once, which serves a client better than a wait of
-// minutes behind a long line. The calls of one session run one after another in the order they
-// are asked for (its next forward is checked against the positions its last one left, and its
-// DELETE waits for them); calls of different sessions reach the node together, which batches
-// their forwards (node/batcher.js), and calls of no session (embed, logits) run at once, beside
-// them. A slow upload delays nobody: a request is queued only once its body is in.
+// minutes behind a long line. Engine calls run in lines, each one call at a time in the order
+// they are asked for: a session's calls in its own line (its next forward is checked against the
+// positions its last one left, and its DELETE waits for them), so calls of different sessions
+// reach the node together and it batches their forwards (node/batcher.js); calls of no session
+// (the node's embed and logits, the gateway's pipeline steps) in one common line. A slow upload
+// delays nobody: a call is queued only once its request's body is in.
 import { HttpError } from './http_error.js';
 
+const COMMON = Symbol('the line of calls of no session');
+
 export class WorkQueue {
-  #tails = new Map();   // session id -> its last engine call, while one is pending
+  #tails = new Map();   // session id (or COMMON) -> the line's last call, while one is pending
   #admitted = 0;
   #meanMs = 100;        // running mean of a call's duration, for Retry-After
 
@@ -27,8 +30,8 @@ export class WorkQueue {
 
   /**
    * A place in the line, or 429 queue_full. The ticket's run(job, session) runs job() after the
-   * calls of that session asked for before it (at once without a session); release() gives the
-   * place back (once; later calls do nothing).
+   * calls of that session asked for before it (without a session: after the other calls of no
+   * session); release() gives the place back (once; later calls do nothing).
    * @example const ticket = queue.admit(); try { await ticket.run(() => node.forward(r), r.session); } finally { ticket.release(); }
    */
   admit() {
@@ -62,17 +65,15 @@ export class WorkQueue {
     }
   }
 
-  #enqueue(job, session) {
-    const timed = async () => {
+  #enqueue(job, session = COMMON) {
+    const result = (this.#tails.get(session) ?? Promise.resolve()).then(async () => {
       const t0 = performance.now();
       try {
         return await job();
       } finally {
         this.#meanMs = 0.8 * this.#meanMs + 0.2 * (performance.now() - t0);
       }
-    };
-    if (session === undefined) return timed();
-    const result = (this.#tails.get(session) ?? Promise.resolve()).then(timed);
+    });
     const tail = result.catch(() => {});
     this.#tails.set(session, tail);
     tail.then(() => {
