@@ -11,6 +11,7 @@ import {Batcher} from "../../js-glue/src/node/batcher.js";
 import {createLayerNodeApp} from "../../js-glue/src/server/app.js";
 import {nodeMetrics} from "../../js-glue/src/server/metrics.js";
 import {NodeState} from "../../js-glue/src/server/node_state.js";
+import {WorkQueue} from "../../js-glue/src/server/work_queue.js";
 import {relaxedSimdSupported} from "../../js-glue/src/wasm/features.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
 import {model} from "./models.mjs";
@@ -411,6 +412,27 @@ const until = async (condition) => {
 };
 
 describe("server: forwards reach the node together", () => {
+  test("WorkQueue: a session's calls one at a time in order, calls of no session in one common line, the lines side by side", async () => {
+    const queue = new WorkQueue(16);
+    const log = [];
+    const gates = new Map();
+    const job = (name) => async () => {
+      log.push(`start ${name}`);
+      await new Promise((resolve) => gates.set(name, resolve));
+      log.push(`end ${name}`);
+    };
+    const runs = [queue.run(job("a1"), "a"), queue.run(job("a2"), "a"), queue.run(job("b1"), "b"), queue.run(job("x1")), queue.run(job("x2"))];
+    await until(() => gates.size === 3);
+    assert.deepEqual(log, ["start a1", "start b1", "start x1"]);
+    for (const name of ["a1", "x1", "b1"]) gates.get(name)();
+    await until(() => gates.size === 5);
+    gates.get("a2")();
+    gates.get("x2")();
+    await Promise.all(runs);
+    assert.deepEqual(log.filter((l) => /a\d|x\d/.test(l)), ["start a1", "start x1", "end a1", "end x1", "start a2", "start x2", "end a2", "end x2"]);
+    assert.equal(queue.pending, 0);
+  });
+
   test("concurrent forwards of different sessions run together on the node; beyond maxQueue, 429 as before", async () => {
     const node = heldNode();
     const app = createLayerNodeApp({node, maxQueue: 2});
