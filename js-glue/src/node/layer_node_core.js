@@ -5,11 +5,11 @@
 // layer_node.js adds Node's defaults (the dist modules, paths and URLs, the disk cache).
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
-import { errorOfCode, LayerfoldError } from '../wasm/capi.js';
+import { LayerfoldError } from '../wasm/capi.js';
 import { Batcher } from './batcher.js';
+import { flagSet, forwardBatch, forwardOne, withBuffers } from './engine_forward.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
 
-const F32 = 4;
 
 export class LayerNode {
   /**
@@ -161,21 +161,6 @@ export class LayerNode {
     return ptr;
   }
 
-  // Runs fn(inPtr, outPtr) with `input` copied in and `outFloats` floats copied out.
-  #withBuffers(input, outFloats, fn) {
-    const lf = this.#lf;
-    const inPtr = lf.alloc(input.byteLength);
-    const outPtr = lf.alloc(outFloats * F32);
-    try {
-      lf.bytes().set(new Uint8Array(input.buffer, input.byteOffset, input.byteLength), inPtr);
-      if (!fn(inPtr, outPtr)) throw lf.lastError();
-      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
-    } finally {
-      lf.free(inPtr);
-      lf.free(outPtr);
-    }
-  }
-
   // The session's KV cache for a call: the one held, or a new one (its first call, startPos 0)
   // that is not yet registered. Nothing about the held sessions changes here: #commit does that
   // once the call's options have been accepted.
@@ -231,7 +216,7 @@ export class LayerNode {
   /** token ids -> hidden [n, n_embd] (first node only). */
   embed(tokens) {
     const ids = Int32Array.from(tokens);
-    return this.#withBuffers(ids, ids.length * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_embed(this.#model, inPtr, ids.length, outPtr));
+    return withBuffers(this.#lf, ids, ids.length * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_embed(this.#model, inPtr, ids.length, outPtr));
   }
 
   /**
@@ -248,7 +233,7 @@ export class LayerNode {
     const idsPtr = lf.alloc(ids.byteLength);
     try {
       lf.bytes().set(new Uint8Array(ids.buffer), idsPtr);
-      return this.#withBuffers(hidden, this.nLayer * ids.length * this.nEmbdPerLayer,
+      return withBuffers(this.#lf, hidden, this.nLayer * ids.length * this.nEmbdPerLayer,
         (inPtr, outPtr) => lf.fn.lf_per_layer_inputs(this.#model, idsPtr, ids.length, inPtr, outPtr));
     } finally {
       lf.free(idsPtr);
@@ -319,8 +304,8 @@ export class LayerNode {
     let results;
     try {
       results = entries.length === 1
-        ? [await this.#forwardOne(entries[0]).then((value) => ({ value }), (error) => ({ error }))]
-        : await this.#forwardBatch(entries);
+        ? [await forwardOne(this.#lf, this.#model, entries[0]).then((value) => ({ value }), (error) => ({ error }))]
+        : await forwardBatch(this.#lf, this.#model, entries);
     } catch (error) {
       results = entries.map(() => ({ error }));
     } finally {
@@ -348,70 +333,6 @@ export class LayerNode {
     }
     this.#lf.fn.lf_session_free(target.handle);
     return null;
-  }
-
-  // A step of one call: the engine's single forward, as before there was batching.
-  #forwardOne({ call: { startPos, hidden, rows, lastOnly }, handle }) {
-    if (this.#lf.kind === 'threaded') return this.#forwardAsync(handle, startPos, hidden, rows, lastOnly);
-    return Promise.resolve(this.#withBuffers(hidden, (lastOnly ? 1 : rows) * this.nEmbd,
-      (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, rows, outPtr, lastOnly ? 1 : 0)));
-  }
-
-  // A step of several calls: one lf_forward_batch(_async), every entry's rows in entry order,
-  // -> each entry's {value} or {error} as the engine finished it (lf_forward_batch_result_json).
-  // Throws only when the engine refused the whole call.
-  async #forwardBatch(entries) {
-    const lf = this.#lf;
-    const E = this.nEmbd;
-    const k = entries.length;
-    const outRows = entries.map(({ call }) => (call.lastOnly ? 1 : call.rows));
-    const inFloats = entries.reduce((sum, { call }) => sum + call.rows, 0) * E;
-    const outFloats = outRows.reduce((sum, r) => sum + r, 0) * E;
-    const held = [];
-    const alloc = (bytes) => {
-      const ptr = lf.alloc(bytes);
-      held.push(ptr);
-      return ptr;
-    };
-    try {
-      const [sessionsPtr, startPtr, nPtr, lastPtr] = [0, 1, 2, 3].map(() => alloc(4 * k));
-      const inPtr = alloc(inFloats * F32);
-      const outPtr = alloc(outFloats * F32);
-      const flagPtr = alloc(4);
-      // Views made after the last alloc, which may have grown the memory.
-      const i32 = new Int32Array(lf.bytes().buffer);
-      const f32 = new Float32Array(lf.bytes().buffer);
-      let row = 0;
-      entries.forEach(({ call, handle }, i) => {
-        i32[(sessionsPtr >> 2) + i] = handle;
-        i32[(startPtr >> 2) + i] = call.startPos;
-        i32[(nPtr >> 2) + i] = call.rows;
-        i32[(lastPtr >> 2) + i] = call.lastOnly ? 1 : 0;
-        f32.set(call.hidden, (inPtr >> 2) + row * E);
-        row += call.rows;
-      });
-      const args = [this.#model, k, sessionsPtr, startPtr, nPtr, lastPtr, inPtr, outPtr];
-      if (lf.kind === 'threaded') {
-        if (!lf.fn.lf_forward_batch_async(...args, flagPtr)) throw lf.lastError();
-        if (await this.#flagSet(flagPtr) !== 1) {
-          lf.fn.lf_forward_async_result(this.#model);
-          throw lf.lastError();
-        }
-      } else if (!lf.fn.lf_forward_batch(...args)) {
-        throw lf.lastError();
-      }
-      const finished = lf.json(lf.fn.lf_forward_batch_result_json(this.#model));
-      if (finished.length !== k) throw new LayerfoldError('internal', `a batch of ${k} entries came back with ${finished.length} outcomes`);
-      const heap = lf.bytes();
-      let at = outPtr;
-      return finished.map(({ code, message }, i) => {
-        const bytes = outRows[i] * E * F32;
-        at += bytes;
-        return code === 0 ? { value: new Float32Array(heap.slice(at - bytes, at).buffer) } : { error: errorOfCode(code, message) };
-      });
-    } finally {
-      for (const ptr of held) lf.free(ptr);
-    }
   }
 
   // A call still waiting when the node was closed: its engine is gone.
@@ -484,39 +405,6 @@ export class LayerNode {
     return session;
   }
 
-  // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
-  async #forwardAsync(handle, startPos, hidden, n, lastOnly) {
-    const lf = this.#lf;
-    const outFloats = (lastOnly ? 1 : n) * this.nEmbd;
-    const inPtr = lf.alloc(hidden.byteLength);
-    const outPtr = lf.alloc(outFloats * F32);
-    const flagPtr = lf.alloc(4);
-    try {
-      lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
-      if (!lf.fn.lf_forward_async(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0, flagPtr)) throw lf.lastError();
-      if (await this.#flagSet(flagPtr) !== 1) {
-        lf.fn.lf_forward_async_result(this.#model);
-        throw lf.lastError();
-      }
-      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
-    } finally {
-      lf.free(inPtr);
-      lf.free(outPtr);
-      lf.free(flagPtr);
-    }
-  }
-
-  // The value a done flag (set to 0 by the C call) flips to, awaited without blocking the event
-  // loop. The single-thread build has set it before its call returned.
-  async #flagSet(flagPtr) {
-    const flag = () => new Int32Array(this.#lf.bytes().buffer);
-    if (Atomics.load(flag(), flagPtr >> 2) === 0) {
-      const wait = Atomics.waitAsync(flag(), flagPtr >> 2, 0);
-      if (wait.async) await wait.value;
-    }
-    return Atomics.load(flag(), flagPtr >> 2);
-  }
-
   /**
    * The memory-read ceiling decode is measured against (scripts/bench): every byte of this node's
    * layer weights read once on its threads, as decode streams them. Runs alone, after the forward
@@ -532,7 +420,7 @@ export class LayerNode {
       const flagPtr = lf.alloc(4);
       try {
         if (!lf.fn.lf_model_read_probe_async(this.#model, flagPtr)) throw lf.lastError();
-        await this.#flagSet(flagPtr);
+        await flagSet(this.#lf, flagPtr);
         const { bytes, ms, checksum } = lf.json(lf.fn.lf_model_read_probe_json(this.#model));
         return { bytes, ms, gbPerSecond: bytes / ms / 1e6, checksum };
       } finally {
@@ -544,7 +432,7 @@ export class LayerNode {
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */
   logits(hidden) {
     const rows = hidden.length / this.nEmbd;
-    return this.#withBuffers(hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
+    return withBuffers(this.#lf, hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
   }
 
   /**
