@@ -357,6 +357,8 @@ export interface LayerNodeObserver {
   error?(code: string, message: string): void;
   /** an answer that did not reach its client: it went away, stopped reading (stalled), or the answer failed midway */
   answerLost?(route: string, outcome: 'cancelled' | 'stalled' | 'failed', message: string): void;
+  /** after each engine step of forwards (LayerNode.observeBatches) */
+  batch?(batch: BatchReport): void;
   /** serves GET /metrics when present */
   metrics?(): Promise<{ contentType: string; text: string }>;
 }
@@ -377,7 +379,7 @@ export interface LayerNodeAppOptions {
   authToken?: string;
   /** rows per request (body limit: maxTokens · n_embd · 4 bytes); default 2048 */
   maxTokens?: number;
-  /** requests admitted besides the running one before 429 (each holds its place until its answer is read); default 16 */
+  /** requests admitted besides one before 429 (each holds its place until its answer is read); default 16 */
   maxQueue?: number;
   /** logits one request may ask for, rows × n_vocab × 4 bytes; default 64 MiB */
   maxLogitsBytes?: number;
@@ -418,6 +420,8 @@ export interface ServeOptions {
   maxContext?: number;
   maxTokens?: number;
   maxQueue?: number;
+  /** rows of one engine step when concurrent forwards are batched (default 512) */
+  maxBatchRows?: number;
   /** LayerNodeAppOptions' limits */
   maxLogitsBytes?: number;
   bodyTimeoutMs?: number;
