@@ -8,7 +8,9 @@ import {describe, test} from "node:test";
 
 import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {Batcher} from "../../js-glue/src/node/batcher.js";
+import {serveConfig} from "../../js-glue/src/cli/serve.js";
 import {createLayerNodeApp} from "../../js-glue/src/server/app.js";
+import {serve} from "../../js-glue/src/server/node_host.js";
 import {nodeMetrics} from "../../js-glue/src/server/metrics.js";
 import {NodeState} from "../../js-glue/src/server/node_state.js";
 import {WorkQueue} from "../../js-glue/src/server/work_queue.js";
@@ -515,6 +517,19 @@ describe("server: forwards reach the node together", () => {
       assert.equal((await response.arrayBuffer()).byteLength, node.nEmbd * 4);
       assert.equal(node.sessionLength("long"), null);
     });
+  });
+
+  test("serve --max-batch-rows / MAX_BATCH_ROWS sets the node's row budget; 0 is refused naming both", async () => {
+    assert.equal(serveConfig({model: "m", "max-batch-rows": "64"}, {}).maxBatchRows, 64);
+    assert.equal(serveConfig({model: "m"}, {MAX_BATCH_ROWS: "32"}).maxBatchRows, 32);
+    assert.throws(() => serveConfig({model: "m"}, {MAX_BATCH_ROWS: "0"}), /--max-batch-rows \/ MAX_BATCH_ROWS: "0" is not an integer ≥ 1/);
+    const server = await serve({model: tiny(), build: "single", port: 0, host: "127.0.0.1", maxBatchRows: 16, log: () => {}});
+    try {
+      const node = await server.loaded;
+      assert.equal(node.maxBatchRows, 16);
+    } finally {
+      await server.shutdown();
+    }
   });
 
   test("a stalled upload still gets its 408 while other sessions' forwards run and succeed", async () => {
