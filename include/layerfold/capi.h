@@ -176,8 +176,13 @@ LF_EXPORT(lf_model_read_probe_async) int lf_model_read_probe_async(lf_model* mod
 /* The last finished probe, as JSON owned by the model until the next call: {"bytes" read, "ms",
  * "checksum" (lf::weight_checksum over the layer tensors in order)}; NULL before any. */
 LF_EXPORT(lf_model_read_probe_json) const char* lf_model_read_probe_json(const lf_model* model);
-/* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] */
+/* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab], the vocabulary rows shared out over the
+ * model's threads (on the caller's alone while a forward holds them). */
 LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits);
+/* lf_head without blocking, as lf_forward_async: returns 1 at once (0: refused, nothing started),
+ * then *done_flag flips to 1 (success) or 2 (error: lf_forward_async_result() gives it). */
+LF_EXPORT(lf_head_async) int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logits,
+                                           int32_t* done_flag);
 
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
 typedef struct lf_tokenizer lf_tokenizer;

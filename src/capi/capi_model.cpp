@@ -452,4 +452,14 @@ int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logit
   return check_loaded(model) && lf::capi::record(lf::head(model->model, hidden, n_rows, logits));
 }
 
+int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logits, int32_t* done_flag) {
+  if (!check_loaded(model)) return 0;
+  if (!done_flag) return lf::capi::record(Status(Code::invalid_argument, "lf_head_async needs a done flag"));
+  *done_flag = 0;
+  return lf::capi::record(lf::head_async(model->model, hidden, n_rows, logits, [model, done_flag](const Status& status) {
+    model->async_status = status;
+    publish(done_flag, status.ok() ? 1 : 2);
+  }));
+}
+
 }  // extern "C"

@@ -136,9 +136,9 @@ struct ForwardCall {
   std::function<std::vector<Status>()> finish;  // collects errors, copies outputs out, moves n_past
 };
 
-// Entry e's rows in [offset, offset + n) of every entry's rows laid end to end.
+// Where an entry's rows start among every entry's rows laid end to end, in `in` and in `out`.
 struct EntryRows {
-  size_t in = 0, out = 0;  // first row in `in` and in `out`
+  size_t in = 0, out = 0;
 };
 
 Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std::span<const float> in,
@@ -350,20 +350,6 @@ Status forward(const Model& m, Session& s, int start_pos, const float* in, int n
   const size_t n_embd = static_cast<size_t>(m.config.n_embd);
   return forward(m, s, start_pos, std::span<const float>(in, n * n_embd), n,
                  std::span<float>(out, (last_only ? 1 : n) * n_embd), last_only);
-}
-
-Status head(const Model& m, const float* hidden, int n_rows, float* logits) {
-  if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
-  if (n_rows <= 0 || !hidden || !logits) return Status(Code::invalid_argument, "head needs n_rows > 0 and buffers");
-  const ModelConfig& c = m.config;
-  LF_RETURN_IF_ERROR(check_finite(std::span<const float>(hidden, static_cast<size_t>(n_rows) * c.n_embd), c.n_embd, "hidden"));
-  std::vector<float> out_norm(static_cast<size_t>(n_rows) * static_cast<size_t>(c.n_embd));
-  rmsnorm_rows(hidden, m.output_norm.f32(), n_rows, c.n_embd, c.norm_eps, out_norm.data());
-  LF_RETURN_IF_ERROR(matmul(m.output, out_norm.data(), n_rows, logits));
-  if (c.final_softcap != 0.0f) {
-    for (int r = 0; r < n_rows; ++r) softcap(logits + static_cast<size_t>(r) * c.n_vocab, c.n_vocab, c.final_softcap);
-  }
-  return check_finite(std::span<const float>(logits, static_cast<size_t>(n_rows) * c.n_vocab), c.n_vocab, "logits");
 }
 
 }  // namespace lf

@@ -66,7 +66,15 @@ Status forward_batch_async(const Model& model, std::span<const BatchEntry> entri
                            std::span<float> out, std::function<void(std::vector<Status>)> done);
 
 // hidden [n_rows, n_embd] -> logits [n_rows, n_vocab]: output_norm, the LM head (output.weight or
-// the tied token_embd), then the final soft-cap if the model has one. Needs model.has_head.
+// the tied token_embd), then the final soft-cap if the model has one (model/head.cpp). Needs
+// model.has_head. The head's rows are shared out over the model's pool (on the calling thread
+// alone while a forward holds the pool); each logit is one dot product computed whole by one
+// worker, so the bytes do not depend on the thread count.
 Status head(const Model& model, const float* hidden, int n_rows, float* logits);
+// head() without waiting, as forward_async(): validates, starts the work on the model's pool and
+// returns; done then gets the outcome on a pool thread. hidden and logits must stay alive and
+// untouched until then. An error returned here (validation, pool busy) means done is never called.
+Status head_async(const Model& model, const float* hidden, int n_rows, float* logits,
+                  std::function<void(const Status&)> done);
 
 }  // namespace lf

@@ -12,7 +12,7 @@ const EXPORTS = [
   'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',
   'lf_embed', 'lf_per_layer_inputs', 'lf_session_set_per_layer_inputs', 'lf_forward', 'lf_forward_async', 'lf_forward_async_result',
-  'lf_forward_batch', 'lf_forward_batch_async', 'lf_forward_batch_result_json', 'lf_head',
+  'lf_forward_batch', 'lf_forward_batch_async', 'lf_forward_batch_result_json', 'lf_head', 'lf_head_async',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_detokenize', 'lf_tokenizer_n_vocab', 'lf_tokenizer_bos',
   'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
