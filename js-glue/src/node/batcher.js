@@ -23,8 +23,8 @@ export class Batcher {
    * runBatch(calls) -> Promise<outcome[]> runs one step: outcome i is {value}, {error}, or
    * {deferred: true} for a call the step could not take after all (it goes back to the front of
    * the line, before anything that arrived later; never the first call, so every step makes
-   * progress). onBatch({entries, rows, waitMs}) is told of
-   * every step that ran calls: waitMs[i] is the ms from the i-th call's submit() to the step.
+   * progress). onBatch({entries, rows, waitMs}) is told of every step of calls (those deferred
+   * left out): waitMs[i] is the ms from the i-th call's submit() to the step starting.
    * @example const batcher = new Batcher({ maxRows: 512, runBatch: (calls) => engine.run(calls) });
    *   const out = await batcher.submit({ session: 'a', rows: 1, request });
    */
@@ -33,10 +33,6 @@ export class Batcher {
     this.#maxRows = maxRows;
     this.#runBatch = runBatch;
     this.#onBatch = onBatch;
-  }
-
-  get maxRows() {
-    return this.#maxRows;
   }
 
   /** Queues a forward call {session, rows, ...}; resolves with its value, rejects with its error. */
