@@ -119,6 +119,8 @@ export interface LayerNodeOptions {
   memoryBudgetBytes?: number;
   /** rows of the largest forward, for the budget's scratch estimate (default 512) */
   maxTokens?: number;
+  /** rows of one engine step when concurrent forwards are batched (default maxTokens); a longer call runs alone */
+  maxBatchRows?: number;
   /** 'features': ffn_down feature-major, so the top-K gate FFN reads only the kept features (same bytes out) */
   ffnDownLayout?: 'units' | 'features';
   /** the model's header as read before (readModelHeader, Pipeline.header): not read again */
@@ -127,6 +129,13 @@ export interface LayerNodeOptions {
   perLayerTable?: 'rows' | 'whole';
   /** bytes of per_layer_token_embd rows kept (least recently used evicted; default 8 MiB), counted in the memory budget */
   perLayerRowCacheBytes?: number;
+}
+
+export interface BatchReport {
+  entries: number;
+  rows: number;
+  /** per call, ms from forward() to the step starting */
+  waitMs: number[];
 }
 
 export interface ForwardRequest {
@@ -240,7 +249,14 @@ export class LayerNode {
   /** reading per_layer_token_embd by rows so far; null when the node does not read it so */
   perLayerRowStats(): { reads: number; bytesRead: number; rowsRead: number; cacheHits: number;
                         cachedBytes: number; rowBytes: number } | null;
+  /** concurrent calls of different sessions run together as one engine step (each its bytes alone) */
   forward(request: ForwardRequest): Promise<Float32Array>;
+  /** the row budget of one engine step */
+  readonly maxBatchRows: number;
+  /** called after each engine step of forwards: its calls, rows, and each call's wait (ms) for it; returns the unsubscribe */
+  observeBatches(listener: (batch: BatchReport) => void): () => boolean;
+  /** the engine steps of forwards so far: totals and the largest */
+  batchStats(): { batches: number; entries: number; rows: number; maxEntries: number; maxRows: number; maxBatchRows: number };
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node) */
   logits(hidden: Float32Array): Float32Array;
   layerTimings(session: string): number[];
@@ -352,6 +368,8 @@ export interface LayerNodeObserver {
   error?(code: string, message: string): void;
   /** an answer that did not reach its client: it went away, stopped reading (stalled), or the answer failed midway */
   answerLost?(route: string, outcome: 'cancelled' | 'stalled' | 'failed', message: string): void;
+  /** after each engine step of forwards (LayerNode.observeBatches) */
+  batch?(batch: BatchReport): void;
   /** serves GET /metrics when present */
   metrics?(): Promise<{ contentType: string; text: string }>;
 }
@@ -372,7 +390,7 @@ export interface LayerNodeAppOptions {
   authToken?: string;
   /** rows per request (body limit: maxTokens · n_embd · 4 bytes); default 2048 */
   maxTokens?: number;
-  /** requests admitted besides the running one before 429 (each holds its place until its answer is read); default 16 */
+  /** requests admitted besides one before 429 (each holds its place until its answer is read); default 16 */
   maxQueue?: number;
   /** logits one request may ask for, rows × n_vocab × 4 bytes; default 64 MiB */
   maxLogitsBytes?: number;
@@ -413,6 +431,8 @@ export interface ServeOptions {
   maxContext?: number;
   maxTokens?: number;
   maxQueue?: number;
+  /** rows of one engine step when concurrent forwards are batched (default 512) */
+  maxBatchRows?: number;
   /** LayerNodeAppOptions' limits */
   maxLogitsBytes?: number;
   bodyTimeoutMs?: number;

@@ -1,6 +1,7 @@
 // The threaded build through LayerNode (docs/threads.md): a forward never blocks the event loop,
-// forward calls issued together are serialised, never interleaved, and the output bytes are the
-// same for every thread count and for the single-thread build.
+// forward calls issued together give the bytes of the same calls one after another (they are
+// batched, docs/batching.md), and the output bytes are the same for every thread count and for
+// the single-thread build.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
@@ -50,7 +51,7 @@ describe("threaded LayerNode", () => {
     });
   });
 
-  test("forward calls issued together run one after another, as if sequential", async () => {
+  test("forward calls issued together give the bytes of the same calls one after another", async () => {
     const a = tokens(9, 1), b = tokens(7, 2);
     const sequential = await withNode({model: tiny(), build: "threaded", threads: 3}, async (node) => {
       const ra = await node.forward({session: "a", startPos: 0, hidden: node.embed(a)});

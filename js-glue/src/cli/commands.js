@@ -87,11 +87,11 @@ export const COMMANDS = {
     options: SERVE_OPTIONS,
     usage: `  layerfold serve --model URL [--layers A-B] [--threads N] [--port P] [--host H] [--cache-dir DIR]
                   [--max-sessions N] [--max-kv-bytes N] [--max-context N] [--max-tokens N] [--max-queue N]
-                  [--max-logits-bytes N] [--body-timeout-ms MS] [--send-timeout-ms MS]
+                  [--max-batch-rows N] [--max-logits-bytes N] [--body-timeout-ms MS] [--send-timeout-ms MS]
                   [--shutdown-timeout-ms MS] [--ffn-down-layout units|features] [--per-layer-row-cache-bytes N]
                   [--insecure-no-auth]
                   each also from the environment (MODEL_URL, LAYERS, THREADS, PORT, HOST, CACHE_DIR,
-                  MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, MAX_LOGITS_BYTES,
+                  MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, MAX_BATCH_ROWS, MAX_LOGITS_BYTES,
                   BODY_TIMEOUT_MS, SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, FFN_DOWN_LAYOUT,
                   PER_LAYER_ROW_CACHE_BYTES, LAYERFOLD_INSECURE_NO_AUTH=1);
                   AUTH_TOKEN from the environment only: without it, serve binds a loopback --host only,

@@ -8,7 +8,7 @@ import { serve } from '../server/node_host.js';
 const ENV = {
   model: 'MODEL_URL', layers: 'LAYERS', threads: 'THREADS', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
   'max-sessions': 'MAX_SESSIONS', 'max-kv-bytes': 'MAX_KV_BYTES', 'max-context': 'MAX_CONTEXT', 'max-tokens': 'MAX_TOKENS',
-  'max-queue': 'MAX_QUEUE', 'max-logits-bytes': 'MAX_LOGITS_BYTES', 'body-timeout-ms': 'BODY_TIMEOUT_MS',
+  'max-queue': 'MAX_QUEUE', 'max-batch-rows': 'MAX_BATCH_ROWS', 'max-logits-bytes': 'MAX_LOGITS_BYTES', 'body-timeout-ms': 'BODY_TIMEOUT_MS',
   'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
   'per-layer-row-cache-bytes': 'PER_LAYER_ROW_CACHE_BYTES',
 };
@@ -70,6 +70,7 @@ export function serveConfig(values, env) {
     maxContext: integer(get('max-context'), 'max-context', 1),
     maxTokens: integer(get('max-tokens'), 'max-tokens', 1),
     maxQueue: integer(get('max-queue'), 'max-queue', 0),
+    maxBatchRows: integer(get('max-batch-rows'), 'max-batch-rows', 1),
     maxLogitsBytes: integer(get('max-logits-bytes'), 'max-logits-bytes', 4),
     bodyTimeoutMs: integer(get('body-timeout-ms'), 'body-timeout-ms', 1),
     sendTimeoutMs: integer(get('send-timeout-ms'), 'send-timeout-ms', 1),

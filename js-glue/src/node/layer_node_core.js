@@ -6,10 +6,11 @@
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { Batcher } from './batcher.js';
+import { flagSet, forwardBatch, forwardOne, withBuffers } from './engine_forward.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
 
-const F32 = 4;
 
 export class LayerNode {
   /**
@@ -23,7 +24,9 @@ export class LayerNode {
    * forward of maxTokens tokens) and throws 'over_budget' naming the bytes needed and available
    * before reading any tensor; unless given, maxKvBytes is then what the budget leaves for KV.
    * ffnDownLayout 'features' lays ffn_down out feature-major (docs/approximate.md: the top-K
-   * gate FFN then reads only the kept features' columns; the bytes out are the same). `header`,
+   * gate FFN then reads only the kept features' columns; the bytes out are the same).
+   * maxBatchRows bounds the rows of one engine step when concurrent forward calls are batched
+   * (node/batcher.js; default maxTokens, the rows the scratch estimate is sized for). `header`,
    * the source's header as read before (gguf/header.js ModelHeader, e.g. a Pipeline's), spares
    * the node reading and converting it again. perLayerTable, on the first node of a model with
    * per-layer embeddings (gemma4 E2B/E4B): 'rows' (default) reads only the rows of
@@ -33,13 +36,14 @@ export class LayerNode {
    * tensor. The inputs' bytes are the same either way.
    * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
-   *          memoryBudgetBytes?: number, maxTokens?: number, ffnDownLayout?: 'units'|'features',
+   *          memoryBudgetBytes?: number, maxTokens?: number, maxBatchRows?: number, ffnDownLayout?: 'units'|'features',
    *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */
   static async open({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
-    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, ffnDownLayout = 'units', perLayerTable = 'rows',
+    maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, maxBatchRows = maxTokens, ffnDownLayout = 'units',
+    perLayerTable = 'rows',
     perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES }) {
     if (perLayerTable !== 'rows' && perLayerTable !== 'whole') {
       throw new LayerfoldError('invalid_argument', `perLayerTable "${perLayerTable}": expected rows or whole`);
@@ -56,7 +60,7 @@ export class LayerNode {
         gguf = opened.gguf;
         const { info } = opened.header;
         const [begin, end] = layers ?? [0, info.n_layer];
-        node = new this(lf, opened.header, begin, end, begin === 0, end === info.n_layer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity });
+        node = new this(lf, opened.header, begin, end, begin === 0, end === info.n_layer, { maxContext, maxSessions, maxKvBytes: maxKvBytes ?? Infinity, maxBatchRows });
         node.model = name;
         const perLayerRows = perLayerTable === 'rows' && node.withEmbedding && info.n_embd_per_layer > 0;
         const needs = nodeMemoryNeeds(lf, gguf, info, {
@@ -94,10 +98,14 @@ export class LayerNode {
   #buffers = [];
   #sessions = new Map();  // id -> lf_session*, least recently used first
   #evicted = new Set();   // recently evicted ids (bounded), so a late call gets a clear error
-  // Forward calls run one after another: the engine refuses a second while one runs.
-  #queue = Promise.resolve();
+  // The engine refuses a second forward while one runs: concurrent calls are batched into steps.
+  #batcher;
+  #running = new Map();   // lf_session* -> its startPos, for the sessions of the step running
+  #dropAfterStep = [];    // sessions dropped while the running step used them
+  #batchListeners = new Set();
+  #batchStats = { batches: 0, entries: 0, rows: 0, maxEntries: 0, maxRows: 0 };
 
-  constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes }) {
+  constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes, maxBatchRows }) {
     this.#lf = lf;
     this.#header = header;
     this.layers = [begin, end];
@@ -107,6 +115,9 @@ export class LayerNode {
     this.maxSessions = maxSessions;
     this.maxKvBytes = maxKvBytes;
     this.memory = null;
+    this.#batcher = new Batcher({ maxRows: maxBatchRows, runBatch: (calls) => this.#runStep(calls), onBatch: (batch) => this.#observed(batch) });
+    /** The row budget of one engine step. */
+    this.maxBatchRows = maxBatchRows;
   }
 
   // A header handed over is of the file being opened: its size, and the identity of the source it
@@ -175,21 +186,6 @@ export class LayerNode {
     return ptr;
   }
 
-  // Runs fn(inPtr, outPtr) with `input` copied in and `outFloats` floats copied out.
-  #withBuffers(input, outFloats, fn) {
-    const lf = this.#lf;
-    const inPtr = lf.alloc(input.byteLength);
-    const outPtr = lf.alloc(outFloats * F32);
-    try {
-      lf.bytes().set(new Uint8Array(input.buffer, input.byteOffset, input.byteLength), inPtr);
-      if (!fn(inPtr, outPtr)) throw lf.lastError();
-      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
-    } finally {
-      lf.free(inPtr);
-      lf.free(outPtr);
-    }
-  }
-
   // The session's KV cache for a call: the one held, or a new one (its first call, startPos 0)
   // that is not yet registered. Nothing about the held sessions changes here: #commit does that
   // once the call's options have been accepted.
@@ -212,31 +208,40 @@ export class LayerNode {
   }
 
   // Makes the session the most recently used; a new one is registered, evicting the least
-  // recently used sessions beyond the limits.
-  #commit(id, { handle, fresh }) {
-    const lf = this.#lf;
+  // recently used sessions beyond the limits, but none of `keep` (the sessions already in this
+  // step). false, with nothing changed, when the limits cannot be met without one of those: the
+  // call waits for the next step, where it may evict them as a call alone would.
+  #commit(id, { handle, fresh }, keep) {
+    const bytes = (session) => this.#lf.fn.lf_session_bytes(session);
     if (!fresh) {
       this.#sessions.delete(id);
       this.#sessions.set(id, handle);
-      return;
+      return true;
     }
-    let total = lf.fn.lf_session_bytes(handle);
-    for (const s of this.#sessions.values()) total += lf.fn.lf_session_bytes(s);
-    for (const [oldest, other] of this.#sessions) {
-      if (this.#sessions.size < this.maxSessions && total <= this.maxKvBytes) break;
-      total -= lf.fn.lf_session_bytes(other);
+    const fits = (count, total) => count < this.maxSessions && total <= this.maxKvBytes;
+    const held = [...this.#sessions];
+    const kept = held.filter(([other]) => keep.has(other));
+    if (keep.size > 0 && !fits(kept.length, kept.reduce((sum, [, s]) => sum + bytes(s), bytes(handle)))) return false;
+    let total = held.reduce((sum, [, s]) => sum + bytes(s), bytes(handle));
+    let count = held.length;
+    for (const [oldest, other] of held) {
+      if (fits(count, total)) break;
+      if (keep.has(oldest)) continue;
+      total -= bytes(other);
+      count--;
       this.dropSession(oldest);
       this.#evicted.add(oldest);
       if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
     }
     this.#evicted.delete(id);
     this.#sessions.set(id, handle);
+    return true;
   }
 
   /** token ids -> hidden [n, n_embd] (first node only). */
   embed(tokens) {
     const ids = Int32Array.from(tokens);
-    return this.#withBuffers(ids, ids.length * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_embed(this.#model, inPtr, ids.length, outPtr));
+    return withBuffers(this.#lf, ids, ids.length * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_embed(this.#model, inPtr, ids.length, outPtr));
   }
 
   /**
@@ -253,12 +258,12 @@ export class LayerNode {
     const outFloats = this.nLayer * ids.length * this.nEmbdPerLayer;
     const table = this.#rows;
     if (!table) {
-      return this.#withCopies([ids], ([idsPtr]) => this.#withBuffers(hidden, outFloats,
+      return this.#withCopies([ids], ([idsPtr]) => withBuffers(this.#lf, hidden, outFloats,
         (inPtr, outPtr) => this.#lf.fn.lf_per_layer_inputs(this.#model, idsPtr, ids.length, inPtr, outPtr)));
     }
     const rows = await table.rows(ids);
     if (!this.#model) throw new LayerfoldError('failed_precondition', 'the node was closed while its per-layer rows were read');
-    return this.#withCopies([ids, rows.ids, rows.bytes], ([idsPtr, rowIdsPtr, rowsPtr]) => this.#withBuffers(hidden, outFloats,
+    return this.#withCopies([ids, rows.ids, rows.bytes], ([idsPtr, rowIdsPtr, rowsPtr]) => withBuffers(this.#lf, hidden, outFloats,
       (inPtr, outPtr) => this.#lf.fn.lf_per_layer_inputs_from_rows(this.#model, idsPtr, ids.length, inPtr, rowIdsPtr, rows.ids.length,
         rowsPtr, table.rowBytes, outPtr)));
   }
@@ -301,8 +306,11 @@ export class LayerNode {
 
   /**
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd]. On the threaded build
-   * the engine's threads do the work while the event loop keeps running; calls issued together
-   * run one after another, in call order. approx switches on approximate modes for this call
+   * the engine's threads do the work while the event loop keeps running. Calls issued while the
+   * engine is busy are batched (docs/batching.md): the next engine step runs the waiting calls of
+   * different sessions together, up to maxBatchRows rows; a session's calls run in call order,
+   * one per step. Each call gets its own output, the bytes it would get alone, or its own error.
+   * approx switches on approximate modes for this call
    * (docs/approximate.md; off by default, and then the output is the exact engine's):
    * { truncatedAttention, truncationThreshold, earlyExit, exitThreshold, exitWindow, ffnTopK,
    * ffnTopKLayers, ffnTopKThreshold }; approxStats() tells what they did. exitState is the
@@ -316,32 +324,102 @@ export class LayerNode {
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
-    // The call's options are set on the session before anything else changes: a refused
-    // option (a bad exit state, an unknown approximate mode) leaves every session, their count
-    // and their order as they were. A new session whose first forward fails is dropped again.
-    const run = async () => {
-      const target = this.#sessionFor(session, startPos);
+    return this.#batcher.submit({ session, rows: n, startPos, hidden, lastOnly, approx, exitState, perLayer });
+  }
+
+  // One engine step of the batcher's calls: each call's options are set on its session before
+  // anything else changes, so a refused option (a bad exit state, an unknown approximate mode)
+  // fails that call alone and leaves every session, their count and their order as they were;
+  // then the calls that got so far run as one forward. A new session whose first forward fails
+  // is dropped again.
+  async #runStep(calls) {
+    if (!this.#model) return calls.map(() => ({ error: LayerNode.#closedError('forward') }));
+    const outcomes = [];
+    const entries = [];
+    const inStep = new Set();
+    for (const call of calls) {
       try {
-        this.#setApprox(target.handle, approx, exitState);
-        this.#setPerLayer(target.handle, perLayer);
+        const target = this.#prepare(call, inStep);
+        if (!target) {
+          outcomes.push({ deferred: true });
+          continue;
+        }
+        inStep.add(call.session);
+        entries.push({ call, ...target, outcome: outcomes.length });
+        outcomes.push(null);
       } catch (error) {
-        if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
-        throw error;
+        outcomes.push({ error });
       }
-      this.#commit(session, target);
-      const { handle } = target;
-      try {
-        return this.#lf.kind === 'threaded'
-          ? await this.#forwardAsync(handle, startPos, hidden, n, lastOnly)
-          : this.#withBuffers(hidden, (lastOnly ? 1 : n) * this.nEmbd, (inPtr, outPtr) => this.#lf.fn.lf_forward(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0));
-      } catch (error) {
-        if (target.fresh) this.dropSession(session);
-        throw error;
-      }
-    };
-    const result = this.#queue.then(run);
-    this.#queue = result.catch(() => {});
-    return result;
+    }
+    if (entries.length === 0) return outcomes;
+    for (const { call, handle } of entries) this.#running.set(handle, call.startPos);
+    let results;
+    try {
+      results = entries.length === 1
+        ? [await forwardOne(this.#lf, this.#model, entries[0]).then((value) => ({ value }), (error) => ({ error }))]
+        : await forwardBatch(this.#lf, this.#model, entries);
+    } catch (error) {
+      results = entries.map(() => ({ error }));
+    } finally {
+      this.#running.clear();
+      for (const handle of this.#dropAfterStep.splice(0)) this.#lf.fn.lf_session_free(handle);
+    }
+    entries.forEach(({ call, handle, fresh, outcome }, i) => {
+      outcomes[outcome] = results[i];
+      if (results[i].error && fresh && this.#sessions.get(call.session) === handle) this.dropSession(call.session);
+    });
+    return outcomes;
+  }
+
+  // The call's session with its options set and registered, or null when it must wait for the
+  // next step (#commit).
+  #prepare({ session, startPos, approx, exitState, perLayer }, inStep) {
+    const target = this.#sessionFor(session, startPos);
+    try {
+      this.#setApprox(target.handle, approx, exitState);
+      this.#setPerLayer(target.handle, perLayer);
+      if (this.#commit(session, target, inStep)) return target;
+    } catch (error) {
+      if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
+      throw error;
+    }
+    this.#lf.fn.lf_session_free(target.handle);
+    return null;
+  }
+
+  // A call still waiting when the node was closed: its engine is gone.
+  static #closedError(what) {
+    return new LayerfoldError('failed_precondition', `${what}: the node was closed before the call could run`);
+  }
+
+  #observed(batch) {
+    const stats = this.#batchStats;
+    stats.batches++;
+    stats.entries += batch.entries;
+    stats.rows += batch.rows;
+    stats.maxEntries = Math.max(stats.maxEntries, batch.entries);
+    stats.maxRows = Math.max(stats.maxRows, batch.rows);
+    for (const listener of this.#batchListeners) listener(batch);
+  }
+
+  /**
+   * Calls listener({entries, rows, waitMs}) after every engine step of forward calls: how many
+   * calls and rows it ran, and each call's wait in ms from forward() to the step starting.
+   * Returns the function that stops it.
+   * @example const stop = node.observeBatches(({ entries, rows, waitMs }) => console.log(entries, rows, waitMs));
+   */
+  observeBatches(listener) {
+    this.#batchListeners.add(listener);
+    return () => this.#batchListeners.delete(listener);
+  }
+
+  /**
+   * The engine steps of forward calls so far: { batches, entries, rows, maxEntries, maxRows }
+   * (totals and the largest step), and the row budget maxBatchRows.
+   * @example const { batches, entries } = node.batchStats(); // entries / batches: calls per step
+   */
+  batchStats() {
+    return { ...this.#batchStats, maxBatchRows: this.maxBatchRows };
   }
 
   // The C ABI takes the options as JSON with the engine's snake_case names.
@@ -365,87 +443,62 @@ export class LayerNode {
 
   /** What the approximate modes did in the session's last forward (null for an unknown session). */
   approxStats(id) {
-    const session = this.#sessions.get(id);
+    const session = this.#idleSession(id, 'approxStats');
     return session === undefined ? null : this.#lf.json(this.#lf.fn.lf_session_approx_stats(session));
   }
 
-  // lf_forward_async, then await its done flag in wasm memory without blocking the event loop.
-  async #forwardAsync(handle, startPos, hidden, n, lastOnly) {
-    const lf = this.#lf;
-    const outFloats = (lastOnly ? 1 : n) * this.nEmbd;
-    const inPtr = lf.alloc(hidden.byteLength);
-    const outPtr = lf.alloc(outFloats * F32);
-    const flagPtr = lf.alloc(4);
-    try {
-      lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
-      if (!lf.fn.lf_forward_async(this.#model, handle, startPos, inPtr, n, outPtr, lastOnly ? 1 : 0, flagPtr)) throw lf.lastError();
-      if (await this.#flagSet(flagPtr) !== 1) {
-        lf.fn.lf_forward_async_result(this.#model);
-        throw lf.lastError();
-      }
-      return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
-    } finally {
-      lf.free(inPtr);
-      lf.free(outPtr);
-      lf.free(flagPtr);
+  // The session's handle for a read of what its last forward left, which the engine's threads are
+  // rewriting while a step runs it: the caller is told to read once its forward has resolved.
+  #idleSession(id, what) {
+    const session = this.#sessions.get(id);
+    if (this.#running.has(session)) {
+      throw new LayerfoldError('failed_precondition', `${what}("${id}"): a forward of this session is running; read it once that forward has resolved`);
     }
-  }
-
-  // The value a done flag (set to 0 by the C call) flips to, awaited without blocking the event
-  // loop. The single-thread build has set it before its call returned.
-  async #flagSet(flagPtr) {
-    const flag = () => new Int32Array(this.#lf.bytes().buffer);
-    if (Atomics.load(flag(), flagPtr >> 2) === 0) {
-      const wait = Atomics.waitAsync(flag(), flagPtr >> 2, 0);
-      if (wait.async) await wait.value;
-    }
-    return Atomics.load(flag(), flagPtr >> 2);
+    return session;
   }
 
   /**
    * The memory-read ceiling decode is measured against (scripts/bench): every byte of this node's
-   * layer weights read once on its threads, as decode streams them. Queued behind running
-   * forward calls. -> { bytes, ms, gbPerSecond, checksum } (checksum: the sum of the tensors'
+   * layer weights read once on its threads, as decode streams them. Runs alone, after the forward
+   * calls issued before it. -> { bytes, ms, gbPerSecond, checksum } (checksum: the sum of the tensors'
    * little-endian 16-bit halfwords modulo 2^16, an odd tail byte zero-padded; the same for every
    * layout the loader may give the weights)
    * @example const { gbPerSecond } = await node.readProbe();
    */
   readProbe() {
-    const run = async () => {
+    return this.#batcher.exclusive(async () => {
+      if (!this.#model) throw LayerNode.#closedError('readProbe');
       const lf = this.#lf;
       const flagPtr = lf.alloc(4);
       try {
         if (!lf.fn.lf_model_read_probe_async(this.#model, flagPtr)) throw lf.lastError();
-        await this.#flagSet(flagPtr);
+        await flagSet(this.#lf, flagPtr);
         const { bytes, ms, checksum } = lf.json(lf.fn.lf_model_read_probe_json(this.#model));
         return { bytes, ms, gbPerSecond: bytes / ms / 1e6, checksum };
       } finally {
         lf.free(flagPtr);
       }
-    };
-    const result = this.#queue.then(run);
-    this.#queue = result.catch(() => {});
-    return result;
+    });
   }
 
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */
   logits(hidden) {
     const rows = hidden.length / this.nEmbd;
-    return this.#withBuffers(hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
+    return withBuffers(this.#lf, hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
   }
 
   /**
    * Each engine thread's time in the last finished forward (or readProbe), in ms, and of it the
    * time spent waiting at barriers for the other threads: [{ jobMs, barrierMs }] per thread.
-   * Queued behind running forward calls, whose threads are still writing these.
+   * Runs after the forward calls issued before it, whose threads are still writing these.
    * @example const [{ jobMs, barrierMs }] = await node.workerTimings();
    */
   workerTimings() {
-    const read = () => this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
-      .map(({ job_ms: jobMs, barrier_ms: barrierMs }) => ({ jobMs, barrierMs }));
-    const result = this.#queue.then(read);
-    this.#queue = result.catch(() => {});
-    return result;
+    return this.#batcher.exclusive(() => {
+      if (!this.#model) throw LayerNode.#closedError('workerTimings');
+      return this.#lf.json(this.#lf.fn.lf_model_worker_timings_json(this.#model))
+        .map(({ job_ms: jobMs, barrier_ms: barrierMs }) => ({ jobMs, barrierMs }));
+    });
   }
 
   /**
@@ -470,7 +523,7 @@ export class LayerNode {
 
   // The session's last forward as the engine timed it, or null for an unknown session.
   #timings(id) {
-    const session = this.#sessions.get(id);
+    const session = this.#idleSession(id, 'timings');
     return session === undefined ? null : this.#lf.json(this.#lf.fn.lf_session_timings_json(session));
   }
 
@@ -484,10 +537,14 @@ export class LayerNode {
     return this.#header.info;
   }
 
-  /** Positions the session's KV cache holds (its next startPos), or null for an unknown session. */
+  /**
+   * Positions the session's KV cache holds (its next startPos), or null for an unknown session;
+   * while a forward of it runs, the positions held before it.
+   */
   sessionLength(id) {
     const session = this.#sessions.get(id);
-    return session === undefined ? null : this.#lf.fn.lf_session_n_past(session);
+    if (session === undefined) return null;
+    return this.#running.get(session) ?? this.#lf.fn.lf_session_n_past(session);
   }
 
   /** Bytes of the session's KV cache (0 for an unknown session). */
@@ -496,11 +553,16 @@ export class LayerNode {
     return session === undefined ? 0 : this.#lf.fn.lf_session_bytes(session);
   }
 
+  /**
+   * Forgets the session (false when unknown). A session the running engine step uses is freed
+   * once the step is done with it; a later call for it starts a new one.
+   */
   dropSession(id) {
     const session = this.#sessions.get(id);
     if (session === undefined) return false;
-    this.#lf.fn.lf_session_free(session);
     this.#sessions.delete(id);
+    if (this.#running.has(session)) this.#dropAfterStep.push(session);
+    else this.#lf.fn.lf_session_free(session);
     return true;
   }
 
@@ -514,7 +576,10 @@ export class LayerNode {
     };
   }
 
-  /** Frees the model and sessions and stops the module's threads. Not while a forward runs. */
+  /**
+   * Frees the model and sessions and stops the module's threads. Not while a forward runs; calls
+   * still waiting for a step are refused.
+   */
   close() {
     this.tokenizer?.close();
     for (const id of [...this.#sessions.keys()]) this.dropSession(id);

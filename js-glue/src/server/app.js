@@ -1,7 +1,8 @@
 // The layer node's HTTP API (docs/http-api.md) as a Hono app over web-standard Request and
 // Response only: the Node container (node_host.js) and the edge worker mount this same app.
 // Every check of a request happens before a session is touched, and engine calls go through one
-// bounded queue, so a refused request leaves every KV cache as it was. What one request can make
+// bounded queue (a session's calls in order, different sessions' forwards together, which the
+// node batches), so a refused request leaves every KV cache as it was. What one request can make
 // the node hold is bounded: its body is read only once the queue admitted it, under a deadline
 // and the body limit; its answer is streamed as the client reads it (answer_stream.js), logits
 // a few rows at a time (logits_answer.js); and it keeps its place in the queue until its answer
@@ -69,6 +70,7 @@ function fromEngine(error) {
  * place in the queue until it has been read or abandoned: a host must read or cancel each body.
  * observer receives optional hooks: request(method, route, status, ms), tokens(n),
  * layers(firstLayer, msPerLayer), error(code, message), answerLost(route, outcome, message),
+ * batch({entries, rows, waitMs}) after each engine step of forwards (LayerNode.observeBatches),
  * and metrics() -> {contentType, text} to serve GET /metrics.
  * @example
  * const app = createLayerNodeApp({ node, authToken: process.env.AUTH_TOKEN });
@@ -88,8 +90,16 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   const maxBodyBytes = () => maxTokens * rowFloats(state.node) * F32;
   const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · ${rowFloats(state.node)} floats per row · 4)`;
 
-  // An engine call in the queue's order, counted until it settles so a shutdown waits for it.
-  const engine = (ticket, job) => state.track(ticket.run(job));
+  // An engine call in the queue's order (after the session's earlier calls), counted until it
+  // settles so a shutdown waits for it.
+  const engine = (ticket, job, session) => state.track(ticket.run(job, session));
+  // The node's engine steps reach the observer once per node (the state's node is set once loaded).
+  const observed = new WeakSet();
+  const observeBatches = (n) => {
+    if (observed.has(n) || !observer.batch || !n.observeBatches) return;
+    observed.add(n);
+    n.observeBatches((batch) => observer.batch(batch));
+  };
 
   // Admits the request (429 beyond the queue), reads its body under the deadline and the limit,
   // and hands both to handle(body, ticket) -> Response. The ticket goes with the answer (answer()
@@ -194,14 +204,14 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     return c.json({ id, n_past: held(id), kv_bytes: state.node.sessionBytes(id) });
   });
 
-  // Through the queue: a session must not be freed while a forward uses it.
+  // Through the queue, after the session's forwards: a session must not be freed while one uses it.
   app.delete('/v1/sessions/:id', async (c) => {
     const id = sessionId(c.req.param('id'));
     await state.track(queue.run(() => {
       held(id);
       state.node.dropSession(id);
       records.deleted(id);
-    }));
+    }, id));
     return c.body(null, 204);
   });
 
@@ -214,6 +224,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const exitState = exitStateHeader(c.req.header('x-layerfold-exit-state'));
     const key = idempotencyKey(c.req.header('idempotency-key'));
     contentType(c.req.header('content-type'), OCTETS);
+    observeBatches(n);
     return withBody(c, async (body, ticket) => {
       const width = rowFloats(n);
       const both = hiddenStates(body, width);
@@ -238,7 +249,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
         const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
         if (key !== undefined) records.remember(id, key, fingerprint, result, (other) => n.sessionLength(other) !== null);
         return result;
-      });
+      }, id);
       if (!reply.replayed) {
         observer.tokens?.(rows);
         observer.layers?.(n.layers[0], reply.layerMs);

@@ -21,6 +21,20 @@ export function nodeMetrics(state, inFlight) {
     name: 'layerfold_layer_duration_seconds', help: 'Time per layer per forward, by layer index',
     labelNames: ['layer'], buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers,
   });
+  // Continuous batching (docs/batching.md): how full each engine step of forwards was, and how
+  // long a forward waited for the step it ran in.
+  const batchEntries = new client.Histogram({
+    name: 'layerfold_batch_entries', help: 'Forward calls (sessions) per engine step',
+    buckets: [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], registers,
+  });
+  const batchRows = new client.Histogram({
+    name: 'layerfold_batch_rows', help: 'Rows (positions) per engine step of forward calls',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048], registers,
+  });
+  const queueWait = new client.Histogram({
+    name: 'layerfold_forward_queue_wait_seconds', help: 'Per forward call: time from reaching the node to its engine step starting',
+    buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers,
+  });
   const errors = new client.Counter({ name: 'layerfold_errors_total', help: 'Error responses by stable code', labelNames: ['code'], registers });
   const fromNode = (name, help, read) => new client.Gauge({
     name, help, registers,
@@ -57,6 +71,11 @@ export function nodeMetrics(state, inFlight) {
     },
     layers(first, msPerLayer) {
       msPerLayer.forEach((ms, i) => layerTime.observe({ layer: String(first + i) }, ms / 1000));
+    },
+    batch({ entries, rows, waitMs }) {
+      batchEntries.observe(entries);
+      batchRows.observe(rows);
+      for (const ms of waitMs) queueWait.observe(ms / 1000);
     },
     error(code) {
       errors.inc({ code });

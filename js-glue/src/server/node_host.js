@@ -25,7 +25,7 @@ const HEADERS_TIMEOUT_MS = 20_000;
  * number of requests it had to abandon.
  * @param {{model: string, layers?: [number, number], threads?: number, build?: 'threaded'|'single',
  *          port?: number, host?: string, cacheDir?: string, maxSessions?: number, maxKvBytes?: number,
- *          maxContext?: number, maxTokens?: number, maxQueue?: number, maxLogitsBytes?: number, bodyTimeoutMs?: number,
+ *          maxContext?: number, maxTokens?: number, maxQueue?: number, maxBatchRows?: number, maxLogitsBytes?: number, bodyTimeoutMs?: number,
  *          sendTimeoutMs?: number, authToken?: string, insecureNoAuth?: boolean,
  *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', perLayerRowCacheBytes?: number, log?: (severity: string, message: string, fields?: object) => void}} options
  *   Without authToken, host must be a loopback address unless insecureNoAuth is true: the node
@@ -35,14 +35,14 @@ const HEADERS_TIMEOUT_MS = 20_000;
  * process.once('SIGTERM', async () => process.exit((await node.shutdown()) === 0 ? 0 : 1));
  */
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
-  maxContext = 0, maxTokens = 2048, maxQueue = 16, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
+  maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, perLayerRowCacheBytes,
   log: write = jsonLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
   log('INFO', 'starting', {
-    config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxLogitsBytes,
+    config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxBatchRows, maxLogitsBytes,
       bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, perLayerRowCacheBytes }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
@@ -76,7 +76,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   const t0 = performance.now();
   let lastLog = -Infinity;
   const loaded = LayerNode.open({
-    model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, ffnDownLayout, perLayerRowCacheBytes,
+    model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, maxBatchRows, ffnDownLayout, perLayerRowCacheBytes,
     onProgress: (progress) => {
       state.onProgress(progress);
       if (performance.now() - lastLog < PROGRESS_LOG_MS) return;

@@ -36,6 +36,15 @@ export class LayerfoldError extends Error {
 }
 
 /**
+ * The error of a C status code as lf_last_error_code numbers it (and the JSON outcomes of
+ * lf_forward_batch_result_json), with its message.
+ * @example errorOfCode(6, 'start_pos 3 does not match the session\'s n_past 5').code // 'failed_precondition'
+ */
+export function errorOfCode(code, message) {
+  return new LayerfoldError(CODES[code] ?? 'internal', message);
+}
+
+/**
  * Binds every export of an instantiated module. close() releases what the module holds beyond
  * its memory (the threaded build's pthread pool), so a script that loaded it can exit.
  * json(ptr) reads the JSON answer of a *_json export, or throws its last error when it is NULL.
@@ -58,8 +67,7 @@ export function bindCapi({ kind, threads, memory, call, raw, close = () => {} })
     // Copy first: TextDecoder refuses views of a SharedArrayBuffer.
     return new TextDecoder().decode(heap.slice(ptr, end));
   };
-  const lastError = () => new LayerfoldError(CODES[fn.lf_last_error_code()] ?? 'internal',
-    readCString(fn.lf_last_error_message()));
+  const lastError = () => errorOfCode(fn.lf_last_error_code(), readCString(fn.lf_last_error_message()));
   const json = (ptr) => {
     if (!ptr) throw lastError();
     return JSON.parse(readCString(ptr));
