@@ -2,9 +2,12 @@
 // runs its layers, the last computes logits. Per session it keeps what it sent each node (the
 // tokens for the first, the hidden states for the others), so a node that lost the session (a
 // restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
-// history, and the output is the same as if nothing had happened. No node: imports, so an edge
-// worker builds one over remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens
-// one from a model and a --nodes spec in Node.
+// history, and the output is the same as if nothing had happened. Steps of different sessions
+// run concurrently, so with many sessions in flight node k works on one session's step while
+// node k+1 works on another's (a node runs or batches its own calls: node/layer_node_core.js,
+// server/); a session's own steps run one after another, in call order. No node: imports, so an
+// edge worker builds one over remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js)
+// opens one from a model and a --nodes spec in Node.
 import { approxModesOn } from '../node/approx_modes.js';
 import { checkCoverage } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
@@ -70,7 +73,7 @@ export function checkNodes(nodes, info) {
 }
 
 export class PipelineCore {
-  #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[]}
+  #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[], tail: its last call, never rejecting}
 
   /**
    * Over nodes already open (LayerNode or RemoteNode, in pipeline order, covering the model's
@@ -99,20 +102,34 @@ export class PipelineCore {
   #session(session) {
     let state = this.#sessions.get(session);
     if (!state) {
-      state = { wireId: `s-${crypto.randomUUID()}`, nodes: this.nodes.map(() => new NodeHistory()) };
+      state = { wireId: `s-${crypto.randomUUID()}`, nodes: this.nodes.map(() => new NodeHistory()), tail: Promise.resolve() };
       this.#sessions.set(session, state);
     }
     return state;
+  }
+
+  // Runs job() after every call of the session asked for before it, whatever their outcome: its
+  // history is read and extended by one call at a time, as if the caller awaited each in turn.
+  #inTurn(state, job) {
+    const result = state.tail.then(job);
+    state.tail = result.catch(() => {});
+    return result;
   }
 
   /**
    * Runs new tokens of a session through every node; returns the last position's logits and
    * how long each node and layer took. When a step fails, what the nodes before the failure
    * did is kept: step(session, []) later finishes it, sending each node only what it has not
-   * run yet.
+   * run yet. Calls for other sessions need not wait for this one: they go through the nodes
+   * concurrently; calls for the same session run in call order.
+   * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  async step(session, tokens) {
+  step(session, tokens) {
     const state = this.#session(session);
+    return this.#inTurn(state, () => this.#step(state, session, tokens));
+  }
+
+  async #step(state, session, tokens) {
     if (tokens.length > 0) {
       state.nodes[0].inputs.push(Array.from(tokens));
       state.nodes[0].exits.push(null);
@@ -233,15 +250,22 @@ export class PipelineCore {
     }
   }
 
-  /** Forgets the session on every node. */
+  /**
+   * Forgets the session on every node, once its steps asked for before have ended. A step asked
+   * for afterwards starts the session over (under a new wire id, so no node mistakes it for
+   * the old one).
+   */
   async dropSession(session) {
     const state = this.#sessions.get(session);
     if (!state) return;
     this.#sessions.delete(session);
-    await Promise.all(this.nodes.map((node) => node.dropSession(state.wireId)));
+    await this.#inTurn(state, () => Promise.all(this.nodes.map((node) => node.dropSession(state.wireId))));
   }
 
-  /** Drops every session (remote nodes keep running) and closes the local nodes. */
+  /**
+   * Drops every session once its steps under way have ended (remote nodes keep running), then
+   * closes the local nodes, which must not close while a forward runs.
+   */
   async close() {
     await Promise.allSettled([...this.#sessions.keys()].map((session) => this.dropSession(session)));
     for (const node of this.nodes) node.close();
