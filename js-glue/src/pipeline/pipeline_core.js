@@ -17,6 +17,9 @@ const LOST_SESSION = new Set(['unknown_session', 'evicted', 'position_mismatch']
 // Positions per replayed forward: chunked input gives the same cache as one call, and stays
 // under a remote node's request size limit.
 const REPLAY_CHUNK = 512;
+// Replays of one forward before giving up: a node that holds fewer sessions than are in flight
+// may evict a session again while it is being replayed (between a remote node's requests).
+const MAX_REBUILDS = 3;
 
 // Replay chunks {startPos, hidden} merged into runs of at most REPLAY_CHUNK positions.
 function mergeChunks(chunks, nEmbd) {
@@ -205,9 +208,7 @@ export class PipelineCore {
   }
 
   // One forward of node i from its confirmed position; when the node lost the session, its
-  // history up to there is replayed first, then the forward again. Replays send the entries as
-  // they were sent when early exit is on (each entry's last row exited on its own); otherwise
-  // merged chunks a node accepts, which give the same cache in fewer calls.
+  // history up to there is replayed first, then the forward again (#rebuild).
   async #forward(i, state, { hidden, perLayer }, exitState, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
@@ -220,23 +221,49 @@ export class PipelineCore {
     } catch (error) {
       if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
     }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#rebuild(i, state, args);
+      } catch (error) {
+        if (!LOST_SESSION.has(error.code)) throw error;
+        if (attempt === MAX_REBUILDS) {
+          error.message += ` (lost again while being replayed, ${attempt} times: the node holds fewer sessions than are in flight)`;
+          throw error;
+        }
+      }
+    }
+  }
+
+  // Node i's session replayed from its history, then the forward `args`. Replays send the
+  // entries as they were sent when early exit is on (each entry's last row exited on its own) or
+  // the model has per-layer inputs; otherwise merged chunks a node accepts, which give the same
+  // cache in fewer calls. A local node gets every call at once: it runs them one after another in
+  // call order, so no other session's forward comes between them to evict this one again. A
+  // remote node's requests could overtake one another on the way: each waits for the last.
+  async #rebuild(i, state, args) {
+    const node = this.nodes[i];
+    const history = state.nodes[i];
     await node.dropSession(state.wireId);
-    const past = this.#entries(i, history, 0);
     const chunks = [];
     let p = 0;
-    for (const entry of past) {
+    for (const entry of this.#entries(i, history, 0)) {
       if (p >= history.positions) break;
       const input = await this.#hiddenOf(i, entry, { ms: 0 });
       chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows) });
       p += entry.rows;
     }
-    // Entries as they were sent when each carries state of its own (early exit, per-layer inputs).
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0;
-    for (const chunk of asSent ? chunks : mergeChunks(chunks, node.nEmbd)) {
-      await node.forward({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx });
-    }
+    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx })), args];
     this.replays += 1;
-    return node.forward(args);
+    if (node instanceof RemoteNode) {
+      let out;
+      for (const call of calls) out = await node.forward(call);
+      return out;
+    }
+    const outs = await Promise.allSettled(calls.map((call) => node.forward(call)));
+    const failed = outs.find((o) => o.status === 'rejected');
+    if (failed) throw failed.reason;
+    return outs.at(-1).value;
   }
 
   // Errors name the node and the layers it serves.
