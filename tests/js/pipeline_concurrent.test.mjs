@@ -75,6 +75,15 @@ function busy(calls, node) {
   return merged;
 }
 
+// The most calls node `node` had before it at once.
+function mostAtOnce(calls, node) {
+  const events = calls.filter((c) => c.node === node).flatMap((c) => [[c.called, 1], [c.ended, -1]]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let most = 0;
+  for (const [, change] of events) most = Math.max(most, (now += change));
+  return most;
+}
+
 // Milliseconds during which node k and node k + 1 were both busy. A session's step reaches
 // node k + 1 only once node k answered it, so at such a time the two nodes ran different sessions.
 function bothBusyMs(calls, k) {
@@ -176,6 +185,8 @@ describe("sessions in flight through a pipeline", () => {
       const calls = recordForwards(pipeline);
       assertSameLogits(await together(pipeline, PROMPTS, 5), expected);
       assert.ok(bothBusyMs(calls, 0) > 0, "never a request of one session at node 0 while another's was at node 1");
+      // Nothing on the way (the HTTP client's connections) makes them take turns: a node's batcher sees them together.
+      assert.ok(mostAtOnce(calls, 0) > 1, "never two requests at node 0 at once");
       assert.equal(pipeline.replays, 0);
     } finally {
       await pipeline.close();

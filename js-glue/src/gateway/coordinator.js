@@ -25,9 +25,6 @@ export class Coordinator {
     this.queue = new WorkQueue(maxWaiting);
     /** Steps run (each a pipeline.step of one session). */
     this.steps = 0;
-    /** Steps under way now, and the most that ever were at once. */
-    this.inFlight = 0;
-    this.maxInFlight = 0;
   }
 
   /** A request's place (throws a 429 HttpError when the line is full); release() it at its end. */
@@ -45,12 +42,7 @@ export class Coordinator {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
-    this.maxInFlight = Math.max(this.maxInFlight, ++this.inFlight);
-    try {
-      return (await this.pipeline.step(session, tokens)).logits;
-    } finally {
-      this.inFlight--;
-    }
+    return (await this.pipeline.step(session, tokens)).logits;
   }
 
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */
