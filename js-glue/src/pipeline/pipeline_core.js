@@ -237,9 +237,10 @@ export class PipelineCore {
   // Node i's session replayed from its history, then the forward `args`. Replays send the
   // entries as they were sent when early exit is on (each entry's last row exited on its own) or
   // the model has per-layer inputs; otherwise merged chunks a node accepts, which give the same
-  // cache in fewer calls. A local node gets every call at once: it runs them one after another in
-  // call order, so no other session's forward comes between them to evict this one again. A
-  // remote node's requests could overtake one another on the way: each waits for the last.
+  // cache in fewer calls. A local node gets every call at once: it runs them in call order, and a
+  // node that runs one call at a time lets no other session's forward come between them to evict
+  // this one again (a node that batches may: then the replay is tried again). A remote node's
+  // requests could overtake one another on the way: each waits for the last.
   async #rebuild(i, state, args) {
     const node = this.nodes[i];
     const history = state.nodes[i];
