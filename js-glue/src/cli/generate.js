@@ -41,8 +41,8 @@ function promptTokens(pipeline, prompt, chat) {
   }
 }
 
-// One prompt's continuation as session `session`, with a sampler of its own (seeded as every
-// other prompt's): write(delta) gets the new text after every token.
+// One prompt's continuation as session `session` (pipeline.close() drops it), with a sampler of
+// its own (seeded as every other prompt's): write(delta) gets the new text after every token.
 // -> {tokens, text, tokenMs: each step's wall time (the first: the prompt and its token)}.
 async function continuation(pipeline, session, input, { sampling, maxTokens, write = () => {}, signal = null }) {
   const sampler = new Sampler(sampling);
@@ -50,23 +50,19 @@ async function continuation(pipeline, session, input, { sampling, maxTokens, wri
   const tokens = [];
   const tokenMs = [];
   let text = '';
-  try {
-    for (let i = 0; i < maxTokens; i++) {
-      signal?.throwIfAborted();
-      const t0 = performance.now();
-      const { logits } = await pipeline.step(session, input);
-      tokenMs.push(performance.now() - t0);
-      const id = sampler.sample(logits);
-      if (stops.has(id)) break;
-      tokens.push(id);
-      // Decode the whole continuation each time: a multi-byte character may span tokens.
-      const decoded = pipeline.tokenizer.decode(tokens);
-      write(decoded.slice(text.length));
-      text = decoded;
-      input = [id];
-    }
-  } finally {
-    await pipeline.dropSession(session);
+  for (let i = 0; i < maxTokens; i++) {
+    signal?.throwIfAborted();
+    const t0 = performance.now();
+    const { logits } = await pipeline.step(session, input);
+    tokenMs.push(performance.now() - t0);
+    const id = sampler.sample(logits);
+    if (stops.has(id)) break;
+    tokens.push(id);
+    // Decode the whole continuation each time: a multi-byte character may span tokens.
+    const decoded = pipeline.tokenizer.decode(tokens);
+    write(decoded.slice(text.length));
+    text = decoded;
+    input = [id];
   }
   return { tokens, text, tokenMs };
 }

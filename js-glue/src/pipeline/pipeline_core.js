@@ -227,7 +227,7 @@ export class PipelineCore {
       } catch (error) {
         if (!LOST_SESSION.has(error.code)) throw error;
         if (attempt === MAX_REBUILDS) {
-          error.message += ` (lost again while being replayed, ${attempt} times: the node holds fewer sessions than are in flight)`;
+          error.message += ` (lost again while being replayed, ${attempt} times: does the node hold fewer sessions than are in flight?)`;
           throw error;
         }
       }
