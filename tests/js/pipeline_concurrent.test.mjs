@@ -12,6 +12,8 @@ import {startServer} from "./server_process.mjs";
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const small = () => model("small-q8", "small", ["--type", "Q8_0"]);  // 6 layers
 const tinyGemma3 = () => model("tiny-gemma3", "tiny-gemma3");  // 3 layers
+// 5 layers, per-layer inputs (they travel with each entry), the last two reading layers 1 and 2's KV.
+const sharedKv2 = () => model("tiny-shared-kv2-q8", "tiny-shared-kv2", ["--type", "Q8_0"]);
 const argmax = (logits) => logits.reduce((best, x, i) => (x > logits[best] ? i : best), 0);
 const bytes = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength);
 
@@ -115,6 +117,21 @@ describe("sessions in flight through a pipeline", () => {
       assertSameLogits(await together(roomy, PROMPTS, 5), expected);
       assertSameLogits(await together(cramped, PROMPTS, 5), expected);
       assert.equal(roomy.replays, 0);
+      assert.ok(cramped.replays > 0, "no node evicted a session: not a test of replay");
+    } finally {
+      await roomy.close();
+      await cramped.close();
+    }
+  });
+
+  test("a model with per-layer inputs and shared-KV layers, nodes evicting: the same bytes", async () => {
+    const open = (maxSessions) => Pipeline.open({model: sharedKv2(), nodes: "local:0-0,local:1-4", build: "single", maxSessions});
+    const roomy = await open(8);
+    const cramped = await open(2);
+    try {
+      const expected = await alone(roomy, PROMPTS, 5);
+      assertSameLogits(await together(roomy, PROMPTS, 5), expected);
+      assertSameLogits(await together(cramped, PROMPTS, 5), expected);
       assert.ok(cramped.replays > 0, "no node evicted a session: not a test of replay");
     } finally {
       await roomy.close();
