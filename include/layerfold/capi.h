@@ -143,6 +143,32 @@ LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session,
 LF_EXPORT(lf_forward_async) int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const float* in,
                                                  int n, float* out, int last_only, int32_t* done_flag);
 LF_EXPORT(lf_forward_async_result) int lf_forward_async_result(const lf_model* model);
+/* Several sessions' rows in one forward (docs/batching.md). Entry i is sessions[i] at positions
+ * start_pos[i].. with n[i] rows. in holds every entry's rows in entry order [sum n, n_embd]; out
+ * receives every entry's output rows in entry order: n[i] rows, or 1 where last_only[i]. Each
+ * entry is validated and finished on its own, exactly as lf_forward would do it alone: an entry
+ * refused (stale start_pos, context overflow, non-finite input or output, missing per-layer
+ * inputs...) leaves its session as it was while the others run. An entry's output bytes are those
+ * lf_forward gives its session alone, whatever else is in the batch, at any thread count, in
+ * every build. Per-session settings (approximate modes, exit state, per-layer inputs) are set on
+ * each session beforehand, as for lf_forward.
+ * Returns 1 when the batch ran (each entry's outcome: lf_forward_batch_result_json), 0 when it is
+ * refused as a whole (n_entries < 1, an entry without rows, a session twice, missing buffers, a
+ * forward already running). */
+LF_EXPORT(lf_forward_batch) int lf_forward_batch(const lf_model* model, int n_entries, lf_session* const* sessions,
+                                                 const int32_t* start_pos, const int32_t* n, const int32_t* last_only,
+                                                 const float* in, float* out);
+/* lf_forward_batch without blocking, as lf_forward_async: returns 1 at once, then *done_flag flips
+ * to 1 once the batch ran (the entries' outcomes in lf_forward_batch_result_json). The arrays, in,
+ * out and the sessions must stay untouched until then. */
+LF_EXPORT(lf_forward_batch_async) int lf_forward_batch_async(lf_model* model, int n_entries, lf_session* const* sessions,
+                                                             const int32_t* start_pos, const int32_t* n,
+                                                             const int32_t* last_only, const float* in, float* out,
+                                                             int32_t* done_flag);
+/* The last finished batch's outcomes, JSON owned by the model until the next call: one object per
+ * entry, {"code": 0} or {"code": 6, "message": "start_pos 3 does not match the session's n_past 5"}
+ * (code: the lf_last_error_code numbering). */
+LF_EXPORT(lf_forward_batch_result_json) const char* lf_forward_batch_result_json(const lf_model* model);
 /* The memory-read ceiling decode is measured against: every byte of the loaded layers' weights
  * read once on the model's threads (lf::read_probe_async). Started and awaited like
  * lf_forward_async (done_flag: 1 done; refused with 0 while a forward runs). */
@@ -150,8 +176,13 @@ LF_EXPORT(lf_model_read_probe_async) int lf_model_read_probe_async(lf_model* mod
 /* The last finished probe, as JSON owned by the model until the next call: {"bytes" read, "ms",
  * "checksum" (lf::weight_checksum over the layer tensors in order)}; NULL before any. */
 LF_EXPORT(lf_model_read_probe_json) const char* lf_model_read_probe_json(const lf_model* model);
-/* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] */
+/* hidden [n_rows, n_embd] -> logits [n_rows, n_vocab], the vocabulary rows shared out over the
+ * model's threads (on the caller's alone while a forward holds them). */
 LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits);
+/* lf_head without blocking, as lf_forward_async: returns 1 at once (0: refused, nothing started),
+ * then *done_flag flips to 1 (success) or 2 (error: lf_forward_async_result() gives it). */
+LF_EXPORT(lf_head_async) int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logits,
+                                           int32_t* done_flag);
 
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
 typedef struct lf_tokenizer lf_tokenizer;

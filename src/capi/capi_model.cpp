@@ -30,9 +30,10 @@ struct lf_model {
   int n_threads = 1;
   bool ffn_down_feature_major = false;
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
+  mutable std::vector<lf::Status> batch_statuses;  // the entries' outcomes of the last finished batch
   lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips
   bool probed = false;
-  mutable std::string timings_json, probe_json;  // the last answers of the JSON getters
+  mutable std::string timings_json, probe_json, batch_json;  // the last answers of the JSON getters
 };
 
 struct lf_session {
@@ -346,6 +347,82 @@ int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const 
 
 int lf_forward_async_result(const lf_model* model) { return lf::capi::record(model->async_status); }
 
+namespace {
+
+// The C arrays of lf_forward_batch as entries and buffers, or why they cannot be.
+Status batch_args(const lf_model* model, int n_entries, lf_session* const* sessions, const int32_t* start_pos,
+                  const int32_t* n, const int32_t* last_only, const float* in, float* out,
+                  std::vector<lf::BatchEntry>* entries, std::span<const float>* in_rows, std::span<float>* out_rows) {
+  if (n_entries < 1 || !sessions || !start_pos || !n || !last_only || !in || !out) {
+    return Status(Code::invalid_argument, "a batched forward needs n_entries >= 1, its arrays and buffers");
+  }
+  size_t rows_in = 0, rows_out = 0;
+  for (int i = 0; i < n_entries; ++i) {
+    if (!sessions[i]) return Status(Code::invalid_argument, "entry " + std::to_string(i) + ": no session");
+    if (n[i] <= 0) {
+      return Status(Code::invalid_argument, "entry " + std::to_string(i) + ": n must be positive, got " + std::to_string(n[i]));
+    }
+    entries->push_back({&sessions[i]->session, start_pos[i], n[i], last_only[i] != 0});
+    rows_in += static_cast<size_t>(n[i]);
+    rows_out += last_only[i] ? 1 : static_cast<size_t>(n[i]);
+  }
+  const size_t n_embd = static_cast<size_t>(model->model.config.n_embd);
+  *in_rows = std::span<const float>(in, rows_in * n_embd);
+  *out_rows = std::span<float>(out, rows_out * n_embd);
+  return Status();
+}
+
+}  // namespace
+
+int lf_forward_batch(const lf_model* model, int n_entries, lf_session* const* sessions, const int32_t* start_pos,
+                     const int32_t* n, const int32_t* last_only, const float* in, float* out) {
+  if (!check_loaded(model)) return 0;
+  std::vector<lf::BatchEntry> entries;
+  std::span<const float> in_rows;
+  std::span<float> out_rows;
+  if (!lf::capi::record(batch_args(model, n_entries, sessions, start_pos, n, last_only, in, out, &entries, &in_rows, &out_rows))) {
+    return 0;
+  }
+  std::vector<Status> statuses;
+  if (!lf::capi::record(lf::forward_batch(model->model, entries, in_rows, out_rows, &statuses))) return 0;
+  model->batch_statuses = std::move(statuses);
+  return 1;
+}
+
+int lf_forward_batch_async(lf_model* model, int n_entries, lf_session* const* sessions, const int32_t* start_pos,
+                           const int32_t* n, const int32_t* last_only, const float* in, float* out, int32_t* done_flag) {
+  if (!check_loaded(model)) return 0;
+  if (!done_flag) return lf::capi::record(Status(Code::invalid_argument, "lf_forward_batch_async needs a done flag"));
+  std::vector<lf::BatchEntry> entries;
+  std::span<const float> in_rows;
+  std::span<float> out_rows;
+  if (!lf::capi::record(batch_args(model, n_entries, sessions, start_pos, n, last_only, in, out, &entries, &in_rows, &out_rows))) {
+    return 0;
+  }
+  *done_flag = 0;
+  return lf::capi::record(lf::forward_batch_async(model->model, entries, in_rows, out_rows,
+                                                  [model, done_flag](std::vector<Status> statuses) {
+                                                    model->batch_statuses = std::move(statuses);
+                                                    model->async_status = Status();
+                                                    publish(done_flag, 1);
+                                                  }));
+}
+
+const char* lf_forward_batch_result_json(const lf_model* model) {
+  if (!model) {
+    lf::capi::record(Status(Code::invalid_argument, "lf_forward_batch_result_json needs a model"));
+    return nullptr;
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const Status& status : model->batch_statuses) {
+    nlohmann::json entry = {{"code", static_cast<int>(status.code())}};
+    if (!status.ok()) entry["message"] = status.message();
+    out.push_back(std::move(entry));
+  }
+  model->batch_json = out.dump();
+  return model->batch_json.c_str();
+}
+
 int lf_model_read_probe_async(lf_model* model, int32_t* done_flag) {
   if (!check_loaded(model)) return 0;
   if (!done_flag) return lf::capi::record(Status(Code::invalid_argument, "lf_model_read_probe_async needs a done flag"));
@@ -373,6 +450,16 @@ const char* lf_model_read_probe_json(const lf_model* model) {
 
 int lf_head(const lf_model* model, const float* hidden, int n_rows, float* logits) {
   return check_loaded(model) && lf::capi::record(lf::head(model->model, hidden, n_rows, logits));
+}
+
+int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logits, int32_t* done_flag) {
+  if (!check_loaded(model)) return 0;
+  if (!done_flag) return lf::capi::record(Status(Code::invalid_argument, "lf_head_async needs a done flag"));
+  *done_flag = 0;
+  return lf::capi::record(lf::head_async(model->model, hidden, n_rows, logits, [model, done_flag](const Status& status) {
+    model->async_status = status;
+    publish(done_flag, status.ok() ? 1 : 2);
+  }));
 }
 
 }  // extern "C"

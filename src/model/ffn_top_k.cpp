@@ -22,14 +22,22 @@ void gate(const LayerCall& c, int64_t f0, int64_t f1) {
 
 // This worker's tokens: keep [t, n_ff] marks the top_k features of largest |gelu(gate)|, or
 // every feature when the dropped share of Σ|gelu(gate)| exceeds the threshold (or is NaN).
-void select_features(const LayerCall& c, int top_k) {
+// A row of a session without the mode keeps every feature (the dense FFN's bytes) and is not
+// counted.
+void select_features(const LayerCall& c) {
   const Share rows = c.my_share(c.n_act());
   const int n_ff = c.l().n_ff;
-  ApproxStats& stats = c.b.ffn_stats[c.worker];
   for (int64_t t = rows.begin; t < rows.end; ++t) {
     uint8_t* keep = c.b.keep.data() + t * n_ff;
+    const ApproxOptions& approx = c.session(t).approx;
+    if (!approx.top_k_ffn_on()) {
+      std::fill(keep, keep + n_ff, uint8_t{1});
+      continue;
+    }
+    const int top_k = approx.ffn_keep(c.il, n_ff);
+    ApproxStats& stats = c.b.ffn_stats[c.worker][static_cast<size_t>(c.rows.act_segment[t])];
     const double dropped = select_top_k(row(c.b.act, t, n_ff), n_ff, top_k, &c.b.top_k_keys[c.worker], keep);
-    const bool fall_back = !(dropped <= c.s.approx.ffn_top_k_threshold);
+    const bool fall_back = !(dropped <= approx.ffn_top_k_threshold);
     if (fall_back) std::fill(keep, keep + n_ff, uint8_t{1});
     stats.ffn_rows += 1;
     stats.ffn_fallback_rows += fall_back;
@@ -74,7 +82,7 @@ void top_k_ffn(const LayerCall& c) {
   const auto [f0, f1] = my_features(c);
   gate(c, f0, f1);
   c.sync();
-  select_features(c, c.s.approx.ffn_keep(c.il, c.l().n_ff));
+  select_features(c);
   c.sync();
   up_kept(c, f0, f1);
   convert_act(c, f0, f1);

@@ -8,6 +8,7 @@
 
 #include "approx/early_exit.h"
 #include "base/thread_pool.h"
+#include "model/batch_rows.h"
 #include "model/layer.h"
 #include "model/per_layer_embd.h"
 #include "model/scratch.h"
@@ -45,30 +46,20 @@ Status check_per_layer_inputs(const Model& m, const Session& s, int n) {
   return check_finite(s.per_layer_in, std::max(1, m.config.n_embd_per_layer), "per-layer input");
 }
 
-Status validate_forward(const Model& m, const Session& s, int start_pos, std::span<const float> in, int n,
-                        std::span<float> out, bool last_only) {
-  const int n_embd = m.config.n_embd;
+// An entry as forward() would take it alone: its session's range, position and room, the mode
+// it asks for, its input rows and per-layer inputs.
+Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float> in) {
+  const Session& s = *e.session;
   if (s.range().begin != m.range.begin || s.range().end != m.range.end) {
     return Status(Code::invalid_argument, "session was created for another layer range");
   }
-  if (n <= 0) return Status(Code::invalid_argument, "n must be positive, got " + std::to_string(n));
-  const uint64_t in_needed = static_cast<uint64_t>(n) * static_cast<uint64_t>(n_embd);
-  if (in.size() != in_needed) {
-    return Status(Code::invalid_argument, "input has " + std::to_string(in.size()) + " floats, expected n * n_embd = " +
-                                              std::to_string(in_needed));
-  }
-  const uint64_t out_needed = static_cast<uint64_t>(last_only ? 1 : n) * static_cast<uint64_t>(n_embd);
-  if (out.size() != out_needed) {
-    return Status(Code::invalid_argument, "output has room for " + std::to_string(out.size()) + " floats, expected " +
-                                              std::to_string(out_needed));
-  }
-  if (start_pos != s.n_past()) {
-    return Status(Code::failed_precondition, "start_pos " + std::to_string(start_pos) +
+  if (e.start_pos != s.n_past()) {
+    return Status(Code::failed_precondition, "start_pos " + std::to_string(e.start_pos) +
                                                  " does not match the session's n_past " + std::to_string(s.n_past()));
   }
-  if (static_cast<int64_t>(start_pos) + n > s.max_ctx()) {
-    return Status(Code::resource_exhausted, "context overflow: " + std::to_string(start_pos) + " + " +
-                                                std::to_string(n) + " positions exceed max_ctx " + std::to_string(s.max_ctx()));
+  if (static_cast<int64_t>(e.start_pos) + e.n > s.max_ctx()) {
+    return Status(Code::resource_exhausted, "context overflow: " + std::to_string(e.start_pos) + " + " +
+                                                std::to_string(e.n) + " positions exceed max_ctx " + std::to_string(s.max_ctx()));
   }
   if (s.approx.top_k_ffn_on()) {
     for (int il = m.range.begin; il < m.range.end; ++il) {
@@ -78,8 +69,41 @@ Status validate_forward(const Model& m, const Session& s, int start_pos, std::sp
       }
     }
   }
-  LF_RETURN_IF_ERROR(check_finite(in, n_embd, "input"));
-  return check_per_layer_inputs(m, s, n);
+  LF_RETURN_IF_ERROR(check_finite(in, m.config.n_embd, "input"));
+  return check_per_layer_inputs(m, s, e.n);
+}
+
+int out_rows(const BatchEntry& e) { return e.last_only ? 1 : e.n; }
+
+// The call as a whole: entries with rows, distinct sessions, buffers of the rows' sizes.
+Status validate_batch(const Model& m, std::span<const BatchEntry> entries, std::span<const float> in,
+                      std::span<float> out) {
+  if (entries.empty()) return Status(Code::invalid_argument, "a forward needs at least one session");
+  uint64_t rows_in = 0, rows_out = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const BatchEntry& e = entries[i];
+    const std::string which = entries.size() > 1 ? "entry " + std::to_string(i) + ": " : "";
+    if (!e.session) return Status(Code::invalid_argument, which + "no session");
+    if (e.n <= 0) return Status(Code::invalid_argument, which + "n must be positive, got " + std::to_string(e.n));
+    for (size_t j = 0; j < i; ++j) {
+      if (entries[j].session == e.session) {
+        return Status(Code::invalid_argument, which + "the session of entry " + std::to_string(j) +
+                                                  " again: a session runs once per forward call");
+      }
+    }
+    rows_in += static_cast<uint64_t>(e.n);
+    rows_out += static_cast<uint64_t>(out_rows(e));
+  }
+  const uint64_t n_embd = static_cast<uint64_t>(m.config.n_embd);
+  if (in.size() != rows_in * n_embd) {
+    return Status(Code::invalid_argument, "input has " + std::to_string(in.size()) + " floats, expected n * n_embd = " +
+                                              std::to_string(rows_in * n_embd));
+  }
+  if (out.size() != rows_out * n_embd) {
+    return Status(Code::invalid_argument, "output has room for " + std::to_string(out.size()) + " floats, expected " +
+                                              std::to_string(rows_out * n_embd));
+  }
+  return Status();
 }
 
 }  // namespace
@@ -105,120 +129,220 @@ Status embed(const Model& m, const int32_t* tokens, int n, float* out) {
 
 namespace {
 
-// A validated forward call as the pool runs it: job on every worker, then finish once.
+// A validated forward call as the pool runs it: job on every worker (none when no entry passed
+// validation), then finish once.
 struct ForwardCall {
   ThreadPool::Job job;
-  std::function<Status()> finish;  // collects errors, copies the output out, moves n_past
+  std::function<std::vector<Status>()> finish;  // collects errors, copies outputs out, moves n_past
 };
 
-Status prepare_forward(const Model& m, Session& s, int start_pos, std::span<const float> in, int n,
-                       std::span<float> out, bool last_only, ForwardCall* call) {
+// Where an entry's rows start among every entry's rows laid end to end, in `in` and in `out`.
+struct EntryRows {
+  size_t in = 0, out = 0;
+};
+
+Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std::span<const float> in,
+                       std::span<float> out, ForwardCall* call) {
   const Clock::time_point t_call = Clock::now();
   if (!m.pool) return Status(Code::failed_precondition, "the model has no threads: load it with load_model");
-  LF_RETURN_IF_ERROR(validate_forward(m, s, start_pos, in, n, out, last_only));
+  LF_RETURN_IF_ERROR(validate_batch(m, entries, in, out));
+  const size_t E = static_cast<size_t>(m.config.n_embd);
+  // Each entry is refused or kept on its own; the kept ones run, in entry order.
+  auto statuses = std::make_shared<std::vector<Status>>(entries.size());
+  std::vector<EntryRows> at(entries.size());
+  std::vector<size_t> kept;
+  int n = 0;
+  bool top_k = false;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) at[i] = {at[i - 1].in + entries[i - 1].n, at[i - 1].out + out_rows(entries[i - 1])};
+    const std::span<const float> rows = in.subspan(at[i].in * E, static_cast<size_t>(entries[i].n) * E);
+    (*statuses)[i] = validate_entry(m, entries[i], rows);
+    if (!(*statuses)[i].ok()) continue;
+    kept.push_back(i);
+    n += entries[i].n;
+    top_k = top_k || entries[i].session->approx.top_k_ffn_on();
+  }
+  if (kept.empty()) {
+    call->finish = [statuses] { return *statuses; };
+    return Status();
+  }
   ThreadPool* pool = m.pool.get();
-  auto scratch = std::make_shared<Scratch>(scratch_shape(m, n, s.approx.top_k_ffn_on()), pool->size());
-  std::copy(in.begin(), in.end(), scratch->x.begin());
+  auto scratch = std::make_shared<Scratch>(scratch_shape(m, n, top_k), pool->size());
+  scratch->ffn_stats.assign(static_cast<size_t>(pool->size()), std::vector<ApproxStats>(kept.size()));
+  scratch->exit.resize(kept.size());
+  auto runs = std::make_shared<std::vector<BatchEntry>>();
+  for (size_t k = 0, x = 0; k < kept.size(); ++k) {
+    const BatchEntry& e = entries[kept[k]];
+    runs->push_back(e);
+    std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(at[kept[k]].in * E), static_cast<size_t>(e.n) * E,
+                scratch->x.begin() + static_cast<std::ptrdiff_t>(x * E));
+    x += static_cast<size_t>(e.n);
+  }
   auto job_ms = std::make_shared<double>(0.0);
 
-  call->job = [&m, &s, pool, scratch, job_ms, start_pos, n, last_only](int worker) {
+  call->job = [&m, pool, scratch, runs, job_ms, top_k](int worker) {
     const Clock::time_point t_job = Clock::now();
     Scratch& b = *scratch;
-    // Only once the job runs: a call refused as busy leaves the session untouched.
+    const int n_layers = m.range.end - m.range.begin;
+    // Only once the job runs: a call refused as busy leaves the sessions untouched.
     if (worker == 0) {
-      s.last.layer_ms.assign(m.range.end - m.range.begin, 0.0);
-      s.last.row_updates.assign(m.range.end - m.range.begin, -1.0f);
+      for (const BatchEntry& e : *runs) {
+        e.session->last.layer_ms.assign(n_layers, 0.0);
+        e.session->last.row_updates.assign(n_layers, -1.0f);
+      }
     }
-    // Every worker follows the last row's early exit on its own copy, making the same decisions
-    // from the same bytes, so no barrier is spent sharing them.
-    ExitState exit = s.exit_in;
+    // Every worker follows each session's early exit of its last row on its own copy, making
+    // the same decisions from the same bytes, so no barrier is spent sharing them.
+    std::vector<ExitState> exits;
+    BatchRows rows;
+    for (const BatchEntry& e : *runs) {
+      exits.push_back(e.session->exit_in);
+      rows.segments.push_back(Segment{e.session, e.start_pos, e.n});
+    }
+    const int E = m.config.n_embd;
     for (int il = m.range.begin; il < m.range.end; ++il) {
       const Clock::time_point t0 = Clock::now();
-      // The final layer carries only the last row past attention, as llama.cpp does for its
-      // output rows.
-      const int row0 = last_only && il == m.range.end - 1 ? n - 1 : 0;
+      // The final layer carries only a last_only entry's last row past attention, as llama.cpp
+      // does for its output rows.
+      for (size_t k = 0; k < runs->size(); ++k) {
+        rows.segments[k].row0 = (*runs)[k].last_only && il == m.range.end - 1 ? (*runs)[k].n - 1 : 0;
+        rows.segments[k].exited = exits[k].exited();
+      }
+      rows.lay_out();
       // The residual stream alternates between the two buffers; a layer ends on a barrier.
       const bool even = (il - m.range.begin) % 2 == 0;
       const std::vector<float>& x = even ? b.x : b.x_next;
       std::vector<float>& x_next = even ? b.x_next : b.x;
-      const bool exited = exit.exited();
-      const LayerCall call{m, s, b, *pool, x, x_next, worker, il, start_pos, n, row0, exited};
-      run_layer(call, m.config.layers[il].moe ? moe_ffn : s.approx.top_k_ffn_on() ? top_k_ffn : dense_ffn);
-      if (!exited) {
-        const int E = m.config.n_embd;
-        const float update = relative_update(x.data() + static_cast<size_t>(n - 1) * E,
-                                             x_next.data() + static_cast<size_t>(n - 1 - row0) * E, E,
-                                             m.layer(il).layer_output_scale);
-        advance_exit(s.approx, il, update, &exit);
-        if (worker == 0) s.last.row_updates[il - m.range.begin] = update;
+      const LayerCall call{m, b, *pool, x, x_next, worker, il, rows};
+      run_layer(call, m.config.layers[il].moe ? moe_ffn : top_k ? top_k_ffn : dense_ffn);
+      const double ms = ms_since(t0);
+      for (size_t k = 0; k < runs->size(); ++k) {
+        const Segment& g = rows.segments[k];
+        Session& s = *g.s;
+        if (!g.exited) {
+          const float update = relative_update(x.data() + static_cast<size_t>(g.x0 + g.n - 1) * E,
+                                               x_next.data() + static_cast<size_t>(g.o0 + g.n_q() - 1) * E, E,
+                                               m.layer(il).layer_output_scale);
+          advance_exit(s.approx, il, update, &exits[k]);
+          if (worker == 0) s.last.row_updates[il - m.range.begin] = update;
+        }
+        if (worker == 0) s.last.layer_ms[il - m.range.begin] = ms;
       }
-      if (worker == 0) s.last.layer_ms[il - m.range.begin] = ms_since(t0);
     }
     if (worker == 0) {
-      b.exit = std::move(exit);
+      b.exit = std::move(exits);
       *job_ms = ms_since(t_job);
     }
   };
-  // The sliding rings' slots this call overwrites, put back if it is refused after running.
-  auto undo = std::make_shared<KvUndo>();
-  s.kv.save_overwritten(start_pos, n, undo.get());
-  call->finish = [&m, &s, scratch, job_ms, undo, t_call, start_pos, n, out] {
-    // n_past stays put on any failure, so the caller never sees positions counted that did not
-    // run, and the cache holds what it held.
-    auto refuse = [&](const Status& e) {
-      s.kv.restore(*undo);
-      return e;
+  // The sliding rings' slots each session's rows overwrite, put back if it is refused after running.
+  auto undo = std::make_shared<std::vector<KvUndo>>(runs->size());
+  for (size_t k = 0; k < runs->size(); ++k) {
+    const BatchEntry& e = (*runs)[k];
+    e.session->kv.save_overwritten(e.start_pos, e.n, &(*undo)[k]);
+  }
+  call->finish = [&m, scratch, runs, statuses, kept = std::move(kept), at = std::move(at), job_ms, undo, t_call,
+                  out] {
+    const size_t E = static_cast<size_t>(m.config.n_embd);
+    // A refused session's n_past stays put, so the caller never sees positions counted that did
+    // not run, and its cache holds what it held.
+    auto refuse = [&](size_t k, const Status& e) {
+      (*runs)[k].session->kv.restore((*undo)[k]);
+      (*statuses)[kept[k]] = e;
     };
-    for (const Status& e : scratch->errors) {
-      if (!e.ok()) return refuse(e);  // after validation only an internal fault
-    }
-    // With last_only the final layer left its one row first; a node without layers passes its
-    // input through, the last row of it.
+    const Status* fault = nullptr;  // after validation only an internal fault
+    for (const Status& e : scratch->errors) fault = fault == nullptr && !e.ok() ? &e : fault;
+    // The final layer's output holds each session's out rows in order; a node without layers
+    // passes its input through (a last_only entry's last row of it).
     const bool odd = (m.range.end - m.range.begin) % 2 == 1;
     const std::vector<float>& x = odd ? scratch->x_next : scratch->x;
-    const size_t skip = m.range.end > m.range.begin ? 0 : x.size() - out.size();
-    const std::span<const float> result(x.data() + skip, out.size());
-    if (const Status finite = check_finite(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
-                                                                        ", " + std::to_string(m.range.end) + ")");
-        !finite.ok()) {
-      return refuse(Status(finite.code(), finite.message() + " (an input too large for float32, or weights that "
-                                                             "overflow): the call is refused and the session is as it was"));
+    const bool no_layers = m.range.end == m.range.begin;
+    size_t row_in = 0, row_out = 0;
+    for (size_t k = 0; k < runs->size(); ++k) {
+      const BatchEntry& e = (*runs)[k];
+      Session& s = *e.session;
+      const size_t n_out = static_cast<size_t>(out_rows(e));
+      const size_t first = no_layers ? row_in + static_cast<size_t>(e.n) - n_out : row_out;
+      row_in += static_cast<size_t>(e.n);
+      row_out += n_out;
+      if (fault) {
+        refuse(k, *fault);
+        continue;
+      }
+      const std::span<const float> result(x.data() + first * E, n_out * E);
+      if (const Status finite = check_finite(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
+                                                                          ", " + std::to_string(m.range.end) + ")");
+          !finite.ok()) {
+        refuse(k, Status(finite.code(), finite.message() + " (an input too large for float32, or weights that "
+                                                           "overflow): the call is refused and the session is as it was"));
+        continue;
+      }
+      std::copy(result.begin(), result.end(), out.begin() + static_cast<std::ptrdiff_t>(at[kept[k]].out * E));
+      s.set_n_past(e.start_pos + e.n);
+      s.per_layer_in.clear();
+      s.last.exit_out = std::move(scratch->exit[k]);
+      s.exit_in = ExitState();
+      s.last.ffn_approx = ApproxStats();
+      for (const std::vector<ApproxStats>& worker : scratch->ffn_stats) s.last.ffn_approx.merge(worker[k]);
+      s.last.attention_ms = scratch->attention_ms;
+      s.last.ffn_ms = scratch->ffn_ms;
+      s.last.serial_ms = ms_since(t_call) - *job_ms;
     }
-    std::copy(result.begin(), result.end(), out.begin());
-    s.set_n_past(start_pos + n);
-    s.per_layer_in.clear();
-    s.last.exit_out = std::move(scratch->exit);
-    s.exit_in = ExitState();
-    s.last.ffn_approx = ApproxStats();
-    for (const ApproxStats& worker : scratch->ffn_stats) s.last.ffn_approx.merge(worker);
-    s.last.attention_ms = scratch->attention_ms;
-    s.last.ffn_ms = scratch->ffn_ms;
-    s.last.serial_ms = ms_since(t_call) - *job_ms;
-    return Status();
+    return *statuses;
   };
   return Status();
 }
 
 const char* const kBusy = "a forward is already running on this model's threads";
 
-}  // namespace
-
-Status forward_async(const Model& m, Session& s, int start_pos, std::span<const float> in, int n, std::span<float> out,
-                     bool last_only, std::function<void(const Status&)> done) {
-  ForwardCall call;
-  LF_RETURN_IF_ERROR(prepare_forward(m, s, start_pos, in, n, out, last_only, &call));
+Status start_forward(const Model& m, ForwardCall call, std::function<void(std::vector<Status>)> done) {
+  if (!call.job) {
+    done(call.finish());
+    return Status();
+  }
   if (!m.pool->start(std::move(call.job), [finish = std::move(call.finish), done = std::move(done)] { done(finish()); })) {
     return Status(Code::failed_precondition, kBusy);
   }
   return Status();
 }
 
+Status run_forward(const Model& m, ForwardCall call, std::vector<Status>* statuses) {
+  if (call.job && !m.pool->run(std::move(call.job))) return Status(Code::failed_precondition, kBusy);
+  *statuses = call.finish();
+  return Status();
+}
+
+}  // namespace
+
+Status forward_batch(const Model& m, std::span<const BatchEntry> entries, std::span<const float> in,
+                     std::span<float> out, std::vector<Status>* statuses) {
+  ForwardCall call;
+  LF_RETURN_IF_ERROR(prepare_forward(m, entries, in, out, &call));
+  return run_forward(m, std::move(call), statuses);
+}
+
+Status forward_batch_async(const Model& m, std::span<const BatchEntry> entries, std::span<const float> in,
+                           std::span<float> out, std::function<void(std::vector<Status>)> done) {
+  ForwardCall call;
+  LF_RETURN_IF_ERROR(prepare_forward(m, entries, in, out, &call));
+  return start_forward(m, std::move(call), std::move(done));
+}
+
+// A batch of one, refused at once when its one entry is.
+Status forward_async(const Model& m, Session& s, int start_pos, std::span<const float> in, int n, std::span<float> out,
+                     bool last_only, std::function<void(const Status&)> done) {
+  const BatchEntry entry{&s, start_pos, n, last_only};
+  ForwardCall call;
+  LF_RETURN_IF_ERROR(prepare_forward(m, {&entry, 1}, in, out, &call));
+  if (!call.job) return call.finish()[0];
+  return start_forward(m, std::move(call), [done = std::move(done)](std::vector<Status> statuses) { done(statuses[0]); });
+}
+
 Status forward(const Model& m, Session& s, int start_pos, std::span<const float> in, int n, std::span<float> out,
                bool last_only) {
-  ForwardCall call;
-  LF_RETURN_IF_ERROR(prepare_forward(m, s, start_pos, in, n, out, last_only, &call));
-  if (!m.pool->run(std::move(call.job))) return Status(Code::failed_precondition, kBusy);
-  return call.finish();
+  const BatchEntry entry{&s, start_pos, n, last_only};
+  std::vector<Status> statuses;
+  LF_RETURN_IF_ERROR(forward_batch(m, {&entry, 1}, in, out, &statuses));
+  return statuses[0];
 }
 
 Status forward(const Model& m, Session& s, int start_pos, const float* in, int n, float* out, bool last_only) {
@@ -226,20 +350,6 @@ Status forward(const Model& m, Session& s, int start_pos, const float* in, int n
   const size_t n_embd = static_cast<size_t>(m.config.n_embd);
   return forward(m, s, start_pos, std::span<const float>(in, n * n_embd), n,
                  std::span<float>(out, (last_only ? 1 : n) * n_embd), last_only);
-}
-
-Status head(const Model& m, const float* hidden, int n_rows, float* logits) {
-  if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
-  if (n_rows <= 0 || !hidden || !logits) return Status(Code::invalid_argument, "head needs n_rows > 0 and buffers");
-  const ModelConfig& c = m.config;
-  LF_RETURN_IF_ERROR(check_finite(std::span<const float>(hidden, static_cast<size_t>(n_rows) * c.n_embd), c.n_embd, "hidden"));
-  std::vector<float> out_norm(static_cast<size_t>(n_rows) * static_cast<size_t>(c.n_embd));
-  rmsnorm_rows(hidden, m.output_norm.f32(), n_rows, c.n_embd, c.norm_eps, out_norm.data());
-  LF_RETURN_IF_ERROR(matmul(m.output, out_norm.data(), n_rows, logits));
-  if (c.final_softcap != 0.0f) {
-    for (int r = 0; r < n_rows; ++r) softcap(logits + static_cast<size_t>(r) * c.n_vocab, c.n_vocab, c.final_softcap);
-  }
-  return check_finite(std::span<const float>(logits, static_cast<size_t>(n_rows) * c.n_vocab), c.n_vocab, "logits");
 }
 
 }  // namespace lf

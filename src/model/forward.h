@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "model/session.h"
 #include "model/model.h"
@@ -38,8 +39,42 @@ Status forward(const Model& model, Session& session, int start_pos, const float*
 Status forward_async(const Model& model, Session& session, int start_pos, std::span<const float> in, int n,
                      std::span<float> out, bool last_only, std::function<void(const Status&)> done);
 
+// One session's part of a batched forward call: n new positions start_pos .. start_pos+n-1,
+// the last one only out of the node with last_only.
+struct BatchEntry {
+  Session* session = nullptr;
+  int start_pos = 0;
+  int n = 0;
+  bool last_only = false;
+};
+
+// Several sessions' rows in one pass over the node's layers (docs/batching.md): the projections
+// and the FFN as one GEMM over every row, attention per session over its own cache. in holds the
+// entries' rows in entry order, out receives each entry's n rows (1 with last_only) in entry
+// order. Each entry is validated and finished on its own, exactly as forward() would do it
+// alone: (*statuses)[i] is entry i's outcome, and a refused entry leaves its session as it was
+// (and its out rows untouched) while the others run. An entry's output bytes are those
+// forward() gives its session alone, whatever else the batch holds and wherever it stands in it.
+// A non-ok return refuses the call as a whole, before anything ran: no entries, an entry without
+// rows, a session twice, buffers of another size than the rows, a forward already running.
+Status forward_batch(const Model& model, std::span<const BatchEntry> entries, std::span<const float> in,
+                     std::span<float> out, std::vector<Status>* statuses);
+// forward_batch() without waiting, as forward_async(): done gets the entries' outcomes, on a
+// pool thread (or before this returns when no entry passed validation, and in the wasm32-wasi
+// build); in, out and the sessions must stay alive and untouched until then.
+Status forward_batch_async(const Model& model, std::span<const BatchEntry> entries, std::span<const float> in,
+                           std::span<float> out, std::function<void(std::vector<Status>)> done);
+
 // hidden [n_rows, n_embd] -> logits [n_rows, n_vocab]: output_norm, the LM head (output.weight or
-// the tied token_embd), then the final soft-cap if the model has one. Needs model.has_head.
+// the tied token_embd), then the final soft-cap if the model has one (model/head.cpp). Needs
+// model.has_head. The head's rows are shared out over the model's pool (on the calling thread
+// alone while a forward holds the pool); each logit is one dot product computed whole by one
+// worker, so the bytes do not depend on the thread count.
 Status head(const Model& model, const float* hidden, int n_rows, float* logits);
+// head() without waiting, as forward_async(): validates, starts the work on the model's pool and
+// returns; done then gets the outcome on a pool thread. hidden and logits must stay alive and
+// untouched until then. An error returned here (validation, pool busy) means done is never called.
+Status head_async(const Model& model, const float* hidden, int n_rows, float* logits,
+                  std::function<void(const Status&)> done);
 
 }  // namespace lf

@@ -14,24 +14,29 @@ using Clock = std::chrono::steady_clock;
 
 // The taps of the attention heads need every worker's heads: a barrier only when debugging.
 void tap_attention_heads(const LayerCall& c) {
-  if (!c.s.debug_hook) return;
+  bool hooked = false;
+  for (const Segment& g : c.rows.segments) hooked = hooked || static_cast<bool>(g.s->debug_hook);
+  if (!hooked) return;
   c.sync();
-  c.tap("q_rope", c.b.q.data(), c.n_act(), c.l().q_dim());
+  c.tap("q_rope", c.b.q.data(), LayerCall::Space::act, c.l().q_dim());
   if (!c.l().shares_kv) {  // a shared-KV layer computes no K or V
-    c.tap("k_rope", c.b.k.data(), c.n, c.l().kv_dim());
-    c.tap("v_normed", c.b.v.data(), c.n, c.l().kv_dim());
+    c.tap("k_rope", c.b.k.data(), LayerCall::Space::x, c.l().kv_dim());
+    c.tap("v_normed", c.b.v.data(), LayerCall::Space::x, c.l().kv_dim());
   }
-  c.tap("attn_out", c.b.attn_out.data(), c.n_act(), c.l().q_dim());
+  c.tap("attn_out", c.b.attn_out.data(), LayerCall::Space::act, c.l().q_dim());
 }
 
 // An exited last row skips straight to the output scale: what the full layer gives when its
 // attention output and FFN add nothing.
-void exited_row_out(const LayerCall& c) {
+void exited_rows_out(const LayerCall& c) {
   const int E = c.E();
-  const float* x = row(c.x, c.n - 1, E);
-  float* y = row(c.x_next, c.n_q() - 1, E);
-  std::copy(x, x + E, y);
-  apply_output_scale(c.w().layer_output_scale, E, y);
+  for (const Segment& g : c.rows.segments) {
+    if (!g.exited) continue;
+    const float* x = row(c.x, g.x0 + g.n - 1, E);
+    float* y = row(c.x_next, g.o0 + g.n_q() - 1, E);
+    std::copy(x, x + E, y);
+    apply_output_scale(c.w().layer_output_scale, E, y);
+  }
 }
 
 }  // namespace
@@ -41,19 +46,19 @@ void run_layer(const LayerCall& c, FfnVariant ffn) {
   const LayerWeights& w = c.w();
   attention_input(c);
   c.sync();
-  c.tap("attn_norm", c.b.attn_norm.data(), c.n, c.E());
+  c.tap("attn_norm", c.b.attn_norm.data(), LayerCall::Space::x, c.E());
   attention_heads(c);
   tap_attention_heads(c);
   project_in_units(c, w.attn_output, c.b.xc_o.data(), c.plan().attn, attention_residual);
-  c.tap("attn_residual", c.b.x1.data(), c.n_act(), c.E());
+  c.tap("attn_residual", c.b.x1.data(), LayerCall::Space::act, c.E());
   const Clock::time_point t1 = Clock::now();
 
-  if (c.last_row_exited && c.worker == c.n_workers() - 1) exited_row_out(c);
+  if (c.worker == c.n_workers() - 1) exited_rows_out(c);
   ffn(c);
   project_in_units(c, w.ffn_down, c.b.xc_down.data(), c.plan().ffn, c.l().moe ? moe_residual : ffn_residual);
   if (c.n_act() == 0) c.sync();  // no token block ran: the layer still ends on a barrier
-  c.tap("ffn_out", c.b.proj.data(), c.n_act(), c.E());
-  c.tap("layer_out", c.x_next.data(), c.n_q(), c.E());
+  c.tap("ffn_out", c.b.proj.data(), LayerCall::Space::act, c.E());
+  c.tap("layer_out", c.x_next.data(), LayerCall::Space::out, c.E());
 
   if (c.worker == 0) {
     c.b.attention_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -65,7 +70,7 @@ void run_layer(const LayerCall& c, FfnVariant ffn) {
 // residual stream.
 void ffn_residual(const LayerCall& c, int64_t t) {
   const int E = c.E();
-  float* y = row(c.x_next, t, E);
+  float* y = row(c.x_next, c.rows.act_out(t), E);
   const float* x1 = row(c.b.x1, t, E);
   rmsnorm(row(c.b.proj, t, E), c.w().post_ffw_norm.f32(), E, c.c().norm_eps, y);
   for (int j = 0; j < E; ++j) y[j] += x1[j];

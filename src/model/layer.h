@@ -8,24 +8,23 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "model/batch_rows.h"
 #include "model/model.h"
 #include "model/scratch.h"
 #include "model/session.h"
 
 namespace lf {
 
-// Layer il of one forward call, seen by one worker. x [n, n_embd] in -> x_next [n_q, n_embd]
-// out, n_q = n - row0: rows before row0 only feed the KV cache. An exited last row (early
-// exit, approx.h) is not among the n_act rows that run the attention output and the FFN.
+// Layer il of one forward call, seen by one worker: the rows of one or more sessions
+// (model/batch_rows.h). x [rows.n, n_embd] in -> x_next [rows.n_out, n_embd] out.
 struct LayerCall {
   const Model& m;
-  Session& s;
   Scratch& b;
   ThreadPool& pool;
   const std::vector<float>& x;
   std::vector<float>& x_next;
-  int worker, il, pos0, n, row0;
-  bool last_row_exited;
+  int worker, il;
+  const BatchRows& rows;
 
   const ModelConfig& c() const { return m.config; }
   const LayerConfig& l() const { return m.config.layers[il]; }
@@ -33,8 +32,10 @@ struct LayerCall {
   const LayerShards& plan() const { return m.shard(il); }
   int n_workers() const { return pool.size(); }
   int E() const { return m.config.n_embd; }
-  int n_q() const { return n - row0; }
-  int n_act() const { return n_q() - (last_row_exited ? 1 : 0); }
+  int n() const { return rows.n; }
+  int n_act() const { return rows.n_act; }
+  // The session act row t belongs to.
+  const Session& session(int64_t t) const { return *rows.of_act(t).s; }
 
   void sync() const { pool.barrier(); }
   Share my_share(int64_t count) const { return share(count, worker, n_workers()); }
@@ -42,10 +43,19 @@ struct LayerCall {
   void check(const Status& status) const {
     if (!status.ok() && b.errors[worker].ok()) b.errors[worker] = status;
   }
-  // Names an intermediate for the session's debug hook; worker 0 right after a barrier, while
-  // the buffer is complete and no step writes it.
-  void tap(const char* name, const float* data, int n_rows, int n_cols) const {
-    if (worker == 0 && s.debug_hook) s.debug_hook(name, il, data, n_rows, n_cols);
+  // The row spaces of model/batch_rows.h, for naming intermediates.
+  enum class Space { x, act, out };
+  // Names an intermediate [rows of space, n_cols] for the debug hook of each session that has
+  // one, its own rows only; worker 0 right after a barrier, while the buffer is complete and no
+  // step writes it.
+  void tap(const char* name, const float* data, Space space, int n_cols) const {
+    if (worker != 0) return;
+    for (const Segment& g : rows.segments) {
+      if (!g.s->debug_hook) continue;
+      const int first = space == Space::x ? g.x0 : space == Space::act ? g.a0 : g.o0;
+      const int count = space == Space::x ? g.n : space == Space::act ? g.n_act() : g.n_q();
+      g.s->debug_hook(name, il, data + static_cast<size_t>(first) * n_cols, count, n_cols);
+    }
   }
 };
 

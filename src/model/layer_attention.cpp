@@ -25,19 +25,28 @@ struct KvHeads {
   int count() const { return kv1 - kv0; }
 };
 
-// q [n_q, n_head, D], the query heads of kv: projection, per-head norm, RoPE; gemma3 folds the
-// attention scale into Q here.
+// q [n_act, n_head, D], the query heads of kv: projection, per-head norm, RoPE; gemma3 folds
+// the attention scale into Q here. The act rows' inputs are runs of consecutive x rows (one run
+// unless some session's rows start past row0 or end in an exited row): one GEMM per run.
 void queries(const LayerCall& c, KvHeads kv) {
   const LayerConfig& l = c.l();
   const int D = l.head_dim, group = l.n_head / l.n_head_kv, n_heads = kv.count() * group;
   const float* freq_factors = l.use_freq_factors ? c.m.rope_freqs.f32() : nullptr;
   const uint64_t xc_row = activation_row_bytes(c.w().attn_q.type, c.w().attn_q.n_in);
   const int64_t q0 = static_cast<int64_t>(kv.kv0) * group * D, q1 = static_cast<int64_t>(kv.kv1) * group * D;
-  matmul_rows(c.w().attn_q, c.b.xc_q.data() + xc_row * static_cast<uint64_t>(c.row0), c.n_act(), c.b.q.data(), q0, q1);
+  const std::vector<Segment>& segments = c.rows.segments;
+  for (size_t i = 0; i < segments.size();) {
+    const int64_t x_first = segments[i].x0 + segments[i].row0, a_first = segments[i].a0;
+    int64_t x_end = x_first + segments[i].n_act();
+    for (++i; i < segments.size() && segments[i].x0 + segments[i].row0 == x_end; ++i) x_end += segments[i].n_act();
+    if (x_end == x_first) continue;
+    matmul_rows(c.w().attn_q, c.b.xc_q.data() + xc_row * static_cast<uint64_t>(x_first), static_cast<int>(x_end - x_first),
+                row(c.b.q, a_first, l.q_dim()), q0, q1);
+  }
   for (int t = 0; t < c.n_act(); ++t) {
     float* qt = row(c.b.q, t, l.q_dim()) + q0;
     rmsnorm_rows(qt, c.w().attn_q_norm.f32(), n_heads, D, c.c().norm_eps, qt);
-    rope_neox(qt, n_heads, D, l.n_rot, c.pos0 + c.row0 + t, l.rope_base, l.rope_freq_scale, freq_factors);
+    rope_neox(qt, n_heads, D, l.n_rot, c.rows.act_pos(t), l.rope_base, l.rope_freq_scale, freq_factors);
     if (c.c().arch == Arch::gemma3) {
       for (int64_t i = 0; i < q1 - q0; ++i) qt[i] *= c.c().query_scale;
     }
@@ -51,70 +60,73 @@ void keys_and_values(const LayerCall& c, KvHeads kv) {
   const int D = l.head_dim;
   const float* freq_factors = l.use_freq_factors ? c.m.rope_freqs.f32() : nullptr;
   const int64_t k0 = static_cast<int64_t>(kv.kv0) * D, k1 = static_cast<int64_t>(kv.kv1) * D;
-  matmul_rows(c.w().attn_k, xc_k(c), c.n, c.b.k.data(), k0, k1);
-  if (l.has_v) matmul_rows(c.w().attn_v, xc_v(c), c.n, c.b.v.data(), k0, k1);
-  for (int t = 0; t < c.n; ++t) {
-    float* kt = row(c.b.k, t, l.kv_dim()) + k0;
-    float* vt = row(c.b.v, t, l.kv_dim()) + k0;
-    if (!l.has_v) std::copy(kt, kt + (k1 - k0), vt);
-    rmsnorm_rows(kt, c.w().attn_k_norm.f32(), kv.count(), D, c.c().norm_eps, kt);
-    rope_neox(kt, kv.count(), D, l.n_rot, c.pos0 + t, l.rope_base, l.rope_freq_scale, freq_factors);
-    if (c.c().arch == Arch::gemma4) rmsnorm_rows(vt, nullptr, kv.count(), D, c.c().norm_eps, vt);
+  matmul_rows(c.w().attn_k, xc_k(c), c.n(), c.b.k.data(), k0, k1);
+  if (l.has_v) matmul_rows(c.w().attn_v, xc_v(c), c.n(), c.b.v.data(), k0, k1);
+  for (const Segment& g : c.rows.segments) {
+    for (int i = 0; i < g.n; ++i) {
+      float* kt = row(c.b.k, g.x0 + i, l.kv_dim()) + k0;
+      float* vt = row(c.b.v, g.x0 + i, l.kv_dim()) + k0;
+      if (!l.has_v) std::copy(kt, kt + (k1 - k0), vt);
+      rmsnorm_rows(kt, c.w().attn_k_norm.f32(), kv.count(), D, c.c().norm_eps, kt);
+      rope_neox(kt, kv.count(), D, l.n_rot, g.pos0 + i, l.rope_base, l.rope_freq_scale, freq_factors);
+      if (c.c().arch == Arch::gemma4) rmsnorm_rows(vt, nullptr, kv.count(), D, c.c().norm_eps, vt);
+    }
   }
 }
 
-// KV head h's query heads hq [n_rows, group, D] over its cache -> ho, exact or (approx.h)
-// truncated; the truncated kernel adds to the head's statistics.
-void attend(const LayerCall& c, const float* hq, int n_rows, int first, int h, const KvView& kv, AttentionWorkspace* ws,
-            float* ho) {
+// KV head h's query heads hq [n_rows, group, D] of session g, its rows from first, over its
+// cache -> ho, exact or (approx.h) truncated; the truncated kernel adds to the head's statistics.
+void attend(const LayerCall& c, const Segment& g, const float* hq, int n_rows, int first, int h, const KvView& kv,
+            AttentionWorkspace* ws, float* ho) {
   const LayerConfig& l = c.l();
   const int group = l.n_head / l.n_head_kv;
   const int n_swa = l.sliding ? c.c().n_swa : 0;
-  const ApproxOptions& approx = c.s.approx;
+  const ApproxOptions& approx = g.s->approx;
   if (approx.truncated_attention) {
-    attention_truncated(hq, n_rows, c.pos0 + first, group, kv, n_swa, 1.0f, approx.truncation_threshold, ho, ws,
-                        &c.s.last.attention_approx[c.il - c.m.range.begin][h]);
+    attention_truncated(hq, n_rows, g.pos0 + first, group, kv, n_swa, 1.0f, approx.truncation_threshold, ho, ws,
+                        &g.s->last.attention_approx[c.il - c.m.range.begin][h]);
   } else {
-    attention_tiled(hq, n_rows, c.pos0 + first, group, kv, n_swa, 1.0f, ho, ws);
+    attention_tiled(hq, n_rows, g.pos0 + first, group, kv, n_swa, 1.0f, ho, ws);
   }
 }
 
-// Chunks of at most attn_chunk positions are stored and then attended, so a sliding ring never
-// loses a key a query of the chunk still needs. The attention op reads one KV head at a time:
-// its query heads are gathered into [n_rows, group, D] and scattered back into attn_out.
-void cache_and_attend(const LayerCall& c, KvHeads kv) {
+// Session g's rows: chunks of at most attn_chunk positions are stored and then attended, so a
+// sliding ring never loses a key a query of the chunk still needs. The attention op reads one
+// KV head at a time: its query heads are gathered into [n_rows, group, D] and scattered back
+// into attn_out.
+void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, AttentionWorkspace* workspace) {
   const LayerConfig& l = c.l();
   const int D = l.head_dim, group = l.n_head / l.n_head_kv;
   const size_t head_cols = static_cast<size_t>(group) * D;
   std::vector<float>& hq = c.b.heads_q[c.worker];
   std::vector<float>& ho = c.b.heads_out[c.worker];
-  hq.resize(static_cast<size_t>(c.n_q()) * head_cols);
+  hq.resize(std::max(hq.size(), static_cast<size_t>(g.n_q()) * head_cols));
   ho.resize(hq.size());
-  AttentionWorkspace workspace;
-  for (int h = kv.kv0; h < kv.kv1; ++h) c.s.last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
-  KvCache& cache = c.s.kv;
+  for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
+  KvCache& cache = g.s->kv;
   // A shared-KV layer attends over the cache its source layer filled earlier in this call.
   const int kv_layer = l.kv_layer;
-  for (int c0 = 0; c0 < c.n; c0 += cache.attn_chunk()) {
-    const int c1 = std::min(c.n, c0 + cache.attn_chunk());
+  for (int c0 = 0; c0 < g.n; c0 += cache.attn_chunk()) {
+    const int c1 = std::min(g.n, c0 + cache.attn_chunk());
     for (int t = c0; t < c1 && !l.shares_kv; ++t) {
       for (int h = kv.kv0; h < kv.kv1; ++h) {
-        cache.store(c.il, h, c.pos0 + t, row(c.b.k, t, l.kv_dim()) + h * D, row(c.b.v, t, l.kv_dim()) + h * D);
+        cache.store(c.il, h, g.pos0 + t, row(c.b.k, g.x0 + t, l.kv_dim()) + h * D, row(c.b.v, g.x0 + t, l.kv_dim()) + h * D);
       }
     }
-    const int first = std::max(c0, c.row0), last = std::min(c1, c.row0 + c.n_act());
+    const int first = std::max(c0, g.row0), last = std::min(c1, g.row0 + g.n_act());
     if (first >= last) continue;
     const int n_rows = last - first;
+    const int a_first = g.a0 + (first - g.row0);
     for (int h = kv.kv0; h < kv.kv1; ++h) {
       const size_t col = static_cast<size_t>(h) * head_cols;
       for (int i = 0; i < n_rows; ++i) {
-        const float* src = row(c.b.q, first - c.row0 + i, l.q_dim()) + col;
+        const float* src = row(c.b.q, a_first + i, l.q_dim()) + col;
         std::copy(src, src + head_cols, hq.data() + i * head_cols);
       }
-      attend(c, hq.data(), n_rows, first, h, cache.view(kv_layer, h, c.pos0 + c1), &workspace, ho.data());
+      attend(c, g, hq.data(), n_rows, first, h, cache.view(kv_layer, h, g.pos0 + c1), workspace, ho.data());
       for (int i = 0; i < n_rows; ++i) {
         const float* src = ho.data() + i * head_cols;
-        std::copy(src, src + head_cols, row(c.b.attn_out, first - c.row0 + i, l.q_dim()) + col);
+        std::copy(src, src + head_cols, row(c.b.attn_out, a_first + i, l.q_dim()) + col);
       }
     }
   }
@@ -126,7 +138,7 @@ void cache_and_attend(const LayerCall& c, KvHeads kv) {
 // rows, converted for the Q/K/V projections.
 void attention_input(const LayerCall& c) {
   const LayerWeights& w = c.w();
-  const Share rows = c.my_share(c.n);
+  const Share rows = c.my_share(c.n());
   for (int64_t t = rows.begin; t < rows.end; ++t) {
     rmsnorm(row(c.x, t, c.E()), w.attn_norm.f32(), c.E(), c.c().norm_eps, row(c.b.attn_norm, t, c.E()));
   }
@@ -138,7 +150,7 @@ void attention_input(const LayerCall& c) {
   }
 }
 
-// This worker's attention units -> their columns of attn_out [n_q, n_head · D], converted for
+// This worker's attention units -> their columns of attn_out [n_act, n_head · D], converted for
 // attn_output (only this worker's units read those columns: no barrier).
 void attention_heads(const LayerCall& c) {
   const Share units = c.my_share(c.plan().attn.n_units);
@@ -146,7 +158,8 @@ void attention_heads(const LayerCall& c) {
   const KvHeads kv{static_cast<int>(units.begin) * c.plan().kv_per_unit, static_cast<int>(units.end) * c.plan().kv_per_unit};
   queries(c, kv);
   if (!c.l().shares_kv) keys_and_values(c, kv);
-  cache_and_attend(c, kv);
+  AttentionWorkspace workspace;
+  for (const Segment& g : c.rows.segments) cache_and_attend(c, g, kv, &workspace);
   const int64_t cols_per_kv = static_cast<int64_t>(c.l().n_head / c.l().n_head_kv) * c.l().head_dim;
   c.check(convert_columns(c.w().attn_output, c.b.attn_out.data(), c.n_act(), kv.kv0 * cols_per_kv, kv.kv1 * cols_per_kv,
                           c.b.xc_o.data()));
@@ -157,7 +170,7 @@ void attention_residual(const LayerCall& c, int64_t t) {
   const LayerWeights& w = c.w();
   const int E = c.E();
   float* x1 = row(c.b.x1, t, E);
-  const float* x = row(c.x, c.row0 + t, E);
+  const float* x = row(c.x, c.rows.act_x(t), E);
   rmsnorm(row(c.b.proj, t, E), w.post_attention_norm.f32(), E, c.c().norm_eps, x1);
   for (int j = 0; j < E; ++j) x1[j] += x[j];
   rmsnorm(x1, w.ffn_norm.f32(), E, c.c().norm_eps, row(c.b.ffn_in, t, E));

@@ -51,8 +51,9 @@ Status per_layer_inputs(const Model& m, const int32_t* tokens, int n, const floa
 void add_per_layer_branch(const LayerCall& c, int64_t t, float* y) {
   const LayerWeights& w = c.w();
   const int E = c.E(), n_pl = c.c().n_embd_per_layer;
-  const float* inp = c.s.per_layer_in.data() +
-                     (static_cast<size_t>(c.il - c.m.range.begin) * c.n + static_cast<size_t>(c.row0 + t)) * n_pl;
+  const Segment& g = c.rows.of_act(t);
+  const float* inp = g.s->per_layer_in.data() +
+                     (static_cast<size_t>(c.il - c.m.range.begin) * g.n + static_cast<size_t>(c.rows.local(t))) * n_pl;
   std::vector<float> gate(static_cast<size_t>(n_pl)), branch(static_cast<size_t>(E));
   c.check(matmul(w.inp_gate, y, 1, gate.data()));
   for (int j = 0; j < n_pl; ++j) gate[j] = gelu_table(gate[j]) * inp[j];

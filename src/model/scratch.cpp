@@ -86,7 +86,6 @@ Scratch::Scratch(const ScratchShape& s, int n_workers) {
   heads_out.resize(workers);
   errors.resize(workers);
   top_k_keys.resize(workers);
-  ffn_stats.resize(workers);
 }
 
 }  // namespace lf

@@ -65,9 +65,10 @@ struct Scratch {
   std::vector<Status> errors;                // [workers] first failure of each worker
   std::vector<uint8_t> keep;                 // [n_q, n_ff] top-K FFN: 1 where a feature is kept
   std::vector<std::vector<uint64_t>> top_k_keys;  // [workers] select_top_k's scratch
-  std::vector<ApproxStats> ffn_stats;        // [workers] the top-K FFN's statistics of the worker's rows
+  // [workers][sessions of the call] the top-K FFN's statistics of the worker's rows
+  std::vector<std::vector<ApproxStats>> ffn_stats;
   MoeScratch moe;                            // the mixture-of-experts FFN's buffers (MoE layers only)
-  ExitState exit;                            // worker 0's early-exit state of the last row
+  std::vector<ExitState> exit;               // [sessions] worker 0's early-exit state of each last row
   double attention_ms = 0, ffn_ms = 0;       // worker 0's view, summed over layers
 };
 

@@ -357,4 +357,46 @@ TEST_CASE("forward_async gives forward's bytes; a forward while one runs is refu
   REQUIRE(other.n_past() == 0);
 }
 
+TEST_CASE("the head gives the same bytes on the pool, without waiting, and while a forward holds the pool",
+          "[threads]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  auto logits_of = [&](Model& m, const std::vector<float>& hidden, int rows) {
+    std::vector<float> logits(static_cast<size_t>(rows) * m.config.n_vocab);
+    require_ok(lf::head(m, hidden.data(), rows, logits.data()));
+    return logits;
+  };
+  Model one;
+  require_ok(f.load_all(&one));
+  const int E = one.config.n_embd, rows = 3;
+  std::vector<float> hidden(static_cast<size_t>(rows) * E);
+  lf::test::FixtureRng rng(5);
+  for (float& v : hidden) v = 4.0f * rng.uniform();
+  const std::vector<float> want = logits_of(one, hidden, rows);
+
+  Model m;
+  require_ok(f.load_all(&m));
+  require_ok(lf::set_threads(&m, 3));
+  REQUIRE(logits_of(m, hidden, rows) == want);
+
+  std::vector<float> got(want.size());
+  std::atomic<bool> finished{false};
+  Status outcome;
+  require_ok(lf::head_async(m, hidden.data(), rows, got.data(), [&](const Status& s) {
+    outcome = s;
+    finished = true;
+  }));
+  spin_until(finished);
+  require_ok(outcome);
+  REQUIRE(got == want);
+
+  // While another job holds the pool the head runs on the caller's thread; its async form is refused.
+  std::atomic<bool> release{false};
+  REQUIRE(m.pool->start([&](int) { spin_until(release); }, nullptr));
+  const std::vector<float> inline_logits = logits_of(m, hidden, rows);
+  const Status busy = lf::head_async(m, hidden.data(), rows, got.data(), [](const Status&) {});
+  release = true;
+  REQUIRE(inline_logits == want);
+  REQUIRE(busy.code() == lf::Code::failed_precondition);
+}
+
 }  // namespace
