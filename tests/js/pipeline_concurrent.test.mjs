@@ -2,9 +2,11 @@
 // give exactly the tokens and logits bytes each gives alone (two and three local nodes, nodes
 // that evict and replay, remote nodes); a session's own steps asked for at once run in call
 // order; and the nodes overlap: node k runs one session's forward while node k+1 runs another's.
+// NodeShare, which splits the sessions in flight into staggered groups, on its own.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
+import {NodeShare} from "../../js-glue/src/pipeline/node_share.js";
 import {Pipeline} from "../../js-glue/src/pipeline/pipeline.js";
 import {model} from "./models.mjs";
 import {startServer} from "./server_process.mjs";
@@ -217,5 +219,36 @@ describe("sessions in flight through a pipeline", () => {
     } finally {
       await evicting.close();
     }
+  });
+});
+
+describe("NodeShare", () => {
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  test("at most limit() jobs at once, the waiting ones first come first served, the limit read at every admission", async () => {
+    let limit = 2;
+    const share = new NodeShare(() => limit);
+    let running = 0;
+    let most = 0;
+    const started = [];
+    const job = (name, ms) => share.run(async () => {
+      started.push(name);
+      most = Math.max(most, ++running);
+      await sleep(ms);
+      running--;
+      return name;
+    });
+    const first = [job("a", 30), job("b", 30), job("c", 5), job("d", 5), job("e", 5)];
+    assert.deepEqual(started, ["a", "b"]);
+    limit = 1;  // fewer sessions in flight: c, d and e then run one at a time
+    assert.deepEqual(await Promise.all(first), ["a", "b", "c", "d", "e"]);
+    assert.deepEqual(started, ["a", "b", "c", "d", "e"]);
+    assert.equal(most, 2);
+  });
+
+  test("a job that fails gives its place back", async () => {
+    const share = new NodeShare(() => 1);
+    await assert.rejects(share.run(async () => { throw new Error("refused"); }), /refused/);
+    assert.equal(await share.run(async () => "next"), "next");
   });
 });

@@ -3,12 +3,14 @@
 // tokens for the first, the hidden states for the others), so a node that lost the session (a
 // restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
 // history, and the output is the same as if nothing had happened. Steps of different sessions
-// run concurrently, so with many sessions in flight node k works on one session's step while
-// node k+1 works on another's (a node runs or batches its own calls: node/layer_node_core.js,
-// server/); a session's own steps run one after another, in call order. No node: imports, so an
-// edge worker builds one over remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js)
-// opens one from a model and a --nodes spec in Node.
+// run concurrently, and a node is handed at most its share of them at once (node_share.js), so
+// with many sessions in flight node k works on one group of sessions' steps (one at a time, or as
+// one batch where the node batches) while node k+1 works on another's; a session's own steps
+// run one after another, in call order. No node: imports, so an edge worker builds one over
+// remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens one from a model and a
+// --nodes spec in Node.
 import { approxModesOn } from '../node/approx_modes.js';
+import { NodeShare } from './node_share.js';
 import { checkCoverage } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
 
@@ -77,6 +79,8 @@ export function checkNodes(nodes, info) {
 
 export class PipelineCore {
   #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[], tail: its last call, never rejecting}
+  #stepping = 0;  // sessions with a step under way
+  #shares;        // per node: at most ceil(#stepping / nodes) of them at once
 
   /**
    * Over nodes already open (LayerNode or RemoteNode, in pipeline order, covering the model's
@@ -87,6 +91,8 @@ export class PipelineCore {
     this.header = header;
     this.tokenizer = tokenizer;
     this.approx = approx;
+    const share = () => Math.max(1, Math.ceil(this.#stepping / nodes.length));
+    this.#shares = nodes.map(() => new NodeShare(share));
     /** How many times a node's session was rebuilt by replaying its history. */
     this.replays = 0;
   }
@@ -129,7 +135,14 @@ export class PipelineCore {
    */
   step(session, tokens) {
     const state = this.#session(session);
-    return this.#inTurn(state, () => this.#step(state, session, tokens));
+    return this.#inTurn(state, async () => {
+      this.#stepping++;
+      try {
+        return await this.#step(state, session, tokens);
+      } finally {
+        this.#stepping--;
+      }
+    });
   }
 
   async #step(state, session, tokens) {
@@ -150,7 +163,7 @@ export class PipelineCore {
       // Normally one entry: this step's. After a failed step, also those it left behind.
       for (const entry of this.#entries(i, history, history.positions)) {
         const input = await this.#hiddenOf(i, entry, embed);
-        hidden = await this.#call(i, () => this.#forward(i, state, input, entry.exit, lastOnly));
+        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exit, lastOnly)));
         history.positions += entry.rows;
         if (!lastOnly) {
           const next = state.nodes[i + 1];
