@@ -338,10 +338,13 @@ export class Pipeline {
   withApprox(approx: ApproxOptions): Pipeline;
   /**
    * Runs new tokens of a session through every node: the last position's logits and timings.
-   * After a failed step, step(session, []) finishes it.
+   * After a failed step, step(session, []) finishes it. Steps of different sessions run
+   * concurrently through the nodes; a session's own steps run in call order.
    */
   step(session: string, tokens: number[]): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  /** forgets the session on every node once its steps asked for before have ended */
   dropSession(session: string): Promise<void>;
+  /** drops every session once its steps under way have ended, then closes the local nodes */
   close(): Promise<void>;
 }
 

@@ -155,6 +155,51 @@ describe("layerfold generate", () => {
     assert.equal(r.status, 0, r.stderr);
     assert.ok(lastJson(r.stdout).tokens.length > 0);
   });
+
+  test("several prompts generate at once, each the continuation of a run of its own, printed in order with timings", () => {
+    const prompts = ["The capital of France is", "Once upon a time", "Hello"];
+    const sampling = ["--nodes", "local:0-0,local:1-1", "--max-tokens", "6", "--temperature", "1.5", "--top-k", "1000", "--top-p", "1", "--seed", "3"];
+    const alone = prompts.map((prompt) => {
+      const r = run("generate", "--model", file, "--prompt", prompt, ...sampling, "--json");
+      assert.equal(r.status, 0, r.stderr);
+      return lastJson(r.stdout);
+    });
+    const r = run("generate", "--model", file, ...prompts.flatMap((prompt) => ["--prompt", prompt]), ...sampling, "--json");
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    assert.equal(lines.length, prompts.length + 1);
+    prompts.forEach((prompt, i) => {
+      assert.deepEqual({prompt: lines[i].prompt, tokens: lines[i].tokens, text: lines[i].text}, {prompt, ...alone[i]}, `prompt ${i + 1}`);
+      assert.equal(lines[i].tokenMs.length, alone[i].tokens.length + (alone[i].tokens.length < 6 ? 1 : 0));
+      assert.ok(lines[i].tokenMs.every((ms) => ms > 0));
+    });
+    const total = lines.at(-1);
+    assert.equal(total.prompts, 3);
+    assert.equal(total.tokens, alone.reduce((n, a) => n + a.tokens.length, 0));
+    assert.ok(total.tokensPerSecond > 0 && Math.abs(total.tokensPerSecond - total.tokens / total.seconds) < 1e-6);
+
+    // The text report, from a file of prompts: each block in prompt order, then the aggregate.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lf-prompts-"));
+    try {
+      fs.writeFileSync(path.join(dir, "prompts.txt"), `${prompts.join("\n")}\n\n`);
+      const text = run("generate", "--model", file, "--prompt-file", path.join(dir, "prompts.txt"), ...sampling);
+      assert.equal(text.status, 0, text.stderr);
+      const expected = prompts.map((prompt, i) => `[${i + 1}/3] ${prompt}\n${alone[i].text}\n  ${alone[i].tokens.length} tokens: `);
+      let at = 0;
+      for (const block of expected) {
+        const found = text.stdout.indexOf(block, at);
+        assert.ok(found >= at, `${JSON.stringify(block)} not in order in:\n${text.stdout}`);
+        at = found + block.length;
+      }
+      assert.match(text.stdout, /ms to the first token, then( \d+\.\d)+ ms per token\n/);
+      assert.match(text.stdout.trim().split("\n").at(-1), /^3 prompts, \d+ tokens in \d+\.\d\d s: \d+\.\d tokens\/s$/);
+      const missing = run("generate", "--model", file, "--prompt-file", path.join(dir, "none.txt"));
+      assert.equal(missing.status, 2);
+      assert.match(missing.stderr, /^layerfold generate: --prompt-file .*none\.txt: no such file\n$/);
+    } finally {
+      fs.rmSync(dir, {recursive: true, force: true});
+    }
+  });
 });
 
 describe("layerfold plan", () => {

@@ -20,18 +20,37 @@ async function until(condition, what, timeoutMs = 5000) {
 const chat = (content) => [{role: "user", content}];
 
 describe("gateway sessions", () => {
-  test("chats at once take turns step by step, and each answer is the one it gets alone", async (t) => {
-    const {client, pipeline} = await startGateway(t);
+  test("chats at once step through the pipeline together, and each answer is the one it gets alone", async (t) => {
+    // The threaded build: a single-thread node's forward runs to its end in this thread, so no
+    // other step could be seen under way meanwhile, whatever the coordinator did.
+    const {client, pipeline} = await startGateway(t, {build: "threaded", threads: 1});
     const contents = ["hello", "once upon a time", "The capital of France is"];
     const expected = [];
     for (const content of contents) expected.push((await greedy(pipeline, handChatPrompt(pipeline.tokenizer, chat(content)), 6)).text);
-    const streams = await Promise.all(contents.map((content) => client.chat.completions.create({model: "tiny", messages: chat(content), max_tokens: 6, temperature: 0, stream: true})));
+    const body = (content) => ({model: "tiny", messages: chat(content), max_tokens: 6, temperature: 0});
+    const sequential = [];
+    for (const content of contents) sequential.push((await client.chat.completions.create(body(content))).choices[0].message.content);
+    assert.deepEqual(sequential, expected);
+    // Steps under way in the pipeline at once: one at a time would mean the requests took turns.
+    const step = pipeline.step.bind(pipeline);
+    let inFlight = 0;
+    let most = 0;
+    pipeline.step = async (...args) => {
+      most = Math.max(most, ++inFlight);
+      try {
+        return await step(...args);
+      } finally {
+        inFlight--;
+      }
+    };
+    const streams = await Promise.all(contents.map((content) => client.chat.completions.create({...body(content), stream: true})));
     const texts = await Promise.all(streams.map(async (stream) => {
       let text = "";
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
       return text;
     }));
     assert.deepEqual(texts, expected);
+    assert.ok(most > 1, `at most ${most} step under way at once`);
   });
 
   test("a client that aborts a stream stops its generation at the next step and frees its sessions on every node", async (t) => {

@@ -41,7 +41,9 @@ export const COMMANDS = {
     run: generate,
     options: {
       model: { type: 'string' },
-      prompt: { type: 'string', default: 'The capital of France is' },
+      // No default here: the default prompt is only for a run given neither option (generate.js).
+      prompt: { type: 'string', multiple: true },
+      'prompt-file': { type: 'string' },
       chat: { type: 'boolean', default: false },
       'max-tokens': { type: 'string', default: '32' },
       temperature: { type: 'string', default: '0' },
@@ -51,8 +53,10 @@ export const COMMANDS = {
       ...PIPELINE_OPTIONS,
       ...APPROX_CLI_OPTIONS,
     },
-    usage: `  layerfold generate [--model PATH] [--prompt TEXT] [--chat] [--max-tokens N] [--temperature T]
-                     [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]`,
+    usage: `  layerfold generate [--model PATH] [--prompt TEXT]... [--prompt-file FILE] [--chat] [--max-tokens N]
+                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--nodes SPEC] [--json]
+                     several prompts (--prompt repeated, FILE's lines) generate concurrently, printed in
+                     order with each one's time per token and the tokens/s of all together`,
     notes: [MODEL_NOTE, APPROX_USAGE, NODES_NOTE],
   },
   'calibrate-exit': {

@@ -1,44 +1,136 @@
 // layerfold generate: stream a continuation through the pipeline, greedy or sampled, optionally
 // with the model's own chat template (tokenizer.chat_template, rendered by @huggingface/jinja).
+// Several prompts (--prompt repeated, --prompt-file) generate concurrently, each a session of its
+// own with its own sampler, so the pipeline keeps them all in flight and each continuation is
+// the one its prompt gives alone; they are printed in prompt order with their timings.
+import fs from 'node:fs';
+
 import { defaultModel } from './default_model.js';
 import { openPipeline } from './open_pipeline.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 import { Sampler } from '../tokens/sampler.js';
 
-function promptTokens(pipeline, options) {
+// The prompt when none is given: validate's, whose continuation a real Gemma model knows.
+const DEFAULT_PROMPT = 'The capital of France is';
+
+// --prompt as often as given, then --prompt-file's lines (blank ones skipped), else the default.
+function promptsOf(options) {
+  const given = [...(options.prompt ?? [])];
+  const file = options['prompt-file'];
+  if (file !== undefined) {
+    let text;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new Error(`--prompt-file ${file}: ${error.code === 'ENOENT' ? 'no such file' : error.message}`);
+    }
+    const lines = text.split(/\r?\n/).filter((line) => line.trim() !== '');
+    if (lines.length === 0) throw new Error(`--prompt-file ${file} holds no prompt (one per line)`);
+    given.push(...lines);
+  }
+  return given.length > 0 ? given : [DEFAULT_PROMPT];
+}
+
+function promptTokens(pipeline, prompt, chat) {
   const { tokenizer } = pipeline;
-  if (!options.chat) return tokenizer.encode(options.prompt, { addBos: true });
+  if (!chat) return tokenizer.encode(prompt, { addBos: true });
   try {
-    return chatTokens(pipeline.header, tokenizer, [{ role: 'user', content: options.prompt }]);
+    return chatTokens(pipeline.header, tokenizer, [{ role: 'user', content: prompt }]);
   } catch (error) {
     throw new Error(`--chat: ${error.message}`);
   }
 }
 
+// One prompt's continuation as session `session` (pipeline.close() drops it), with a sampler of
+// its own (seeded as every other prompt's): write(delta) gets the new text after every token.
+// -> {tokens, text, tokenMs: each step's wall time (the first: the prompt and its token)}.
+async function continuation(pipeline, session, input, { sampling, maxTokens, write = () => {}, signal = null }) {
+  const sampler = new Sampler(sampling);
+  const stops = stopIds(pipeline.tokenizer);
+  const tokens = [];
+  const tokenMs = [];
+  let text = '';
+  for (let i = 0; i < maxTokens; i++) {
+    signal?.throwIfAborted();
+    const t0 = performance.now();
+    const { logits } = await pipeline.step(session, input);
+    tokenMs.push(performance.now() - t0);
+    const id = sampler.sample(logits);
+    if (stops.has(id)) break;
+    tokens.push(id);
+    // Decode the whole continuation each time: a multi-byte character may span tokens.
+    const decoded = pipeline.tokenizer.decode(tokens);
+    write(decoded.slice(text.length));
+    text = decoded;
+    input = [id];
+  }
+  return { tokens, text, tokenMs };
+}
+
+const ms = (x) => x.toFixed(1);
+
+// A finished prompt's block of the text report: its number and prompt, the continuation, and
+// the time of each step.
+function promptReport(i, n, prompt, { tokens, text, tokenMs }) {
+  const [first, ...rest] = tokenMs;
+  const steps = first === undefined ? 'no step' : `${ms(first)} ms to the first token${rest.length ? `, then ${rest.map(ms).join(' ')} ms per token` : ''}`;
+  return `[${i + 1}/${n}] ${prompt}\n${text}\n  ${tokens.length} tokens: ${steps}\n`;
+}
+
 export async function generate(options, _positionals, { write = (s) => process.stdout.write(s) } = {}) {
+  const prompts = promptsOf(options);
   const model = options.model ?? await defaultModel();
   const pipeline = await openPipeline(model, options);
   try {
-    const sampler = new Sampler({ temperature: Number(options.temperature), topK: Number(options['top-k']), topP: Number(options['top-p']), seed: Number(options.seed) });
-    const stops = stopIds(pipeline.tokenizer);
-    const generated = [];
-    let printed = '';
-    let input = promptTokens(pipeline, options);
-    for (let i = 0; i < Number(options['max-tokens']); i++) {
-      const { logits } = await pipeline.step('generate', input);
-      const id = sampler.sample(logits);
-      if (stops.has(id)) break;
-      generated.push(id);
-      // Decode the whole continuation each time: a multi-byte character may span tokens.
-      const text = pipeline.tokenizer.decode(generated);
-      write(text.slice(printed.length));
-      printed = text;
-      input = [id];
+    const settings = {
+      sampling: { temperature: Number(options.temperature), topK: Number(options['top-k']), topP: Number(options['top-p']), seed: Number(options.seed) },
+      maxTokens: Number(options['max-tokens']),
+    };
+    if (prompts.length === 1) {
+      const { tokens, text } = await continuation(pipeline, 'generate', promptTokens(pipeline, prompts[0], options.chat), { ...settings, write });
+      write('\n');
+      if (options.json) console.log(JSON.stringify({ tokens, text }));
+      return 0;
     }
-    write('\n');
-    if (options.json) console.log(JSON.stringify({ tokens: generated, text: printed }));
-    return 0;
+    return await generateMany(pipeline, prompts, options, settings, write);
   } finally {
     await pipeline.close();
   }
+}
+
+// Every prompt's generation under way at once; each printed once it and those before it ended.
+// The first that fails stops the others at their next step.
+async function generateMany(pipeline, prompts, options, settings, write) {
+  const stop = new AbortController();
+  const t0 = performance.now();
+  const runs = prompts.map(async (prompt, i) => {
+    try {
+      return await continuation(pipeline, `generate-${i}`, promptTokens(pipeline, prompt, options.chat), { ...settings, signal: stop.signal });
+    } catch (error) {
+      // Not when it is the reason another prompt's failure stopped this one with.
+      if (!stop.signal.aborted) {
+        error.message = `prompt ${i + 1}: ${error.message}`;
+        stop.abort(error);
+      }
+      throw error;
+    }
+  });
+  const outcomes = Promise.allSettled(runs);
+  let tokens = 0;
+  try {
+    for (const [i, run] of runs.entries()) {
+      const result = await run;
+      tokens += result.tokens.length;
+      if (options.json) console.log(JSON.stringify({ prompt: prompts[i], tokens: result.tokens, text: result.text, tokenMs: result.tokenMs }));
+      else write(promptReport(i, prompts.length, prompts[i], result));
+    }
+  } catch (error) {
+    await outcomes;
+    throw stop.signal.reason ?? error;
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const total = { prompts: prompts.length, tokens, seconds, tokensPerSecond: tokens / seconds };
+  if (options.json) console.log(JSON.stringify(total));
+  else write(`${total.prompts} prompts, ${tokens} tokens in ${seconds.toFixed(2)} s: ${total.tokensPerSecond.toFixed(1)} tokens/s\n`);
+  return 0;
 }

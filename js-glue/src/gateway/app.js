@@ -2,7 +2,7 @@
 // the Node host (host.js) and an edge worker can mount the same app: /v1/models,
 // /v1/completions and /v1/chat/completions, streamed (server-sent events) or whole. Requests
 // are admitted into a bounded line (429 with Retry-After beyond it) before their body is read,
-// take turns at the pipeline step by step (coordinator.js), continue the session of an earlier
+// step through the pipeline concurrently (coordinator.js), continue the session of an earlier
 // turn when their prompt extends it (sessions.js), and stop at the next step when their client
 // goes away or their deadline passes.
 import { Hono } from 'hono';

@@ -1,15 +1,15 @@
 // The one seam between the gateway's requests and the pipeline's forwards. Every request asks
-// here for its sessions' steps; today the Pipeline runs one step at a time (a node runs one
-// forward at a time), and the line is first come first served with each request holding at most
-// one step in it, so concurrent requests take turns step by step. The batching engine (issue 20)
-// replaces #run with one forward of many sessions' steps; nothing above this file changes.
-// Admission is bounded (WorkQueue: 429 with Retry-After beyond maxWaiting).
+// here for its sessions' steps, and the steps of different requests go to the Pipeline at once:
+// it runs them concurrently through the nodes (a session's own steps stay in call order:
+// pipeline_core.js), so each node sees several sessions' forwards together, to run in turn or
+// as one batch (the node's batcher, issue 20), while the next node runs others. Admission is
+// bounded (WorkQueue: 429 with Retry-After beyond maxWaiting); nothing else is queued here.
 import { WorkQueue } from '../server/work_queue.js';
 
 // A local node's forward runs synchronously in this thread (the single-thread build) and its
 // promise settles in a microtask: without a turn of the event loop between steps, a generation
 // would hold the loop for its whole length, and no timer (a deadline), socket close (a client
-// that went away) or new request could be seen until it ended.
+// that went away), new request or other request's step could be seen until it ended.
 const nextTurn = globalThis.setImmediate
   ? () => new Promise((resolve) => setImmediate(resolve))
   : () => new Promise((resolve) => setTimeout(resolve, 0));
@@ -33,20 +33,20 @@ export class Coordinator {
   }
 
   /**
-   * Runs tokens of `session` through the pipeline in the request's turn -> the last position's
-   * logits. A request whose signal fired before its turn came gives its turn away unrun.
+   * Runs tokens of `session` through the pipeline beside the other requests' steps -> the last
+   * position's logits. A request whose signal fired while it waited for its turn of the event
+   * loop is not run. Only an admitted request (admit()) asks for steps.
+   * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  step(ticket, session, tokens, signal) {
-    return ticket.run(async () => {
-      await nextTurn();
-      signal?.throwIfAborted();
-      this.steps++;
-      return (await this.pipeline.step(session, tokens)).logits;
-    });
+  async step(session, tokens, signal) {
+    await nextTurn();
+    signal?.throwIfAborted();
+    this.steps++;
+    return (await this.pipeline.step(session, tokens)).logits;
   }
 
-  /** Forgets the session on every node, in the request's turn, so no forward is under way meanwhile. */
-  dropSession(ticket, session) {
-    return ticket.run(() => this.pipeline.dropSession(session));
+  /** Forgets the session on every node, after its steps under way (the pipeline orders them). */
+  dropSession(session) {
+    return this.pipeline.dropSession(session);
   }
 }

@@ -26,7 +26,7 @@ export class Run {
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
-    const step = (tokens) => coordinator.step(ticket, session, tokens, signal);
+    const step = (tokens) => coordinator.step(session, tokens, signal);
     this.#ends = { coordinator, sessions, ticket };
     this.finished = false;
     this.events = this.#guarded(generate({ step, tokenizer, prompt, reused, endIds, request, maxTokens, signal }));
@@ -65,7 +65,7 @@ export class Run {
     const { coordinator, sessions, ticket } = this.#ends;
     clearTimeout(this.timer);
     this.clientSignal?.removeEventListener('abort', this.onClientGone);
-    const drop = (session) => coordinator.dropSession(ticket, session);
+    const drop = (session) => coordinator.dropSession(session);
     try {
       if (result) await sessions.keep(this.session, result.history, drop);
       else await drop(this.session);

@@ -2,10 +2,15 @@
 // runs its layers, the last computes logits. Per session it keeps what it sent each node (the
 // tokens for the first, the hidden states for the others), so a node that lost the session (a
 // restart, an eviction, a replacement instance) gets its cache rebuilt by replaying that
-// history, and the output is the same as if nothing had happened. No node: imports, so an edge
-// worker builds one over remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens
-// one from a model and a --nodes spec in Node.
+// history, and the output is the same as if nothing had happened. Steps of different sessions
+// run concurrently, and a node is handed at most its share of them at once (node_share.js), so
+// with many sessions in flight node k works on one group of sessions' steps (one at a time, or as
+// one batch where the node batches) while node k+1 works on another's; a session's own steps
+// run one after another, in call order. No node: imports, so an edge worker builds one over
+// remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens one from a model and a
+// --nodes spec in Node.
 import { approxModesOn } from '../node/approx_modes.js';
+import { NodeShare } from './node_share.js';
 import { checkCoverage } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
 
@@ -14,6 +19,9 @@ const LOST_SESSION = new Set(['unknown_session', 'evicted', 'position_mismatch']
 // Positions per replayed forward: chunked input gives the same cache as one call, and stays
 // under a remote node's request size limit.
 const REPLAY_CHUNK = 512;
+// Replays of one forward before giving up: a node that holds fewer sessions than are in flight
+// may evict a session again while it is being replayed (between a remote node's requests).
+const MAX_REBUILDS = 3;
 
 // Replay chunks {startPos, hidden} merged into runs of at most REPLAY_CHUNK positions.
 function mergeChunks(chunks, nEmbd) {
@@ -70,7 +78,9 @@ export function checkNodes(nodes, info) {
 }
 
 export class PipelineCore {
-  #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[]}
+  #sessions = new Map();  // session -> {wireId, nodes: NodeHistory[], tail: its last call, never rejecting}
+  #stepping = 0;  // sessions with a step under way
+  #shares;        // per node: at most ceil(#stepping / nodes) of them at once
 
   /**
    * Over nodes already open (LayerNode or RemoteNode, in pipeline order, covering the model's
@@ -81,6 +91,8 @@ export class PipelineCore {
     this.header = header;
     this.tokenizer = tokenizer;
     this.approx = approx;
+    const share = () => Math.max(1, Math.ceil(this.#stepping / nodes.length));
+    this.#shares = nodes.map(() => new NodeShare(share));
     /** How many times a node's session was rebuilt by replaying its history. */
     this.replays = 0;
   }
@@ -99,20 +111,41 @@ export class PipelineCore {
   #session(session) {
     let state = this.#sessions.get(session);
     if (!state) {
-      state = { wireId: `s-${crypto.randomUUID()}`, nodes: this.nodes.map(() => new NodeHistory()) };
+      state = { wireId: `s-${crypto.randomUUID()}`, nodes: this.nodes.map(() => new NodeHistory()), tail: Promise.resolve() };
       this.#sessions.set(session, state);
     }
     return state;
+  }
+
+  // Runs job() after every call of the session asked for before it, whatever their outcome: its
+  // history is read and extended by one call at a time, as if the caller awaited each in turn.
+  #inTurn(state, job) {
+    const result = state.tail.then(job);
+    state.tail = result.catch(() => {});
+    return result;
   }
 
   /**
    * Runs new tokens of a session through every node; returns the last position's logits and
    * how long each node and layer took. When a step fails, what the nodes before the failure
    * did is kept: step(session, []) later finishes it, sending each node only what it has not
-   * run yet.
+   * run yet. Calls for other sessions need not wait for this one: they go through the nodes
+   * concurrently; calls for the same session run in call order.
+   * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  async step(session, tokens) {
+  step(session, tokens) {
     const state = this.#session(session);
+    return this.#inTurn(state, async () => {
+      this.#stepping++;
+      try {
+        return await this.#step(state, session, tokens);
+      } finally {
+        this.#stepping--;
+      }
+    });
+  }
+
+  async #step(state, session, tokens) {
     if (tokens.length > 0) {
       state.nodes[0].inputs.push(Array.from(tokens));
       state.nodes[0].exits.push(null);
@@ -130,7 +163,7 @@ export class PipelineCore {
       // Normally one entry: this step's. After a failed step, also those it left behind.
       for (const entry of this.#entries(i, history, history.positions)) {
         const input = await this.#hiddenOf(i, entry, embed);
-        hidden = await this.#call(i, () => this.#forward(i, state, input, entry.exit, lastOnly));
+        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exit, lastOnly)));
         history.positions += entry.rows;
         if (!lastOnly) {
           const next = state.nodes[i + 1];
@@ -188,9 +221,7 @@ export class PipelineCore {
   }
 
   // One forward of node i from its confirmed position; when the node lost the session, its
-  // history up to there is replayed first, then the forward again. Replays send the entries as
-  // they were sent when early exit is on (each entry's last row exited on its own); otherwise
-  // merged chunks a node accepts, which give the same cache in fewer calls.
+  // history up to there is replayed first, then the forward again (#rebuild).
   async #forward(i, state, { hidden, perLayer }, exitState, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
@@ -203,23 +234,50 @@ export class PipelineCore {
     } catch (error) {
       if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
     }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#rebuild(i, state, args);
+      } catch (error) {
+        if (!LOST_SESSION.has(error.code)) throw error;
+        if (attempt === MAX_REBUILDS) {
+          error.message += ` (lost again while being replayed, ${attempt} times: does the node hold fewer sessions than are in flight?)`;
+          throw error;
+        }
+      }
+    }
+  }
+
+  // Node i's session replayed from its history, then the forward `args`. Replays send the
+  // entries as they were sent when early exit is on (each entry's last row exited on its own) or
+  // the model has per-layer inputs; otherwise merged chunks a node accepts, which give the same
+  // cache in fewer calls. A local node gets every call at once: it runs them in call order, and a
+  // node that runs one call at a time lets no other session's forward come between them to evict
+  // this one again (a node that batches may: then the replay is tried again). A remote node's
+  // requests could overtake one another on the way: each waits for the last.
+  async #rebuild(i, state, args) {
+    const node = this.nodes[i];
+    const history = state.nodes[i];
     await node.dropSession(state.wireId);
-    const past = this.#entries(i, history, 0);
     const chunks = [];
     let p = 0;
-    for (const entry of past) {
+    for (const entry of this.#entries(i, history, 0)) {
       if (p >= history.positions) break;
       const input = await this.#hiddenOf(i, entry, { ms: 0 });
       chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows) });
       p += entry.rows;
     }
-    // Entries as they were sent when each carries state of its own (early exit, per-layer inputs).
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0;
-    for (const chunk of asSent ? chunks : mergeChunks(chunks, node.nEmbd)) {
-      await node.forward({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx });
-    }
+    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx })), args];
     this.replays += 1;
-    return node.forward(args);
+    if (node instanceof RemoteNode) {
+      let out;
+      for (const call of calls) out = await node.forward(call);
+      return out;
+    }
+    const outs = await Promise.allSettled(calls.map((call) => node.forward(call)));
+    const failed = outs.find((o) => o.status === 'rejected');
+    if (failed) throw failed.reason;
+    return outs.at(-1).value;
   }
 
   // Errors name the node and the layers it serves.
@@ -233,15 +291,22 @@ export class PipelineCore {
     }
   }
 
-  /** Forgets the session on every node. */
+  /**
+   * Forgets the session on every node, once its steps asked for before have ended. A step asked
+   * for afterwards starts the session over (under a new wire id, so no node mistakes it for
+   * the old one).
+   */
   async dropSession(session) {
     const state = this.#sessions.get(session);
     if (!state) return;
     this.#sessions.delete(session);
-    await Promise.all(this.nodes.map((node) => node.dropSession(state.wireId)));
+    await this.#inTurn(state, () => Promise.all(this.nodes.map((node) => node.dropSession(state.wireId))));
   }
 
-  /** Drops every session (remote nodes keep running) and closes the local nodes. */
+  /**
+   * Drops every session once its steps under way have ended (remote nodes keep running), then
+   * closes the local nodes, which must not close while a forward runs.
+   */
   async close() {
     await Promise.allSettled([...this.#sessions.keys()].map((session) => this.dropSession(session)));
     for (const node of this.nodes) node.close();
