@@ -259,6 +259,10 @@ export class LayerNode {
   batchStats(): { batches: number; entries: number; rows: number; maxEntries: number; maxRows: number; maxBatchRows: number };
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node) */
   logits(hidden: Float32Array): Float32Array;
+  /** logits() on the engine's threads; concurrent calls share one pass over the LM head */
+  logitsAsync(hidden: Float32Array): Promise<Float32Array>;
+  /** the LM-head passes of logitsAsync so far */
+  headStats(): { passes: number; calls: number; rows: number };
   layerTimings(session: string): number[];
   phaseTimings(session: string): { attention: number; ffn: number; serial: number } | null;
   /** each engine thread's time in the last finished forward, and of it the time waiting at barriers */
@@ -296,6 +300,8 @@ export class RemoteNode {
   perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Float32Array;
   forward(request: ForwardRequest): Promise<Float32Array>;
   logits(hidden: Float32Array): Promise<Float32Array>;
+  /** logits(): the node's server shares LM-head passes among concurrent requests */
+  logitsAsync(hidden: Float32Array): Promise<Float32Array>;
   layerTimings(session: string): number[];
   approxStats(session: string): ApproxStats | null;
   dropSession(session: string): Promise<boolean>;

@@ -71,7 +71,7 @@ async function runSession(node, session) {
   let startPos = 0;
   for (const {tokens, lastOnly} of session.calls) {
     const hidden = node.embed(tokens);
-    const perLayer = node.nEmbdPerLayer > 0 ? node.perLayerInputs(tokens, hidden) : null;
+    const perLayer = node.nEmbdPerLayer > 0 ? await node.perLayerInputs(tokens, hidden) : null;
     outs.push(bytes(await node.forward({session: session.id, startPos, hidden, lastOnly, approx: session.approx, perLayer})));
     startPos += tokens.length;
   }
@@ -263,6 +263,25 @@ describe("LayerNode batching", () => {
           assert.equal(b.waitMs.length, b.entries);
         }
         assert.deepEqual(node.batchStats(), {batches: 5, entries: 8, rows: 23, maxEntries: 3, maxRows: 9, maxBatchRows: 8});
+      });
+    });
+  }
+
+  for (const build of ["single", "threaded"]) {
+    test(`${build}: concurrent logitsAsync calls share one LM-head pass, each the bytes logits() gives; a bad row fails its own call`, async () => {
+      await withNode({model: tiny(), build, threads: 2}, async (node) => {
+        const hidden = await Promise.all([4, 1, 2].map((n, i) => node.forward({session: `h${i}`, startPos: 0, hidden: node.embed(prompt(n, i + 20))})));
+        const want = hidden.map((h) => bytes(node.logits(h)));
+        const got = await Promise.all(hidden.map((h) => node.logitsAsync(h)));
+        assert.deepEqual(got.map(bytes), want);
+        assert.deepEqual(node.headStats(), {passes: 1, calls: 3, rows: 7});
+
+        const bad = new Float32Array(node.nEmbd).fill(NaN);
+        const outcomes = await Promise.allSettled([node.logitsAsync(hidden[1]), node.logitsAsync(bad), node.logitsAsync(hidden[2])]);
+        assert.deepEqual(outcomes.map((o) => o.status), ["fulfilled", "rejected", "fulfilled"]);
+        assert.match(outcomes[1].reason.message, /hidden is not finite at row 0, element 0/);
+        assert.deepEqual([bytes(outcomes[0].value), bytes(outcomes[2].value)], [want[1], want[2]]);
+        await assert.rejects(node.logitsAsync(new Float32Array(node.nEmbd + 1)), /not a positive multiple of n_embd/);
       });
     });
   }

@@ -32,6 +32,9 @@ function headNode({nVocab = 262144, maxRowsPerCall = 4} = {}) {
       for (let r = 0; r < rows; r++) out[r * nVocab + ((calls.length - 1) * maxRowsPerCall + r) % nVocab] = 1 + hidden[r * 4];
       return out;
     },
+    async logitsAsync(hidden) {
+      return this.logits(hidden);
+    },
     info: () => ({model: "head.gguf", build: "single", threads: 1, sessions: 0, kvBytes: 0, wasmMemoryBytes: 0}),
     sessionLength: () => null,
   };

@@ -1,6 +1,7 @@
 // A LayerNode's forward calls into the engine, over WASM memory: a call alone (lf_forward, or
-// lf_forward_async on the threaded build) and a batch of calls of different sessions
-// (lf_forward_batch / lf_forward_batch_async, docs/batching.md). The threaded build's calls return
+// lf_forward_async on the threaded build), a batch of calls of different sessions
+// (lf_forward_batch / lf_forward_batch_async, docs/batching.md), and the LM head on the engine's
+// threads (lf_head_async). The threaded build's calls return
 // at once and flip a done flag in WASM memory, awaited here without blocking the event loop.
 import { errorOfCode, LayerfoldError } from '../wasm/capi.js';
 
@@ -122,5 +123,28 @@ export async function forwardBatch(lf, model, entries) {
     });
   } finally {
     for (const ptr of held) lf.free(ptr);
+  }
+}
+
+/**
+ * The LM head over hidden [rows, n_embd] -> logits [rows, n_vocab] on the engine's threads
+ * (lf_head_async; lf_head on the single-thread build), without blocking the event loop.
+ * @example const logits = await headAsync(lf, model, hidden, rows, nVocab);
+ */
+export async function headAsync(lf, model, hidden, rows, nVocab) {
+  if (lf.kind !== 'threaded') return withBuffers(lf, hidden, rows * nVocab, (inPtr, outPtr) => lf.fn.lf_head(model, inPtr, rows, outPtr));
+  const outFloats = rows * nVocab;
+  const inPtr = lf.alloc(hidden.byteLength);
+  const outPtr = lf.alloc(outFloats * F32);
+  const flagPtr = lf.alloc(4);
+  try {
+    lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
+    if (!lf.fn.lf_head_async(model, inPtr, rows, outPtr, flagPtr)) throw lf.lastError();
+    if (await flagSet(lf, flagPtr) !== 1) throw asyncFailure(lf, model);
+    return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
+  } finally {
+    lf.free(inPtr);
+    lf.free(outPtr);
+    lf.free(flagPtr);
   }
 }

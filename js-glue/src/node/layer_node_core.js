@@ -7,7 +7,7 @@ import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { Batcher } from './batcher.js';
-import { flagSet, forwardBatch, forwardOne, withBuffers } from './engine_forward.js';
+import { flagSet, forwardBatch, forwardOne, headAsync, withBuffers } from './engine_forward.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
 
@@ -104,6 +104,8 @@ export class LayerNode {
   #dropAfterStep = [];    // sessions dropped while the running step used them
   #batchListeners = new Set();
   #batchStats = { batches: 0, entries: 0, rows: 0, maxEntries: 0, maxRows: 0 };
+  #heads = [];            // logitsAsync calls waiting for the next LM-head pass
+  #headStats = { passes: 0, calls: 0, rows: 0 };
 
   constructor(lf, header, begin, end, withEmbedding, withHead, { maxContext, maxSessions, maxKvBytes, maxBatchRows }) {
     this.#lf = lf;
@@ -481,10 +483,63 @@ export class LayerNode {
     });
   }
 
-  /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only). */
+  /** hidden [rows, n_embd] -> logits [rows, n_vocab] (last node only), on the calling thread's turn. */
   logits(hidden) {
     const rows = hidden.length / this.nEmbd;
     return withBuffers(this.#lf, hidden, rows * this.nVocab, (inPtr, outPtr) => this.#lf.fn.lf_head(this.#model, inPtr, rows, outPtr));
+  }
+
+  /**
+   * logits() on the engine's threads without blocking the event loop, in its place among the
+   * forward steps: the calls waiting when the engine frees go through the LM head together, one
+   * pass over its weights for all their rows (each row's logits are the bytes logits() gives).
+   * @example const [a, b] = await Promise.all([node.logitsAsync(h1), node.logitsAsync(h2)]);
+   */
+  logitsAsync(hidden) {
+    const rows = hidden.length / this.nEmbd;
+    if (!Number.isInteger(rows) || rows < 1) {
+      return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
+    }
+    return new Promise((resolve, reject) => {
+      this.#heads.push({ hidden, rows, resolve, reject });
+      if (this.#heads.length === 1) this.#batcher.exclusive(() => this.#headPass()).catch(() => {});
+    });
+  }
+
+  // One LM-head pass over every waiting logitsAsync call's rows.
+  async #headPass() {
+    const calls = this.#heads.splice(0);
+    try {
+      if (!this.#model) throw LayerNode.#closedError('logitsAsync');
+      const rows = calls.reduce((sum, c) => sum + c.rows, 0);
+      const hidden = new Float32Array(rows * this.nEmbd);
+      let at = 0;
+      for (const c of calls) {
+        hidden.set(c.hidden, at);
+        at += c.hidden.length;
+      }
+      const logits = await headAsync(this.#lf, this.#model, hidden, rows, this.nVocab);
+      Object.assign(this.#headStats, { passes: this.#headStats.passes + 1, calls: this.#headStats.calls + calls.length, rows: this.#headStats.rows + rows });
+      let row = 0;
+      for (const c of calls) {
+        c.resolve(logits.slice(row * this.nVocab, (row + c.rows) * this.nVocab));
+        row += c.rows;
+      }
+    } catch (error) {
+      // A bad row (not finite, or logits that overflow) fails its own call only.
+      if (calls.length === 1 || !this.#model) {
+        for (const c of calls) c.reject(error);
+        return;
+      }
+      for (const c of calls) {
+        await headAsync(this.#lf, this.#model, c.hidden, c.rows, this.nVocab).then(c.resolve, c.reject);
+      }
+    }
+  }
+
+  /** The LM-head passes of logitsAsync so far: { passes, calls, rows }. */
+  headStats() {
+    return { ...this.#headStats };
   }
 
   /**

@@ -181,7 +181,7 @@ export class PipelineCore {
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
     const th = performance.now();
-    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logits(hidden));
+    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden));
     return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 

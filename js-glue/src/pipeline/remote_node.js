@@ -191,6 +191,11 @@ export class RemoteNode {
     return RemoteNode.#floats(await response.arrayBuffer());
   }
 
+  /** logits(), as a LayerNode's logitsAsync: the node's server shares LM-head passes among concurrent requests. */
+  logitsAsync(hidden) {
+    return this.logits(hidden);
+  }
+
   /** Milliseconds each layer took in the session's last forward, as the node measured them. */
   layerTimings(session) {
     return this.#layerMs.get(session) ?? [];

@@ -296,7 +296,9 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
       const rows = hidden.length / n.nEmbd;
       checkLogitsSize({ rows, nVocab: n.nVocab, k, maxLogitsBytes });
       const step = chunkRows(n.nVocab);
-      const logitsFrom = (r) => engine(ticket, () => n.logits(hidden.subarray(r * n.nEmbd, Math.min(rows, r + step) * n.nEmbd)));
+      // Its own line: concurrent requests' chunks reach the node together and share LM-head passes.
+      const line = Symbol('a logits request');
+      const logitsFrom = (r) => engine(ticket, () => n.logitsAsync(hidden.subarray(r * n.nEmbd, Math.min(rows, r + step) * n.nEmbd)), line);
       if (k !== null) {
         const top = [];
         for (let r = 0; r < rows; r += step) top.push(...topKRows(await logitsFrom(r), n.nVocab, k));

@@ -6,8 +6,9 @@
 // minutes behind a long line. Engine calls run in lines, each one call at a time in the order
 // they are asked for: a session's calls in its own line (its next forward is checked against the
 // positions its last one left, and its DELETE waits for them), so calls of different sessions
-// reach the node together and it batches their forwards (node/batcher.js); calls of no session
-// (the node's embed and logits, the gateway's pipeline steps) in one common line. A slow upload
+// reach the node together and it batches their forwards (node/batcher.js); a logits request's
+// calls in a line of their own, so the node shares its LM-head passes among them; other calls of
+// no session (the node's embed, the gateway's pipeline steps) in one common line. A slow upload
 // delays nobody: a call is queued only once its request's body is in.
 import { HttpError } from './http_error.js';
 
