@@ -60,6 +60,37 @@ test("--quick: a row per engine and session count, numbers that hold together, a
   assert.equal((chart.match(/<circle /g) ?? []).length, rows.length, "a point per row");
 });
 
+test("forwards per engine step come from the node's batchStats(), over the decode steps only", () => {
+  // A js-glue whose LayerNode reports two forward calls per engine step for every decode call
+  // and five for every prompt: the column must show the decode steps' two.
+  const glue = path.join(tmpDir, "glue");
+  const real = (file) => JSON.stringify(path.join(root, "js-glue", file));
+  fs.mkdirSync(path.join(glue, "src", "node"), {recursive: true});
+  fs.mkdirSync(path.join(glue, "src", "gguf"), {recursive: true});
+  fs.writeFileSync(path.join(glue, "src", "gguf", "model_header.js"), `export * from ${real("src/gguf/model_header.js")};\n`);
+  fs.writeFileSync(path.join(glue, "src", "node", "layer_node.js"), `import {LayerNode as Real} from ${real("src/node/layer_node.js")};
+export const LayerNode = {
+  async open(options) {
+    const node = await Real.open(options);
+    let batches = 0, entries = 0;
+    const forward = node.forward.bind(node);
+    node.forward = (call) => {
+      batches += 1;
+      entries += call.hidden.length > node.nEmbd ? 5 : 2;
+      return forward(call);
+    };
+    node.batchStats = () => ({batches, entries});
+    return node;
+  },
+};
+`);
+  const out = path.join(tmpDir, "stats.md");
+  const r = run(["--quick", "--skip", "llama,pipeline", "--glue", glue, "--out", out]);
+  assert.equal(r.status, 0, r.stderr);
+  const rows = tableRows(fs.readFileSync(out, "utf8"));
+  assert.deepEqual(rows.map((row) => row["forwards per engine step"]), ["2.00", "2.00", "2.00"]);
+});
+
 test("bad options are refused by name", () => {
   for (const [args, message] of [
     [["--sessions", "1,0"], /--sessions 1,0: expected positive integers/],
