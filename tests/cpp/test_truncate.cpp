@@ -60,11 +60,17 @@ void check_cut(const Model& m, int attn_chunk, int cut) {
   CHECK(same_bytes(continued, other.feed(fresh, cut, 4)));
 }
 
-TEST_CASE("a session cut back continues as if the rest had never been sent", "[truncate]") {
+// The gemma4 fixture, mixed quantized formats: window 4, layers [sliding, global, sliding].
+FixtureModel dense() {
   lf::test::FixtureOptions o;
   o.format = lf::test::WeightFormat::mixed;
   FixtureModel f;
   require_ok(lf::test::build_fixture(o, &f));
+  return f;
+}
+
+TEST_CASE("a session cut back continues as if the rest had never been sent", "[truncate]") {
+  const FixtureModel f = dense();
   Model m;
   require_ok(f.load_all(&m));
   // Window 4, attn_chunk 3: the sliding rings hold 6 slots and have wrapped at 12 positions; a
@@ -84,10 +90,7 @@ TEST_CASE("a session cut back continues as if the rest had never been sent", "[t
 }
 
 TEST_CASE("a cut the rings cannot honour, or outside the session, is refused and changes nothing", "[truncate]") {
-  lf::test::FixtureOptions o;
-  o.format = lf::test::WeightFormat::mixed;
-  FixtureModel f;
-  require_ok(lf::test::build_fixture(o, &f));
+  const FixtureModel f = dense();
   Model m;
   require_ok(f.load_all(&m));
   Run run{m, {}};

@@ -55,12 +55,19 @@ export async function forwardOne(lf, model, { handle, call: { startPos, hidden, 
   if (lf.kind !== 'threaded') {
     return withBuffers(lf, hidden, outFloats, (inPtr, outPtr) => lf.fn.lf_forward(model, handle, startPos, inPtr, rows, outPtr, lastOnly ? 1 : 0));
   }
-  const inPtr = lf.alloc(hidden.byteLength);
+  return withBuffersAsync(lf, model, hidden, outFloats,
+    (inPtr, outPtr, flagPtr) => lf.fn.lf_forward_async(model, handle, startPos, inPtr, rows, outPtr, lastOnly ? 1 : 0, flagPtr));
+}
+
+// withBuffers for the threaded build's calls that return at once: start(inPtr, outPtr, flagPtr)
+// makes the C call, whose done flag is then awaited.
+async function withBuffersAsync(lf, model, input, outFloats, start) {
+  const inPtr = lf.alloc(input.byteLength);
   const outPtr = lf.alloc(outFloats * F32);
   const flagPtr = lf.alloc(4);
   try {
-    lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
-    if (!lf.fn.lf_forward_async(model, handle, startPos, inPtr, rows, outPtr, lastOnly ? 1 : 0, flagPtr)) throw lf.lastError();
+    lf.bytes().set(new Uint8Array(input.buffer, input.byteOffset, input.byteLength), inPtr);
+    if (!start(inPtr, outPtr, flagPtr)) throw lf.lastError();
     if (await flagSet(lf, flagPtr) !== 1) throw asyncFailure(lf, model);
     return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
   } finally {
@@ -133,18 +140,5 @@ export async function forwardBatch(lf, model, entries) {
  */
 export async function headAsync(lf, model, hidden, rows, nVocab) {
   if (lf.kind !== 'threaded') return withBuffers(lf, hidden, rows * nVocab, (inPtr, outPtr) => lf.fn.lf_head(model, inPtr, rows, outPtr));
-  const outFloats = rows * nVocab;
-  const inPtr = lf.alloc(hidden.byteLength);
-  const outPtr = lf.alloc(outFloats * F32);
-  const flagPtr = lf.alloc(4);
-  try {
-    lf.bytes().set(new Uint8Array(hidden.buffer, hidden.byteOffset, hidden.byteLength), inPtr);
-    if (!lf.fn.lf_head_async(model, inPtr, rows, outPtr, flagPtr)) throw lf.lastError();
-    if (await flagSet(lf, flagPtr) !== 1) throw asyncFailure(lf, model);
-    return new Float32Array(lf.bytes().slice(outPtr, outPtr + outFloats * F32).buffer);
-  } finally {
-    lf.free(inPtr);
-    lf.free(outPtr);
-    lf.free(flagPtr);
-  }
+  return withBuffersAsync(lf, model, hidden, rows * nVocab, (inPtr, outPtr, flagPtr) => lf.fn.lf_head_async(model, inPtr, rows, outPtr, flagPtr));
 }
