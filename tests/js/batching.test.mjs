@@ -17,6 +17,7 @@ import {WorkQueue} from "../../js-glue/src/server/work_queue.js";
 import {relaxedSimdSupported} from "../../js-glue/src/wasm/features.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
 import {model} from "./models.mjs";
+import {withNode} from "./nodes.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const moe = () => model("moe-tiny", "moe-tiny", ["--type", "Q4_0"]);
@@ -27,15 +28,6 @@ const noRelaxed = !relaxedSimdSupported() && "this Node has no relaxed SIMD: scr
 const bytes = (f) => Buffer.from(f.buffer, f.byteOffset, f.byteLength);
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 const OCTETS = {"content-type": "application/octet-stream"};
-
-async function withNode(options, fn) {
-  const node = await LayerNode.open(options);
-  try {
-    return await fn(node);
-  } finally {
-    node.close();
-  }
-}
 
 // A seeded generator (mulberry32), so a failing composition can be run again.
 function random(seed) {

@@ -5,23 +5,14 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
 import {model} from "./models.mjs";
+import {withNode} from "./nodes.mjs";
 
 const tiny = () => model("tiny", "tiny");
 const small = () => model("small-q8", "small", ["--type", "Q8_0"]);
 const tokens = (n, seed = 3) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 29 + seed * 13) % 500))];
 const bytes = (f) => Buffer.from(f.buffer, f.byteOffset, f.byteLength);
-
-async function withNode(options, fn) {
-  const node = await LayerNode.open(options);
-  try {
-    return await fn(node);
-  } finally {
-    node.close();
-  }
-}
 
 // A prompt, then two decode steps, all rows.
 async function trace(node) {
