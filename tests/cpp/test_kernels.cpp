@@ -256,13 +256,13 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
       std::memset(&W.bytes[b + 2], q4 ? 0x00 : 0x80, block - 2);  // q4 nibble 0 = -8; q8 0x80 = -128
     }
     for (const int8_t q : {int8_t{-128}, int8_t{127}}) {
-      std::vector<uint8_t> xc = make_activations(rng, W.view, 3, false);
+      std::vector<uint8_t> xc = make_activations(rng, W.view, 17, false);
       for (size_t b = 0; b < xc.size(); b += sizeof(lf::block_q8_0)) {
         const uint16_t d = 0x3C00;
         std::memcpy(&xc[b], &d, sizeof d);
         std::memset(&xc[b + 2], static_cast<uint8_t>(q), sizeof(lf::block_q8_0) - 2);
       }
-      for (const int n_tok : {1, 2, 3}) {  // the GEMV path and the tiles
+      for (const int n_tok : {1, 2, 3, 8, 9, 16, 17}) {  // GEMV and tiles; strip pairs, their token groups
         check_exact(W.view, xc, n_tok, 0, 8, 0, 256);
         std::vector<float> y(static_cast<size_t>(8 * n_tok));
         lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 8, 0, 256);
@@ -378,7 +378,7 @@ TEST_CASE("kernels: every finite f16 weight scale converts as fp16_to_fp32 does"
   }
   for (const lf::GgmlType type : kTypes) {
     const Matrix W = unit_rows(type, scales);
-    for (const int n_tok : {1, 2, 5}) {  // the GEMV path and the tiles
+    for (const int n_tok : {1, 2, 5, 9, 17}) {  // GEMV and tiles; strip pairs, their token groups
       const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
       check_exact(W.view, xc, n_tok, 0, W.view.n_out, 0, 32);
       std::vector<float> y(scales.size() * static_cast<size_t>(n_tok));
@@ -394,7 +394,7 @@ TEST_CASE("kernels: infinite and NaN weight scales give infinities and NaNs in t
   const std::vector<uint16_t> scales = {0x3C00, 0x7C00, 0xFC00, 0x4000, 0x3800, 0x7E01, 0xBC00, 0x0000};
   for (const lf::GgmlType type : kTypes) {
     const Matrix W = unit_rows(type, scales);
-    for (const int n_tok : {1, 2, 3, 5}) {  // the GEMV path and the tiles
+    for (const int n_tok : {1, 2, 3, 5, 8, 9, 16, 17}) {  // GEMV and tiles; strip pairs, their token groups
       INFO("n_tok " << n_tok);
       const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
       check_exact(W.view, xc, n_tok, 0, 8, 0, 32);
@@ -434,6 +434,45 @@ TEST_CASE("kernels: decode's GEMV path (1 to 4 tokens) over odd row counts, row 
           check_exact(W.view, xc, n_tok, n_out - 1, n_out, 1024, 1056);  // the last row, the last block
         }
       }
+    }
+  }
+}
+
+TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over strip pairs and token groups",
+          "[kernels]") {
+  // 4, 12, 20 rows: 1, 3, 5 strips, so a pair of strips, a lone last strip of a pair and none;
+  // n_tok 1..17 spans the strip pairs' token groups of 8 and their end at 16, the GEMV path's
+  // end at 2 and the tiles of 16. Rows from and to mid-strip; a column slice (x_row larger
+  // than the slice's bytes); the last row and block alone.
+  std::mt19937 rng(24);
+  for (const lf::GgmlType type : kTypes) {
+    for (const int64_t n_out : {4, 12, 20}) {
+      for (const Weights kind : {Weights::quantized, Weights::raw_bytes, Weights::zero_blocks}) {
+        const Matrix W = make_weights(rng, type, 1056, n_out, kind);
+        for (int n_tok = 1; n_tok <= 17; ++n_tok) {
+          std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, kind == Weights::zero_blocks);
+          if (kind == Weights::raw_bytes) randomize_activation_quants(rng, &xc);
+          check_exact(W.view, xc, n_tok, 0, n_out, 0, 1056);
+          check_exact(W.view, xc, n_tok, 1, n_out - 1, 0, 1056);        // starting and ending mid-strip
+          check_exact(W.view, xc, n_tok, n_out / 2 + 1, n_out, 0, 1056);  // a lone strip cut at its start
+          check_exact(W.view, xc, n_tok, 0, n_out, 160, 544);             // a column slice
+          check_exact(W.view, xc, n_tok, n_out - 1, n_out, 1024, 1056);   // the last row, the last block
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: batched decode over the 31B layer's long rows, in several column chunks", "[kernels]") {
+  // 21504 columns (672 blocks): 9 to 17 tokens' packed activations exceed one column chunk, so
+  // the strip pairs' sums are carried through Y from chunk to chunk.
+  std::mt19937 rng(25);
+  for (const lf::GgmlType type : kTypes) {
+    const Matrix W = make_weights(rng, type, 21504, 8, Weights::quantized);
+    for (const int n_tok : {2, 9, 16, 17}) {
+      const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, true);
+      check_exact(W.view, xc, n_tok, 0, 8, 0, 21504);
+      check_exact(W.view, xc, n_tok, 3, 6, 96, 21440);
     }
   }
 }
@@ -492,18 +531,19 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
   };
   probe();
   struct Shape { int64_t n_in, n_out; std::vector<int> n_toks; };
-  const Shape shapes[] = {{5376, 21504, {1, 2, 3, 4, 8}}, {21504, 5376, {1, 2, 3, 4, 8}}, {5376, 4096, {128}},
+  const Shape shapes[] = {{5376, 21504, {1, 2, 3, 4, 8, 16}}, {21504, 5376, {1, 2, 3, 4, 8, 16}}, {5376, 4096, {128}},
                           {21504, 1024, {128}}};
   for (const lf::GgmlType type : kTypes) {
     for (const Shape& s : shapes) {
       const Matrix W = make_weights(rng, type, s.n_in, s.n_out, Weights::typical);
       std::vector<uint8_t> strips;
       const lf::WeightView K = kernel_layout(W.view, &strips);  // as the loader lays it out
+      double one_token = 0;  // the shape's decode time, which batched decode is measured against
       for (const int n_tok : s.n_toks) {
         const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, false);
         std::vector<float> y(static_cast<size_t>(n_tok * s.n_out));
         double best = 1e30;
-        for (int rep = 0; rep < (n_tok <= 8 ? 10 : 3); ++rep) {  // short runs: more tries at a quiet moment
+        for (int rep = 0; rep < (n_tok <= 16 ? 10 : 3); ++rep) {  // short runs: more tries at a quiet moment
           const auto start = std::chrono::steady_clock::now();
           lf::matmul_rows(K, xc.data(), n_tok, y.data(), 0, s.n_out, 0, s.n_in);
           best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -515,10 +555,11 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
         }
         const double macs = static_cast<double>(s.n_in) * static_cast<double>(s.n_out) * n_tok;
         const double bytes = static_cast<double>(W.view.row_bytes) * static_cast<double>(s.n_out);
-        std::printf("%-5s %s %5lld x %5lld  n_tok %3d  %8.2f ms  %6.2f GMAC/s  %6.2f GB/s weights\n",
+        if (n_tok == 1) one_token = best;
+        std::printf("%-5s %s %5lld x %5lld  n_tok %3d  %8.2f ms  %5.2fx 1 token  %6.2f GMAC/s  %6.2f GB/s weights\n",
                     type == lf::GgmlType::Q4_0 ? "Q4_0" : "Q8_0", lf::gemm_kernel_isa(),
                     static_cast<long long>(s.n_in), static_cast<long long>(s.n_out), n_tok, best * 1e3,
-                    macs / best * 1e-9, bytes / best * 1e-9);
+                    best / one_token, macs / best * 1e-9, bytes / best * 1e-9);
       }
     }
   }
