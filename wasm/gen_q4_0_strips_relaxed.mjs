@@ -20,9 +20,14 @@ const kStrips = ['a', 'b'];
 // The .wat text of the T-token kernel. Per block and group k of the 4 rows' quants, each strip's
 // packed vector is unpacked just before its use and meets every token's two activation vectors:
 // the unpacking is shared by all tokens; each activation vector is loaded once per strip (T > 1:
-// locals holding them would be spilled) or once for both strips (T = 1). One token has two chains of dot products per strip
-// (one from -8·Σa, one from 0) so that the core has enough independent ones; with more tokens,
-// one chain each from -8·Σa suffices and saves the add.
+// locals holding them would be spilled) or once for both strips (T = 1). One token has two
+// chains of dot products per strip (one from -8·Σa, one from 0), enough independent ones for
+// the core. With more tokens each strip and token has one sum from -8·Σa, and each group's two
+// dot products, chained from 0, are added to it: emcc's binaryen sinks a chain of single-use
+// dot-adds into one expression whose operands, loads included, all come first, and V8 keeps the
+// loads in that order, so a chain of 8 would hold 16 vectors at once (spilled; measured slower
+// than the general kernel), while the add per group keeps each group's loads next to its dot
+// products. The adds cost less than the spills.
 function kernel(T) {
   const tokens = [...Array(T).keys()];
   const chains = T === 1 ? [0, 1] : [0];
@@ -65,8 +70,12 @@ function kernel(T) {
         const lo = shareLoads ? `(local.get $x_lo${t})` : activation(t, 16 * k);
         const hi = shareLoads ? `(local.get $x_hi${t})` : activation(t, 64 + 16 * k);
         const [cLo, cHi] = [chains[0], chains[chains.length - 1]];
-        emit(6, `(local.set $s${s}${t}_${cLo} (i32x4.dot_i8x16_i7x16_add_s ${lo} (v128.and (local.get $packed) (local.get $nibble)) (local.get $s${s}${t}_${cLo})))`);
-        emit(6, `(local.set $s${s}${t}_${cHi} (i32x4.dot_i8x16_i7x16_add_s ${hi} (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $s${s}${t}_${cHi})))`);
+        if (T === 1) {
+          emit(6, `(local.set $s${s}${t}_${cLo} (i32x4.dot_i8x16_i7x16_add_s ${lo} (v128.and (local.get $packed) (local.get $nibble)) (local.get $s${s}${t}_${cLo})))`);
+          emit(6, `(local.set $s${s}${t}_${cHi} (i32x4.dot_i8x16_i7x16_add_s ${hi} (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $s${s}${t}_${cHi})))`);
+        } else {
+          emit(6, `(local.set $s${s}${t}_0 (i32x4.add (local.get $s${s}${t}_0) (i32x4.dot_i8x16_i7x16_add_s ${hi} (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (i32x4.dot_i8x16_i7x16_add_s ${lo} (v128.and (local.get $packed) (local.get $nibble)) (v128.const i32x4 0 0 0 0)))))`);
+        }
       }
     }
   }
