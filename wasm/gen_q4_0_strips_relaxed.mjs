@@ -13,7 +13,7 @@
 //   continued: acc = acc + (sumi·dw)·dy block after block, vec_dot_ref's expression and order.
 import { readFileSync, writeFileSync } from 'node:fs';
 
-export const kMaxTokens = 8;
+const kMaxTokens = 8;  // gemm_q4_0_q8_0.cpp's kStripsMaxTokens: it names each of these functions
 const kRecord = 160;  // bytes of one token's block record
 const kStrips = ['a', 'b'];
 
@@ -102,14 +102,16 @@ function kernel(T) {
 }
 
 const [inPath, outPath] = process.argv.slice(2);
-if (inPath && outPath) {
-  const source = readFileSync(inPath, 'utf8');
-  const marker = /^ *;; @strips-kernels\n/m;
-  if (!marker.test(source)) {
-    console.error(`${inPath}: no ";; @strips-kernels" line to put the two-strip kernels at`);
-    process.exit(1);
-  }
-  const kernels = [];
-  for (let T = 1; T <= kMaxTokens; ++T) kernels.push(kernel(T));
-  writeFileSync(outPath, source.replace(marker, () => kernels.join('\n\n') + '\n'));
+if (!inPath || !outPath) {
+  console.error('usage: node gen_q4_0_strips_relaxed.mjs IN.wat OUT.wat');
+  process.exit(2);
 }
+const source = readFileSync(inPath, 'utf8');
+const marker = /^ *;; @strips-kernels\n/m;
+if (!marker.test(source)) {
+  console.error(`${inPath}: no ";; @strips-kernels" line to put the two-strip kernels at`);
+  process.exit(1);
+}
+const kernels = [];
+for (let T = 1; T <= kMaxTokens; ++T) kernels.push(kernel(T));
+writeFileSync(outPath, source.replace(marker, () => kernels.join('\n\n') + '\n'));
