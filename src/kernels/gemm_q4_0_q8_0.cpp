@@ -14,11 +14,10 @@
 //
 // The relaxed-SIMD build (LF_RELAXED_SIMD) reads Q4_0 weights laid out in row strips
 // (src/layout/row_strips.h) with kernels/q4_0_relaxed.wat, for any number of tokens: per
-// column chunk the activations are packed (pack_strip_activations); up to
-// kStripsBatchMaxTokens tokens (decode, batched decode) two strips at a time run through groups
-// of up to kStripsMaxTokens tokens, every running sum in a register, and more tokens (prompts)
-// one strip at a time through all of them; a row's products stay in its own lane, and each
-// block's f32 step follows its integer sums at once.
+// column chunk the activations are packed (pack_strip_activations); up to kStripsMaxTokens
+// tokens (decode, batched decode) two strips at a time run through all tokens, every running sum
+// in a register, and more tokens (prompts) one strip at a time; a row's products stay in its own
+// lane, and each block's f32 step follows its integer sums at once.
 //
 // Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
 // the activations are split once per call into int16 even / odd elements (SplitBlock); two row
@@ -42,14 +41,16 @@
 // continued as vec_dot_ref forms it; consts: StripConstants. src/kernels/q4_0_relaxed.wat.
 extern "C" void lf_q4_0_strip_relaxed(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks,
                                       float* acc, const void* consts);
-// Strips wa and wb (as above) · T = 1..8 tokens (token t of block b at x + b·x_stride + 160·t)
-// -> acc [2][T][4], strip a's then b's: the same sums, with the token count fixed per function
-// so that all 2·T running sums stay in registers. Written into the kernel at build time by
-// wasm/gen_q4_0_strips_relaxed.mjs.
-#define LF_STRIPS_KERNEL(T)                                                                                     \
-  extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x,        \
-                                                int32_t x_stride, int32_t n_blocks, float* acc, const void* consts);
-LF_STRIPS_KERNEL(1)
+// Strips wa and wb (as above) · one token -> acc [2][4], strip a's rows then b's: the same sums
+// with the token loop taken out, for decode. src/kernels/q4_0_relaxed.wat.
+extern "C" void lf_q4_0_strips_decode_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x,
+                                              int32_t n_blocks, float* acc, const void* consts);
+// Strips wa and wb · T = 2..8 tokens -> acc [2][T][4], strip a's tokens then b's: the same sums
+// with the token count fixed per function, so that all 2·T running sums stay in registers, for
+// batched decode. Written into the kernel at build time by wasm/gen_q4_0_strips_relaxed.mjs.
+#define LF_STRIPS_KERNEL(T)                                                                              \
+  extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, \
+                                                int32_t n_blocks, float* acc, const void* consts);
 LF_STRIPS_KERNEL(2)
 LF_STRIPS_KERNEL(3)
 LF_STRIPS_KERNEL(4)
@@ -347,22 +348,23 @@ struct StripConstants {
 alignas(16) constexpr StripConstants kStripConstants = {
     {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15}, {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
 
-constexpr int kStripsMaxTokens = 8;        // the largest token group of lf_q4_0_strips_t*_relaxed
-constexpr int kStripsBatchMaxTokens = 16;  // up to here two strips per call beat one (kernels-bench)
+// Two strips per call up to here (lf_q4_0_strips_t8_relaxed): above, the one-strip kernel was as
+// fast (docs/kernels.md, batched decode).
+constexpr int kStripsMaxTokens = 8;
 
-using StripsKernel = void (*)(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, int32_t x_stride,
-                              int32_t n_blocks, float* acc, const void* consts);
+using StripsKernel = void (*)(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, int32_t n_blocks, float* acc,
+                              const void* consts);
+// The two-strip kernel for n_tok tokens at [n_tok - 1]
 constexpr StripsKernel kStripsKernels[kStripsMaxTokens] = {
-    lf_q4_0_strips_t1_relaxed, lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed,
-    lf_q4_0_strips_t5_relaxed, lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed};
+    lf_q4_0_strips_decode_relaxed, lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed,
+    lf_q4_0_strips_t5_relaxed,     lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed};
 
 // The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
 // stay in cache while the strips stream through, and bound the packing's memory to about
-// kStripChunkBytes), per strip, the .wat kernels: up to kStripsBatchMaxTokens tokens, two strips
-// per call for each group of up to kStripsMaxTokens tokens (the weights of a pair are read from
-// memory once, by the first group, and from cache by the others); more tokens, one strip per
-// call over all of them. Each output's running sum is carried through Y from chunk to chunk. A
-// strip that [r0, r1) cuts is computed whole and only its rows in range are stored.
+// kStripChunkBytes), per strip, one call of the .wat kernels over all tokens (up to
+// kStripsMaxTokens tokens: two strips per call); each output's running sum is carried through Y
+// from chunk to chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range
+// are stored.
 void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                  int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
@@ -370,26 +372,18 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
       n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)})));
   // allocated without zeroing: every record of a chunk is written before it is read
   const std::unique_ptr<StripTokenBlock[]> x(new StripTokenBlock[static_cast<size_t>(chunk * n_tok)]);
-  const bool two_strips = n_tok <= kStripsBatchMaxTokens;
-  const int per_call = two_strips ? 2 : 1;
-  // acc [per_call · n_tok][4], written in the inner loop, with a cache line of padding on each
+  const int per_call = n_tok <= kStripsMaxTokens ? 2 : 1;
+  // acc [per_call][n_tok][4], written in the inner loop, with a cache line of padding on each
   // side: another thread's small allocation next to it would share its lines.
   constexpr size_t kPad = 64 / sizeof(float);
-  std::vector<float> scratch(kPad + static_cast<size_t>(per_call * n_tok * kLanes) + kPad);
+  const int64_t acc_strip = int64_t{n_tok} * kLanes;
+  std::vector<float> scratch(kPad + static_cast<size_t>(per_call * acc_strip) + kPad);
   float* const acc = scratch.data() + kPad;
-  // The 4 lanes of strip k < per_call of a call and token j in acc: one strip, [n_tok][4]; two,
-  // per group of T tokens from j0, [2][T][4] at 8·j0, as lf_q4_0_strips_t{T}_relaxed has them.
-  const auto acc_at = [&](int k, int j) {
-    if (!two_strips) return acc + j * kLanes;
-    const int j0 = j / kStripsMaxTokens * kStripsMaxTokens, T = std::min(kStripsMaxTokens, n_tok - j0);
-    return acc + (2 * j0 + k * T + (j - j0)) * kLanes;
-  };
   const int64_t s_begin = r0 / kLanes, s_end = (r1 + kLanes - 1) / kLanes;
   // the rows of strip s inside [r0, r1), as lanes [i0, i1)
   const auto lanes_in_range = [&](int64_t s) {
     return std::pair{std::max<int64_t>(r0 - s * kLanes, 0), std::min<int64_t>(r1 - s * kLanes, kLanes)};
   };
-  constexpr int32_t kRecord = sizeof(StripTokenBlock);
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
     const auto chunk_blocks = static_cast<int32_t>(c1 - c0);
@@ -401,27 +395,21 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
       for (int k = 0; k < per_call; ++k) {
         const auto [i0, i1] = lanes_in_range(s + k);
         for (int j = 0; j < n_tok; ++j) {
-          float* lanes = acc_at(k, j);
           for (int64_t i = 0; i < kLanes; ++i) {
             const bool carried = c0 > 0 && k < n_stored && i >= i0 && i < i1;
-            lanes[i] = carried ? Y[j * W.n_out + (s + k) * kLanes + i] : 0.0f;
+            acc[k * acc_strip + j * kLanes + i] = carried ? Y[j * W.n_out + (s + k) * kLanes + i] : 0.0f;
           }
         }
       }
-      if (two_strips) {
-        for (int j0 = 0; j0 < n_tok; j0 += kStripsMaxTokens) {
-          const int T = std::min(kStripsMaxTokens, n_tok - j0);
-          kStripsKernels[T - 1](strip(s), strip(s + n_stored - 1), xc + j0 * kRecord, n_tok * kRecord, chunk_blocks,
-                                acc_at(0, j0), &kStripConstants);
-        }
+      if (per_call == 2) {
+        kStripsKernels[n_tok - 1](strip(s), strip(s + n_stored - 1), xc, chunk_blocks, acc, &kStripConstants);
       } else {
         lf_q4_0_strip_relaxed(strip(s), xc, n_tok, chunk_blocks, acc, &kStripConstants);
       }
       for (int k = 0; k < n_stored; ++k) {
         const auto [i0, i1] = lanes_in_range(s + k);
         for (int j = 0; j < n_tok; ++j) {
-          const float* lanes = acc_at(k, j);
-          for (int64_t i = i0; i < i1; ++i) Y[j * W.n_out + (s + k) * kLanes + i] = lanes[i];
+          for (int64_t i = i0; i < i1; ++i) Y[j * W.n_out + (s + k) * kLanes + i] = acc[k * acc_strip + j * kLanes + i];
         }
       }
     }

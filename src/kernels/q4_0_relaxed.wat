@@ -1,7 +1,8 @@
 ;; The Q4_0 kernels of the layerfold_mt_relaxed module (docs/kernels.md), over weights in the
 ;; row-strip layout (src/layout/row_strips.h), each with its f32 step: a strip of 4 rows
-;; times any number of tokens (prompts), and its twins over two strips for 1 to 8 tokens (decode
-;; and batched decode), which wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file.
+;; times any number of tokens (prompts), its one-token twin over two strips for decode, and
+;; their twins over two strips for 2 to 8 tokens (batched decode), which
+;; wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file.
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
 ;; linked module through binaryen 108, which numbers the relaxed opcodes as the proposal once did
@@ -92,7 +93,85 @@
       (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
       (br_if $blocks (local.get $n_blocks))))
 
-  ;; The two-strip kernels for 1 to 8 tokens, lf_q4_0_strips_t{T}_relaxed, are written here at
+  ;; Decode: W strips a and b (4 rows each in row strips, n_blocks blocks of 72 bytes from wa and
+  ;; wb) · one token x (n_blocks records, as above) -> acc [2][4] f32 (strip a's rows, then b's),
+  ;; continued as above. The same steps as lf_q4_0_strip_relaxed with its token loop taken out:
+  ;; each weight vector is unpacked just before its one use, so two strips fit in the registers
+  ;; beside their running sums (no store and reload of the sums per block), share each activation
+  ;; load, and give the core twice the independent dot-product chains.
+  (func $lf_q4_0_strips_decode_relaxed (export "lf_q4_0_strips_decode_relaxed")
+    (param $wa i32) (param $wb i32) (param $x i32) (param $n_blocks i32) (param $acc i32) (param $consts i32)
+    (local $packed v128) (local $a_lo v128) (local $a_hi v128) (local $h v128) (local $dy v128)
+    (local $sa0 v128) (local $sa1 v128) (local $sb0 v128) (local $sb1 v128)
+    (local $acc_a v128) (local $acc_b v128) (local $zero v128) (local $nibble v128) (local $two_112 v128)
+    (if (i32.le_s (local.get $n_blocks) (i32.const 0)) (then (return)))
+    (local.set $nibble (v128.load offset=0 align=1 (local.get $consts)))
+    (local.set $two_112 (v128.load offset=16 align=1 (local.get $consts)))
+    (local.set $acc_a (v128.load offset=0 align=4 (local.get $acc)))
+    (local.set $acc_b (v128.load offset=16 align=4 (local.get $acc)))
+    (loop $blocks
+      ;; sums from -8·Σa and from 0 for each strip, then group k of both strips' rows
+      (local.set $sa0 (v128.load offset=128 align=1 (local.get $x)))
+      (local.set $sb0 (local.get $sa0))
+      (local.set $sa1 (local.get $zero))
+      (local.set $sb1 (local.get $zero))
+      (local.set $a_lo (v128.load offset=0 align=1 (local.get $x)))
+      (local.set $a_hi (v128.load offset=64 align=1 (local.get $x)))
+      (local.set $packed (v128.load offset=8 align=1 (local.get $wa)))
+      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
+      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
+      (local.set $packed (v128.load offset=8 align=1 (local.get $wb)))
+      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
+      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
+      (local.set $a_lo (v128.load offset=16 align=1 (local.get $x)))
+      (local.set $a_hi (v128.load offset=80 align=1 (local.get $x)))
+      (local.set $packed (v128.load offset=24 align=1 (local.get $wa)))
+      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
+      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
+      (local.set $packed (v128.load offset=24 align=1 (local.get $wb)))
+      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
+      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
+      (local.set $a_lo (v128.load offset=32 align=1 (local.get $x)))
+      (local.set $a_hi (v128.load offset=96 align=1 (local.get $x)))
+      (local.set $packed (v128.load offset=40 align=1 (local.get $wa)))
+      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
+      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
+      (local.set $packed (v128.load offset=40 align=1 (local.get $wb)))
+      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
+      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
+      (local.set $a_lo (v128.load offset=48 align=1 (local.get $x)))
+      (local.set $a_hi (v128.load offset=112 align=1 (local.get $x)))
+      (local.set $packed (v128.load offset=56 align=1 (local.get $wa)))
+      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
+      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
+      (local.set $packed (v128.load offset=56 align=1 (local.get $wb)))
+      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
+      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
+      ;; acc = acc + (f32(sumi)·dw)·dy per strip, dw converted as in lf_q4_0_strip_relaxed
+      (local.set $dy (v128.load offset=144 align=1 (local.get $x)))
+      (local.set $h (v128.load16x4_u align=1 (local.get $wa)))
+      (local.set $acc_a (f32x4.add (local.get $acc_a) (f32x4.mul
+        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.add (local.get $sa0) (local.get $sa1)))
+          (v128.or
+            (f32x4.mul (i32x4.shr_u (i32x4.shl (local.get $h) (i32.const 17)) (i32.const 4)) (local.get $two_112))
+            (i32x4.shl (i32x4.shr_u (local.get $h) (i32.const 15)) (i32.const 31))))
+        (local.get $dy))))
+      (local.set $h (v128.load16x4_u align=1 (local.get $wb)))
+      (local.set $acc_b (f32x4.add (local.get $acc_b) (f32x4.mul
+        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.add (local.get $sb0) (local.get $sb1)))
+          (v128.or
+            (f32x4.mul (i32x4.shr_u (i32x4.shl (local.get $h) (i32.const 17)) (i32.const 4)) (local.get $two_112))
+            (i32x4.shl (i32x4.shr_u (local.get $h) (i32.const 15)) (i32.const 31))))
+        (local.get $dy))))
+      (local.set $x (i32.add (local.get $x) (i32.const 160)))
+      (local.set $wa (i32.add (local.get $wa) (i32.const 72)))
+      (local.set $wb (i32.add (local.get $wb) (i32.const 72)))
+      (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
+      (br_if $blocks (local.get $n_blocks)))
+    (v128.store offset=0 align=4 (local.get $acc) (local.get $acc_a))
+    (v128.store offset=16 align=4 (local.get $acc) (local.get $acc_b)))
+
+  ;; The two-strip kernels for 2 to 8 tokens, lf_q4_0_strips_t{T}_relaxed, are written here at
   ;; build time by wasm/gen_q4_0_strips_relaxed.mjs, which says what they compute.
   ;; @strips-kernels
 )
