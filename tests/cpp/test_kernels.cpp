@@ -446,8 +446,8 @@ TEST_CASE("kernels: decode's GEMV path (1 to 4 tokens) over odd row counts, row 
 TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over strip pairs and token groups",
           "[kernels]") {
   // 4, 12, 20 rows: 1, 3, 5 strips, so a pair of strips, a lone last strip of a pair and none;
-  // n_tok 1..17 spans the strip pairs' token groups of 8 and their end at 16, the GEMV path's
-  // end at 2 and the tiles of 16. Rows from and to mid-strip; a column slice (x_row larger
+  // n_tok 1..17 spans the relaxed build's two-strip kernels (1 to 8 tokens) and their end, the
+  // GEMV path's end at 2 and the tiles of 16. Rows from and to mid-strip; a column slice (x_row larger
   // than the slice's bytes); the last row and block alone.
   std::mt19937 rng(24);
   for (const lf::GgmlType type : kTypes) {
@@ -468,16 +468,17 @@ TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over stri
   }
 }
 
-TEST_CASE("kernels: batched decode over the 31B layer's long rows, in several column chunks", "[kernels]") {
-  // 21504 columns (672 blocks): 9 to 17 tokens' packed activations exceed one column chunk, so
-  // the strip pairs' sums are carried through Y from chunk to chunk.
+TEST_CASE("kernels: batched decode over long rows, in several column chunks", "[kernels]") {
+  // 32768 columns (1024 blocks): from 7 tokens on, the relaxed build's packed activations
+  // (160 bytes per token and block) exceed one column chunk, so 7 and 8 tokens carry the strip
+  // pairs' sums through Y from chunk to chunk, 9 and 17 the one-strip kernel's.
   std::mt19937 rng(25);
   for (const lf::GgmlType type : kTypes) {
-    const Matrix W = make_weights(rng, type, 21504, 8, Weights::quantized);
-    for (const int n_tok : {2, 9, 16, 17}) {
+    const Matrix W = make_weights(rng, type, 32768, 8, Weights::quantized);
+    for (const int n_tok : {2, 7, 8, 9, 17}) {
       const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, true);
-      check_exact(W.view, xc, n_tok, 0, 8, 0, 21504);
-      check_exact(W.view, xc, n_tok, 3, 6, 96, 21440);
+      check_exact(W.view, xc, n_tok, 0, 8, 0, 32768);
+      check_exact(W.view, xc, n_tok, 3, 6, 96, 32704);
     }
   }
 }
