@@ -447,8 +447,8 @@ TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over stri
           "[kernels]") {
   // 4, 12, 20 rows: 1, 3, 5 strips, so a pair of strips, a lone last strip of a pair and none;
   // n_tok 1..17 spans the relaxed build's two-strip kernels (1 to 8 tokens) and their end, the
-  // GEMV path's end at 2 and the tiles of 16. Rows from and to mid-strip; a column slice (x_row larger
-  // than the slice's bytes); the last row and block alone.
+  // GEMV path's end at 2 and the tiles of 16. Rows from and to mid-strip; a column slice (x_row
+  // larger than the slice's bytes); the last row and block alone.
   std::mt19937 rng(24);
   for (const lf::GgmlType type : kTypes) {
     for (const int64_t n_out : {4, 12, 20}) {
