@@ -267,7 +267,7 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
         std::memcpy(&xc[b], &d, sizeof d);
         std::memset(&xc[b + 2], static_cast<uint8_t>(q), sizeof(lf::block_q8_0) - 2);
       }
-      for (const int n_tok : {1, 2, 3, 8, 9, 16, 17}) {  // GEMV and tiles; strip pairs, their token groups
+      for (const int n_tok : {1, 2, 3, 8, 9, 16, 17}) {  // GEMV, tiles, two-strip kernels
         check_exact(W.view, xc, n_tok, 0, 8, 0, 256);
         std::vector<float> y(static_cast<size_t>(8 * n_tok));
         lf::matmul_rows(W.view, xc.data(), n_tok, y.data(), 0, 8, 0, 256);
@@ -383,7 +383,7 @@ TEST_CASE("kernels: every finite f16 weight scale converts as fp16_to_fp32 does"
   }
   for (const lf::GgmlType type : kTypes) {
     const Matrix W = unit_rows(type, scales);
-    for (const int n_tok : {1, 2, 5, 9, 17}) {  // GEMV and tiles; strip pairs, their token groups
+    for (const int n_tok : {1, 2, 5, 9, 17}) {  // GEMV, tiles, two-strip kernels
       const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
       check_exact(W.view, xc, n_tok, 0, W.view.n_out, 0, 32);
       std::vector<float> y(scales.size() * static_cast<size_t>(n_tok));
@@ -399,7 +399,7 @@ TEST_CASE("kernels: infinite and NaN weight scales give infinities and NaNs in t
   const std::vector<uint16_t> scales = {0x3C00, 0x7C00, 0xFC00, 0x4000, 0x3800, 0x7E01, 0xBC00, 0x0000};
   for (const lf::GgmlType type : kTypes) {
     const Matrix W = unit_rows(type, scales);
-    for (const int n_tok : {1, 2, 3, 5, 8, 9, 16, 17}) {  // GEMV and tiles; strip pairs, their token groups
+    for (const int n_tok : {1, 2, 3, 5, 8, 9, 16, 17}) {  // GEMV, tiles, two-strip kernels
       INFO("n_tok " << n_tok);
       const std::vector<uint8_t> xc = unit_activations(W.view, n_tok);
       check_exact(W.view, xc, n_tok, 0, 8, 0, 32);
@@ -554,8 +554,8 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
   };
   probe();
   struct Shape { int64_t n_in, n_out; std::vector<int> n_toks; };
-  const Shape shapes[] = {{5376, 21504, {1, 2, 3, 4, 8, 16}}, {21504, 5376, {1, 2, 3, 4, 8, 16}}, {5376, 4096, {128}},
-                          {21504, 1024, {128}}};
+  const Shape shapes[] = {{5376, 21504, {1, 2, 3, 4, 8, 16}}, {21504, 5376, {1, 2, 3, 4, 8, 16}},
+                          {5376, 4096, {128}}, {21504, 1024, {128}}};
   for (const lf::GgmlType type : kTypes) {
     for (const Shape& s : shapes) {
       const Matrix W = make_weights(rng, type, s.n_in, s.n_out, Weights::typical);
