@@ -9,12 +9,20 @@ file(GLOB LF_CAPI_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/capi/*.cpp)
 # member is then never pulled in. docs/kernels.md says why .wat.
 if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
   find_program(LF_WAT2WASM wat2wasm REQUIRED)
-  set(LF_RELAXED_WAT ${CMAKE_SOURCE_DIR}/src/kernels/q4_0_relaxed.wat)
+  find_program(LF_NODE node REQUIRED)
+  # The hand-written kernels with the two-strip ones for 1..8 tokens written in at their marker:
+  # those differ only in their token count, so one template makes them.
+  set(LF_RELAXED_WAT_SOURCE ${CMAKE_SOURCE_DIR}/src/kernels/q4_0_relaxed.wat)
+  set(LF_RELAXED_WAT ${CMAKE_BINARY_DIR}/q4_0_relaxed.wat)
+  set(LF_GEN_STRIPS_RELAXED ${CMAKE_SOURCE_DIR}/wasm/gen_q4_0_strips_relaxed.mjs)
+  add_custom_command(OUTPUT ${LF_RELAXED_WAT}
+    COMMAND ${LF_NODE} ${LF_GEN_STRIPS_RELAXED} ${LF_RELAXED_WAT_SOURCE} ${LF_RELAXED_WAT}
+    DEPENDS ${LF_RELAXED_WAT_SOURCE} ${LF_GEN_STRIPS_RELAXED}
+    COMMENT "kernels/q4_0_relaxed.wat and its two-strip kernels")
   set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/q4_0_relaxed.o)
   # binaryen 108 knows the i32x4 relaxed dot-add by another number: the script renumbers it
   # in the object, for the link, and in the linked modules, for the engines. The object's
   # memory import is shared; wasm-ld links it into the wasm32-wasi reactor's unshared memory too.
-  find_program(LF_NODE node REQUIRED)
   set(LF_PATCH_RELAXED_DOT ${LF_NODE} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs)
   add_custom_command(OUTPUT ${LF_RELAXED_WAT_OBJECT}
     COMMAND ${LF_WAT2WASM} --enable-relaxed-simd --enable-threads --relocatable ${LF_RELAXED_WAT}

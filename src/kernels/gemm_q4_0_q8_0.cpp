@@ -14,9 +14,10 @@
 //
 // The relaxed-SIMD build (LF_RELAXED_SIMD) reads Q4_0 weights laid out in row strips
 // (src/layout/row_strips.h) with kernels/q4_0_relaxed.wat, for any number of tokens: per
-// column chunk the activations are packed (pack_strip_activations) and each strip runs through
-// all tokens; a row's products stay in its own lane, and each block's f32 step
-// follows its integer sums at once.
+// column chunk the activations are packed (pack_strip_activations); up to kStripsMaxTokens
+// tokens (decode, batched decode) two strips at a time run through all tokens, every running sum
+// in a register, and more tokens (prompts) one strip at a time; a row's products stay in its own
+// lane, and each block's f32 step follows its integer sums at once.
 //
 // Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
 // the activations are split once per call into int16 even / odd elements (SplitBlock); two row
@@ -44,6 +45,20 @@ extern "C" void lf_q4_0_strip_relaxed(const uint8_t* w, const uint8_t* x, int32_
 // with the token loop taken out, for decode. src/kernels/q4_0_relaxed.wat.
 extern "C" void lf_q4_0_strips_decode_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x,
                                               int32_t n_blocks, float* acc, const void* consts);
+// Strips wa and wb · T = 2..8 tokens -> acc [2][T][4], strip a's tokens then b's: the same sums
+// with the token count fixed per function, so that all 2·T running sums stay in registers, for
+// batched decode. Written into the kernel at build time by wasm/gen_q4_0_strips_relaxed.mjs.
+#define LF_STRIPS_KERNEL(T)                                                                              \
+  extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, \
+                                                int32_t n_blocks, float* acc, const void* consts);
+LF_STRIPS_KERNEL(2)
+LF_STRIPS_KERNEL(3)
+LF_STRIPS_KERNEL(4)
+LF_STRIPS_KERNEL(5)
+LF_STRIPS_KERNEL(6)
+LF_STRIPS_KERNEL(7)
+LF_STRIPS_KERNEL(8)
+#undef LF_STRIPS_KERNEL
 #endif
 
 namespace lf {
@@ -333,11 +348,23 @@ struct StripConstants {
 alignas(16) constexpr StripConstants kStripConstants = {
     {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15}, {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
 
+// Two strips per call up to here (lf_q4_0_strips_t8_relaxed): above, the one-strip kernel was as
+// fast (docs/kernels.md, batched decode).
+constexpr int kStripsMaxTokens = 8;
+
+using StripsKernel = void (*)(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, int32_t n_blocks, float* acc,
+                              const void* consts);
+// The two-strip kernel for n_tok tokens at [n_tok - 1]
+constexpr StripsKernel kStripsKernels[kStripsMaxTokens] = {
+    lf_q4_0_strips_decode_relaxed, lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed,
+    lf_q4_0_strips_t5_relaxed,     lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed};
+
 // The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
 // stay in cache while the strips stream through, and bound the packing's memory to about
-// kStripChunkBytes), per strip, one call of the .wat kernel over all tokens (one token: two
-// strips per call); each output's running sum is carried through Y from chunk to chunk. A strip
-// that [r0, r1) cuts is computed whole and only its rows in range are stored.
+// kStripChunkBytes), per strip, one call of the .wat kernels over all tokens (up to
+// kStripsMaxTokens tokens: two strips per call); each output's running sum is carried through Y
+// from chunk to chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range
+// are stored.
 void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                  int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
@@ -345,7 +372,7 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
       n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)})));
   // allocated without zeroing: every record of a chunk is written before it is read
   const std::unique_ptr<StripTokenBlock[]> x(new StripTokenBlock[static_cast<size_t>(chunk * n_tok)]);
-  const int per_call = n_tok == 1 ? 2 : 1;
+  const int per_call = n_tok <= kStripsMaxTokens ? 2 : 1;
   // acc [per_call][n_tok][4], written in the inner loop, with a cache line of padding on each
   // side: another thread's small allocation next to it would share its lines.
   constexpr size_t kPad = 64 / sizeof(float);
@@ -359,6 +386,7 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
   };
   for (int64_t c0 = 0; c0 < n_blocks; c0 += chunk) {
     const int64_t c1 = std::min(c0 + chunk, n_blocks);
+    const auto chunk_blocks = static_cast<int32_t>(c1 - c0);
     pack_strip_activations(Xc, x_row, n_tok, c0, c1, x.get());
     const auto* xc = reinterpret_cast<const uint8_t*>(x.get());
     const auto strip = [&](int64_t s) { return W.strip(s) + c0 * kLanes * int64_t{sizeof(block_q4_0)}; };
@@ -374,10 +402,9 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
         }
       }
       if (per_call == 2) {
-        lf_q4_0_strips_decode_relaxed(strip(s), strip(s + n_stored - 1), xc, static_cast<int32_t>(c1 - c0), acc,
-                                      &kStripConstants);
+        kStripsKernels[n_tok - 1](strip(s), strip(s + n_stored - 1), xc, chunk_blocks, acc, &kStripConstants);
       } else {
-        lf_q4_0_strip_relaxed(strip(s), xc, n_tok, static_cast<int32_t>(c1 - c0), acc, &kStripConstants);
+        lf_q4_0_strip_relaxed(strip(s), xc, n_tok, chunk_blocks, acc, &kStripConstants);
       }
       for (int k = 0; k < n_stored; ++k) {
         const auto [i0, i1] = lanes_in_range(s + k);

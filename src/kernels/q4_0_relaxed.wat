@@ -1,6 +1,8 @@
 ;; The Q4_0 kernels of the layerfold_mt_relaxed module (docs/kernels.md), over weights in the
 ;; row-strip layout (src/layout/row_strips.h), each with its f32 step: a strip of 4 rows
-;; times any number of tokens, and its one-token twin over two strips for decode.
+;; times any number of tokens (prompts), its one-token twin over two strips for decode, and
+;; their twins over two strips for 2 to 8 tokens (batched decode), which
+;; wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file.
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
 ;; linked module through binaryen 108, which numbers the relaxed opcodes as the proposal once did
@@ -168,4 +170,8 @@
       (br_if $blocks (local.get $n_blocks)))
     (v128.store offset=0 align=4 (local.get $acc) (local.get $acc_a))
     (v128.store offset=16 align=4 (local.get $acc) (local.get $acc_b)))
+
+  ;; The two-strip kernels for 2 to 8 tokens, lf_q4_0_strips_t{T}_relaxed, are written here at
+  ;; build time by wasm/gen_q4_0_strips_relaxed.mjs, which says what they compute.
+  ;; @strips-kernels
 )
