@@ -360,7 +360,7 @@ export class Pipeline {
    * Cuts the session back to its first n positions on every node and in its history, after its
    * steps asked for before. A node that refuses the cut (a wrapped sliding ring) or lost the
    * session has it dropped, to be rebuilt from the shortened history at the next step: those
-   * nodes are listed in `rebuilt`. Refused with early exit on.
+   * nodes are listed in `rebuilt`. Refused for an unknown session, beyond its length, and with early exit on.
    */
   truncate(session: string, n: number): Promise<{ nPast: number; rebuilt: number[] }>;
   /** forgets the session on every node once its steps asked for before have ended */

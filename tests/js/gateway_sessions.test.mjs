@@ -175,7 +175,8 @@ describe("gateway sessions", () => {
       cuts.push(result);
       return result;
     };
-    const body = {model: "tiny", prompt: "hello", max_tokens: 5, temperature: 0, logprobs: 5};
+    // A prompt longer than the answer: the session then keeps more than it loses.
+    const body = {model: "tiny", prompt: "hello, once upon a time there was", max_tokens: 5, temperature: 0, logprobs: 5};
     const first = await warm.client.completions.create(body);
     const again = await warm.client.completions.create(body);
     const c = await cold.client.completions.create(body);
@@ -188,13 +189,19 @@ describe("gateway sessions", () => {
     assert.deepEqual(nodeSessions(warm.pipeline), [1, 1], "one session, reused, not a second one");
 
     // A history that parts from the prompt more than attn_chunk positions back, past a wrapped
-    // sliding ring: node 0 refuses the cut, and the request starts cold, with the same bytes.
-    const long = {...body, prompt: `hello ${"once upon a time ".repeat(12)}`, max_tokens: 2, logprobs: undefined};
-    const held = await warm.client.completions.create(long);
-    assert.ok(held.usage.prompt_tokens > 67 + 64, `a prompt of ${held.usage.prompt_tokens} tokens wraps the ring far enough`);
-    const parted = {...long, prompt: "hello there"};
+    // sliding ring (and keeps more than it loses, so it is taken): node 0 refuses the cut, and
+    // the request starts cold, with the same bytes.
+    const tokens = (text) => warm.pipeline.tokenizer.encode(text).length;
+    let shared = "hello";
+    while (tokens(shared) < 90) shared += " once upon a time";
+    let rest = "";
+    while (tokens(shared + rest) - tokens(shared) < 75) rest += " the end";
+    const long = {...body, prompt: shared + rest, max_tokens: 2, logprobs: undefined};
+    await warm.client.completions.create(long);
+    const parted = {...long, prompt: `${shared} there`};
     const [w, cc] = [await warm.client.completions.create(parted), await cold.client.completions.create(parted)];
     assert.deepEqual(w.choices, cc.choices);
+    assert.equal(cuts.length, 2, "the long session was taken");
     assert.equal(w.usage.prompt_tokens_details.cached_tokens, 0, "started cold");
     assert.deepEqual(cuts.at(-1).rebuilt, [0], "the sliding layer's node refused the cut");
   });

@@ -197,8 +197,10 @@ describe("Pipeline.truncate", () => {
       assert.equal(pipeline.replays, replays + 1, "only the refused cut's node replayed (a cut to 0 starts it afresh)");
       await pipeline.step("x", [2, 3, 4]);
       await assert.rejects(pipeline.truncate("x", 4), (e) => e.code === "invalid_argument" && e.message.includes('"x" holds 3 positions'));
+      await assert.rejects(pipeline.truncate("nobody", 0), (e) => e.code === "unknown_session" && e.message.includes('"nobody"'));
       const exiting = pipeline.withApprox({earlyExit: true});
-      await assert.rejects(exiting.truncate("y", 0), (e) => e.code === "failed_precondition" && /early exit/.test(e.message));
+      await exiting.step("y", [2, 3, 4]);
+      await assert.rejects(exiting.truncate("y", 1), (e) => e.code === "failed_precondition" && /early exit/.test(e.message));
     } finally {
       await pipeline.close();
     }

@@ -7,7 +7,7 @@
 // for the last attn_chunk positions: a refused cut starts cold (run.js). The answer is the same
 // bytes either way: a session continued from position p holds the cache a cold prefill would
 // (chunked input gives the same cache as one call, a cut the cache of the positions kept),
-// which tests/js/gateway_prefix.test.mjs and gateway_sessions.test.mjs check.
+// which tests/js/gateway_sessions.test.mjs checks.
 export class SessionCache {
   #idle = new Map();  // session -> token history, least recently used first
   #next = 0;
@@ -30,7 +30,10 @@ export class SessionCache {
    * A session for `prompt`: the kept one sharing the longest prefix with it, at most all of the
    * prompt but its last token (a step needs a new token), taken out of the cache while in use;
    * among equals one that needs no cut; or a new one -> {session, reused: positions kept, cut:
-   * whether the session holds more than those (to cut back before the first step)}.
+   * whether the session holds more than those (to cut back before the first step)}. A session
+   * is cut back only when it keeps at least as many positions as it loses: another chat that
+   * shares only its start (the chat template, a short system prompt) does not take it from the
+   * conversation it holds.
    * @example const { session, reused, cut } = cache.take(tokens); if (cut) await pipeline.truncate(session, reused);
    */
   take(prompt) {
@@ -38,6 +41,7 @@ export class SessionCache {
     for (const [session, history] of this.#idle) {
       const reused = sharedPrefix(history, prompt, prompt.length - 1);
       const cut = history.length > reused;
+      if (history.length - reused > reused) continue;
       if (reused > (best?.reused ?? 0) || (reused > 0 && reused === best.reused && best.cut && !cut)) best = { session, reused, cut };
     }
     if (!best) return { session: this.newSession(), reused: 0, cut: false };

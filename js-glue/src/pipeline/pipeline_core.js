@@ -336,14 +336,15 @@ export class PipelineCore {
    * holds the session has it dropped, and the next step rebuilds it from the shortened history;
    * those nodes are `rebuilt`. Either way the next step continues at n with the bytes a session
    * fed only those n positions gives. Refused, before anything changes, beyond the positions the
-   * session holds and with early exit on (the state a cut entry's last row exits in is not kept).
-   * Any other failure of a node's cut drops its session too (so the next step rebuilds it) and
+   * session holds, for a session the pipeline does not hold ('unknown_session'), and with early
+   * exit on (the state a cut entry's last row exits in is not kept). Any other failure of a node's cut drops its session too (so the next step rebuilds it) and
    * is thrown, naming the node.
    * -> {nPast: n, rebuilt: [node indices]}
    * @example const { rebuilt } = await pipeline.truncate('chat-0', 40); // rebuilt: [] when every node cut in place
    */
   truncate(session, n) {
-    const state = this.#session(session);
+    const state = this.#sessions.get(session);
+    if (!state) return Promise.reject(new LayerfoldError('unknown_session', `truncate: the pipeline holds no session "${session}"`));
     return this.#inTurn(state, async () => {
       const held = state.nodes[0].available;
       if (!(Number.isInteger(n) && n >= 0 && n <= held)) {
