@@ -274,6 +274,12 @@ export class LayerNode {
   /** Positions the session's KV cache holds (its next startPos); null for an unknown session. */
   sessionLength(session: string): number | null;
   sessionBytes(session: string): number;
+  /**
+   * Cuts the session back to its first nPast positions, after the forwards issued before it;
+   * refused (session unchanged) beyond its length or deeper than a wrapped sliding ring allows
+   * (failed_precondition, naming the shortest cut). Resolves with nPast.
+   */
+  truncate(session: string, nPast: number): Promise<number>;
   dropSession(session: string): boolean;
   info(): LayerNodeInfo;
   close(): void;
@@ -304,6 +310,8 @@ export class RemoteNode {
   logitsAsync(hidden: Float32Array): Promise<Float32Array>;
   layerTimings(session: string): number[];
   approxStats(session: string): ApproxStats | null;
+  /** POST /v1/sessions/{id}/truncate: LayerNode.truncate on the node (errors carry the node's code) */
+  truncate(session: string, nPast: number): Promise<number>;
   dropSession(session: string): Promise<boolean>;
   info(): Omit<LayerNodeInfo, 'bytesLoaded'> & { url: string };
   close(): void;
@@ -348,6 +356,13 @@ export class Pipeline {
    * concurrently through the nodes; a session's own steps run in call order.
    */
   step(session: string, tokens: number[]): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  /**
+   * Cuts the session back to its first n positions on every node and in its history, after its
+   * steps asked for before. A node that refuses the cut (a wrapped sliding ring) or lost the
+   * session has it dropped, to be rebuilt from the shortened history at the next step: those
+   * nodes are listed in `rebuilt`. Refused for an unknown session, beyond its length, and with early exit on.
+   */
+  truncate(session: string, n: number): Promise<{ nPast: number; rebuilt: number[] }>;
   /** forgets the session on every node once its steps asked for before have ended */
   dropSession(session: string): Promise<void>;
   /** drops every session once its steps under way have ended, then closes the local nodes */

@@ -1,7 +1,8 @@
 // The gateway's requests over time, through the openai client: several at once (each the same
 // as alone), a bounded line (429 with Retry-After), deadlines, cancellation (the generation stops
 // at the next step and its sessions are freed on every node), a graceful drain, and prefix reuse
-// (a continued request prefills only what its kept session lacks, with the bytes of a cold one).
+// (a continued request prefills only what its kept session lacks, cutting a kept session back to
+// the prefix it shares with the prompt, with the bytes of a cold one).
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
@@ -162,6 +163,47 @@ describe("gateway sessions", () => {
       previous = w;
       messages = [...messages, {role: "assistant", content: w.choices[0].message.content}, {role: "user", content: `And point ${turn}?`}];
     }
+  });
+
+  test("a regenerated answer continues the kept session cut back to the shared prefix, with the bytes of a cold gateway", async (t) => {
+    const warm = await startGateway(t);
+    const cold = await startGateway(t, {maxCachedSessions: 0});
+    const cuts = [];
+    const truncate = warm.pipeline.truncate.bind(warm.pipeline);
+    warm.pipeline.truncate = async (session, n) => {
+      const result = await truncate(session, n);
+      cuts.push(result);
+      return result;
+    };
+    // A prompt longer than the answer: the session then keeps more than it loses.
+    const body = {model: "tiny", prompt: "hello, once upon a time there was", max_tokens: 5, temperature: 0, logprobs: 5};
+    const first = await warm.client.completions.create(body);
+    const again = await warm.client.completions.create(body);
+    const c = await cold.client.completions.create(body);
+    assert.deepEqual(first.choices, c.choices);
+    assert.deepEqual(again.choices, c.choices, "text, tokens and every logprob the same");
+    // The kept history (prompt and every generated token but the last) goes past the prompt: it
+    // is cut back to all of the prompt but its last token, which the first step feeds.
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1);
+    assert.deepEqual(cuts, [{nPast: again.usage.prompt_tokens - 1, rebuilt: []}]);
+    assert.deepEqual(nodeSessions(warm.pipeline), [1, 1], "one session, reused, not a second one");
+
+    // A history that parts from the prompt more than attn_chunk positions back, past a wrapped
+    // sliding ring (and keeps more than it loses, so it is taken): node 0 refuses the cut, and
+    // the request starts cold, with the same bytes.
+    const tokens = (text) => warm.pipeline.tokenizer.encode(text).length;
+    let shared = "hello";
+    while (tokens(shared) < 90) shared += " once upon a time";
+    let rest = "";
+    while (tokens(shared + rest) - tokens(shared) < 75) rest += " the end";
+    const long = {...body, prompt: shared + rest, max_tokens: 2, logprobs: undefined};
+    await warm.client.completions.create(long);
+    const parted = {...long, prompt: `${shared} there`};
+    const [w, cc] = [await warm.client.completions.create(parted), await cold.client.completions.create(parted)];
+    assert.deepEqual(w.choices, cc.choices);
+    assert.equal(cuts.length, 2, "the long session was taken");
+    assert.equal(w.usage.prompt_tokens_details.cached_tokens, 0, "started cold");
+    assert.deepEqual(cuts.at(-1).rebuilt, [0], "the sliding layer's node refused the cut");
   });
 
   test("kept sessions beyond --max-cached-sessions are dropped on the nodes, oldest first", async (t) => {

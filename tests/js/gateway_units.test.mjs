@@ -26,7 +26,7 @@ describe("stop sequences", () => {
 });
 
 describe("kept sessions", () => {
-  test("the longest kept history that is a strict prefix of the prompt is taken, once", async () => {
+  test("the kept history sharing the longest prefix with the prompt is taken, once, one needing no cut first", async () => {
     const cache = new SessionCache(4);
     const dropped = [];
     const drop = async (s) => { dropped.push(s); };
@@ -34,11 +34,14 @@ describe("kept sessions", () => {
     await cache.keep("long", [1, 2, 3, 4], drop);
     await cache.keep("other", [1, 9, 9], drop);
     await cache.keep("whole", [1, 2, 3, 4, 5], drop);
-    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "long", reused: 4}, "an equal history is not a strict prefix");
-    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "short", reused: 2});
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "long", reused: 4, cut: false}, "a step needs a new token: 4 at most");
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "whole", reused: 4, cut: true}, "an equal history is cut back by one");
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "short", reused: 2, cut: false});
+    await cache.keep("parted", [1, 2, 7, 8], drop);
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "parted", reused: 2, cut: true}, "a history that parts ways is cut back to where it does");
     const fresh = cache.take([1, 2, 3, 4, 5]);
     assert.equal(fresh.reused, 0);
-    assert.ok(!["long", "short", "other", "whole"].includes(fresh.session));
+    assert.ok(!["long", "short", "other", "whole", "parted"].includes(fresh.session), "[1, 9, 9] would lose more than it keeps");
     assert.deepEqual(dropped, []);
   });
 

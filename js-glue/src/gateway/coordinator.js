@@ -45,6 +45,11 @@ export class Coordinator {
     return (await this.pipeline.step(session, tokens)).logits;
   }
 
+  /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */
+  truncate(session, n) {
+    return this.pipeline.truncate(session, n);
+  }
+
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */
   dropSession(session) {
     return this.pipeline.dropSession(session);

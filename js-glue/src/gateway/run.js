@@ -14,9 +14,9 @@ export class Run {
    */
   constructor({ coordinator, sessions, tokenizer, endIds, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, observer = {} }) {
     this.controller = new AbortController();
-    const { session, reused } = sessions.take(prompt);
-    this.session = session;
-    this.reused = reused;
+    const taken = sessions.take(prompt);
+    this.session = taken.session;
+    this.reused = taken.reused;
     this.promptTokens = prompt.length;
     this.observer = observer;
     this.t0 = performance.now();
@@ -26,11 +26,32 @@ export class Run {
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
-    const step = (tokens) => coordinator.step(session, tokens, signal);
+    const step = (tokens) => coordinator.step(this.session, tokens, signal);
     this.#ends = { coordinator, sessions, ticket };
     this.finished = false;
-    this.events = this.#guarded(generate({ step, tokenizer, prompt, reused, endIds, request, maxTokens, signal }));
-    observer.promptTokens?.(prompt.length, reused);
+    this.events = this.#guarded(this.#generation(taken.cut, { step, tokenizer, prompt, endIds, request, maxTokens, signal }));
+  }
+
+  // The generation, once a kept session that holds more than the shared prefix has been cut back
+  // to it. A cut some node refused (its sliding ring has moved on: docs/gateway.md) or a pipeline
+  // that cannot cut (early exit) starts cold instead, in a new session: the same answer bytes.
+  async* #generation(cut, job) {
+    const { coordinator, sessions } = this.#ends;
+    if (cut) {
+      const refused = await coordinator.truncate(this.session, this.reused).then(
+        ({ rebuilt }) => rebuilt.length > 0,
+        (error) => {
+          if (error.code === 'failed_precondition') return true;
+          throw error;
+        });
+      if (refused) {
+        await coordinator.dropSession(this.session);
+        this.session = sessions.newSession();
+        this.reused = 0;
+      }
+    }
+    this.observer.promptTokens?.(this.promptTokens, this.reused);
+    return yield* generate({ ...job, reused: this.reused });
   }
 
   /** Stops the generation at its next step with `reason` (an Error). */

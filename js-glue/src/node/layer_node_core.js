@@ -621,6 +621,31 @@ export class LayerNode {
     return true;
   }
 
+  /**
+   * Cuts the session back to its first nPast positions (docs/forward-pass.md, "Cutting a session
+   * back"): its next forward continues at nPast, as if the rest had never been sent. Runs alone,
+   * after the forward calls issued before it, so no step is cut mid-run. Cutting to the length
+   * it holds changes nothing. Refused, with the session unchanged: an unknown session
+   * ('unknown_session', or 'evicted'), nPast beyond its length ('invalid_argument'), a cut deeper
+   * than a wrapped sliding ring allows ('failed_precondition', naming the shortest cut). -> nPast
+   * @example await node.truncate('chat-1', 12); // node.sessionLength('chat-1') === 12
+   */
+  truncate(id, nPast) {
+    if (!(Number.isInteger(nPast) && nPast >= 0 && nPast <= 0x7fffffff)) {
+      return Promise.reject(new LayerfoldError('invalid_argument', `truncate("${id}"): nPast must be a whole number of positions >= 0, not ${nPast}`));
+    }
+    return this.#batcher.exclusive(() => {
+      if (!this.#model) throw LayerNode.#closedError('truncate');
+      const session = this.#sessions.get(id);
+      if (session === undefined) {
+        if (this.#evicted.has(id)) throw new LayerfoldError('evicted', `truncate: session "${id}" was evicted (least recently used): start it again from position 0`);
+        throw new LayerfoldError('unknown_session', `truncate: session "${id}" is unknown to this node`);
+      }
+      if (!this.#lf.fn.lf_session_truncate(session, nPast)) throw this.#lf.lastError();
+      return nPast;
+    });
+  }
+
   info() {
     return {
       model: this.model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,

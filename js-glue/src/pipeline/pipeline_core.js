@@ -10,6 +10,7 @@
 // remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens one from a model and a
 // --nodes spec in Node.
 import { approxModesOn } from '../node/approx_modes.js';
+import { LayerfoldError } from '../wasm/capi.js';
 import { NodeShare } from './node_share.js';
 import { checkCoverage } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
@@ -44,6 +45,9 @@ function concat(chunks, width) {
   return out;
 }
 
+// Errors by which a node refuses a cut its sliding rings cannot honour (LayerNode, the HTTP node).
+const CUT_REFUSED = new Set(['failed_precondition', 'cut_refused']);
+
 // What one node has been sent for a session, one entry per step: inputs[] in order (token
 // arrays for the first node, hidden-state arrays for the others), the early-exit state each
 // entry's last row arrived in (null: fresh), and how many positions it has confirmed. Nodes
@@ -54,6 +58,34 @@ class NodeHistory {
   perLayer = [];  // models with per-layer embeddings: each entry's inputs of every layer, [n_layer, rows, n_pl]
   positions = 0;  // positions the node has run (its cache length as far as we know)
   available = 0;  // positions in inputs
+  lost = false;   // the node's session was dropped (a refused cut): the next forward replays first
+
+  // Keeps the first n positions: the entry across n keeps its first rows (`width` values per
+  // row of its input), and so does its per-layer input (nPl values per row and layer).
+  cut(n, width, nPl) {
+    let start = 0;
+    let k = 0;
+    for (; k < this.inputs.length && start < n; k++) {
+      const rows = this.inputs[k].length / width;
+      if (start + rows > n) {
+        const keep = n - start;
+        this.inputs[k] = this.inputs[k].slice(0, keep * width);
+        if (this.perLayer[k]) this.perLayer[k] = firstRows(this.perLayer[k], rows, keep, nPl);
+      }
+      start += rows;
+    }
+    for (const list of [this.inputs, this.exits, this.perLayer]) list.length = k;
+    this.positions = Math.min(this.positions, n);
+    this.available = Math.min(this.available, n);
+  }
+}
+
+// The first `keep` of `rows` rows of each layer of per-layer inputs [n_layer, rows, nPl].
+function firstRows(perLayer, rows, keep, nPl) {
+  const layers = perLayer.length / (rows * nPl);
+  const out = new Float32Array(layers * keep * nPl);
+  for (let l = 0; l < layers; l++) out.set(perLayer.subarray(l * rows * nPl, (l * rows + keep) * nPl), l * keep * nPl);
+  return out;
 }
 
 /**
@@ -220,8 +252,9 @@ export class PipelineCore {
     return perLayer.subarray(begin * layerFloats, end * layerFloats);
   }
 
-  // One forward of node i from its confirmed position; when the node lost the session, its
-  // history up to there is replayed first, then the forward again (#rebuild).
+  // One forward of node i from its confirmed position; when the node lost the session (or it was
+  // dropped for a refused cut), its history up to there is replayed first, then the forward
+  // (again) (#rebuild).
   async #forward(i, state, { hidden, perLayer }, exitState, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
@@ -229,14 +262,19 @@ export class PipelineCore {
       session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
       perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd),
     };
-    try {
-      return await node.forward(args);
-    } catch (error) {
-      if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
+    if (history.lost && history.positions === 0) history.lost = false;
+    if (!history.lost) {
+      try {
+        return await node.forward(args);
+      } catch (error) {
+        if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
+      }
     }
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#rebuild(i, state, args);
+        const out = await this.#rebuild(i, state, args);
+        history.lost = false;
+        return out;
       } catch (error) {
         if (!LOST_SESSION.has(error.code)) throw error;
         if (attempt === MAX_REBUILDS) {
@@ -289,6 +327,51 @@ export class PipelineCore {
       error.node = i;
       throw error;
     }
+  }
+
+  /**
+   * Cuts the session back to its first n positions, once its steps asked for before have ended:
+   * every node's history keeps its first n positions, and every node's session is cut to what
+   * it then holds. A node that refuses the cut (a sliding ring that has moved on) or no longer
+   * holds the session has it dropped, and the next step rebuilds it from the shortened history;
+   * those nodes are `rebuilt`. Either way the next step continues at n with the bytes a session
+   * fed only those n positions gives. Refused, before anything changes, beyond the positions the
+   * session holds, for a session the pipeline does not hold ('unknown_session'), and with early
+   * exit on (the state a cut entry's last row exits in is not kept). Any other failure of a node's cut drops its session too (so the next step rebuilds it) and
+   * is thrown, naming the node.
+   * -> {nPast: n, rebuilt: [node indices]}
+   * @example const { rebuilt } = await pipeline.truncate('chat-0', 40); // rebuilt: [] when every node cut in place
+   */
+  truncate(session, n) {
+    const state = this.#sessions.get(session);
+    if (!state) return Promise.reject(new LayerfoldError('unknown_session', `truncate: the pipeline holds no session "${session}"`));
+    return this.#inTurn(state, async () => {
+      const held = state.nodes[0].available;
+      if (!(Number.isInteger(n) && n >= 0 && n <= held)) {
+        throw new LayerfoldError('invalid_argument', `truncate: session "${session}" holds ${held} positions, cannot cut it to ${n}`);
+      }
+      if (this.approx.earlyExit) {
+        throw new LayerfoldError('failed_precondition', `truncate: session "${session}" runs with early exit, whose state at a cut position is not kept: drop the session instead`);
+      }
+      const nPl = this.header.info.n_embd_per_layer ?? 0;
+      const rebuilt = [];
+      await Promise.all(this.nodes.map(async (node, i) => {
+        const history = state.nodes[i];
+        const ran = history.positions;
+        history.cut(n, i === 0 ? 1 : node.nEmbd, nPl);
+        if (ran === history.positions) return;
+        try {
+          await this.#call(i, () => node.truncate(state.wireId, history.positions));
+        } catch (error) {
+          // The node's session no longer matches its history either way: the next step replays it.
+          rebuilt.push(i);
+          history.lost = true;
+          await Promise.resolve().then(() => node.dropSession(state.wireId)).catch(() => {});
+          if (!CUT_REFUSED.has(error.code) && !LOST_SESSION.has(error.code)) throw error;
+        }
+      }));
+      return { nPast: n, rebuilt: rebuilt.sort((a, b) => a - b) };
+    });
   }
 
   /**

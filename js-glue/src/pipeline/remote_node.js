@@ -206,6 +206,16 @@ export class RemoteNode {
     return this.#approxStats.get(session) ?? null;
   }
 
+  /**
+   * Cuts the session back to its first nPast positions, as LayerNode.truncate (a repeat changes
+   * nothing, so a retry is safe); the node's refusals keep their codes (unknown_session,
+   * cut_refused, bad_parameter). -> nPast
+   */
+  async truncate(session, nPast) {
+    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`);
+    return (await response.json()).n_past;
+  }
+
   /** Forgets the session on the node; false when the node did not hold it. One attempt only. */
   async dropSession(session) {
     this.#layerMs.delete(session);

@@ -55,6 +55,7 @@ export function checkAuthToken(token) {
 // Engine errors that get past the checks still leave the cache as it was; say what they were.
 function fromEngine(error) {
   if (error.code === 'evicted') return new HttpError('unknown_session', error.message, { extra: { reason: 'evicted' } });
+  if (error.code === 'unknown_session') return new HttpError('unknown_session', error.message);
   if (error.code === 'invalid_argument' || error.name === 'RangeError') return new HttpError('bad_parameter', error.message);
   return null;
 }
@@ -215,6 +216,30 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     return c.body(null, 204);
   });
 
+  // In the session's line, after its forwards; cutting to the length it holds changes nothing, so
+  // a repeat is harmless. A cut the engine refuses leaves the session as it was.
+  app.post('/v1/sessions/:id/truncate', async (c) => {
+    const id = sessionId(c.req.param('id'));
+    const nPast = position(c.req.query('n_past'), 'n_past');
+    const n = state.node;
+    const cut = await state.track(queue.run(async () => {
+      const length = held(id);
+      if (nPast > length) {
+        throw new HttpError('bad_parameter', `n_past ${nPast} but session "${id}" holds ${length} positions: a cut keeps at most what it holds`, { extra: { n_past: length } });
+      }
+      if (nPast === length) return length;
+      try {
+        await n.truncate(id, nPast);
+      } catch (error) {
+        if (error.code !== 'failed_precondition') throw error;
+        throw new HttpError('cut_refused', `session "${id}": ${error.message}`, { extra: { n_past: length } });
+      }
+      records.truncated(id);
+      return nPast;
+    }, id));
+    return c.json({ id, n_past: cut });
+  });
+
   app.post('/v1/sessions/:id/forward', async (c) => {
     const n = state.node;
     const id = sessionId(c.req.param('id'));
@@ -326,7 +351,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   });
 
   // A known path with another method: 405 naming the allowed ones.
-  for (const [path, allow] of [['/v1/info', 'GET'], ['/v1/sessions/:id', 'GET, DELETE'], ['/v1/sessions/:id/forward', 'POST'],
+  for (const [path, allow] of [['/v1/info', 'GET'], ['/v1/sessions/:id', 'GET, DELETE'], ['/v1/sessions/:id/forward', 'POST'], ['/v1/sessions/:id/truncate', 'POST'],
     ['/v1/embed', 'POST'], ['/v1/logits', 'POST'], ['/healthz', 'GET'], ['/readyz', 'GET'], ['/metrics', 'GET']]) {
     app.all(path, (c) => {
       throw new HttpError('method_not_allowed', `${c.req.method} ${path}: allowed ${allow}`, { headers: { allow } });

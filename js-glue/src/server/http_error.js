@@ -7,7 +7,7 @@ import { redactSecrets } from './redact.js';
 // logged with when its client went away before the answer.
 const STATUS_BY_CODE = {
   bad_length: 400, not_finite: 400, bad_parameter: 400, bad_session_id: 400, context_full: 400, answer_too_large: 400,
-  unauthorized: 401, unknown_session: 404, not_found: 404, method_not_allowed: 405, body_timeout: 408, position_mismatch: 409,
+  unauthorized: 401, unknown_session: 404, not_found: 404, method_not_allowed: 405, body_timeout: 408, position_mismatch: 409, cut_refused: 409,
   too_large: 413, bad_content_type: 415, idempotency_mismatch: 422, queue_full: 429, client_closed: 499,
   not_ready: 503, shutting_down: 503, internal: 500,
 };

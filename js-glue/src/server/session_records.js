@@ -37,6 +37,11 @@ export class SessionRecords {
     this.#replies.delete(id);
   }
 
+  /** The session was cut back: its last forward's reply no longer describes its cache. */
+  truncated(id) {
+    this.#replies.delete(id);
+  }
+
   /** Why a session this process does not hold is gone: 'evicted' when it was created here. */
   whyGone(id) {
     return this.#created.has(id) ? 'evicted' : null;
