@@ -13,6 +13,7 @@
 #include "model/per_layer_embd.h"
 #include "model/scratch.h"
 #include "ops/ops.h"
+#include "quant/finite_check.h"
 #include "quant/quant.h"
 
 namespace lf {
@@ -21,17 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-// x [rows, n_embd] -> invalid_argument naming `what`, the row and element of the first NaN or infinity.
-Status check_finite(std::span<const float> x, int n_embd, const std::string& what) {
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      return Status(Code::invalid_argument, what + " is not finite at row " + std::to_string(i / n_embd) +
-                                                ", element " + std::to_string(i % n_embd));
-    }
-  }
-  return Status();
-}
 
 // The session's per-layer inputs for this call (per_layer_embd.h): exactly the node's layers'
 // for n tokens when the model has them, none otherwise.
@@ -43,7 +33,7 @@ Status check_per_layer_inputs(const Model& m, const Session& s, int n) {
                       " per-layer input floats, expected layers x n x n_embd_per_layer = " + std::to_string(needed) +
                       (needed > 0 ? " (set them before each forward of a model with per-layer embeddings)" : ""));
   }
-  return check_finite(s.per_layer_in, std::max(1, m.config.n_embd_per_layer), "per-layer input");
+  return check_finite_rows(s.per_layer_in, std::max(1, m.config.n_embd_per_layer), "per-layer input");
 }
 
 // An entry as forward() would take it alone: its session's range, position and room, the mode
@@ -69,7 +59,7 @@ Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float
       }
     }
   }
-  LF_RETURN_IF_ERROR(check_finite(in, m.config.n_embd, "input"));
+  LF_RETURN_IF_ERROR(check_finite_rows(in, m.config.n_embd, "input"));
   return check_per_layer_inputs(m, s, e.n);
 }
 
@@ -269,7 +259,7 @@ Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std:
         continue;
       }
       const std::span<const float> result(x.data() + first * E, n_out * E);
-      if (const Status finite = check_finite(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
+      if (const Status finite = check_finite_rows(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
                                                                           ", " + std::to_string(m.range.end) + ")");
           !finite.ok()) {
         refuse(k, Status(finite.code(), finite.message() + " (an input too large for float32, or weights that "
@@ -292,21 +282,19 @@ Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std:
   return Status();
 }
 
-const char* const kBusy = "a forward is already running on this model's threads";
-
 Status start_forward(const Model& m, ForwardCall call, std::function<void(std::vector<Status>)> done) {
   if (!call.job) {
     done(call.finish());
     return Status();
   }
   if (!m.pool->start(std::move(call.job), [finish = std::move(call.finish), done = std::move(done)] { done(finish()); })) {
-    return Status(Code::failed_precondition, kBusy);
+    return Status(Code::failed_precondition, kPoolBusy);
   }
   return Status();
 }
 
 Status run_forward(const Model& m, ForwardCall call, std::vector<Status>* statuses) {
-  if (call.job && !m.pool->run(std::move(call.job))) return Status(Code::failed_precondition, kBusy);
+  if (call.job && !m.pool->run(std::move(call.job))) return Status(Code::failed_precondition, kPoolBusy);
   *statuses = call.finish();
   return Status();
 }

@@ -15,6 +15,9 @@
 
 namespace lf {
 
+// Why a call that needs the model's pool is refused while another job holds it.
+inline constexpr const char* kPoolBusy = "a forward is already running on this model's threads";
+
 // tokens [n] -> out [n, n_embd] = token_embd[token] · sqrtf(n_embd). Needs model.has_embedding.
 Status embed(const Model& model, const int32_t* tokens, int n, float* out);
 

@@ -1,6 +1,5 @@
 // The LM head on the model's pool: output_norm and the activations' conversion once, then each
 // worker's share of the vocabulary rows, soft-capped where the model has a final soft-cap.
-#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,19 +7,10 @@
 #include "base/thread_pool.h"
 #include "model/forward.h"
 #include "ops/ops.h"
+#include "quant/finite_check.h"
 
 namespace lf {
 namespace {
-
-Status check_finite(const float* x, size_t n, int width, const char* what) {
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) {
-      return Status(Code::invalid_argument, std::string(what) + " is not finite at row " + std::to_string(i / width) +
-                                                ", element " + std::to_string(i % width));
-    }
-  }
-  return Status();
-}
 
 // A validated head call: the normalized rows converted for the head's matmul, and the job that
 // computes a worker's share of the vocabulary rows of every row.
@@ -33,7 +23,7 @@ Status prepare_head(const Model& m, const float* hidden, int n_rows, float* logi
   if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
   if (n_rows <= 0 || !hidden || !logits) return Status(Code::invalid_argument, "head needs n_rows > 0 and buffers");
   const ModelConfig& c = m.config;
-  LF_RETURN_IF_ERROR(check_finite(hidden, static_cast<size_t>(n_rows) * c.n_embd, c.n_embd, "hidden"));
+  LF_RETURN_IF_ERROR(check_finite_rows({hidden, static_cast<size_t>(n_rows) * c.n_embd}, c.n_embd, "hidden"));
   std::vector<float> out_norm(static_cast<size_t>(n_rows) * static_cast<size_t>(c.n_embd));
   rmsnorm_rows(hidden, m.output_norm.f32(), n_rows, c.n_embd, c.norm_eps, out_norm.data());
   call->xc = std::make_shared<std::vector<uint8_t>>();
@@ -53,7 +43,7 @@ Status prepare_head(const Model& m, const float* hidden, int n_rows, float* logi
 }
 
 Status check_logits(const Model& m, int n_rows, const float* logits) {
-  return check_finite(logits, static_cast<size_t>(n_rows) * m.config.n_vocab, m.config.n_vocab, "logits");
+  return check_finite_rows({logits, static_cast<size_t>(n_rows) * m.config.n_vocab}, m.config.n_vocab, "logits");
 }
 
 }  // namespace
@@ -76,7 +66,7 @@ Status head_async(const Model& m, const float* hidden, int n_rows, float* logits
   auto share = std::make_shared<std::function<void(int, int)>>(std::move(call.share));
   if (!m.pool->start([share, n_workers](int worker) { (*share)(worker, n_workers); },
                      [&m, n_rows, logits, done = std::move(done)] { done(check_logits(m, n_rows, logits)); })) {
-    return Status(Code::failed_precondition, "a forward is already running on this model's threads");
+    return Status(Code::failed_precondition, kPoolBusy);
   }
   return Status();
 }

@@ -74,4 +74,14 @@ Status check_finite_tensor(const std::string& name, GgmlType type, const uint8_t
   return Status();
 }
 
+Status check_finite_rows(std::span<const float> x, int width, const std::string& what) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      return Status(Code::invalid_argument, what + " is not finite at row " + std::to_string(i / width) +
+                                                ", element " + std::to_string(i % width));
+    }
+  }
+  return Status();
+}
+
 }  // namespace lf
