@@ -108,11 +108,13 @@ export const COMMANDS = {
     usage: `  layerfold gateway [--model PATH] [--nodes SPEC] [--model-id NAME] [--port P] [--host H] [--threads N]
                     [--build threaded|single] [--cache-dir DIR] [--max-queue N] [--max-cached-sessions N]
                     [--max-sessions N] [--request-timeout-ms MS] [--send-timeout-ms MS]
-                    [--shutdown-timeout-ms MS] [--insecure-no-auth]
+                    [--shutdown-timeout-ms MS] [--speculative prompt-lookup|off] [--draft-max N]
+                    [--draft-min-ngram N] [--insecure-no-auth]
                     the OpenAI API (/v1/models, /v1/completions, /v1/chat/completions) over the pipeline;
                     each option also from the environment (MODEL_URL, NODES, MODEL_ID, PORT, HOST, THREADS,
                     BUILD, CACHE_DIR, MAX_QUEUE, MAX_CACHED_SESSIONS, MAX_SESSIONS, REQUEST_TIMEOUT_MS,
-                    SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, LAYERFOLD_INSECURE_NO_AUTH=1); AUTH_TOKEN (the
+                    SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM,
+                    LAYERFOLD_INSECURE_NO_AUTH=1); AUTH_TOKEN (the
                     clients' API key) and NODES_AUTH_TOKEN (remote nodes', default AUTH_TOKEN) from the
                     environment only; default --host 127.0.0.1 --port 8000; docs/gateway.md`,
     notes: [MODEL_NOTE, NODES_NOTE],

@@ -12,7 +12,11 @@ export const GATEWAY_ENV = {
   model: 'MODEL_URL', nodes: 'NODES', 'model-id': 'MODEL_ID', threads: 'THREADS', build: 'BUILD', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
   'max-queue': 'MAX_QUEUE', 'max-cached-sessions': 'MAX_CACHED_SESSIONS', 'max-sessions': 'MAX_SESSIONS', 'request-timeout-ms': 'REQUEST_TIMEOUT_MS',
   'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS',
+  speculative: 'SPECULATIVE', 'draft-max': 'DRAFT_MAX', 'draft-min-ngram': 'DRAFT_MIN_NGRAM',
 };
+
+/** Speculative decoding when neither --speculative nor SPECULATIVE says: docs/gateway.md, "Speculative decoding by prompt lookup". */
+export const DEFAULT_SPECULATIVE = 'off';
 
 export const GATEWAY_OPTIONS = {
   ...Object.fromEntries(Object.keys(GATEWAY_ENV).map((name) => [name, { type: 'string' }])),
@@ -30,6 +34,8 @@ export async function gatewayConfig(values, env) {
   const model = get('model') ?? await defaultModel();
   const build = get('build');
   if (build !== undefined && build !== 'threaded' && build !== 'single') throw new Error(`--build / BUILD: "${build}" is not threaded or single`);
+  const speculative = get('speculative') ?? DEFAULT_SPECULATIVE;
+  if (speculative !== 'prompt-lookup' && speculative !== 'off') throw new Error(`--speculative / SPECULATIVE: "${speculative}" is not prompt-lookup or off`);
   return {
     model,
     nodes: get('nodes'),
@@ -46,12 +52,20 @@ export async function gatewayConfig(values, env) {
     requestTimeoutMs: int('request-timeout-ms', 1),
     sendTimeoutMs: int('send-timeout-ms', 1),
     shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
+    speculative: speculative === 'off' ? null : { maxDraft: draftMax(int('draft-max', 1)), minNgram: int('draft-min-ngram', 1) ?? 3 },
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients
     // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, else the same AUTH_TOKEN.
     authToken: env.AUTH_TOKEN,
     nodesAuthToken: env.NODES_AUTH_TOKEN ?? env.AUTH_TOKEN,
     insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
   };
+}
+
+// Drafts longer than the positions a sliding layer's ring can always cut back (its attn_chunk,
+// 64) would make rejections rebuild sessions: docs/gateway.md, "Prefix reuse".
+function draftMax(n = 8) {
+  if (n > 64) throw new Error(`--draft-max / DRAFT_MAX: ${n} is above 64, the positions a cut can always take back`);
+  return n;
 }
 
 /** Runs until SIGTERM/SIGINT (exit 0 after the drain) or a pipeline that failed to open (exit 1). */

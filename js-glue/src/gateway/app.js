@@ -13,10 +13,12 @@ import { streamedResponse } from '../server/answer_stream.js';
 import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { stopIds } from '../tokens/chat.js';
+import { approxModesOn } from '../node/approx_modes.js';
 import { Coordinator } from './coordinator.js';
 import { OpenAIError, toOpenAIError } from './errors.js';
 import { chatRequest, completionRequest } from './params.js';
 import { promptTokens, tokenBudget } from './prompt.js';
+import { PromptLookup } from './prompt_lookup.js';
 import { responseId, ResponseShapes, usage } from './responses.js';
 import { Run } from './run.js';
 import { SessionCache } from './sessions.js';
@@ -27,8 +29,9 @@ export const DEFAULT_MAX_BODY_BYTES = 4 << 20;
 /** Default deadline of a whole request, prompt to last token. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 
-// What the gateway builds once over a loaded pipeline.
-function engineOf(pipeline, { maxQueue, maxCachedSessions }) {
+// What the gateway builds once over a loaded pipeline. Drafts need cuts, which approximate
+// modes do not allow (early exit keeps no state at a cut) or would make depend on the rows fed.
+function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
   const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
   return {
     pipeline,
@@ -36,6 +39,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions }) {
     sessions: new SessionCache(maxCachedSessions),
     tokenizer: pipeline.tokenizer,
     endIds: stopIds(pipeline.tokenizer),
+    drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
     pieceOf: (id) => pipeline.tokenizer.decode([id]),
   };
 }
@@ -45,22 +49,25 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions }) {
  * modelId names the model in /v1/models and must be the request's model. maxQueue: requests
  * admitted besides one (429 beyond); maxCachedSessions: finished chats' sessions kept for
  * prefix reuse; requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
- * read nothing of a stream before closeConnection(c) cuts it. observer hooks (all optional):
- * request(method, route, status, ms), promptTokens(n, cached), firstToken(ms), interToken(ms),
- * finished(completionTokens | null, ms), error(type, code, message), metrics() -> {contentType, text}.
+ * read nothing of a stream before closeConnection(c) cuts it; speculative: prompt lookup's
+ * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null.
+ * observer hooks (all optional): request(method, route, status, ms), promptTokens(n, cached),
+ * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms),
+ * error(type, code, message), metrics() -> {contentType, text}.
  * @example
  * const app = createGatewayApp({ state: NodeState.of(pipeline), modelId: 'tiny', authToken: process.env.AUTH_TOKEN });
  */
 export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
-  closeConnection = () => {}, observer = {} }) {
+  speculative = null, closeConnection = () => {}, observer = {} }) {
   checkAuthToken(authToken);
+  const lookup = speculative ? new PromptLookup(speculative) : null;
   const app = new Hono();
   let engine = null;
   const ready = () => {
     if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
     if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
-    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions });
+    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions, lookup });
     return engine;
   };
 

@@ -34,15 +34,16 @@ export class Coordinator {
 
   /**
    * Runs tokens of `session` through the pipeline beside the other requests' steps -> the last
-   * position's logits. A request whose signal fired while it waited for its turn of the event
-   * loop is not run. Only an admitted request (admit()) asks for steps.
+   * position's logits, or with allRows every position's (Pipeline.step). A request whose signal
+   * fired while it waited for its turn of the event loop is not run. Only an admitted request
+   * (admit()) asks for steps.
    * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  async step(session, tokens, signal) {
+  async step(session, tokens, signal, { allRows = false } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
-    return (await this.pipeline.step(session, tokens)).logits;
+    return (await this.pipeline.step(session, tokens, { allRows })).logits;
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */

@@ -1,56 +1,88 @@
 // One request's generation: the prompt prefilled (past what its reused session already holds),
-// then a token per step, sampled, checked against the end-of-turn ids and the stop strings,
-// decoded and handed out as text deltas. The loop looks at the request's signal before every
+// then tokens step by step, sampled, checked against the end-of-turn ids and the stop strings,
+// decoded and handed out as text deltas. With a drafter (prompt lookup), a decoding step also
+// feeds the tokens it drafts and samples each position's logits in turn, keeping drafted
+// tokens while they are what was sampled; the positions past the last one kept are cut from
+// the session on every node. The sampler draws once per generated token in the same order
+// either way, so the tokens are those of plain decoding, greedy or seeded (docs/gateway.md,
+// "Speculative decoding by prompt lookup"). The loop looks at the request's signal before every
 // step, so a client that went away (or a deadline) stops it at the next step.
 import { Sampler } from '../tokens/sampler.js';
 import { tokenLogprobs } from './logprobs.js';
 import { StopText } from './stop_text.js';
 
 /**
- * Generates for one request. Yields {text, token} per step (text: the new visible text, maybe
- * empty; token: {id, logprob, top} when logprobs are asked for, else {id}; null for the text held
- * back to the end), and returns
+ * Generates for one request. Yields {text, token} per generated token (text: the new visible
+ * text, maybe empty; token: {id, logprob, top} when logprobs are asked for, else {id}; null for
+ * the text held back to the end), and returns
  * {finishReason: 'stop'|'length', completionTokens (sampled tokens, an end-of-turn one included),
- * history: every token the session's cache now holds}.
- * @param {{step: (tokens: number[]) => Promise<Float32Array>, tokenizer, prompt: number[], reused: number,
+ * history: every token the session's cache now holds, drafted, accepted: drafted tokens fed and kept}.
+ * step(tokens, allRows) answers the last position's logits, or with allRows every position's
+ * [tokens.length, n_vocab]; cut(n) keeps the session's first n positions (both on every node).
+ * @param {{step: (tokens: number[], allRows?: boolean) => Promise<Float32Array>, cut?: (n: number) => Promise<unknown>,
+ *          drafter?: import('./prompt_lookup.js').PromptLookup, tokenizer, prompt: number[], reused: number,
  *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal}} job
  * @example for await (const { text } of generate(job)) write(text);
  */
-export async function* generate({ step, tokenizer, prompt, reused, endIds, request, maxTokens, signal }) {
+export async function* generate({ step, cut, drafter = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal }) {
   const sampler = new Sampler(request.sampling);
   const stop = new StopText(request.stop);
   const history = prompt.slice(0, reused);
   const generated = [];
   let shown = 0;
   let input = prompt.slice(reused);
-  let finishReason = 'length';
+  let finishReason = null;
   let full = '';
   let sampled = 0;  // the end-of-turn token counts, as llama.cpp's server counts it
-  while (generated.length < maxTokens) {
+  const drafts = drafter?.forRequest();
+  let drafted = 0;
+  let accepted = 0;
+  while (finishReason === null && generated.length < maxTokens) {
     signal?.throwIfAborted();
-    const logits = await step(input);
-    history.push(...input);
-    const id = sampler.sample(logits);
-    sampled++;
-    if (endIds.has(id)) {
-      finishReason = 'stop';
+    // Drafts only after the prompt: verifying them costs a row each, a prompt's rows are paid already.
+    const draft = drafts && input.length === 1 ? drafts.next([...history, ...input], maxTokens - generated.length - 1) : [];
+    const fed = [...input, ...draft];
+    const logits = await step(fed, draft.length > 0);
+    history.push(...fed);
+    const nVocab = logits.length / (draft.length > 0 ? fed.length : 1);
+    // Row r of the drafted step: the position after input and the first r drafted tokens.
+    let r = 0;
+    for (;;) {
+      const rowLogits = draft.length > 0 ? logits.subarray(r * nVocab, (r + 1) * nVocab) : logits;
+      const id = sampler.sample(rowLogits);
+      sampled++;
+      if (endIds.has(id)) {
+        finishReason = 'stop';
+        break;
+      }
+      const token = request.logprobs ? tokenLogprobs(rowLogits, id, request.topLogprobs) : { id };
+      generated.push(id);
+      // The whole continuation is decoded each time: a character's bytes may span tokens.
+      full = tokenizer.decode(generated);
+      const visible = stop.update(full);
+      yield { text: visible.text.slice(shown), token };
+      shown = Math.max(shown, visible.text.length);
+      if (visible.stopped) {
+        finishReason = 'stop';
+        full = visible.text;
+        break;
+      }
+      if (r < draft.length && id === draft[r]) {
+        r++;
+        continue;
+      }
+      input = [id];
       break;
     }
-    const token = request.logprobs ? tokenLogprobs(logits, id, request.topLogprobs) : { id };
-    generated.push(id);
-    // The whole continuation is decoded each time: a character's bytes may span tokens.
-    full = tokenizer.decode(generated);
-    const visible = stop.update(full);
-    yield { text: visible.text.slice(shown), token };
-    shown = Math.max(shown, visible.text.length);
-    if (visible.stopped) {
-      finishReason = 'stop';
-      full = visible.text;
-      break;
+    drafts?.verified(draft.length, r);
+    drafted += draft.length;
+    accepted += r;
+    if (r < draft.length) {
+      history.length -= draft.length - r;
+      await cut(history.length);
     }
-    input = [id];
   }
   // What was held back as a possible start of a stop sequence is text after all.
   if (full.length > shown) yield { text: full.slice(shown), token: null };
-  return { finishReason, completionTokens: sampled, history };
+  return { finishReason: finishReason ?? 'length', completionTokens: sampled, history, drafted, accepted };
 }

@@ -18,15 +18,15 @@ import { gatewayMetrics } from './metrics.js';
  * @param {{model: string, nodes?: string, modelId: string, threads?: number, build?: string, cacheDir?: string,
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, requestTimeoutMs?: number,
- *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, log?: Function}} options
+ *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, log?: Function}} options
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
-  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, log: write = jsonLog() }) {
+  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative, log: write = jsonLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
-    maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs }) });
+    maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative }) });
   warnIfOpen({ authToken, host, port }, log);
 
   const state = new NodeState();
@@ -43,7 +43,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
       log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)) });
     },
   };
-  const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, observer,
+  const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, speculative, observer,
     closeConnection: (c) => c.env?.outgoing?.destroy() });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.

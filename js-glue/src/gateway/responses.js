@@ -9,11 +9,16 @@ export function responseId(kind) {
   return `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${crypto.randomUUID().replaceAll('-', '')}`;
 }
 
-/** usage: {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens}}. */
-export function usage({ promptTokens, completionTokens, cachedTokens }) {
+/**
+ * usage: {prompt_tokens, completion_tokens, total_tokens, prompt_tokens_details: {cached_tokens},
+ * completion_tokens_details: {accepted_prediction_tokens, rejected_prediction_tokens}}: the
+ * prediction counts, OpenAI's for predicted outputs, here count the tokens prompt lookup drafted.
+ */
+export function usage({ promptTokens, completionTokens, cachedTokens, acceptedDrafts = 0, rejectedDrafts = 0 }) {
   return {
     prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens,
     prompt_tokens_details: { cached_tokens: cachedTokens },
+    completion_tokens_details: { accepted_prediction_tokens: acceptedDrafts, rejected_prediction_tokens: rejectedDrafts },
   };
 }
 

@@ -9,10 +9,10 @@ export class Run {
   #ends;
 
   /**
-   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, ticket, request, prompt: number[],
+   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, ticket, request, prompt: number[],
    *          maxTokens: number, deadlineMs: number, clientSignal?: AbortSignal, observer?: object}} options
    */
-  constructor({ coordinator, sessions, tokenizer, endIds, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, observer = {} }) {
+  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, observer = {} }) {
     this.controller = new AbortController();
     const taken = sessions.take(prompt);
     this.session = taken.session;
@@ -26,10 +26,11 @@ export class Run {
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
-    const step = (tokens) => coordinator.step(this.session, tokens, signal);
+    const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows });
+    const cut = (n) => coordinator.truncate(this.session, n);
     this.#ends = { coordinator, sessions, ticket };
     this.finished = false;
-    this.events = this.#guarded(this.#generation(taken.cut, { step, tokenizer, prompt, endIds, request, maxTokens, signal }));
+    this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, tokenizer, prompt, endIds, request, maxTokens, signal }));
   }
 
   // The generation, once a kept session that holds more than the shared prefix has been cut back
@@ -65,7 +66,14 @@ export class Run {
     let result = null;
     try {
       result = yield* this.#timed(events);
-      return { ...result, usage: { promptTokens: this.promptTokens, completionTokens: result.completionTokens, cachedTokens: this.reused } };
+      this.observer.drafts?.(result.drafted, result.accepted);
+      return {
+        ...result,
+        usage: {
+          promptTokens: this.promptTokens, completionTokens: result.completionTokens, cachedTokens: this.reused,
+          acceptedDrafts: result.accepted, rejectedDrafts: result.drafted - result.accepted,
+        },
+      };
     } finally {
       await this.#finish(result);
     }

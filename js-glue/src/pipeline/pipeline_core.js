@@ -159,25 +159,28 @@ export class PipelineCore {
 
   /**
    * Runs new tokens of a session through every node; returns the last position's logits and
-   * how long each node and layer took. When a step fails, what the nodes before the failure
-   * did is kept: step(session, []) later finishes it, sending each node only what it has not
-   * run yet. Calls for other sessions need not wait for this one: they go through the nodes
-   * concurrently; calls for the same session run in call order.
+   * how long each node and layer took. With `allRows`, `logits` holds every position's of the
+   * step, [tokens.length, n_vocab], each row the bytes a step ending there gives (a drafted
+   * continuation verified in one forward: docs/gateway.md, "Speculative decoding by prompt
+   * lookup"). When a step fails, what the nodes before the failure did is kept:
+   * step(session, []) later finishes it, sending each node only what it has not run yet. Calls
+   * for other sessions need not wait for this one: they go through the nodes concurrently; calls
+   * for the same session run in call order.
    * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  step(session, tokens) {
+  step(session, tokens, { allRows = false } = {}) {
     const state = this.#session(session);
     return this.#inTurn(state, async () => {
       this.#stepping++;
       try {
-        return await this.#step(state, session, tokens);
+        return await this.#step(state, session, tokens, allRows);
       } finally {
         this.#stepping--;
       }
     });
   }
 
-  async #step(state, session, tokens) {
+  async #step(state, session, tokens, allRows) {
     if (tokens.length > 0) {
       state.nodes[0].inputs.push(Array.from(tokens));
       state.nodes[0].exits.push(null);
@@ -189,7 +192,8 @@ export class PipelineCore {
     let hidden = null;
     for (const [i, node] of this.nodes.entries()) {
       const history = state.nodes[i];
-      const lastOnly = i === this.nodes.length - 1;
+      const last = i === this.nodes.length - 1;
+      const lastOnly = last && !allRows;
       const t = performance.now();
       hidden = null;
       // Normally one entry: this step's. After a failed step, also those it left behind.
@@ -197,7 +201,7 @@ export class PipelineCore {
         const input = await this.#hiddenOf(i, entry, embed);
         hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exit, lastOnly)));
         history.positions += entry.rows;
-        if (!lastOnly) {
+        if (!last) {
           const next = state.nodes[i + 1];
           next.inputs.push(hidden);
           next.exits.push(this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null);
