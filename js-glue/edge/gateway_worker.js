@@ -4,10 +4,12 @@
 // finds its session kept when it reaches the same isolate. Settings from the environment:
 // the R2 binding MODEL and MODEL_KEY (the GGUF, for its header and tokenizer), NODES (the layer
 // nodes' URLs in pipeline order), MODEL_ID (default: the key without .gguf), MAX_QUEUE,
-// MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, and the secrets AUTH_TOKEN (the clients' API key)
-// and NODES_AUTH_TOKEN (the nodes'; default AUTH_TOKEN).
+// MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM (as the
+// gateway command's), and the secrets AUTH_TOKEN (the clients' API key) and NODES_AUTH_TOKEN
+// (the nodes'; default AUTH_TOKEN).
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
+import { speculativeOptions } from '../src/gateway/prompt_lookup.js';
 import { NodeState } from '../src/server/node_state.js';
 import { openEdgePipeline } from './edge_gateway.js';
 
@@ -27,7 +29,9 @@ function startIsolate(env) {
   current.opening = (async () => {
     if (typeof env.MODEL?.get !== 'function') throw new Error('no R2 binding MODEL: bind the bucket holding the GGUF as MODEL');
     if (!env.MODEL_KEY) throw new Error('MODEL_KEY is not set: the key of the GGUF in the MODEL bucket');
-    const options = { maxQueue: number(env, 'MAX_QUEUE'), maxCachedSessions: number(env, 'MAX_CACHED_SESSIONS'), requestTimeoutMs: number(env, 'REQUEST_TIMEOUT_MS') };
+    const speculative = speculativeOptions({ mode: env.SPECULATIVE || undefined, maxDraft: number(env, 'DRAFT_MAX'), minNgram: number(env, 'DRAFT_MIN_NGRAM') },
+      (name) => name.toUpperCase().replaceAll('-', '_'));
+    const options = { maxQueue: number(env, 'MAX_QUEUE'), maxCachedSessions: number(env, 'MAX_CACHED_SESSIONS'), requestTimeoutMs: number(env, 'REQUEST_TIMEOUT_MS'), speculative };
     current.app = createGatewayApp({
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),

@@ -4,6 +4,7 @@
 import path from 'node:path';
 
 import { serveGateway } from '../gateway/host.js';
+import { speculativeOptions } from '../gateway/prompt_lookup.js';
 import { defaultModel } from './default_model.js';
 import { insecureNoAuth, integer } from './serve.js';
 
@@ -15,8 +16,6 @@ export const GATEWAY_ENV = {
   speculative: 'SPECULATIVE', 'draft-max': 'DRAFT_MAX', 'draft-min-ngram': 'DRAFT_MIN_NGRAM',
 };
 
-/** Speculative decoding when neither --speculative nor SPECULATIVE says: docs/gateway.md, "Speculative decoding by prompt lookup". */
-export const DEFAULT_SPECULATIVE = 'off';
 
 export const GATEWAY_OPTIONS = {
   ...Object.fromEntries(Object.keys(GATEWAY_ENV).map((name) => [name, { type: 'string' }])),
@@ -34,8 +33,6 @@ export async function gatewayConfig(values, env) {
   const model = get('model') ?? await defaultModel();
   const build = get('build');
   if (build !== undefined && build !== 'threaded' && build !== 'single') throw new Error(`--build / BUILD: "${build}" is not threaded or single`);
-  const speculative = get('speculative') ?? DEFAULT_SPECULATIVE;
-  if (speculative !== 'prompt-lookup' && speculative !== 'off') throw new Error(`--speculative / SPECULATIVE: "${speculative}" is not prompt-lookup or off`);
   return {
     model,
     nodes: get('nodes'),
@@ -52,20 +49,14 @@ export async function gatewayConfig(values, env) {
     requestTimeoutMs: int('request-timeout-ms', 1),
     sendTimeoutMs: int('send-timeout-ms', 1),
     shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
-    speculative: speculative === 'off' ? null : { maxDraft: draftMax(int('draft-max', 1)), minNgram: int('draft-min-ngram', 1) ?? 3 },
+    speculative: speculativeOptions({ mode: get('speculative'), maxDraft: int('draft-max', 1), minNgram: int('draft-min-ngram', 1) },
+      (name) => `--${name} / ${GATEWAY_ENV[name]}`),
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients
     // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, else the same AUTH_TOKEN.
     authToken: env.AUTH_TOKEN,
     nodesAuthToken: env.NODES_AUTH_TOKEN ?? env.AUTH_TOKEN,
     insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
   };
-}
-
-// Drafts longer than the positions a sliding layer's ring can always cut back (its attn_chunk,
-// 64) would make rejections rebuild sessions: docs/gateway.md, "Prefix reuse".
-function draftMax(n = 8) {
-  if (n > 64) throw new Error(`--draft-max / DRAFT_MAX: ${n} is above 64, the positions a cut can always take back`);
-  return n;
 }
 
 /** Runs until SIGTERM/SIGINT (exit 0 after the drain) or a pipeline that failed to open (exit 1). */

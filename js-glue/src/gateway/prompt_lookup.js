@@ -5,6 +5,24 @@
 // repeating context is drafted in full, not only up to its last period. A request's drafts
 // back off when they are rejected (RequestDrafts), since a rejected draft costs its rows.
 
+/** Speculative decoding when a gateway's settings do not say. */
+export const DEFAULT_SPECULATIVE = 'off';
+
+/**
+ * A gateway's speculative settings -> PromptLookup's options, or null when off. mode:
+ * 'prompt-lookup' or 'off' (undefined: DEFAULT_SPECULATIVE); name(setting) names a setting in
+ * errors as its host spells it. Drafts stay within the positions a sliding layer's ring can
+ * always cut back (its attn_chunk, 64: docs/gateway.md, "Prefix reuse"), so a rejection never
+ * makes a node rebuild the session.
+ * @example speculativeOptions({ mode: 'prompt-lookup', maxDraft: 8 }, (s) => s) // { maxDraft: 8, minNgram: 3 }
+ */
+export function speculativeOptions({ mode = DEFAULT_SPECULATIVE, maxDraft = 8, minNgram = 3 }, name) {
+  if (mode !== 'prompt-lookup' && mode !== 'off') throw new Error(`${name('speculative')}: "${mode}" is not prompt-lookup or off`);
+  if (mode === 'off') return null;
+  if (maxDraft > 64) throw new Error(`${name('draft-max')}: ${maxDraft} is above 64, the positions a cut can always take back`);
+  return { maxDraft, minNgram };
+}
+
 export class PromptLookup {
   /**
    * @param {{minNgram?: number, maxNgram?: number, maxDraft?: number}} [options] the n-gram
