@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {gatewayConfig} from "../../js-glue/src/cli/gateway.js";
+import {DraftPolicy} from "../../js-glue/src/gateway/draft_policy.js";
 import {PromptLookup} from "../../js-glue/src/gateway/prompt_lookup.js";
 import {Pipeline} from "../../js-glue/src/pipeline/pipeline.js";
 import {greedy, handChatPrompt, nodeSessions, startGateway, tiny} from "./gateway_fixture.mjs";
@@ -19,7 +20,7 @@ const bytesOf = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats
 const chat = (content) => [{role: "user", content}];
 const PROMPTS = ["The capital of France is", "one two three one two three one two three", "hello"];
 
-describe("prompt lookup drafts", () => {
+describe("prompt lookup drafts and the policy that verifies them", () => {
   test("the latest earlier match of the longest n-gram, run on into a loop, cut to the limit", () => {
     const lookup = new PromptLookup({minNgram: 2, maxNgram: 3, maxDraft: 5});
     // [7, 8, 9] recurs: the tokens after its latest earlier occurrence (index 4) are 1, 7, 8 ...
@@ -34,21 +35,41 @@ describe("prompt lookup drafts", () => {
     assert.deepEqual(lookup.draft([3]), []);
   });
 
-  test("a request's drafts back off after rejections and recover after a kept one", () => {
-    const drafts = new PromptLookup({minNgram: 1, maxDraft: 8}).forRequest();
-    const loop = [1, 2, 1, 2, 1, 2];
-    assert.equal(drafts.next(loop, 100).length, 8);
-    drafts.verified(8, 0);  // first rejection: length 4, one step skipped
-    assert.deepEqual(drafts.next(loop, 100), []);
-    assert.equal(drafts.next(loop, 100).length, 4);
-    drafts.verified(4, 0);  // second in a row: length 2, three steps skipped
-    for (let i = 0; i < 3; i++) assert.deepEqual(drafts.next(loop, 100), []);
-    assert.equal(drafts.next(loop, 100).length, 2);
-    drafts.verified(2, 2);  // kept whole: the length doubles, the streak ends
-    assert.equal(drafts.next(loop, 100).length, 4);
-    drafts.verified(4, 0);
-    assert.deepEqual(drafts.next(loop, 100), [], "the streak began again: one step skipped");
-    assert.equal(drafts.next(loop, 100).length, 2);
+  test("the policy: a short first draft, longer ones while they are kept, none after rejections, a retry once they fade", () => {
+    const policy = new DraftPolicy();
+    // q = 3/4 and a row costing half a step: one drafted token gains 1.75 / 1.5, two 2.31 / 2.
+    assert.equal(policy.length(8), 1);
+    assert.equal(policy.length(0), 0);
+    policy.stepped(0, 0, 100);  // a plain step: 100 ms
+    for (let i = 0; i < 20; i++) {
+      const d = Math.max(1, policy.length(8));
+      policy.stepped(d, d, 100 * (1 + 0.5 * d));
+    }
+    const confident = policy.length(8);
+    assert.ok(confident >= 4, `after 20 drafts kept whole at a row cost of 0.5: ${confident} tokens`);
+    for (let i = 0; i < 4; i++) policy.stepped(confident, 0, 100 * (1 + 0.5 * confident));
+    assert.equal(policy.length(8), 0, "rejected four times in a row: plain steps");
+    let plain = 0;
+    while (policy.length(8) === 0 && plain < 200) {
+      policy.stepped(0, 0, 100);
+      plain++;
+    }
+    assert.ok(plain > 3 && plain < 200, `drafting again after ${plain} plain steps`);
+  });
+
+  test("the policy measures a row's cost: cheap rows make longer drafts worth it", () => {
+    const run = (rowCost) => {
+      const policy = new DraftPolicy();
+      policy.stepped(0, 0, 100);
+      for (let i = 0; i < 6; i++) {
+        const d = Math.max(1, policy.length(8));
+        policy.stepped(d, d - (i % 2), 100 * (1 + rowCost * d));
+      }
+      return policy.length(8);
+    };
+    const cheap = run(0.05);
+    const dear = run(1.5);
+    assert.ok(cheap >= 4 && dear === 0, `a row at 5% of a step: ${cheap} tokens; at 150%: ${dear}`);
   });
 
   test("bad options are refused by name", () => {

@@ -1,13 +1,15 @@
 // One request's generation: the prompt prefilled (past what its reused session already holds),
 // then tokens step by step, sampled, checked against the end-of-turn ids and the stop strings,
 // decoded and handed out as text deltas. With a drafter (prompt lookup), a decoding step also
-// feeds the tokens it drafts and samples each position's logits in turn, keeping drafted
-// tokens while they are what was sampled; the positions past the last one kept are cut from
-// the session on every node. The sampler draws once per generated token in the same order
+// feeds the drafted tokens its policy finds worth verifying (draft_policy.js) and samples each
+// position's logits in turn, keeping drafted tokens while they are what was sampled; the
+// positions past the last one kept are cut from the session on every node. The sampler draws
+// once per generated token in the same order
 // either way, so the tokens are those of plain decoding, greedy or seeded (docs/gateway.md,
 // "Speculative decoding by prompt lookup"). The loop looks at the request's signal before every
 // step, so a client that went away (or a deadline) stops it at the next step.
 import { Sampler } from '../tokens/sampler.js';
+import { DraftPolicy } from './draft_policy.js';
 import { tokenLogprobs } from './logprobs.js';
 import { StopText } from './stop_text.js';
 
@@ -34,15 +36,19 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
   let finishReason = null;
   let full = '';
   let sampled = 0;  // the end-of-turn token counts, as llama.cpp's server counts it
-  const drafts = drafter?.forRequest();
+  const policy = drafter ? new DraftPolicy() : null;
   let drafted = 0;
   let accepted = 0;
   while (finishReason === null && generated.length < maxTokens) {
     signal?.throwIfAborted();
     // Drafts only after the prompt: verifying them costs a row each, a prompt's rows are paid already.
-    const draft = drafts && input.length === 1 ? drafts.next([...history, ...input], maxTokens - generated.length - 1) : [];
+    const decoding = policy && input.length === 1;
+    const found = decoding ? drafter.draft([...history, ...input], maxTokens - generated.length - 1) : [];
+    const draft = found.slice(0, decoding ? policy.length(found.length) : 0);
     const fed = [...input, ...draft];
+    const t0 = performance.now();
     const logits = await step(fed, draft.length > 0);
+    let stepMs = performance.now() - t0;
     history.push(...fed);
     const nVocab = logits.length / (draft.length > 0 ? fed.length : 1);
     // Row r of the drafted step: the position after input and the first r drafted tokens.
@@ -74,13 +80,15 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
       input = [id];
       break;
     }
-    drafts?.verified(draft.length, r);
-    drafted += draft.length;
-    accepted += r;
     if (r < draft.length) {
       history.length -= draft.length - r;
+      const t1 = performance.now();
       await cut(history.length);
+      stepMs += performance.now() - t1;
     }
+    if (decoding) policy.stepped(draft.length, r, stepMs);
+    drafted += draft.length;
+    accepted += r;
   }
   // What was held back as a possible start of a stop sequence is text after all.
   if (full.length > shown) yield { text: full.slice(shown), token: null };

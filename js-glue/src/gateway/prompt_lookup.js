@@ -2,8 +2,8 @@
 // the context's last n tokens, for n from maxNgram down to minNgram, found at their latest
 // earlier occurrence, and the tokens that followed them there proposed as what comes next. A
 // match close to the end may run into the draft itself (a loop of period p repeats), so a
-// repeating context is drafted in full, not only up to its last period. A request's drafts
-// back off when they are rejected (RequestDrafts), since a rejected draft costs its rows.
+// repeating context is drafted in full, not only up to its last period. How much of a draft
+// is worth verifying is draft_policy.js's to say.
 
 /** Speculative decoding when a gateway's settings do not say. */
 export const DEFAULT_SPECULATIVE = 'off';
@@ -37,11 +37,6 @@ export class PromptLookup {
     Object.assign(this, { minNgram, maxNgram, maxDraft });
   }
 
-  /** A request's drafter: draft() with its back-off (RequestDrafts). */
-  forRequest() {
-    return new RequestDrafts(this);
-  }
-
   /** context [token ids] -> up to min(limit, maxDraft) drafted ids ([] when no n-gram recurs). */
   draft(context, limit = this.maxDraft) {
     const want = Math.min(limit, this.maxDraft);
@@ -55,46 +50,6 @@ export class PromptLookup {
       return out;
     }
     return [];
-  }
-}
-
-// One request's drafting. A draft rejected from its first token halves the next drafts' length
-// and skips drafting for 1, 3, 7, ... steps as such rejections follow one another, so a text the
-// lookup keeps guessing wrong pays for a few short drafts, not one per step; a draft kept whole
-// doubles the length again (up to maxDraft) and ends the streak.
-class RequestDrafts {
-  #lookup;
-  #length;
-  #wait = 0;
-  #streak = 0;
-
-  constructor(lookup) {
-    this.#lookup = lookup;
-    this.#length = lookup.maxDraft;
-  }
-
-  /** context -> the tokens to draft after it now, at most limit ([] while backing off). */
-  next(context, limit) {
-    if (this.#wait > 0) {
-      this.#wait--;
-      return [];
-    }
-    return this.#lookup.draft(context, Math.min(limit, this.#length));
-  }
-
-  /** What became of the last draft: `kept` of its `drafted` tokens were sampled as drafted. */
-  verified(drafted, kept) {
-    if (drafted === 0) return;
-    if (kept === drafted) {
-      this.#length = Math.min(this.#lookup.maxDraft, this.#length * 2);
-      this.#streak = 0;
-    } else if (kept === 0) {
-      this.#streak++;
-      this.#length = Math.max(1, this.#length >> 1);
-      this.#wait = 2 ** this.#streak - 1;
-    } else {
-      this.#streak = 0;
-    }
   }
 }
 

@@ -1,0 +1,56 @@
+// How many of the tokens prompt lookup drafts one request verifies at a step: as many as
+// maximize the expected tokens per unit of time, and none when no length beats plain decoding
+// by MIN_GAIN (docs/gateway.md, "Speculative decoding by prompt lookup"). A step of 1 + d rows
+// costs (1 + β·d) plain steps, β measured from the request's own step times (the nodes' kernels,
+// their batching with other requests and the network all show in it); drafted tokens are kept
+// one after another with probability q, so d drafted tokens yield 1 + q + … + q^d tokens. q is
+// a running estimate over the request's recent drafts: a draft rejected from its first token
+// pulls it down hard, so a text the lookup guesses wrong stops drafting within a few steps; plain
+// steps let it drift back toward its prior, so such a request tries again now and then (a probe
+// of one token) and one whose text turned repetitive finds out.
+
+const PRIOR_Q = 0.75;        // a first draft of one token is worth trying: 1.75 tokens for 1.5 steps
+const DRAFT_WEIGHT = 0.3;    // of a draft's outcome in q
+const RECOVERY = 0.05;       // of the prior in q, per plain step
+const MIN_GAIN = 1.1;
+const PRIOR_ROW_COST = 0.5;  // β of a 31b-shape layer node on one thread (docs/benchmarks.md)
+const TIME_WEIGHT = 0.3;     // of a new step time in the running averages
+
+export class DraftPolicy {
+  #q = PRIOR_Q;
+  #plainMs = null;
+  #rowCost = PRIOR_ROW_COST;
+
+  /** Of `available` drafted tokens, how many to verify now (0: a plain step). */
+  length(available) {
+    let best = 0;
+    let bestGain = MIN_GAIN;
+    let expected = 1;
+    let qd = 1;
+    for (let d = 1; d <= available; d++) {
+      qd *= this.#q;
+      expected += qd;
+      const gain = expected / (1 + this.#rowCost * d);
+      if (gain > bestGain) [best, bestGain] = [d, gain];
+    }
+    return best;
+  }
+
+  /**
+   * A decoding step ended: `drafted` tokens verified (0: a plain step), `kept` of them sampled as
+   * drafted, `ms` its pipeline step and cut took.
+   */
+  stepped(drafted, kept, ms) {
+    if (drafted === 0) {
+      this.#q += RECOVERY * (PRIOR_Q - this.#q);
+      this.#plainMs = this.#plainMs === null ? ms : this.#plainMs + TIME_WEIGHT * (ms - this.#plainMs);
+      return;
+    }
+    // The draft's own estimate of q: kept tokens over the tries, a rejection being the last try.
+    const observed = kept === drafted ? 1 : kept / (kept + 1);
+    this.#q += DRAFT_WEIGHT * (observed - this.#q);
+    if (this.#plainMs === null) return;
+    const rowCost = Math.min(2, Math.max(0.02, (ms / this.#plainMs - 1) / drafted));
+    this.#rowCost += TIME_WEIGHT * (rowCost - this.#rowCost);
+  }
+}
