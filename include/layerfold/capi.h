@@ -61,7 +61,10 @@ LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, 
  * top-K FFN included) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
  * loading only, freed before any session exists), "per_layer_row_bytes" (the first node of a
  * model with per-layer embeddings: one token's row of per_layer_token_embd, what a cache of rows
- * is budgeted by; else 0), "tensors" (as lf_node_tensors_json)}. */
+ * is budgeted by; else 0), "kv_rows_in" and "kv_rows_out" (shared KV across nodes: the source
+ * layers whose K/V rows the node takes, its mirrors being in kv_bytes_per_session, and those whose
+ * rows it hands out, [{"layer", "bytes_per_token"}]; see lf_session_set_kv_rows), "tensors" (as
+ * lf_node_tensors_json)}. */
 LF_EXPORT(lf_node_needs_json) const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                              int with_embedding, int with_head, int max_ctx,
                                                              int max_tokens, int per_layer_rows);
