@@ -94,8 +94,9 @@ describe("E-model pipelines", () => {
     const mirror = await LayerNode.open({model: sharedKv2(), layers: [3, 5], build: "single"});
     const source = await LayerNode.open({model: sharedKv2(), layers: [0, 3], build: "single"});
     try {
-      // K and V of one KV head, f16: sliding head dim 32, global 64.
-      assert.deepEqual(mirror.kvRowsIn, [{layer: 1, bytesPerToken: 2 * 2 * 32}, {layer: 2, bytesPerToken: 2 * 2 * 64}]);
+      // K and V of each position, f16, of the source's KV heads.
+      const kvDim = (il) => mirror.modelInfo.layers[il].n_head_kv * mirror.modelInfo.layers[il].head_dim;
+      assert.deepEqual(mirror.kvRowsIn, [{layer: 1, bytesPerToken: 2 * 2 * kvDim(1)}, {layer: 2, bytesPerToken: 2 * 2 * kvDim(2)}]);
       assert.deepEqual(mirror.kvRowsOut, []);
       assert.deepEqual(source.kvRowsIn, []);
       assert.deepEqual(source.kvRowsOut, mirror.kvRowsIn);
@@ -104,14 +105,14 @@ describe("E-model pipelines", () => {
       const perLayer = await source.perLayerInputs(tokens, hidden);
       const out = await source.forward({session: "s", startPos: 0, hidden, perLayer: perLayer.subarray(0, 3 * 3 * 32)});
       const kvRows = source.kvRowsOf(out);
-      assert.equal(kvRows[1].length, 3 * 2 * 32);
-      assert.equal(kvRows[2].length, 3 * 2 * 64);
+      assert.equal(kvRows[1].length, 3 * 2 * kvDim(1));
+      assert.equal(kvRows[2].length, 3 * 2 * kvDim(2));
       const tail = perLayer.subarray(3 * 3 * 32);
       await assert.rejects(mirror.forward({session: "m", startPos: 0, hidden: out, perLayer: tail}), /layer 1's K\/V rows are missing/);
       await assert.rejects(mirror.forward({session: "m", startPos: 0, hidden: out, perLayer: tail, kvRows: {1: kvRows[1], 2: kvRows[2].subarray(1)}}),
-        /layer 2's K\/V rows hold 383 f16 values, expected n x 2 x n_head_kv x head_dim = 384/);
+        new RegExp(`layer 2's K/V rows hold ${3 * 2 * kvDim(2) - 1} f16 values, expected n x 2 x n_head_kv x head_dim = ${3 * 2 * kvDim(2)}`));
       const nan = Uint16Array.from(kvRows[1]);
-      nan[70] = 0x7e00;
+      nan[2 * kvDim(1) + 3] = 0x7e00;
       await assert.rejects(mirror.forward({session: "m", startPos: 0, hidden: out, perLayer: tail, kvRows: {1: nan, 2: kvRows[2]}}),
         /layer 1's K\/V rows hold a non-finite value at position 1/);
       assert.equal(mirror.sessionLength("m"), null);
@@ -130,7 +131,7 @@ describe("E-model pipelines", () => {
     await Promise.all(servers.map((s) => waitReady(s.url)));
     const info = await Promise.all(servers.map(async (s) => (await fetch(`${s.url}/v1/info`)).json()));
     assert.deepEqual(info.map((i) => [i.kv_rows_in.map((l) => l.layer), i.kv_rows_out.map((l) => l.layer)]), [[[], [1]], [[], [2]], [[1, 2], []]]);
-    assert.deepEqual(info[2].kv_rows_in.map((l) => l.bytes_per_token), [128, 256]);
+    assert.deepEqual(info[2].kv_rows_in, info[0].kv_rows_out.concat(info[1].kv_rows_out));
     const whole = await Pipeline.open({model: file, build: "single"});
     const remote = await Pipeline.open({model: file, nodes: servers.map((s) => s.url).join(",")});
     const mixed = await Pipeline.open({model: file, nodes: `local:0-1,${servers[1].url},local:3-4`, build: "single"});
@@ -139,7 +140,7 @@ describe("E-model pipelines", () => {
       assertSame(await greedyLogits(remote), expected, "remote");
       assertSame(await greedyLogits(mixed), expected, "mixed");
       // A body without the rows the node mirrors is refused by its length, naming the layers.
-      const hidden = Buffer.alloc(4 * (64 + 2 * 32));
+      const hidden = Buffer.alloc(4 * (info[2].n_embd + 2 * 32));
       const r = await fetch(`${servers[2].url}/v1/sessions/x/forward?start_pos=0`, {method: "POST", body: hidden, headers: {"content-type": "application/octet-stream"}});
       assert.equal(r.status, 400);
       assert.match(await r.text(), /K\/V rows of layers 1, 2/);
@@ -156,7 +157,8 @@ describe("E-model pipelines", () => {
     assert.equal(r.status, 0, r.stderr);
     const {nodes, counts} = JSON.parse(r.stdout);
     assert.equal(counts, "weights");
-    assert.deepEqual(nodes.map((n) => n.layers), [[0, 0], [1, 1], [2, 2], [3, 3], [4, 4]]);
+    // Balanced by weight: shared layer 4 (double wide) on a node of its own, away from its source 2.
+    assert.deepEqual(nodes.map((n) => n.layers), [[0, 0], [1, 3], [4, 4]]);
     const tight = run("--nodes", "3", "--memory", "100000");
     assert.equal(tight.status, 1);
     assert.match(tight.stderr, /need more than .* use more nodes/);

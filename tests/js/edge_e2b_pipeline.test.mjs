@@ -74,6 +74,12 @@ describe("an E2B-shaped pipeline of edge nodes", () => {
     t.after(() => mf.dispose());
     await (await mf.getR2Bucket("MODEL", "node0")).put("e2b.gguf", fs.readFileSync(file));
     const urls = await Promise.all(workers.map(async ({name}) => String(await mf.unsafeGetDirectURL(name)).replace(/\/$/, "")));
+    // The first request loads an isolate's weights, busy meanwhile: load them all before the
+    // pipeline connects.
+    for (const response of await Promise.all(urls.map((url) => fetch(`${url}/v1/info`)))) {
+      assert.equal(response.status, 200, await response.clone().text());
+      await response.body?.cancel();
+    }
 
     const whole = await Pipeline.open({model: file, build: "single"});
     let expected;
