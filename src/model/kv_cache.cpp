@@ -30,9 +30,10 @@ int first_layer(const std::vector<int>& mirrored, LayerRange range) {
 
 // In 64 bits: a window as wide as an int is a global layer in effect, never an overflow.
 // A layer before the node's range holds nothing unless the node mirrors it; a mirror is sized
-// as its source. A shared-KV layer holds nothing. A sliding layer whose cache a shared-KV layer reads keeps
-// every position: that layer runs after the source has stored the whole call, which a ring of
-// n_swa + attn_chunk - 1 slots no longer holds for calls longer than a chunk.
+// as its source. A shared-KV layer holds nothing. A sliding layer whose cache a shared-KV layer
+// reads keeps every position: that layer runs after the source has stored the whole call, which
+// a ring of n_swa + attn_chunk - 1 slots no longer holds for calls longer than a chunk (and its
+// node reads the call's rows back to hand them out).
 int capacity(const ModelConfig& c, LayerRange range, const std::vector<int>& mirrored, int il, int max_ctx,
              int attn_chunk) {
   if (il < range.begin && std::find(mirrored.begin(), mirrored.end(), il) == mirrored.end()) return 0;
