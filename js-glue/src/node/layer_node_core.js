@@ -143,7 +143,8 @@ export class LayerNode {
   }
 
   // Refuses a node that would not fit its budget before any tensor is read; what the budget
-  // leaves beyond one session goes to more sessions (unless maxKvBytes was given).
+  // leaves beyond one session goes to more sessions (unless maxKvBytes was given). The memory
+  // figures leave out the names of what the node loads and the layers whose rows it ships.
   #reserve({ tensors, kvRowsIn, kvRowsOut, ...needs }, { memoryBudgetBytes, maxTokens, kvLimited }) {
     const baseBytes = this.#lf.bytes().length;
     const needed = checkMemoryBudget(needs, { baseBytes, budgetBytes: memoryBudgetBytes, layers: this.layers });
@@ -328,7 +329,7 @@ export class LayerNode {
    * perLayer: a model with per-layer embeddings needs this node's layers' inputs,
    * [layers, n, nEmbdPerLayer] (perLayerInputs()). kvRows: a node with kvRowsIn needs each of
    * those layers' K/V rows of the call's positions, { [layer]: Uint16Array [n, bytesPerToken / 2] },
-   * as the source's node handed them out (kvRowsOf); rows of other layers are not sent on.
+   * as the source's node handed them out (kvRowsOf); rows of other layers are ignored.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
   forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null }) {
