@@ -151,6 +151,17 @@ export interface ForwardRequest {
   exitState?: ExitState | null;
   /** models with per-layer embeddings (nEmbdPerLayer > 0): this node's layers' inputs, [layers, n, n_pl] */
   perLayer?: Float32Array | null;
+  /** a node with kvRowsIn: each of those source layers' K/V rows of the call's positions, as kvRowsOf gave them */
+  kvRows?: KvRows | null;
+}
+
+/** Source layers' K/V rows of a call's n positions: layer -> [n, bytesPerToken / 2] f16 (docs/forward-pass.md, "Shared KV across nodes"). */
+export type KvRows = Record<number, Uint16Array>;
+
+/** A source layer whose K/V rows a node takes or hands out, and their bytes per position. */
+export interface KvLayer {
+  layer: number;
+  bytesPerToken: number;
 }
 
 export interface ApproxOptions {
@@ -220,6 +231,10 @@ export interface NodeShape {
   readonly nEmbd: number;
   readonly nVocab: number;
   readonly nLayer: number;
+  /** the source layers whose K/V rows each forward takes (the node mirrors their caches) */
+  readonly kvRowsIn: KvLayer[];
+  /** the source layers whose new K/V rows each forward hands out */
+  readonly kvRowsOut: KvLayer[];
 }
 
 export interface LayerNode extends NodeShape {}
@@ -251,6 +266,8 @@ export class LayerNode {
                         cachedBytes: number; rowBytes: number } | null;
   /** concurrent calls of different sessions run together as one engine step (each its bytes alone) */
   forward(request: ForwardRequest): Promise<Float32Array>;
+  /** the kvRowsOut rows the forward that answered `out` handed out, every position of its call; null without kvRowsOut */
+  kvRowsOf(out: Float32Array): KvRows | null;
   /** the row budget of one engine step */
   readonly maxBatchRows: number;
   /** called after each engine step of forwards: its calls, rows, and each call's wait (ms) for it; returns the unsubscribe */
@@ -305,6 +322,8 @@ export class RemoteNode {
   /** the per-layer inputs the node answered with the embed() that gave `hidden` */
   perLayerInputs(tokens: ArrayLike<number>, hidden: Float32Array): Float32Array;
   forward(request: ForwardRequest): Promise<Float32Array>;
+  /** as LayerNode.kvRowsOf: the rows the node answered with that forward */
+  kvRowsOf(out: Float32Array): KvRows | null;
   logits(hidden: Float32Array): Promise<Float32Array>;
   /** logits(): the node's server shares LM-head passes among concurrent requests */
   logitsAsync(hidden: Float32Array): Promise<Float32Array>;

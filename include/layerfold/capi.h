@@ -61,7 +61,10 @@ LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, 
  * top-K FFN included) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
  * loading only, freed before any session exists), "per_layer_row_bytes" (the first node of a
  * model with per-layer embeddings: one token's row of per_layer_token_embd, what a cache of rows
- * is budgeted by; else 0), "tensors" (as lf_node_tensors_json)}. */
+ * is budgeted by; else 0), "kv_rows_in" and "kv_rows_out" (shared KV across nodes: the source
+ * layers whose K/V rows the node takes, its mirrors being in kv_bytes_per_session, and those whose
+ * rows it hands out, [{"layer", "bytes_per_token"}]; see lf_session_set_kv_rows), "tensors" (as
+ * lf_node_tensors_json)}. */
 LF_EXPORT(lf_node_needs_json) const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                              int with_embedding, int with_head, int max_ctx,
                                                              int max_tokens, int per_layer_rows);
@@ -153,6 +156,22 @@ LF_EXPORT(lf_per_layer_inputs_from_rows) int lf_per_layer_inputs_from_rows(const
  * floats, copied; required before every forward of such a model, consumed by a successful one. */
 LF_EXPORT(lf_session_set_per_layer_inputs) int lf_session_set_per_layer_inputs(lf_session* session, const float* in,
                                                                                int n_floats);
+/* Shared KV across nodes (docs/forward-pass.md, "Shared KV across nodes"): a node holding
+ * shared-KV layers without their source layer is given the source's K/V rows with each forward
+ * (lf_node_needs_json's kv_rows_in), and the node of the source hands them out (kv_rows_out).
+ * The next forward's rows of source layer `layer` for positions [pos0, pos0 + n): values
+ * [n, 2 (K, V), n_head_kv * head_dim] f16, as lf_session_kv_rows gave them, copied (a second call
+ * for the layer replaces them). Required for each such layer before every forward, consumed by a
+ * successful one; the forward refuses missing, mis-sized or non-finite rows and rows of other
+ * positions than its own, by name. lf_session_clear_kv_rows drops rows set and not consumed. */
+LF_EXPORT(lf_session_set_kv_rows) int lf_session_set_kv_rows(lf_session* session, int layer, int pos0, int n,
+                                                             const uint16_t* values, int n_values);
+LF_EXPORT(lf_session_clear_kv_rows) void lf_session_clear_kv_rows(lf_session* session);
+/* After a successful forward, the call's new rows of source layer `layer` (one of kv_rows_out),
+ * laid out as above and owned by the session until its next forward: their value count, and
+ * their first value; -1 and NULL (with the last error set) for a layer it hands out no rows of. */
+LF_EXPORT(lf_session_kv_rows_values) int lf_session_kv_rows_values(const lf_session* session, int layer);
+LF_EXPORT(lf_session_kv_rows) const uint16_t* lf_session_kv_rows(const lf_session* session, int layer);
 /* in [n, n_embd] at positions start_pos.. -> out [n or 1 (last_only), n_embd] */
 LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in,
                                      int n, float* out, int last_only);
@@ -172,8 +191,8 @@ LF_EXPORT(lf_forward_async_result) int lf_forward_async_result(const lf_model* m
  * refused (stale start_pos, context overflow, non-finite input or output, missing per-layer
  * inputs...) leaves its session as it was while the others run. An entry's output bytes are those
  * lf_forward gives its session alone, whatever else is in the batch, at any thread count, in
- * every build. Per-session settings (approximate modes, exit state, per-layer inputs) are set on
- * each session beforehand, as for lf_forward.
+ * every build. Per-session settings (approximate modes, exit state, per-layer inputs, shipped K/V
+ * rows) are set on each session beforehand, as for lf_forward.
  * Returns 1 when the batch ran (each entry's outcome: lf_forward_batch_result_json), 0 when it is
  * refused as a whole (n_entries < 1, an entry without rows, a session twice, missing buffers, a
  * forward already running). */

@@ -349,6 +349,41 @@ int lf_session_set_per_layer_inputs(lf_session* session, const float* in, int n_
   return 1;
 }
 
+int lf_session_set_kv_rows(lf_session* session, int layer, int pos0, int n, const uint16_t* values, int n_values) {
+  if (n < 0 || n_values < 0 || (n_values > 0 && !values)) {
+    return lf::capi::record(Status(Code::invalid_argument, "K/V rows need n >= 0, n_values >= 0 and a buffer"));
+  }
+  std::vector<lf::KvRows>& given = session->session.kv_rows_in;
+  auto it = std::find_if(given.begin(), given.end(), [layer](const lf::KvRows& r) { return r.layer == layer; });
+  if (it == given.end()) it = given.insert(given.end(), lf::KvRows{});
+  *it = lf::KvRows{layer, pos0, n, std::vector<uint16_t>(values, values + n_values)};
+  return 1;
+}
+
+void lf_session_clear_kv_rows(lf_session* session) { session->session.kv_rows_in.clear(); }
+
+namespace {
+
+const lf::KvRows* kv_rows_out(const lf_session* session, int layer) {
+  for (const lf::KvRows& rows : session->session.last.kv_rows_out) {
+    if (rows.layer == layer) return &rows;
+  }
+  lf::capi::record(Status(Code::not_found, "the session's last forward handed out no K/V rows of layer " + std::to_string(layer)));
+  return nullptr;
+}
+
+}  // namespace
+
+int lf_session_kv_rows_values(const lf_session* session, int layer) {
+  const lf::KvRows* rows = kv_rows_out(session, layer);
+  return rows ? static_cast<int>(rows->values.size()) : -1;
+}
+
+const uint16_t* lf_session_kv_rows(const lf_session* session, int layer) {
+  const lf::KvRows* rows = kv_rows_out(session, layer);
+  return rows ? rows->values.data() : nullptr;
+}
+
 int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in, int n, float* out,
                int last_only) {
   return check_loaded(model) &&

@@ -76,6 +76,10 @@ const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, in
   out["scratch_bytes_per_worker"] = needs.scratch_bytes_per_worker;
   out["relayout_bytes"] = needs.relayout_bytes;
   out["per_layer_row_bytes"] = needs.per_layer_row_bytes;
+  for (const auto& [key, layers] : {std::pair{"kv_rows_in", &needs.kv_rows_in}, std::pair{"kv_rows_out", &needs.kv_rows_out}}) {
+    out[key] = nlohmann::ordered_json::array();
+    for (const lf::NodeNeeds::KvLayer& l : *layers) out[key].push_back({{"layer", l.layer}, {"bytes_per_token", l.bytes_per_token}});
+  }
   out["tensors"] = needs.tensors;
   return answer(gguf, out);
 }

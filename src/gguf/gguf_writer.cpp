@@ -260,6 +260,12 @@ Status GgufWriter::write_file(const std::string& path) const {
 
 std::vector<uint8_t> GgufWriter::header_buffer() const { return encode_header(kv_, tensors_, alignment_); }
 
+uint64_t GgufWriter::file_bytes() const {
+  uint64_t bytes = header_buffer().size();
+  for (const Tensor& t : tensors_) bytes += padded(t.n_bytes, alignment_);
+  return bytes;
+}
+
 std::vector<uint8_t> GgufWriter::write_buffer() const {
   std::vector<uint8_t> out;
   Status s = emit_file(kv_, tensors_, alignment_, [&](const uint8_t* p, size_t n) {

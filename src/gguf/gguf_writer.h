@@ -39,6 +39,8 @@ class GgufWriter {
   // The header alone (metadata and tensor infos, padded to the data): what describes a model
   // without its weights, as the model-configuration fuzzer feeds the loader.
   std::vector<uint8_t> header_buffer() const;
+  // Bytes of the whole file write_file() would write.
+  uint64_t file_bytes() const;
 
  private:
   struct Tensor {

@@ -36,6 +36,49 @@ Status check_per_layer_inputs(const Model& m, const Session& s, int n) {
   return check_finite_rows(s.per_layer_in, std::max(1, m.config.n_embd_per_layer), "per-layer input");
 }
 
+// The session's shipped K/V rows for this call: one KvRows per layer its cache mirrors, each of
+// positions [start_pos, start_pos + n), of the source's size, finite.
+Status check_kv_rows(const Model& m, const Session& s, int start_pos, int n) {
+  const std::vector<int>& mirrored = s.kv.mirrored();
+  const std::string node = "layers [" + std::to_string(m.range.begin) + ", " + std::to_string(m.range.end) + ")";
+  if (mirrored.empty() && !s.kv_rows_in.empty()) {
+    return Status(Code::invalid_argument, "K/V rows of layer " + std::to_string(s.kv_rows_in.front().layer) +
+                                              " were given, but " + node + " read no other node's KV cache");
+  }
+  for (const KvRows& rows : s.kv_rows_in) {
+    if (std::find(mirrored.begin(), mirrored.end(), rows.layer) == mirrored.end()) {
+      return Status(Code::invalid_argument, "K/V rows of layer " + std::to_string(rows.layer) + " were given, but " + node +
+                                                " read no cache of that layer from another node");
+    }
+  }
+  for (int il : mirrored) {
+    const std::string which = "layer " + std::to_string(il) + "'s K/V rows";
+    const auto rows = std::find_if(s.kv_rows_in.begin(), s.kv_rows_in.end(), [il](const KvRows& r) { return r.layer == il; });
+    if (rows == s.kv_rows_in.end()) {
+      return Status(Code::invalid_argument, which + " are missing: shared-KV layers of " + node +
+                                                " attend over its cache, which the node of layer " + std::to_string(il) +
+                                                " hands out with each forward");
+    }
+    if (rows->pos0 != start_pos || rows->n != n) {
+      return Status(Code::failed_precondition,
+                    which + " are for positions [" + std::to_string(rows->pos0) + ", " + std::to_string(rows->pos0 + rows->n) +
+                        "), but the call runs positions [" + std::to_string(start_pos) + ", " + std::to_string(start_pos + n) + ")");
+    }
+    const uint64_t expected = 2 * static_cast<uint64_t>(n) * static_cast<uint64_t>(m.config.layers[il].kv_dim());
+    if (rows->values.size() != expected) {
+      return Status(Code::invalid_argument, which + " hold " + std::to_string(rows->values.size()) +
+                                                " f16 values, expected n x 2 x n_head_kv x head_dim = " + std::to_string(expected));
+    }
+    for (size_t i = 0; i < rows->values.size(); ++i) {
+      if ((rows->values[i] & 0x7c00) == 0x7c00) {
+        return Status(Code::invalid_argument, which + " hold a non-finite value at position " +
+                                                  std::to_string(rows->pos0 + static_cast<int>(i / (expected / n))));
+      }
+    }
+  }
+  return Status();
+}
+
 // An entry as forward() would take it alone: its session's range, position and room, the mode
 // it asks for, its input rows and per-layer inputs.
 Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float> in) {
@@ -60,6 +103,7 @@ Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float
     }
   }
   LF_RETURN_IF_ERROR(check_finite_rows(in, m.config.n_embd, "input"));
+  LF_RETURN_IF_ERROR(check_kv_rows(m, s, e.start_pos, e.n));
   return check_per_layer_inputs(m, s, e.n);
 }
 
@@ -164,6 +208,9 @@ Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std:
   for (size_t k = 0, x = 0; k < kept.size(); ++k) {
     const BatchEntry& e = entries[kept[k]];
     runs->push_back(e);
+    // Mirrored caches take the call's positions before its shared layers attend. Slots past
+    // n_past hold nothing live, so a call refused later leaves nothing to put back.
+    for (const KvRows& rows : e.session->kv_rows_in) e.session->kv.store_rows(rows);
     std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(at[kept[k]].in * E), static_cast<size_t>(e.n) * E,
                 scratch->x.begin() + static_cast<std::ptrdiff_t>(x * E));
     x += static_cast<size_t>(e.n);
@@ -246,6 +293,7 @@ Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std:
     const bool odd = (m.range.end - m.range.begin) % 2 == 1;
     const std::vector<float>& x = odd ? scratch->x_next : scratch->x;
     const bool no_layers = m.range.end == m.range.begin;
+    const std::vector<int> shipped = kv_layers_shipped(m.config, m.range.begin, m.range.end);
     size_t row_in = 0, row_out = 0;
     for (size_t k = 0; k < runs->size(); ++k) {
       const BatchEntry& e = (*runs)[k];
@@ -269,6 +317,9 @@ Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std:
       std::copy(result.begin(), result.end(), out.begin() + static_cast<std::ptrdiff_t>(at[kept[k]].out * E));
       s.set_n_past(e.start_pos + e.n);
       s.per_layer_in.clear();
+      s.kv_rows_in.clear();
+      s.last.kv_rows_out.resize(shipped.size());
+      for (size_t j = 0; j < shipped.size(); ++j) s.kv.read_rows(shipped[j], e.start_pos, e.n, &s.last.kv_rows_out[j]);
       s.last.exit_out = std::move(scratch->exit[k]);
       s.exit_in = ExitState();
       s.last.ffn_approx = ApproxStats();

@@ -23,11 +23,20 @@ bool read_by_shared_layer(const ModelConfig& c, int il) {
   return false;
 }
 
+// The lowest layer a node of `range` keeps a cache for.
+int first_layer(const std::vector<int>& mirrored, LayerRange range) {
+  return mirrored.empty() ? range.begin : std::min(range.begin, mirrored.front());
+}
+
 // In 64 bits: a window as wide as an int is a global layer in effect, never an overflow.
-// A shared-KV layer holds nothing. A sliding layer whose cache a shared-KV layer reads keeps
-// every position: that layer runs after the source has stored the whole call, which a ring of
-// n_swa + attn_chunk - 1 slots no longer holds for calls longer than a chunk.
-int capacity(const ModelConfig& c, int il, int max_ctx, int attn_chunk) {
+// A layer before the node's range holds nothing unless the node mirrors it; a mirror is sized
+// as its source. A shared-KV layer holds nothing. A sliding layer whose cache a shared-KV layer
+// reads keeps every position: that layer runs after the source has stored the whole call, which
+// a ring of n_swa + attn_chunk - 1 slots no longer holds for calls longer than a chunk (and its
+// node reads the call's rows back to hand them out).
+int capacity(const ModelConfig& c, LayerRange range, const std::vector<int>& mirrored, int il, int max_ctx,
+             int attn_chunk) {
+  if (il < range.begin && std::find(mirrored.begin(), mirrored.end(), il) == mirrored.end()) return 0;
   if (c.layers[il].shares_kv) return 0;
   if (!c.layers[il].sliding || read_by_shared_layer(c, il)) return max_ctx;
   return static_cast<int>(std::min<int64_t>(max_ctx, int64_t{c.n_swa} + attn_chunk - 1));
@@ -48,9 +57,10 @@ Status KvCache::bytes_for(const ModelConfig& c, LayerRange range, const KvCacheO
   int max_ctx = 0;
   LF_RETURN_IF_ERROR(check_options(c, options, &max_ctx));
   *bytes = 0;
-  for (int il = range.begin; il < range.end; ++il) {
+  const std::vector<int> mirrored = kv_layers_mirrored(c, range.begin, range.end);
+  for (int il = first_layer(mirrored, range); il < range.end; ++il) {
     uint64_t n = 0;
-    LF_RETURN_IF_ERROR(layer_values(c, il, capacity(c, il, max_ctx, options.attn_chunk), &n));
+    LF_RETURN_IF_ERROR(layer_values(c, il, capacity(c, range, mirrored, il, max_ctx, options.attn_chunk), &n));
     *bytes += 2 * n * sizeof(uint16_t);
   }
   return Status();
@@ -62,10 +72,12 @@ Status KvCache::create(const ModelConfig& c, LayerRange range, const KvCacheOpti
   cache.range_ = range;
   cache.attn_chunk_ = options.attn_chunk;
   cache.n_swa_ = c.n_swa;
-  cache.layers_.resize(range.end - range.begin);
-  for (int il = range.begin; il < range.end; ++il) {
-    LayerKv& kv = cache.layers_[il - range.begin];
-    kv.capacity = capacity(c, il, cache.max_ctx_, options.attn_chunk);
+  cache.mirrored_ = kv_layers_mirrored(c, range.begin, range.end);
+  cache.first_ = first_layer(cache.mirrored_, range);
+  cache.layers_.resize(range.end - cache.first_);
+  for (int il = cache.first_; il < range.end; ++il) {
+    LayerKv& kv = cache.layer(il);
+    kv.capacity = capacity(c, range, cache.mirrored_, il, cache.max_ctx_, options.attn_chunk);
     kv.n_head_kv = c.layers[il].n_head_kv;
     kv.head_dim = c.layers[il].head_dim;
     kv.sliding = c.layers[il].sliding;
@@ -94,7 +106,7 @@ uint64_t KvCache::bytes() const {
 }
 
 void KvCache::store(int il, int kv_head, int pos, const float* k, const float* v) {
-  LayerKv& kv = layers_[il - range_.begin];
+  LayerKv& kv = layer(il);
   const size_t off = (static_cast<size_t>(kv_head) * kv.capacity + static_cast<size_t>(pos % kv.capacity)) * kv.head_dim;
   for (int i = 0; i < kv.head_dim; ++i) {
     kv.k[off + i] = fp32_to_fp16(k[i]);
@@ -102,8 +114,41 @@ void KvCache::store(int il, int kv_head, int pos, const float* k, const float* v
   }
 }
 
+// Shipped rows are per position [K heads, V heads]; the cache is per head [slots, head_dim].
+void KvCache::store_rows(const KvRows& rows) {
+  LayerKv& kv = layer(rows.layer);
+  const size_t dim = static_cast<size_t>(kv.head_dim), kv_dim = dim * kv.n_head_kv;
+  for (int t = 0; t < rows.n; ++t) {
+    const uint16_t* k = rows.values.data() + 2 * kv_dim * t;
+    const uint16_t* v = k + kv_dim;
+    const size_t slot = static_cast<size_t>((rows.pos0 + t) % kv.capacity);
+    for (size_t h = 0; h < static_cast<size_t>(kv.n_head_kv); ++h) {
+      std::copy_n(k + h * dim, dim, kv.k.begin() + (h * kv.capacity + slot) * dim);
+      std::copy_n(v + h * dim, dim, kv.v.begin() + (h * kv.capacity + slot) * dim);
+    }
+  }
+}
+
+void KvCache::read_rows(int il, int pos0, int n, KvRows* out) const {
+  const LayerKv& kv = layer(il);
+  const size_t dim = static_cast<size_t>(kv.head_dim), kv_dim = dim * kv.n_head_kv;
+  out->layer = il;
+  out->pos0 = pos0;
+  out->n = n;
+  out->values.resize(2 * kv_dim * n);
+  for (int t = 0; t < n; ++t) {
+    uint16_t* k = out->values.data() + 2 * kv_dim * t;
+    uint16_t* v = k + kv_dim;
+    const size_t slot = static_cast<size_t>((pos0 + t) % kv.capacity);
+    for (size_t h = 0; h < static_cast<size_t>(kv.n_head_kv); ++h) {
+      std::copy_n(kv.k.begin() + (h * kv.capacity + slot) * dim, dim, k + h * dim);
+      std::copy_n(kv.v.begin() + (h * kv.capacity + slot) * dim, dim, v + h * dim);
+    }
+  }
+}
+
 KvView KvCache::view(int il, int kv_head, int end_pos) const {
-  const LayerKv& kv = layers_[il - range_.begin];
+  const LayerKv& kv = layer(il);
   const size_t off = static_cast<size_t>(kv_head) * kv.capacity * kv.head_dim;
   KvView view;
   view.k = kv.k.data() + off;

@@ -6,7 +6,9 @@
 // runs their queries, so the oldest key any of those queries needs is still in the ring. A
 // sliding layer whose cache a shared-KV layer reads keeps every position (that layer runs after
 // the whole call is stored), and shared-KV layers hold nothing (docs/forward-pass.md, "The KV
-// cache").
+// cache"). A node holding shared-KV layers without their source layer also holds a mirror of
+// the source's cache, which it fills from rows the source's node hands out (KvRows;
+// docs/forward-pass.md, "Shared KV across nodes").
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,15 @@ namespace lf {
 struct KvCacheOptions {
   int max_ctx = 0;      // positions a session may hold; 0: the model's n_ctx_train
   int attn_chunk = 64;  // queries attended per step (sizes the sliding rings)
+};
+
+// One source layer's K and V rows of positions [pos0, pos0 + n) exactly as its cache holds them
+// (f16 after the norms and RoPE): per position K [n_head_kv, head_dim], then V [n_head_kv, head_dim].
+struct KvRows {
+  int layer = 0;
+  int pos0 = 0;
+  int n = 0;
+  std::vector<uint16_t> values;  // [n, 2, n_head_kv · head_dim]
 };
 
 // The ring slots a forward call overwrites while they may still hold live keys, kept so that a
@@ -48,6 +59,13 @@ class KvCache {
   void store(int il, int kv_head, int pos, const float* k, const float* v);
   // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
   KvView view(int il, int kv_head, int end_pos) const;
+
+  // The source layers before range().begin this cache mirrors (kv_layers_mirrored).
+  const std::vector<int>& mirrored() const { return mirrored_; }
+  // Positions [rows.pos0, rows.pos0 + rows.n) of layer rows.layer (one the cache holds) from
+  // shipped rows, and the other way round; the sizes were checked by the caller.
+  void store_rows(const KvRows& rows);
+  void read_rows(int il, int pos0, int n, KvRows* out) const;
 
   // The shortest length a session of n_past positions can be cut back to (Session::truncate)
   // with every key its next queries read still cached: a sliding ring of C slots holds positions
@@ -78,11 +96,16 @@ class KvCache {
     }
   }
 
+  const LayerKv& layer(int il) const { return layers_[il - first_]; }
+  LayerKv& layer(int il) { return layers_[il - first_]; }
+
   LayerRange range_;
+  int first_ = 0;  // the lowest layer held: range_.begin, or the first mirrored layer
+  std::vector<int> mirrored_;
   int max_ctx_ = 0;
   int attn_chunk_ = 0;
   int n_swa_ = 0;
-  std::vector<LayerKv> layers_;  // [range.end - range.begin]
+  std::vector<LayerKv> layers_;  // [range.end - first_]: layers before range.begin not mirrored hold nothing
 };
 
 }  // namespace lf

@@ -162,7 +162,6 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
     return Status(Code::invalid_argument, "layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                                               ") is not within [0, " + std::to_string(c.n_layer) + ")");
   }
-  LF_RETURN_IF_ERROR(check_kv_layers_in_range(c, r.begin, r.end));
   m.range = r;
   m.has_embedding = options.with_embedding;
   m.has_head = options.with_head;

@@ -541,17 +541,24 @@ void add_moe_specs(const ModelConfig& c, int il, std::vector<TensorSpec>* specs)
 
 }  // namespace
 
-Status check_kv_layers_in_range(const ModelConfig& c, int begin, int end) {
+std::vector<int> kv_layers_mirrored(const ModelConfig& c, int begin, int end) {
+  std::vector<int> out;
   for (int il = begin; il < end; ++il) {
     const int source = c.layers[il].kv_layer;
-    if (source < begin) {
-      return Status(Code::failed_precondition,
-                    "layers " + std::to_string(source) + " and " + std::to_string(il) +
-                        " must stay on one node: shared-KV layer " + std::to_string(il) + " attends over layer " +
-                        std::to_string(source) + "'s KV cache, but the node starts at layer " + std::to_string(begin));
-    }
+    if (source < begin && std::find(out.begin(), out.end(), source) == out.end()) out.push_back(source);
   }
-  return Status();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> kv_layers_shipped(const ModelConfig& c, int begin, int end) {
+  std::vector<int> out;
+  for (int il = std::max(begin, end); il < c.n_layer; ++il) {
+    const int source = c.layers[il].kv_layer;
+    if (source >= begin && source < end && std::find(out.begin(), out.end(), source) == out.end()) out.push_back(source);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string layer_tensor_name(int il, const char* short_name, const char* suffix) {

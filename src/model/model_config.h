@@ -85,9 +85,12 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
 // "blk.3.ffn_gate_inp.scale".
 std::string layer_tensor_name(int il, const char* short_name, const char* suffix = "weight");
 
-// Layers [range.begin, range.end) can run on one node only if every shared-KV layer among them
-// finds the layer whose cache it reads there too; else failed_precondition naming both layers.
-Status check_kv_layers_in_range(const ModelConfig& config, int begin, int end);
+// The K/V rows a node of layers [begin, end) ships (docs/forward-pass.md, "Shared KV across
+// nodes"): the source layers before begin whose cache a shared-KV layer of the node reads (the
+// node mirrors them from rows it is given), and the source layers of the node whose cache a
+// shared-KV layer after end reads (the node hands out their new rows), both in layer order.
+std::vector<int> kv_layers_mirrored(const ModelConfig& config, int begin, int end);
+std::vector<int> kv_layers_shipped(const ModelConfig& config, int begin, int end);
 
 // Reads and validates the configuration. Errors (Code::unsupported or Code::malformed) name the
 // missing key, the unsupported feature, or the tensor with its expected and actual shape.

@@ -57,7 +57,6 @@ Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeS
     return Status(Code::invalid_argument, "layer range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                                               ") is not inside the model's " + std::to_string(config.n_layer) + " layers");
   }
-  LF_RETURN_IF_ERROR(check_kv_layers_in_range(config, r.begin, r.end));
   bool needs_rope_freqs = false;
   for (int il = r.begin; il < r.end; ++il) needs_rope_freqs |= config.layers[il].use_freq_factors;
   out->clear();
@@ -115,6 +114,18 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
     if (shape.per_layer_rows) needs.scratch_bytes += per_layer_rows_lookup_bytes(shape.max_tokens);
   }
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
+  auto kv_layers = [&](const std::vector<int>& layers) {
+    std::vector<NodeNeeds::KvLayer> out;
+    for (int il : layers) out.push_back({il, 2 * sizeof(uint16_t) * static_cast<uint64_t>(c.layers[il].kv_dim())});
+    return out;
+  };
+  needs.kv_rows_in = kv_layers(kv_layers_mirrored(c, shape.range.begin, shape.range.end));
+  needs.kv_rows_out = kv_layers(kv_layers_shipped(c, shape.range.begin, shape.range.end));
+  // A session's copies of one call's rows: those it is given (Session::kv_rows_in) and those it
+  // hands out (ForwardReport::kv_rows_out).
+  for (const auto* layers : {&needs.kv_rows_in, &needs.kv_rows_out}) {
+    for (const NodeNeeds::KvLayer& l : *layers) needs.scratch_bytes += static_cast<uint64_t>(shape.max_tokens) * l.bytes_per_token;
+  }
   *out = std::move(needs);
   return Status();
 }

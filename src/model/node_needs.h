@@ -37,6 +37,14 @@ struct NodeNeeds {
   // The first node of a model with per-layer embeddings: the bytes of one token's row of
   // per_layer_token_embd, what a host budgets a cache of rows by (0 on other nodes).
   uint64_t per_layer_row_bytes = 0;
+  // Shared KV across nodes (kv_layers_mirrored, kv_layers_shipped): the source layers whose rows
+  // the node is given (their mirror is in kv_bytes_per_session) and those whose rows it hands
+  // out, with one position's bytes of each (K and V in f16).
+  struct KvLayer {
+    int layer = 0;
+    uint64_t bytes_per_token = 0;
+  };
+  std::vector<KvLayer> kv_rows_in, kv_rows_out;
 };
 
 // Tensor names a node loads: its layers', token_embd on the first node (and on the last when

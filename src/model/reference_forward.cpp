@@ -210,6 +210,9 @@ Status reference_layers(const Model& m, const float* in, int n, std::vector<floa
   if (m.config.n_embd_per_layer > 0 && !per_layer_in) {
     return Status(Code::invalid_argument, "the model has per-layer embeddings: reference_layers needs their inputs");
   }
+  if (!kv_layers_mirrored(m.config, m.range.begin, m.range.end).empty()) {
+    return Status(Code::unsupported, "reference_layers runs a node only with the source layers of its shared-KV layers");
+  }
   out->assign(in, in + static_cast<size_t>(n) * m.config.n_embd);
   std::vector<LayerKv> caches(static_cast<size_t>(m.range.end - m.range.begin));
   for (int il = m.range.begin; il < m.range.end; ++il) LF_RETURN_IF_ERROR(layer(m, il, n, out, per_layer_in, &caches));

@@ -32,6 +32,9 @@ struct ForwardReport {
   // written only by the worker that owns the head.
   std::vector<std::vector<ApproxStats>> attention_approx;
   ApproxStats ffn_approx;  // the top-K FFN's, summed over workers
+  // The call's new K/V rows of each source layer whose cache a shared-KV layer after the node
+  // reads (kv_layers_shipped), in layer order: for the nodes of those layers (Session::kv_rows_in).
+  std::vector<KvRows> kv_rows_out;
 
   // Everything the approximate modes did, summed over layers and heads in a fixed order.
   ApproxStats approx_stats() const;
@@ -65,6 +68,10 @@ class Session {
   // n_embd_per_layer] (per_layer_embd.h); required when the model has them, consumed by a
   // successful call.
   std::vector<float> per_layer_in;
+  // The next forward call's K/V rows of each source layer this node mirrors (KvCache::mirrored),
+  // as the source's node handed them out (ForwardReport::kv_rows_out); required when the node
+  // mirrors any, consumed by a successful call.
+  std::vector<KvRows> kv_rows_in;
   DebugHook debug_hook;
 
   ForwardReport last;

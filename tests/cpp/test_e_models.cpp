@@ -1,9 +1,10 @@
 // Gemma 4 E2B/E4B features on a tiny in-memory model (fixture_e_model.h): the configuration and
 // its refusals, per-layer inputs and the whole forward against the reference, byte identity
-// across thread counts, cache chunkings and pipeline splits, and splits that would separate a
-// shared-KV layer from the layer whose cache it reads.
+// across thread counts, cache chunkings and pipeline splits, and splits that separate a shared-KV
+// layer from the layer whose cache it reads, through the K/V rows shipped between nodes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -219,7 +220,8 @@ TEST_CASE("E-model output bytes: thread counts, cache chunkings and valid splits
     }
     CHECK(got == expected);
   }
-  // The one split that keeps each shared layer with its source (3 with 1, 4 with 2): [0, 1) + [1, 5).
+  // The split that keeps each shared layer with its source (3 with 1, 4 with 2), so no K/V rows
+  // travel: [0, 1) + [1, 5). Every other split ships them (the [kv_ship] tests).
   for (int k : {1}) {
     const Model a = load(f, {0, k}, true, false), b = load(f, {k, kLayers}, false, true);
     Session sa = session(a), sb = session(b);
@@ -230,19 +232,273 @@ TEST_CASE("E-model output bytes: thread counts, cache chunkings and valid splits
   }
 }
 
-TEST_CASE("a split between a shared-KV layer and its source is refused, naming both layers", "[e_model]") {
-  const FixtureModel f = e_fixture();
-  for (int k : {2, 3, 4}) {
-    Model m;
-    const Status s = load_status(f, {k, kLayers}, false, true, 1, &m);
-    INFO(s.message());
-    REQUIRE(s.code() == Code::failed_precondition);
-    const std::string expect = k < 4 ? "layers 1 and 3 must stay on one node" : "layers 2 and 4 must stay on one node";
-    CHECK(s.message().find(expect) != std::string::npos);
-    lf::NodeNeeds needs;
-    const Status n = lf::node_needs(f.file, lf::NodeShape{{k, kLayers}, false, true, 32, 1}, &needs);
-    CHECK(n.message() == s.message());
+namespace {
+
+// A pipeline of nodes in process: each node's sessions, and each source layer's K/V rows of the
+// step as the node of the source handed them out, given to the nodes that mirror it.
+struct Pipeline {
+  std::vector<Model> nodes;
+  std::vector<Session> sessions;
+};
+
+Pipeline pipeline(const FixtureModel& f, const std::vector<int>& cuts, int threads, int attn_chunk = 64) {
+  Pipeline p;
+  std::vector<int> bounds{0};
+  bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+  bounds.push_back(kLayers);
+  p.nodes.reserve(bounds.size() - 1);
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    p.nodes.push_back(load(f, {bounds[i], bounds[i + 1]}, i == 0, i + 2 == bounds.size(), threads));
+    p.sessions.push_back(session(p.nodes.back(), 32, attn_chunk));
   }
+  return p;
+}
+
+// Tokens [t0, t0 + n) of `in` through every node: each node's output is the next one's input,
+// and the rows of each source layer a node hands out go to the later nodes that mirror it.
+std::vector<float> run_at(Pipeline& p, const Inputs& in, int n_all, int t0, int n) {
+  std::vector<lf::KvRows> shipped;
+  std::vector<float> x(in.x.begin() + static_cast<std::ptrdiff_t>(t0) * kEmbd,
+                       in.x.begin() + static_cast<std::ptrdiff_t>(t0 + n) * kEmbd);
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const Model& m = p.nodes[i];
+    Session& s = p.sessions[i];
+    s.kv_rows_in.clear();
+    for (const lf::KvRows& rows : shipped) {
+      const std::vector<int>& mirrored = s.kv.mirrored();
+      if (std::find(mirrored.begin(), mirrored.end(), rows.layer) != mirrored.end()) s.kv_rows_in.push_back(rows);
+    }
+    s.per_layer_in = slice(in.per_layer, n_all, m.range.begin, m.range.end, t0, n);
+    std::vector<float> out(static_cast<size_t>(n) * kEmbd);
+    const Status st = lf::forward(m, s, t0, x.data(), n, out.data(), false);
+    INFO("node " << i << ": " << st.message());
+    REQUIRE(st.ok());
+    shipped.insert(shipped.end(), s.last.kv_rows_out.begin(), s.last.kv_rows_out.end());
+    x = std::move(out);
+  }
+  return x;
+}
+
+// Every way to cut the 5 layers into 2 or 3 nodes.
+std::vector<std::vector<int>> every_split() {
+  std::vector<std::vector<int>> out;
+  for (int a = 1; a < kLayers; ++a) {
+    out.push_back({a});
+    for (int b = a + 1; b < kLayers; ++b) out.push_back({a, b});
+  }
+  return out;
+}
+
+std::string cuts_text(const std::vector<int>& cuts) {
+  std::string t;
+  for (int c : cuts) t += (t.empty() ? "" : ",") + std::to_string(c);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a split anywhere ships the sources' K/V rows and gives one node's bytes, at 1-3 threads", "[e_model][kv_ship]") {
+  EFixtureOptions o;
+  o.format = WeightFormat::mixed;
+  const FixtureModel f = e_fixture(o);
+  const int n = 13;
+  const Model whole = load(f);
+  const Inputs in = inputs(whole, prompt(n));
+  // A prompt of 9, then 4 single steps.
+  Session s0 = session(whole);
+  std::vector<float> expected = run(whole, s0, in, n, 0, 9);
+  for (int t = 9; t < n; ++t) {
+    const std::vector<float> row = run(whole, s0, in, n, t, 1);
+    expected.insert(expected.end(), row.begin(), row.end());
+  }
+  for (int threads : {1, 2, 3}) {
+    for (const std::vector<int>& cuts : every_split()) {
+      INFO(threads << " threads, cuts at " << cuts_text(cuts));
+      Pipeline p = pipeline(f, cuts, threads, threads == 2 ? 2 : 64);
+      std::vector<float> got = run_at(p, in, n, 0, 9);
+      for (int t = 9; t < n; ++t) {
+        const std::vector<float> row = run_at(p, in, n, t, 1);
+        got.insert(got.end(), row.begin(), row.end());
+      }
+      CHECK(got == expected);
+    }
+  }
+}
+
+TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors is in its needs", "[e_model][kv_ship]") {
+  const FixtureModel f = e_fixture();
+  const Model whole = load(f);
+  const Inputs in = inputs(whole, prompt(6));
+  Session s = session(whole);
+  run(whole, s, in, 6, 0, 6);
+  CHECK(s.last.kv_rows_out.empty());  // every reader is on the node
+  const Model first = load(f, {0, 2}, true, false);
+  Session sa = session(first);
+  run(first, sa, in, 6, 0, 4);
+  REQUIRE(sa.last.kv_rows_out.size() == 1);  // layer 1, which layer 3 reads; layer 2 is not here
+  const lf::KvRows& rows = sa.last.kv_rows_out[0];
+  CHECK(rows.layer == 1);
+  CHECK(rows.pos0 == 0);
+  CHECK(rows.n == 4);
+  REQUIRE(rows.values.size() == 4 * 2 * 32);
+  // Position 2's K of layer 1 (one KV head of 32) is what the cache's view of layer 1 holds.
+  const lf::KvView view = sa.kv.view(1, 0, 4);
+  for (int d = 0; d < 32; ++d) {
+    CHECK(rows.values[2 * 64 + d] == view.k[2 * 32 + d]);
+    CHECK(rows.values[2 * 64 + 32 + d] == view.v[2 * 32 + d]);
+  }
+
+  struct Case {
+    lf::LayerRange range;
+    std::vector<int> in, out;
+  };
+  for (const Case& c : {Case{{0, 2}, {}, {1}}, Case{{2, 5}, {1}, {}}, Case{{3, 5}, {1, 2}, {}}, Case{{1, 3}, {}, {1, 2}},
+                        Case{{0, 5}, {}, {}}, Case{{4, 5}, {2}, {}}}) {
+    INFO("layers [" << c.range.begin << ", " << c.range.end << ")");
+    lf::NodeNeeds needs;
+    REQUIRE(lf::node_needs(f.file, lf::NodeShape{c.range, c.range.begin == 0, c.range.end == kLayers, 32, 1}, &needs).ok());
+    auto layers = [](const std::vector<lf::NodeNeeds::KvLayer>& l) {
+      std::vector<int> out;
+      for (const lf::NodeNeeds::KvLayer& k : l) {
+        // K and V of one position: 2 x f16 x (1 KV head x head dim 32 sliding, 64 global)
+        CHECK(k.bytes_per_token == 2u * 2u * (k.layer == 1 ? 32u : 64u));
+        out.push_back(k.layer);
+      }
+      return out;
+    };
+    CHECK(layers(needs.kv_rows_in) == c.in);
+    CHECK(layers(needs.kv_rows_out) == c.out);
+    // The mirror is counted as the engine allocates it: a source's max_ctx positions.
+    const Model m = load(f, c.range, c.range.begin == 0, c.range.end == kLayers);
+    Session sm = session(m, 32);
+    CHECK(needs.kv_bytes_per_session == sm.bytes());
+    uint64_t mirror = 0;
+    for (int il : c.in) mirror += 2u * 2u * 32u * (il == 1 ? 32u : 64u);
+    uint64_t own_layers = 0;
+    for (int il = c.range.begin; il < c.range.end; ++il) {
+      if (!m.config.layers[il].shares_kv) own_layers += 2u * 2u * 32u * m.config.layers[il].kv_dim();
+    }
+    CHECK(needs.kv_bytes_per_session == own_layers + mirror);
+  }
+}
+
+TEST_CASE("shipped K/V rows that are missing, mis-sized, non-finite or of other positions are refused by name", "[e_model][kv_ship]") {
+  const FixtureModel f = e_fixture();
+  const Model first = load(f, {0, 3}, true, false), last = load(f, {3, kLayers}, false, true);
+  const Inputs in = inputs(first, prompt(4));
+  Session sa = session(first);
+  const std::vector<float> mid = run(first, sa, in, 4, 0, 4);
+  REQUIRE(sa.last.kv_rows_out.size() == 2);
+  const std::vector<lf::KvRows> good = sa.last.kv_rows_out;
+
+  auto attempt = [&](const std::vector<lf::KvRows>& rows) {
+    Session s = session(last);
+    s.kv_rows_in = rows;
+    s.per_layer_in = slice(in.per_layer, 4, 3, kLayers, 0, 4);
+    std::vector<float> out(4 * kEmbd);
+    const Status st = lf::forward(last, s, 0, mid.data(), 4, out.data(), false);
+    CHECK(s.n_past() == (st.ok() ? 4 : 0));
+    return st;
+  };
+  auto refused = [&](const std::vector<lf::KvRows>& rows, Code code, const std::string& words) {
+    const Status st = attempt(rows);
+    INFO(st.message());
+    CHECK(st.code() == code);
+    CHECK(st.message().find(words) != std::string::npos);
+  };
+  REQUIRE(attempt(good).ok());
+  refused({}, Code::invalid_argument, "layer 1's K/V rows are missing");
+  refused({good[0]}, Code::invalid_argument, "layer 2's K/V rows are missing");
+  std::vector<lf::KvRows> rows = good;
+  rows[1].values.pop_back();
+  refused(rows, Code::invalid_argument, "layer 2's K/V rows hold 511 f16 values, expected n x 2 x n_head_kv x head_dim = 512");
+  rows = good;
+  rows[0].values[3 * 64 + 40] = 0x7e00;  // NaN in position 3's V
+  refused(rows, Code::invalid_argument, "layer 1's K/V rows hold a non-finite value at position 3");
+  rows = good;
+  rows[1].values[5] = 0xfc00;  // -inf
+  refused(rows, Code::invalid_argument, "layer 2's K/V rows hold a non-finite value at position 0");
+  rows = good;
+  rows[0].pos0 = 1;
+  refused(rows, Code::failed_precondition, "layer 1's K/V rows are for positions [1, 5), but the call runs positions [0, 4)");
+  rows = good;
+  rows.push_back(good[0]);
+  rows.back().layer = 0;
+  refused(rows, Code::invalid_argument, "K/V rows of layer 0 were given, but layers [3, 5) read no cache of that layer");
+  // A node with every source of its shared layers takes none.
+  Session whole_s = session(first);
+  whole_s.kv_rows_in = {good[0]};
+  whole_s.per_layer_in = slice(in.per_layer, 4, 0, 3, 0, 4);
+  std::vector<float> out(4 * kEmbd);
+  const Status none = lf::forward(first, whole_s, 0, in.x.data(), 4, out.data(), false);
+  CHECK(none.message().find("but layers [0, 3) read no other node's KV cache") != std::string::npos);
+}
+
+TEST_CASE("truncating both sides of a shipped split keeps the mirror consistent", "[e_model][kv_ship]") {
+  const FixtureModel f = e_fixture();
+  const int n = 12;
+  const Model whole = load(f);
+  const Inputs a = inputs(whole, prompt(n));
+  std::vector<int32_t> other = prompt(n);
+  for (int t = 6; t < n; ++t) other[t] = (other[t] + 7) % lf::test::kFixtureVocab;
+  const Inputs b = inputs(whole, other);
+  // One node: prompt a, cut to 6, continue with b's tokens 6 ..
+  Session s = session(whole);
+  run(whole, s, a, n, 0, n);
+  REQUIRE(s.truncate(6).ok());
+  const std::vector<float> expected = run(whole, s, b, n, 6, n - 6);
+  for (const std::vector<int>& cuts : {std::vector<int>{2}, std::vector<int>{4}, std::vector<int>{1, 3}}) {
+    INFO("cuts at " << cuts_text(cuts));
+    Pipeline p = pipeline(f, cuts, 2);
+    run_at(p, a, n, 0, n);
+    for (Session& ps : p.sessions) REQUIRE(ps.truncate(6).ok());
+    CHECK(run_at(p, b, n, 6, n - 6) == expected);
+  }
+}
+
+TEST_CASE("a batched forward takes each session's shipped rows: one step of two sessions equals each alone", "[e_model][kv_ship]") {
+  const FixtureModel f = e_fixture();
+  const Model first = load(f, {0, 3}, true, false), last = load(f, {3, kLayers}, false, true, 2);
+  const Inputs in = inputs(first, prompt(7));
+  Session a0 = session(first), b0 = session(first);
+  const std::vector<float> mid_a = run(first, a0, in, 7, 0, 5);
+  const std::vector<float> mid_b = run(first, b0, in, 7, 0, 7);
+  auto alone = [&](Session& s0, const std::vector<float>& mid, int n) {
+    Session s = session(last);
+    s.kv_rows_in = s0.last.kv_rows_out;
+    s.per_layer_in = slice(in.per_layer, 7, 3, kLayers, 0, n);
+    std::vector<float> out(static_cast<size_t>(n) * kEmbd);
+    REQUIRE(lf::forward(last, s, 0, mid.data(), n, out.data(), false).ok());
+    return out;
+  };
+  std::vector<float> expected = alone(a0, mid_a, 5);
+  const std::vector<float> expected_b = alone(b0, mid_b, 7);
+  expected.insert(expected.end(), expected_b.begin(), expected_b.end());
+
+  Session sa = session(last), sb = session(last);
+  sa.kv_rows_in = a0.last.kv_rows_out;
+  sb.kv_rows_in = b0.last.kv_rows_out;
+  sa.per_layer_in = slice(in.per_layer, 7, 3, kLayers, 0, 5);
+  sb.per_layer_in = slice(in.per_layer, 7, 3, kLayers, 0, 7);
+  std::vector<float> x = mid_a;
+  x.insert(x.end(), mid_b.begin(), mid_b.end());
+  std::vector<float> out(12 * kEmbd);
+  const std::vector<lf::BatchEntry> entries{{&sa, 0, 5, false}, {&sb, 0, 7, false}};
+  std::vector<Status> statuses;
+  REQUIRE(lf::forward_batch(last, entries, x, out, &statuses).ok());
+  CHECK(statuses[0].ok());
+  CHECK(statuses[1].ok());
+  CHECK(out == expected);
+  // An entry without its rows is refused alone.
+  Session sc = session(last), sd = session(last);
+  sc.per_layer_in = slice(in.per_layer, 7, 3, kLayers, 0, 5);
+  sd.kv_rows_in = b0.last.kv_rows_out;
+  sd.per_layer_in = slice(in.per_layer, 7, 3, kLayers, 0, 7);
+  std::vector<lf::BatchEntry> refused{{&sc, 0, 5, false}, {&sd, 0, 7, false}};
+  REQUIRE(lf::forward_batch(last, refused, x, out, &statuses).ok());
+  CHECK(statuses[0].message().find("layer 1's K/V rows are missing") != std::string::npos);
+  CHECK(statuses[1].ok());
+  CHECK(std::vector<float>(out.begin() + 5 * kEmbd, out.end()) == expected_b);
 }
 
 TEST_CASE("shared-KV layers allocate no cache; forwards without per-layer inputs are refused", "[e_model]") {

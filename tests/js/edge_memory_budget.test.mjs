@@ -1,17 +1,32 @@
 // The memory budget of a layer node (what an edge isolate checks before loading): the KV cache it
 // predicts from the GGUF header equals what the engine allocates, the whole estimate covers the
 // WASM memory of a forward of max_tokens tokens, and a node over budget is refused before any
-// tensor is read, with the bytes needed and available.
+// tensor is read, with the bytes needed and available. `layerfold plan --max-context` counts a
+// node as that check does, so on an E2B-shaped model (35 layers, 20 shared-KV) it splits into
+// nodes that each fit 128 MiB.
 import assert from "node:assert/strict";
+import {spawnSync} from "node:child_process";
+import path from "node:path";
 import {describe, test} from "node:test";
 
 import {LayerNode} from "../../js-glue/src/node/layer_node.js";
 import {openSource} from "../../js-glue/src/sources/open_source.js";
-import {model} from "./models.mjs";
+import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
+import {model, root} from "./models.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const tinyGemma3 = () => model("tiny-gemma3", "tiny-gemma3");
 const small = () => model("small", "small");
+const e2b = () => model("e2b-shape", "e2b-shape");
+// Gemma 4 E2B's layer count and sharing at the preset's shapes: the header alone, the file sized
+// as the whole model (1 GB) without its data, which plan never reads.
+const e2b35 = () => model("e2b-shape-35-header", "e2b-shape", ["--n-layer", "35", "--shared-kv-layers", "20", "--header-only"]);
+const cli = path.join(root, "js-glue", "bin", "layerfold.js");
+const plan = (file, ...args) => {
+  const r = spawnSync(process.execPath, [cli, "plan", file, "--json", ...args], {encoding: "utf8"});
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+};
 
 // [model, layers, maxContext]: Gemma 4 (per-layer sliding list, two head dims), Gemma 3 (period),
 // middle and last ranges, the model's own context and shorter ones.
@@ -58,5 +73,41 @@ describe("memory budget of a layer node", () => {
     assert.ok(reads.length > 0 && reads.every(([s]) => s === 0), `only header reads expected, got ${JSON.stringify(reads)}`);
     const node = await LayerNode.open({model: tiny(), layers: [0, 1], build: "single", memoryBudgetBytes: needed, maxTokens: 32});
     node.close();
+  });
+
+  test("plan --max-context counts each node as its budget check does, shared-KV mirrors included", async () => {
+    const out = plan(e2b(), "--nodes", "3", "--memory", "128MiB", "--max-context", "64", "--max-tokens", "16");
+    assert.equal(out.counts, "memory");
+    for (const {layers: [first, last], bytes} of out.nodes) {
+      const node = await LayerNode.open({model: e2b(), layers: [first, last + 1], build: "single", memoryBudgetBytes: 2 ** 31,
+        maxContext: 64, maxTokens: 16});
+      try {
+        assert.equal(bytes, node.memory.neededBytes, `layers ${first}-${last}`);
+      } finally {
+        node.close();
+      }
+    }
+  });
+
+  test("plan --memory 128MiB splits a 35-layer E2B-shaped model into nodes that each fit, shared-KV layers apart from their sources", async () => {
+    const file = e2b35();
+    const {info} = await readModelHeader(file);
+    assert.equal(info.n_layer, 35);
+    assert.deepEqual([info.layers[15].kv_layer, info.layers[19].kv_layer], [13, 14]);
+    const out = plan(file, "--nodes", "16", "--memory", "128MiB", "--max-context", "512", "--max-tokens", "64");
+    let next = 0;
+    for (const {layers: [first, last], bytes} of out.nodes) {
+      assert.equal(first, next);
+      assert.ok(bytes <= 128 * 2 ** 20, `layers ${first}-${last}: ${bytes} bytes`);
+      next = last + 1;
+    }
+    assert.equal(next, 35);
+    // No node holds layers 13 ... 34, and the nodes after layer 14 mirror both sources.
+    const late = out.nodes.filter(({layers: [first]}) => first > 14);
+    assert.ok(late.length >= 2, JSON.stringify(out.nodes));
+    // Counting weights alone, the same budget fits too, in no more nodes.
+    const weights = plan(file, "--nodes", "16", "--memory", "128MiB");
+    assert.equal(weights.counts, "weights");
+    assert.ok(weights.nodes.length <= out.nodes.length);
   });
 });

@@ -82,9 +82,10 @@ export const COMMANDS = {
   plan: {
     run: plan,
     options: { nodes: { type: 'string' }, memory: { type: 'string' }, 'per-layer-row-cache': { type: 'string' },
-      json: { type: 'boolean', default: false } },
-    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--per-layer-row-cache BYTES|8MiB] [--json]',
-    notes: [MODEL_NOTE, '  --per-layer-row-cache: E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table (default 8MiB)'],
+      'max-context': { type: 'string' }, 'max-tokens': { type: 'string' }, json: { type: 'boolean', default: false } },
+    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--max-context N [--max-tokens N]] [--per-layer-row-cache BYTES|8MiB] [--json]',
+    notes: [MODEL_NOTE, '  --per-layer-row-cache: E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table (default 8MiB)',
+      '  --max-context: count each node\'s whole memory as its budget check does (one session at N positions, 0: the model\'s; a forward of --max-tokens rows, default 512), not its weights alone'],
   },
   serve: {
     run: serveCommand,

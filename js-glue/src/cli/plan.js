@@ -1,9 +1,13 @@
-// layerfold plan MODEL --nodes K [--memory BYTES]: balanced contiguous layer ranges for K nodes,
-// each holding its layers' weights (plus the embedding on the first, the head on the last)
-// within a memory budget (default 4 GiB, the wasm32 address space). The first node of a model
-// with per-layer embeddings holds a cache of per_layer_token_embd's rows, not the table
-// (node/per_layer_rows.js).
-import { readModelHeader } from '../gguf/model_header.js';
+// layerfold plan MODEL --nodes K [--memory BYTES] [--max-context N [--max-tokens N]]: balanced
+// contiguous layer ranges for K nodes, each holding its layers' weights (plus the embedding on
+// the first, the head on the last) within a memory budget (default 4 GiB, the wasm32 address
+// space). With --max-context a node counts all it holds, as its memory budget check does on the
+// single-thread module (an edge isolate): weights, one session's KV cache at that context
+// (mirrors of shared-KV sources included), a forward of --max-tokens rows, the module. The first
+// node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
+// the table (node/per_layer_rows.js).
+import { withModelHeader } from '../gguf/model_header.js';
+import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from '../node/per_layer_rows.js';
 import { redactUrl } from '../server/redact.js';
 
@@ -18,7 +22,7 @@ export function parseBytes(text, option = '--memory') {
 }
 
 // Weight bytes each node would hold if it served layers [begin, end).
-function nodeBytes(perLayer, extraFirst, extraLast, begin, end) {
+function weightBytes(perLayer, extraFirst, extraLast, begin, end) {
   let bytes = 0;
   for (let il = begin; il < end; il++) bytes += perLayer[il];
   if (begin === 0) bytes += extraFirst;
@@ -26,19 +30,15 @@ function nodeBytes(perLayer, extraFirst, extraLast, begin, end) {
   return bytes;
 }
 
-// Smallest per-node maximum over contiguous splits into at most k ranges (greedy fill per budget,
-// binary search on the budget). canCut(b): whether a node may start at layer b (shared-KV layers
-// stay with the layer whose cache they read).
-export function balance(perLayer, extraFirst, extraLast, k, canCut = () => true) {
-  const n = perLayer.length;
+// Smallest per-node maximum of cost(begin, end) (growing with the range) over contiguous splits
+// of n layers into at most k ranges (greedy fill per budget, binary search on the budget).
+export function balance(n, k, cost) {
   const split = (budget) => {
     const ranges = [];
     let begin = 0;
     while (begin < n) {
-      let fits = begin;
-      while (fits < n && nodeBytes(perLayer, extraFirst, extraLast, begin, fits + 1) <= budget) fits++;
-      let end = fits;
-      while (end > begin && end < n && !canCut(end)) end--;
+      let end = begin;
+      while (end < n && cost(begin, end + 1) <= budget) end++;
       if (end === begin) return null;
       ranges.push([begin, end]);
       begin = end;
@@ -46,7 +46,7 @@ export function balance(perLayer, extraFirst, extraLast, k, canCut = () => true)
     return ranges.length <= k ? ranges : null;
   };
   let lo = 0;
-  let hi = nodeBytes(perLayer, extraFirst, extraLast, 0, n);
+  let hi = cost(0, n);
   while (hi - lo > 1) {
     const mid = Math.floor((lo + hi) / 2);
     if (split(mid)) hi = mid;
@@ -55,12 +55,43 @@ export function balance(perLayer, extraFirst, extraLast, k, canCut = () => true)
   return split(hi);
 }
 
+function count(options, name, fallback, min) {
+  const raw = options[name];
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} must be an integer >= ${min}, not "${raw}"`);
+  return value;
+}
+
+// What a single-thread node of layers [begin, end) needs in all, as its memory budget check
+// counts it (node/memory_budget.js), for every range: the module is released after the header.
+function memoryTable(lf, gguf, info, { maxContext, maxTokens, cacheBytes }) {
+  const baseBytes = lf.bytes().length;
+  const n = info.n_layer;
+  const table = Array.from({ length: n + 1 }, () => new Array(n + 1).fill(0));
+  for (let b = 0; b < n; b++) {
+    for (let e = b + 1; e <= n; e++) {
+      const needs = nodeMemoryNeeds(lf, gguf, info, {
+        layers: [b, e], withEmbedding: b === 0, withHead: e === n, maxContext, maxTokens, threads: 1,
+        perLayerRows: b === 0 && info.n_embd_per_layer > 0, rowCacheBytes: cacheBytes,
+      });
+      table[b][e] = neededBytes(needs, baseBytes);
+    }
+  }
+  return table;
+}
+
 export async function plan(options, [model]) {
   if (!model) throw new Error('plan needs a MODEL path');
   const k = Number(options.nodes);
   if (!Number.isInteger(k) || k < 1) throw new Error(`--nodes must be a positive integer, not "${options.nodes}"`);
   const memory = parseBytes(options.memory ?? String(4 * GIB));
-  const header = await readModelHeader(model);
+  const cacheBytes = options['per-layer-row-cache'] === undefined ? DEFAULT_ROW_CACHE_BYTES
+    : parseBytes(options['per-layer-row-cache'], '--per-layer-row-cache');
+  // With --max-context a node's whole memory is counted, else its weights.
+  const whole = options['max-context'] !== undefined;
+  const shape = { maxContext: count(options, 'max-context', 0, 0), maxTokens: count(options, 'max-tokens', 512, 1), cacheBytes };
+  const { header, table } = await withModelHeader(model, {}, (lf, gguf, h) => ({ header: h, table: whole ? memoryTable(lf, gguf, h.info, shape) : null }));
   const n = header.info.n_layer;
   if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
   const perLayer = new Array(n).fill(0);
@@ -72,23 +103,19 @@ export async function plan(options, [model]) {
   const embdOnly = bytesOf('token_embd.weight');
   // The first node computes every layer's per-layer input (docs/forward-pass.md), from the rows
   // of per_layer_token_embd it caches.
-  const table = bytesOf('per_layer_token_embd.weight');
-  const cacheBytes = options['per-layer-row-cache'] === undefined ? DEFAULT_ROW_CACHE_BYTES
-    : parseBytes(options['per-layer-row-cache'], '--per-layer-row-cache');
-  const rowCache = table ? rowCacheBytes({ rowBytes: table / header.info.n_vocab, nVocab: header.info.n_vocab, cacheBytes }) : 0;
+  const tableBytes = bytesOf('per_layer_token_embd.weight');
+  const rowCache = tableBytes ? rowCacheBytes({ rowBytes: tableBytes / header.info.n_vocab, nVocab: header.info.n_vocab, cacheBytes }) : 0;
   const embd = embdOnly + rowCache + bytesOf('per_layer_model_proj.weight') + bytesOf('per_layer_proj_norm.weight');
   const head = bytesOf('output_norm.weight') + (bytesOf('output.weight') || embdOnly) + bytesOf('rope_freqs.weight');
-  // A node may start at layer b unless a later layer attends over the cache of one before b.
-  const kvLayer = header.info.layers.map((l, il) => l.kv_layer ?? il);
-  const canCut = (b) => kvLayer.every((source, il) => il < b || source >= b);
-  const ranges = balance(perLayer, embd, head, k, canCut);
-  const shared = kvLayer.map((source, il) => [source, il]).filter(([source, il]) => source !== il);
-  const together = shared.length ? `layers ${Math.min(...shared.map(([source]) => source))}-${n - 1} must stay on one node ` +
-    '(shared-KV layers attend over the cache of an earlier layer)' : '';
-  const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: nodeBytes(perLayer, embd, head, b, e) }));
+  // Shared-KV layers need not stay with their source: a node without the source mirrors its
+  // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
+  const cost = table ? (b, e) => table[b][e] : (b, e) => weightBytes(perLayer, embd, head, b, e);
+  const ranges = balance(n, k, cost);
+  const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: cost(b, e) }));
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
   const tooBig = nodes.filter((nd) => nd.bytes > memory);
-  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, nodes, spec }));
+  const counted = whole ? { counts: 'memory', max_context: shape.maxContext, max_tokens: shape.maxTokens } : { counts: 'weights' };
+  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, ...counted, nodes, spec }));
   else {
     for (const [i, nd] of nodes.entries()) {
       console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${(nd.bytes / GIB).toFixed(2)} GiB${nd.bytes > memory ? '  (over the budget)' : ''}`);
@@ -96,8 +123,8 @@ export async function plan(options, [model]) {
     console.log(`--nodes ${spec}`);
   }
   if (tooBig.length) {
-    console.error(`layerfold plan: ${tooBig.length} node(s) need more than ${(memory / GIB).toFixed(2)} GiB: ` +
-      (together && tooBig.some((nd) => nd.layers[1] === n - 1) ? together : 'use more nodes'));
+    console.error(`layerfold plan: ${tooBig.length} node(s) need more than ${(memory / GIB).toFixed(2)} GiB: use more nodes` +
+      (whole ? ', a smaller --max-context or --max-tokens' : ''));
     return 1;
   }
   return 0;

@@ -6,8 +6,12 @@ import { Tokenizer } from '../tokens/tokenizer.js';
 import { loadSingleThreadModule } from '../wasm/load_node.js';
 import { openModelHeader } from './header.js';
 
-// fn(lf, gguf, header) on the model's parsed header; the module and source are released after.
-async function withModelHeader(model, sourceOptions, fn) {
+/**
+ * fn(lf, gguf, header) on the model's parsed header, in a single-thread module; the module and
+ * source are released after.
+ * @example const needs = await withModelHeader('model.gguf', {}, (lf, gguf) => lf.json(lf.fn.lf_node_needs_json(gguf, 0, 2, 1, 0, 0, 64, 0)));
+ */
+export async function withModelHeader(model, sourceOptions, fn) {
   const lf = await loadSingleThreadModule();
   const source = await openSource(model, sourceOptions);
   try {

@@ -72,6 +72,13 @@ export class LayerNode {
           throw new LayerfoldError('invalid_argument', `maxKvBytes ${maxKvBytes} is below the ${needs.kvCache} bytes one session's KV cache needs ` +
             `(layers [${node.layers[0]}, ${node.layers[1]}) at max context ${maxContext || info.n_ctx_train}): raise it, or lower the max context`);
         }
+        /**
+         * Shared KV across nodes (docs/forward-pass.md, "Shared KV across nodes"): the source
+         * layers whose K/V rows each forward takes (kvRows) and those whose new rows it hands
+         * out (kvRowsOf), [{layer, bytesPerToken}] in layer order.
+         */
+        node.kvRowsIn = needs.kvRowsIn;
+        node.kvRowsOut = needs.kvRowsOut;
         if (memoryBudgetBytes !== undefined) node.#reserve(needs, { memoryBudgetBytes, maxTokens, kvLimited: maxKvBytes !== undefined });
         await node.#load(source, gguf, needs.tensors, withTokenizer, ffnDownLayout, perLayerRows);
         if (perLayerRows) {
@@ -95,6 +102,7 @@ export class LayerNode {
   #header;
   #model = 0;
   #rows = null;  // PerLayerRows: the first node's per_layer_token_embd rows, read by range
+  #kvRowsOut = new WeakMap();  // a forward's output -> the K/V rows the call handed out
   #buffers = [];
   #sessions = new Map();  // id -> lf_session*, least recently used first
   #evicted = new Set();   // recently evicted ids (bounded), so a late call gets a clear error
@@ -135,8 +143,9 @@ export class LayerNode {
   }
 
   // Refuses a node that would not fit its budget before any tensor is read; what the budget
-  // leaves beyond one session goes to more sessions (unless maxKvBytes was given).
-  #reserve({ tensors, ...needs }, { memoryBudgetBytes, maxTokens, kvLimited }) {
+  // leaves beyond one session goes to more sessions (unless maxKvBytes was given). The memory
+  // figures leave out the names of what the node loads and the layers whose rows it ships.
+  #reserve({ tensors, kvRowsIn, kvRowsOut, ...needs }, { memoryBudgetBytes, maxTokens, kvLimited }) {
     const baseBytes = this.#lf.bytes().length;
     const needed = checkMemoryBudget(needs, { baseBytes, budgetBytes: memoryBudgetBytes, layers: this.layers });
     if (!kvLimited) this.maxKvBytes = memoryBudgetBytes - (needed - needs.kvCache);
@@ -318,15 +327,53 @@ export class LayerNode {
    * ffnTopKLayers, ffnTopKThreshold }; approxStats() tells what they did. exitState is the
    * early-exit state the last row arrives in: the previous node's approxStats().early_exit.
    * perLayer: a model with per-layer embeddings needs this node's layers' inputs,
-   * [layers, n, nEmbdPerLayer] (perLayerInputs()).
+   * [layers, n, nEmbdPerLayer] (perLayerInputs()). kvRows: a node with kvRowsIn needs each of
+   * those layers' K/V rows of the call's positions, { [layer]: Uint16Array [n, bytesPerToken / 2] },
+   * as the source's node handed them out (kvRowsOf); rows of other layers are ignored.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
-  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null }) {
+  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`));
     }
-    return this.#batcher.submit({ session, rows: n, startPos, hidden, lastOnly, approx, exitState, perLayer });
+    return this.#batcher.submit({ session, rows: n, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows });
+  }
+
+  /**
+   * The K/V rows of the kvRowsOut layers the forward that answered `out` handed out, every
+   * position of the call (also with lastOnly): { [layer]: Uint16Array [n, bytesPerToken / 2] },
+   * the kvRows of the later nodes that mirror those layers; null for a node with no kvRowsOut.
+   * @example const kvRows = node.kvRowsOf(await node.forward({ session: 'a', startPos: 0, hidden }));
+   */
+  kvRowsOf(out) {
+    return this.#kvRowsOut.get(out) ?? null;
+  }
+
+  // The call's K/V rows for the session: those of the node's kvRowsIn layers, nothing else.
+  #setKvRows(handle, kvRows, startPos, n) {
+    const lf = this.#lf;
+    lf.fn.lf_session_clear_kv_rows(handle);
+    for (const { layer } of this.kvRowsIn) {
+      const values = kvRows?.[layer];
+      if (!values) continue;
+      this.#withCopies([values], ([ptr]) => {
+        if (!lf.fn.lf_session_set_kv_rows(handle, layer, startPos, n, ptr, values.length)) throw lf.lastError();
+      });
+    }
+  }
+
+  // What a finished forward of the session handed out, copied out of WASM memory.
+  #readKvRows(handle) {
+    const lf = this.#lf;
+    const rows = {};
+    for (const { layer } of this.kvRowsOut) {
+      const count = lf.fn.lf_session_kv_rows_values(handle, layer);
+      if (count < 0) throw lf.lastError();
+      const ptr = lf.fn.lf_session_kv_rows(handle, layer);
+      rows[layer] = new Uint16Array(lf.bytes().slice(ptr, ptr + 2 * count).buffer);
+    }
+    return rows;
   }
 
   // One engine step of the batcher's calls: each call's options are set on its session before
@@ -360,6 +407,10 @@ export class LayerNode {
       results = entries.length === 1
         ? [await forwardOne(this.#lf, this.#model, entries[0]).then((value) => ({ value }), (error) => ({ error }))]
         : await forwardBatch(this.#lf, this.#model, entries);
+      // Before a session dropped during the step is freed.
+      entries.forEach(({ handle }, i) => {
+        if (results[i].value && this.kvRowsOut.length) this.#kvRowsOut.set(results[i].value, this.#readKvRows(handle));
+      });
     } catch (error) {
       results = entries.map(() => ({ error }));
     } finally {
@@ -375,11 +426,12 @@ export class LayerNode {
 
   // The call's session with its options set and registered, or null when it must wait for the
   // next step (#commit).
-  #prepare({ session, startPos, approx, exitState, perLayer }, inStep) {
+  #prepare({ session, startPos, rows, approx, exitState, perLayer, kvRows }, inStep) {
     const target = this.#sessionFor(session, startPos);
     try {
       this.#setApprox(target.handle, approx, exitState);
       this.#setPerLayer(target.handle, perLayer);
+      this.#setKvRows(target.handle, kvRows, startPos, rows);
       if (this.#commit(session, target, inStep)) return target;
     } catch (error) {
       if (target.fresh) this.#lf.fn.lf_session_free(target.handle);

@@ -28,8 +28,13 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
  * @param {{n_embd: number, n_vocab: number}} info the model's configuration (gguf/header.js readModelInfo)
  * @param {{layers: [number, number], withEmbedding: boolean, withHead: boolean, maxContext: number,
  *          maxTokens: number, threads: number, perLayerRows?: boolean, rowCacheBytes?: number}} shape
+ * A node holding shared-KV layers without their source layer mirrors the source's cache (counted
+ * in kvCache by the engine) from K/V rows it is given with each call (kvRowsIn), and the node of
+ * a source hands its rows out (kvRowsOut): [{layer, bytesPerToken}] each, docs/forward-pass.md,
+ * "Shared KV across nodes"; the host holds a call's rows twice (its copy and WASM memory's).
  * @returns {{tensors: string[], weights: number, kvCache: number, scratch: number, relayout: number,
- *            rowBytes: number, rowCache: number}}
+ *            rowBytes: number, rowCache: number, kvRowsIn: Array<{layer: number, bytesPerToken: number}>,
+ *            kvRowsOut: Array<{layer: number, bytesPerToken: number}>}}
  * @example const needs = nodeMemoryNeeds(lf, gguf, header.info, { layers: [0, 2], withEmbedding: true, withHead: false, maxContext: 512, maxTokens: 128, threads: 1 });
  */
 export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbedding, withHead, maxContext, maxTokens, threads,
@@ -41,15 +46,29 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
   const byRows = perLayerRows && rowBytes > 0;
   // A call's rows: read into a host buffer, then copied into WASM memory for the engine.
   const callRows = byRows ? 2 * maxTokens * rowBytes : 0;
+  const kvLayers = (list) => list.map(({ layer, bytes_per_token: bytesPerToken }) => ({ layer, bytesPerToken }));
+  const kvRowsIn = kvLayers(needs.kv_rows_in);
+  const kvRowsOut = kvLayers(needs.kv_rows_out);
+  const kvRows = 2 * maxTokens * [...kvRowsIn, ...kvRowsOut].reduce((sum, l) => sum + l.bytesPerToken, 0);
   return {
     tensors: needs.tensors,
     weights: needs.tensor_bytes,
     kvCache: needs.kv_bytes_per_session,
-    scratch: needs.scratch_bytes + threads * needs.scratch_bytes_per_worker + host + callRows,
+    scratch: needs.scratch_bytes + threads * needs.scratch_bytes_per_worker + host + callRows + kvRows,
     relayout: needs.relayout_bytes,
     rowBytes: byRows ? rowBytes : 0,
     rowCache: byRows ? rowCacheBytes({ rowBytes, nVocab: info.n_vocab, cacheBytes }) : 0,
+    kvRowsIn,
+    kvRowsOut,
   };
+}
+
+/**
+ * What a node of these needs holds at its peak, on a module of baseBytes before loading.
+ * @example const bytes = neededBytes(nodeMemoryNeeds(lf, gguf, info, shape), lf.bytes().length);
+ */
+export function neededBytes({ weights, kvCache, scratch, relayout = 0, rowCache = 0 }, baseBytes) {
+  return baseBytes + weights + rowCache + Math.max(kvCache + scratch, relayout);
 }
 
 /**
@@ -58,7 +77,7 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
  * @example checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: 128 * 2 ** 20, layers: [0, 2] });
  */
 export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, rowCache = 0 }, { baseBytes, budgetBytes, layers }) {
-  const needed = baseBytes + weights + rowCache + Math.max(kvCache + scratch, relayout);
+  const needed = neededBytes({ weights, kvCache, scratch, relayout, rowCache }, baseBytes);
   if (needed <= budgetBytes) return needed;
   const error = new LayerfoldError('over_budget', `layers [${layers[0]}, ${layers[1]}) need ${needed} bytes (${mib(needed)}: ` +
     `weights ${mib(weights)}, ${rowCache ? `per-layer embedding rows cached ${mib(rowCache)}, ` : ''}` +

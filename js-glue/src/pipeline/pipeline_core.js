@@ -56,6 +56,7 @@ class NodeHistory {
   inputs = [];
   exits = [];
   perLayer = [];  // models with per-layer embeddings: each entry's inputs of every layer, [n_layer, rows, n_pl]
+  kvRows = [];    // each entry's K/V rows handed out by the nodes before this one, { [layer]: [rows, ...] }
   positions = 0;  // positions the node has run (its cache length as far as we know)
   available = 0;  // positions in inputs
   lost = false;   // the node's session was dropped (a refused cut): the next forward replays first
@@ -71,13 +72,22 @@ class NodeHistory {
         const keep = n - start;
         this.inputs[k] = this.inputs[k].slice(0, keep * width);
         if (this.perLayer[k]) this.perLayer[k] = firstRows(this.perLayer[k], rows, keep, nPl);
+        if (this.kvRows[k]) {
+          this.kvRows[k] = Object.fromEntries(Object.entries(this.kvRows[k]).map(([layer, values]) => [layer, values.slice(0, keep * (values.length / rows))]));
+        }
       }
       start += rows;
     }
-    for (const list of [this.inputs, this.exits, this.perLayer]) list.length = k;
+    for (const list of [this.inputs, this.exits, this.perLayer, this.kvRows]) list.length = k;
     this.positions = Math.min(this.positions, n);
     this.available = Math.min(this.available, n);
   }
+}
+
+// The K/V rows an entry arrived with, and those the node it ran on handed out, for the next node.
+function withKvRows(arrived, handedOut) {
+  if (!arrived && !handedOut) return null;
+  return { ...arrived, ...handedOut };
 }
 
 // The first `keep` of `rows` rows of each layer of per-layer inputs [n_layer, rows, nPl].
@@ -185,6 +195,7 @@ export class PipelineCore {
       state.nodes[0].inputs.push(Array.from(tokens));
       state.nodes[0].exits.push(null);
       state.nodes[0].perLayer.push(null);
+      state.nodes[0].kvRows.push(null);
       state.nodes[0].available += tokens.length;
     }
     const timings = [];
@@ -206,6 +217,7 @@ export class PipelineCore {
           next.inputs.push(hidden);
           next.exits.push(this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null);
           next.perLayer.push(input.perLayer);
+          next.kvRows.push(withKvRows(input.kvRows, node.kvRowsOf?.(hidden)));
           next.available += entry.rows;
         }
       }
@@ -228,24 +240,25 @@ export class PipelineCore {
     let start = 0;
     for (const [k, input] of history.inputs.entries()) {
       const rows = input.length / width;
-      if (start >= from) out.push({ input, exit: history.exits[k], perLayer: history.perLayer[k], rows });
+      if (start >= from) out.push({ input, exit: history.exits[k], perLayer: history.perLayer[k], kvRows: history.kvRows[k], rows });
       start += rows;
     }
     return out;
   }
 
-  // An entry's input as {hidden, perLayer}: the first node's tokens embedded (embed.ms
+  // An entry's input as {hidden, perLayer, kvRows}: the first node's tokens embedded (embed.ms
   // accumulates the time that took), with every layer's per-layer input when the model has them
   // (docs/forward-pass.md, "Per-layer inputs and shared KV in a pipeline"): the first node
-  // computes them and they travel with the hidden states.
+  // computes them and they travel with the hidden states, as do the K/V rows of source layers
+  // that nodes holding shared-KV layers without their source mirror.
   async #hiddenOf(i, entry, embed) {
-    if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer };
+    if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer, kvRows: entry.kvRows };
     const t = performance.now();
     const node = this.nodes[0];
     const hidden = await node.embed(entry.input);
     const perLayer = this.header.info.n_embd_per_layer > 0 ? await node.perLayerInputs(entry.input, hidden) : null;
     embed.ms += performance.now() - t;
-    return { hidden, perLayer };
+    return { hidden, perLayer, kvRows: null };
   }
 
   // Node i's layers' slice of an entry's per-layer inputs [n_layer, rows, n_pl]: contiguous.
@@ -259,12 +272,12 @@ export class PipelineCore {
   // One forward of node i from its confirmed position; when the node lost the session (or it was
   // dropped for a refused cut), its history up to there is replayed first, then the forward
   // (again) (#rebuild).
-  async #forward(i, state, { hidden, perLayer }, exitState, lastOnly) {
+  async #forward(i, state, { hidden, perLayer, kvRows }, exitState, lastOnly) {
     const node = this.nodes[i];
     const history = state.nodes[i];
     const args = {
       session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
-      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd),
+      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows,
     };
     if (history.lost && history.positions === 0) history.lost = false;
     if (!history.lost) {
@@ -290,8 +303,8 @@ export class PipelineCore {
   }
 
   // Node i's session replayed from its history, then the forward `args`. Replays send the
-  // entries as they were sent when early exit is on (each entry's last row exited on its own) or
-  // the model has per-layer inputs; otherwise merged chunks a node accepts, which give the same
+  // entries as they were sent when early exit is on (each entry's last row exited on its own),
+  // the model has per-layer inputs or the entries carry K/V rows; otherwise merged chunks a node accepts, which give the same
   // cache in fewer calls. A local node gets every call at once: it runs them in call order, and a
   // node that runs one call at a time lets no other session's forward come between them to evict
   // this one again (a node that batches may: then the replay is tried again). A remote node's
@@ -305,10 +318,10 @@ export class PipelineCore {
     for (const entry of this.#entries(i, history, 0)) {
       if (p >= history.positions) break;
       const input = await this.#hiddenOf(i, entry, { ms: 0 });
-      chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows) });
+      chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
       p += entry.rows;
     }
-    const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0;
+    const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
     const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx })), args];
     this.replays += 1;
     if (node instanceof RemoteNode) {

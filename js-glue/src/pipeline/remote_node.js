@@ -4,6 +4,7 @@
 // same Idempotency-Key: a forward whose response was lost is answered from the node's memory
 // rather than run twice.
 import { approxQuery } from '../node/approx_modes.js';
+import { kvRowBytes, packKvRows, unpackKvRows } from '../node/kv_rows.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 const READY_POLL_MS = 200;
@@ -41,6 +42,7 @@ export class RemoteNode {
   #layerMs = new Map();  // session -> ms per layer of its last forward
   #approxStats = new Map();  // session -> what the approximate modes did in its last forward
   #perLayer = new WeakMap();  // hidden states from embed() -> the per-layer inputs answered with them
+  #kvRowsOut = new WeakMap();  // a forward's output -> the K/V rows answered with it
 
   constructor(url, { authToken, timeoutMs, readyTimeoutMs }) {
     this.url = url.replace(/\/+$/, '');
@@ -57,6 +59,9 @@ export class RemoteNode {
     this.nLayer = info.n_layer;
     this.withEmbedding = info.has_embed;
     this.withHead = info.has_head;
+    const kvLayers = (list = []) => list.map(({ layer, bytes_per_token: bytesPerToken }) => ({ layer, bytesPerToken }));
+    this.kvRowsIn = kvLayers(info.kv_rows_in);
+    this.kvRowsOut = kvLayers(info.kv_rows_out);
   }
 
   // Polls /readyz until it answers 200; a node that never gets ready is an error naming it.
@@ -137,6 +142,17 @@ export class RemoteNode {
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
   }
 
+  // The forward body: the hidden states, the node's layers' per-layer inputs, the K/V rows of
+  // the source layers it mirrors.
+  #forwardBody(hidden, perLayer, kvRows, n) {
+    const floats = RemoteNode.#bytes(perLayer ? RemoteNode.#joined(hidden, perLayer) : hidden);
+    if (this.kvRowsIn.length === 0) return floats;
+    const body = new Uint8Array(floats.byteLength + n * kvRowBytes(this.kvRowsIn));
+    body.set(floats);
+    body.set(packKvRows(this.kvRowsIn, kvRows, n), floats.byteLength);
+    return body;
+  }
+
   /** token ids -> hidden [n, n_embd] (the node holding layer 0). */
   async embed(tokens) {
     const response = await this.#request('POST', '/v1/embed', {
@@ -161,7 +177,7 @@ export class RemoteNode {
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
@@ -170,7 +186,7 @@ export class RemoteNode {
     if (lastOnly) query.set('last_only', '1');
     for (const [name, value] of approxQuery(approx)) query.set(name, value);
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
-      body: RemoteNode.#bytes(perLayer ? RemoteNode.#joined(hidden, perLayer) : hidden), contentType: 'application/octet-stream',
+      body: this.#forwardBody(hidden, perLayer, kvRows, n), contentType: 'application/octet-stream',
       idempotencyKey: crypto.randomUUID(),
       headers: exitState ? { 'x-layerfold-exit-state': JSON.stringify({ exit_layer: exitState.exit_layer, recent_updates: exitState.recent_updates }) } : {},
     });
@@ -178,11 +194,21 @@ export class RemoteNode {
     this.#layerMs.set(session, layerMs ? layerMs.split(',').map(Number) : []);
     const approxStats = response.headers.get('x-layerfold-approx');
     this.#approxStats.set(session, approxStats ? JSON.parse(approxStats) : null);
-    const out = RemoteNode.#floats(await response.arrayBuffer());
-    if (out.length !== (lastOnly ? 1 : n) * this.nEmbd) {
-      throw new LayerfoldError('bad_response', `forward answered ${out.length} floats, expected ${(lastOnly ? 1 : n) * this.nEmbd}`);
+    const answer = await response.arrayBuffer();
+    const floatBytes = 4 * (lastOnly ? 1 : n) * this.nEmbd;
+    const expected = floatBytes + n * kvRowBytes(this.kvRowsOut);
+    if (answer.byteLength !== expected) {
+      throw new LayerfoldError('bad_response', `forward answered ${answer.byteLength} bytes, expected ${expected}` +
+        (this.kvRowsOut.length ? ` (${floatBytes} of hidden states, then the K/V rows of layers ${this.kvRowsOut.map((l) => l.layer).join(', ')})` : ''));
     }
+    const out = RemoteNode.#floats(answer.slice(0, floatBytes));
+    if (this.kvRowsOut.length) this.#kvRowsOut.set(out, unpackKvRows(this.kvRowsOut, new Uint8Array(answer, floatBytes), n));
     return out;
+  }
+
+  /** The K/V rows the forward that answered `out` handed out, as LayerNode.kvRowsOf. */
+  kvRowsOf(out) {
+    return this.#kvRowsOut.get(out) ?? null;
   }
 
   /** hidden [rows, n_embd] -> logits [rows, n_vocab] (the node holding the head). */

@@ -12,6 +12,7 @@ import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
 import { approxModesOn } from '../node/approx_modes.js';
+import { kvRowBytes, packKvRows, unpackKvRows } from '../node/kv_rows.js';
 import { bytesResponse, streamedResponse } from './answer_stream.js';
 import { HttpError } from './http_error.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
@@ -23,6 +24,16 @@ import { requestFingerprint, SessionRecords } from './session_records.js';
 import { WorkQueue } from './work_queue.js';
 
 const F32 = 4;
+
+// The node's kvRowsIn / kvRowsOut as /v1/info spells them.
+const wireKvLayers = (layers = []) => layers.map(({ layer, bytesPerToken }) => ({ layer, bytes_per_token: bytesPerToken }));
+
+function joinBytes(floats, bytes) {
+  const out = new Uint8Array(floats.byteLength + bytes.byteLength);
+  out.set(new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength));
+  out.set(bytes, floats.byteLength);
+  return out;
+}
 const OCTETS = 'application/octet-stream';
 
 // Positions a session of this node may hold: its own limit, else the model's context length.
@@ -88,8 +99,10 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   // A forward's row: the hidden state, then (models with per-layer embeddings) the node's layers'
   // per-layer inputs (docs/http-api.md, "Per-layer inputs").
   const rowFloats = (n) => n.nEmbd + (n.layers[1] - n.layers[0]) * (n.nEmbdPerLayer ?? 0);
-  const maxBodyBytes = () => maxTokens * rowFloats(state.node) * F32;
-  const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · ${rowFloats(state.node)} floats per row · 4)`;
+  // A forward's row: its floats, then the K/V rows of the source layers the node mirrors.
+  const rowBytes = (n) => rowFloats(n) * F32 + kvRowBytes(n.kvRowsIn ?? []);
+  const maxBodyBytes = () => maxTokens * rowBytes(state.node);
+  const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · ${rowBytes(state.node)} bytes per row)`;
 
   // An engine call in the queue's order (after the session's earlier calls), counted until it
   // settles so a shutdown waits for it.
@@ -186,6 +199,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
       has_embed: n.withEmbedding, has_head: n.withHead, build: info.build, threads: info.threads,
       sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
       max_sessions: n.maxSessions, max_context: maxContext(n), max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
+      kv_rows_in: wireKvLayers(n.kvRowsIn), kv_rows_out: wireKvLayers(n.kvRowsOut),
     });
   });
 
@@ -252,8 +266,17 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     observeBatches(n);
     return withBody(c, async (body, ticket) => {
       const width = rowFloats(n);
-      const both = hiddenStates(body, width);
+      const kvIn = n.kvRowsIn ?? [];
+      const kvOut = n.kvRowsOut ?? [];
+      const kvBytes = kvRowBytes(kvIn);
+      if (kvBytes > 0 && (body.byteLength === 0 || body.byteLength % rowBytes(n) !== 0)) {
+        throw new HttpError('bad_length', `body of ${body.byteLength} bytes: expected a positive multiple of ${rowBytes(n)} bytes ` +
+          `(per row ${width} float32 values, then ${kvBytes} bytes of the K/V rows of layers ${kvIn.map((l) => l.layer).join(', ')})`);
+      }
+      const floatBytes = kvBytes > 0 ? (body.byteLength / rowBytes(n)) * width * F32 : body.byteLength;
+      const both = hiddenStates(kvBytes > 0 ? body.slice(0, floatBytes) : body, width);
       const rows = both.length / width;
+      const kvRows = kvBytes > 0 ? unpackKvRows(kvIn, new Uint8Array(body, floatBytes), rows) : null;
       const hidden = both.subarray(0, rows * n.nEmbd);
       const perLayer = width > n.nEmbd ? both.subarray(rows * n.nEmbd) : null;
       const limitCtx = maxContext(n);
@@ -269,7 +292,9 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
           throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
             { extra: { n_past: nPast } });
         }
-        const out = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState, perLayer });
+        const hiddenOut = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows });
+        // The K/V rows the node hands out follow the hidden states, every position of the call.
+        const out = kvOut.length ? joinBytes(hiddenOut, packKvRows(kvOut, n.kvRowsOf(hiddenOut), rows)) : hiddenOut;
         records.created(id);
         const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
         if (key !== undefined) records.remember(id, key, fingerprint, result, (other) => n.sessionLength(other) !== null);

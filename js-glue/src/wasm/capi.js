@@ -11,7 +11,8 @@ const EXPORTS = [
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
   'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_free', 'lf_session_truncate', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',
-  'lf_embed', 'lf_per_layer_inputs', 'lf_per_layer_inputs_from_rows', 'lf_session_set_per_layer_inputs', 'lf_forward',
+  'lf_embed', 'lf_per_layer_inputs', 'lf_per_layer_inputs_from_rows', 'lf_session_set_per_layer_inputs',
+  'lf_session_set_kv_rows', 'lf_session_clear_kv_rows', 'lf_session_kv_rows_values', 'lf_session_kv_rows', 'lf_forward',
   'lf_forward_async', 'lf_forward_async_result', 'lf_forward_batch', 'lf_forward_batch_async', 'lf_forward_batch_result_json',
   'lf_head', 'lf_head_async',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
@@ -24,7 +25,7 @@ const POINTER_RESULTS = new Set([
   'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json',
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_session_create', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_forward_batch_result_json', 'lf_tokenizer_create',
-  'lf_tokenizer_piece',
+  'lf_tokenizer_piece', 'lf_session_kv_rows',
 ]);
 
 export class LayerfoldError extends Error {

@@ -232,13 +232,23 @@ int main(int argc, char** argv) {
     if (config.n_embd_per_layer > 0) {
       check(lf::per_layer_inputs(nodes.front().model, tokens.data(), n, hidden.data(), per_layer.data()));
     }
+    // The K/V rows of shared-KV sources, handed out by their nodes to the later nodes that
+    // mirror them (docs/forward-pass.md, "Shared KV across nodes").
+    std::vector<lf::KvRows> shipped;
     for (size_t i = 0; i < nodes.size(); ++i) {
       bool last = i + 1 == nodes.size();
       const lf::LayerRange r = nodes[i].model.range;
       nodes[i].session.per_layer_in.assign(per_layer.begin() + r.begin * layer_floats,
                                            per_layer.begin() + r.end * layer_floats);
+      const std::vector<int>& mirrored = nodes[i].session.kv.mirrored();
+      nodes[i].session.kv_rows_in.clear();
+      for (const lf::KvRows& rows : shipped) {
+        if (std::find(mirrored.begin(), mirrored.end(), rows.layer) != mirrored.end()) nodes[i].session.kv_rows_in.push_back(rows);
+      }
       std::vector<float> out(static_cast<size_t>(last ? 1 : n) * n_embd);
       check(lf::forward(nodes[i].model, nodes[i].session, nodes[i].session.n_past(), hidden.data(), n, out.data(), last));
+      const std::vector<lf::KvRows>& handed_out = nodes[i].session.last.kv_rows_out;
+      shipped.insert(shipped.end(), handed_out.begin(), handed_out.end());
       hidden = std::move(out);
     }
     std::vector<float> logits(config.n_vocab);

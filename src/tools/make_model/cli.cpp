@@ -324,6 +324,7 @@ const std::vector<Option>& options() {
       {"--seed", true, [](const std::string& v, CliArgs& a) { return parse_u64("--seed", v, &a.cfg.seed); }},
       {"--softcap", true, f32_field("--softcap", &ModelConfig::softcap)},
       {"--eps", true, f32_field("--eps", &ModelConfig::eps)},
+      {"--header-only", false, [](const std::string&, CliArgs& a) { a.header_only = true; return Status(); }},
       {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
       {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
   };

@@ -12,6 +12,9 @@ namespace lf::make_model {
 struct CliArgs {
   ModelConfig cfg;
   std::string out_path;
+  // The header alone, the file sized as the whole model with its data unwritten (a sparse file
+  // of zeros): for what reads only headers (`layerfold plan`) at a real model's size.
+  bool header_only = false;
   bool list_presets = false;
   bool help = false;
 };

@@ -1,6 +1,7 @@
 // make_model: writes a synthetic Gemma 3 / Gemma 4 GGUF that llama.cpp loads, for tests.
-//   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...]
+//   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...] [--header-only]
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,7 +17,21 @@ namespace {
 using lf::Status;
 using namespace lf::make_model;
 
-Status make_model(ModelConfig cfg, const std::string& out_path) {
+// The header, then the file extended to the model's whole size without writing its data.
+Status write_header_only(const lf::GgufWriter& w, const std::string& path) {
+  const std::vector<uint8_t> header = w.header_buffer();
+  const uint64_t bytes = w.file_bytes();
+  if (bytes - 1 > static_cast<uint64_t>(LONG_MAX)) return Status(lf::Code::resource_exhausted, "the model is too large to size here");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return Status(lf::Code::io_error, "cannot create '" + path + "'");
+  const uint8_t zero = 0;
+  const bool written = std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+                       std::fseek(f, static_cast<long>(bytes - 1), SEEK_SET) == 0 && std::fwrite(&zero, 1, 1, f) == 1;
+  if (std::fclose(f) != 0 || !written) return Status(lf::Code::io_error, "cannot write to '" + path + "'");
+  return Status();
+}
+
+Status make_model(ModelConfig cfg, const std::string& out_path, bool header_only) {
   Vocab vocab;
   if (cfg.vocab == VocabKind::gemma) {
     LF_RETURN_IF_ERROR(load_gemma_vocab(cfg.tokenizer_json, &vocab));
@@ -33,7 +48,7 @@ Status make_model(ModelConfig cfg, const std::string& out_path) {
   // Written under a temporary name so an interrupted run never leaves a file that a cache
   // would take for a finished model.
   const std::string partial = out_path + ".partial";
-  LF_RETURN_IF_ERROR(w.write_file(partial));
+  LF_RETURN_IF_ERROR(header_only ? write_header_only(w, partial) : w.write_file(partial));
   if (std::rename(partial.c_str(), out_path.c_str()) != 0) {
     std::remove(partial.c_str());
     return Status(lf::Code::io_error, "cannot rename '" + partial + "' to '" + out_path + "'");
@@ -59,7 +74,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status made = make_model(args.cfg, args.out_path);
+  const Status made = make_model(args.cfg, args.out_path, args.header_only);
   if (!made.ok()) {
     std::fprintf(stderr, "make_model: %s: %s\n", lf::code_name(made.code()), made.message().c_str());
     return 1;
