@@ -442,6 +442,29 @@ TEST_CASE("kernels: decode's GEMV path (1 to 4 tokens) over odd row counts, row 
     }
   }
 }
+TEST_CASE("kernels: one token over 1 to 9 strips, as the relaxed build's four-strip calls leave them", "[kernels]") {
+  // 4 to 36 rows: 1 to 9 strips, so every count of strips (1, 2, 3) a last four-strip call is
+  // short of, and ranges starting at every strip offset of a call: from mid-strip, from the
+  // second, third and fourth strip, to mid-strip; a column slice; the last row alone.
+  std::mt19937 rng(26);
+  for (const lf::GgmlType type : kTypes) {
+    for (const int64_t n_out : {4, 8, 12, 16, 20, 24, 28, 36}) {
+      for (const Weights kind : {Weights::quantized, Weights::raw_bytes, Weights::zero_blocks}) {
+        const Matrix W = make_weights(rng, type, 1056, n_out, kind);
+        std::vector<uint8_t> xc = make_activations(rng, W.view, 1, kind == Weights::zero_blocks);
+        if (kind == Weights::raw_bytes) randomize_activation_quants(rng, &xc);
+        check_exact(W.view, xc, 1, 0, n_out, 0, 1056);
+        for (const int64_t r0 : {1, 4, 9, 14}) {
+          if (r0 < n_out) check_exact(W.view, xc, 1, r0, n_out, 0, 1056);
+        }
+        check_exact(W.view, xc, 1, 0, n_out - 2, 0, 1056);  // ending mid-strip
+        check_exact(W.view, xc, 1, 0, n_out, 160, 544);     // a column slice
+        check_exact(W.view, xc, 1, n_out - 1, n_out, 1024, 1056);
+      }
+    }
+  }
+}
+
 
 TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over strip pairs and token groups",
           "[kernels]") {
