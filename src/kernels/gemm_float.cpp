@@ -6,7 +6,6 @@
 // Here kRows rows run side by side, each with its own double sum in the reference's order, which
 // keeps the adds independent (the outputs are the reference's bits: nothing is reordered within
 // a row).
-#include <algorithm>
 #include <cassert>
 
 #include "kernels/gemm.h"

@@ -371,9 +371,9 @@ constexpr int strips_per_call(int n_tok) { return n_tok == 1 ? 4 : n_tok <= kStr
 // The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
 // stay in cache while the strips stream through, and bound the packing's memory to about
 // kStripChunkBytes), per strips_per_call strips, one call of the .wat kernels over all tokens;
-// each output's running sum is carried through Y
-// from chunk to chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range
-// are stored; a call's strips past the range's last repeat it and are not stored.
+// each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
+// is computed whole and only its rows in range are stored; a call's strips past the range's last
+// repeat it and are not stored.
 void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                  int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
