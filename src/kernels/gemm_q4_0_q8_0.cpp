@@ -14,10 +14,11 @@
 //
 // The relaxed-SIMD build (LF_RELAXED_SIMD) reads Q4_0 weights laid out in row strips
 // (src/layout/row_strips.h) with kernels/q4_0_relaxed.wat, for any number of tokens: per
-// column chunk the activations are packed (pack_strip_activations); up to kStripsMaxTokens
-// tokens (decode, batched decode) two strips at a time run through all tokens, every running sum
-// in a register, and more tokens (prompts) one strip at a time; a row's products stay in its own
-// lane, and each block's f32 step follows its integer sums at once.
+// column chunk the activations are packed (pack_strip_activations); one token (decode) runs
+// four strips at a time, 2 to kStripsMaxTokens tokens (batched decode) two strips at a time
+// through all tokens, every running sum in a register, and more tokens (prompts) one strip at a
+// time; a row's products stay in its own lane, and each block's f32 step follows its integer
+// sums at once.
 //
 // Decode (up to kGemvMaxTokens tokens) takes a GEMV path instead, built to stream the weights:
 // the activations are split once per call into int16 even / odd elements (SplitBlock); two row
@@ -41,13 +42,16 @@
 // continued as vec_dot_ref forms it; consts: StripConstants. src/kernels/q4_0_relaxed.wat.
 extern "C" void lf_q4_0_strip_relaxed(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks,
                                       float* acc, const void* consts);
-// Strips wa and wb (as above) · one token -> acc [2][4], strip a's rows then b's: the same sums
-// with the token loop taken out, for decode. src/kernels/q4_0_relaxed.wat.
-extern "C" void lf_q4_0_strips_decode_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x,
-                                              int32_t n_blocks, float* acc, const void* consts);
+// Strips wa, wb, wc and wd (as above) · one token -> acc [4][4], strip a's rows then b's...: the
+// same sums with the token loop taken out, for decode: four strips share each activation load
+// and give four weight streams. Written into the kernel at build time by
+// wasm/gen_q4_0_strips_relaxed.mjs, as are the next ones.
+extern "C" void lf_q4_0_strips4_t1_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* wc,
+                                           const uint8_t* wd, const uint8_t* x, int32_t n_blocks, float* acc,
+                                           const void* consts);
 // Strips wa and wb · T = 2..8 tokens -> acc [2][T][4], strip a's tokens then b's: the same sums
 // with the token count fixed per function, so that all 2·T running sums stay in registers, for
-// batched decode. Written into the kernel at build time by wasm/gen_q4_0_strips_relaxed.mjs.
+// batched decode.
 #define LF_STRIPS_KERNEL(T)                                                                              \
   extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, \
                                                 int32_t n_blocks, float* acc, const void* consts);
@@ -340,13 +344,15 @@ void pack_strip_activations(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_
   }
 }
 
-// The constants lf_q4_0_strip_relaxed reads from memory
+// The constants the .wat kernels read from memory
 struct StripConstants {
   uint8_t nibble_mask[16];
-  float two_112[4];  // 2^112: f32 exponent bias minus f16's
+  float two_112[4];              // 2^112: f32 exponent bias minus f16's
+  uint32_t sign_exponent[4];     // clears bits 30..28 of a sign-extended half shifted left by 13
 };
-alignas(16) constexpr StripConstants kStripConstants = {
-    {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15}, {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
+alignas(16) constexpr StripConstants kStripConstants = {{15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15},
+                                                        {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f},
+                                                        {0x8fffffffu, 0x8fffffffu, 0x8fffffffu, 0x8fffffffu}};
 
 // Two strips per call up to here (lf_q4_0_strips_t8_relaxed): above, the one-strip kernel was as
 // fast (docs/kernels.md, batched decode).
@@ -354,17 +360,20 @@ constexpr int kStripsMaxTokens = 8;
 
 using StripsKernel = void (*)(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, int32_t n_blocks, float* acc,
                               const void* consts);
-// The two-strip kernel for n_tok tokens at [n_tok - 1]
-constexpr StripsKernel kStripsKernels[kStripsMaxTokens] = {
-    lf_q4_0_strips_decode_relaxed, lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed,
-    lf_q4_0_strips_t5_relaxed,     lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed};
+// The two-strip kernel for n_tok tokens at [n_tok - 2]
+constexpr StripsKernel kStripsKernels[kStripsMaxTokens - 1] = {
+    lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed, lf_q4_0_strips_t5_relaxed,
+    lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed};
+
+// Strips per kernel call for n_tok tokens
+constexpr int strips_per_call(int n_tok) { return n_tok == 1 ? 4 : n_tok <= kStripsMaxTokens ? 2 : 1; }
 
 // The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
 // stay in cache while the strips stream through, and bound the packing's memory to about
-// kStripChunkBytes), per strip, one call of the .wat kernels over all tokens (up to
-// kStripsMaxTokens tokens: two strips per call); each output's running sum is carried through Y
-// from chunk to chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range
-// are stored.
+// kStripChunkBytes), per strips_per_call strips, one call of the .wat kernels over all tokens;
+// each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
+// is computed whole and only its rows in range are stored; a call's strips past the range's last
+// repeat it and are not stored.
 void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                  int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
@@ -372,7 +381,7 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
       n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)})));
   // allocated without zeroing: every record of a chunk is written before it is read
   const std::unique_ptr<StripTokenBlock[]> x(new StripTokenBlock[static_cast<size_t>(chunk * n_tok)]);
-  const int per_call = n_tok <= kStripsMaxTokens ? 2 : 1;
+  const int per_call = strips_per_call(n_tok);
   // acc [per_call][n_tok][4], written in the inner loop, with a cache line of padding on each
   // side: another thread's small allocation next to it would share its lines.
   constexpr size_t kPad = 64 / sizeof(float);
@@ -391,7 +400,8 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
     const auto* xc = reinterpret_cast<const uint8_t*>(x.get());
     const auto strip = [&](int64_t s) { return W.strip(s) + c0 * kLanes * int64_t{sizeof(block_q4_0)}; };
     for (int64_t s = s_begin; s < s_end; s += per_call) {
-      const int n_stored = static_cast<int>(std::min<int64_t>(per_call, s_end - s));  // a lone last strip runs twice
+      const int n_stored = static_cast<int>(std::min<int64_t>(per_call, s_end - s));
+      const auto call_strip = [&](int k) { return strip(s + std::min(k, n_stored - 1)); };
       for (int k = 0; k < per_call; ++k) {
         const auto [i0, i1] = lanes_in_range(s + k);
         for (int j = 0; j < n_tok; ++j) {
@@ -401,8 +411,11 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
           }
         }
       }
-      if (per_call == 2) {
-        kStripsKernels[n_tok - 1](strip(s), strip(s + n_stored - 1), xc, chunk_blocks, acc, &kStripConstants);
+      if (per_call == 4) {
+        lf_q4_0_strips4_t1_relaxed(call_strip(0), call_strip(1), call_strip(2), call_strip(3), xc, chunk_blocks, acc,
+                                   &kStripConstants);
+      } else if (per_call == 2) {
+        kStripsKernels[n_tok - 2](call_strip(0), call_strip(1), xc, chunk_blocks, acc, &kStripConstants);
       } else {
         lf_q4_0_strip_relaxed(strip(s), xc, n_tok, chunk_blocks, acc, &kStripConstants);
       }

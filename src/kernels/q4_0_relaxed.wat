@@ -1,7 +1,7 @@
 ;; The Q4_0 kernels of the layerfold_mt_relaxed module (docs/kernels.md), over weights in the
 ;; row-strip layout (src/layout/row_strips.h), each with its f32 step: a strip of 4 rows
-;; times any number of tokens (prompts), its one-token twin over two strips for decode, and
-;; their twins over two strips for 2 to 8 tokens (batched decode), which
+;; times any number of tokens (prompts), and its twins with the strip and token counts fixed,
+;; four strips for one token (decode) and two strips for 2 to 8 tokens (batched decode), which
 ;; wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file.
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
@@ -31,24 +31,28 @@
   ;; every i32 lane (the nibbles q are w + 8); then the token's scale dy in every f32 lane.
   ;; Vector k of the strip holds group k of each row in that row's lane, so each dot-product lane
   ;; is one row's: no lanes are added across rows. Each block is unpacked once for all tokens.
-  ;; The 4 f16 scales dw become f32 as fp16_to_fp32 makes finite ones: the magnitude bits moved
-  ;; into an f32's exponent and mantissa and multiplied by 2^112 (exact for normal, subnormal and
-  ;; zero halves; a subnormal one passes through an f32 subnormal, slow on x86 and rare in
-  ;; weights), the sign put back. Strips never hold an infinite or NaN scale (can_row_strips).
-  ;; The constants come from memory at consts (16 bytes of 15, then 2^112 in 4 f32 lanes):
-  ;; binaryen turns a constant set once into a v128.const at every use, which V8 builds anew
-  ;; each time (3 instructions).
+  ;; The 4 f16 scales dw become f32 as fp16_to_fp32 makes finite ones, in 3 operations: each
+  ;; half sign-extended to 32 bits and shifted left by 13 puts its exponent and mantissa in an
+  ;; f32's low exponent bits and mantissa and its sign in bits 31..28; masking bits 30..28 off
+  ;; leaves the sign alone in bit 31, and the product with 2^112 (the f32 exponent bias minus
+  ;; f16's) is the half's value, with its sign (exact for normal, subnormal and zero halves,
+  ;; -0 included; a subnormal one passes through an f32 subnormal, slow on x86 and rare in
+  ;; weights). Strips never hold an infinite or NaN scale (can_row_strips).
+  ;; The constants come from memory at consts (16 bytes of 15, then 2^112 in 4 f32 lanes, then
+  ;; 0x8fffffff in 4 lanes): binaryen turns a constant set once into a v128.const at every use,
+  ;; which V8 builds anew each time (3 instructions).
   (func $lf_q4_0_strip_relaxed (export "lf_q4_0_strip_relaxed")
     (param $w i32) (param $x i32) (param $n_tok i32) (param $n_blocks i32) (param $acc i32) (param $consts i32)
-    (local $packed v128) (local $h v128) (local $dw v128)
+    (local $packed v128) (local $dw v128)
     (local $lo0 v128) (local $lo1 v128) (local $lo2 v128) (local $lo3 v128)
     (local $hi0 v128) (local $hi1 v128) (local $hi2 v128) (local $hi3 v128)
     (local $s0 v128) (local $s1 v128) (local $zero v128) (local $nibble v128) (local $two_112 v128)
-    (local $t i32) (local $a i32)
+    (local $sign_exponent v128) (local $t i32) (local $a i32)
     (if (i32.le_s (local.get $n_blocks) (i32.const 0)) (then (return)))
     (if (i32.le_s (local.get $n_tok) (i32.const 0)) (then (return)))
     (local.set $nibble (v128.load offset=0 align=1 (local.get $consts)))
     (local.set $two_112 (v128.load offset=16 align=1 (local.get $consts)))
+    (local.set $sign_exponent (v128.load offset=32 align=1 (local.get $consts)))
     (loop $blocks
       ;; the 4 rows' quants: low nibbles are elements 4k..4k+3, high ones 16+4k..16+4k+3
       (local.set $packed (v128.load offset=8 align=1 (local.get $w)))
@@ -63,11 +67,9 @@
       (local.set $packed (v128.load offset=56 align=1 (local.get $w)))
       (local.set $lo3 (v128.and (local.get $packed) (local.get $nibble)))
       (local.set $hi3 (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)))
-      ;; dw: the 4 rows' f16 scales (zero-extended to i32 lanes) -> f32
-      (local.set $h (v128.load16x4_u align=1 (local.get $w)))
-      (local.set $dw (v128.or
-        (f32x4.mul (i32x4.shr_u (i32x4.shl (local.get $h) (i32.const 17)) (i32.const 4)) (local.get $two_112))
-        (i32x4.shl (i32x4.shr_u (local.get $h) (i32.const 15)) (i32.const 31))))
+      ;; dw: the 4 rows' f16 scales (sign-extended to i32 lanes) -> f32
+      (local.set $dw (f32x4.mul (v128.and (i32x4.shl (v128.load16x4_s align=1 (local.get $w)) (i32.const 13))
+        (local.get $sign_exponent)) (local.get $two_112)))
       (local.set $t (local.get $n_tok))
       (local.set $a (local.get $acc))
       (loop $tokens
@@ -93,85 +95,8 @@
       (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
       (br_if $blocks (local.get $n_blocks))))
 
-  ;; Decode: W strips a and b (4 rows each in row strips, n_blocks blocks of 72 bytes from wa and
-  ;; wb) · one token x (n_blocks records, as above) -> acc [2][4] f32 (strip a's rows, then b's),
-  ;; continued as above. The same steps as lf_q4_0_strip_relaxed with its token loop taken out:
-  ;; each weight vector is unpacked just before its one use, so two strips fit in the registers
-  ;; beside their running sums (no store and reload of the sums per block), share each activation
-  ;; load, and give the core twice the independent dot-product chains.
-  (func $lf_q4_0_strips_decode_relaxed (export "lf_q4_0_strips_decode_relaxed")
-    (param $wa i32) (param $wb i32) (param $x i32) (param $n_blocks i32) (param $acc i32) (param $consts i32)
-    (local $packed v128) (local $a_lo v128) (local $a_hi v128) (local $h v128) (local $dy v128)
-    (local $sa0 v128) (local $sa1 v128) (local $sb0 v128) (local $sb1 v128)
-    (local $acc_a v128) (local $acc_b v128) (local $zero v128) (local $nibble v128) (local $two_112 v128)
-    (if (i32.le_s (local.get $n_blocks) (i32.const 0)) (then (return)))
-    (local.set $nibble (v128.load offset=0 align=1 (local.get $consts)))
-    (local.set $two_112 (v128.load offset=16 align=1 (local.get $consts)))
-    (local.set $acc_a (v128.load offset=0 align=4 (local.get $acc)))
-    (local.set $acc_b (v128.load offset=16 align=4 (local.get $acc)))
-    (loop $blocks
-      ;; sums from -8·Σa and from 0 for each strip, then group k of both strips' rows
-      (local.set $sa0 (v128.load offset=128 align=1 (local.get $x)))
-      (local.set $sb0 (local.get $sa0))
-      (local.set $sa1 (local.get $zero))
-      (local.set $sb1 (local.get $zero))
-      (local.set $a_lo (v128.load offset=0 align=1 (local.get $x)))
-      (local.set $a_hi (v128.load offset=64 align=1 (local.get $x)))
-      (local.set $packed (v128.load offset=8 align=1 (local.get $wa)))
-      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
-      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
-      (local.set $packed (v128.load offset=8 align=1 (local.get $wb)))
-      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
-      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
-      (local.set $a_lo (v128.load offset=16 align=1 (local.get $x)))
-      (local.set $a_hi (v128.load offset=80 align=1 (local.get $x)))
-      (local.set $packed (v128.load offset=24 align=1 (local.get $wa)))
-      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
-      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
-      (local.set $packed (v128.load offset=24 align=1 (local.get $wb)))
-      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
-      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
-      (local.set $a_lo (v128.load offset=32 align=1 (local.get $x)))
-      (local.set $a_hi (v128.load offset=96 align=1 (local.get $x)))
-      (local.set $packed (v128.load offset=40 align=1 (local.get $wa)))
-      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
-      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
-      (local.set $packed (v128.load offset=40 align=1 (local.get $wb)))
-      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
-      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
-      (local.set $a_lo (v128.load offset=48 align=1 (local.get $x)))
-      (local.set $a_hi (v128.load offset=112 align=1 (local.get $x)))
-      (local.set $packed (v128.load offset=56 align=1 (local.get $wa)))
-      (local.set $sa0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sa0)))
-      (local.set $sa1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sa1)))
-      (local.set $packed (v128.load offset=56 align=1 (local.get $wb)))
-      (local.set $sb0 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_lo) (v128.and (local.get $packed) (local.get $nibble)) (local.get $sb0)))
-      (local.set $sb1 (i32x4.dot_i8x16_i7x16_add_s (local.get $a_hi) (v128.and (i16x8.shr_u (local.get $packed) (i32.const 4)) (local.get $nibble)) (local.get $sb1)))
-      ;; acc = acc + (f32(sumi)·dw)·dy per strip, dw converted as in lf_q4_0_strip_relaxed
-      (local.set $dy (v128.load offset=144 align=1 (local.get $x)))
-      (local.set $h (v128.load16x4_u align=1 (local.get $wa)))
-      (local.set $acc_a (f32x4.add (local.get $acc_a) (f32x4.mul
-        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.add (local.get $sa0) (local.get $sa1)))
-          (v128.or
-            (f32x4.mul (i32x4.shr_u (i32x4.shl (local.get $h) (i32.const 17)) (i32.const 4)) (local.get $two_112))
-            (i32x4.shl (i32x4.shr_u (local.get $h) (i32.const 15)) (i32.const 31))))
-        (local.get $dy))))
-      (local.set $h (v128.load16x4_u align=1 (local.get $wb)))
-      (local.set $acc_b (f32x4.add (local.get $acc_b) (f32x4.mul
-        (f32x4.mul (f32x4.convert_i32x4_s (i32x4.add (local.get $sb0) (local.get $sb1)))
-          (v128.or
-            (f32x4.mul (i32x4.shr_u (i32x4.shl (local.get $h) (i32.const 17)) (i32.const 4)) (local.get $two_112))
-            (i32x4.shl (i32x4.shr_u (local.get $h) (i32.const 15)) (i32.const 31))))
-        (local.get $dy))))
-      (local.set $x (i32.add (local.get $x) (i32.const 160)))
-      (local.set $wa (i32.add (local.get $wa) (i32.const 72)))
-      (local.set $wb (i32.add (local.get $wb) (i32.const 72)))
-      (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
-      (br_if $blocks (local.get $n_blocks)))
-    (v128.store offset=0 align=4 (local.get $acc) (local.get $acc_a))
-    (v128.store offset=16 align=4 (local.get $acc) (local.get $acc_b)))
-
-  ;; The two-strip kernels for 2 to 8 tokens, lf_q4_0_strips_t{T}_relaxed, are written here at
-  ;; build time by wasm/gen_q4_0_strips_relaxed.mjs, which says what they compute.
+  ;; The multi-strip kernels, lf_q4_0_strips4_t1_relaxed (decode) and lf_q4_0_strips_t{T}_relaxed
+  ;; (2 to 8 tokens), are written here at build time by wasm/gen_q4_0_strips_relaxed.mjs, which
+  ;; says what they compute.
   ;; @strips-kernels
 )

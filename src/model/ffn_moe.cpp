@@ -90,14 +90,21 @@ void group_slots(const LayerCall& c) {
 
 // This worker's share of the slots: x row -> Xc row s in W's vec_dot type, where x is per token
 // (by_token: slot s reads its token's row, the experts' input) or per slot (their activations).
+// A slot of the same token as the slot before it copies that slot's bytes: in decode all n_used
+// slots are the one token's, converted once.
 void convert_slots(const LayerCall& c, const WeightView& W, const std::vector<float>& x, bool by_token,
                    std::vector<uint8_t>* xc) {
   const MoeScratch& b = moe(c);
   const uint64_t xc_row = activation_row_bytes(W.type, W.n_in);
   const Share slots = c.my_share(n_slots(c));
   for (int64_t s = slots.begin; s < slots.end; ++s) {
+    uint8_t* dst = xc->data() + xc_row * static_cast<uint64_t>(s);
+    if (by_token && s > slots.begin && b.slot_token[s] == b.slot_token[s - 1]) {
+      std::copy(dst - xc_row, dst, dst);
+      continue;
+    }
     const int64_t src = by_token ? b.slot_token[s] : s;
-    c.check(convert_activation_row(W.type, x.data() + src * W.n_in, xc->data() + xc_row * static_cast<uint64_t>(s), W.n_in));
+    c.check(convert_activation_row(W.type, x.data() + src * W.n_in, dst, W.n_in));
   }
 }
 

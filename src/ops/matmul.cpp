@@ -23,6 +23,7 @@ void matmul_rows_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row,
     if (vec_dot_type(W.type) == GgmlType::Q8_K) return gemm_q8_K_strided(W, Xc, x_row, n_tok, Y, r0, r1);
     return gemm_q8_0_strided(W, Xc, x_row, n_tok, Y, r0, r1);
   }
+  if (is_float_weight(W.type)) return gemm_float_strided(W, Xc, x_row, n_tok, Y, r0, r1);
   for (int t = 0; t < n_tok; ++t) {
     const uint8_t* x = Xc + x_row * static_cast<uint64_t>(t);
     float* y = Y + static_cast<int64_t>(t) * W.n_out;

@@ -322,6 +322,67 @@ TEST_CASE("kernels: Q4_K and Q6_K GEMM equal the vec_dot_ref loop bit for bit", 
   }
 }
 
+// matmul_rows against the reference as check_exact, except that a NaN output only has to be a
+// NaN: which NaN an f32 operation returns when both operands are NaNs (their order, which the
+// compiler may swap) is not something C++ or WASM fixes, for the reference either.
+void check_exact_but_nans(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_tok, int64_t r0, int64_t r1,
+                          int64_t k0, int64_t k1) {
+  INFO("ggml type " << static_cast<int>(W.type) << " n_in " << W.n_in << " n_out " << W.n_out
+               << " n_tok " << n_tok << " rows [" << r0 << ", " << r1 << ") cols [" << k0 << ", " << k1 << ")");
+  const std::vector<float> want = reference(W, xc.data(), n_tok, r0, r1, k0, k1);
+  std::vector<float> got(want.size(), kUntouched);
+  lf::matmul_rows(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
+  size_t differ = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : std::memcmp(&got[i], &want[i], sizeof(float)) == 0;
+    differ += same ? 0 : 1;
+  }
+  CHECK(differ == 0);
+}
+
+TEST_CASE("kernels: F32, F16 and BF16 GEMM equal the vec_dot_ref loop bit for bit", "[kernels]") {
+  // Row counts around the kernel's 8 rows side by side (tails of 1 and 7, 128 as the MoE
+  // router), rows from mid-group, column slices; values of every magnitude with zeros, -0,
+  // subnormals, infinities and NaNs in weights and activations, and halves from arbitrary bits.
+  // NaN outputs compare as NaNs (check_exact_but_nans); everything else bit for bit.
+  std::mt19937 rng(27);
+  std::uniform_int_distribution<int> pick(0, 15), byte(0, 255);
+  const float specials[] = {0.0f, -0.0f, 1e-40f, -3e-39f, INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 65504.0f};
+  // long rows get only the specials that leave their sums finite (zeros and subnormals), or
+  // nearly every output would be a NaN
+  const auto value = [&](std::normal_distribution<float>& normal, int64_t n_in) {
+    const int k = pick(rng);
+    return k < (n_in <= 64 ? 10 : 4) && pick(rng) == 0 ? specials[k] : normal(rng);
+  };
+  for (const lf::GgmlType type : {lf::GgmlType::F32, lf::GgmlType::F16, lf::GgmlType::BF16}) {
+    const uint64_t elem = type == lf::GgmlType::F32 ? 4 : 2;
+    for (const int64_t n_in : {1, 5, 64, 2816}) {
+      for (const int64_t n_out : {1, 7, 8, 9, 17, 128}) {
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in * 3));
+        for (float& v : w) v = value(normal, n_in);
+        for (float& v : x) v = value(normal, n_in);
+        Matrix W;
+        W.bytes.resize(static_cast<size_t>(elem * n_in * n_out));
+        describe(&W, type, n_in, n_out, elem * n_in);
+        for (int64_t r = 0; r < n_out; ++r) {
+          REQUIRE(lf::convert_activation_row(type, w.data() + r * n_in, W.bytes.data() + W.view.row_bytes * r, n_in).ok());
+        }
+        if (type != lf::GgmlType::F32 && n_out == 9 && n_in <= 64) {  // arbitrary halves, NaN and infinity patterns included
+          for (uint8_t& b : W.bytes) b = static_cast<uint8_t>(byte(rng));
+        }
+        for (const int n_tok : {1, 3}) {
+          std::vector<uint8_t> xc;
+          REQUIRE(lf::convert_activations(W.view, x.data(), n_tok, &xc).ok());
+          check_exact_but_nans(W.view, xc, n_tok, 0, n_out, 0, n_in);
+          check_exact_but_nans(W.view, xc, n_tok, n_out / 2, n_out, 0, n_in);  // from mid-group
+          if (n_in > 1) check_exact_but_nans(W.view, xc, n_tok, 0, n_out, 1, n_in - 1);  // a column slice
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("kernels: row ranges and input-column ranges, as thread shards use them", "[kernels]") {
   std::mt19937 rng(11);
   for (const lf::GgmlType type : kTypes) {
@@ -442,6 +503,29 @@ TEST_CASE("kernels: decode's GEMV path (1 to 4 tokens) over odd row counts, row 
     }
   }
 }
+TEST_CASE("kernels: one token over 1 to 9 strips, as the relaxed build's four-strip calls leave them", "[kernels]") {
+  // 4 to 36 rows: 1 to 9 strips, so every count of strips (1, 2, 3) a last four-strip call is
+  // short of, and ranges starting at every strip offset of a call: from mid-strip, from the
+  // second, third and fourth strip, to mid-strip; a column slice; the last row alone.
+  std::mt19937 rng(26);
+  for (const lf::GgmlType type : kTypes) {
+    for (const int64_t n_out : {4, 8, 12, 16, 20, 24, 28, 36}) {
+      for (const Weights kind : {Weights::quantized, Weights::raw_bytes, Weights::zero_blocks}) {
+        const Matrix W = make_weights(rng, type, 1056, n_out, kind);
+        std::vector<uint8_t> xc = make_activations(rng, W.view, 1, kind == Weights::zero_blocks);
+        if (kind == Weights::raw_bytes) randomize_activation_quants(rng, &xc);
+        check_exact(W.view, xc, 1, 0, n_out, 0, 1056);
+        for (const int64_t r0 : {1, 4, 9, 14}) {
+          if (r0 < n_out) check_exact(W.view, xc, 1, r0, n_out, 0, 1056);
+        }
+        check_exact(W.view, xc, 1, 0, n_out - 2, 0, 1056);  // ending mid-strip
+        check_exact(W.view, xc, 1, 0, n_out, 160, 544);     // a column slice
+        check_exact(W.view, xc, 1, n_out - 1, n_out, 1024, 1056);
+      }
+    }
+  }
+}
+
 
 TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over strip pairs and token groups",
           "[kernels]") {
