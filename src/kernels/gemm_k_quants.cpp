@@ -1,8 +1,8 @@
-// GEMM of Q4_K / Q6_K weights with Q8_K activations (src/kernels/gemm.h).
+// GEMM of Q4_K / Q5_K / Q6_K weights with Q8_K activations (src/kernels/gemm.h).
 //
 // Bit-identical to vec_dot_ref: the reference sums q·q8·scale into 8 int32 lanes (lane =
-// element index mod 8) per super-block, adds d·lane into 8 f32 sums, subtracts the Q4_K min
-// term from a separate f32 sum, and adds the 8 sums at the very end. Here the 8 integer lanes
+// element index mod 8) per super-block, adds d·lane into 8 f32 sums, subtracts the Q4_K / Q5_K
+// min term from a separate f32 sum, and adds the 8 sums at the very end. Here the 8 integer lanes
 // are the 8 i16 lanes of the vectors of 8 consecutive elements, so the same lanes come out
 // exactly, and the f32 steps are the reference's, two lanes of four at a time. Each weight
 // super-block is unpacked once per row and applied to a tile of tokens.
@@ -23,7 +23,7 @@ constexpr int kTileTokens = 16;
 constexpr int kGroups = QK_K / 16;  // scale groups of 16 elements per super-block
 
 // A weight super-block as integers: q [32 vectors of 8] in element order, the scale of each
-// group of 16, and for Q4_K the min of each group.
+// group of 16, and for Q4_K / Q5_K the min of each group.
 struct KBlock {
   I16x8 q[QK_K / 8];
   int16_t scale[kGroups];
@@ -39,12 +39,14 @@ void widen_256(const int8_t q8[QK_K], I16x8 q[QK_K / 8]) {
   }
 }
 
-struct Q4_K {
-  using Block = block_q4_K;
+// Q4_K and Q5_K: unsigned 4- or 5-bit quants, a 6-bit scale and min per 32 elements.
+template <typename B, void (*Unpack)(const B&, int8_t*)>
+struct KWithMins {
+  using Block = B;
   static constexpr bool kMins = true;
   static void unpack(const Block& x, KBlock* k) {
     int8_t q[QK_K];
-    unpack_q4_K(x, q);
+    Unpack(x, q);
     widen_256(q, k->q);
     for (int g = 0; g < kGroups; ++g) {
       const ScaleMin sm = scale_min_k4(x.scales, g / 2);
@@ -55,6 +57,8 @@ struct Q4_K {
     k->dmin = fp16_to_fp32(x.dmin);
   }
 };
+using Q4_K = KWithMins<block_q4_K, unpack_q4_K>;
+using Q5_K = KWithMins<block_q5_K, unpack_q5_K>;
 
 struct Q6_K {
   using Block = block_q6_K;
@@ -76,7 +80,7 @@ struct Sums {
 };
 
 // w · y over one super-block -> lanes [8] as two I32x4. Each i16 product pair is at most
-// 2·32·128 in magnitude (Q6_K's q in [-32, 31], q8 in [-128, 127]): exact in 16 bits.
+// 2·32·128 in magnitude (Q6_K's q in [-32, 31], Q5_K's in [0, 31], q8 in [-128, 127]): exact in 16 bits.
 void lanes_of(const KBlock& w, const block_q8_K& y, I32x4* lo, I32x4* hi) {
   I32x4 l = make_i32(0, 0, 0, 0), h = l;
   for (int g = 0; g < kGroups; ++g) {
@@ -134,11 +138,12 @@ void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, flo
 
 void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                        int64_t r1) {
-  assert((W.type == GgmlType::Q4_K || W.type == GgmlType::Q6_K) && W.n_in % QK_K == 0);
-  if (W.type == GgmlType::Q4_K) {
-    gemm<Q4_K>(W, Xc, x_row, n_tok, Y, r0, r1);
-  } else {
-    gemm<Q6_K>(W, Xc, x_row, n_tok, Y, r0, r1);
+  assert(W.n_in % QK_K == 0);
+  switch (W.type) {
+    case GgmlType::Q4_K: return gemm<Q4_K>(W, Xc, x_row, n_tok, Y, r0, r1);
+    case GgmlType::Q5_K: return gemm<Q5_K>(W, Xc, x_row, n_tok, Y, r0, r1);
+    case GgmlType::Q6_K: return gemm<Q6_K>(W, Xc, x_row, n_tok, Y, r0, r1);
+    default: assert(!"gemm_q8_K_strided: not a K-quant with a kernel");
   }
 }
 

@@ -473,6 +473,7 @@ bool has_gemm_kernel(GgmlType weight_type) {
     case GgmlType::Q4_0:
     case GgmlType::Q8_0:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K: return true;
     default: return false;
   }

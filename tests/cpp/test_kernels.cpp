@@ -162,13 +162,13 @@ const lf::GgmlType kTypes[] = {lf::GgmlType::Q4_0, lf::GgmlType::Q8_0};
 
 }  // namespace
 
-TEST_CASE("kernels: Q4_0, Q8_0, Q4_K and Q6_K are the types with a GEMM kernel", "[kernels]") {
+TEST_CASE("kernels: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K are the types with a GEMM kernel", "[kernels]") {
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q4_0));
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q8_0));
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q4_K));
+  CHECK(lf::has_gemm_kernel(lf::GgmlType::Q5_K));
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q6_K));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_0));
-  CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_K));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::F32));
   // only the relaxed build reads Q4_0 in row strips: there check_exact runs every case on strips too
   CHECK(lf::gemm_uses_row_strips(lf::GgmlType::Q4_0) == (LF_RELAXED_SIMD != 0));
@@ -282,8 +282,9 @@ TEST_CASE("kernels: extreme quants: every weight -8 or -128, every activation qu
 // W [n_out, n_in] of K-quant type: arbitrary bytes (every scale, min and quant pattern), with
 // f16 super-block scales d (and dmin) finite and at most 2^5, so no output overflows.
 Matrix make_k_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_t n_out) {
-  const bool q4 = type == lf::GgmlType::Q4_K;
-  const uint64_t block = q4 ? sizeof(lf::block_q4_K) : sizeof(lf::block_q6_K);
+  const bool mins = type != lf::GgmlType::Q6_K;  // Q4_K and Q5_K start with d, dmin
+  const uint64_t block = type == lf::GgmlType::Q4_K ? sizeof(lf::block_q4_K)
+                         : type == lf::GgmlType::Q5_K ? sizeof(lf::block_q5_K) : sizeof(lf::block_q6_K);
   const int64_t nb = n_in / 256;
   Matrix m;
   m.bytes.resize(static_cast<size_t>(block * nb * n_out));
@@ -292,16 +293,16 @@ Matrix make_k_weights(std::mt19937& rng, lf::GgmlType type, int64_t n_in, int64_
   const auto scale = [&] { return static_cast<uint16_t>((byte(rng) & 0x80) << 8 | exponent(rng) << 10 | byte(rng) << 2); };
   for (uint64_t b = 0; b < m.bytes.size(); b += block) {
     const uint16_t d = scale(), dmin = scale();
-    std::memcpy(&m.bytes[b + (q4 ? 0 : offsetof(lf::block_q6_K, d))], &d, sizeof d);
-    if (q4) std::memcpy(&m.bytes[b + offsetof(lf::block_q4_K, dmin)], &dmin, sizeof dmin);
+    std::memcpy(&m.bytes[b + (mins ? 0 : offsetof(lf::block_q6_K, d))], &d, sizeof d);
+    if (mins) std::memcpy(&m.bytes[b + sizeof d], &dmin, sizeof dmin);
   }
   describe(&m, type, n_in, n_out, block * nb);
   return m;
 }
 
-TEST_CASE("kernels: Q4_K and Q6_K GEMM equal the vec_dot_ref loop bit for bit", "[kernels]") {
+TEST_CASE("kernels: Q4_K, Q5_K and Q6_K GEMM equal the vec_dot_ref loop bit for bit", "[kernels]") {
   std::mt19937 rng(43);
-  for (const lf::GgmlType type : {lf::GgmlType::Q4_K, lf::GgmlType::Q6_K}) {
+  for (const lf::GgmlType type : {lf::GgmlType::Q4_K, lf::GgmlType::Q5_K, lf::GgmlType::Q6_K}) {
     for (const int64_t n_in : {256, 512, 5376}) {
       const Matrix W = make_k_weights(rng, type, n_in, 5);
       for (const int n_tok : {1, 2, 7, 16, 17}) {
