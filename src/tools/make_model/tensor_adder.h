@@ -159,9 +159,12 @@ class TensorAdder {
   // A --tensor-type rule that decided no tensor is a typo or a wrong layer number.
   Status check_rules_used() const {
     for (size_t i = 0; i < rule_uses_.size(); ++i) {
-      if (rule_uses_[i] == 0 && cfg_.tensor_types[i].must_match) {
-        return Status(Code::invalid_argument, "--tensor-type " + cfg_.tensor_types[i].pattern +
-                                                  "=... matches no matrix of this model");
+      const TensorTypeRule& rule = cfg_.tensor_types[i];
+      if (rule_uses_[i] == 0 && rule.must_match) {
+        TypeTraits traits;
+        type_traits(static_cast<uint32_t>(rule.type), &traits);
+        return Status(Code::invalid_argument,
+                      "--tensor-type " + rule.pattern + "=" + traits.name + " matches no matrix of this model");
       }
     }
     return Status();
