@@ -543,7 +543,8 @@ std::string usage_text() {
          "  PATTERN matches a tensor name without its \".weight\" when it equals the name or its tail after\n"
          "  a '.'; '*' matches any run of characters. ffn_down_exps=Q6_K: every layer's ffn_down_exps;\n"
          "  blk.0.ffn_down=Q8_0: layer 0's shared-MLP down projection only; blk.*.attn_*=Q8_0. A rule that\n"
-         "  matches no matrix is an error.\n";
+         "  matches no matrix is an error. The mixed presets (tiny-kquant, moe-kquant, 26b-a4b-mixed) bring\n"
+         "  their own rules, which the command line's come after ('*=Q8_0' overrides them all).\n";
 }
 
 }  // namespace lf::make_model
