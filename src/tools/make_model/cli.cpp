@@ -145,11 +145,11 @@ const Preset kPresets[] = {
      [](ModelConfig& c) {
        apply_26b_a4b_shape(c);
        c.type = GgmlType::Q4_K;
-       c.tensor_types = preset_rules({{"token_embd", GgmlType::Q6_K},      {"attn_q", GgmlType::Q6_K},
-                         {"attn_k", GgmlType::Q6_K},          {"attn_v", GgmlType::Q8_0},
-                         {"attn_output", GgmlType::Q5_K},     {"ffn_gate", GgmlType::Q8_0},
-                         {"ffn_up", GgmlType::Q8_0},          {"ffn_down", GgmlType::Q8_0},
-                         {"ffn_down_exps", GgmlType::Q8_0},   {"blk.0.ffn_gate_up_exps", GgmlType::Q5_K}});
+       c.tensor_types = preset_rules({
+         {"token_embd", GgmlType::Q6_K}, {"attn_q", GgmlType::Q6_K}, {"attn_k", GgmlType::Q6_K},
+         {"attn_v", GgmlType::Q8_0}, {"attn_output", GgmlType::Q5_K}, {"ffn_gate", GgmlType::Q8_0},
+         {"ffn_up", GgmlType::Q8_0}, {"ffn_down", GgmlType::Q8_0}, {"ffn_down_exps", GgmlType::Q8_0},
+         {"blk.0.ffn_gate_up_exps", GgmlType::Q5_K}});
      }},
     // Widths of 256-multiples so every matrix can be a K-quant; 5 experts, 2 used, separate gate
     // and up in different types.
@@ -167,10 +167,10 @@ const Preset kPresets[] = {
        c.n_ff_exp = 512;
        c.fused_gate_up = false;
        c.type = GgmlType::Q5_K;
-       c.tensor_types = preset_rules({{"token_embd", GgmlType::Q6_K},     {"attn_output", GgmlType::Q6_K},
-                         {"ffn_gate", GgmlType::Q8_0},       {"ffn_up", GgmlType::Q8_0},
-                         {"ffn_down", GgmlType::Q4_K},       {"ffn_gate_exps", GgmlType::Q4_K},
-                         {"ffn_up_exps", GgmlType::Q5_K},    {"ffn_down_exps", GgmlType::Q6_K}});
+       c.tensor_types = preset_rules({
+         {"token_embd", GgmlType::Q6_K}, {"attn_output", GgmlType::Q6_K}, {"ffn_gate", GgmlType::Q8_0},
+         {"ffn_up", GgmlType::Q8_0}, {"ffn_down", GgmlType::Q4_K}, {"ffn_gate_exps", GgmlType::Q4_K},
+         {"ffn_up_exps", GgmlType::Q5_K}, {"ffn_down_exps", GgmlType::Q6_K}});
      }},
     {"tiny-kquant", "gemma4, 2 layers SG, n_embd 256, 4 heads, kv 2/1, head dims 64/128, n_ff 768, window 4, 1024 synthetic tokens, Q4_K_M-like: Q4_K, token_embd and attn_v Q6_K, ffn_down Q5_K, attn_output Q8_0",
      [](ModelConfig& c) {
@@ -180,8 +180,9 @@ const Preset kPresets[] = {
        c.n_ff = 768;
        c.ctx = 512;
        c.type = GgmlType::Q4_K;
-       c.tensor_types = preset_rules({{"token_embd", GgmlType::Q6_K}, {"attn_v", GgmlType::Q6_K},
-                         {"ffn_down", GgmlType::Q5_K},   {"attn_output", GgmlType::Q8_0}});
+       c.tensor_types = preset_rules({
+         {"token_embd", GgmlType::Q6_K}, {"attn_v", GgmlType::Q6_K}, {"ffn_down", GgmlType::Q5_K},
+         {"attn_output", GgmlType::Q8_0}});
      }},
     {"moe-tiny", "tiny with experts: 7 experts of width 96, 3 used, fused gate/up, per-expert down scale",
      [](ModelConfig& c) {
