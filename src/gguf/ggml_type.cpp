@@ -23,4 +23,14 @@ bool type_traits(uint32_t type_id, TypeTraits* out) {
   return false;
 }
 
+const char* refused_type_name(uint32_t type_id) {
+  // ggml.h's ids 16..42; the gaps are retired ids.
+  static const char* const kNames[] = {"IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
+                                       "IQ4_XS",  "I8",     "I16",     "I32",   "I64",    "F64",   "IQ1_M",
+                                       nullptr,   nullptr,  nullptr,   nullptr, "TQ1_0",  "TQ2_0", nullptr,
+                                       nullptr,   nullptr,  "MXFP4",   "NVFP4", "Q1_0",   "Q2_0"};
+  if (type_id < 16 || type_id >= 16 + sizeof kNames / sizeof kNames[0]) return nullptr;
+  return kNames[type_id - 16];
+}
+
 }  // namespace lf

@@ -33,6 +33,10 @@ struct TypeTraits {
 // False for ids we do not know (retired, IQ*, MXFP4, ...): such a tensor is refused by name.
 bool type_traits(uint32_t type_id, TypeTraits* out);
 
+// llama.cpp's name for a type id it defines and we refuse (IQ4_NL, IQ4_XS, MXFP4, ...), so a
+// refusal can say which; nullptr for ids it does not define either.
+const char* refused_type_name(uint32_t type_id);
+
 // Bytes of one row of n elements; n must be a multiple of block_elems.
 inline uint64_t row_bytes(const TypeTraits& t, uint64_t n) { return n / t.block_elems * t.block_bytes; }
 

@@ -289,8 +289,9 @@ Status check_tensor_shape(const std::string& name, uint32_t type_id, GgufTensorI
   }
   TypeTraits tt;
   if (!type_traits(type_id, &tt)) {
+    const char* refused = refused_type_name(type_id);
     return Status(Code::unsupported, "tensor '" + name + "' has unknown or unsupported ggml type " +
-                                         std::to_string(type_id));
+                                         std::to_string(type_id) + (refused ? std::string(" (") + refused + ")" : ""));
   }
   t->type = static_cast<GgmlType>(type_id);
   if (t->ne[0] % tt.block_elems != 0) {

@@ -138,6 +138,10 @@ void gate_up(const LayerCall& c) {
   const bool fused = c.c().fused_gate_up;
   const WeightView& exps = fused ? w.ffn_gate_up_exps : w.ffn_gate_exps;
   const uint64_t xc_row = activation_row_bytes(exps.type, c.E());
+  // Separate up experts read the gate's converted input unless their vec_dot type differs.
+  const bool own_up = !fused && up_needs_own_activations(exps.type, w.ffn_up_exps.type);
+  const std::vector<uint8_t>& xc_up_rows = own_up ? b.xc_exp_up : b.xc_exp;
+  const uint64_t xc_up_row = own_up ? activation_row_bytes(w.ffn_up_exps.type, c.E()) : xc_row;
   // Fused: row s of gate_up is [gate | up] of slot s. Separate: gate for all slots, then up.
   float* gate_base = b.gate_up.data();
   float* up_base = fused ? b.gate_up.data() + F : b.gate_up.data() + static_cast<size_t>(n_slots(c)) * F;
@@ -152,7 +156,8 @@ void gate_up(const LayerCall& c) {
       matmul_rows_strided(W, xc, xc_row, n_tok, Y, F + r0, F + r1);
     } else {
       matmul_rows_strided(expert_rows(w.ffn_gate_exps, e, F), xc, xc_row, n_tok, gate_base + slot0 * stride, r0, r1);
-      matmul_rows_strided(expert_rows(w.ffn_up_exps, e, F), xc, xc_row, n_tok, up_base + slot0 * stride, r0, r1);
+      const uint8_t* xc_up = xc_up_rows.data() + xc_up_row * static_cast<uint64_t>(slot0);
+      matmul_rows_strided(expert_rows(w.ffn_up_exps, e, F), xc_up, xc_up_row, n_tok, up_base + slot0 * stride, r0, r1);
     }
     for (int64_t s = slot0; s < slot0 + count; ++s) {
       geglu(gate_base + s * stride + r0, up_base + s * stride + r0, static_cast<int>(r1 - r0), b.act.data() + s * F + r0);
@@ -205,7 +210,11 @@ void moe_ffn(const LayerCall& c) {
   c.sync();
   const LayerWeights& w = c.w();
   MoeScratch& b = moe(c);
-  convert_slots(c, c.c().fused_gate_up ? w.ffn_gate_up_exps : w.ffn_gate_exps, b.exp_in, true, &b.xc_exp);
+  const WeightView& gate = c.c().fused_gate_up ? w.ffn_gate_up_exps : w.ffn_gate_exps;
+  convert_slots(c, gate, b.exp_in, true, &b.xc_exp);
+  if (!c.c().fused_gate_up && up_needs_own_activations(gate.type, w.ffn_up_exps.type)) {
+    convert_slots(c, w.ffn_up_exps, b.exp_in, true, &b.xc_exp_up);
+  }
   c.sync();
   gate_up(c);
   c.sync();

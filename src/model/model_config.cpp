@@ -242,12 +242,6 @@ Status read_moe(const KeyReader& keys, const GgufFile& file, ModelConfig* c) {
                                            ": fused ffn_gate_up_exps in some layers and separate ffn_gate_exps / "
                                            "ffn_up_exps in others is not supported");
     }
-    const GgufTensorInfo* gate = file.tensor(layer_tensor_name(il, "ffn_gate_exps"));
-    const GgufTensorInfo* up = file.tensor(layer_tensor_name(il, "ffn_up_exps"));
-    if (gate && up && gate->type != up->type) {
-      return Status(Code::unsupported, "layer " + std::to_string(il) +
-                                           ": ffn_gate_exps and ffn_up_exps of different types are not supported");
-    }
   }
   return Status();
 }

@@ -24,6 +24,7 @@ void for_each_buffer(const MoeLayerShape& s, size_t rows, size_t E, Visit visit)
   visit(&MoeScratch::slot_token, slots);
   visit(&MoeScratch::slot_of, slots);
   visit(&MoeScratch::xc_exp, slots * s.exps_row);
+  visit(&MoeScratch::xc_exp_up, slots * s.up_row);
   visit(&MoeScratch::gate_up, slots * 2 * F);
   visit(&MoeScratch::act, slots * F);
   visit(&MoeScratch::xc_act, slots * s.down_row);
@@ -39,6 +40,7 @@ void MoeLayerShape::widen(const MoeLayerShape& o) {
   n_ff_exp = std::max(n_ff_exp, o.n_ff_exp);
   router_row = std::max(router_row, o.router_row);
   exps_row = std::max(exps_row, o.exps_row);
+  up_row = std::max(up_row, o.up_row);
   down_row = std::max(down_row, o.down_row);
 }
 
@@ -52,7 +54,9 @@ uint64_t MoeLayerShape::bytes(size_t rows, size_t n_embd) const {
   return total;
 }
 
-MoeLayerShape moe_layer_shape(const ModelConfig& c, int il, GgmlType router, GgmlType exps, GgmlType down) {
+bool up_needs_own_activations(GgmlType gate, GgmlType up) { return vec_dot_type(gate) != vec_dot_type(up); }
+
+MoeLayerShape moe_layer_shape(const ModelConfig& c, int il, GgmlType router, GgmlType exps, GgmlType up, GgmlType down) {
   MoeLayerShape s;
   if (!c.layers[il].moe) return s;
   s.n_expert = c.n_expert;
@@ -60,6 +64,7 @@ MoeLayerShape moe_layer_shape(const ModelConfig& c, int il, GgmlType router, Ggm
   s.n_ff_exp = c.n_ff_exp;
   s.router_row = activation_row_bytes(router, c.n_embd);
   s.exps_row = activation_row_bytes(exps, c.n_embd);
+  if (up_needs_own_activations(exps, up)) s.up_row = activation_row_bytes(up, c.n_embd);
   s.down_row = activation_row_bytes(down, c.n_ff_exp);
   return s;
 }

@@ -43,7 +43,8 @@ ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn) {
     }
     const LayerWeights& w = m.layer(il);
     const WeightView& exps = m.config.fused_gate_up ? w.ffn_gate_up_exps : w.ffn_gate_exps;
-    s.moe = moe_layer_shape(m.config, il, w.ffn_gate_inp.type, exps.type, w.ffn_down_exps.type);
+    const WeightView& up = m.config.fused_gate_up ? w.ffn_gate_up_exps : w.ffn_up_exps;
+    s.moe = moe_layer_shape(m.config, il, w.ffn_gate_inp.type, exps.type, up.type, w.ffn_down_exps.type);
   }
   return scratch_shape(m.config, m.range, layers, n, top_k_ffn);
 }

@@ -70,6 +70,11 @@ void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t n);
 void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);  // also used for activations
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);  // activations for K-quant dots
 void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);  // activations for Q4_1/Q5_1 dots
+// K-quant weights for files (n a multiple of 256): not llama.cpp's least-squares search, but
+// every element within half a grid step of its sub-block (docs/gguf.md, "K-quant quantizers").
+void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n);
+void quantize_row_q5_K(const float* x, block_q5_K* y, int64_t n);
+void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n);
 
 // --- dot products: weight row (type) · activation row already converted to vec_dot_type(type) ---
 // llama.cpp converts the f32 activation to the weight's vec_dot type first (docs/gguf.md,

@@ -105,6 +105,21 @@ inline GgufWriter::FillFn fill_with(GgmlType type, std::vector<float> values, in
           quantize_row_q4_0_ref(v.data() + r * cols, reinterpret_cast<block_q4_0*>(dst) + r * (cols / QK4_0), cols);
         }
         break;
+      case GgmlType::Q4_K:
+        for (int64_t r = 0; r < rows; ++r) {
+          quantize_row_q4_K(v.data() + r * cols, reinterpret_cast<block_q4_K*>(dst) + r * (cols / QK_K), cols);
+        }
+        break;
+      case GgmlType::Q5_K:
+        for (int64_t r = 0; r < rows; ++r) {
+          quantize_row_q5_K(v.data() + r * cols, reinterpret_cast<block_q5_K*>(dst) + r * (cols / QK_K), cols);
+        }
+        break;
+      case GgmlType::Q6_K:
+        for (int64_t r = 0; r < rows; ++r) {
+          quantize_row_q6_K(v.data() + r * cols, reinterpret_cast<block_q6_K*>(dst) + r * (cols / QK_K), cols);
+        }
+        break;
       default: std::memset(dst, 0, n_bytes); break;
     }
   };

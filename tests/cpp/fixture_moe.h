@@ -3,6 +3,7 @@
 // optional per-expert down scale and the branch norms (docs/gguf.md, "MoE tensors and keys").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@ struct MoeFixture {
   bool fused = true;
   bool down_scale = true;
   bool zero_router = false;        // every router logit 0: all experts tie
-  GgmlType exps_type = GgmlType::F32;
+  GgmlType exps_type = GgmlType::F32;  // gate/up (fused, or separate gate)
+  std::optional<GgmlType> up_type;    // separate up experts; unset: exps_type
+  std::optional<GgmlType> down_type;  // unset: exps_type. K-quants need n_ff_exp % 256 == 0
   std::vector<int> layers = {0, 1, 2};
 };
 
@@ -50,9 +53,11 @@ inline void add_moe(const MoeFixture& moe, FixtureOptions* o) {
         add(p + "ffn_gate_up_exps.weight", moe.exps_type, {E, 2 * F, X}, values(E * 2 * F * X, a_in, 0.0f));
       } else {
         add(p + "ffn_gate_exps.weight", moe.exps_type, {E, F, X}, values(E * F * X, a_in, 0.0f));
-        add(p + "ffn_up_exps.weight", moe.exps_type, {E, F, X}, values(E * F * X, a_in, 0.0f));
+        const GgmlType up = moe.up_type.value_or(moe.exps_type);
+        add(p + "ffn_up_exps.weight", up, {E, F, X}, values(E * F * X, a_in, 0.0f));
       }
-      add(p + "ffn_down_exps.weight", moe.exps_type, {F, E, X}, values(F * E * X, a_ff, 0.0f));
+      const GgmlType down = moe.down_type.value_or(moe.exps_type);
+      add(p + "ffn_down_exps.weight", down, {F, E, X}, values(F * E * X, a_ff, 0.0f));
       if (moe.down_scale) add(p + "ffn_down_exps.scale", GgmlType::F32, {X}, values(X, 0.4f, 1.0f));
     }
     if (previous) previous(w);

@@ -130,8 +130,15 @@ std::vector<Broken> broken_files() {
       "general.alignment 48 is not a power of two");
   add("alignment zero", Bytes().header(3, 0, 1).kv_u32("general.alignment", 0), Code::malformed,
       "general.alignment 0 is not a power of two");
-  add("unknown tensor type", Bytes().header(3, 1, 0).tensor("w", {32}, 39, 0).pad_to(32).fill(32, 0),
-      Code::unsupported, "tensor 'w' has unknown or unsupported ggml type 39");
+  add("unknown tensor type", Bytes().header(3, 1, 0).tensor("w", {32}, 43, 0).pad_to(32).fill(32, 0),
+      Code::unsupported, "tensor 'w' has unknown or unsupported ggml type 43");
+  // The types of some popular Gemma 4 files that we do not multiply: refused, and named.
+  add("IQ4_NL tensor", Bytes().header(3, 1, 0).tensor("blk.0.ffn_down_exps.weight", {32}, 20, 0).pad_to(32).fill(32, 0),
+      Code::unsupported, "tensor 'blk.0.ffn_down_exps.weight' has unknown or unsupported ggml type 20 (IQ4_NL)");
+  add("IQ4_XS tensor", Bytes().header(3, 1, 0).tensor("w", {256}, 23, 0).pad_to(32).fill(136, 0), Code::unsupported,
+      "ggml type 23 (IQ4_XS)");
+  add("MXFP4 tensor", Bytes().header(3, 1, 0).tensor("w", {32}, 39, 0).pad_to(32).fill(32, 0), Code::unsupported,
+      "ggml type 39 (MXFP4)");
   add("retired tensor type", Bytes().header(3, 1, 0).tensor("w", {32}, 4, 0).pad_to(32).fill(32, 0),
       Code::unsupported, "ggml type 4");
   add("n_dims 5", Bytes().header(3, 1, 0).tensor("w", {1, 1, 1, 1, 1}, kF32, 0).pad_to(32).fill(32, 0),

@@ -153,7 +153,26 @@ TEST_CASE("MoE layers agree with the reference forward", "[moe]") {
   q4.n_used = 3;
   q4.exps_type = GgmlType::Q4_0;
   q4.zero_router = true;
+  // K-quant down experts (the fixture's n_embd of 64 leaves gate/up rows too short for them;
+  // tests/js/oracle.test.mjs has K-quant gate/up), beside gate and up of other types: separate
+  // Q8_0 gate and F16 up, each with its own activation format (measured 4.8e-2), or fused Q4_0
+  // (3.8e-2).
+  MoeFixture k_down = top1;
+  k_down.n_used = 2;
+  k_down.n_ff_exp = 256;
+  k_down.exps_type = GgmlType::Q8_0;
+  k_down.up_type = GgmlType::F16;
+  k_down.down_type = GgmlType::Q6_K;
+  k_down.zero_router = true;
+  MoeFixture k_fused;
+  k_fused.n_used = 3;
+  k_fused.n_ff_exp = 512;
+  k_fused.exps_type = GgmlType::Q4_0;
+  k_fused.down_type = GgmlType::Q4_K;
+  k_fused.zero_router = true;
   const Case cases[] = {{"fused, top-2, down scale", MoeFixture{}, WeightFormat::f32, 8e-3},
+                        {"Q8_0 gate, F16 up, Q6_K down, tied router", k_down, WeightFormat::mixed, 8e-2},
+                        {"fused Q4_0 gate/up, Q4_K down, top-3, tied router", k_fused, WeightFormat::f32, 6.5e-2},
                         {"separate, top-1, no scale", top1, WeightFormat::f32, 8e-3},
                         {"19 experts, top-7", wide, WeightFormat::f32, 8e-3},
                         {"Q8_0 experts, mixed dense weights, tied router", q8, WeightFormat::mixed, 8e-2},

@@ -246,7 +246,8 @@ TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: gemma4", "
 }
 
 TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: mixture of experts", "[threads][moe]") {
-  // Odd expert counts, top-1 and top-k > 1, fused and separate gate/up, F32 and Q8_0/Q4_0 experts.
+  // Odd expert counts, top-1 and top-k > 1, fused and separate gate/up, F32, Q8_0/Q4_0 and
+  // K-quant experts.
   lf::test::MoeFixture wide;
   wide.n_expert = 11;
   wide.n_used = 4;
@@ -257,7 +258,16 @@ TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: mixture of
   top1.n_used = 1;
   top1.fused = false;
   top1.exps_type = lf::GgmlType::Q4_0;
-  for (const lf::test::MoeFixture& moe : {lf::test::MoeFixture{}, wide, top1}) {
+  // K-quant down experts beside gate and up of two activation formats (Q4_0's Q8_0, F16's F16).
+  lf::test::MoeFixture k_down;
+  k_down.n_expert = 6;
+  k_down.n_used = 3;
+  k_down.n_ff_exp = 256;
+  k_down.fused = false;
+  k_down.exps_type = lf::GgmlType::Q4_0;
+  k_down.up_type = lf::GgmlType::F16;
+  k_down.down_type = lf::GgmlType::Q5_K;
+  for (const lf::test::MoeFixture& moe : {lf::test::MoeFixture{}, wide, top1, k_down}) {
     lf::test::FixtureOptions o;
     o.format = WeightFormat::mixed;
     lf::test::add_moe(moe, &o);

@@ -40,6 +40,11 @@ const PRESETS = [
   {name: "moe-top1", nVocab: 1024, window: 4},
   {name: "moe-wide", nVocab: 1024, window: 4},
   {name: "26b-a4b-shape", nVocab: 4096, cached: true, contextSize: 64},
+  // Mixed K-quant files as people download them: Q4_K, Q5_K, Q6_K and Q8_0 per tensor, experts
+  // included.
+  {name: "tiny-kquant", nVocab: 1024, window: 4},
+  {name: "moe-kquant", nVocab: 1024, window: 4},
+  {name: "26b-a4b-mixed", nVocab: 4096, cached: true, contextSize: 64},
   // Ids as llama.cpp gives them for Google's Gemma GGUFs.
   {name: "gemma-vocab", nVocab: 262144, expectTokens: [2, 818, 5279, 529, 7001, 563]},
 ];
@@ -215,6 +220,55 @@ test("every matrix type and an untied output load and predict", async () => {
   }
 });
 
+// Each preset's rules, and --tensor-type on top of them (the last matching rule wins), reach the
+// file: read back with node-llama-cpp's GGUF reader.
+test("mixed K-quant presets and --tensor-type write each matrix in its type", async () => {
+  const {readGgufFileInfo} = await import(path.join(root, "js-glue", "node_modules", "node-llama-cpp", "dist", "index.js"));
+  const GGML = {F32: 0, F16: 1, Q4_0: 2, Q8_0: 8, Q4_K: 12, Q5_K: 13, Q6_K: 14};
+  const typesOf = async (file) =>
+    Object.fromEntries((await readGgufFileInfo(file)).fullTensorInfo.map((t) => [t.name, t.ggmlType]));
+  const moe = path.join(tmpDir, "moe-kquant-types.gguf");
+  generate("moe-kquant", moe);
+  const m = await typesOf(moe);
+  for (const il of [0, 1, 2]) {
+    const p = `blk.${il}.`;
+    assert.equal(m[p + "ffn_gate_exps.weight"], GGML.Q4_K);
+    assert.equal(m[p + "ffn_up_exps.weight"], GGML.Q5_K);
+    assert.equal(m[p + "ffn_down_exps.weight"], GGML.Q6_K);
+    assert.equal(m[p + "ffn_gate.weight"], GGML.Q8_0);
+    assert.equal(m[p + "ffn_down.weight"], GGML.Q4_K);
+    assert.equal(m[p + "attn_q.weight"], GGML.Q5_K);
+    assert.equal(m[p + "attn_output.weight"], GGML.Q6_K);
+    assert.equal(m[p + "ffn_gate_inp.weight"], GGML.F32);
+    assert.equal(m[p + "ffn_norm.weight"], GGML.F32);
+  }
+  assert.equal(m["token_embd.weight"], GGML.Q6_K);
+
+  const tiny = path.join(tmpDir, "tiny-kquant-rules.gguf");
+  generate("tiny-kquant", tiny, ["--tensor-type", "blk.1.ffn_*=Q6_K", "--tensor-type", "blk.1.ffn_up=F16"]);
+  const t = await typesOf(tiny);
+  assert.equal(t["blk.0.ffn_gate.weight"], GGML.Q4_K);
+  assert.equal(t["blk.0.ffn_down.weight"], GGML.Q5_K);
+  assert.equal(t["blk.1.ffn_gate.weight"], GGML.Q6_K);
+  assert.equal(t["blk.1.ffn_down.weight"], GGML.Q6_K);
+  assert.equal(t["blk.1.ffn_up.weight"], GGML.F16);
+  assert.equal(t["blk.0.attn_v.weight"], GGML.Q6_K);
+  assert.equal(t["blk.0.attn_output.weight"], GGML.Q8_0);
+  for (const [type, id] of [["Q4_K", GGML.Q4_K], ["Q5_K", GGML.Q5_K], ["Q6_K", GGML.Q6_K]]) {
+    const file = path.join(tmpDir, `tiny-kquant-${type}.gguf`);
+    generate("tiny-kquant", file, ["--tensor-type", `*=${type}`]);
+    for (const info of (await readGgufFileInfo(file)).fullTensorInfo) {
+      assert.equal(info.ggmlType, info.dimensions.length >= 2 ? id : GGML.F32, info.name);
+    }
+    const h = await loadLlama(file);
+    try {
+      assertSaneDistribution(await nextTokenLogProbs(h, await tokenize(h, LONG_PROMPT)), 1024, `tiny-kquant all ${type}`);
+    } finally {
+      await close(h);
+    }
+  }
+});
+
 // Gemma's final soft-cap bounds every logit to (-cap, cap), so log-probabilities that are
 // log-softmax of the capped logits span less than 2·cap; the cap is monotonic, so the ranking
 // stays that of the uncapped model.
@@ -264,8 +318,8 @@ test("bad arguments fail with a clear message", () => {
   const out = path.join(tmpDir, "never.gguf");
   const cases = [
     [["--preset", "huge", "--out", out], /unknown preset 'huge'/],
-    [["--preset", "tiny", "--out", out, "--type", "Q5_K"], /--type must be one of .*got 'Q5_K'/],
-    [["--preset", "tiny", "--out", out, "--n-embd", "48"], /Q4_0 needs every matrix row length to be a multiple of 32.*n_embd = 48/],
+    [["--preset", "tiny", "--out", out, "--type", "IQ4_XS"], /--type must be one of .*got 'IQ4_XS'/],
+    [["--preset", "tiny", "--out", out, "--n-embd", "48"], /token_embd.weight: Q4_0 needs rows of a multiple of 32 elements, its rows have 48/],
     [["--preset", "tiny", "--out", out, "--swa-pattern", "SGS"], /3 letters but the model has 2 layers/],
     [["--preset", "tiny-gemma3", "--out", out, "--swa-pattern", "SGG"], /gemma3 can only express periodic patterns/],
     [["--preset", "tiny", "--out", out, "--n-vocab", "10"], /below the synthetic vocabulary's fixed part/],
@@ -273,12 +327,19 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny-shared-kv2", "--out", out, "--swa-pattern", "SGSSG"], /layer 1 must be sliding and layer 2 global/],
     [["--preset", "tiny", "--out", out, "--shared-kv-layers", "1"], /leaves fewer than 2 of the 2 layers with a KV cache/],
     [["--preset", "tiny", "--out", out, "--n-ff-layers", "128"], /--n-ff-layers has 1 widths but the model has 2 layers/],
-    [["--preset", "tiny", "--out", out, "--n-ff-layers", "128,100"], /multiple of 32.*an FFN width = 100/],
-    [["--preset", "tiny", "--out", out, "--n-embd-per-layer", "16"], /multiple of 32.*n_embd_per_layer = 16/],
+    [["--preset", "tiny", "--out", out, "--n-ff-layers", "128,100"], /blk.1.ffn_down.weight: Q4_0 needs rows of a multiple of 32 elements, its rows have 100/],
+    [["--preset", "tiny", "--out", out, "--n-embd-per-layer", "16"], /blk.0.proj.weight: Q4_0 .* its rows have 16/],
     [["--preset", "tiny-gemma3", "--out", out, "--n-embd-per-layer", "32"], /gemma4 features/],
     [["--preset", "moe-tiny", "--out", out, "--n-expert-used", "8"], /--n-expert-used must be in 1..--n-expert \(7\), got 8/],
     [["--preset", "moe-tiny", "--out", out, "--arch", "gemma3", "--head-dim", "32", "--n-head-kv", "2"], /--n-expert needs --arch gemma4/],
-    [["--preset", "moe-tiny", "--out", out, "--n-ff-exp", "100"], /n_ff_exp = 100 is not/],
+    [["--preset", "moe-tiny", "--out", out, "--n-ff-exp", "100"], /blk.0.ffn_down_exps.weight: Q4_0 .* its rows have 100/],
+    // K-quants need rows of 256-multiples: refused by tensor name, never written in another type.
+    [["--preset", "tiny", "--out", out, "--type", "Q4_K"], /token_embd.weight: Q4_K needs rows of a multiple of 256 elements, its rows have 64/],
+    [["--preset", "26b-a4b-shape", "--out", out, "--tensor-type", "ffn_down_exps=Q6_K"],
+     /blk.0.ffn_down_exps.weight: Q6_K needs rows of a multiple of 256 elements, its rows have 704/],
+    [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "blk.7.attn_q=Q8_0"], /--tensor-type blk.7.attn_q=Q8_0 matches no matrix/],
+    [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "attn_q=IQ4_NL"], /--tensor-type's TYPE must be one of .*got 'IQ4_NL'/],
+    [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "attn_q"], /--tensor-type needs PATTERN=TYPE, got 'attn_q'/],
   ];
   for (const [args, message] of cases) {
     const r = runMakeModel(args);

@@ -54,6 +54,13 @@ const CONFIGS = [
   {name: "moe-top1-f16", preset: "moe-top1", type: "F16", tokens: prompt(7)},
   {name: "moe-wide", preset: "moe-wide", type: "Q4_0", tokens: prompt(12)},
   {name: "26b-a4b-shape", preset: "26b-a4b-shape", type: "Q4_0", tokens: prompt(6), slow: true},
+  // Mixed K-quant files (docs/forward-pass.md, "K-quant files"): dense Q4_K / Q5_K / Q6_K / Q8_0;
+  // K-quant experts (gate Q4_K, up Q5_K, down Q6_K) beside a Q8_0 shared MLP; and the 26B-A4B
+  // shapes in a dynamic-quant mix (Q4_K/Q5_K fused gate/up, Q8_0 down experts). The presets fix
+  // each tensor's type; --type sets the rest.
+  {name: "tiny-kquant", preset: "tiny-kquant", type: "Q4_K", tokens: prompt(9)},
+  {name: "moe-kquant", preset: "moe-kquant", type: "Q5_K", tokens: prompt(9)},
+  {name: "26b-a4b-mixed", preset: "26b-a4b-mixed", type: "Q4_K", tokens: prompt(6)},
 ];
 
 function compare(ours, theirs, what, bound) {

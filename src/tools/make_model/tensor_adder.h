@@ -15,6 +15,7 @@
 #include "gguf/gguf_writer.h"
 #include "model_config.h"
 #include "quant/quant.h"
+#include "tensor_types.h"
 
 namespace lf::make_model {
 
@@ -87,6 +88,15 @@ inline void convert_row(GgmlType type, const float* x, uint8_t* dst, int64_t n) 
     case GgmlType::Q8_0:
       quantize_row_q8_0_ref(x, reinterpret_cast<block_q8_0*>(dst), n);
       return;
+    case GgmlType::Q4_K:
+      quantize_row_q4_K(x, reinterpret_cast<block_q4_K*>(dst), n);
+      return;
+    case GgmlType::Q5_K:
+      quantize_row_q5_K(x, reinterpret_cast<block_q5_K*>(dst), n);
+      return;
+    case GgmlType::Q6_K:
+      quantize_row_q6_K(x, reinterpret_cast<block_q6_K*>(dst), n);
+      return;
     default:
       return;  // the CLI admits only the types above
   }
@@ -113,25 +123,51 @@ inline void fill_matrix_rows(const void* ctx, int64_t begin, int64_t end) {
 
 class TensorAdder {
  public:
-  TensorAdder(const ModelConfig& cfg, GgufWriter& w) : cfg_(cfg), w_(w) {}
+  TensorAdder(const ModelConfig& cfg, GgufWriter& w) : cfg_(cfg), w_(w), rule_uses_(cfg.tensor_types.size(), 0) {}
 
   // W [n_in, n_out] (ne order), elements N(0, stddev²), generated and quantized row by row.
   Status matrix(const std::string& name, int64_t n_in, int64_t n_out, float stddev) {
-    return matrices(name, n_in, n_out, 1, stddev, cfg_.type);
+    return matrices(name, n_in, n_out, 1, stddev);
   }
 
-  // n_mat matrices [n_in, n_out] stacked as one [n_in, n_out, n_mat] tensor (n_mat 1: 2-D) of
-  // `type`, its n_out·n_mat rows filled as matrix() fills its rows.
-  Status matrices(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat, float stddev, GgmlType type) {
+  // n_mat matrices [n_in, n_out] stacked as one [n_in, n_out, n_mat] tensor (n_mat 1: 2-D), in
+  // the type --type and --tensor-type give it.
+  Status matrices(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat, float stddev) {
+    return matrices_of_type(name, n_in, n_out, n_mat, stddev, matrix_type(cfg_, name, &rule_uses_));
+  }
+
+  // As matrices(), in a fixed type no rule changes.
+  Status matrices_of_type(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat, float stddev,
+                          GgmlType type) {
+    TypeTraits traits;
+    type_traits(static_cast<uint32_t>(type), &traits);
+    if (n_in % traits.block_elems != 0) {
+      return Status(Code::invalid_argument, name + ": " + traits.name + " needs rows of a multiple of " +
+                                                std::to_string(traits.block_elems) + " elements, its rows have " +
+                                                std::to_string(n_in) + " (choose another with --type or --tensor-type)");
+    }
     const Stream stream(cfg_.seed, name);
     std::vector<int64_t> ne = {n_in, n_out};
     if (n_mat != 1) ne.push_back(n_mat);
+    const uint64_t bytes_per_row = row_bytes(traits, static_cast<uint64_t>(n_in));
     return w_.add_tensor(name, type, ne, [=](uint8_t* dst, uint64_t) {
-      TypeTraits traits;
-      type_traits(static_cast<uint32_t>(type), &traits);
-      const MatrixJob job{stream, type, n_in, stddev, row_bytes(traits, static_cast<uint64_t>(n_in)), dst};
+      const MatrixJob job{stream, type, n_in, stddev, bytes_per_row, dst};
       for_rows(n_out * n_mat, n_in, fill_matrix_rows, &job);
     });
+  }
+
+  // A --tensor-type rule that decided no tensor is a typo or a wrong layer number.
+  Status check_rules_used() const {
+    for (size_t i = 0; i < rule_uses_.size(); ++i) {
+      const TensorTypeRule& rule = cfg_.tensor_types[i];
+      if (rule_uses_[i] == 0 && rule.must_match) {
+        TypeTraits traits;
+        type_traits(static_cast<uint32_t>(rule.type), &traits);
+        return Status(Code::invalid_argument,
+                      "--tensor-type " + rule.pattern + "=" + traits.name + " matches no matrix of this model");
+      }
+    }
+    return Status();
   }
 
   // Linear layer y = W x with x [n_in]: std 1/sqrt(n_in) keeps |y| close to |x|.
@@ -159,6 +195,7 @@ class TensorAdder {
  private:
   const ModelConfig& cfg_;
   GgufWriter& w_;
+  std::vector<int> rule_uses_;  // [cfg_.tensor_types.size()]
 };
 
 }  // namespace lf::make_model

@@ -93,7 +93,7 @@ Status add_weight_tensors(const ModelConfig& c, uint32_t n_vocab, GgufWriter& w)
                                       [](const Stream& s, uint64_t i) { return 0.5f + s.uniform(i); }));
     }
   }
-  return Status();
+  return t.check_rules_used();
 }
 
 }  // namespace lf::make_model
