@@ -138,24 +138,36 @@ lf::WeightView kernel_layout(const lf::WeightView& W, std::vector<uint8_t>* stor
   return S;
 }
 
+// Outputs whose bits differ from the reference's. With any_nan a NaN output only has to be a
+// NaN: which NaN an f32 operation returns when both operands are NaNs (their order, which the
+// compiler may swap) is not something C++ or WASM fixes, for the reference either.
+size_t differing(const std::vector<float>& got, const std::vector<float>& want, bool any_nan) {
+  size_t n = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool same = any_nan && std::isnan(want[i]) ? std::isnan(got[i]) : std::memcmp(&got[i], &want[i], sizeof(float)) == 0;
+    n += same ? 0 : 1;
+  }
+  return n;
+}
+
 // Runs matmul_rows (the kernels) on W and, where this build's kernel reads W's type in row
 // strips (the relaxed-SIMD build's Q4_0), on a copy of W laid out in strips: both must equal the
-// reference bit for bit.
+// reference bit for bit (NaNs aside with any_nan).
 void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_tok, int64_t r0, int64_t r1,
-                 int64_t k0, int64_t k1) {
+                 int64_t k0, int64_t k1, bool any_nan = false) {
   INFO("ggml type " << static_cast<int>(W.type) << " n_in " << W.n_in << " n_out " << W.n_out
                << " n_tok " << n_tok << " rows [" << r0 << ", " << r1 << ") cols [" << k0 << ", " << k1 << ")");
   const std::vector<float> want = reference(W, xc.data(), n_tok, r0, r1, k0, k1);
   std::vector<float> got(want.size(), kUntouched);
   lf::matmul_rows(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
-  CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  CHECK(differing(got, want, any_nan) == 0);
   std::vector<uint8_t> strips;
   const lf::WeightView S = kernel_layout(W, &strips);
   if (!S.in_row_strips()) return;
   INFO("in row strips");
   std::fill(got.begin(), got.end(), kUntouched);
   lf::matmul_rows(S, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
-  CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  CHECK(differing(got, want, any_nan) == 0);
 }
 
 const lf::GgmlType kTypes[] = {lf::GgmlType::Q4_0, lf::GgmlType::Q8_0};
@@ -323,29 +335,11 @@ TEST_CASE("kernels: Q4_K, Q5_K and Q6_K GEMM equal the vec_dot_ref loop bit for 
   }
 }
 
-// matmul_rows against the reference as check_exact, except that a NaN output only has to be a
-// NaN: which NaN an f32 operation returns when both operands are NaNs (their order, which the
-// compiler may swap) is not something C++ or WASM fixes, for the reference either.
-void check_exact_but_nans(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_tok, int64_t r0, int64_t r1,
-                          int64_t k0, int64_t k1) {
-  INFO("ggml type " << static_cast<int>(W.type) << " n_in " << W.n_in << " n_out " << W.n_out
-               << " n_tok " << n_tok << " rows [" << r0 << ", " << r1 << ") cols [" << k0 << ", " << k1 << ")");
-  const std::vector<float> want = reference(W, xc.data(), n_tok, r0, r1, k0, k1);
-  std::vector<float> got(want.size(), kUntouched);
-  lf::matmul_rows(W, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
-  size_t differ = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : std::memcmp(&got[i], &want[i], sizeof(float)) == 0;
-    differ += same ? 0 : 1;
-  }
-  CHECK(differ == 0);
-}
-
 TEST_CASE("kernels: F32, F16 and BF16 GEMM equal the vec_dot_ref loop bit for bit", "[kernels]") {
   // Row counts around the kernel's 8 rows side by side (tails of 1 and 7, 128 as the MoE
   // router), rows from mid-group, column slices; values of every magnitude with zeros, -0,
   // subnormals, infinities and NaNs in weights and activations, and halves from arbitrary bits.
-  // NaN outputs compare as NaNs (check_exact_but_nans); everything else bit for bit.
+  // NaN outputs compare as NaNs (check_exact's any_nan); everything else bit for bit.
   std::mt19937 rng(27);
   std::uniform_int_distribution<int> pick(0, 15), byte(0, 255);
   const float specials[] = {0.0f, -0.0f, 1e-40f, -3e-39f, INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 65504.0f};
@@ -375,9 +369,9 @@ TEST_CASE("kernels: F32, F16 and BF16 GEMM equal the vec_dot_ref loop bit for bi
         for (const int n_tok : {1, 3}) {
           std::vector<uint8_t> xc;
           REQUIRE(lf::convert_activations(W.view, x.data(), n_tok, &xc).ok());
-          check_exact_but_nans(W.view, xc, n_tok, 0, n_out, 0, n_in);
-          check_exact_but_nans(W.view, xc, n_tok, n_out / 2, n_out, 0, n_in);  // from mid-group
-          if (n_in > 1) check_exact_but_nans(W.view, xc, n_tok, 0, n_out, 1, n_in - 1);  // a column slice
+          check_exact(W.view, xc, n_tok, 0, n_out, 0, n_in, true);
+          check_exact(W.view, xc, n_tok, n_out / 2, n_out, 0, n_in, true);  // from mid-group
+          if (n_in > 1) check_exact(W.view, xc, n_tok, 0, n_out, 1, n_in - 1, true);  // a column slice
         }
       }
     }
