@@ -370,11 +370,12 @@ export class Pipeline {
   /** the same nodes with other approximate modes; sessions of its own; close() the original */
   withApprox(approx: ApproxOptions): Pipeline;
   /**
-   * Runs new tokens of a session through every node: the last position's logits and timings.
-   * After a failed step, step(session, []) finishes it. Steps of different sessions run
-   * concurrently through the nodes; a session's own steps run in call order.
+   * Runs new tokens of a session through every node: the last position's logits and timings;
+   * with `allRows`, every position's logits of the step ([tokens.length, n_vocab], each row the
+   * bytes a step ending there gives). After a failed step, step(session, []) finishes it. Steps
+   * of different sessions run concurrently through the nodes; a session's own steps run in call order.
    */
-  step(session: string, tokens: number[]): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  step(session: string, tokens: number[], options?: { allRows?: boolean }): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
   /**
    * Cuts the session back to its first n positions on every node and in its history, after its
    * steps asked for before. A node that refuses the cut (a wrapped sliding ring) or lost the
@@ -518,6 +519,8 @@ export interface GatewayObserver {
   promptTokens?(n: number, cached: number): void;
   firstToken?(ms: number): void;
   interToken?(ms: number): void;
+  /** a finished generation's tokens drafted by prompt lookup, and how many of them were kept */
+  drafts?(drafted: number, accepted: number): void;
   /** a generation's end: its completion tokens, or null when it was stopped (client gone, deadline, failure) */
   finished?(completionTokens: number | null, ms: number): void;
   error?(type: string, code: string | null, message: string): void;
@@ -550,8 +553,17 @@ export interface GatewayAppOptions {
   bodyTimeoutMs?: number;
   /** a stream whose client reads nothing this long is cut off (closeConnection); default 30000 */
   sendTimeoutMs?: number;
+  /** decode with drafts by prompt lookup (docs/gateway.md); default null: off */
+  speculative?: SpeculativeOptions | null;
   closeConnection?: (context: unknown) => void;
   observer?: GatewayObserver;
+}
+
+/** Prompt lookup's settings: the n-gram lengths looked up (default 3..5) and the most tokens drafted at once (default 8; the gateway command allows at most 64, what a sliding ring can always cut back). */
+export interface SpeculativeOptions {
+  minNgram?: number;
+  maxNgram?: number;
+  maxDraft?: number;
 }
 
 /** The OpenAI-compatible API (docs/gateway.md) as a Hono app: web-standard fetch(Request) -> Response. */
@@ -581,6 +593,8 @@ export interface GatewayOptions {
   sendTimeoutMs?: number;
   /** how long shutdown() waits for the requests under way; default 10000 */
   shutdownTimeoutMs?: number;
+  /** decode with drafts by prompt lookup; default null: off */
+  speculative?: SpeculativeOptions | null;
   log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
 }
 
