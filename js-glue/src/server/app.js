@@ -34,6 +34,7 @@ function joinBytes(floats, bytes) {
   out.set(bytes, floats.byteLength);
   return out;
 }
+
 const OCTETS = 'application/octet-stream';
 
 // Positions a session of this node may hold: its own limit, else the model's context length.
