@@ -185,7 +185,7 @@ int lf_model_load(lf_model* model, lf_gguf* gguf, int layer_begin, int layer_end
   options.with_head = with_head != 0;
   options.n_threads = model->n_threads;
   // The host (js-glue) places every tensor in memory of its own for this model alone, so the
-  // column-sliced projections may be rewritten unit-major where they lie.
+  // weights may be rewritten into the layout this build's kernels read where they lie.
   options.relayout_in_place = true;
   options.ffn_down_feature_major = model->ffn_down_feature_major;
   options.per_layer_rows_from_host = model->per_layer_rows_from_host;

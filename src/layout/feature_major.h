@@ -25,7 +25,7 @@
 
 namespace lf {
 
-// W (in the file's layout: unit_cols 0, not feature-major, whole rows) can be laid out
+// W (in the file's layout, whole rows) can be laid out
 // feature-major: Q4_0 with an even n_out, or Q8_0; n_in a multiple of 32. Otherwise the loader
 // keeps the file's layout.
 bool can_feature_major(const WeightView& W);

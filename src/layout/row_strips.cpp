@@ -8,25 +8,19 @@ namespace lf {
 namespace {
 
 // Calls move(row-layout offset, strip-layout offset, n) for every piece both layouts are made
-// of: each block's scale (2 bytes) and its 4 groups of 4 quant bytes. Regions are the whole
-// tensor, or each unit of a unit-major one (its rows are then the unit's columns only).
+// of: each block's scale (2 bytes) and its 4 groups of 4 quant bytes.
 template <typename Move>
 void for_each_piece(const WeightView& W, Move move) {
-  const int64_t unit = W.unit_major() ? W.unit_cols : W.n_in;
-  for (int64_t u0 = 0; u0 < W.n_in; u0 += unit) {
-    const int64_t u1 = u0 + unit < W.n_in ? u0 + unit : W.n_in;
-    const uint64_t region = static_cast<uint64_t>(W.n_out) * W.column_bytes(u0);
-    const uint64_t row_bytes = W.column_bytes(u1 - u0);
-    const int64_t n_blocks = (u1 - u0) / QK4_0;
-    for (int64_t s = 0; s < W.n_out / kStripRows; ++s) {
-      const uint64_t strip = region + static_cast<uint64_t>(s) * kStripRows * row_bytes;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        const uint64_t block = strip + static_cast<uint64_t>(b) * kStripRows * sizeof(block_q4_0);
-        for (uint64_t i = 0; i < kStripRows; ++i) {
-          const uint64_t row_block = strip + i * row_bytes + static_cast<uint64_t>(b) * sizeof(block_q4_0);
-          move(row_block, block + 2 * i, 2);
-          for (uint64_t k = 0; k < 4; ++k) move(row_block + 2 + 4 * k, block + 8 + 16 * k + 4 * i, 4);
-        }
+  const uint64_t row_bytes = W.column_bytes(W.n_in);
+  const int64_t n_blocks = W.n_in / QK4_0;
+  for (int64_t s = 0; s < W.n_out / kStripRows; ++s) {
+    const uint64_t strip = static_cast<uint64_t>(s) * kStripRows * row_bytes;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint64_t block = strip + static_cast<uint64_t>(b) * kStripRows * sizeof(block_q4_0);
+      for (uint64_t i = 0; i < kStripRows; ++i) {
+        const uint64_t row_block = strip + i * row_bytes + static_cast<uint64_t>(b) * sizeof(block_q4_0);
+        move(row_block, block + 2 * i, 2);
+        for (uint64_t k = 0; k < 4; ++k) move(row_block + 2 + 4 * k, block + 8 + 16 * k + 4 * i, 4);
       }
     }
   }
@@ -35,11 +29,10 @@ void for_each_piece(const WeightView& W, Move move) {
 }  // namespace
 
 bool can_row_strips(const WeightView& W) {
-  if (W.type != GgmlType::Q4_0 || (W.layout != WeightLayout::rows && W.layout != WeightLayout::unit_major)) return false;
+  if (W.type != GgmlType::Q4_0 || W.layout != WeightLayout::rows) return false;
   if (W.n_out < kStripRows || W.n_out % kStripRows != 0 || W.n_in % QK4_0 != 0) return false;
-  if (W.unit_major() && W.unit_cols % QK4_0 != 0) return false;
   if (W.row_bytes != W.column_bytes(W.n_in)) return false;  // whole rows, not a column slice
-  // Both layouts it comes from are a run of whole blocks: every scale is at a multiple of 18.
+  // Whole rows of whole blocks: every scale is at a multiple of 18.
   const uint64_t n_blocks = static_cast<uint64_t>(W.n_out) * static_cast<uint64_t>(W.n_in / QK4_0);
   for (uint64_t b = 0; b < n_blocks; ++b) {
     uint16_t d;

@@ -9,9 +9,7 @@
 //   qs  [4][4][4] u8  group k (k = 0..3) of each row: bytes 4k..4k+3 of row i's qs at 16k + 4i,
 //                     so that vector k holds quants 4k..4k+3 (low nibbles) and 16+4k..16+4k+3
 //                     (high nibbles) of the 4 rows, one row per 32-bit lane.
-// A strip has exactly its 4 rows' bytes, so the layout is a permutation within each strip. It
-// composes with the unit-major layout (docs/threads.md): each unit's contiguous [n_out, its
-// columns] region is laid out in strips of its own.
+// A strip has exactly its 4 rows' bytes, so the layout is a permutation within each strip.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +20,14 @@ namespace lf {
 
 constexpr int kStripRows = 4;
 
-// W (file layout or unit-major, not feature-major, not a column slice) can be laid out in row
+// W (in the file's layout, not a column slice) can be laid out in row
 // strips: Q4_0, n_out a positive multiple of 4, n_in a multiple of 32, and every scale finite
 // (the strip kernel converts scales without the infinity and NaN cases; a weight that has one
 // stays in rows, where the other kernels handle it). Reads W's scales.
 bool can_row_strips(const WeightView& W);
 
 // Rows <-> strips, between two non-overlapping buffers of n_out · row_bytes bytes. W says the
-// type, shape and unit width (it must pass can_row_strips); its data is not read.
+// type and shape (it must pass can_row_strips); its data is not read.
 void to_row_strips(const WeightView& W, const uint8_t* src, uint8_t* dst);
 void from_row_strips(const WeightView& W, const uint8_t* src, uint8_t* dst);
 

@@ -13,17 +13,12 @@ namespace lf {
 // another in place (ModelLoadOptions::relayout_in_place); the bytes a product gives do not change.
 enum class WeightLayout : uint8_t {
   rows,           // as in the file: n_out rows, row_bytes apart
-  // The input columns cut into units of unit_cols (the last one possibly narrower), each unit's
-  // [n_out, its columns] stored contiguously, one unit after another (docs/threads.md).
-  unit_major,
   // Q4_0 / Q8_0: one stripe per 32-column block, in which each input column is one contiguous run
   // over the rows, so a product with mostly-zero activations reads only the columns it needs
   // (layout/feature_major.h).
   feature_major,
-  // Q4_0: rows interleaved 4 by 4 (layout/row_strips.h), otherwise as in the file; and the same
-  // within each unit of a unit-major weight.
+  // Q4_0: rows interleaved 4 by 4 (layout/row_strips.h), otherwise as in the file.
   row_strips,
-  unit_major_row_strips,
 };
 
 // A GGUF tensor seen as n_out rows of n_in values (ggml ne = [n_in, n_out]). 1-D tensors are
@@ -34,10 +29,8 @@ struct WeightView {
   const uint8_t* data = nullptr;
   uint64_t row_bytes = 0;  // bytes from one row to the next (a whole row's bytes, or more in a column slice)
   WeightLayout layout = WeightLayout::rows;
-  int64_t unit_cols = 0;  // the unit-major layouts' unit width
 
-  bool unit_major() const { return layout == WeightLayout::unit_major || layout == WeightLayout::unit_major_row_strips; }
-  bool in_row_strips() const { return layout == WeightLayout::row_strips || layout == WeightLayout::unit_major_row_strips; }
+  bool in_row_strips() const { return layout == WeightLayout::row_strips; }
 
   bool present() const { return data != nullptr; }
   // Row r, in the file's layout only.
@@ -60,30 +53,19 @@ struct WeightView {
     return lf::row_bytes(traits, static_cast<uint64_t>(n));
   }
 
-  // Input columns [k0, k1) of every row, on block boundaries (and inside one unit when
-  // unit-major) -> a view of n_out rows of k1 - k0 values: in the file's layout the rows stay
-  // row_bytes apart (strided), unit-major they are the unit's contiguous rows, feature-major
-  // they are the stripes of those blocks (still feature-major). In row strips each block holds
-  // 4 rows' bytes, so the slice starts 4 times further in and strips stay 4·row_bytes apart.
+  // Input columns [k0, k1) of every row, on block boundaries -> a view of n_out rows of k1 - k0
+  // values: in the file's layout the rows stay row_bytes apart (strided), feature-major they are
+  // the stripes of those blocks (still feature-major). In row strips each block holds 4 rows'
+  // bytes, so the slice starts 4 times further in and strips stay 4·row_bytes apart.
   WeightView columns(int64_t k0, int64_t k1) const {
     WeightView v = *this;
     v.n_in = k1 - k0;
-    v.unit_cols = 0;
     if (layout == WeightLayout::feature_major) {  // a stripe holds its block of every row: n_out blocks' bytes
       v.data = data + static_cast<uint64_t>(n_out) * column_bytes(k0);
       return v;
     }
     const uint64_t rows_per_block = in_row_strips() ? 4 : 1;
-    v.layout = in_row_strips() ? WeightLayout::row_strips : WeightLayout::rows;
-    if (!unit_major()) {
-      v.data = data + rows_per_block * column_bytes(k0);
-      return v;
-    }
-    const int64_t u0 = k0 / unit_cols * unit_cols;
-    const int64_t u1 = u0 + unit_cols < n_in ? u0 + unit_cols : n_in;
-    assert(k1 <= u1);
-    v.data = data + static_cast<uint64_t>(n_out) * column_bytes(u0) + rows_per_block * column_bytes(k0 - u0);
-    v.row_bytes = column_bytes(u1 - u0);
+    v.data = data + rows_per_block * column_bytes(k0);
     return v;
   }
 };

@@ -203,7 +203,7 @@ void combine(const LayerCall& c) {
 }  // namespace
 
 void moe_ffn(const LayerCall& c) {
-  dense_ffn(c);  // the shared MLP's units; project_in_units reduces them
+  dense_ffn(c);  // the shared MLP's units; project_rows runs its ffn_down
   route(c);
   c.sync();
   group_slots(c);

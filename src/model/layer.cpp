@@ -49,14 +49,13 @@ void run_layer(const LayerCall& c, FfnVariant ffn) {
   c.tap("attn_norm", c.b.attn_norm.data(), LayerCall::Space::x, c.E());
   attention_heads(c);
   tap_attention_heads(c);
-  project_in_units(c, w.attn_output, c.b.xc_o.data(), c.plan().attn, attention_residual);
+  project_rows(c, w.attn_output, c.b.xc_o.data(), attention_residual);
   c.tap("attn_residual", c.b.x1.data(), LayerCall::Space::act, c.E());
   const Clock::time_point t1 = Clock::now();
 
   if (c.worker == c.n_workers() - 1) exited_rows_out(c);
   ffn(c);
-  project_in_units(c, w.ffn_down, c.b.xc_down.data(), c.plan().ffn, c.l().moe ? moe_residual : ffn_residual);
-  if (c.n_act() == 0) c.sync();  // no token block ran: the layer still ends on a barrier
+  project_rows(c, w.ffn_down, c.b.xc_down.data(), c.l().moe ? moe_residual : ffn_residual);
   c.tap("ffn_out", c.b.proj.data(), LayerCall::Space::act, c.E());
   c.tap("layer_out", c.x_next.data(), LayerCall::Space::out, c.E());
 

@@ -84,7 +84,7 @@ Status convert_columns(const WeightView& W, const float* X, int n_rows, int64_t 
 bool same_conversion(const WeightView& a, const WeightView& b);
 // ffn_in converted for ffn_up: the gate's conversion when they share one.
 const uint8_t* xc_up(const LayerCall& c);
-// act [n_q, n_ff] columns [f0, f1) -> their bytes of xc_down: only this worker's units read them.
+// act [n_q, n_ff] columns [f0, f1) -> their bytes of xc_down, read whole by project_rows.
 void convert_act(const LayerCall& c, int64_t f0, int64_t f1);
 
 // The layer's steps, in order (model/layer.cpp runs them).
@@ -94,10 +94,10 @@ void attention_residual(const LayerCall& c, int64_t t);  // x1 = post_attention_
 void ffn_residual(const LayerCall& c, int64_t t);        // x_next = post_ffw_norm(W_down ·) + x1, scaled
 // A MoE layer's: x_next = post_ffw_norm(post_ffw_norm_1(W_down ·) + experts) + x1, scaled.
 void moe_residual(const LayerCall& c, int64_t t);
-// proj [n_act, n_embd] = W · Xc summed over W's column units in unit order, then finish_row on
-// each reduced row (model/layer_projection.cpp).
-void project_in_units(const LayerCall& c, const WeightView& W, const uint8_t* Xc, const ColumnUnits& units,
-                      void (*finish_row)(const LayerCall& c, int64_t t));
+// proj [n_act, n_embd] = W · Xc, workers sharing the output rows, then finish_row on each row
+// (model/layer_projection.cpp).
+void project_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc,
+                  void (*finish_row)(const LayerCall& c, int64_t t));
 
 // y [n] *= gemma4's layer_output_scale, where the layer has one.
 void apply_output_scale(const WeightView& layer_output_scale, int n, float* y);

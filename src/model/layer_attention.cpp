@@ -151,7 +151,7 @@ void attention_input(const LayerCall& c) {
 }
 
 // This worker's attention units -> their columns of attn_out [n_act, n_head · D], converted for
-// attn_output (only this worker's units read those columns: no barrier).
+// attn_output (whole once project_rows has passed its first barrier).
 void attention_heads(const LayerCall& c) {
   const Share units = c.my_share(c.plan().attn.n_units);
   if (units.begin == units.end) return;

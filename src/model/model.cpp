@@ -115,25 +115,17 @@ void relayout(const WeightView& W, std::vector<uint8_t>* scratch, Permute permut
   permute(scratch->data(), const_cast<uint8_t*>(W.data));
 }
 
-// W [n_out, n_in] in the file's layout -> unit-major
-void relayout_units(const ColumnUnits& units, WeightView* W, std::vector<uint8_t>* scratch) {
-  if (units.n_units < 2) return;  // one unit: both layouts are the same bytes
-  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_unit_major(*W, units, src, dst); });
-  W->layout = WeightLayout::unit_major;
-  W->unit_cols = units.width;
-}
-
 // W [n_out, n_in] in the file's layout -> feature-major
 void relayout_features(WeightView* W, std::vector<uint8_t>* scratch) {
   relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_feature_major(*W, src, dst); });
   W->layout = WeightLayout::feature_major;
 }
 
-// W (file layout or unit-major) -> row strips, where this build's kernel reads its type so
+// W in the file's layout -> row strips, where this build's kernel reads its type so
 void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
   if (!gemm_uses_row_strips(W->type) || !can_row_strips(*W)) return;
   relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(*W, src, dst); });
-  W->layout = W->unit_major() ? WeightLayout::unit_major_row_strips : WeightLayout::row_strips;
+  W->layout = WeightLayout::row_strips;
 }
 
 // A stacked expert tensor of n_expert matrices -> each matrix in row strips, where this build's
@@ -196,13 +188,8 @@ Status load_model(const GgufFile& file, const TensorLocator& locate, const Model
   if (options.relayout_in_place) {
     std::vector<uint8_t> scratch;
     for (size_t i = 0; i < m.layers.size(); ++i) {
-      relayout_units(m.shards[i].attn, &m.layers[i].attn_output, &scratch);
       WeightView& ffn_down = m.layers[i].ffn_down;
-      if (options.ffn_down_feature_major && can_feature_major(ffn_down)) {
-        relayout_features(&ffn_down, &scratch);
-      } else {
-        relayout_units(m.shards[i].ffn, &ffn_down, &scratch);
-      }
+      if (options.ffn_down_feature_major && can_feature_major(ffn_down)) relayout_features(&ffn_down, &scratch);
       for (WeightView* W : m.layers[i].matmuls()) {
         if (W->present()) relayout_strips(W, &scratch);
       }

@@ -30,14 +30,14 @@ struct LayerWeights {
   WeightView attn_q;              // [D·H, n_embd]
   WeightView attn_k;              // [D·K, n_embd]
   WeightView attn_v;              // [D·K, n_embd]; absent in gemma4 global layers (V = K projection)
-  WeightView attn_output;         // [n_embd, D·H]; unit-major after relayout_in_place
+  WeightView attn_output;         // [n_embd, D·H]
   WeightView attn_q_norm;         // [D], shared by all heads
   WeightView attn_k_norm;         // [D]
   WeightView post_attention_norm; // [n_embd]
   WeightView ffn_norm;            // [n_embd]
   WeightView ffn_gate;            // [n_ff, n_embd]
   WeightView ffn_up;              // [n_ff, n_embd]
-  WeightView ffn_down;            // [n_embd, n_ff]; unit-major after relayout_in_place
+  WeightView ffn_down;            // [n_embd, n_ff]
   WeightView post_ffw_norm;       // [n_embd]
   WeightView layer_output_scale;  // [1]; gemma4 only, optional
   // The gated per-layer branch of E2B/E4B (docs/gemma-architecture.md, "E2B and E4B"), n_pl =
@@ -112,12 +112,10 @@ struct ModelLoadOptions {
   bool with_embedding = false;
   bool with_head = false;
   int n_threads = 1;  // workers of the model's pool (always 1 in the wasm32-wasi build)
-  // The host's tensor bytes are writable and this Model's alone: attn_output and ffn_down of
-  // every layer with more than one unit are rewritten unit-major in place (WeightView::unit_cols,
-  // docs/threads.md), so that each unit's partial product streams one contiguous region; and
-  // where this build's kernel reads them so (gemm_uses_row_strips: the relaxed-SIMD module's
-  // Q4_0), every matmul weight of a layer goes into row strips (src/layout/row_strips.h), each
-  // expert's matrix of a MoE layer on its own.
+  // The host's tensor bytes are writable and this Model's alone: where this build's kernel reads
+  // them so (gemm_uses_row_strips: the relaxed-SIMD module's Q4_0), every matmul weight of a
+  // layer is rewritten in place into row strips (src/layout/row_strips.h), each expert's matrix
+  // of a MoE layer on its own.
   // The forward's bytes do not change. The tensors then no longer hold the file's layout: load
   // no second Model from the same bytes, and read them only through WeightView::columns() and
   // the kernels (reference_forward cannot run on such a Model). Needs one tensor's size of extra

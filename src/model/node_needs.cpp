@@ -33,11 +33,8 @@ Status layer_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScra
   const char* gate = c.fused_gate_up ? "ffn_gate_up_exps" : "ffn_gate_exps";
   const char* up = c.fused_gate_up ? "ffn_gate_up_exps" : "ffn_up_exps";
   out->moe = moe_layer_shape(c, il, type_of("ffn_gate_inp"), type_of(gate), type_of(up), type_of("ffn_down_exps"));
-  LayerShards shards;
-  LF_RETURN_IF_ERROR(plan_layer_shards(c.layers[il], out->matmul_type[3], out->matmul_type[6], &shards));
-  out->attn_units = shards.attn.n_units;
-  out->ffn_units = shards.ffn.n_units;
-  return Status();
+  LayerShards shards;  // refuses what load_model's plan refuses
+  return plan_layer_shards(c.layers[il], out->matmul_type[3], out->matmul_type[6], &shards);
 }
 
 // K/V weights a shared-KV layer's file may carry but load_model never binds.

@@ -12,14 +12,12 @@ ScratchShape scratch_shape(const ModelConfig& c, LayerRange range, std::span<con
   s.rows = static_cast<size_t>(n);
   s.n_embd = static_cast<size_t>(c.n_embd);
   s.top_k_ffn = top_k_ffn;
-  s.token_block = std::min(n, kTokenBlock);
   for (int il = range.begin; il < range.end; ++il) {
     const LayerConfig& l = c.layers[il];
     const LayerScratchShape& shape = layers[il - range.begin];
     s.q_dim = std::max(s.q_dim, static_cast<size_t>(l.q_dim()));
     s.kv_dim = std::max(s.kv_dim, static_cast<size_t>(l.kv_dim()));
     s.n_ff = std::max(s.n_ff, static_cast<size_t>(l.n_ff));
-    s.units = std::max({s.units, static_cast<size_t>(shape.attn_units), static_cast<size_t>(shape.ffn_units)});
     s.moe.widen(shape.moe);
     for (size_t i = 0; i < shape.matmul_n_in.size(); ++i) {
       if (shape.matmul_n_in[i] == 0) continue;
@@ -34,8 +32,6 @@ ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn) {
   std::vector<LayerScratchShape> layers;
   for (int il = m.range.begin; il < m.range.end; ++il) {
     LayerScratchShape& s = layers.emplace_back();
-    s.attn_units = m.shard(il).attn.n_units;
-    s.ffn_units = m.shard(il).ffn.n_units;
     const std::array<const WeightView*, 7> matmuls = m.layer(il).matmuls();
     for (size_t i = 0; i < matmuls.size(); ++i) {
       s.matmul_type[i] = matmuls[i]->type;
@@ -50,8 +46,7 @@ ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn) {
 }
 
 uint64_t ScratchShape::bytes(int n_workers) const {
-  const uint64_t floats = rows * (6 * n_embd + 2 * q_dim + 2 * kv_dim + 3 * n_ff) +
-                          units * static_cast<uint64_t>(token_block) * n_embd;
+  const uint64_t floats = rows * (6 * n_embd + 2 * q_dim + 2 * kv_dim + 3 * n_ff);
   uint64_t total = floats * sizeof(float) + moe.bytes(rows, n_embd);
   for (size_t c : converted) total += c;
   if (top_k_ffn) total += rows * n_ff;
@@ -78,8 +73,6 @@ Scratch::Scratch(const ScratchShape& s, int n_workers) {
   act.resize(rows * s.n_ff);
   if (s.top_k_ffn) keep.resize(rows * s.n_ff);
   moe.resize(s.moe, rows, E);
-  token_block = s.token_block;
-  partial.resize(s.units * static_cast<size_t>(token_block) * E);
   const std::array<std::vector<uint8_t>*, 7> converted = {&xc_q, &xc_k, &xc_v, &xc_o, &xc_gate, &xc_up, &xc_down};
   for (size_t i = 0; i < converted.size(); ++i) converted[i]->resize(s.converted[i]);
   const size_t workers = static_cast<size_t>(n_workers);

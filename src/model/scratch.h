@@ -15,14 +15,9 @@
 
 namespace lf {
 
-// Tokens per pass of the unit partial products: partial sums then need [units, 32, n_embd]
-// floats whatever the prompt length, and 32 rows still reuse each weight row well.
-constexpr int kTokenBlock = 32;
-
-// What a layer's scratch depends on, as load_model makes it: the shard plan's unit counts and
-// the type and width of each matrix it multiplies by (LayerWeights::matmuls order; n_in 0: absent).
+// What a layer's scratch depends on, as load_model makes it: the type and width of each matrix
+// it multiplies by (LayerWeights::matmuls order; n_in 0: absent).
 struct LayerScratchShape {
-  int attn_units = 1, ffn_units = 1;
   std::array<GgmlType, 7> matmul_type{};
   std::array<int64_t, 7> matmul_n_in{};
   MoeLayerShape moe;  // a MoE layer's expert buffers; zero when dense
@@ -30,8 +25,7 @@ struct LayerScratchShape {
 
 // The sizes of the buffers of a forward of n rows over a range of layers.
 struct ScratchShape {
-  size_t rows = 0, n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0, units = 1;
-  int token_block = 0;
+  size_t rows = 0, n_embd = 0, q_dim = 0, kv_dim = 0, n_ff = 0;
   std::array<size_t, 7> converted{};  // bytes of the activations converted for each matmul slot
   bool top_k_ffn = false;
   MoeLayerShape moe;
@@ -53,9 +47,7 @@ struct Scratch {
   std::vector<float> k, v;                   // [n, n_head_kv · D]
   std::vector<float> x1, ffn_in;             // [n_q, n_embd] after the attention residual; its FFN norm
   std::vector<float> gate, up, act;          // [n_q, n_ff]
-  std::vector<float> proj;                   // [n_q, n_embd] a reduced projection: W_o, then W_down
-  int token_block = 0;                       // min(n, kTokenBlock)
-  std::vector<float> partial;                // [units, token_block, n_embd] one partial product per unit
+  std::vector<float> proj;                   // [n_q, n_embd] a closing projection: W_o, then W_down
   std::vector<uint8_t> xc_q, xc_k, xc_v;     // attn_norm [n, n_embd] converted for attn_q / attn_k / attn_v
   std::vector<uint8_t> xc_o;                 // attn_out converted for attn_output
   std::vector<uint8_t> xc_gate, xc_up;       // ffn_in converted for ffn_gate / ffn_up

@@ -21,8 +21,8 @@ using DebugHook = std::function<void(const char* name, int il, const float* x, i
 struct ForwardReport {
   std::vector<double> layer_ms;  // [range.end - range.begin]: wall time of each layer
   // Where the time went (docs/threads.md), summed over the layers, as seen by worker 0.
-  double attention_ms = 0;  // attention norm .. attention residual, incl. W_o partials and their reduction
-  double ffn_ms = 0;        // the FFN, W_down partials, reduction, residual
+  double attention_ms = 0;  // attention norm .. attention residual, incl. W_o
+  double ffn_ms = 0;        // the FFN, W_down, residual
   double serial_ms = 0;     // outside the workers: validation, copies, handing out and collecting the job
   // [range.end - range.begin]: the last row's relative update in each layer (-1 where the row
   // had exited before the layer; approx.h).

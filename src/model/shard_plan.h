@@ -1,7 +1,7 @@
 // How one layer's work is cut into units that workers share (docs/threads.md). Units depend only
-// on the model, never on the thread count: each unit's partial products are the same bytes
-// whichever worker computes them, and they are summed in unit order, so the output does not
-// depend on how many threads ran it. Workers take contiguous runs of units (share()).
+// on the model, never on the thread count; every value a unit makes (its heads' attention, its
+// FFN features) is the same bytes whichever worker computes it. Workers take contiguous runs of
+// units (share()).
 #pragma once
 
 #include <cstdint>
@@ -9,9 +9,18 @@
 #include "gguf/ggml_type.h"
 #include "model/model_config.h"
 #include "base/status.h"
-#include "layout/unit_major.h"
 
 namespace lf {
+
+// Units of `width` consecutive input columns of a projection, the last one possibly narrower.
+struct ColumnUnits {
+  int n_units = 0;
+  int width = 0;
+  int n_in = 0;  // columns in all
+
+  int64_t begin(int u) const { return static_cast<int64_t>(u) * width; }
+  int64_t end(int u) const { return u + 1 == n_units ? n_in : static_cast<int64_t>(u + 1) * width; }
+};
 
 struct LayerShards {
   // Attention unit u: KV heads [u·kv_per_unit, (u+1)·kv_per_unit) and the query heads reading
@@ -24,7 +33,7 @@ struct LayerShards {
 };
 
 // Aim for this many FFN units: divisible by 1, 2, 4, 8 threads, enough for 3, 5, 6, 7 to stay
-// within a unit of balance, and few enough that per-unit partial sums stay small.
+// within a unit of balance, and few enough that a unit keeps long runs of features.
 constexpr int kFfnUnitTarget = 32;
 
 // Column slices must start on a block of the weight's type (32 for Q4_0/Q8_0, 256 for K-quants).

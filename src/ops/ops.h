@@ -73,12 +73,12 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
 Status convert_activations(const WeightView& W, const float* X, int n_tok, std::vector<uint8_t>* Xc);
 // W [n_out, n_in] · Xc [n_tok, n_in] -> Y [n_tok, n_out], output rows [r0, r1) only, so the
 // rows can be split across threads. Y row t is at Y + t·n_out. With [k0, k1) (multiples of the
-// weight's block size; k1 = -1: n_in) only those input columns are summed: the partial product
-// of a column slice of W, as a shard of the attention output or FFN down projection computes it.
+// weight's block size; k1 = -1: n_in) only those input columns are summed: the product with a
+// column slice of W.
 void matmul_rows(const WeightView& W, const uint8_t* Xc, int n_tok, float* Y, int64_t r0, int64_t r1,
                  int64_t k0 = 0, int64_t k1 = -1);
 // The same over all of W's columns, with the activations' row stride given apart from W.n_in:
-// W may be a column slice of a wider weight (WeightView::columns, a unit of a unit-major weight);
+// W may be a column slice of a wider weight (WeightView::columns);
 // Xc then points at the slice's first column of token 0, and its rows are x_row bytes apart.
 void matmul_rows_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                          int64_t r1);

@@ -30,7 +30,7 @@ using lf::test::FixtureModel;
 using lf::test::WeightFormat;
 using lf::test::require_ok;
 
-enum class Layout { file, unit_major, feature_major };
+enum class Layout { file, relaid, feature_major };  // relaid: relayout_in_place
 
 // A model over its own copy of the file's bytes: the relayouts rewrite them in place.
 struct Loaded {
@@ -202,7 +202,7 @@ void check_invariance(const FixtureModel& f, std::vector<Script> scripts, int at
   const auto reference = load(f, 1, Layout::file, range);
   const auto expected = alone(reference->m, embedder->m, scripts, attn_chunk);
   uint32_t seed = 100;
-  for (Layout layout : {Layout::file, Layout::unit_major, Layout::feature_major}) {
+  for (Layout layout : {Layout::file, Layout::relaid, Layout::feature_major}) {
     for (int n_threads : {1, 2, 3}) {
       const auto m = load(f, n_threads, layout, range);
       INFO("layout " << static_cast<int>(layout) << ", " << n_threads << " threads");
@@ -293,7 +293,7 @@ struct ThreeSessions {
 TEST_CASE("a refused entry fails alone and leaves its session as it was", "[batching]") {
   const FixtureModel f = dense(Arch::gemma4);
   const auto embedder_model = load(f, 1, Layout::file);
-  const auto loaded = load(f, 2, Layout::unit_major, {1, lf::test::kFixtureLayers});
+  const auto loaded = load(f, 2, Layout::relaid, {1, lf::test::kFixtureLayers});
   const Model& embedder = embedder_model->m;
   const Model& m = loaded->m;
   const int E = m.config.n_embd;

@@ -263,10 +263,6 @@ TEST_CASE("feature_major: which weights the layout can hold", "[feature_major]")
   CHECK_FALSE(lf::can_feature_major(k));
   lf::WeightView slice = with(GgmlType::Q4_0, 34).columns(0, 32);  // rows still 2 blocks apart
   CHECK_FALSE(lf::can_feature_major(slice));
-  lf::WeightView unit_major = with(GgmlType::Q4_0, 34);
-  unit_major.layout = lf::WeightLayout::unit_major;
-  unit_major.unit_cols = 32;
-  CHECK_FALSE(lf::can_feature_major(unit_major));
   lf::WeightView already = with(GgmlType::Q8_0, 34);
   already.layout = lf::WeightLayout::feature_major;
   CHECK_FALSE(lf::can_feature_major(already));

@@ -1,6 +1,6 @@
 // The row-strip layout (src/layout/row_strips.h): a permutation of each strip's bytes that
-// round-trips, puts every scale and quant group where the header says, composes with the
-// unit-major layout, keeps the read probe's checksum, and is what the loader gives exactly the
+// round-trips, puts every scale and quant group where the header says, keeps the read probe's
+// checksum, and is what the loader gives exactly the
 // weights this build's kernel reads in strips.
 #include <catch2/catch.hpp>
 
@@ -75,47 +75,24 @@ TEST_CASE("row_strips: each block holds the 4 scales, then quant group k of row 
   }
 }
 
-TEST_CASE("row_strips: a permutation that round-trips, in the file's layout and within units", "[row_strips]") {
+TEST_CASE("row_strips: a permutation that round-trips", "[row_strips]") {
   std::mt19937 rng(43);
   for (const int64_t n_out : {4, 12, 36}) {
     for (const int64_t n_in : {32, 160, 1056}) {
-      for (const int64_t unit_cols : {int64_t{0}, int64_t{64}, int64_t{96}}) {
-        if (unit_cols >= n_in) continue;
-        INFO("n_out " << n_out << " n_in " << n_in << " unit_cols " << unit_cols);
-        Weight w = random_q4_0(rng, n_out, n_in);
-        w.view.layout = unit_cols != 0 ? WeightLayout::unit_major : WeightLayout::rows;
-        w.view.unit_cols = unit_cols;
-        REQUIRE(lf::can_row_strips(w.view));
-        std::vector<uint8_t> strips(w.bytes.size()), back(w.bytes.size());
-        lf::to_row_strips(w.view, w.bytes.data(), strips.data());
-        lf::from_row_strips(w.view, strips.data(), back.data());
-        CHECK(back == w.bytes);
-        std::vector<uint8_t> sorted_in = w.bytes, sorted_out = strips;
-        std::sort(sorted_in.begin(), sorted_in.end());
-        std::sort(sorted_out.begin(), sorted_out.end());
-        CHECK(sorted_in == sorted_out);
-        CHECK(strips != w.bytes);
-        // whole halfwords move: the read probe's checksum is the file's
-        CHECK(lf::weight_checksum(strips.data(), strips.size()) == lf::weight_checksum(w.bytes.data(), w.bytes.size()));
-      }
-    }
-  }
-}
-
-TEST_CASE("row_strips: a unit-major region is laid out in strips of its own columns", "[row_strips]") {
-  // unit 1 of a [4, 96] weight cut in units of 64 columns: its 4 rows of 32 columns follow unit
-  // 0's 4 rows of 64, and form one strip of one block
-  std::mt19937 rng(47);
-  Weight w = random_q4_0(rng, 4, 96);
-  w.view.layout = WeightLayout::unit_major;
-  w.view.unit_cols = 64;
-  std::vector<uint8_t> strips(w.bytes.size());
-  lf::to_row_strips(w.view, w.bytes.data(), strips.data());
-  const size_t unit1 = 4 * 36;  // unit 0: 4 rows of 2 blocks
-  for (int64_t i = 0; i < 4; ++i) {
-    CHECK(std::memcmp(&strips[unit1 + 2 * i], &w.bytes[unit1 + 18 * i], 2) == 0);
-    for (int k = 0; k < 4; ++k) {
-      CHECK(std::memcmp(&strips[unit1 + 8 + 16 * k + 4 * i], &w.bytes[unit1 + 18 * i + 2 + 4 * k], 4) == 0);
+      INFO("n_out " << n_out << " n_in " << n_in);
+      Weight w = random_q4_0(rng, n_out, n_in);
+      REQUIRE(lf::can_row_strips(w.view));
+      std::vector<uint8_t> strips(w.bytes.size()), back(w.bytes.size());
+      lf::to_row_strips(w.view, w.bytes.data(), strips.data());
+      lf::from_row_strips(w.view, strips.data(), back.data());
+      CHECK(back == w.bytes);
+      std::vector<uint8_t> sorted_in = w.bytes, sorted_out = strips;
+      std::sort(sorted_in.begin(), sorted_in.end());
+      std::sort(sorted_out.begin(), sorted_out.end());
+      CHECK(sorted_in == sorted_out);
+      CHECK(strips != w.bytes);
+      // whole halfwords move: the read probe's checksum is the file's
+      CHECK(lf::weight_checksum(strips.data(), strips.size()) == lf::weight_checksum(w.bytes.data(), w.bytes.size()));
     }
   }
 }
@@ -153,12 +130,6 @@ TEST_CASE("row_strips: columns() starts 4 blocks per block further in, strips 4 
   const WeightView v = w.view.columns(64, 96);
   CHECK(v.strip(0) == w.bytes.data() + 2 * 72);
   CHECK(v.strip(1) == w.bytes.data() + 4 * w.view.row_bytes + 2 * 72);
-  w.view.layout = WeightLayout::unit_major;
-  w.view.layout = WeightLayout::unit_major_row_strips;
-  w.view.unit_cols = 64;
-  const WeightView u = w.view.columns(64, 96);  // unit 1: after unit 0's 8 rows of 2 blocks
-  CHECK(u.strip(0) == w.bytes.data() + 8 * 36);
-  CHECK(u.strip(1) == w.bytes.data() + 8 * 36 + 4 * 18);
 }
 
 TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in strips where the kernel reads them so",
@@ -185,7 +156,7 @@ TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in stri
       std::vector<uint8_t> rows(W->data, W->data + n);
       if (W->in_row_strips()) {
         WeightView file_view = *W;
-        file_view.layout = W->unit_major() ? WeightLayout::unit_major : WeightLayout::rows;
+        file_view.layout = WeightLayout::rows;
         lf::from_row_strips(file_view, W->data, rows.data());
       }
       CHECK(std::equal(rows.begin(), rows.end(), file_bytes.begin() + static_cast<std::ptrdiff_t>(at)));

@@ -172,9 +172,10 @@ Status build_odd_model(FixtureModel* out) {
 }
 
 // Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order.
-// The weights' layout: the file's; attn_output and ffn_down unit-major; or ffn_down feature-major
-// where its type allows (the last two in a private copy of the file's bytes).
-enum class Layout { file, unit_major, feature_major };
+// The weights' layout: the file's; relaid (relayout_in_place: row strips where this build reads
+// them); or also ffn_down feature-major where its type allows (the last two in a private copy of
+// the file's bytes).
+enum class Layout { file, relaid, feature_major };
 
 std::vector<float> trace(const FixtureModel& file, int n_threads, Layout layout = Layout::file) {
   const FixtureModel f = file;
@@ -222,7 +223,7 @@ void require_same_bytes_for_all_counts(const FixtureModel& f) {
   const std::vector<float> one = trace(f, 1);
   for (float v : one) REQUIRE(std::isfinite(v));
   for (int n : kThreadCounts) {
-    for (Layout layout : {Layout::file, Layout::unit_major, Layout::feature_major}) {
+    for (Layout layout : {Layout::file, Layout::relaid, Layout::feature_major}) {
       INFO("threads " << n << ", layout " << static_cast<int>(layout));
       const std::vector<float> other = trace(f, n, layout);
       REQUIRE(other.size() == one.size());

@@ -4,7 +4,7 @@
 //   lf_run --model M.gguf --tokens 2,818,5279 [--split 1,3] [--top-k 50] [--logprobs] [--greedy 16] [--threads N]
 //   lf_run --model M.gguf --bench 8,128 [--threads 1,2] [--reps 3]
 // --relayout reads the file into memory instead of mapping it, and lets the engine lay out the
-// attention output and FFN down weights unit by unit (ModelLoadOptions::relayout_in_place).
+// weights as its kernels read them (ModelLoadOptions::relayout_in_place).
 // --bench times the layers instead (scripts/bench-threads): for each prompt length, a prompt of
 // that many tokens, then a one-token decode step, each the best of --reps runs, as one JSON line
 // per thread count. With several counts the reps alternate between them in one process, so that
