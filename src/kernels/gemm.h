@@ -43,9 +43,9 @@ void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, 
 bool relaxed_kernels_run();
 
 // Whether this build's kernel for weight_type reads it in row strips (src/layout/row_strips.h):
-// the relaxed-SIMD module's Q4_0 kernel does (where relaxed_kernels_run), and the loader lays such weights out in strips
-// where it may rewrite them (ModelLoadOptions::relayout_in_place). Every build reads the file's
-// layout too.
+// the relaxed-SIMD module's Q4_0 kernel does (where relaxed_kernels_run), and the loader lays
+// such weights out in strips where it may rewrite them (ModelLoadOptions::relayout_in_place).
+// Every build reads the file's layout too.
 bool gemm_uses_row_strips(GgmlType weight_type);
 
 // Which backend the kernels run: "wasm-relaxed-simd" (where relaxed_kernels_run),

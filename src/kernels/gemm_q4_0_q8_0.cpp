@@ -52,8 +52,6 @@ extern "C" void lf_q4_0_strips4_t1_relaxed(const uint8_t* wa, const uint8_t* wb,
 // Strips wa and wb · T = 2..8 tokens -> acc [2][T][4], strip a's tokens then b's: the same sums
 // with the token count fixed per function, so that all 2·T running sums stay in registers, for
 // batched decode.
-// a·b + c through f32x4.relaxed_madd (lane 0)
-extern "C" float lf_relaxed_madd_probe(float a, float b, float c);
 #define LF_STRIPS_KERNEL(T)                                                                              \
   extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, \
                                                 int32_t n_blocks, float* acc, const void* consts);
@@ -65,6 +63,8 @@ LF_STRIPS_KERNEL(6)
 LF_STRIPS_KERNEL(7)
 LF_STRIPS_KERNEL(8)
 #undef LF_STRIPS_KERNEL
+// a·b + c through f32x4.relaxed_madd, lane 0 (relaxed_madd_fused)
+extern "C" float lf_relaxed_madd_probe(float a, float b, float c);
 #endif
 
 namespace lf {
@@ -371,11 +371,13 @@ constexpr int strips_per_call(int n_tok) { return n_tok == 1 ? 4 : n_tok <= kStr
 // Whether this engine fuses f32x4.relaxed_madd, which the .wat kernels' block step needs to be
 // vec_dot_ref's: the spec lets an engine round the product first (V8 fuses on x86 with FMA3 and
 // on ARM64). (1 + 2^-23)·(1 - 2^-23) - 1 is -2^-46 fused and 0 with the product rounded. The
-// operands pass through volatiles so that no compiler folds the call.
+// operands and the function pass through volatiles so that no compiler folds the call, nor
+// inlines copies of the probe's relaxed_madd, which patch_relaxed_ops.mjs counts.
 bool relaxed_madd_fused() {
   static const bool fused = [] {
+    float (*volatile probe)(float, float, float) = lf_relaxed_madd_probe;
     volatile float a = 1.0f + 0x1p-23f, b = 1.0f - 0x1p-23f, c = -1.0f;
-    return lf_relaxed_madd_probe(a, b, c) == -0x1p-46f;
+    return probe(a, b, c) == -0x1p-46f;
   }();
   return fused;
 }

@@ -69,9 +69,9 @@ void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n) {
 
 // llama.cpp's x86 Q8_0 / Q8_1 activation quantizer (quantize_row_q8_0 / _q8_1 for AVX and AVX2,
 // which every x86 build of it runs): q = x·(127/amax) rounded half to even, where the generic
-// code takes x·(1/d) rounded half away from zero. A product that is not a number in range (amax
-// so small that 127/amax is infinite) converts as cvtps2dq converts it, to INT_MIN, which the
-// packs saturate to -128.
+// code takes x·(1/d) rounded half away from zero. For finite x, |x·id| <= 127·(1 + 2^-22), so
+// only a product that is not a number (amax so small that 127/amax is infinite) is out of
+// range: cvtps2dq converts it to INT_MIN, which the packs saturate to -128.
 int8_t quantize_x86(float v) {
   if (!(std::fabs(v) <= 127.5f)) return -128;
   return static_cast<int8_t>(nearest_int(v));
