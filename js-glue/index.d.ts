@@ -215,6 +215,8 @@ export interface LayerNodeInfo {
   build: 'threaded' | 'single';
   /** the matmul kernels of the loaded module: 'wasm-relaxed-simd' (Node 22+), 'wasm-simd128', ... */
   kernels: string;
+  /** why those kernels: the capability probe's reason (relaxed SIMD validated, relaxed_madd fused), or the caller's choice */
+  kernelChoice: string | null;
   threads: number;
   bytesLoaded: number;
   sessions: number;

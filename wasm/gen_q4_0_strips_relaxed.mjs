@@ -13,7 +13,8 @@
 //   W strips a, b (, c, d) (4 rows each in row strips, n_blocks blocks of 72 bytes from wa, wb...)
 //   · T tokens (records of 160 bytes as pack_strip_activations writes them, [n_blocks][T] from x)
 //   -> acc [strips][T][4] f32 (strip a's tokens, then b's..., lane = row), continued:
-//   acc = acc + (sumi·dw)·dy block after block, vec_dot_ref's expression and order.
+//   acc = fma(f32(sumi), dw·dy, acc) block after block (f32x4.relaxed_madd, fused where the host
+//   loads this module), vec_dot_ref's step and order.
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const kMaxTokens = 8;  // gemm_q4_0_q8_0.cpp's kStripsMaxTokens: it names each of these functions
@@ -60,12 +61,12 @@ function kernel(name, strips, T) {
     }
   }
   for (const s of strips) {
-    emit(6, `;; strip ${s}: dw as in lf_q4_0_strip_relaxed, then acc = acc + (f32(sumi)·dw)·dy per token`);
+    emit(6, `;; strip ${s}: dw as in lf_q4_0_strip_relaxed, then acc = fma(f32(sumi), dw·dy, acc) per token`);
     emit(6, `(local.set $dw (f32x4.mul (v128.and (i32x4.shl (v128.load16x4_s align=1 (local.get $w${s})) (i32.const 13))`);
     emit(8, '(local.get $sign_exponent)) (local.get $two_112)))');
     for (const t of tokens) {
-      emit(6, `(local.set $acc_${s}${t} (f32x4.add (local.get $acc_${s}${t}) (f32x4.mul`);
-      emit(8, `(f32x4.mul (f32x4.convert_i32x4_s (local.get $s${s}${t})) (local.get $dw)) ${activation(t, 144)})))`);
+      emit(6, `(local.set $acc_${s}${t} (f32x4.relaxed_madd (f32x4.convert_i32x4_s (local.get $s${s}${t}))`);
+      emit(8, `(f32x4.mul (local.get $dw) ${activation(t, 144)}) (local.get $acc_${s}${t})))`);
     }
   }
   emit(6, `(local.set $x (i32.add (local.get $x) (i32.const ${kRecord * T})))`);

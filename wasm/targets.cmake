@@ -20,15 +20,15 @@ if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
     DEPENDS ${LF_RELAXED_WAT_SOURCE} ${LF_GEN_STRIPS_RELAXED}
     COMMENT "kernels/q4_0_relaxed.wat and its two-strip kernels")
   set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/q4_0_relaxed.o)
-  # binaryen 108 knows the i32x4 relaxed dot-add by another number: the script renumbers it
+  # binaryen 108 knows the relaxed dot-add and madd by other numbers: the script renumbers them
   # in the object, for the link, and in the linked modules, for the engines. The object's
   # memory import is shared; wasm-ld links it into the wasm32-wasi reactor's unshared memory too.
-  set(LF_PATCH_RELAXED_DOT ${LF_NODE} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs)
+  set(LF_PATCH_RELAXED_OPS ${LF_NODE} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_ops.mjs)
   add_custom_command(OUTPUT ${LF_RELAXED_WAT_OBJECT}
     COMMAND ${LF_WAT2WASM} --enable-relaxed-simd --enable-threads --relocatable ${LF_RELAXED_WAT}
             -o ${LF_RELAXED_WAT_OBJECT}
-    COMMAND ${LF_PATCH_RELAXED_DOT} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
-    DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_dot.mjs
+    COMMAND ${LF_PATCH_RELAXED_OPS} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
+    DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_ops.mjs
     COMMENT "wat2wasm kernels/q4_0_relaxed.wat")
   add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp)
   target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
@@ -57,9 +57,9 @@ if(LF_TARGET STREQUAL "emscripten")
   set_target_properties(layerfold_mt_relaxed PROPERTIES SUFFIX ".js")
   target_link_options(layerfold_mt_relaxed PRIVATE ${LF_MT_LINK_OPTIONS})
   add_custom_command(TARGET layerfold_mt_relaxed POST_BUILD
-    COMMAND ${LF_PATCH_RELAXED_DOT} --module $<TARGET_FILE_DIR:layerfold_mt_relaxed>/layerfold_mt_relaxed.wasm
+    COMMAND ${LF_PATCH_RELAXED_OPS} --module $<TARGET_FILE_DIR:layerfold_mt_relaxed>/layerfold_mt_relaxed.wasm
             ${LF_RELAXED_WAT}
-    COMMENT "relaxed dot products in layerfold_mt_relaxed.wasm")
+    COMMENT "relaxed opcodes in layerfold_mt_relaxed.wasm")
 
   # The synthetic-model generator as a module, so the npm package makes its built-in default
   # model itself: the native tool's command line through callMain, real files through NODERAWFS.
@@ -101,6 +101,6 @@ elseif(LF_TARGET STREQUAL "wasi")
   add_custom_command(TARGET layerfold_wasi_relaxed POST_BUILD
     COMMAND ${LF_WASM_OPT} -O3 ${LF_WASM_OPT_FEATURES} --enable-relaxed-simd
             $<TARGET_FILE:layerfold_wasi_relaxed> -o $<TARGET_FILE:layerfold_wasi_relaxed>
-    COMMAND ${LF_PATCH_RELAXED_DOT} --module $<TARGET_FILE:layerfold_wasi_relaxed> ${LF_RELAXED_WAT}
-    COMMENT "wasm-opt layerfold_relaxed.wasm, relaxed dot products in it")
+    COMMAND ${LF_PATCH_RELAXED_OPS} --module $<TARGET_FILE:layerfold_wasi_relaxed> ${LF_RELAXED_WAT}
+    COMMENT "wasm-opt layerfold_relaxed.wasm, relaxed opcodes in it")
 endif()

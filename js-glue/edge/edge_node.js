@@ -15,8 +15,11 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * Opens layers [begin, end) of the GGUF at `key` in `bucket` as a LayerNode (the library API,
  * single-threaded). `module` is the compiled layerfold_wasi.wasm (SIMD128); `relaxedModule`, the
  * compiled layerfold_wasi_relaxed.wasm, runs instead where the engine validates relaxed SIMD
- * (checked once per isolate; the same bytes, faster on Q4_0). Throws LayerfoldError
- * 'over_budget' (neededBytes, availableBytes) when the node would not fit memoryBudgetBytes.
+ * (checked once per isolate; the same bytes, faster on Q4_0). Workers cannot compile the madd
+ * probe (features.js), so the relaxed module checks that its f32x4.relaxed_madd is fused itself
+ * and runs its SIMD128 kernels where it is not; info().kernels and kernelChoice say which ran.
+ * Throws LayerfoldError 'over_budget' (neededBytes, availableBytes) when the node would not fit
+ * memoryBudgetBytes.
  * @param {{module: WebAssembly.Module, relaxedModule?: WebAssembly.Module, bucket: object, key: string, layers?: [number, number],
  *          memoryBudgetBytes?: number, maxContext?: number, maxTokens?: number, maxSessions?: number,
  *          perLayerRowCacheBytes?: number, onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
@@ -29,7 +32,8 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  */
 export async function openEdgeNode({ module, relaxedModule, bucket, key, layers, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES,
   maxContext = 0, maxTokens = 256, maxSessions = 16, perLayerRowCacheBytes, onProgress }) {
-  const lf = await instantiateSingleThreadModule(relaxedModule && relaxedSimdSupported() ? relaxedModule : module);
+  const relaxed = Boolean(relaxedModule) && relaxedSimdSupported();
+  const lf = await instantiateSingleThreadModule(relaxed ? relaxedModule : module, relaxedModule ? { relaxed, forced: false } : undefined);
   let source;
   try {
     source = await R2BindingSource.open(bucket, key);

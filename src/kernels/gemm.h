@@ -36,14 +36,21 @@ bool is_float_weight(GgmlType weight_type);
 void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                         int64_t r1);
 
+// Whether the relaxed-SIMD kernels run: in the relaxed module where the engine fuses
+// f32x4.relaxed_madd, on which their block step's bits rest (docs/kernels.md, "The fused step").
+// Where it does not, the module keeps the file's layout and runs its SIMD128 kernels instead,
+// the same bits; false in every other build.
+bool relaxed_kernels_run();
+
 // Whether this build's kernel for weight_type reads it in row strips (src/layout/row_strips.h):
-// the relaxed-SIMD module's Q4_0 kernel does, and the loader lays such weights out in strips
-// where it may rewrite them (ModelLoadOptions::relayout_in_place). Every build reads the file's
-// layout too.
+// the relaxed-SIMD module's Q4_0 kernel does (where relaxed_kernels_run), and the loader lays
+// such weights out in strips where it may rewrite them (ModelLoadOptions::relayout_in_place).
+// Every build reads the file's layout too.
 bool gemm_uses_row_strips(GgmlType weight_type);
 
-// Which backend the kernels were compiled for: "wasm-relaxed-simd", "wasm-simd128", "sse2" or
-// "scalar" (the Q4_0 kernel's; the others use the plain SIMD of the same build).
+// Which backend the kernels run: "wasm-relaxed-simd" (where relaxed_kernels_run),
+// "wasm-simd128", "sse2" or "scalar" (the Q4_0 kernel's; the others use the plain SIMD of the
+// same build).
 const char* gemm_kernel_isa();
 
 }  // namespace lf

@@ -3,7 +3,7 @@
 // activation quants.
 //
 // Why the bits match: each output is the reference's sumf, which starts at +0.0f and takes one
-// f32 step per block in increasing block order, (sumi·dw)·dy for Q4_0 and sumi·(dw·dy) for Q8_0.
+// f32 step per block in increasing block order, sumf = fma_f32(sumi, dw·dy, sumf).
 // The block's integer sum sumi is exact, so the features may be summed in any order and zero
 // activation quants left out. The f32 steps are the reference's, one output per vector lane.
 //
@@ -11,7 +11,8 @@
 // quants are 0 or its scale dy is ±0, AND dy and the weight scales dw of the rows at hand are
 // finite (0·inf is NaN, so then the step is taken, on the exact sumi). Adding ±0 never changes
 // sumf: x + ±0 is x for every x but -0, and sumf is never -0 (it starts at +0, and a sum is -0
-// only when both terms are); ±inf stays, and a NaN (quiet, made by arithmetic) comes back as is.
+// only when both terms are); ±inf stays, and a NaN (quiet, made by arithmetic) comes back as is
+// (the fused step rounds the same exact sum, so this holds for it too).
 // Zero quants are left out of the integer sums, which changes nothing at all.
 //
 // Work order, outermost first:
@@ -59,9 +60,9 @@ void load_tail(const int16_t* q, int rows, Column* c) {
   for (int k = 0; k < 4; ++k) c->q[k] = load_i16x8(padded + 8 * k);
 }
 
-// The two weight formats: how a group of a column unpacks, how the integer sums accumulate,
-// and how a block's sum joins the f32 sum, associated exactly as in vec_dot_ref. Both
-// accumulate -sumi = Σ q·(−a) and negate it once: for Q4_0 that is what fits int16 (Q4_0::Acc).
+// The two weight formats: how a group of a column unpacks and how the integer sums accumulate.
+// Both accumulate -sumi = Σ q·(−a) and negate it once: for Q4_0 that is what fits int16
+// (Q4_0::Acc).
 struct Q4_0 {
   static constexpr uint64_t kBlockBytes = sizeof(block_q4_0);
   static uint64_t column_bytes(int64_t n_out) { return static_cast<uint64_t>(n_out) / 2; }
@@ -103,8 +104,6 @@ struct Q4_0 {
   }
   // rows 4i..4i+3 -> sumi
   static I32x4 sumi(const Acc& acc, int i) { return neg(i % 2 ? widen_hi(acc.v[i / 2]) : widen_lo(acc.v[i / 2])); }
-  // acc + (sumi·dw)·dy
-  static F32x4 accumulate(F32x4 acc, F32x4 sumi, F32x4 dw, F32x4 dy) { return add(acc, mul(mul(sumi, dw), dy)); }
 };
 
 struct Q8_0 {
@@ -134,9 +133,10 @@ struct Q8_0 {
     }
   }
   static I32x4 sumi(const Acc& acc, int i) { return neg(acc.v[i]); }
-  // acc + sumi·(dw·dy)
-  static F32x4 accumulate(F32x4 acc, F32x4 sumi, F32x4 dw, F32x4 dy) { return add(acc, mul(sumi, mul(dw, dy))); }
 };
+
+// How a block's sum joins the f32 sum, in both formats: vec_dot_ref's fma_f32(sumi, dw·dy, acc).
+F32x4 accumulate(F32x4 acc, I32x4 sumi, F32x4 dw, F32x4 dy) { return fused_madd(sumi, mul(dw, dy), acc); }
 
 bool is_special_half(uint16_t h) { return (h & 0x7C00u) == 0x7C00u; }  // infinity or NaN
 
@@ -216,7 +216,7 @@ void token_step(const TokenBlock& tb, int n_groups, const float* dw, float* s, C
     typename Format::Acc acc = Format::start(tb.sum_a);
     for (int i = 0; i < tb.n_live; ++i) Format::mac(&acc, column_of(tb.feature[i], g), tb.minus_a[i]);
     for (int i = 0; i < kGroupRows / 4; ++i) {
-      store(s + 4 * i, Format::accumulate(load_f32x4(s + 4 * i), to_f32(Format::sumi(acc, i)), load_f32x4(dw + 4 * i), tb.dy));
+      store(s + 4 * i, accumulate(load_f32x4(s + 4 * i), Format::sumi(acc, i), load_f32x4(dw + 4 * i), tb.dy));
     }
   }
 }

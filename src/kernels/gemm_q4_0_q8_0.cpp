@@ -63,6 +63,8 @@ LF_STRIPS_KERNEL(6)
 LF_STRIPS_KERNEL(7)
 LF_STRIPS_KERNEL(8)
 #undef LF_STRIPS_KERNEL
+// a·b + c through f32x4.relaxed_madd, lane 0 (relaxed_madd_fused)
+extern "C" float lf_relaxed_madd_probe(float a, float b, float c);
 #endif
 
 namespace lf {
@@ -90,8 +92,7 @@ void split_32(const int8_t* q, I16x8 out[4]) {
   bytes_even_odd(load_i8x16(q + 16), &out[2], &out[3]);
 }
 
-// The two weight formats: how a block unpacks and how its integer sum joins the f32 sum,
-// associated exactly as in vec_dot_ref.
+// The two weight formats: how a block unpacks.
 // unpack_split gives the GEMV's element order (nibbles_even_odd); kOffset: its Q4_0 weights
 // are the unsigned nibbles q = w + 8, so its block sums exceed the true ones by 8·Σa.
 struct Q4_0 {
@@ -103,8 +104,6 @@ struct Q4_0 {
     widen_32(low_nibbles_minus_8(packed), high_nibbles_minus_8(packed), w->q);  // elements 0-15, 16-31
   }
   static void unpack_split(const Block& b, WeightBlock* w) { nibbles_even_odd(load_i8x16(b.qs), w->q); }
-  // acc + (sumi·dw)·dy
-  static F32x4 accumulate(F32x4 acc, F32x4 sumi, F32x4 dw, F32x4 dy) { return add(acc, mul(mul(sumi, dw), dy)); }
 };
 
 struct Q8_0 {
@@ -115,9 +114,10 @@ struct Q8_0 {
     widen_32(load_i8x16(b.qs), load_i8x16(b.qs + 16), w->q);
   }
   static void unpack_split(const Block& b, WeightBlock* w) { split_32(b.qs, w->q); }
-  // acc + sumi·(dw·dy)
-  static F32x4 accumulate(F32x4 acc, F32x4 sumi, F32x4 dw, F32x4 dy) { return add(acc, mul(sumi, mul(dw, dy))); }
 };
+
+// The f32 step of both formats, vec_dot_ref's: fma_f32(sumi, dw·dy, acc).
+F32x4 accumulate(F32x4 acc, I32x4 sumi, F32x4 dw, F32x4 dy) { return fused_madd(sumi, mul(dw, dy), acc); }
 
 // f16 scales h [4] -> f32 lanes, as fp16_to_fp32 converts each: in one vector for the finite
 // values scales are, through the reference converter for infinities and NaNs.
@@ -214,7 +214,7 @@ void gemm_tile(const Strip& s, const Tokens& t, int64_t b_begin, int64_t b_end, 
       const F32x4 dw = scales_to_f32(d);
       const float* dy = t.dy + b;
       for (int j = 0; j < t.n; ++j, sumi += kLanes) {
-        acc[j] = Format::accumulate(acc[j], to_f32(load_i32x4(sumi)), dw, splat(dy[j * t.dy_row]));
+        acc[j] = accumulate(acc[j], load_i32x4(sumi), dw, splat(dy[j * t.dy_row]));
       }
     }
   }
@@ -261,7 +261,7 @@ void gemv_strips(const Strip* s, const SplitBlock* x, const float* dy, int64_t n
       for (int j = 0; j < kTokens; ++j) {
         I32x4 sumi = sum_each(d[j][0], d[j][1], d[j][2], d[j][3]);
         if constexpr (Format::kOffset) sumi = sub(sumi, x[j * n_blocks + b].offset);
-        acc[k][j] = Format::accumulate(acc[k][j], to_f32(sumi), dw, splat(dy[j * n_blocks + b]));
+        acc[k][j] = accumulate(acc[k][j], sumi, dw, splat(dy[j * n_blocks + b]));
       }
     }
   }
@@ -368,6 +368,20 @@ constexpr StripsKernel kStripsKernels[kStripsMaxTokens - 1] = {
 // Strips per kernel call for n_tok tokens
 constexpr int strips_per_call(int n_tok) { return n_tok == 1 ? 4 : n_tok <= kStripsMaxTokens ? 2 : 1; }
 
+// Whether this engine fuses f32x4.relaxed_madd, which the .wat kernels' block step needs to be
+// vec_dot_ref's: the spec lets an engine round the product first (V8 fuses on x86 with FMA3 and
+// on ARM64). (1 + 2^-23)·(1 - 2^-23) - 1 is -2^-46 fused and 0 with the product rounded. The
+// operands and the function pass through volatiles so that no compiler folds the call, nor
+// inlines copies of the probe's relaxed_madd, which patch_relaxed_ops.mjs counts.
+bool relaxed_madd_fused() {
+  static const bool fused = [] {
+    float (*volatile probe)(float, float, float) = lf_relaxed_madd_probe;
+    volatile float a = 1.0f + 0x1p-23f, b = 1.0f - 0x1p-23f, c = -1.0f;
+    return probe(a, b, c) == -0x1p-46f;
+  }();
+  return fused;
+}
+
 // The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
 // stay in cache while the strips stream through, and bound the packing's memory to about
 // kStripChunkBytes), per strips_per_call strips, one call of the .wat kernels over all tokens;
@@ -441,7 +455,10 @@ void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, flo
   }
 #if LF_RELAXED_SIMD
   if constexpr (Format::kRelaxed) {
-    if (W.in_row_strips()) return gemm_strips(W, Xc, x_row, n_tok, Y, r0, r1);
+    if (W.in_row_strips()) {
+      assert(relaxed_madd_fused());  // else gemm_uses_row_strips kept the file's layout
+      return gemm_strips(W, Xc, x_row, n_tok, Y, r0, r1);
+    }
   }
 #endif
   assert(!W.in_row_strips());  // only where gemm_uses_row_strips
@@ -489,8 +506,16 @@ void gemm_q8_0_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, i
   }
 }
 
-bool gemm_uses_row_strips(GgmlType weight_type) { return LF_RELAXED_SIMD && weight_type == GgmlType::Q4_0; }
+bool relaxed_kernels_run() {
+#if LF_RELAXED_SIMD
+  return relaxed_madd_fused();
+#else
+  return false;
+#endif
+}
 
-const char* gemm_kernel_isa() { return LF_RELAXED_SIMD ? "wasm-relaxed-simd" : kIsa; }
+bool gemm_uses_row_strips(GgmlType weight_type) { return relaxed_kernels_run() && weight_type == GgmlType::Q4_0; }
+
+const char* gemm_kernel_isa() { return relaxed_kernels_run() ? "wasm-relaxed-simd" : kIsa; }
 
 }  // namespace lf

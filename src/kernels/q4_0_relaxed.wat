@@ -7,11 +7,19 @@
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
 ;; linked module through binaryen 108, which numbers the relaxed opcodes as the proposal once did
 ;; and would read the final i32x4.relaxed_dot_i8x16_i7x16_add_s (0xFD 0x113) as a two-operand
-;; i16x8 dot, so wasm/patch_relaxed_dot.mjs renumbers it to binaryen's 0x114 in the object and
-;; back in the linked module. Assembled with
+;; i16x8 dot and f32x4.relaxed_madd (0xFD 0x105) not at all, so wasm/patch_relaxed_ops.mjs
+;; renumbers them to binaryen's 0x114 and 0xAF in the object and back in the linked module.
+;; Assembled with
 ;;   wat2wasm --enable-relaxed-simd --enable-threads --relocatable
-;; (wabt 1.0.32 spells the instruction i32x4.dot_i8x16_i7x16_add_s) and linked by wasm-ld like
-;; any C object.
+;; (wabt 1.0.32 spells the dot-add i32x4.dot_i8x16_i7x16_add_s) and linked by wasm-ld like any
+;; C object.
+;;
+;; The f32 step is vec_dot_ref's, fma_f32(f32(sumi), dw·dy, acc) (quant/quant.h): sumi is an
+;; exact i32 below 2^24 in magnitude (so its f32 is exact), dw·dy the exact f32 product of two
+;; halves, and f32x4.relaxed_madd adds their product to acc rounded once, where the engine fuses
+;; it (V8 on x86 with FMA3 and on ARM64). An engine may instead round the product first, so the
+;; host loads this module only where a probe finds relaxed_madd fused (js-glue/src/wasm/
+;; features.js).
 ;;
 ;; Exactness: the i7 operand is the weights' unsigned nibbles q in [0, 15] (top bit clear, so
 ;; every engine reads them the same), the i8 operand the activations a in [-128, 127]; a lane
@@ -23,8 +31,8 @@
   (import "env" "__linear_memory" (memory 1 65536 shared))
 
   ;; W strip (4 rows in row strips, n_blocks blocks of 72 bytes from w) · X (n_tok tokens) ->
-  ;; acc [n_tok][4] f32, lane i = row i, continued: acc = acc + (sumi·dw)·dy block after block,
-  ;; vec_dot_ref's expression and order per output.
+  ;; acc [n_tok][4] f32, lane i = row i, continued: acc = fma(sumi, dw·dy, acc) block after
+  ;; block, vec_dot_ref's step and order per output.
   ;; X is packed by the caller (pack_strip_activations in kernels/gemm_q4_0_q8_0.cpp) as records
   ;; [n_blocks][n_tok] of 160 bytes: 8 vectors, vector k < 4 holding elements 4k..4k+3 of the
   ;; token's block in every 32-bit lane and vector 4 + k elements 16+4k..16+4k+3; then -8·Σa in
@@ -83,10 +91,11 @@
         (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=96 align=1 (local.get $x)) (local.get $hi2) (local.get $s1)))
         (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=48 align=1 (local.get $x)) (local.get $lo3) (local.get $s0)))
         (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=112 align=1 (local.get $x)) (local.get $hi3) (local.get $s1)))
-        ;; acc = acc + (f32(sumi)·dw)·dy
-        (v128.store align=4 (local.get $a) (f32x4.add (v128.load align=4 (local.get $a)) (f32x4.mul
-          (f32x4.mul (f32x4.convert_i32x4_s (i32x4.add (local.get $s0) (local.get $s1))) (local.get $dw))
-          (v128.load offset=144 align=1 (local.get $x)))))
+        ;; acc = fma(f32(sumi), dw·dy, acc)
+        (v128.store align=4 (local.get $a) (f32x4.relaxed_madd
+          (f32x4.convert_i32x4_s (i32x4.add (local.get $s0) (local.get $s1)))
+          (f32x4.mul (local.get $dw) (v128.load offset=144 align=1 (local.get $x)))
+          (v128.load align=4 (local.get $a))))
         (local.set $x (i32.add (local.get $x) (i32.const 160)))
         (local.set $a (i32.add (local.get $a) (i32.const 16)))
         (local.set $t (i32.sub (local.get $t) (i32.const 1)))
@@ -94,6 +103,12 @@
       (local.set $w (i32.add (local.get $w) (i32.const 72)))
       (local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))
       (br_if $blocks (local.get $n_blocks))))
+
+  ;; a·b + c by f32x4.relaxed_madd, lane 0: relaxed_madd_fused (kernels/gemm_q4_0_q8_0.cpp) asks
+  ;; it whether this engine fuses the instruction, which the kernels' exactness rests on.
+  (func $lf_relaxed_madd_probe (export "lf_relaxed_madd_probe") (param $a f32) (param $b f32) (param $c f32) (result f32)
+    (f32x4.extract_lane 0 (f32x4.relaxed_madd (f32x4.splat (local.get $a)) (f32x4.splat (local.get $b))
+      (f32x4.splat (local.get $c)))))
 
   ;; The multi-strip kernels, lf_q4_0_strips4_t1_relaxed (decode) and lf_q4_0_strips_t{T}_relaxed
   ;; (2 to 8 tokens), are written here at build time by wasm/gen_q4_0_strips_relaxed.mjs, which

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/quant.h"
+
 namespace lf::simd {
 
 inline constexpr const char* kIsa = "scalar";
@@ -110,6 +112,10 @@ inline F32x4 load_f32x4(const float* p) {
   return r;
 }
 inline void store(float* p, F32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
+inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
+  for (int i = 0; i < 4; ++i) acc.v[i] = fma_f32(static_cast<float>(sumi.v[i]), d.v[i], acc.v[i]);
+  return acc;
+}
 
 // For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from
 // memory, sign-extended to int32, and int32 negation.

@@ -7,6 +7,8 @@
 
 #include <emmintrin.h>
 
+#include "quant/quant.h"
+
 namespace lf::simd {
 
 inline constexpr const char* kIsa = "sse2";
@@ -60,6 +62,32 @@ inline F32x4 mul(F32x4 a, F32x4 b) { return {_mm_mul_ps(a.v, b.v)}; }
 inline F32x4 add(F32x4 a, F32x4 b) { return {_mm_add_ps(a.v, b.v)}; }
 inline F32x4 load_f32x4(const float* p) { return {_mm_loadu_ps(p)}; }
 inline void store(float* p, F32x4 a) { _mm_storeu_ps(p, a.v); }
+
+// sumi·d + acc on each lane as fma_f32 (quant.h) computes it, rounded once: in double, where
+// sumi (|sumi| < 2^24, so its f32 is exact) times d is exact and the sum rounds once, then to
+// f32. That second rounding is the correct one unless the double sum's low 28 bits are all clear
+// (a halfway point it may have been rounded to, or a sum that f32 holds exactly, as acc + 0·d:
+// rare), checked on the low 32-bit word of each double; the 4 lanes are then taken through
+// fma_f32. cvtpd2ps rounds by MXCSR, which nothing in this library changes from
+// round-to-nearest-even.
+inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
+  const __m128d lo = _mm_add_pd(_mm_mul_pd(_mm_cvtepi32_pd(sumi.v), _mm_cvtps_pd(d.v)), _mm_cvtps_pd(acc.v));
+  const __m128d hi = _mm_add_pd(_mm_mul_pd(_mm_cvtepi32_pd(_mm_shuffle_epi32(sumi.v, _MM_SHUFFLE(3, 2, 3, 2))),
+                                           _mm_cvtps_pd(_mm_movehl_ps(d.v, d.v))),
+                                _mm_cvtps_pd(_mm_movehl_ps(acc.v, acc.v)));
+  const __m128 low_words = _mm_shuffle_ps(_mm_castpd_ps(lo), _mm_castpd_ps(hi), _MM_SHUFFLE(2, 0, 2, 0));
+  const __m128i low_28 = _mm_and_si128(_mm_castps_si128(low_words), _mm_set1_epi32(0x0FFFFFFF));
+  if (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(low_28, _mm_setzero_si128()))) == 0) {
+    return {_mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi))};
+  }
+  alignas(16) int32_t s[4];
+  alignas(16) float dv[4], c[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(s), sumi.v);
+  _mm_store_ps(dv, d.v);
+  _mm_store_ps(c, acc.v);
+  for (int i = 0; i < 4; ++i) c[i] = fma_f32(static_cast<float>(s[i]), dv[i], c[i]);
+  return {_mm_load_ps(c)};
+}
 
 // For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from
 // memory, sign-extended to int32, and int32 negation.

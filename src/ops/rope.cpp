@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace lf {
 
@@ -22,8 +23,10 @@ void rope_neox(float* x, int n_head, int head_dim, int n_rot, int pos, float fre
       float* head = x + static_cast<int64_t>(h) * head_dim;
       const float x0 = head[j];
       const float x1 = head[j + half];
-      head[j] = x0 * c - x1 * s;
-      head[j + half] = x0 * s + x1 * c;
+      // Fused as the compiler fuses ggml's x0·cos − x1·sin and x0·sin + x1·cos wherever the CPU
+      // has FMA (x86-64-v3 and every ARM64 build): the first product joins the sum unrounded.
+      head[j] = fma_f32(x0, c, -(x1 * s));
+      head[j + half] = fma_f32(x0, s, x1 * c);
     }
   }
 }

@@ -1,7 +1,8 @@
-// Reference dot products, bit-exact with llama.cpp's generic C vec_dot functions (docs/gguf.md,
-// "Quantized matmul in llama.cpp's CPU backend"): integers wherever llama.cpp uses integers (their
-// order is free), and its exact f32 operation order wherever it uses floats. Fast kernels are
-// tested against these.
+// Reference dot products, bit-exact with llama.cpp's vec_dot functions (docs/gguf.md, "Quantized
+// matmul in llama.cpp's CPU backend"): integers wherever llama.cpp uses integers (their order is
+// free), and its exact f32 operation order wherever it uses floats: its generic C order, except
+// for the Q4_0 and Q8_0 block step, which follows the kernels its x86 builds run for them. Fast
+// kernels are tested against these.
 #include <cassert>
 #include <cstring>
 #include <limits>
@@ -38,20 +39,24 @@ int32_t dot_i8_32(const int8_t* w, const int8_t* a) {
 
 void unpack_q8_0(const block_q8_0& b, int8_t q[QK8_0]) { std::memcpy(q, b.qs, QK8_0); }
 
-// Q4_0 weights [nb blocks] · Q8_0 activation [nb blocks]
-float dot_q4_0_q8_0(const block_q4_0* x, const block_q8_0* y, int64_t nb) {
-  int8_t q[QK4_0];
+// Q4_0 or Q8_0 weights [nb blocks] · Q8_0 activation [nb blocks], as llama.cpp's repacked Q4_0
+// kernels (x86 AVX2 / AVX-512, ARM NEON) and its AMX kernels for Q4_0 and Q8_0 compute each
+// output: one fused step per block in increasing block order, sumf = fma(sumi, dw·dy, sumf)
+// (dw·dy, two f16 values, is exact in f32). Its generic C rounds sumi·dw·dy before adding it.
+template <typename Block, void (*Unpack)(const Block&, int8_t*)>
+float dot_fused_q8_0(const Block* x, const block_q8_0* y, int64_t nb) {
+  int8_t q[QK8_0];
   float sumf = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    unpack_q4_0(x[b], q);
+    Unpack(x[b], q);
     const int32_t sumi = dot_i8_32(q, y[b].qs);
-    // Left to right, (sumi·dw)·dy: llama.cpp's Q4_0 dot differs from Q5_0/Q8_0 here.
-    sumf += static_cast<float>(sumi) * fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
+    sumf = fma_f32(static_cast<float>(sumi), fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d), sumf);
   }
   return sumf;
 }
 
-// Q5_0 or Q8_0 weights [nb blocks] · Q8_0 activation [nb blocks]
+// Q5_0 weights [nb blocks] · Q8_0 activation [nb blocks], as the generic C: no x86 kernel of
+// llama.cpp keeps a block's sum whole for this type.
 template <typename Block, void (*Unpack)(const Block&, int8_t*)>
 float dot_scaled_q8_0(const Block* x, const block_q8_0* y, int64_t nb) {
   int8_t q[QK8_0];
@@ -210,8 +215,8 @@ Status convert_activation_row(GgmlType weight_type, const float* x, void* dst, i
     case GgmlType::F32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); break;
     case GgmlType::F16: convert_halves<fp32_to_fp16>(x, dst, n); break;
     case GgmlType::BF16: convert_halves<fp32_to_bf16>(x, dst, n); break;
-    case GgmlType::Q8_0: quantize_row_q8_0_ref(x, static_cast<block_q8_0*>(dst), n); break;
-    case GgmlType::Q8_1: quantize_row_q8_1_ref(x, static_cast<block_q8_1*>(dst), n); break;
+    case GgmlType::Q8_0: quantize_row_q8_0_x86(x, static_cast<block_q8_0*>(dst), n); break;
+    case GgmlType::Q8_1: quantize_row_q8_1_x86(x, static_cast<block_q8_1*>(dst), n); break;
     case GgmlType::Q8_K: quantize_row_q8_K_ref(x, static_cast<block_q8_K*>(dst), n); break;
     default:
       return Status(Code::internal, "convert_activation_row: no converter for " + type_label(act_type));
@@ -235,13 +240,14 @@ float vec_dot_ref(GgmlType weight_type, const void* w_row, const void* a_row, in
       return dot_float<uint16_t, bf16_to_fp32>(static_cast<const uint16_t*>(w_row),
                                                static_cast<const uint16_t*>(a_row), n);
     case GgmlType::Q4_0:
-      return dot_q4_0_q8_0(static_cast<const block_q4_0*>(w_row), static_cast<const block_q8_0*>(a_row), nb);
+      return dot_fused_q8_0<block_q4_0, unpack_q4_0>(static_cast<const block_q4_0*>(w_row),
+                                                     static_cast<const block_q8_0*>(a_row), nb);
     case GgmlType::Q5_0:
       return dot_scaled_q8_0<block_q5_0, unpack_q5_0>(static_cast<const block_q5_0*>(w_row),
                                                       static_cast<const block_q8_0*>(a_row), nb);
     case GgmlType::Q8_0:
-      return dot_scaled_q8_0<block_q8_0, unpack_q8_0>(static_cast<const block_q8_0*>(w_row),
-                                                      static_cast<const block_q8_0*>(a_row), nb);
+      return dot_fused_q8_0<block_q8_0, unpack_q8_0>(static_cast<const block_q8_0*>(w_row),
+                                                     static_cast<const block_q8_0*>(a_row), nb);
     case GgmlType::Q4_1:
       return dot_offset_q8_1<block_q4_1, unpack_q4_1>(static_cast<const block_q4_1*>(w_row),
                                                       static_cast<const block_q8_1*>(a_row), nb);

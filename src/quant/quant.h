@@ -26,6 +26,12 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);  // round to nearest even, subnormals kept, overflow -> inf, NaN -> 0x7E00
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);  // round to nearest even, NaN forced quiet
+// a·b + c rounded once, as a fused multiply-add: llama.cpp's x86 and ARM kernels take their
+// per-block f32 step so (docs/gguf.md, "The fused step") and its RoPE is compiled so. Computed
+// in double with an exact fix-up for the rare double rounding, never by an FMA instruction or
+// libc's fmaf (Emscripten's musl double-rounds results that are f32 subnormals), so every build
+// gives the same, correctly rounded bits.
+float fma_f32(float a, float b, float c);
 
 // --- blocks (packed, little-endian; sizes as in ggml-common.h) ---
 constexpr int QK4_0 = 32;
@@ -67,9 +73,12 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // --- quantization (reference; n a multiple of the block size) ---
 void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t n);
-void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);  // also used for activations
-void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);  // activations for K-quant dots
-void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);  // activations for Q4_1/Q5_1 dots
+void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);  // weights (llama.cpp's generic C)
+void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);  // its generic Q8_1
+// Activations, as llama.cpp's x86 builds convert them (docs/gguf.md, "Activation quantization"):
+void quantize_row_q8_0_x86(const float* x, block_q8_0* y, int64_t n);  // for Q4_0/Q5_0/Q8_0 dots
+void quantize_row_q8_1_x86(const float* x, block_q8_1* y, int64_t n);  // for Q4_1/Q5_1 dots
+void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);  // for K-quant dots (x86 runs the generic one)
 // K-quant weights for files (n a multiple of 256): not llama.cpp's least-squares search, but
 // every element within half a grid step of its sub-block (docs/gguf.md, "K-quant quantizers").
 void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n);
@@ -82,9 +91,11 @@ void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n);
 GgmlType vec_dot_type(GgmlType weight_type);  // Q4_0/Q5_0/Q8_0 -> Q8_0, K-quants -> Q8_K, F16 -> F16, ...
 // Bytes needed to hold n activation values converted to vec_dot_type(weight_type).
 uint64_t activation_row_bytes(GgmlType weight_type, int64_t n);
-// x[n] f32 -> dst in vec_dot_type(weight_type) (reference rounding).
+// x[n] f32 -> dst in vec_dot_type(weight_type), rounded as llama.cpp's x86 builds round it.
 Status convert_activation_row(GgmlType weight_type, const float* x, void* dst, int64_t n);
-// Σ w[i]·a[i] over n elements, accumulated as llama.cpp's generic C path does.
+// Σ w[i]·a[i] over n elements, accumulated as llama.cpp's generic C path does, except that the
+// Q4_0 and Q8_0 block step is fused as in its repacked and AMX kernels (docs/gguf.md, "Legacy
+// block dots").
 float vec_dot_ref(GgmlType weight_type, const void* w_row, const void* a_row, int64_t n);
 
 }  // namespace lf

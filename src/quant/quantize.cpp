@@ -1,6 +1,7 @@
 // Reference quantizers with llama.cpp's exact rounding (docs/gguf.md, "Reference quantizers" and
-// "Activation quantization"): Q4_0 to write weight files, Q8_0 / Q8_1 / Q8_K to turn an f32
-// activation row into a dot's right-hand side.
+// "Activation quantization"): Q4_0 and Q8_0 to write weight files as its quantizer does, and
+// Q8_0 / Q8_1 / Q8_K to turn an f32 activation row into a dot's right-hand side as its x86
+// builds do.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -63,6 +64,42 @@ void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = fp32_to_fp16(d);
     for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+  }
+}
+
+// llama.cpp's x86 Q8_0 / Q8_1 activation quantizer (quantize_row_q8_0 / _q8_1 for AVX and AVX2,
+// which every x86 build of it runs): q = x·(127/amax) rounded half to even, where the generic
+// code takes x·(1/d) rounded half away from zero. For finite x, |x·id| <= 127·(1 + 2^-22), so
+// only a product that is not a number (amax so small that 127/amax is infinite) is out of
+// range: cvtps2dq converts it to INT_MIN, which the packs saturate to -128.
+int8_t quantize_x86(float v) {
+  if (!(std::fabs(v) <= 127.5f)) return -128;
+  return static_cast<int8_t>(nearest_int(v));
+}
+
+// x [n] -> y [n/32]
+void quantize_row_q8_0_x86(const float* x, block_q8_0* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK8_0; ++b, x += QK8_0) {
+    const float amax = abs_max(x, QK8_0);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[b].d = fp32_to_fp16(amax / 127.0f);
+    for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = quantize_x86(x[j] * id);
+  }
+}
+
+// x [n] -> y [n/32]
+void quantize_row_q8_1_x86(const float* x, block_q8_1* y, int64_t n) {
+  for (int64_t b = 0; b < n / QK8_1; ++b, x += QK8_1) {
+    const float amax = abs_max(x, QK8_1);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[b].d = fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < QK8_1; ++j) {
+      y[b].qs[j] = quantize_x86(x[j] * id);
+      sum += y[b].qs[j];
+    }
+    y[b].s = fp32_to_fp16(d * static_cast<float>(sum));
   }
 }
 

@@ -182,7 +182,10 @@ TEST_CASE("kernels: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K are the types with a GEMM ke
   CHECK(lf::has_gemm_kernel(lf::GgmlType::Q6_K));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::Q5_0));
   CHECK_FALSE(lf::has_gemm_kernel(lf::GgmlType::F32));
-  // only the relaxed build reads Q4_0 in row strips: there check_exact runs every case on strips too
+  // only the relaxed build runs its kernels (under V8 on x86-64 with FMA3 or ARM64, whose
+  // relaxed_madd is fused, as every host these tests run on) and reads Q4_0 in row strips: there
+  // check_exact runs every case on strips too
+  CHECK(lf::relaxed_kernels_run() == (LF_RELAXED_SIMD != 0));
   CHECK(lf::gemm_uses_row_strips(lf::GgmlType::Q4_0) == (LF_RELAXED_SIMD != 0));
   CHECK_FALSE(lf::gemm_uses_row_strips(lf::GgmlType::Q8_0));
 #if LF_RELAXED_SIMD
@@ -194,6 +197,57 @@ TEST_CASE("kernels: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K are the types with a GEMM ke
 #else
   CHECK(std::string(lf::gemm_kernel_isa()) == "scalar");
 #endif
+}
+
+TEST_CASE("kernels: fused_madd is fma_f32 on every lane", "[kernels]") {
+  // Integer sums up to Q8_0's 32·128·128, scales from f16 products (subnormal ones included)
+  // and beyond, running sums next to half an ulp of the product, zeros, infinities and NaN.
+  std::vector<int32_t> s = {32767, -32768, 524288, 0, 1, -1, 7, 3};
+  std::vector<float> d = {0x1p-48f, 1e30f, 1.0f, INFINITY, NAN, 0x1.ffcp-1f, 1e-20f, -2.5f},
+                     c = {1.0f, 1.0f, -0.0f, 1.0f, 1.0f, 0x1p-149f, 1e-45f, INFINITY};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> sumi(-524288, 524288);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int i = 0; i < 4000; ++i) {
+    s.push_back(sumi(rng));
+    d.push_back(std::ldexp(u(rng), static_cast<int>(rng() % 40) - 20));
+    c.push_back(i % 3 ? u(rng) : std::ldexp(static_cast<float>(s.back()) * d.back(), 24));
+  }
+  for (size_t i = 0; i + 4 <= s.size(); ++i) {
+    float got[4];
+    lf::simd::store(got, lf::simd::fused_madd(lf::simd::load_i32x4(&s[i]), lf::simd::load_f32x4(&d[i]),
+                                              lf::simd::load_f32x4(&c[i])));
+    for (int k = 0; k < 4; ++k) {
+      const float want = lf::fma_f32(static_cast<float>(s[i + k]), d[i + k], c[i + k]);
+      INFO("lane " << i + k << ": " << s[i + k] << " * " << d[i + k] << " + " << c[i + k]);
+      CHECK(std::memcmp(&got[k], &want, sizeof want) == 0);
+    }
+  }
+}
+
+TEST_CASE("kernels: fused_madd rounds once where the double sum lands on a halfway point", "[kernels]") {
+  // sumi·d = (2^20 + 1)·2^-44·(1 - 2^-20) = 2^-24 - 2^-64, added to c = 1 + 2^-23: the exact sum
+  // lies 2^-64 below the midpoint 1 + 2^-23 + 2^-24, so it rounds down to c; in double the 2^-64
+  // is lost, the sum is the midpoint, and f32 ties to even, up to 1 + 2^-22. Each lane in turn,
+  // the others ordinary, so that the flagged vector is taken through the scalar step whole.
+  const int32_t halfway_sumi = (1 << 20) + 1;
+  const float halfway_d = 0x1p-44f * (1.0f - 0x1p-20f), halfway_c = 1.0f + 0x1p-23f;
+  REQUIRE(static_cast<float>(static_cast<double>(halfway_sumi) * halfway_d + halfway_c) == 1.0f + 0x1p-22f);
+  for (int lane = 0; lane < 4; ++lane) {
+    int32_t s[4] = {3, -7, 11, 100};
+    float d[4] = {0.25f, 1.5f, -0.125f, 0x1p-10f}, c[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    s[lane] = halfway_sumi;
+    d[lane] = halfway_d;
+    c[lane] = halfway_c;
+    float got[4];
+    lf::simd::store(got, lf::simd::fused_madd(lf::simd::load_i32x4(s), lf::simd::load_f32x4(d), lf::simd::load_f32x4(c)));
+    const float want[4] = {lane == 0 ? 1.0f + 0x1p-23f : 1.75f, lane == 1 ? 1.0f + 0x1p-23f : -8.5f,
+                           lane == 2 ? 1.0f + 0x1p-23f : 1.625f, lane == 3 ? 1.0f + 0x1p-23f : 4.09765625f};
+    for (int k = 0; k < 4; ++k) {
+      INFO("halfway case in lane " << lane << ", lane " << k);
+      CHECK(std::memcmp(&got[k], &want[k], sizeof want[k]) == 0);
+    }
+  }
 }
 
 TEST_CASE("kernels: GEMM equals the vec_dot_ref loop bit for bit over shapes around the tiles", "[kernels]") {

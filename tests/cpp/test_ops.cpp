@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ops/ops.h"
@@ -113,6 +114,25 @@ TEST_CASE("rope_neox: freq factors divide the angle; 1e30 leaves a pair unrotate
   CHECK(x[7] == x0[7]);
   CHECK(x[8] == x0[8]);
   CHECK(x[9] == x0[9]);
+}
+
+TEST_CASE("rope_neox fuses the first product of each rotated value, as ggml's FMA builds do", "[ops]") {
+  const std::vector<float> x0 = random_values(64, 11);
+  std::vector<float> x = x0;
+  lf::rope_neox(x.data(), 1, 64, 64, 7, 10000.0f, 1.0f, nullptr);
+  const float theta_scale = powf(10000.0f, -2.0f / 64.0f);
+  float theta = 7.0f;
+  int fusion_matters = 0;
+  for (int j = 0; j < 32; ++j) {
+    const float c = cosf(theta), s = sinf(theta);
+    theta *= theta_scale;
+    const float y0 = lf::fma_f32(x0[j], c, -(x0[j + 32] * s)), y1 = lf::fma_f32(x0[j], s, x0[j + 32] * c);
+    CHECK(std::memcmp(&x[j], &y0, sizeof y0) == 0);
+    CHECK(std::memcmp(&x[j + 32], &y1, sizeof y1) == 0);
+    volatile float p0 = x0[j] * c, p1 = x0[j + 32] * s;  // volatile: no contraction here
+    if (y0 != p0 - p1) ++fusion_matters;
+  }
+  CHECK(fusion_matters > 0);
 }
 
 TEST_CASE("gelu_table is the exact tanh gelu within f16 resolution, with the +-10 clamps", "[ops]") {

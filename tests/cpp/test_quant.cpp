@@ -280,6 +280,58 @@ TEST_CASE("quantize Q8_0 and Q8_1: exact values, half away from zero, zeros", "[
   CHECK(b1.s == 0x7C00);
 }
 
+TEST_CASE("the x86 activation quantizer: id = 127/amax, halves to even, saturating as cvtps2dq", "[quant]") {
+  // The same block as above: with amax = 127 both quantizers multiply by 1, so only the rounding
+  // of halves differs: 2.5 -> 2, -2.5 -> -2, -0.5 -> -0, 1.5 -> 2, 126.5 -> 126.
+  float x[32] = {};
+  x[0] = 127.0f;
+  x[1] = -127.0f;
+  x[2] = 2.5f;
+  x[3] = -2.5f;
+  x[4] = 0.49f;
+  x[5] = -0.5f;
+  x[6] = 1.5f;
+  x[7] = 126.5f;
+  x[8] = 10.0f;
+  const int8_t expected[9] = {127, -127, 2, -2, 0, 0, 2, 126, 10};
+  lf::block_q8_0 b{};
+  lf::quantize_row_q8_0_x86(x, &b, 32);
+  CHECK(b.d == kHalf1);
+  lf::block_q8_1 b1{};
+  lf::quantize_row_q8_1_x86(x, &b1, 32);
+  CHECK(b1.d == kHalf1);
+  CHECK(lf::fp16_to_fp32(b1.s) == 138.0f);  // Σq = 127 - 127 + 2 - 2 + 2 + 126 + 10
+  for (int i = 0; i < 32; ++i) {
+    CHECK(b.qs[i] == (i < 9 ? expected[i] : 0));
+    CHECK(b1.qs[i] == b.qs[i]);
+  }
+
+  // 127/amax is not 1/(amax/127): with amax = 2.75, x = 0x1.0a1428p-5 times the first is 1.5
+  // exactly (-> 2, the even one) and times the second 0x1.7ffffep+0 (-> 1).
+  float y[32] = {};
+  y[0] = 2.75f;
+  y[1] = 0x1.0a1428p-5f;
+  lf::quantize_row_q8_0_x86(y, &b, 32);
+  CHECK(b.qs[0] == 127);
+  CHECK(b.qs[1] == 2);
+  lf::quantize_row_q8_0_ref(y, &b, 32);
+  CHECK(b.qs[1] == 1);
+
+  // amax so small that 127/amax overflows: x·id is inf (or NaN at 0), and cvtps2dq's INT_MIN
+  // saturates to -128; d still rounds to an f16 zero.
+  float tiny[32] = {};
+  tiny[0] = 1e-40f;
+  lf::quantize_row_q8_0_x86(tiny, &b, 32);
+  CHECK(b.d == 0);
+  CHECK(b.qs[0] == -128);
+  CHECK(b.qs[1] == -128);
+
+  const float zeros[32] = {};
+  lf::quantize_row_q8_0_x86(zeros, &b, 32);
+  CHECK(b.d == 0);
+  for (int i = 0; i < 32; ++i) CHECK(b.qs[i] == 0);
+}
+
 TEST_CASE("Q8_0 and Q4_0 round trips stay within their step", "[quant]") {
   std::mt19937 rng(1234);
   const int64_t n = 32 * 64;

@@ -232,10 +232,10 @@ TEST_CASE("convert_activation_row matches the direct converters", "[quant]") {
         }
         break;
       case GgmlType::Q8_0:
-        lf::quantize_row_q8_0_ref(x.data(), reinterpret_cast<lf::block_q8_0*>(expected.data()), n);
+        lf::quantize_row_q8_0_x86(x.data(), reinterpret_cast<lf::block_q8_0*>(expected.data()), n);
         break;
       case GgmlType::Q8_1:
-        lf::quantize_row_q8_1_ref(x.data(), reinterpret_cast<lf::block_q8_1*>(expected.data()), n);
+        lf::quantize_row_q8_1_x86(x.data(), reinterpret_cast<lf::block_q8_1*>(expected.data()), n);
         break;
       case GgmlType::Q8_K:
         lf::quantize_row_q8_K_ref(x.data(), reinterpret_cast<lf::block_q8_K*>(expected.data()), n);
@@ -297,13 +297,13 @@ TEST_CASE("vec_dot_ref agrees with a double-precision sum of dequantized product
   }
 }
 
-TEST_CASE("Q4_0 x Q8_0 and Q8_0 x Q8_0 are bit-exact with an integer reference", "[quant]") {
+TEST_CASE("Q4_0 x Q8_0 and Q8_0 x Q8_0 are bit-exact with an integer reference and one fused step per block", "[quant]") {
   std::mt19937 rng(5);
   constexpr int kBlocks = 64;
   const int64_t n = 32 * kBlocks;
-  // dw·da is exact for two f16s, so the two associations differ only when sumi·dw rounds: that
-  // needs full 11-bit f16 mantissas and a large |sumi|, hence activations that follow the
-  // weights' signs (a = 15·w) instead of independent noise.
+  // Activations that follow the weights' signs (a = 15·w) give large |sumi| and so products
+  // sumi·dw·da with more bits than an f32 holds: the fused step and an add of the rounded
+  // product then differ on some blocks.
   auto w4 = random_blocks<lf::block_q4_0>(rng, kBlocks);
   std::vector<lf::block_q8_0> w8(kBlocks), a(kBlocks);
   for (int b = 0; b < kBlocks; ++b) {
@@ -317,11 +317,12 @@ TEST_CASE("Q4_0 x Q8_0 and Q8_0 x Q8_0 are bit-exact with an integer reference",
     for (int i = 0; i < 32; ++i) w8[b].qs[i] = static_cast<int8_t>(a[b].qs[i] + static_cast<int>(rng() % 7) - 3);
   }
 
-  // Each block alone, with its format's association, and with the other one to show that the
-  // two differ on some blocks; then the whole row, summed in block order.
+  // sumf = fma(sumi, dw·da, sumf) block after block (std::fma: the platform's, an independent
+  // check of lf::fma_f32 wherever results are normal floats, as all of these are), and how often
+  // the unfused step would differ.
   float expected4 = 0.0f;
   float expected8 = 0.0f;
-  int association_matters = 0;
+  int fusion_matters = 0;
   for (int b = 0; b < kBlocks; ++b) {
     int sumi4 = 0;
     int sumi8 = 0;
@@ -329,21 +330,64 @@ TEST_CASE("Q4_0 x Q8_0 and Q8_0 x Q8_0 are bit-exact with an integer reference",
       sumi4 += ((w4[b].qs[j] & 0x0F) - 8) * a[b].qs[j] + ((w4[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
       sumi8 += w8[b].qs[j] * a[b].qs[j] + w8[b].qs[j + 16] * a[b].qs[j + 16];
     }
-    const float dw4 = lf::fp16_to_fp32(w4[b].d);
-    const float dw8 = lf::fp16_to_fp32(w8[b].d);
     const float da = lf::fp16_to_fp32(a[b].d);
-    const float term4 = static_cast<float>(sumi4) * dw4 * da;    // (sumi·dw)·da for Q4_0
-    const float term8 = static_cast<float>(sumi8) * (dw8 * da);  // sumi·(dw·da) for Q8_0
-    if (term4 != static_cast<float>(sumi4) * (dw4 * da)) ++association_matters;
-    if (term8 != static_cast<float>(sumi8) * dw8 * da) ++association_matters;
-    CHECK(lf::vec_dot_ref(GgmlType::Q4_0, &w4[b], &a[b], 32) == term4);
-    CHECK(lf::vec_dot_ref(GgmlType::Q8_0, &w8[b], &a[b], 32) == term8);
-    expected4 += term4;
-    expected8 += term8;
+    const float d4 = lf::fp16_to_fp32(w4[b].d) * da;
+    const float d8 = lf::fp16_to_fp32(w8[b].d) * da;
+    const float fused4 = std::fma(static_cast<float>(sumi4), d4, expected4);
+    const float fused8 = std::fma(static_cast<float>(sumi8), d8, expected8);
+    const float p4 = static_cast<float>(sumi4) * d4;
+    if (fused4 != expected4 + p4) ++fusion_matters;
+    CHECK(lf::vec_dot_ref(GgmlType::Q4_0, &w4[b], &a[b], 32) == p4);  // one block from 0: the rounded product
+    expected4 = fused4;
+    expected8 = fused8;
   }
-  CHECK(association_matters > 0);
+  CHECK(fusion_matters > 0);
   CHECK(lf::vec_dot_ref(GgmlType::Q4_0, w4.data(), a.data(), n) == expected4);
   CHECK(lf::vec_dot_ref(GgmlType::Q8_0, w8.data(), a.data(), n) == expected8);
+}
+
+TEST_CASE("fma_f32 is a correctly rounded fused multiply-add, halfway points and subnormals included", "[quant]") {
+  const auto same = [](float x, float y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  // Random operands over many binades, and products placed next to c's midpoints: the same bits
+  // as the platform's fma (std::fma, correctly rounded for the normal results these give).
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> exponent(-60, 60);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  const auto random_float = [&] { return (rng() & 1 ? -1.0f : 1.0f) * std::ldexp(mantissa(rng), exponent(rng)); };
+  int mismatches = 0;
+  int double_rounded = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float x = random_float(), y = random_float();
+    float z = random_float();
+    if (i % 2) z = std::ldexp(std::fabs(x * y), 24 + static_cast<int>(rng() % 3)) * (rng() & 1 ? 1.0f : -1.0f);
+    if (!same(lf::fma_f32(x, y, z), std::fma(x, y, z))) ++mismatches;
+  }
+  CHECK(mismatches == 0);
+  CHECK(same(lf::fma_f32(0.0f, -1.0f, 0.0f), 0.0f));
+  CHECK(same(lf::fma_f32(0.0f, -1.0f, -0.0f), -0.0f));
+  CHECK(same(lf::fma_f32(1e30f, 1e30f, 1.0f), INFINITY));
+  CHECK(same(lf::fma_f32(-1e30f, 1e30f, 1.0f), -INFINITY));
+  CHECK(std::isnan(lf::fma_f32(INFINITY, 0.0f, 1.0f)));
+  CHECK(std::isnan(lf::fma_f32(1.0f, 1.0f, NAN)));
+
+  // Constructed double roundings, with their values by hand. Normal: a·b = 2^-24 - 2^-64 is half
+  // an ulp of c = 1 + 2^-23 minus a hair, so the exact sum rounds down to c; double drops the
+  // hair, lands on the midpoint and ties to even, up to 1 + 2^-22. Both signs.
+  for (const float sign : {1.0f, -1.0f}) {
+    const float a = 1.0f + 0x1p-20f, b = 0x1p-24f * (1.0f - 0x1p-20f), c = sign * (1.0f + 0x1p-23f);
+    if (static_cast<float>(static_cast<double>(sign * a) * b + c) == sign * (1.0f + 0x1p-22f)) ++double_rounded;
+    CHECK(same(lf::fma_f32(sign * a, b, c), sign * (1.0f + 0x1p-23f)));
+    // and a hair above the midpoint: the exact sum rounds up, as the double sum does
+    CHECK(same(lf::fma_f32(sign * (1.0f + 0x1p-20f), 0x1p-24f * (1.0f + 0x1p-20f), c), sign * (1.0f + 0x1p-22f)));
+  }
+  // Subnormal result: a·b = 2^-150 - 2^-196, c = 2^-127 + 2^-149 (odd in units of 2^-149): the
+  // exact sum lies just below the midpoint c + 2^-150, so it rounds down to c; double lands on
+  // the midpoint and ties to even, up to c + 2^-149 (as Emscripten's fmaf returns).
+  const float sa = 0x1p-75f * (1.0f + 0x1p-23f), sb = 0x1p-75f * (1.0f - 0x1p-23f), sc = 0x1p-127f + 0x1p-149f;
+  if (static_cast<float>(static_cast<double>(sa) * sb + sc) == sc + 0x1p-149f) ++double_rounded;
+  CHECK(same(lf::fma_f32(sa, sb, sc), sc));
+  CHECK(same(lf::fma_f32(0x1p-75f, 0x1p-75f, 0x1p-149f), 0x1p-148f));  // 2^-150 + 2^-149 exactly: ties to even
+  CHECK(double_rounded == 3);  // the cases above are the ones double arithmetic gets wrong
 }
 
 namespace {

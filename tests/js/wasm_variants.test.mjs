@@ -7,7 +7,7 @@ import path from "node:path";
 import {describe, test} from "node:test";
 
 import {LayerNode} from "../../js-glue/src/node/layer_node.js";
-import {relaxedSimdSupported} from "../../js-glue/src/wasm/features.js";
+import {kernelChoiceReason, maddIsFused, relaxedSimdChoice, relaxedSimdDecision, relaxedSimdSupported} from "../../js-glue/src/wasm/features.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../js-glue/src/wasm/load_node.js";
 import {SINGLE_THREAD_FILES} from "../../js-glue/src/wasm/wasi.js";
 import {model, root} from "./models.mjs";
@@ -50,8 +50,35 @@ function assertSameAsPlain(got, expected, what) {
 }
 
 describe("module variants: detection", () => {
-  test("relaxed SIMD is detected exactly where the engine enables it by default (Node 22+)", () => {
+  test("relaxed SIMD is detected exactly where the engine enables it by default (Node 22+), which fuses its madd on this x86-64 host", () => {
     assert.equal(relaxedSimdSupported(), nodeMajor >= 22);
+    assert.equal(relaxedSimdChoice().reason, nodeMajor >= 22
+      ? "relaxed SIMD validates and f32x4.relaxed_madd is fused" : "this engine does not validate relaxed SIMD");
+  });
+
+  test("the madd probe tells a fused a·b + c from one that rounds the product first", () => {
+    const f32 = Math.fround;
+    assert.equal(maddIsFused((a, b, c) => f32(a * b + c)), true);  // a·b of two f32s is exact in a double
+    assert.equal(maddIsFused((a, b, c) => f32(f32(a * b) + c)), false);
+    assert.equal(maddIsFused(() => NaN), false);
+  });
+
+  test("the decision: relaxed only where it validates and its madd is fused or left to the module's own check", () => {
+    const decide = (validates, maddFused) => relaxedSimdDecision({validates, maddFused});
+    assert.deepEqual(decide(false, null), {relaxed: false, reason: "this engine does not validate relaxed SIMD"});
+    assert.equal(decide(false, true).relaxed, false);
+    assert.deepEqual(decide(true, false), {relaxed: false,
+      reason: "this engine does not fuse f32x4.relaxed_madd: the relaxed kernels would round each block step twice"});
+    assert.deepEqual(decide(true, true), {relaxed: true, reason: "relaxed SIMD validates and f32x4.relaxed_madd is fused"});
+    assert.equal(decide(true, null).relaxed, true);
+    assert.match(decide(true, null).reason, /the relaxed module checks relaxed_madd is fused itself/);
+  });
+
+  test("the reason reported with the kernels: the caller's choice, or a relaxed module's own finding", () => {
+    assert.match(kernelChoiceReason({relaxed: false, forced: true, kernels: "wasm-simd128"}), /SIMD128 variant, as the caller chose/);
+    assert.match(kernelChoiceReason({relaxed: true, forced: true, kernels: "wasm-relaxed-simd"}), /relaxed-SIMD variant, as the caller chose/);
+    assert.match(kernelChoiceReason({relaxed: true, forced: false, kernels: "wasm-simd128"}), /found f32x4.relaxed_madd unfused/);
+    assert.equal(kernelChoiceReason({relaxed: false, forced: false, kernels: "wasm-simd128"}), relaxedSimdChoice().reason);
   });
 
   test("each relaxed module validates exactly where the probe says relaxed SIMD is there, each SIMD128 one everywhere", () => {
@@ -67,6 +94,7 @@ describe("module variants: detection", () => {
       const node = await LayerNode.open({model: file(), build, threads: 1});
       try {
         assert.deepEqual([node.info().build, node.info().kernels], [build, relaxedSimdSupported() ? "wasm-relaxed-simd" : "wasm-simd128"]);
+        assert.equal(node.info().kernelChoice, relaxedSimdChoice().reason);
       } finally {
         node.close();
       }

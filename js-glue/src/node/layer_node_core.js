@@ -701,7 +701,7 @@ export class LayerNode {
   info() {
     return {
       model: this.model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: this.#lf.kind,
-      kernels: this.#lf.readCString(this.#lf.fn.lf_kernel_isa()),
+      kernels: this.#lf.readCString(this.#lf.fn.lf_kernel_isa()), kernelChoice: this.#lf.kernelChoice ?? null,
       threads: this.#model ? this.#lf.fn.lf_model_threads(this.#model) : this.#lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: this.#sessions.size, wasmMemoryBytes: this.#lf.bytes().length,
       kvBytes: [...this.#sessions.keys()].reduce((sum, id) => sum + this.sessionBytes(id), 0),

@@ -2,7 +2,8 @@
 //  - threaded: Emscripten pthreads on a SharedArrayBuffer (Node, Cloud Run);
 //  - single:   the wasm32-wasi reactor, for runtimes without threads (edge workers).
 // Chosen by capability, not by guessing the platform; so is each build's variant (SIMD128, or
-// relaxed SIMD where the engine validates it, features.js). The single-thread instantiation itself
+// relaxed SIMD where the engine validates it and fuses its madd, features.js), and the reason is
+// kept as lf.kernelChoice (LayerNode.info().kernelChoice). The single-thread instantiation itself
 // lives in wasi.js, free of node: imports, for edge workers.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -10,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 
 import { bindCapi } from './capi.js';
-import { relaxedSimdSupported } from './features.js';
+import { kernelChoiceReason, relaxedSimdSupported } from './features.js';
 import { SINGLE_THREAD_FILES, instantiateSingleThreadModule, threadsAvailable } from './wasi.js';
 
 const require = createRequire(import.meta.url);
@@ -23,15 +24,16 @@ export { threadsAvailable };
  * Loads the threaded Emscripten module; its pthread pool starts once, here, with one Web Worker
  * per engine thread: the engine's workers (lf_model_set_threads, at most `threads`) run every
  * forward, the JS thread only hands it over and awaits it (docs/threads.md). Where the engine
- * validates relaxed SIMD (Node 22+), the variant with the relaxed-SIMD Q4_0 kernel is loaded:
- * same results, bit for bit (docs/kernels.md).
+ * validates relaxed SIMD and fuses f32x4.relaxed_madd (Node 22+ on x86 with FMA3 or ARM64), the
+ * variant with the relaxed-SIMD Q4_0 kernel is loaded: same results, bit for bit (docs/kernels.md).
  * @param {{threads?: number, relaxedSimd?: boolean}} [options] pool size (default: the
  *   machine's parallelism); relaxedSimd: force the variant (default: by capability)
  * @example const lf = await loadThreadedModule({ threads: 4 });
  */
-export async function loadThreadedModule({ threads = os.availableParallelism(), relaxedSimd = relaxedSimdSupported() } = {}) {
+export async function loadThreadedModule({ threads = os.availableParallelism(), relaxedSimd } = {}) {
   if (!threadsAvailable()) throw new Error('this runtime has no SharedArrayBuffer: use loadSingleThreadModule');
-  const variant = relaxedSimd ? 'layerfold_mt_relaxed' : 'layerfold_mt';
+  const relaxed = relaxedSimd ?? relaxedSimdSupported();
+  const variant = relaxed ? 'layerfold_mt_relaxed' : 'layerfold_mt';
   const createLayerfold = require(distFile(`${variant}.js`));
   // The 3.1.6 glue would fetch() the .wasm by path under Node 18+; hand it the bytes.
   const wasmBinary = await readFile(distFile(`${variant}.wasm`));
@@ -42,7 +44,7 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
     print: (line) => process.stdout.write(`${line}\n`),
     printErr: (line) => process.stderr.write(`${line}\n`),
   });
-  return bindCapi({
+  const lf = bindCapi({
     kind: 'threaded',
     threads,
     // Pool threads may grow the memory while JS awaits them: read the buffer from the memory
@@ -52,18 +54,21 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
     raw: module,
     close: () => module.PThread.terminateAllThreads(),
   });
+  lf.kernelChoice = kernelChoiceReason({ relaxed, forced: relaxedSimd !== undefined, kernels: lf.readCString(lf.fn.lf_kernel_isa()) });
+  return lf;
 }
 
 /**
  * Instantiates the wasm32-wasi single-thread module from its bytes or a compiled module
  * (default: the package's dist/layerfold_wasi_relaxed.wasm where the engine validates relaxed
- * SIMD, Node 22+, else dist/layerfold_wasi.wasm: same results, bit for bit).
+ * SIMD and fuses its madd, Node 22+, else dist/layerfold_wasi.wasm: same results, bit for bit).
  * @param {{module?: WebAssembly.Module, bytes?: Uint8Array, relaxedSimd?: boolean}} [source]
  *   relaxedSimd: force the dist/ variant (default: by capability)
  * @example const lf = await loadSingleThreadModule();
  */
-export async function loadSingleThreadModule({ module, bytes, relaxedSimd = relaxedSimdSupported() } = {}) {
-  const file = SINGLE_THREAD_FILES[relaxedSimd ? 'relaxed' : 'simd128'];
-  const compiled = module ?? await WebAssembly.compile(bytes ?? await readFile(distFile(file)));
-  return instantiateSingleThreadModule(compiled);
+export async function loadSingleThreadModule({ module, bytes, relaxedSimd } = {}) {
+  if (module || bytes) return instantiateSingleThreadModule(module ?? await WebAssembly.compile(bytes));
+  const relaxed = relaxedSimd ?? relaxedSimdSupported();
+  const compiled = await WebAssembly.compile(await readFile(distFile(SINGLE_THREAD_FILES[relaxed ? 'relaxed' : 'simd128'])));
+  return instantiateSingleThreadModule(compiled, { relaxed, forced: relaxedSimd !== undefined });
 }

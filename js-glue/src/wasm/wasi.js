@@ -4,12 +4,14 @@
 //
 // It comes in two variants, like the threaded module: SIMD128, and relaxed SIMD (the relaxed
 // Q4_0 kernel over weights in row strips, docs/kernels.md), which only engines that validate
-// relaxed SIMD (Node 22+, workerd) can compile. Both give the same bytes.
+// relaxed SIMD (Node 22+, workerd) can compile, and whose kernels run only where the engine
+// fuses f32x4.relaxed_madd (features.js). Both give the same bytes.
 import { bindCapi } from './capi.js';
+import { kernelChoiceReason } from './features.js';
 
 /**
  * The variants' file names, in the package's dist/ and beside an edge bundle; the host picks
- * one by relaxedSimdSupported() (features.js).
+ * one by relaxedSimdChoice() (features.js).
  */
 export const SINGLE_THREAD_FILES = Object.freeze({ simd128: 'layerfold_wasi.wasm', relaxed: 'layerfold_wasi_relaxed.wasm' });
 
@@ -53,10 +55,13 @@ function wasiImports(getMemory) {
 /**
  * Instantiates the compiled wasm32-wasi module and binds its C ABI. Workers cannot compile wasm
  * from bytes at run time, so this takes a WebAssembly.Module (a module binding on the edge).
+ * `variant` says which one it is, for lf.kernelChoice: relaxed or not, chosen by the caller
+ * (forced) or by relaxedSimdChoice(); without it, the module is the caller's own.
  * @param {WebAssembly.Module} compiled
+ * @param {{relaxed: boolean, forced: boolean}} [variant]
  * @example import wasm from '../layerfold_wasi.wasm'; const lf = await instantiateSingleThreadModule(wasm);
  */
-export async function instantiateSingleThreadModule(compiled) {
+export async function instantiateSingleThreadModule(compiled, variant) {
   if (!(compiled instanceof WebAssembly.Module)) {
     throw new TypeError(`expected the compiled layerfold_wasi.wasm as a WebAssembly.Module, got ${Object.prototype.toString.call(compiled)}`);
   }
@@ -64,11 +69,14 @@ export async function instantiateSingleThreadModule(compiled) {
   const instance = await WebAssembly.instantiate(compiled, wasiImports(() => memory));
   memory = instance.exports.memory;
   instance.exports._initialize();
-  return bindCapi({
+  const lf = bindCapi({
     kind: 'single',
     threads: 1,
     memory: () => memory.buffer,
     call: (name) => instance.exports[name],
     raw: instance,
   });
+  const kernels = lf.readCString(lf.fn.lf_kernel_isa());
+  lf.kernelChoice = variant ? kernelChoiceReason({ ...variant, kernels }) : `the module the caller gave (${kernels})`;
+  return lf;
 }

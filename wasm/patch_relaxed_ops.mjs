@@ -1,27 +1,35 @@
-// Usage: node wasm/patch_relaxed_dot.mjs (--object | --module) FILE.wasm|FILE.o WAT_SOURCE
+// Usage: node wasm/patch_relaxed_ops.mjs (--object | --module) FILE.wasm|FILE.o WAT_SOURCE
 //
-// Carries i32x4.relaxed_dot_i8x16_i7x16_add_s through Emscripten 3.1.6's link. Its binaryen 108
-// numbers the relaxed opcodes as the proposal once did: the final opcode 0xFD 0x113 is, to it, a
-// two-operand i16x8 dot (it drops an operand and writes a function V8 rejects), while its own
-// number for the same three-operand dot-add is 0x114, which no engine knows. Both numbers encode
-// in 3 bytes, so the instruction crosses the link by renumbering it in place:
-//   --object  wat2wasm's object file: 0x113 -> 0x114, before wasm-ld and binaryen
-//   --module  the linked module:      0x114 -> 0x113, after them
+// Carries the relaxed-SIMD instructions of src/kernels/q4_0_relaxed.wat through Emscripten
+// 3.1.6's link. Its binaryen 108 numbers the relaxed opcodes as the proposal once did:
+//   i32x4.relaxed_dot_i8x16_i7x16_add_s, final 0xFD 0x113: to binaryen a two-operand i16x8 dot
+//     (it drops an operand and writes a function V8 rejects); its own number is 0x114;
+//   f32x4.relaxed_madd, final 0xFD 0x105: unknown to binaryen; its own number is 0xAF.
+// Every number encodes in 2 bytes after the prefix, so the instructions cross the link by
+// renumbering them in place:
+//   --object  wat2wasm's object file: final -> binaryen's, before wasm-ld and binaryen
+//   --module  the linked module:      binaryen's -> final, after them
 // Instructions are decoded one by one through every function body, so only opcodes are
-// rewritten, never an immediate that happens to hold the same bytes. The count rewritten must
-// equal the dot-adds written in the .wat (outside comments) or the file is deleted and the
-// build fails, so a module whose kernel binaryen changed can never load half-patched.
+// rewritten, never an immediate that happens to hold the same bytes. The count rewritten of each
+// must equal the instructions written in the .wat (outside comments) or the file is deleted and
+// the build fails, so a module whose kernel binaryen changed can never load half-patched.
 import { readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 
+// name as wat2wasm 1.0.32 spells it, final opcode, binaryen 108's opcode
+const OPS = [
+  { name: 'i32x4.dot_i8x16_i7x16_add_s', final: 0x113, binaryen: 0x114 },
+  { name: 'f32x4.relaxed_madd', final: 0x105, binaryen: 0xaf },
+];
+
 const [mode, file, watPath] = process.argv.slice(2);
-const RENUMBER = { '--object': [0x113, 0x114], '--module': [0x114, 0x113] }[mode];
-if (!RENUMBER || !file || !watPath) {
-  console.error('usage: node patch_relaxed_dot.mjs (--object | --module) FILE WAT_SOURCE');
+if ((mode !== '--object' && mode !== '--module') || !file || !watPath) {
+  console.error('usage: node patch_relaxed_ops.mjs (--object | --module) FILE WAT_SOURCE');
   process.exit(2);
 }
-const [FROM, TO] = RENUMBER;
+// sub-opcode -> [the op, its new number]
+const RENUMBER = new Map(OPS.map((op) => mode === '--object' ? [op.final, [op, op.binaryen]] : [op.binaryen, [op, op.final]]));
 const watCode = readFileSync(watPath, 'utf8').replace(/;;.*$/gm, '');
-const expected = watCode.split('i32x4.dot_i8x16_i7x16_add_s').length - 1;
+const expected = new Map(OPS.map((op) => [op, watCode.split(op.name).length - 1]));
 const bytes = readFileSync(file);
 
 function fail(message) {
@@ -96,27 +104,28 @@ function instruction(r) {
   return null;
 }
 
-// Every function body of the code section (id 10): renumber FROM -> TO, return the count
+// Every function body of the code section (id 10): renumber by RENUMBER, return the counts
 function renumber(buf) {
   if (buf.readUInt32LE(0) !== 0x6d736100) fail('not a wasm binary');
   for (const r = new Reader(buf, 8); r.pos < buf.length;) {
     const id = r.byte(), size = r.leb(), end = r.pos + size;
     if (id !== 10) { r.pos = end; continue; }
-    let count = 0;
+    const counts = new Map(OPS.map((op) => [op, 0]));
     for (let n = r.leb(); n > 0; --n) {
       const bodySize = r.leb(), bodyEnd = r.pos + bodySize;
       for (let groups = r.leb(); groups > 0; --groups) { r.leb(); r.skip(1); }  // locals
       while (r.pos < bodyEnd) {
         const simd = instruction(r);
-        if (!simd || simd[1] !== FROM) continue;
-        if (r.pos - simd[0] !== 2) fail(`a 0x${FROM.toString(16)} opcode not in 2 bytes`);
-        buf[simd[0]] = 0x80 | (TO & 0x7f);
-        buf[simd[0] + 1] = TO >> 7;
-        ++count;
+        if (!simd || !RENUMBER.has(simd[1])) continue;
+        const [op, to] = RENUMBER.get(simd[1]);
+        if (r.pos - simd[0] !== 2) fail(`a 0x${simd[1].toString(16)} opcode not in 2 bytes`);
+        buf[simd[0]] = 0x80 | (to & 0x7f);
+        buf[simd[0] + 1] = to >> 7;
+        counts.set(op, counts.get(op) + 1);
       }
       if (r.pos !== bodyEnd) fail('a function body did not decode to its end');
     }
-    return count;
+    return counts;
   }
   fail('no code section');
 }
@@ -127,8 +136,10 @@ try {
 } catch (e) {
   fail(e.message);
 }
-if (patched !== expected) {
-  fail(`${patched} relaxed dot-adds renumbered, ${watPath} has ${expected}: binaryen changed the kernel?`);
+for (const op of OPS) {
+  if (patched.get(op) !== expected.get(op)) {
+    fail(`${patched.get(op)} ${op.name} renumbered, ${watPath} has ${expected.get(op)}: binaryen changed the kernel?`);
+  }
 }
 writeFileSync(file, bytes);
-console.log(`${file}: ${patched} i32x4.relaxed_dot_i8x16_i7x16_add_s renumbered 0x${FROM.toString(16)} -> 0x${TO.toString(16)}`);
+console.log(`${file}: ${OPS.map((op) => `${patched.get(op)} ${op.name}`).join(', ')} renumbered (${mode.slice(2)})`);
