@@ -14,6 +14,7 @@
 
 #include "gguf/gguf_reader.h"
 #include "native/mapped_file.h"
+#include "ops/ops.h"
 #include "quant/quant.h"
 
 namespace {
@@ -128,4 +129,20 @@ int main(int argc, char** argv) {
                 lanes == 0 ? "in double" : lanes == 16 ? "in 4 x 16 f32 lanes (AVX-512)" : "in 4 x 8 f32 lanes (AVX2)",
                 static_cast<long long>(same), O.x.size());
   }
+  // The engine's own reference on the same q, k and v.
+  std::vector<uint16_t> k16(K.x.size()), v16(V.x.size());
+  for (size_t i = 0; i < K.x.size(); ++i) k16[i] = lf::fp32_to_fp16(K.x[i]);
+  for (size_t i = 0; i < V.x.size(); ++i) v16[i] = lf::fp32_to_fp16(V.x[i]);
+  lf::KvView kv;
+  kv.k = k16.data();
+  kv.v = v16.data();
+  kv.capacity = T;
+  kv.n_head_kv = HK;
+  kv.head_dim = D;
+  std::vector<float> out(Q.x.size());
+  lf::attention(Q.x.data(), T, 0, H, kv, sliding ? static_cast<int>(window) : 0, 1.0f, out.data());
+  int64_t same = 0;
+  for (size_t i = 0; i < out.size(); ++i) same += std::memcmp(&out[i], &O.x[i], sizeof out[i]) == 0;
+  std::printf("  lf::attention (the engine's reference)      %7lld of %zu outputs bit-identical\n",
+              static_cast<long long>(same), O.x.size());
 }

@@ -47,7 +47,7 @@ class Tile : TileShape {
   void load_queries() {
     for (int i = i0_; i < i1_; ++i) {
       for (int hh = 0; hh < group_; ++hh) {
-        load_query(q_ + q_offset(i, hh), D_, ws_.k32.data(), ws_.q.data() + static_cast<int64_t>(dot_index(i, hh)) * D_);
+        load_query(q_ + q_offset(i, hh), D_, ws_.q.data() + static_cast<int64_t>(dot_index(i, hh)) * D_);
       }
     }
     const int n_dots = (i1_ - i0_) * group_;

@@ -14,9 +14,9 @@ namespace lf {
 // Buffers of attention_tiled for one worker: sized by the call, reused across calls, so a
 // worker allocates only when a layer's head dim grows. Contents are the kernel's business.
 struct AttentionWorkspace {
-  std::vector<double> q;       // [tile dots, D] the tile's queries, rounded to f16
-  std::vector<float> k32;      // [key block, D] a block of keys (first a query row's scratch)
-  std::vector<double> k;       // [D, key block] the same keys in f64, transposed
+  std::vector<float> q;        // [tile dots, D] the tile's queries, rounded to f16
+  std::vector<float> k32;      // [key block, D] a block of keys
+  std::vector<float> k;        // [D, key block] the same keys, transposed
   std::vector<float> v;        // [key block, D] the block's values
   std::vector<double> v64;     // [key block, D] the same values in f64, for the exact FMA
   std::vector<float> acc;      // [tile dots, D] the f16 value accumulators, held as f32

@@ -54,9 +54,15 @@ inline F64x2 promote_hi(F32x4 a) { return {wasm_f64x2_promote_low_f32x4(wasm_i32
 inline F32x4 demote(F64x2 lo, F64x2 hi) {
   return {wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo.v), wasm_f32x4_demote_f64x2_zero(hi.v), 0, 1, 4, 5)};
 }
-// (a0, b0) and (a1, b1): a 2 × 2 transpose
-inline F64x2 interleave_lo(F64x2 a, F64x2 b) { return {wasm_i64x2_shuffle(a.v, b.v, 0, 2)}; }
-inline F64x2 interleave_hi(F64x2 a, F64x2 b) { return {wasm_i64x2_shuffle(a.v, b.v, 1, 3)}; }
+// Rows r0..r3 -> columns: a 4 × 4 transpose in place
+inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) {
+  const v128_t t0 = wasm_i32x4_shuffle(r0.v, r1.v, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(r0.v, r1.v, 2, 6, 3, 7);
+  const v128_t t2 = wasm_i32x4_shuffle(r2.v, r3.v, 0, 4, 1, 5), t3 = wasm_i32x4_shuffle(r2.v, r3.v, 2, 6, 3, 7);
+  r0.v = wasm_i32x4_shuffle(t0, t2, 0, 1, 4, 5);
+  r1.v = wasm_i32x4_shuffle(t0, t2, 2, 3, 6, 7);
+  r2.v = wasm_i32x4_shuffle(t1, t3, 0, 1, 4, 5);
+  r3.v = wasm_i32x4_shuffle(t1, t3, 2, 3, 6, 7);
+}
 
 // h [8] f16 -> lo, hi [4] f32, exact, subnormals included; false (outputs unset) if any is
 // inf or NaN. The bits moved to an f32's places read as the value times 2^-112, restored by
@@ -116,8 +122,7 @@ inline F64x2 promote_lo(F32x4 a) { return {_mm_cvtps_pd(a.v)}; }
 inline F64x2 promote_hi(F32x4 a) { return {_mm_cvtps_pd(_mm_movehl_ps(a.v, a.v))}; }
 // cvtpd_ps rounds by MXCSR, which nothing in this library changes from round-to-nearest-even.
 inline F32x4 demote(F64x2 lo, F64x2 hi) { return {_mm_movelh_ps(_mm_cvtpd_ps(lo.v), _mm_cvtpd_ps(hi.v))}; }
-inline F64x2 interleave_lo(F64x2 a, F64x2 b) { return {_mm_unpacklo_pd(a.v, b.v)}; }
-inline F64x2 interleave_hi(F64x2 a, F64x2 b) { return {_mm_unpackhi_pd(a.v, b.v)}; }
+inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) { _MM_TRANSPOSE4_PS(r0.v, r1.v, r2.v, r3.v); }
 
 // A half moved to the top of a 32-bit lane holds the f32 sign in place; its other 15 bits,
 // moved down 3, sit in an f32's exponent and mantissa places.
@@ -180,8 +185,12 @@ inline F32x4 demote(F64x2 lo, F64x2 hi) {
   return {{static_cast<float>(lo.v[0]), static_cast<float>(lo.v[1]), static_cast<float>(hi.v[0]),
            static_cast<float>(hi.v[1])}};
 }
-inline F64x2 interleave_lo(F64x2 a, F64x2 b) { return {{a.v[0], b.v[0]}}; }
-inline F64x2 interleave_hi(F64x2 a, F64x2 b) { return {{a.v[1], b.v[1]}}; }
+inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) {
+  F32x4* r[4] = {&r0, &r1, &r2, &r3};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = i + 1; j < 4; ++j) std::swap(r[i]->v[j], r[j]->v[i]);
+  }
+}
 
 inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
   for (int i = 0; i < 8; ++i) {
@@ -253,8 +262,8 @@ namespace vec = attn_simd;
 // (query row, query head) pairs per tile: the K/V conversion of a key is shared by all of
 // them, and [16, 512] f32 accumulators still sit in L2.
 constexpr int kTileDots = 16;
-// Keys scored together, in f64 lanes: the reference sums each dot sequentially in f64, so the
-// vector lanes run over keys, never over the head dim.
+// Keys scored together: the vector lanes run over keys, never over the head dim, so that each
+// key's score keeps the reference's order of additions (attention_score, ops/attention.cpp).
 constexpr int kKeyBlock = 8;
 
 inline float round_to_half(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
@@ -294,13 +303,11 @@ inline void promote(const float* f, double* out, int n) {
   for (; d < n; ++d) out[d] = f[d];
 }
 
-// q [D] f32 -> q64 [D]: rounded to f16 as the reference rounds the query, then widened.
-// scratch [D].
-inline void load_query(const float* q, int D, float* scratch, double* q64) {
+// q [D] f32 -> q16 [D]: rounded to f16 as the reference rounds the query, held as f32.
+inline void load_query(const float* q, int D, float* q16) {
   int d = 0;
-  for (; d + 4 <= D; d += 4) vec::store(scratch + d, round_to_half(vec::load(q + d)));
-  for (; d < D; ++d) scratch[d] = round_to_half(q[d]);
-  promote(scratch, q64, D);
+  for (; d + 4 <= D; d += 4) vec::store(q16 + d, round_to_half(vec::load(q + d)));
+  for (; d < D; ++d) q16[d] = round_to_half(q[d]);
 }
 
 // Offset of position p, KV head g, in the view's slots [capacity, n_head_kv, D].
@@ -309,9 +316,9 @@ inline int64_t kv_offset(const KvView& kv, int g, int p) {
   return (static_cast<int64_t>(p % kv.capacity) * kv.n_head_kv + g) * kv.head_dim;
 }
 
-// Keys pb .. pb+nb-1 of KV head g -> kT [D, kKeyBlock] in f64 (missing keys zero), two keys ×
-// two dims per step. k32 [kKeyBlock, D] scratch.
-inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float* k32, double* kT) {
+// Keys pb .. pb+nb-1 of KV head g -> kT [D, kKeyBlock] (missing keys zero), four keys × four
+// dims per step. k32 [kKeyBlock, D] scratch.
+inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float* k32, float* kT) {
   const int D = kv.head_dim;
   for (int b = 0; b < kKeyBlock; ++b) {
     float* row = k32 + static_cast<int64_t>(b) * D;
@@ -321,22 +328,21 @@ inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float*
       std::fill(row, row + D, 0.0f);
     }
   }
-  for (int b = 0; b < kKeyBlock; b += 2) {
-    const float* r0 = k32 + static_cast<int64_t>(b) * D;
-    const float* r1 = r0 + D;
+  for (int b = 0; b < kKeyBlock; b += 4) {
+    const float* r = k32 + static_cast<int64_t>(b) * D;
     int d = 0;
     for (; d + 4 <= D; d += 4) {
-      const vec::F32x4 x0 = vec::load(r0 + d), x1 = vec::load(r1 + d);
-      const vec::F64x2 lo0 = vec::promote_lo(x0), lo1 = vec::promote_lo(x1);
-      const vec::F64x2 hi0 = vec::promote_hi(x0), hi1 = vec::promote_hi(x1);
-      vec::store(kT + static_cast<int64_t>(d) * kKeyBlock + b, vec::interleave_lo(lo0, lo1));
-      vec::store(kT + static_cast<int64_t>(d + 1) * kKeyBlock + b, vec::interleave_hi(lo0, lo1));
-      vec::store(kT + static_cast<int64_t>(d + 2) * kKeyBlock + b, vec::interleave_lo(hi0, hi1));
-      vec::store(kT + static_cast<int64_t>(d + 3) * kKeyBlock + b, vec::interleave_hi(hi0, hi1));
+      vec::F32x4 x0 = vec::load(r + d), x1 = vec::load(r + D + d), x2 = vec::load(r + 2 * D + d),
+                 x3 = vec::load(r + 3 * D + d);
+      vec::transpose(x0, x1, x2, x3);
+      float* col = kT + static_cast<int64_t>(d) * kKeyBlock + b;
+      vec::store(col, x0);
+      vec::store(col + kKeyBlock, x1);
+      vec::store(col + 2 * kKeyBlock, x2);
+      vec::store(col + 3 * kKeyBlock, x3);
     }
     for (; d < D; ++d) {
-      kT[static_cast<int64_t>(d) * kKeyBlock + b] = r0[d];
-      kT[static_cast<int64_t>(d) * kKeyBlock + b + 1] = r1[d];
+      for (int i = 0; i < 4; ++i) kT[static_cast<int64_t>(d) * kKeyBlock + b + i] = r[i * D + d];
     }
   }
 }
@@ -351,18 +357,62 @@ inline void load_values(const KvView& kv, int g, int pb, int nb, float* v, doubl
   }
 }
 
-// q [D] · K block kT [D, kKeyBlock] -> s [kKeyBlock] = dot·kq_scale, the reference's f16 dot
-// per key: a product of two f16 is exact in f32 and in f64 alike, summed in order in f64.
-inline void score_block(const double* q, const double* kT, int D, float kq_scale, float* s) {
-  static_assert(kKeyBlock == 8, "four named accumulators: an array of them is kept in memory");
+// One of the 16 lanes of the score's f32 sum (attention_score: lanes l, l + 16, l + 32, l + 48,
+// which are AVX-512's four accumulators' lane l) for the 8 keys of a block: the sum over the
+// first n_in_lanes elements of each accumulator, in order, then the accumulators paired as
+// GGML_F32x16_REDUCE pairs them, (acc0 + acc2) + (acc1 + acc3). q [D], kT [D, kKeyBlock] ->
+// lane [kKeyBlock]. Products of f16 values are exact in f32, so mul then add is ggml's fma.
+inline void score_lane(const float* q, const float* kT, int n_in_lanes, int l, float* lane) {
+  static_assert(kKeyBlock == 8, "two f32x4 per accumulator");
+  constexpr int kLaneStride = kScoreLanes / 4;
+  vec::F32x4 acc[4][2];
+  for (auto& a : acc) a[0] = a[1] = vec::splat(0.0f);
+  for (int i = l; i < n_in_lanes; i += kScoreLanes) {
+    for (int j = 0; j < 4; ++j) {
+      const int d = i + j * kLaneStride;
+      const vec::F32x4 qd = vec::splat(q[d]);
+      const float* k = kT + static_cast<int64_t>(d) * kKeyBlock;
+      acc[j][0] = vec::add(acc[j][0], vec::mul(vec::load(k), qd));
+      acc[j][1] = vec::add(acc[j][1], vec::mul(vec::load(k + 4), qd));
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    vec::store(lane + 4 * h, vec::add(vec::add(acc[0][h], acc[2][h]), vec::add(acc[1][h], acc[3][h])));
+  }
+}
+
+// q [D] · K block kT [D, kKeyBlock] -> s [kKeyBlock] = attention_score·kq_scale per key: the 16
+// lanes of each key side by side, reduced as _mm512_reduce_add_ps halves them (l + 8, + 4, + 2,
+// + 1), then the leftover elements added in f64 lanes in order (an f32 product widened is the
+// reference's double).
+inline void score_block(const float* q, const float* kT, int D, float kq_scale, float* s) {
+  constexpr int kLanes = kScoreLanes / 4;
+  const int n_in_lanes = D - D % kScoreLanes;
   vec::F64x2 s01 = vec::zero_f64x2(), s23 = s01, s45 = s01, s67 = s01;
-  for (int d = 0; d < D; ++d) {
-    const vec::F64x2 qd = vec::splat(q[d]);
-    const double* k = kT + static_cast<int64_t>(d) * kKeyBlock;
-    s01 = vec::add(s01, vec::mul(vec::load(k), qd));
-    s23 = vec::add(s23, vec::mul(vec::load(k + 2), qd));
-    s45 = vec::add(s45, vec::mul(vec::load(k + 4), qd));
-    s67 = vec::add(s67, vec::mul(vec::load(k + 6), qd));
+  if (n_in_lanes > 0) {
+    float lanes[kLanes][kKeyBlock];
+    for (int l = 0; l < kLanes; ++l) score_lane(q, kT, n_in_lanes, l, lanes[l]);
+    for (int half = kLanes / 2; half >= 1; half /= 2) {
+      for (int l = 0; l < half; ++l) {
+        for (int h = 0; h < kKeyBlock; h += 4) {
+          vec::store(lanes[l] + h, vec::add(vec::load(lanes[l] + h), vec::load(lanes[l + half] + h)));
+        }
+      }
+    }
+    const vec::F32x4 lo = vec::load(lanes[0]), hi = vec::load(lanes[0] + 4);
+    s01 = vec::promote_lo(lo);
+    s23 = vec::promote_hi(lo);
+    s45 = vec::promote_lo(hi);
+    s67 = vec::promote_hi(hi);
+  }
+  for (int d = n_in_lanes; d < D; ++d) {
+    const vec::F64x2 qd = vec::splat(static_cast<double>(q[d]));
+    const float* k = kT + static_cast<int64_t>(d) * kKeyBlock;
+    const vec::F32x4 lo = vec::load(k), hi = vec::load(k + 4);
+    s01 = vec::add(s01, vec::mul(vec::promote_lo(lo), qd));
+    s23 = vec::add(s23, vec::mul(vec::promote_hi(lo), qd));
+    s45 = vec::add(s45, vec::mul(vec::promote_lo(hi), qd));
+    s67 = vec::add(s67, vec::mul(vec::promote_hi(hi), qd));
   }
   double lanes[kKeyBlock];
   vec::store(lanes, s01);

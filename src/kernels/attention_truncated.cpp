@@ -116,7 +116,7 @@ class TruncatedTile : TileShape {
     ws_.keeps_all.resize(static_cast<size_t>(n_dots));
     for (int i = i0_; i < i1_; ++i) {
       for (int hh = 0; hh < group_; ++hh) {
-        load_query(q_ + q_offset(i, hh), D_, ws_.k32.data(), ws_.q.data() + static_cast<int64_t>(dot_index(i, hh)) * D_);
+        load_query(q_ + q_offset(i, hh), D_, ws_.q.data() + static_cast<int64_t>(dot_index(i, hh)) * D_);
       }
     }
     std::fill(ws_.acc.begin(), ws_.acc.begin() + static_cast<int64_t>(n_dots) * D_, 0.0f);

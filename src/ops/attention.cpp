@@ -7,6 +7,22 @@
 
 namespace lf {
 
+// A product of two f16 values is exact in f32 (11 × 11 significant bits, |x| < 2^32), so each
+// lane's fused multiply-add in ggml is this plain f32 add. The halving is GGML_F32x16_REDUCE: the
+// accumulator pairs (lanes l and l + 32, then l and l + 16), then _mm512_reduce_add_ps's tree
+// (l and l + 8, l + 4, l + 2, l + 1).
+float attention_score(const uint16_t* k, const uint16_t* q, int D) {
+  const int n_in_lanes = D - D % kScoreLanes;
+  float lane[kScoreLanes] = {};
+  for (int i = 0; i < n_in_lanes; ++i) lane[i % kScoreLanes] += fp16_to_fp32(k[i]) * fp16_to_fp32(q[i]);
+  for (int half = kScoreLanes / 2; half >= 1; half /= 2) {
+    for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
+  }
+  double sum = lane[0];
+  for (int i = n_in_lanes; i < D; ++i) sum += static_cast<double>(fp16_to_fp32(k[i]) * fp16_to_fp32(q[i]));
+  return static_cast<float>(sum);
+}
+
 // q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
 // The reference: the engine runs attention_tiled (kernels/attention.cpp), which the [attention]
 // tests hold to these bytes, so any change here is a change there.
@@ -35,7 +51,7 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
         if (!key_visible(p0, p1, n_swa)) continue;
         assert(p0 >= kv.first_pos && "key evicted from the ring before its last query ran");
         const int64_t off = (static_cast<int64_t>(p0 % kv.capacity) * kv.n_head_kv + g) * D;
-        const float s = vec_dot_ref(GgmlType::F16, kv.k + off, q16.data(), D) * kq_scale;
+        const float s = attention_score(kv.k + off, q16.data(), D) * kq_scale;
         const float M_old = M;
         float ms = 1.0f;  // rescales what was accumulated under the old max
         float vs = 1.0f;  // weight of this key's value

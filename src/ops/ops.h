@@ -61,8 +61,17 @@ struct KvView {
   int first_pos = 0;  // oldest position still held (and ever written)
 };
 
+// Elements of a score summed in f32 lanes: ggml_vec_dot_f16's step on AVX-512, 4 accumulators of
+// 16 lanes (docs/attention.md, "The score's order").
+constexpr int kScoreLanes = 64;
+
+// k [D] · q [D] (f16) -> the score's dot as llama.cpp's AVX-512 build sums it: the first
+// D - D % 64 products into 64 f32 lanes (element i into lane i % 64), the lanes reduced by halves,
+// the rest of the products added to that in double, the total rounded to f32.
+float attention_score(const uint16_t* k, const uint16_t* q, int D);
+
 // q [n_q, n_head, head_dim] at positions pos0 .. pos0+n_q-1 -> out [n_q, n_head, head_dim].
-// llama.cpp's flash-attention path: q rounded to f16, s = dot_f16(k, q)·kq_scale, online softmax
+// llama.cpp's flash-attention path: q rounded to f16, s = attention_score(k, q)·kq_scale, online softmax
 // in f32, keys visited in increasing position, V accumulated in f16 as ggml does when V is f16.
 // Every key a query can see must be in the view (asserted).
 void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/attention_simd.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
@@ -113,7 +114,196 @@ void require_identical(const Case& c, uint32_t seed, lf::AttentionWorkspace* ws)
   }
 }
 
+// ggml_vec_dot_f16 as llama.cpp's AVX-512 build runs it (ggml-cpu/vec.cpp, simd-mappings.h,
+// GCC's avx512fintrin.h), written from that source apart from lf::attention_score: x, y [n] f16 ->
+// the dot. Four accumulators of 16 f32 lanes take each step of 64 elements with an FMA;
+// GGML_F32x16_REDUCE adds sum[0] += sum[2], sum[1] += sum[3], sum[0] += sum[1], then
+// _mm512_reduce_add_ps adds the 256-bit halves, the 128-bit halves, lanes {2, 3} onto {0, 1},
+// and lane 1 onto lane 0; the result, widened to double, takes the leftover products.
+float avx512_vec_dot_f16(const uint16_t* x, const uint16_t* y, int n) {
+  const int np = n & ~63;
+  float sum[4][16] = {};
+  for (int i = 0; i < np; i += 64) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 16; ++l) {
+        sum[j][l] = std::fma(lf::fp16_to_fp32(x[i + 16 * j + l]), lf::fp16_to_fp32(y[i + 16 * j + l]), sum[j][l]);
+      }
+    }
+  }
+  float x0[16];
+  for (int l = 0; l < 16; ++l) {
+    const float x0_plus_x2 = sum[0][l] + sum[2][l];
+    const float x1_plus_x3 = sum[1][l] + sum[3][l];
+    x0[l] = x0_plus_x2 + x1_plus_x3;
+  }
+  float t3[8], t6[4];
+  for (int l = 0; l < 8; ++l) t3[l] = x0[8 + l] + x0[l];
+  for (int l = 0; l < 4; ++l) t6[l] = t3[4 + l] + t3[l];
+  const float t8_0 = t6[0] + t6[2], t8_1 = t6[1] + t6[3];
+  double sumf = static_cast<double>(t8_0 + t8_1);
+  for (int i = np; i < n; ++i) sumf += static_cast<double>(lf::fp16_to_fp32(x[i]) * lf::fp16_to_fp32(y[i]));
+  return static_cast<float>(sumf);
+}
+
+// How a score's two f16 rows are drawn.
+enum class ScoreValues { normal, large, small, cancelling, any_finite };
+
+void draw_score_rows(ScoreValues values, std::mt19937& rng, std::vector<uint16_t>* k, std::vector<uint16_t>* q) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t D = k->size();
+  for (size_t i = 0; i < D; ++i) {
+    switch (values) {
+      case ScoreValues::normal:
+        (*k)[i] = lf::fp32_to_fp16(normal(rng));
+        (*q)[i] = lf::fp32_to_fp16(normal(rng));
+        break;
+      case ScoreValues::large:  // products up to 65504², exponents far apart; finite (no inf - inf)
+        (*k)[i] = lf::fp32_to_fp16(std::clamp(std::ldexp(normal(rng), static_cast<int>(rng() % 16)), -65504.0f, 65504.0f));
+        (*q)[i] = lf::fp32_to_fp16(std::clamp(std::ldexp(normal(rng), static_cast<int>(rng() % 16)), -65504.0f, 65504.0f));
+        if (i % 17 == 0) (*k)[i] = rng() % 2 ? 0x7BFF : 0xFBFF;
+        break;
+      case ScoreValues::small:  // f16 subnormals and tiny normals
+        (*k)[i] = static_cast<uint16_t>((rng() & 0x83FF) | (rng() % 3 == 0 ? 0x0400 : 0));
+        (*q)[i] = lf::fp32_to_fp16(std::ldexp(normal(rng), -static_cast<int>(rng() % 14)));
+        break;
+      case ScoreValues::cancelling:  // a large product, then its negation in another lane, small ones between
+        (*q)[i] = lf::fp32_to_fp16(1.0f + 0.01f * normal(rng));
+        (*k)[i] = i % 2 == 0 ? lf::fp32_to_fp16(4096.0f * normal(rng)) : static_cast<uint16_t>((*k)[i - 1] ^ 0x8000);
+        if (i % 5 == 3) (*k)[i] = lf::fp32_to_fp16(normal(rng));
+        break;
+      case ScoreValues::any_finite:  // random f16 bit patterns short of inf and NaN
+        do (*k)[i] = static_cast<uint16_t>(rng()); while (((*k)[i] & 0x7C00) == 0x7C00);
+        do (*q)[i] = static_cast<uint16_t>(rng()); while (((*q)[i] & 0x7C00) == 0x7C00);
+        break;
+    }
+  }
+}
+
+constexpr int kScoreDims[] = {1, 7, 16, 32, 48, 63, 64, 65, 67, 80, 96, 127, 128, 192, 256, 320, 512};
+
 }  // namespace
+
+TEST_CASE("attention_score sums as llama.cpp's AVX-512 vec_dot_f16: 4 × 16 f32 lanes, then double", "[attention]") {
+  std::mt19937 rng(23);
+  for (int D : kScoreDims) {
+    for (ScoreValues values : {ScoreValues::normal, ScoreValues::large, ScoreValues::small, ScoreValues::cancelling,
+                               ScoreValues::any_finite}) {
+      std::vector<uint16_t> k(D), q(D);
+      for (int round = 0; round < 40; ++round) {
+        draw_score_rows(values, rng, &k, &q);
+        INFO("D=" << D << " values=" << static_cast<int>(values) << " round=" << round);
+        REQUIRE(lf::f32_bits(lf::attention_score(k.data(), q.data(), D)) ==
+                lf::f32_bits(avx512_vec_dot_f16(k.data(), q.data(), D)));
+      }
+    }
+  }
+}
+
+TEST_CASE("attention_score: the lane order, not the double sum, past 64 elements", "[attention]") {
+  // 4096² = 2^24 in lane 0, 1 in lane 2, -2^24 in lane 1: the lanes' halving adds lane 2 to
+  // lane 0 first (2^24 + 1 rounds to 2^24 in f32), then lane 1: 0. The double sum keeps the 1.
+  std::vector<uint16_t> k(64, 0), q(64, 0);
+  k[0] = lf::fp32_to_fp16(4096.0f);
+  q[0] = lf::fp32_to_fp16(4096.0f);
+  k[1] = lf::fp32_to_fp16(-4096.0f);
+  q[1] = lf::fp32_to_fp16(4096.0f);
+  k[2] = q[2] = lf::fp32_to_fp16(1.0f);
+  REQUIRE(lf::vec_dot_ref(lf::GgmlType::F16, k.data(), q.data(), 64) == 1.0f);
+  REQUIRE(lf::f32_bits(lf::attention_score(k.data(), q.data(), 64)) == lf::f32_bits(0.0f));
+  // Below 64 elements everything is the double sum.
+  REQUIRE(lf::attention_score(k.data(), q.data(), 63) == 1.0f);
+  // 2^24 in lane 0 and 1 in each other lane: the halving adds 1, 2, 4, 8, 16, 32 to lane 0, the
+  // first lost to rounding (2^24 + 1 ties to 2^24), so 2^24 + 62, where the double sum gives
+  // 2^24 + 63, which rounds to 2^24 + 64.
+  std::fill(k.begin(), k.end(), lf::fp32_to_fp16(1.0f));
+  std::fill(q.begin(), q.end(), lf::fp32_to_fp16(1.0f));
+  k[0] = q[0] = lf::fp32_to_fp16(4096.0f);
+  REQUIRE(lf::vec_dot_ref(lf::GgmlType::F16, k.data(), q.data(), 64) == 16777280.0f);
+  REQUIRE(lf::attention_score(k.data(), q.data(), 64) == 16777278.0f);
+}
+
+TEST_CASE("score_block equals attention_score per key: head dims, random and edge values", "[attention]") {
+  std::mt19937 rng(29);
+  constexpr int kBlock = lf::attn_steps::kKeyBlock;
+  for (int D : kScoreDims) {
+    std::vector<uint16_t> keys(static_cast<size_t>(kBlock) * D), q16(D);
+    std::vector<float> q(D), k32(static_cast<size_t>(kBlock) * D), kT(static_cast<size_t>(D) * kBlock);
+    for (ScoreValues values : {ScoreValues::normal, ScoreValues::large, ScoreValues::small, ScoreValues::cancelling,
+                               ScoreValues::any_finite}) {
+      for (int round = 0; round < 10; ++round) {
+        std::vector<uint16_t> k(D);
+        for (int b = 0; b < kBlock; ++b) {
+          draw_score_rows(values, rng, &k, &q16);  // each key its own; the last q16 drawn is the query
+          std::copy(k.begin(), k.end(), keys.begin() + static_cast<size_t>(b) * D);
+        }
+        for (int d = 0; d < D; ++d) q[d] = lf::fp16_to_fp32(q16[d]);
+        lf::KvView view;
+        view.k = keys.data();
+        view.capacity = kBlock;
+        view.n_head_kv = 1;
+        view.head_dim = D;
+        const int nb = round % 3 == 2 ? 5 : kBlock;  // a short last block: its missing keys score 0
+        lf::attn_steps::load_keys_transposed(view, 0, 0, nb, k32.data(), kT.data());
+        const float kq_scale = round % 2 ? 0.125f : 1.0f;
+        float s[kBlock];
+        lf::attn_steps::score_block(q.data(), kT.data(), D, kq_scale, s);
+        for (int b = 0; b < nb; ++b) {
+          INFO("D=" << D << " values=" << static_cast<int>(values) << " round=" << round << " key=" << b);
+          const float expect = lf::attention_score(keys.data() + static_cast<size_t>(b) * D, q16.data(), D) * kq_scale;
+          REQUIRE(lf::f32_bits(s[b]) == lf::f32_bits(expect));
+        }
+        for (int b = nb; b < kBlock; ++b) REQUIRE(lf::f32_bits(s[b]) == lf::f32_bits(0.0f));
+      }
+    }
+  }
+}
+
+TEST_CASE("attention_tiled and attention: the score's lane order moves the output", "[attention]") {
+  // Key 0 scores 0 in the lane order (1 in a double sum), key 1 scores 0: equal weights, so the
+  // output is (1 + 0) / 2 exactly; a double sum would give 1 / (1 + e^-1).
+  const int D = 64;
+  std::vector<uint16_t> k(2 * D, 0), v(2 * D, 0);
+  k[0] = lf::fp32_to_fp16(4096.0f);
+  k[1] = lf::fp32_to_fp16(-4096.0f);
+  k[2] = lf::fp32_to_fp16(1.0f);
+  for (int d = 0; d < D; ++d) v[d] = lf::fp32_to_fp16(1.0f);
+  std::vector<float> q(D, 0.0f);
+  q[0] = q[1] = 4096.0f;
+  q[2] = 1.0f;
+  lf::KvView view;
+  view.k = k.data();
+  view.v = v.data();
+  view.capacity = 2;
+  view.n_head_kv = 1;
+  view.head_dim = D;
+  std::vector<float> expect(D), got(D);
+  lf::attention(q.data(), 1, 1, 1, view, 0, 1.0f, expect.data());
+  lf::AttentionWorkspace ws;
+  lf::attention_tiled(q.data(), 1, 1, 1, view, 0, 1.0f, got.data(), &ws);
+  for (int d = 0; d < D; ++d) {
+    INFO("d=" << d);
+    REQUIRE(expect[d] == 0.5f);
+    REQUIRE(got[d] == 0.5f);
+  }
+}
+
+TEST_CASE("attention_tiled equals attention byte for byte: head dims past the score's lanes", "[attention]") {
+  lf::AttentionWorkspace ws;
+  uint32_t seed = 3000;
+  for (int D : {16, 32, 48, 64, 80, 96, 128, 192, 256, 512}) {
+    for (int group : {2, 8}) {
+      for (int n_swa : {0, 6}) {
+        // decode after 30 positions, and a prompt of 19 rows after 4
+        require_identical({D, group, 1, 31, n_swa, 30, 1}, seed++, &ws);
+        require_identical({D, group, 1, 23, n_swa, 4, 19}, seed++, &ws);
+      }
+      for (Values values : {Values::saturating, Values::dominant, Values::extremes}) {
+        require_identical({D, group, 1, 21, 0, 20, 1, values}, seed++, &ws);
+        require_identical({D, group, 1, 12, 5, 3, 9, values}, seed++, &ws);
+      }
+    }
+  }
+}
 
 TEST_CASE("attention_tiled equals attention byte for byte: head dims, groups, query counts", "[attention]") {
   lf::AttentionWorkspace ws;  // one workspace across all shapes: reuse must not leak state

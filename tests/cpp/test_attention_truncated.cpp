@@ -107,7 +107,7 @@ Row make_row(const Inputs& in, int i, int h) {
   for (int p = 0; p <= p1; ++p) {
     if (!lf::key_visible(p, p1, c.n_swa)) continue;
     r.keys.push_back(p);
-    r.scores.push_back(lf::vec_dot_ref(lf::GgmlType::F16, key_row(in, in.k, p, r.g), q16.data(), c.D));
+    r.scores.push_back(lf::attention_score(key_row(in, in.k, p, r.g), q16.data(), c.D));
     for (int d = 0; d < c.D; ++d) r.v_max = std::max(r.v_max, std::fabs(double(fp16_to_fp32(key_row(in, in.v, p, r.g)[d]))));
   }
   std::vector<float> sorted = r.scores;
@@ -210,6 +210,9 @@ const float* out_row(const std::vector<float>& out, const Case& c, int i, int h)
 const Case kShapes[] = {
     {1, 1, 1, 0, 0, 9},     {7, 2, 1, 0, 3, 5},    {32, 3, 3, 0, 40, 17}, {67, 2, 2, 5, 20, 17},
     {32, 8, 1, 0, 100, 1},  {64, 2, 1, 16, 60, 33}, {16, 1, 1, 3, 0, 12},
+    // Head dims past the score's 64 f32 lanes, with and without leftover elements.
+    {80, 2, 1, 0, 30, 1},   {96, 2, 1, 7, 12, 9},  {192, 8, 1, 0, 20, 3}, {256, 2, 1, 9, 30, 1},
+    {512, 8, 1, 0, 9, 4},
 };
 
 }  // namespace
