@@ -63,6 +63,17 @@ inline F32x4 add(F32x4 a, F32x4 b) { return {wasm_f32x4_add(a.v, b.v)}; }
 inline F32x4 load_f32x4(const float* p) { return {wasm_v128_load(p)}; }
 inline void store(float* p, F32x4 a) { wasm_v128_store(p, a.v); }
 
+// fused_madd's rare way, out of line so that the common one keeps its registers
+[[gnu::noinline]] inline F32x4 fused_madd_lanes(I32x4 sumi, F32x4 d, F32x4 acc) {
+  alignas(16) int32_t s[4];
+  alignas(16) float dv[4], c[4];
+  wasm_v128_store(s, sumi.v);
+  wasm_v128_store(dv, d.v);
+  wasm_v128_store(c, acc.v);
+  for (int i = 0; i < 4; ++i) c[i] = fma_f32(static_cast<float>(s[i]), dv[i], c[i]);
+  return {wasm_v128_load(c)};
+}
+
 // sumi·d + acc on each lane as fma_f32 (quant.h) computes it, rounded once: in double, where
 // sumi (|sumi| < 2^24, so its f32 is exact) times d is exact and the sum rounds once, then to
 // f32. That second rounding is the correct one unless the double sum's low 28 bits are all clear
@@ -77,17 +88,10 @@ inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
                      wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(d.v, d.v, 2, 3, 2, 3))),
       wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(acc.v, acc.v, 2, 3, 2, 3)));
   const v128_t low_28 = wasm_v128_and(wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6), wasm_i32x4_splat(0x0FFFFFFF));
-  if (!wasm_v128_any_true(wasm_i32x4_eq(low_28, wasm_i32x4_splat(0)))) {
+  if (__builtin_expect(!wasm_v128_any_true(wasm_i32x4_eq(low_28, wasm_i32x4_splat(0))), 1)) {
     return {wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5)};
   }
-  return {wasm_f32x4_make(fma_f32(static_cast<float>(wasm_i32x4_extract_lane(sumi.v, 0)), wasm_f32x4_extract_lane(d.v, 0),
-                                  wasm_f32x4_extract_lane(acc.v, 0)),
-                          fma_f32(static_cast<float>(wasm_i32x4_extract_lane(sumi.v, 1)), wasm_f32x4_extract_lane(d.v, 1),
-                                  wasm_f32x4_extract_lane(acc.v, 1)),
-                          fma_f32(static_cast<float>(wasm_i32x4_extract_lane(sumi.v, 2)), wasm_f32x4_extract_lane(d.v, 2),
-                                  wasm_f32x4_extract_lane(acc.v, 2)),
-                          fma_f32(static_cast<float>(wasm_i32x4_extract_lane(sumi.v, 3)), wasm_f32x4_extract_lane(d.v, 3),
-                                  wasm_f32x4_extract_lane(acc.v, 3)))};
+  return fused_madd_lanes(sumi, d, acc);
 }
 
 // For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from
