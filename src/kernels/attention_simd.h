@@ -414,12 +414,12 @@ inline void score_block(const float* q, const float* kT, int D, float kq_scale, 
     s45 = vec::add(s45, vec::mul(vec::promote_lo(hi), qd));
     s67 = vec::add(s67, vec::mul(vec::promote_hi(hi), qd));
   }
-  double lanes[kKeyBlock];
-  vec::store(lanes, s01);
-  vec::store(lanes + 2, s23);
-  vec::store(lanes + 4, s45);
-  vec::store(lanes + 6, s67);
-  for (int b = 0; b < kKeyBlock; ++b) s[b] = static_cast<float>(lanes[b]) * kq_scale;
+  double sums[kKeyBlock];
+  vec::store(sums, s01);
+  vec::store(sums + 2, s23);
+  vec::store(sums + 4, s45);
+  vec::store(sums + 6, s67);
+  for (int b = 0; b < kKeyBlock; ++b) s[b] = static_cast<float>(sums[b]) * kq_scale;
 }
 
 // The reference's step for a key above the running max: acc [D] <- f16(v + f16(acc·ms)); with
