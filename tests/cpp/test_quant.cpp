@@ -41,6 +41,12 @@ constexpr uint8_t kKScales[12] = {0x81, 0xC2, 0x43, 0xC4, 0x85, 0x06, 0xC7, 0x48
 constexpr int kKSc[8] = {1, 2, 3, 4, 33, 50, 17, 63};
 constexpr int kKMin[8] = {5, 6, 7, 8, 40, 9, 63, 20};
 
+// A Q8 block with amax 127 (d = 1 exactly), halves of both signs, zeros after element 8.
+void halves_block(float x[32]) {
+  const float head[9] = {127.0f, -127.0f, 2.5f, -2.5f, 0.49f, -0.5f, 1.5f, 126.5f, 10.0f};
+  for (int i = 0; i < 32; ++i) x[i] = i < 9 ? head[i] : 0.0f;
+}
+
 }  // namespace
 
 TEST_CASE("dequantize F32, F16, BF16", "[quant]") {
@@ -242,15 +248,7 @@ TEST_CASE("quantize Q4_0: exact nibbles, ties, zeros", "[quant]") {
 TEST_CASE("quantize Q8_0 and Q8_1: exact values, half away from zero, zeros", "[quant]") {
   float x[32] = {};
   // amax = 127 makes d = 1 and id = 1 exactly, so q = roundf(x).
-  x[0] = 127.0f;
-  x[1] = -127.0f;
-  x[2] = 2.5f;
-  x[3] = -2.5f;
-  x[4] = 0.49f;
-  x[5] = -0.5f;
-  x[6] = 1.5f;
-  x[7] = 126.5f;
-  x[8] = 10.0f;
+  halves_block(x);
   const int8_t expected[9] = {127, -127, 3, -3, 0, -1, 2, 127, 10};
   lf::block_q8_0 b{};
   lf::quantize_row_q8_0_ref(x, &b, 32);
@@ -284,15 +282,7 @@ TEST_CASE("the x86 activation quantizer: id = 127/amax, halves to even, saturati
   // The same block as above: with amax = 127 both quantizers multiply by 1, so only the rounding
   // of halves differs: 2.5 -> 2, -2.5 -> -2, -0.5 -> -0, 1.5 -> 2, 126.5 -> 126.
   float x[32] = {};
-  x[0] = 127.0f;
-  x[1] = -127.0f;
-  x[2] = 2.5f;
-  x[3] = -2.5f;
-  x[4] = 0.49f;
-  x[5] = -0.5f;
-  x[6] = 1.5f;
-  x[7] = 126.5f;
-  x[8] = 10.0f;
+  halves_block(x);
   const int8_t expected[9] = {127, -127, 2, -2, 0, 0, 2, 126, 10};
   lf::block_q8_0 b{};
   lf::quantize_row_q8_0_x86(x, &b, 32);

@@ -1,8 +1,9 @@
 // Output bytes do not change when the code is reorganized or sped up: SHA-256 digests of the
 // forward outputs and logits of the test models, in both WASM builds and at several thread
-// counts, against tests/golden/output_bytes.json. The digests were recorded from the engine as
-// it stood before the redesign of issue 17 (`node tests/js/output_bytes.test.mjs --record`); a
-// deliberate change of the arithmetic must re-record them and say why in its commit.
+// counts, against tests/golden/output_bytes.json. The digests are the engine's arithmetic as
+// docs/forward-pass.md states it ("What the engine computes"), recorded with
+// `node tests/js/output_bytes.test.mjs --record`; a deliberate change of the arithmetic must
+// re-record them and say why in its commit.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
