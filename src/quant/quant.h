@@ -74,7 +74,6 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 // --- quantization (reference; n a multiple of the block size) ---
 void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t n);
 void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);  // weights (llama.cpp's generic C)
-void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);  // its generic Q8_1
 // Activations, as llama.cpp's x86 builds convert them (docs/gguf.md, "Activation quantization"):
 void quantize_row_q8_0_x86(const float* x, block_q8_0* y, int64_t n);  // for Q4_0/Q5_0/Q8_0 dots
 void quantize_row_q8_1_x86(const float* x, block_q8_1* y, int64_t n);  // for Q4_1/Q5_1 dots

@@ -103,22 +103,6 @@ void quantize_row_q8_1_x86(const float* x, block_q8_1* y, int64_t n) {
   }
 }
 
-// x [n] -> y [n/32]
-void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n) {
-  for (int64_t b = 0; b < n / QK8_1; ++b, x += QK8_1) {
-    const float d = abs_max(x, QK8_1) / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = fp32_to_fp16(d);
-    int sum = 0;
-    for (int j = 0; j < QK8_1; ++j) {
-      y[b].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-      sum += y[b].qs[j];
-    }
-    // s uses the un-rounded d, as llama.cpp does; the dot multiplies it by the weight's min.
-    y[b].s = fp32_to_fp16(sum * d);
-  }
-}
-
 // x [n] -> y [n/256]
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n) {
   for (int64_t b = 0; b < n / QK_K; ++b, x += QK_K) {
