@@ -102,7 +102,7 @@ Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float
       }
     }
   }
-  LF_RETURN_IF_ERROR(check_finite_rows(in, m.config.n_embd, "input"));
+  LF_RETURN_IF_ERROR(check_norm_input_rows(in, m.config.n_embd, "input"));
   LF_RETURN_IF_ERROR(check_kv_rows(m, s, e.start_pos, e.n));
   return check_per_layer_inputs(m, s, e.n);
 }
@@ -307,7 +307,7 @@ Status prepare_forward(const Model& m, std::span<const BatchEntry> entries, std:
         continue;
       }
       const std::span<const float> result(x.data() + first * E, n_out * E);
-      if (const Status finite = check_finite_rows(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
+      if (const Status finite = check_norm_input_rows(result, m.config.n_embd, "output of layers [" + std::to_string(m.range.begin) +
                                                                           ", " + std::to_string(m.range.end) + ")");
           !finite.ok()) {
         refuse(k, Status(finite.code(), finite.message() + " (an input too large for float32, or weights that "

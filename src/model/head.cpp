@@ -23,7 +23,7 @@ Status prepare_head(const Model& m, const float* hidden, int n_rows, float* logi
   if (!m.has_head) return Status(Code::failed_precondition, "this node has no output head loaded");
   if (n_rows <= 0 || !hidden || !logits) return Status(Code::invalid_argument, "head needs n_rows > 0 and buffers");
   const ModelConfig& c = m.config;
-  LF_RETURN_IF_ERROR(check_finite_rows({hidden, static_cast<size_t>(n_rows) * c.n_embd}, c.n_embd, "hidden"));
+  LF_RETURN_IF_ERROR(check_norm_input_rows({hidden, static_cast<size_t>(n_rows) * c.n_embd}, c.n_embd, "hidden"));
   std::vector<float> out_norm(static_cast<size_t>(n_rows) * static_cast<size_t>(c.n_embd));
   rmsnorm_rows(hidden, m.output_norm.f32(), n_rows, c.n_embd, c.norm_eps, out_norm.data());
   call->xc = std::make_shared<std::vector<uint8_t>>();
@@ -43,7 +43,7 @@ Status prepare_head(const Model& m, const float* hidden, int n_rows, float* logi
 }
 
 Status check_logits(const Model& m, int n_rows, const float* logits) {
-  return check_finite_rows({logits, static_cast<size_t>(n_rows) * m.config.n_vocab}, m.config.n_vocab, "logits");
+  return check_logit_rows({logits, static_cast<size_t>(n_rows) * m.config.n_vocab}, m.config.n_vocab);
 }
 
 }  // namespace

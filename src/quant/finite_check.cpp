@@ -1,6 +1,8 @@
 #include "quant/finite_check.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstring>
 
@@ -79,6 +81,33 @@ Status check_finite_rows(std::span<const float> x, int width, const std::string&
     if (!std::isfinite(x[i])) {
       return Status(Code::invalid_argument, what + " is not finite at row " + std::to_string(i / width) +
                                                 ", element " + std::to_string(i % width));
+    }
+  }
+  return Status();
+}
+
+Status check_norm_input_rows(std::span<const float> x, int width, const std::string& what) {
+  LF_RETURN_IF_ERROR(check_finite_rows(x, width, what));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i] * x[i])) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%.3g", static_cast<double>(x[i]));
+      return Status(Code::invalid_argument, what + " is too large at row " + std::to_string(i / width) + ", element " +
+                                                std::to_string(i % width) + " (" + value +
+                                                "): its square overflows float32, which RMSNorm sums; |x| must be "
+                                                "below 1.8e19");
+    }
+  }
+  return Status();
+}
+
+Status check_logit_rows(std::span<const float> logits, int n_vocab) {
+  LF_RETURN_IF_ERROR(check_finite_rows(logits, n_vocab, "logits"));
+  for (size_t row = 0; row < logits.size() / n_vocab; ++row) {
+    const std::span<const float> r = logits.subspan(row * n_vocab, n_vocab);
+    if (std::all_of(r.begin(), r.end(), [](float v) { return v == 0.0f; })) {
+      return Status(Code::invalid_argument, "logits are all zero at row " + std::to_string(row) +
+                                                ": the hidden state carries nothing to sample from");
     }
   }
   return Status();

@@ -19,5 +19,12 @@ Status check_finite_tensor(const std::string& name, GgmlType type, const uint8_t
 // x [rows of width floats] -> invalid_argument naming `what`, the row and element of the first
 // NaN or infinity.
 Status check_finite_rows(std::span<const float> x, int width, const std::string& what);
+// x [rows of width floats] that go into an RMSNorm: finite, and every square finite too. The
+// norm squares in float32 before it sums (as llama.cpp does), so a value of magnitude 2^64 or
+// more would make its row's norm infinite and the row all zeros: refused by name instead.
+Status check_norm_input_rows(std::span<const float> x, int width, const std::string& what);
+// logits [rows of n_vocab floats] -> invalid_argument when one is not finite or a row is all
+// zeros (what a row of overflowed squares gives): no sampler can use either.
+Status check_logit_rows(std::span<const float> logits, int n_vocab);
 
 }  // namespace lf

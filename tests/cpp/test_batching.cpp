@@ -333,12 +333,12 @@ TEST_CASE("a refused entry fails alone and leaves its session as it was", "[batc
     CHECK(statuses[1].message() == "start_pos 3 does not match the session's n_past 4");
     CHECK(entry_out(out, 1) == std::vector<float>(4 * static_cast<size_t>(E), -1.0f));  // untouched
   }
-  SECTION("an output that is not finite") {
-    // Layer 1 scales its output by 1.3: rows of FLT_MAX leave it as infinity, and the sliding
-    // layer 2 then stores NaN keys and values into the session's ring.
-    const auto [statuses, out] = batch(std::vector<float>(4 * static_cast<size_t>(E), std::numeric_limits<float>::max()), 4);
+  SECTION("an output too large for the next norm") {
+    // Layer 1 scales its output by 1.3: rows of 1.7e19 leave it at 2.2e19, whose squares
+    // overflow, and the sliding layer 2 then stores the keys and values of zeroed rows.
+    const auto [statuses, out] = batch(std::vector<float>(4 * static_cast<size_t>(E), 1.7e19f), 4);
     CHECK(statuses[1].code() == Code::invalid_argument);
-    CHECK(statuses[1].message().find("output of layers [1, 3) is not finite at row 0") != std::string::npos);
+    CHECK(statuses[1].message().find("output of layers [1, 3) is too large at row 0") != std::string::npos);
   }
   SECTION("a non-finite input") {
     std::vector<float> bad = t.rows(1, 4, 4);

@@ -488,9 +488,10 @@ TEST_CASE("tensors with non-finite numbers are refused at load by name", "[engin
   CHECK(s.message() == "tensor 'blk.0.ffn_norm.weight' has a non-finite value at element 7 of row 0");
 }
 
-TEST_CASE("a forward whose output is not finite is refused and leaves the cache as it was", "[engine]") {
-  // Layers [1, 3): layer 1 scales its output by 1.3, so a row of FLT_MAX (finite) leaves it as
-  // infinity, and the sliding layer 2 then stores NaN keys and values into its ring.
+TEST_CASE("a forward whose output is too large for the next norm is refused and leaves the cache as it was", "[engine]") {
+  // Layers [1, 3): layer 1 scales its output by 1.3, so rows of 1.7e19 (their squares still
+  // finite) leave it at 2.2e19, whose squares overflow: the sliding layer 2 norms them to zero and
+  // stores those keys and values into its ring, and the output is beyond what a next node takes.
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
   const Model m = load(f, {1, kLayers}, true, true);
   const std::vector<float> x = embedded(m, prompt(12));
@@ -499,22 +500,51 @@ TEST_CASE("a forward whose output is not finite is refused and leaves the cache 
   // slot the next queries still need.
   Session s = session(m, 16, 2);
   const std::vector<float> head = run(m, s, x, 0, 6);
-  std::vector<float> huge(6 * kEmbd, std::numeric_limits<float>::max());
+  std::vector<float> huge(6 * kEmbd, 1.7e19f);
   std::vector<float> out(6 * kEmbd);
   const Status st = lf::forward(m, s, 6, huge.data(), 6, out.data(), false);
   INFO(st.message());
   CHECK(st.code() == Code::invalid_argument);
-  CHECK(st.message().find("output of layers [1, 3) is not finite at row 0") != std::string::npos);
+  CHECK(st.message().find("output of layers [1, 3) is too large at row 0") != std::string::npos);
   check_resumes_as_fresh(m, s, x, head, 6);
 }
 
-TEST_CASE("the head refuses hidden states and logits that are not finite", "[engine]") {
+TEST_CASE("an input whose squares overflow float32 is refused by name and changes nothing", "[engine]") {
+  const FixtureModel f = fixture(Arch::gemma4);
+  const Model m = load(f, {0, kLayers}, true, true);
+  const std::vector<float> x = embedded(m, prompt(12));
+  Session s = session(m, 16);
+  const std::vector<float> head = run(m, s, x, 0, 6);
+  std::vector<float> big(x.begin() + 6 * kEmbd, x.end());
+  big[2 * kEmbd + 1] = -2e19f;  // finite; its square is not
+  std::vector<float> out(6 * kEmbd);
+  const Status st = lf::forward(m, s, 6, big.data(), 6, out.data(), false);
+  CHECK(st.code() == Code::invalid_argument);
+  CHECK(st.message() == "input is too large at row 2, element 1 (-2e+19): its square overflows float32, which "
+                        "RMSNorm sums; |x| must be below 1.8e19");
+  check_resumes_as_fresh(m, s, x, head, 6);
+}
+
+TEST_CASE("the head refuses hidden states that are not finite or too large, and logits that are all zero", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
   const Model m = load(f, {0, kLayers}, true, true);
   std::vector<float> hidden(2 * kEmbd, 0.25f), logits(2 * static_cast<size_t>(m.config.n_vocab));
-  hidden[kEmbd + 2] = NAN;
-  const Status st = lf::head(m, hidden.data(), 2, logits.data());
-  CHECK(st.message() == "hidden is not finite at row 1, element 2");
+  SECTION("NaN") {
+    hidden[kEmbd + 2] = NAN;
+    CHECK(lf::head(m, hidden.data(), 2, logits.data()).message() == "hidden is not finite at row 1, element 2");
+  }
+  SECTION("a value whose square overflows") {
+    hidden[3] = 1e20f;
+    CHECK(lf::head(m, hidden.data(), 2, logits.data()).message().starts_with("hidden is too large at row 0, element 3 (1e+20)"));
+  }
+  SECTION("a row that norms to zero") {
+    std::fill(hidden.begin() + kEmbd, hidden.end(), 0.0f);
+    CHECK(lf::head(m, hidden.data(), 2, logits.data()).message() ==
+          "logits are all zero at row 1: the hidden state carries nothing to sample from");
+  }
+  SECTION("the same rows are served once they are sound") {
+    CHECK(lf::head(m, hidden.data(), 2, logits.data()).ok());
+  }
 }
 
 TEST_CASE("the debug hook sees named intermediates per layer", "[engine]") {
