@@ -20,6 +20,8 @@
 //   const next = await greedy(h, ids, 4);         // 4 token ids
 //   await close(h);
 
+import {readFile} from "node:fs/promises";
+
 let llamaPromise = null;
 
 // One llama.cpp binding per process: loading the native addon again is slow and pointless.
@@ -38,6 +40,24 @@ async function sharedLlama() {
     })();
   }
   return llamaPromise;
+}
+
+/**
+ * The CPU backend variant ggml chose for this machine when llama.cpp loaded (its kernels, and so
+ * its roundings, depend on it), by ggml's name for it: "sapphirerapids", "zen4", "skylakex",
+ * "haswell", ...; read from the shared libraries the process has mapped, "unknown" where that
+ * cannot be read (not Linux).
+ * @example await cpuBackend() // "zen4"
+ */
+export async function cpuBackend() {
+  await sharedLlama();
+  let maps = "";
+  try {
+    maps = await readFile("/proc/self/maps", "utf8");
+  } catch {
+    return "unknown";
+  }
+  return /libggml-cpu-(\w+)\.so/.exec(maps)?.[1] ?? "unknown";
 }
 
 /**
