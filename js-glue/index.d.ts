@@ -293,6 +293,10 @@ export class LayerNode {
   /** Positions the session's KV cache holds (its next startPos); null for an unknown session. */
   sessionLength(session: string): number | null;
   sessionBytes(session: string): number;
+  /** the ids of the sessions held, least recently used (the next evicted) first */
+  sessions(): string[];
+  /** a digest of every byte of the session's KV cache; null for an unknown session */
+  kvDigest(session: string): number | null;
   /**
    * Cuts the session back to its first nPast positions, after the forwards issued before it;
    * refused (session unchanged) beyond its length or deeper than a wrapped sliding ring allows
