@@ -10,6 +10,7 @@ import { Batcher } from './batcher.js';
 import { flagSet, forwardBatch, forwardOne, headAsync, withBuffers } from './engine_forward.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
+import { checkSample } from '../sources/unvalidated.js';
 
 
 export class LayerNode {
@@ -175,16 +176,20 @@ export class LayerNode {
     }
     this.ffnDownLayout = ffnDownLayout;
     this.bytesLoaded = 0;
+    const placed = [];
     for (const name of names) {
       const info = byName.get(name);
       const ptr = lf.alloc(info.n_bytes);
       this.#buffers.push(ptr);
       await source.readInto(info.offset, info.offset + info.n_bytes, lf.bytes().subarray(ptr, ptr + info.n_bytes));
       this.bytesLoaded += info.n_bytes;
+      placed.push({ offset: info.offset, bytes: () => lf.bytes().subarray(ptr, ptr + info.n_bytes) });
       const namePtr = this.#cString(name);
       lf.fn.lf_model_place_tensor(this.#model, namePtr, ptr);
       lf.free(namePtr);
     }
+    // Before the engine lays any weight out anew: the bytes placed are the bytes read.
+    await checkSample(source.untracked ?? source, placed);
     if (!lf.fn.lf_model_load(this.#model, gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0)) {
       throw lf.lastError();
     }
