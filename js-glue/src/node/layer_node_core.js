@@ -778,7 +778,7 @@ export class LayerNode {
    */
   close() {
     this.tokenizer?.close();
-    for (const id of [...this.#sessions.keys()]) this.dropSession(id);
+    for (const id of [...this.#sessions.keys(), ...this.#pending.keys()]) this.dropSession(id);
     if (this.#model) this.#lf.fn.lf_model_free(this.#model);
     for (const ptr of this.#buffers) this.#lf.free(ptr);
     this.#buffers = [];
