@@ -95,21 +95,30 @@ describe("LayerNode: a refused forward changes no session", () => {
       const before = await held(node);
       const steps = [];
       node.observeBatches(({entries}) => steps.push(entries));
-      // "a" continues, "b" and the new "c" are refused: "c" would have evicted "b" (the only
-      // session outside the step) and "b" would have become the most recently used.
-      const [good, badHeld, badNew] = await Promise.allSettled([
+      // "a" continues and the new "c" is refused: "c" would have evicted "b", the only session
+      // outside the step.
+      const [good, badNew] = await Promise.allSettled([
         node.forward({session: "a", startPos: 3, hidden: node.embed([7])}),
-        node.forward({session: "b", startPos: 2, hidden: rowWith(node, NaN)}),
         node.forward({session: "c", startPos: 0, hidden: rowWith(node, NaN)}),
       ]);
-      assert.deepEqual(steps, [3], "the three calls ran as one step");
       assert.equal(good.status, "fulfilled", good.reason?.message);
-      assert.equal(badHeld.status, "rejected");
       assert.equal(badNew.status, "rejected");
       assert.deepEqual(node.sessions(), ["b", "a"]);
       assert.equal(node.sessionLength("a"), 4);
       assert.notEqual(node.kvDigest("a"), before[0].kv);
       assert.deepEqual(state(node)[0], before[1]);
+      // "b" is refused after a good "a" in one step: "b" stays the least recently used, as it was.
+      const middle = state(node);
+      const [again, badHeld] = await Promise.allSettled([
+        node.forward({session: "a", startPos: 4, hidden: node.embed([7])}),
+        node.forward({session: "b", startPos: 2, hidden: rowWith(node, NaN)}),
+      ]);
+      assert.equal(badHeld.status, "rejected");
+      assert.equal(again.status, "fulfilled", again.reason?.message);
+      assert.deepEqual(steps, [2, 2], "each pair ran as one step");
+      assert.deepEqual(node.sessions(), ["b", "a"]);
+      assert.deepEqual(state(node)[0], middle[0]);
+      assert.equal(node.sessionLength("a"), 5);
     });
   });
 
