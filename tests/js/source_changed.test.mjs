@@ -154,7 +154,7 @@ describe("http without any validator: refused unless allowed; allowed, a resumed
         child.on("close", (status) => { clearTimeout(timer); resolve({status, stderr}); });
       });
       const no = await run("--cache-dir", path.join(tmp, "cli-cache-refused"));
-      assert.equal(no.status, 1, no.stderr);
+      assert.equal(no.status, 2, no.stderr);
       assert.match(no.stderr, /the server sends neither ETag nor Last-Modified.*refused/);
       assert.deepEqual(fs.readdirSync(path.join(tmp, "cli-cache-refused"), {recursive: true}).filter((f) => /\.(bin|json)$/.test(f)), [], "the cache kept nothing of it");
       const yes = await run("--allow-unvalidated-source", "--cache-dir", path.join(tmp, "cli-cache"));
