@@ -41,6 +41,8 @@ export interface SourceOptions {
   backoffMs?: number;
   maxBackoffMs?: number;
   timeoutMs?: number;
+  /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
+  allowUnvalidatedSource?: boolean;
   endpoint?: string;
   region?: string;
   accessKeyId?: string;
@@ -129,6 +131,8 @@ export interface LayerNodeOptions {
   perLayerTable?: 'rows' | 'whole';
   /** bytes of per_layer_token_embd rows kept (least recently used evicted; default 8 MiB), counted in the memory budget */
   perLayerRowCacheBytes?: number;
+  /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
+  allowUnvalidatedSource?: boolean;
 }
 
 export interface BatchReport {
@@ -293,6 +297,10 @@ export class LayerNode {
   /** Positions the session's KV cache holds (its next startPos); null for an unknown session. */
   sessionLength(session: string): number | null;
   sessionBytes(session: string): number;
+  /** the ids of the sessions held, least recently used (the next evicted) first */
+  sessions(): string[];
+  /** a digest of every byte of the session's KV cache; null for an unknown session */
+  kvDigest(session: string): number | null;
   /**
    * Cuts the session back to its first nPast positions, after the forwards issued before it;
    * refused (session unchanged) beyond its length or deeper than a wrapped sliding ring allows
@@ -358,6 +366,8 @@ export interface PipelineOptions {
   perLayerRowCacheBytes?: number;
   /** approximate modes for every forward of every node, replays included (default off) */
   approx?: ApproxOptions;
+  /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
+  allowUnvalidatedSource?: boolean;
 }
 
 export class Pipeline {
@@ -487,6 +497,8 @@ export interface ServeOptions {
   authToken?: string;
   /** serve without authToken on a non-loopback host (logged as a WARNING); default false */
   insecureNoAuth?: boolean;
+  /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
+  allowUnvalidatedSource?: boolean;
   /** how long shutdown() waits for requests in flight; default 10000 */
   shutdownTimeoutMs?: number;
   /** how ffn_down is laid out (LayerNodeOptions.ffnDownLayout); default 'units' */
@@ -587,6 +599,8 @@ export interface GatewayOptions {
   /** the remote nodes' bearer token */
   nodesAuthToken?: string;
   insecureNoAuth?: boolean;
+  /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
+  allowUnvalidatedSource?: boolean;
   maxQueue?: number;
   maxCachedSessions?: number;
   /** sessions a local node holds */

@@ -100,6 +100,11 @@ LF_EXPORT(lf_session_create) lf_session* lf_session_create(const lf_model* model
 LF_EXPORT(lf_session_n_past) int lf_session_n_past(const lf_session* session);
 LF_EXPORT(lf_session_bytes) double lf_session_bytes(const lf_session* session);
 LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
+/* A digest of every byte of the session's KV cache (its K and V slots of every layer, live or not,
+ * and the mirrors of other nodes' source layers): FNV-1a 64-bit over the f16 values in layer
+ * order, its top 53 bits, so that the value is exact in a double. For tests that a refused call
+ * left the cache as it was; not while a forward on the session runs. */
+LF_EXPORT(lf_session_kv_digest) double lf_session_kv_digest(const lf_session* session);
 /* Cuts the session back to its first n_past positions (docs/forward-pass.md, "The KV cache"): the next lf_forward continues at n_past as if the rest had never been sent. Refused
  * (failed_precondition, the session unchanged) beyond what the sliding layers' rings still hold:
  * once a ring has wrapped, at most the session's attn_chunk positions (64 by default). */

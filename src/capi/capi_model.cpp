@@ -255,6 +255,7 @@ lf_session* lf_session_create(const lf_model* model, int max_ctx) {
 int lf_session_n_past(const lf_session* session) { return session->session.n_past(); }
 double lf_session_bytes(const lf_session* session) { return static_cast<double>(session->session.bytes()); }
 void lf_session_free(lf_session* session) { delete session; }
+double lf_session_kv_digest(const lf_session* session) { return static_cast<double>(session->session.kv.digest() >> 11); }
 
 int lf_session_truncate(lf_session* session, int n_past) {
   if (!session) return lf::capi::record(Status(Code::invalid_argument, "lf_session_truncate needs a session"));

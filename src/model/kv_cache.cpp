@@ -105,6 +105,21 @@ uint64_t KvCache::bytes() const {
   return total;
 }
 
+uint64_t KvCache::digest() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&h](const std::vector<uint16_t>& values) {
+    for (const uint16_t value : values) {
+      h = (h ^ (value & 0xffu)) * 0x100000001b3ull;
+      h = (h ^ (value >> 8)) * 0x100000001b3ull;
+    }
+  };
+  for (const LayerKv& kv : layers_) {
+    mix(kv.k);
+    mix(kv.v);
+  }
+  return h;
+}
+
 void KvCache::store(int il, int kv_head, int pos, const float* k, const float* v) {
   LayerKv& kv = layer(il);
   const size_t off = (static_cast<size_t>(kv_head) * kv.capacity + static_cast<size_t>(pos % kv.capacity)) * kv.head_dim;

@@ -53,6 +53,8 @@ class KvCache {
   int attn_chunk() const { return attn_chunk_; }
   LayerRange range() const { return range_; }
   uint64_t bytes() const;
+  // FNV-1a 64-bit over every K and V value held, in layer order (lf_session_kv_digest).
+  uint64_t digest() const;
 
   // k, v [head_dim] of KV head kv_head of layer il at position pos -> f16 slot pos % capacity.
   // Each head has its own slots, so workers owning different heads never share a cache line.

@@ -218,17 +218,17 @@ describe("layerfold plan", () => {
   });
 });
 
-// A real HTTP server with Range support on loopback, serving one file.
+// A real HTTP server with Range support on loopback, serving one file with its ETag.
 async function serveFile(file) {
   const bytes = fs.readFileSync(file);
   const server = http.createServer((req, res) => {
     const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? "");
     if (!m) {
-      res.writeHead(200, {"content-length": bytes.length, "accept-ranges": "bytes"});
+      res.writeHead(200, {"content-length": bytes.length, "accept-ranges": "bytes", etag: '"v1"'});
       return res.end(req.method === "HEAD" ? undefined : bytes);
     }
     const [a, b] = [Number(m[1]), Math.min(Number(m[2]), bytes.length - 1)];
-    res.writeHead(206, {"content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${bytes.length}`});
+    res.writeHead(206, {"content-length": b - a + 1, "content-range": `bytes ${a}-${b}/${bytes.length}`, etag: '"v1"'});
     res.end(bytes.subarray(a, b + 1));
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -2,15 +2,19 @@
 // ('source_changed'), never a node holding ranges of two files: over HTTP with and without an
 // ETag (servers that honor the conditions the loader sends and servers that ignore them), across
 // a resumed transfer, through the disk cache, for a header read before the node opened, for a
-// local file written in place, over the S3 API and through an R2 binding.
+// local file written in place, over the S3 API and through an R2 binding. A server with no
+// validator at all is refused unless allowed, and allowed, a sample is read again after the load.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import http from "node:http";
+import {spawn} from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import {createRequire} from "node:module";
 import {after, before, describe, test} from "node:test";
 
+import {gatewayConfig} from "../../js-glue/src/cli/gateway.js";
+import {serveConfig} from "../../js-glue/src/cli/serve.js";
 import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
 import {openSource} from "../../js-glue/src/sources/open_source.js";
 import {fingerprint} from "./fingerprint.mjs";
@@ -131,14 +135,84 @@ describe("http: the object changes between the header and the tensors", () => {
   });
 });
 
-describe("http without any validator: a resumed transfer compares the bytes it asks for again", () => {
-  test("the object changes while a transfer is cut: source_changed, and the server was said to give no validator", async () => {
+describe("http without any validator: refused unless allowed; allowed, a resumed transfer and a sample read again are compared", () => {
+  test("not allowed: unvalidated_source naming the URL and why, from openSource, LayerNode.open and the CLI", async () => {
+    const server = await startChangingServer({});
+    try {
+      const refused = (e) => {
+        assert.equal(e.code, "unvalidated_source", e.stack);
+        assert.ok(e.message.startsWith(`${server.url}: the server sends neither ETag nor Last-Modified`), e.message);
+        assert.match(e.message, /could mix two versions' weights: refused .*--allow-unvalidated-source/);
+        return true;
+      };
+      await assert.rejects(openSource(server.url, fast), refused);
+      await assert.rejects(fingerprint({model: server.url, sourceOptions: fast}), refused);
+      const cli = path.join(root, "js-glue", "bin", "layerfold.js");
+      const run = (...extra) => new Promise((resolve) => {
+        const child = spawn(process.execPath, [cli, "validate", "--model", server.url, "--top-k", "3", "--json", ...extra], {stdio: ["ignore", "pipe", "pipe"]});
+        let stderr = "";
+        child.stderr.on("data", (d) => { stderr += d; });
+        const timer = setTimeout(() => child.kill(), 120_000);
+        child.on("close", (status) => { clearTimeout(timer); resolve({status, stderr}); });
+      });
+      const no = await run("--cache-dir", path.join(tmp, "cli-cache-refused"));
+      assert.equal(no.status, 2, no.stderr);
+      assert.match(no.stderr, /the server sends neither ETag nor Last-Modified.*refused/);
+      assert.deepEqual(fs.readdirSync(path.join(tmp, "cli-cache-refused"), {recursive: true}).filter((f) => /\.(bin|json)$/.test(f)), [], "the cache kept nothing of it");
+      const yes = await run("--allow-unvalidated-source", "--cache-dir", path.join(tmp, "cli-cache"));
+      assert.equal(yes.status, 0, yes.stderr);
+      assert.match(yes.stderr, /neither ETag nor Last-Modified; loading it as allowUnvalidatedSource/);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("allowed by a command's flag or LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1; another value of the variable is refused by name", async () => {
+    for (const config of [(v, env) => serveConfig({model: "m", ...v}, env), (v, env) => gatewayConfig({model: "m", ...v}, env)]) {
+      assert.equal((await config({}, {})).allowUnvalidatedSource, false);
+      assert.equal((await config({"allow-unvalidated-source": true}, {})).allowUnvalidatedSource, true);
+      assert.equal((await config({}, {LAYERFOLD_ALLOW_UNVALIDATED_SOURCE: "1"})).allowUnvalidatedSource, true);
+      assert.equal((await config({}, {LAYERFOLD_ALLOW_UNVALIDATED_SOURCE: "0"})).allowUnvalidatedSource, false);
+      await assert.rejects(async () => config({}, {LAYERFOLD_ALLOW_UNVALIDATED_SOURCE: "yes"}), /LAYERFOLD_ALLOW_UNVALIDATED_SOURCE="yes": expected 1/);
+    }
+  });
+
+  test("allowed: the warning says what is checked and what is not, and an unchanged object loads as the local file", async () => {
     const server = await startChangingServer({});
     try {
       const warnings = [];
-      const source = await openSource(server.url, {...fast, onWarning: (m) => warnings.push(m)});
+      const out = await fingerprint({model: server.url, allowUnvalidatedSource: true, sourceOptions: {...fast, onWarning: (m) => warnings.push(m)}});
+      assert.ok(out.equals(reference1));
+      assert.equal(warnings.length, 1, warnings.join("\n"));
+      assert.match(warnings[0], new RegExp(`^${server.url.replace(/[.]/g, "\\.")}: the server sends neither ETag nor Last-Modified`));
+      assert.match(warnings[0], /Checked: the object's size in every answer, the bytes asked for again when a transfer resumes, and, once a layer node has read its tensors, 1048576 bytes at three places read again/);
+      assert.match(warnings[0], /Not checked: every other byte/);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("allowed, the object replaced by another of the same size after the first tensor: source_changed, not a mix", async () => {
+    for (const changeAfter of [3, 6]) {
+      const server = await startChangingServer({changeAfter});
+      try {
+        await assert.rejects(fingerprint({model: server.url, allowUnvalidatedSource: true, sourceOptions: {...fast, onWarning: () => {}}}), (e) => {
+          changedError(server.url)(e);
+          assert.match(e.message, /read again at the end of the load, differs from the one loaded/);
+          return true;
+        });
+        assert.ok(server.state.version === 1 && server.state.gets > changeAfter, `${server.state.gets} GETs`);
+      } finally {
+        await server.stop();
+      }
+    }
+  });
+
+  test("the object changes while a transfer is cut: source_changed", async () => {
+    const server = await startChangingServer({});
+    try {
+      const source = await openSource(server.url, {...fast, allowUnvalidatedSource: true, onWarning: () => {}});
       assert.equal(source.validator, "size");
-      assert.match(warnings.join("\n"), /neither ETag nor Last-Modified/);
       server.state.truncate = 1;
       server.state.changeAfter = 2;  // the resumed request gets v2
       await assert.rejects(source.read(0, source.size), changedError(server.url));
@@ -150,7 +224,7 @@ describe("http without any validator: a resumed transfer compares the bytes it a
   test("unchanged, the resumed transfer starts 64 KiB before the byte reached and the bytes are right", async () => {
     const server = await startChangingServer({});
     try {
-      const source = await openSource(server.url, {...fast, onWarning: () => {}});
+      const source = await openSource(server.url, {...fast, allowUnvalidatedSource: true, onWarning: () => {}});
       server.state.truncate = 1;
       const got = await source.read(0, source.size);
       assert.ok(Buffer.from(got).equals(fs.readFileSync(v1File())));

@@ -9,7 +9,9 @@ import { plan } from './plan.js';
 import { SERVE_OPTIONS, serveCommand } from './serve.js';
 import { validate } from './validate.js';
 
-const MODEL_NOTE = '  MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir)';
+const MODEL_NOTE = `  MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir); a server
+        sending neither ETag nor Last-Modified is refused unless --allow-unvalidated-source
+        (or LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1): docs/http-api.md, "Model sources"`;
 const NODES_NOTE = `  SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
         see serve; bearer token from AUTH_TOKEN), e.g. local:0-29,http://10.0.0.7:8080`;
 
@@ -19,6 +21,7 @@ const PIPELINE_OPTIONS = {
   nodes: { type: 'string' },
   build: { type: 'string' },
   'cache-dir': { type: 'string' },
+  'allow-unvalidated-source': { type: 'boolean' },
   json: { type: 'boolean', default: false },
 };
 
@@ -75,15 +78,16 @@ export const COMMANDS = {
   },
   inspect: {
     run: inspect,
-    options: { json: { type: 'boolean', default: false } },
-    usage: '  layerfold inspect MODEL [--json]',
+    options: { json: { type: 'boolean', default: false }, 'allow-unvalidated-source': { type: 'boolean' } },
+    usage: '  layerfold inspect MODEL [--json] [--allow-unvalidated-source]',
     notes: [MODEL_NOTE],
   },
   plan: {
     run: plan,
     options: { nodes: { type: 'string' }, memory: { type: 'string' }, 'per-layer-row-cache': { type: 'string' },
-      'max-context': { type: 'string' }, 'max-tokens': { type: 'string' }, json: { type: 'boolean', default: false } },
-    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--max-context N [--max-tokens N]] [--per-layer-row-cache BYTES|8MiB] [--json]',
+      'max-context': { type: 'string' }, 'max-tokens': { type: 'string' }, json: { type: 'boolean', default: false },
+      'allow-unvalidated-source': { type: 'boolean' } },
+    usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--max-context N [--max-tokens N]] [--per-layer-row-cache BYTES|8MiB] [--json]\n                 [--allow-unvalidated-source]',
     notes: [MODEL_NOTE, '  --per-layer-row-cache: E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table (default 8MiB)',
       '  --max-context: count each node\'s whole memory as its budget check does (one session at N positions, 0: the model\'s; a forward of --max-tokens rows, default 512), not its weights alone'],
   },
@@ -94,11 +98,11 @@ export const COMMANDS = {
                   [--max-sessions N] [--max-kv-bytes N] [--max-context N] [--max-tokens N] [--max-queue N]
                   [--max-batch-rows N] [--max-logits-bytes N] [--body-timeout-ms MS] [--send-timeout-ms MS]
                   [--shutdown-timeout-ms MS] [--ffn-down-layout units|features] [--per-layer-row-cache-bytes N]
-                  [--insecure-no-auth]
+                  [--insecure-no-auth] [--allow-unvalidated-source]
                   each also from the environment (MODEL_URL, LAYERS, THREADS, PORT, HOST, CACHE_DIR,
                   MAX_SESSIONS, MAX_KV_BYTES, MAX_CONTEXT, MAX_TOKENS, MAX_QUEUE, MAX_BATCH_ROWS, MAX_LOGITS_BYTES,
                   BODY_TIMEOUT_MS, SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, FFN_DOWN_LAYOUT,
-                  PER_LAYER_ROW_CACHE_BYTES, LAYERFOLD_INSECURE_NO_AUTH=1);
+                  PER_LAYER_ROW_CACHE_BYTES, LAYERFOLD_INSECURE_NO_AUTH=1, LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1);
                   AUTH_TOKEN from the environment only: without it, serve binds a loopback --host only,
                   unless --insecure-no-auth; docs/http-api.md`,
     notes: [],
@@ -110,12 +114,12 @@ export const COMMANDS = {
                     [--build threaded|single] [--cache-dir DIR] [--max-queue N] [--max-cached-sessions N]
                     [--max-sessions N] [--request-timeout-ms MS] [--send-timeout-ms MS]
                     [--shutdown-timeout-ms MS] [--speculative prompt-lookup|off] [--draft-max N]
-                    [--draft-min-ngram N] [--insecure-no-auth]
+                    [--draft-min-ngram N] [--insecure-no-auth] [--allow-unvalidated-source]
                     the OpenAI API (/v1/models, /v1/completions, /v1/chat/completions) over the pipeline;
                     each option also from the environment (MODEL_URL, NODES, MODEL_ID, PORT, HOST, THREADS,
                     BUILD, CACHE_DIR, MAX_QUEUE, MAX_CACHED_SESSIONS, MAX_SESSIONS, REQUEST_TIMEOUT_MS,
                     SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM,
-                    LAYERFOLD_INSECURE_NO_AUTH=1); AUTH_TOKEN (the
+                    LAYERFOLD_INSECURE_NO_AUTH=1, LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1); AUTH_TOKEN (the
                     clients' API key) and NODES_AUTH_TOKEN (remote nodes', default AUTH_TOKEN) from the
                     environment only; default --host 127.0.0.1 --port 8000; docs/gateway.md`,
     notes: [MODEL_NOTE, NODES_NOTE],

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { serveGateway } from '../gateway/host.js';
 import { speculativeOptions } from '../gateway/prompt_lookup.js';
 import { defaultModel } from './default_model.js';
-import { insecureNoAuth, integer } from './serve.js';
+import { allowUnvalidatedSource, insecureNoAuth, integer } from './serve.js';
 
 // option name -> environment variable
 export const GATEWAY_ENV = {
@@ -20,6 +20,7 @@ export const GATEWAY_ENV = {
 export const GATEWAY_OPTIONS = {
   ...Object.fromEntries(Object.keys(GATEWAY_ENV).map((name) => [name, { type: 'string' }])),
   'insecure-no-auth': { type: 'boolean' },
+  'allow-unvalidated-source': { type: 'boolean' },
 };
 
 /**
@@ -56,6 +57,7 @@ export async function gatewayConfig(values, env) {
     authToken: env.AUTH_TOKEN,
     nodesAuthToken: env.NODES_AUTH_TOKEN ?? env.AUTH_TOKEN,
     insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
+    allowUnvalidatedSource: allowUnvalidatedSource(values['allow-unvalidated-source'], env),
   };
 }
 

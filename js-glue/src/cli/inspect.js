@@ -1,12 +1,13 @@
 // layerfold inspect MODEL: architecture, per-layer shapes, types and bytes, from the header.
 import { readModelHeader } from '../gguf/model_header.js';
 import { redactUrl } from '../server/redact.js';
+import { allowUnvalidatedSource } from './serve.js';
 
 const MB = 1024 * 1024;
 
 export async function inspect(options, [model]) {
   if (!model) throw new Error('inspect needs a MODEL path');
-  const header = await readModelHeader(model);
+  const header = await readModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) });
   const arch = header.metadata['general.architecture'];
   const layers = new Map();
   let other = 0;

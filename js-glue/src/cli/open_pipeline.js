@@ -5,6 +5,7 @@ import path from 'node:path';
 
 import { approxFromFlags } from './approx.js';
 import { loadProgress } from './progress.js';
+import { allowUnvalidatedSource } from './serve.js';
 import { cacheDir } from './default_model.js';
 import { Pipeline } from '../pipeline/pipeline.js';
 
@@ -21,6 +22,7 @@ export async function openPipeline(model, options) {
       onProgress: progress.onProgress,
       authToken: process.env.AUTH_TOKEN,
       approx: approxFromFlags(options),
+      allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env),
     });
   } finally {
     progress.stop();

@@ -7,6 +7,7 @@
 // node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
 // the table (node/per_layer_rows.js).
 import { withModelHeader } from '../gguf/model_header.js';
+import { allowUnvalidatedSource } from './serve.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from '../node/per_layer_rows.js';
 import { redactUrl } from '../server/redact.js';
@@ -91,7 +92,7 @@ export async function plan(options, [model]) {
   // With --max-context a node's whole memory is counted, else its weights.
   const whole = options['max-context'] !== undefined;
   const shape = { maxContext: count(options, 'max-context', 0, 0), maxTokens: count(options, 'max-tokens', 512, 1), cacheBytes };
-  const { header, table } = await withModelHeader(model, {}, (lf, gguf, h) => ({ header: h, table: whole ? memoryTable(lf, gguf, h.info, shape) : null }));
+  const { header, table } = await withModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) }, (lf, gguf, h) => ({ header: h, table: whole ? memoryTable(lf, gguf, h.info, shape) : null }));
   const n = header.info.n_layer;
   if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
   const perLayer = new Array(n).fill(0);

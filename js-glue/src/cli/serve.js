@@ -12,21 +12,30 @@ const ENV = {
   'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
   'per-layer-row-cache-bytes': 'PER_LAYER_ROW_CACHE_BYTES',
 };
-const INSECURE_ENV = 'LAYERFOLD_INSECURE_NO_AUTH';
-
 export const SERVE_OPTIONS = {
   ...Object.fromEntries(Object.keys(ENV).map((name) => [name, { type: 'string' }])),
   'insecure-no-auth': { type: 'boolean' },
+  'allow-unvalidated-source': { type: 'boolean' },
 };
 
-// --insecure-no-auth, or LAYERFOLD_INSECURE_NO_AUTH=1: serve without a token on a non-loopback host.
-export function insecureNoAuth(flagValue, env) {
+/**
+ * A boolean option: its flag, or its variable set to 1 (0 or unset: false; anything else an error).
+ * @example envFlag(values['insecure-no-auth'], process.env, 'LAYERFOLD_INSECURE_NO_AUTH')
+ */
+export function envFlag(flagValue, env, variable) {
   if (flagValue) return true;
-  const raw = env[INSECURE_ENV];
+  const raw = env[variable];
   if (raw === undefined || raw === '' || raw === '0') return false;
   if (raw === '1') return true;
-  throw new Error(`${INSECURE_ENV}=${JSON.stringify(raw)}: expected 1 (or 0, or unset)`);
+  throw new Error(`${variable}=${JSON.stringify(raw)}: expected 1 (or 0, or unset)`);
 }
+
+// --insecure-no-auth, or LAYERFOLD_INSECURE_NO_AUTH=1: serve without a token on a non-loopback host.
+export const insecureNoAuth = (flagValue, env) => envFlag(flagValue, env, 'LAYERFOLD_INSECURE_NO_AUTH');
+
+// --allow-unvalidated-source, or LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1: load from a server that sends
+// neither ETag nor Last-Modified (sources/unvalidated.js).
+export const allowUnvalidatedSource = (flagValue, env) => envFlag(flagValue, env, 'LAYERFOLD_ALLOW_UNVALIDATED_SOURCE');
 
 /** An integer option ≥ min from its text (undefined stays undefined), or an error naming the option and its variable. */
 export function integer(text, name, min, env = ENV) {
@@ -81,6 +90,7 @@ export function serveConfig(values, env) {
     // kept as '' so that serve() refuses it rather than serve open.
     authToken: env.AUTH_TOKEN,
     insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
+    allowUnvalidatedSource: allowUnvalidatedSource(values['allow-unvalidated-source'], env),
   };
 }
 

@@ -18,11 +18,13 @@ import { gatewayMetrics } from './metrics.js';
  * @param {{model: string, nodes?: string, modelId: string, threads?: number, build?: string, cacheDir?: string,
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, requestTimeoutMs?: number,
- *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, log?: Function}} options
+ *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, allowUnvalidatedSource?: boolean,
+ *          log?: Function}} options
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
-  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative, log: write = jsonLog() }) {
+  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative,
+  allowUnvalidatedSource = false, log: write = jsonLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
@@ -50,7 +52,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
 
   const t0 = performance.now();
-  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions }).then((pipeline) => {
+  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource }).then((pipeline) => {
     if (state.shuttingDown) {
       pipeline.close();
       return pipeline;

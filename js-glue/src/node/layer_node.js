@@ -14,12 +14,13 @@ export class LayerNode extends CoreLayerNode {
    * {bytes, totalBytes, rate, etaSeconds}; sourceOptions: more openSource options (retries, S3
    * endpoint and credentials, maxCacheBytes...). An already loaded module `lf` or opened
    * `source` may be passed instead. The other options (header, maxSessions, maxKvBytes,
-   * memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's.
+   * memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's. allowUnvalidatedSource: load from
+   * a server that sends neither ETag nor Last-Modified (refused otherwise; sources/unvalidated.js).
    * @param {{model: string|{bucket: object, key: string}, header?: object, layers?: [number, number], threads?: number,
    *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
    *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object,
    *          maxSessions?: number, maxKvBytes?: number, memoryBudgetBytes?: number, maxTokens?: number,
-   *          lf?: object, source?: object}} options
+   *          lf?: object, source?: object, allowUnvalidatedSource?: boolean}} options
    * @example const node = await LayerNode.open({ model: 'https://example.com/tiny.gguf', layers: [0, 2], cacheDir: '.cache' });
    */
   static async open(options) {
@@ -33,12 +34,12 @@ export class LayerNode extends CoreLayerNode {
     }
   }
 
-  static async #openOnce({ model, threads, build, cacheDir, onProgress, sourceOptions, lf, source, ...options }) {
+  static async #openOnce({ model, threads, build, cacheDir, onProgress, sourceOptions, allowUnvalidatedSource, lf, source, ...options }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const module = lf ?? (useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule());
     let opened;
     try {
-      opened = source ?? await openSource(model, { ...sourceOptions, cacheDir, onProgress });
+      opened = source ?? await openSource(model, { ...sourceOptions, cacheDir, onProgress, allowUnvalidatedSource });
     } catch (error) {
       module.close();
       throw error;

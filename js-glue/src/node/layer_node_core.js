@@ -10,6 +10,7 @@ import { Batcher } from './batcher.js';
 import { flagSet, forwardBatch, forwardOne, headAsync, withBuffers } from './engine_forward.js';
 import { checkMemoryBudget, nodeMemoryNeeds } from './memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
+import { checkSample } from '../sources/unvalidated.js';
 
 
 export class LayerNode {
@@ -47,6 +48,12 @@ export class LayerNode {
     perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES }) {
     if (perLayerTable !== 'rows' && perLayerTable !== 'whole') {
       throw new LayerfoldError('invalid_argument', `perLayerTable "${perLayerTable}": expected rows or whole`);
+    }
+    if (!(Number.isSafeInteger(maxSessions) && maxSessions >= 1)) {
+      throw new LayerfoldError('invalid_argument', `maxSessions must be a whole number of sessions >= 1, not ${maxSessions}`);
+    }
+    if (maxKvBytes !== undefined && !(Number.isSafeInteger(maxKvBytes) && maxKvBytes >= 0)) {
+      throw new LayerfoldError('invalid_argument', `maxKvBytes must be a whole number of bytes >= 0, not ${maxKvBytes}`);
     }
     if (!(Number.isSafeInteger(perLayerRowCacheBytes) && perLayerRowCacheBytes >= 0)) {
       throw new LayerfoldError('invalid_argument', `perLayerRowCacheBytes must be a whole number of bytes >= 0, not ${perLayerRowCacheBytes}`);
@@ -109,6 +116,7 @@ export class LayerNode {
   // The engine refuses a second forward while one runs: concurrent calls are batched into steps.
   #batcher;
   #running = new Map();   // lf_session* -> its startPos, for the sessions of the step running
+  #pending = new Map();   // id -> lf_session*, the new sessions of the step running, registered once it succeeds
   #dropAfterStep = [];    // sessions dropped while the running step used them
   #batchListeners = new Set();
   #batchStats = { batches: 0, entries: 0, rows: 0, maxEntries: 0, maxRows: 0 };
@@ -168,16 +176,20 @@ export class LayerNode {
     }
     this.ffnDownLayout = ffnDownLayout;
     this.bytesLoaded = 0;
+    const placed = [];
     for (const name of names) {
       const info = byName.get(name);
       const ptr = lf.alloc(info.n_bytes);
       this.#buffers.push(ptr);
       await source.readInto(info.offset, info.offset + info.n_bytes, lf.bytes().subarray(ptr, ptr + info.n_bytes));
       this.bytesLoaded += info.n_bytes;
+      placed.push({ offset: info.offset, bytes: () => lf.bytes().subarray(ptr, ptr + info.n_bytes) });
       const namePtr = this.#cString(name);
       lf.fn.lf_model_place_tensor(this.#model, namePtr, ptr);
       lf.free(namePtr);
     }
+    // Before the engine lays any weight out anew: the bytes placed are the bytes read.
+    await checkSample(source.untracked ?? source, placed);
     if (!lf.fn.lf_model_load(this.#model, gguf, this.layers[0], this.layers[1], this.withEmbedding ? 1 : 0, this.withHead ? 1 : 0)) {
       throw lf.lastError();
     }
@@ -198,8 +210,8 @@ export class LayerNode {
   }
 
   // The session's KV cache for a call: the one held, or a new one (its first call, startPos 0)
-  // that is not yet registered. Nothing about the held sessions changes here: #commit does that
-  // once the call's options have been accepted.
+  // that is not yet registered. Nothing about the held sessions changes here: #settle does that
+  // once the engine has answered the call.
   #sessionFor(id, startPos) {
     const lf = this.#lf;
     const held = this.#sessions.get(id);
@@ -218,35 +230,59 @@ export class LayerNode {
     return { handle, fresh: true };
   }
 
-  // Makes the session the most recently used; a new one is registered, evicting the least
-  // recently used sessions beyond the limits, but none of `keep` (the sessions already in this
-  // step). false, with nothing changed, when the limits cannot be met without one of those: the
-  // call waits for the next step, where it may evict them as a call alone would.
-  #commit(id, { handle, fresh }, keep) {
+  // The least recently used sessions a new session of this step displaces to meet the limits,
+  // none of the step's own (step.ids, and the new sessions before it, step.fresh, which count as
+  // held); nothing is evicted here (#settle does it once its forward succeeded). null when the
+  // limits cannot be met without one of the step's sessions, or when another new session of the
+  // step already displaces some: the sessions displaced are freed only after the step, so one
+  // per step bounds what the node holds beyond its limits to one session's cache. The call then
+  // waits for the next step, where it goes first and always fits.
+  #room(id, handle, step) {
     const bytes = (session) => this.#lf.fn.lf_session_bytes(session);
-    if (!fresh) {
-      this.#sessions.delete(id);
-      this.#sessions.set(id, handle);
-      return true;
-    }
     const fits = (count, total) => count < this.maxSessions && total <= this.maxKvBytes;
-    const held = [...this.#sessions];
-    const kept = held.filter(([other]) => keep.has(other));
-    if (keep.size > 0 && !fits(kept.length, kept.reduce((sum, [, s]) => sum + bytes(s), bytes(handle)))) return false;
-    let total = held.reduce((sum, [, s]) => sum + bytes(s), bytes(handle));
+    const held = [...this.#sessions, ...step.fresh];
     let count = held.length;
-    for (const [oldest, other] of held) {
+    let total = held.reduce((sum, [, s]) => sum + bytes(s), bytes(handle));
+    const victims = [];
+    for (const [other, session] of held) {
       if (fits(count, total)) break;
-      if (keep.has(oldest)) continue;
-      total -= bytes(other);
+      if (step.ids.has(other)) continue;
+      victims.push(other);
       count--;
-      this.dropSession(oldest);
-      this.#evicted.add(oldest);
-      if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
+      total -= bytes(session);
     }
-    this.#evicted.delete(id);
+    if (!fits(count, total) || (victims.length > 0 && step.evicting)) {
+      if (step.ids.size === 0) throw new LayerfoldError('internal', `session "${id}" alone does not fit the node's limits`);
+      return null;
+    }
+    step.evicting ||= victims.length > 0;
+    step.fresh.push([id, handle]);
+    return victims;
+  }
+
+  // What a call's outcome does to the sessions, once its step is done: a forward that succeeded
+  // makes its session the most recently used (a new one registered, the sessions it displaces
+  // evicted); a refused one changes nothing, and its new session is freed.
+  #settle(id, { handle, fresh, victims }, succeeded) {
+    if (fresh) {
+      // Dropped while the step ran: dropSession has freed it.
+      if (this.#pending.get(id) !== handle) return;
+      this.#pending.delete(id);
+      if (!succeeded) {
+        this.#lf.fn.lf_session_free(handle);
+        return;
+      }
+      for (const victim of victims) {
+        if (!this.dropSession(victim)) continue;
+        this.#evicted.add(victim);
+        if (this.#evicted.size > 1024) this.#evicted.delete(this.#evicted.values().next().value);
+      }
+      this.#evicted.delete(id);
+    } else if (!succeeded || this.#sessions.get(id) !== handle) {
+      return;
+    }
+    this.#sessions.delete(id);
     this.#sessions.set(id, handle);
-    return true;
   }
 
   /** token ids -> hidden [n, n_embd] (first node only). */
@@ -376,24 +412,27 @@ export class LayerNode {
     return rows;
   }
 
-  // One engine step of the batcher's calls: each call's options are set on its session before
-  // anything else changes, so a refused option (a bad exit state, an unknown approximate mode)
-  // fails that call alone and leaves every session, their count and their order as they were;
-  // then the calls that got so far run as one forward. A new session whose first forward fails
-  // is dropped again.
+  // One engine step of the batcher's calls: each call's options are set on its session and a new
+  // session's room among the limits is found (admission) before anything else changes; then the
+  // calls that got so far run as one forward, and only those the engine answered change the
+  // sessions (#settle). So a refusal, of an option, of the admission or by the engine (a
+  // non-finite row, a stale startPos, beyond max context), fails its call alone and leaves the
+  // sessions, their order, their positions and their caches as they were: nothing is evicted
+  // for a new session whose first forward is refused.
   async #runStep(calls) {
     if (!this.#model) return calls.map(() => ({ error: LayerNode.#closedError('forward') }));
     const outcomes = [];
     const entries = [];
-    const inStep = new Set();
+    // The step's sessions, its new ones, and whether one of those displaces others (#room).
+    const step = { ids: new Set(), fresh: [], evicting: false };
     for (const call of calls) {
       try {
-        const target = this.#prepare(call, inStep);
+        const target = this.#prepare(call, step);
         if (!target) {
           outcomes.push({ deferred: true });
           continue;
         }
-        inStep.add(call.session);
+        step.ids.add(call.session);
         entries.push({ call, ...target, outcome: outcomes.length });
         outcomes.push(null);
       } catch (error) {
@@ -401,7 +440,10 @@ export class LayerNode {
       }
     }
     if (entries.length === 0) return outcomes;
-    for (const { call, handle } of entries) this.#running.set(handle, call.startPos);
+    for (const { call, handle, fresh } of entries) {
+      this.#running.set(handle, call.startPos);
+      if (fresh) this.#pending.set(call.session, handle);
+    }
     let results;
     try {
       results = entries.length === 1
@@ -417,26 +459,28 @@ export class LayerNode {
       this.#running.clear();
       for (const handle of this.#dropAfterStep.splice(0)) this.#lf.fn.lf_session_free(handle);
     }
-    entries.forEach(({ call, handle, fresh, outcome }, i) => {
+    entries.forEach(({ call, outcome, ...target }, i) => {
       outcomes[outcome] = results[i];
-      if (results[i].error && fresh && this.#sessions.get(call.session) === handle) this.dropSession(call.session);
+      this.#settle(call.session, target, !results[i].error);
     });
     return outcomes;
   }
 
-  // The call's session with its options set and registered, or null when it must wait for the
-  // next step (#commit).
-  #prepare({ session, startPos, rows, approx, exitState, perLayer, kvRows }, inStep) {
+  // The call's session with its options set and, for a new one, the sessions it displaces
+  // ({handle, fresh, victims}), or null when it must wait for the next step (#room).
+  #prepare({ session, startPos, rows, approx, exitState, perLayer, kvRows }, step) {
     const target = this.#sessionFor(session, startPos);
+    let victims = [];
     try {
       this.#setApprox(target.handle, approx, exitState);
       this.#setPerLayer(target.handle, perLayer);
       this.#setKvRows(target.handle, kvRows, startPos, rows);
-      if (this.#commit(session, target, inStep)) return target;
+      if (target.fresh) victims = this.#room(session, target.handle, step);
     } catch (error) {
       if (target.fresh) this.#lf.fn.lf_session_free(target.handle);
       throw error;
     }
+    if (victims) return { ...target, victims };
     this.#lf.fn.lf_session_free(target.handle);
     return null;
   }
@@ -649,7 +693,7 @@ export class LayerNode {
    * while a forward of it runs, the positions held before it.
    */
   sessionLength(id) {
-    const session = this.#sessions.get(id);
+    const session = this.#sessions.get(id) ?? this.#pending.get(id);
     if (session === undefined) return null;
     return this.#running.get(session) ?? this.#lf.fn.lf_session_n_past(session);
   }
@@ -661,13 +705,33 @@ export class LayerNode {
   }
 
   /**
+   * The ids of the sessions held, least recently used (the next to be evicted) first.
+   * @example node.sessions() // ['chat-2', 'chat-1']: 'chat-1' ran last
+   */
+  sessions() {
+    return [...this.#sessions.keys()];
+  }
+
+  /**
+   * A digest of every byte of the session's KV cache (lf_session_kv_digest), or null for an
+   * unknown session: equal digests before and after a call say it left the cache as it was.
+   * Refused while a forward of the session runs.
+   * @example const before = node.kvDigest('chat-1'); // ... a refused forward ...; node.kvDigest('chat-1') === before
+   */
+  kvDigest(id) {
+    const session = this.#idleSession(id, 'kvDigest');
+    return session === undefined ? null : this.#lf.fn.lf_session_kv_digest(session);
+  }
+
+  /**
    * Forgets the session (false when unknown). A session the running engine step uses is freed
    * once the step is done with it; a later call for it starts a new one.
    */
   dropSession(id) {
-    const session = this.#sessions.get(id);
+    const session = this.#sessions.get(id) ?? this.#pending.get(id);
     if (session === undefined) return false;
     this.#sessions.delete(id);
+    this.#pending.delete(id);
     if (this.#running.has(session)) this.#dropAfterStep.push(session);
     else this.#lf.fn.lf_session_free(session);
     return true;
@@ -714,7 +778,7 @@ export class LayerNode {
    */
   close() {
     this.tokenizer?.close();
-    for (const id of [...this.#sessions.keys()]) this.dropSession(id);
+    for (const id of [...this.#sessions.keys(), ...this.#pending.keys()]) this.dropSession(id);
     if (this.#model) this.#lf.fn.lf_model_free(this.#model);
     for (const ptr of this.#buffers) this.#lf.free(ptr);
     this.#buffers = [];

@@ -11,7 +11,7 @@ export class Pipeline extends PipelineCore {
    * @param {{model: string, nodes?: string, threads?: number, build?: string, cacheDir?: string,
    *          onProgress?: (progress: object, node: number) => void, authToken?: string,
    *          nodeTimeoutMs?: number, nodeReadyTimeoutMs?: number, maxSessions?: number,
-   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number,
+   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number, allowUnvalidatedSource?: boolean,
    *          approx?: {truncatedAttention?: boolean, truncationThreshold?: number, earlyExit?: boolean,
    *                    exitThreshold?: number, exitWindow?: number, ffnTopK?: number,
    *                    ffnTopKLayers?: Object<string, number>, ffnTopKThreshold?: number}}} options
@@ -20,15 +20,16 @@ export class Pipeline extends PipelineCore {
    *   with every layer); authToken: bearer token for remote nodes; nodeTimeoutMs /
    *   nodeReadyTimeoutMs: how long a remote node may take to answer / to be ready again before
    *   a retry (RemoteNode.open); maxSessions: per local node; perLayerTable,
-   *   perLayerRowCacheBytes: how the local first node reads per_layer_token_embd (LayerNode.open); approx: approximate modes for
+   *   perLayerRowCacheBytes: how the local first node reads per_layer_token_embd (LayerNode.open);
+   *   allowUnvalidatedSource: read a model from a server without ETag or Last-Modified (openSource); approx: approximate modes for
    *   every forward of every node (docs/approximate.md; default off), replays included, so a
    *   rebuilt cache is the one the node had; with earlyExit the last row's exit state travels
    *   from node to node.
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
   static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
-    perLayerTable, perLayerRowCacheBytes, approx = {} }) {
-    const { header, tokenizer } = await readModelTokenizer(model, { cacheDir });
+    perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {} }) {
+    const { header, tokenizer } = await readModelTokenizer(model, { cacheDir, allowUnvalidatedSource });
     const entries = parseNodesSpec(spec ?? `local:0-${header.info.n_layer - 1}`);
     const opened = [];
     try {
@@ -37,7 +38,7 @@ export class Pipeline extends PipelineCore {
           ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
             // The header read above: the node parses its bytes instead of reading them again.
-            model, header, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes,
+            model, header, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource,
             // The top-K FFN reads only the kept features' columns of a feature-major ffn_down.
             ffnDownLayout: approx.ffnTopK > 0 || approx.ffnTopKLayers ? 'features' : 'units',
             onProgress: onProgress && ((progress) => onProgress(progress, i)),

@@ -37,7 +37,7 @@ const HEADERS_TIMEOUT_MS = 20_000;
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
   maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, perLayerRowCacheBytes,
-  log: write = jsonLog() }) {
+  allowUnvalidatedSource = false, log: write = jsonLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
@@ -77,6 +77,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   let lastLog = -Infinity;
   const loaded = LayerNode.open({
     model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, maxBatchRows, ffnDownLayout, perLayerRowCacheBytes,
+    allowUnvalidatedSource,
     onProgress: (progress) => {
       state.onProgress(progress);
       if (performance.now() - lastLog < PROGRESS_LOG_MS) return;

@@ -73,7 +73,7 @@ export class HttpSource {
    * @param {string} url
    * @param {{retries?: number, backoffMs?: number, maxBackoffMs?: number, timeoutMs?: number,
    *          request?: (url: string, init: object) => Promise<Response>, name?: string,
-   *          onRetry?: (error: Error, attempt: number) => void, onWarning?: (message: string) => void}} [options]
+   *          onRetry?: (error: Error, attempt: number) => void}} [options]
    * @example const source = await HttpSource.open('https://example.com/tiny.gguf', { retries: 3 });
    */
   static async open(url, options = {}) {
@@ -106,7 +106,8 @@ export class HttpSource {
   /**
    * What each range read is checked against: 'etag' (a strong ETag, sent as If-Match and
    * If-Range), 'last-modified' (If-Unmodified-Since, a one-second clock), or 'size' (the server
-   * gives neither: only the size and the bytes read twice can tell a change).
+   * gives neither: only the size and the bytes read twice can tell a change; openSource refuses
+   * such a source unless allowed, unvalidated.js).
    */
   get validator() {
     if (isStrong(this.etag)) return 'etag';
@@ -127,9 +128,6 @@ export class HttpSource {
       const length = response.headers.get('content-length');
       this.etag = response.headers.get('etag');
       this.lastModified = response.headers.get('last-modified');
-      if (this.validator === 'size') {
-        (this.#options.onWarning ?? warnOnStderr)(`${this.name}: the server sends neither ETag nor Last-Modified, so a change of the object during the load is seen only in its size and in bytes read twice`);
-      }
       if (length !== null) {
         this.size = Number(length);
         return;

@@ -3,11 +3,12 @@
 // and with progress reports.
 import { fileURLToPath } from 'node:url';
 import { CachedSource } from './disk_cache.js';
-import { HttpSource } from './http.js';
+import { HttpSource, warnOnStderr } from './http.js';
 import { LocalFileSource } from './local_file.js';
 import { R2BindingSource } from './r2_binding.js';
 import { openS3Source } from './s3.js';
 import { withProgress } from './progress.js';
+import { admitSource } from './unvalidated.js';
 
 /** A printable name for a model reference (an R2 binding shows its key). */
 export function modelName(model) {
@@ -31,15 +32,31 @@ function opener(model, options) {
  * close }. Options: cacheDir (+ maxCacheBytes, revalidate) for the verified disk cache;
  * onProgress ({bytes, totalBytes, rate, etaSeconds}, throttled to progressIntervalMs);
  * onWarning(message) for what the cache dropped or could not store and for a server that gives
- * no validator (default: a line on stderr); the HTTP/S3 retry options (retries, backoffMs,
+ * no validator (default: a line on stderr); allowUnvalidatedSource: open a server that sends
+ * neither ETag nor Last-Modified, refused otherwise (unvalidated.js); the HTTP/S3 retry options (retries, backoffMs,
  * maxBackoffMs, timeoutMs); S3 endpoint and credentials. cacheIo replaces the cache's write
  * functions (disk_cache.js), for tests.
  * @example const source = await openSource('r2://models/gemma.gguf', { cacheDir: '/var/cache/lf', onProgress: console.log });
  */
-export async function openSource(model, { cacheDir, maxCacheBytes, revalidate, cacheIo, onProgress, progressIntervalMs, ...options } = {}) {
-  const open = opener(model, options);
-  const source = cacheDir
+export async function openSource(model, { cacheDir, maxCacheBytes, revalidate, cacheIo, onProgress, progressIntervalMs, allowUnvalidatedSource,
+  ...options } = {}) {
+  // A source without validators is refused as soon as it is opened, before the cache keeps
+  // anything of it; a cache entry remembered from before is judged by the validator it recorded.
+  let admitted = false;
+  const admit = async (opened) => {
+    if (admitted) return opened;
+    try {
+      admitSource(opened, { allow: allowUnvalidatedSource, onWarning: options.onWarning ?? warnOnStderr });
+    } catch (error) {
+      await opened.close();
+      throw error;
+    }
+    admitted = true;
+    return opened;
+  };
+  const open = async () => admit(await opener(model, options)());
+  const source = await admit(cacheDir
     ? await CachedSource.open(modelName(model), open, { cacheDir, maxBytes: maxCacheBytes, revalidate, onWarning: options.onWarning, io: cacheIo })
-    : await open();
+    : await open());
   return onProgress ? withProgress(source, onProgress, { intervalMs: progressIntervalMs }) : source;
 }
