@@ -159,7 +159,19 @@ export class Gguf {
   matmul(name, xs, start = 0, count = this.info(name).rows - start) {
     const ys = xs.map(() => new Float64Array(count));
     this.forRows(name, start, count, (r, row) => {
-      for (let i = 0; i < xs.length; i++) {
+      // Four inputs per pass, so each weight is loaded once for four products (the products
+      // dominate the reference's time).
+      let i = 0;
+      for (; i + 4 <= xs.length; i += 4) {
+        const [x0, x1, x2, x3] = xs.slice(i, i + 4);
+        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (let c = 0; c < row.length; c++) {
+          const w = row[c];
+          s0 += w * x0[c]; s1 += w * x1[c]; s2 += w * x2[c]; s3 += w * x3[c];
+        }
+        ys[i][r] = s0; ys[i + 1][r] = s1; ys[i + 2][r] = s2; ys[i + 3][r] = s3;
+      }
+      for (; i < xs.length; i++) {
         const x = xs[i];
         let s = 0;
         for (let c = 0; c < row.length; c++) s += row[c] * x[c];
