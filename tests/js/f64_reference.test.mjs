@@ -20,8 +20,12 @@ const TOP_N = 50;
 // oracle's four prompts (seeds 7, 1, 2, 4). That is their rounding noise against the exact
 // model, amplified by the layers (~1e-3 with F16 weights, 1e-2 to 7e-2 with 4- and 8-bit ones,
 // where llama.cpp rounds activations to Q8); the two engines sat equally far, so the reference
-// is in the middle rather than off to one side. Breaking one formula by hand (REPORTED below)
-// moved the distance past the bound or changed the top-1.
+// is between them rather than off to one side. One formula broken by hand (the router's
+// 1/sqrt(n_embd), the down scale, gate and up swapped in fused experts, GELU dropped from the
+// experts or the per-layer branch, the shared MLP's norm skipped, a sliding shared layer reading
+// the global source, a K-quant scale unpacked wrong, the wrong k experts) moved a case to
+// 2.2e-2 … 1.0 or changed its top-1. Renormalizing the expert weights and the per-layer input's
+// 1/sqrt(2) cannot show: an RMSNorm follows each.
 const BOUND_FACTOR = 2;
 
 // The oracle test's prompts and its model names and arguments (oracle.test.mjs), so the files

@@ -9,7 +9,7 @@ import {add, gelu, rmsnorm, softmax} from "./ops.mjs";
  * descending order (ties to the lower index, as libstdc++'s sort of ≤ 16 keeps them), weights
  * renormalized over those k. ggml clamps that sum at 2^-14, which a sum of the k largest of E
  * probabilities (at least k/E) never reaches.
- * @example route([0.3, -1, 2], 2) // [{expert: 2, weight: 0.85…}, {expert: 0, weight: 0.14…}]
+ * @example route([0.3, -1, 2], 2) // [{expert: 2, weight: 0.85…}, {expert: 0, weight: 0.15…}]
  */
 export function route(logits, k) {
   const p = softmax(logits);
