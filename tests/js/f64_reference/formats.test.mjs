@@ -65,9 +65,10 @@ describe("f64 reference block formats", () => {
         const j = e >> 5;
         assert.equal(v[e], 0.5 * SC[j] * quant(e, 1 << bits) - 0.25 * MIN[j], `element ${e}`);
       }
-      // by hand: element 0 is 0.5·1·3 − 0; element 255 (sub-block 7, q = 1795 mod 2^bits = 3)
+      // by hand: element 0 is 0.5·1·3 − 0.25·0; element 255 (sub-block 7, q = 1795 mod 2^bits = 3)
+      // is 0.5·5·3 − 0.25·34
       assert.equal(v[0], 1.5);
-      assert.equal(v[255], -7.75);
+      assert.equal(v[255], -1);
     });
   }
 
