@@ -6,7 +6,7 @@
 // nodes' URLs in pipeline order), MODEL_ID (default: the key without .gguf), MAX_QUEUE,
 // MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM (as the
 // gateway command's), and the secrets AUTH_TOKEN (the clients' API key) and NODES_AUTH_TOKEN
-// (the nodes'; default AUTH_TOKEN).
+// (the nodes', never the clients' key).
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
 import { speculativeOptions } from '../src/gateway/prompt_lookup.js';
@@ -36,7 +36,7 @@ function startIsolate(env) {
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
-    state.loaded(await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN ?? env.AUTH_TOKEN }));
+    state.loaded(await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN }));
   })().catch((error) => {
     current.failure = error;
   });

@@ -157,6 +157,13 @@ describe("gateway through the openai client", () => {
     const notJson = await fetch(`${url}/v1/chat/completions`, {method: "POST", headers: {"content-type": "application/json"}, body: "{"});
     assert.equal(notJson.status, 400);
     assert.equal((await notJson.json()).error.type, "invalid_request_error");
+    // What a page on another site can send without a preflight is not read, however JSON it looks.
+    const body = JSON.stringify({model: "tiny", messages: hello, max_tokens: 1});
+    for (const headers of [{"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"}, {}]) {
+      const drive = await fetch(`${url}/v1/chat/completions`, {method: "POST", headers, body: headers["content-type"] ? body : new Blob([body])});
+      assert.equal(drive.status, 415, JSON.stringify(headers));
+      assert.equal((await drive.json()).error.code, "unsupported_media_type");
+    }
     const noRoute = await fetch(`${url}/v1/embeddings`, {method: "POST"});
     assert.equal(noRoute.status, 404);
     assert.deepEqual(Object.keys((await noRoute.json()).error), ["message", "type", "param", "code"]);

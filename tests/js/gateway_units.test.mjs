@@ -70,6 +70,16 @@ describe("request checks", () => {
     refuses(() => completionRequest({model: "m", prompt: ["a", "b"]}), "prompt");
     refuses(() => completionRequest({model: "m", prompt: "a", logprobs: 6}), "logprobs");
     refuses(() => completionRequest({model: "m", prompt: "a", echo: true}), "echo");
+    refuses(() => chat({seed: 2 ** 64}), "seed");
+    refuses(() => chat({seed: 1.5}), "seed");
+    refuses(() => chat({seed: "7"}), "seed");
+  });
+
+  test("a seed anywhere in 64 bits, signed or not, as JSON carries it", () => {
+    const seedOf = (seed) => chatRequest({model: "m", messages: [{role: "user", content: "hi"}], seed}).sampling.seed;
+    assert.equal(seedOf(JSON.parse("-9223372036854775808")), 0);  // -2^63, the message's own bound
+    assert.equal(seedOf(2 ** 64 - 2048), 2 ** 32 - 2048);  // the largest double below 2^64
+    assert.equal(seedOf(2 ** 53 + 2), 2);
   });
 
   test("defaults as OpenAI's, max_completion_tokens over max_tokens, text parts joined, a seed reduced to 32 bits", () => {
@@ -94,6 +104,8 @@ describe("gateway configuration", () => {
     assert.equal(config.maxQueue, 3);
     assert.equal(config.host, "127.0.0.1");
     assert.deepEqual([config.authToken, config.nodesAuthToken], ["k", "n"]);
+    // Two credentials: the clients' key never goes to the nodes.
+    assert.equal((await gatewayConfig({model: "/m.gguf"}, {AUTH_TOKEN: "k"})).nodesAuthToken, undefined);
     assert.equal((await gatewayConfig({model: "r2://bucket/gemma.gguf", "model-id": "gemma"}, {})).modelId, "gemma");
     assert.equal((await gatewayConfig({model: "https://h/x/gemma-4.gguf?sig=1"}, {})).modelId, "gemma-4");
   });

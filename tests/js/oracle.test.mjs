@@ -106,6 +106,7 @@ describe("next-token distribution matches llama.cpp", () => {
     test(config.name, {timeout: 600_000}, async (t) => {
       const file = model(config.name, config.preset, ["--type", config.type, ...(config.extra ?? [])]);
       const reference = F64Reference.open(file);
+      t.after(() => reference.close());
       const mirrored = mirrors(kernels, modelTraits(reference, config.n));
       const seeds = [config.seed ?? 7, ...(mirrored ? [] : MORE_SEEDS)];
       const handle = await llama.loadLlama(file, {threads: 2, contextSize: 256});

@@ -58,6 +58,7 @@ describe("llama.cpp agreement over shapes", () => {
     test(c.name, {timeout: 600_000}, async (t) => {
       const file = model(`sweep-${c.name}`, c.preset, c.args);
       const reference = F64Reference.open(file);
+      t.after(() => reference.close());
       const handle = await llama.loadLlama(file, {threads: 2, contextSize: 256});
       t.after(() => llama.close(handle));
       const runs = [];

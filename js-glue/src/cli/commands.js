@@ -120,7 +120,7 @@ export const COMMANDS = {
                     BUILD, CACHE_DIR, MAX_QUEUE, MAX_CACHED_SESSIONS, MAX_SESSIONS, REQUEST_TIMEOUT_MS,
                     SEND_TIMEOUT_MS, SHUTDOWN_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM,
                     LAYERFOLD_INSECURE_NO_AUTH=1, LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1); AUTH_TOKEN (the
-                    clients' API key) and NODES_AUTH_TOKEN (remote nodes', default AUTH_TOKEN) from the
+                    clients' API key) and NODES_AUTH_TOKEN (remote nodes', never AUTH_TOKEN) from the
                     environment only; default --host 127.0.0.1 --port 8000; docs/gateway.md`,
     notes: [MODEL_NOTE, NODES_NOTE],
   },

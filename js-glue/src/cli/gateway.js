@@ -53,9 +53,10 @@ export async function gatewayConfig(values, env) {
     speculative: speculativeOptions({ mode: get('speculative'), maxDraft: int('draft-max', 1), minNgram: int('draft-min-ngram', 1) },
       (name) => `--${name} / ${GATEWAY_ENV[name]}`),
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients
-    // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, else the same AUTH_TOKEN.
+    // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, and only it: a node never
+    // sees the key clients hold, so one leaked credential does not open the other door.
     authToken: env.AUTH_TOKEN,
-    nodesAuthToken: env.NODES_AUTH_TOKEN ?? env.AUTH_TOKEN,
+    nodesAuthToken: env.NODES_AUTH_TOKEN,
     insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
     allowUnvalidatedSource: allowUnvalidatedSource(values['allow-unvalidated-source'], env),
   };

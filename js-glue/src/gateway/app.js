@@ -24,6 +24,16 @@ import { Run } from './run.js';
 import { SessionCache } from './sessions.js';
 import { SSE_HEADERS, sseEvent } from './sse.js';
 
+// A browser page may send another site a text/plain or form body without asking first; a JSON
+// content type makes it ask (a CORS preflight, which the gateway never grants), so a generation
+// is read only from a body sent as JSON.
+function checkJsonContentType(request) {
+  const type = request.headers.get('content-type')?.split(';')[0].trim().toLowerCase();
+  if (type !== 'application/json') {
+    throw new OpenAIError(415, `the request body must be sent as application/json, not ${type ? type : 'without a Content-Type'}`, { code: 'unsupported_media_type' });
+  }
+}
+
 /** Default bound of a request body (a long conversation's JSON). */
 export const DEFAULT_MAX_BODY_BYTES = 4 << 20;
 /** Default deadline of a whole request, prompt to last token. */
@@ -59,7 +69,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
  */
 export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
-  speculative = null, closeConnection = () => {}, observer = {} }) {
+  speculative = null, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
   const lookup = speculative ? new PromptLookup(speculative) : null;
   const app = new Hono();
@@ -116,6 +126,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
 
   const generation = (parse) => async (c) => {
     const e = ready();
+    checkJsonContentType(c.req.raw);
     checkDeclaredLength(c.req.raw, maxBodyBytes, () => `the limit is ${maxBodyBytes} bytes`);
     const ticket = e.coordinator.admit();
     let run;
@@ -184,7 +195,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
     return streamedResponse({
       headers: SSE_HEADERS,
       sendTimeoutMs,
-      onStall: () => closeConnection(c),
+      onStall: closeConnection && (() => closeConnection(c)),
       next: async () => {
         while (pending.length === 0 && !over) await pull();
         return pending.shift() ?? null;

@@ -25,6 +25,15 @@ function integer(body, name, { min, max = Number.MAX_SAFE_INTEGER, fallback }) {
   return v;
 }
 
+// OpenAI's seed is a 64-bit integer. JSON carries it as a double, exact up to 2^53 and rounded
+// beyond, which still gives one value per request text: the same request samples the same tokens.
+function seedOf(body) {
+  const v = body.seed;
+  if (!given(v)) return null;
+  if (!Number.isInteger(v) || v < -(2 ** 63) || v >= 2 ** 64) throw badParam('seed', `seed must be an integer in [-2^63, 2^64), got ${JSON.stringify(v)}`);
+  return v;
+}
+
 function boolean(body, name, fallback) {
   const v = body[name];
   if (!given(v)) return fallback;
@@ -67,7 +76,7 @@ function common(body, { maxTokensFallback }) {
   if (given(streamOptions) && !isObject(streamOptions)) throw badParam('stream_options', 'stream_options must be an object');
   const stream = boolean(body, 'stream', false);
   if (given(streamOptions) && !stream) throw badParam('stream_options', 'stream_options is only allowed with stream: true');
-  const seed = integer(body, 'seed', { min: -(2 ** 63), fallback: null });
+  const seed = seedOf(body);
   return {
     model: body.model,
     maxTokens,

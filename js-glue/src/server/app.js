@@ -90,7 +90,7 @@ function fromEngine(error) {
  * const response = await app.fetch(new Request('http://node/v1/info', { headers: { authorization: `Bearer ${token}` } }));
  */
 export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue = 16, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES,
-  bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, closeConnection = () => {},
+  bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, closeConnection = null,
   observer = {}, state = NodeState.of(node) } = {}) {
   if (!state) throw new TypeError('createLayerNodeApp needs a node or a state');
   checkAuthToken(authToken);
@@ -131,7 +131,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   // The answer's end gives the ticket back; an answer that did not reach its client is reported.
   const streaming = (c, ticket) => ({
     sendTimeoutMs,
-    onStall: () => closeConnection(c),
+    onStall: closeConnection && (() => closeConnection(c)),
     end: (outcome, error) => {
       ticket.release();
       if (outcome !== 'done') observer.answerLost?.(routePath(c, -1), outcome, error?.message ?? String(error ?? ''));
