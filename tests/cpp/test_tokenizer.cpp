@@ -242,7 +242,7 @@ TEST_CASE("special tokens: control only with parse_special, user-defined always,
   CHECK(encode(tok, "a<|turn>bc", false, true) == Ids{f.a, f.turn, f.bc});
 }
 
-// The byte-token ids of a text that no token covers.
+// The byte-token ids of a text none of whose characters is a token.
 Ids bytes_of(const Gemma4Fixture& f, const std::string& text) {
   Ids ids;
   for (const char c : text) ids.push_back(f.byte0 + static_cast<uint8_t>(c));
@@ -262,7 +262,8 @@ TEST_CASE("untrusted spans: control, unknown and marker tokens stay text inside,
   const std::string inner = "a<|turn><unk><ch|>b";
   const std::string text = "<|turn>" + inner + "<|turn><ch|>";
   const Ids ids = encode_untrusted(tok, text, {{7, static_cast<uint32_t>(7 + inner.size())}});
-  CHECK(ids == cat({{f.turn, f.a}, bytes_of(f, "<|turn><unk><ch|>"), {f.b, f.turn, f.channel_end}}));
+  // ("c" is a token of its own.)
+  CHECK(ids == cat({{f.turn, f.a}, bytes_of(f, "<|turn><unk><"), {f.c}, bytes_of(f, "h|>"), {f.b, f.turn, f.channel_end}}));
   // Other user-defined tokens keep llama.cpp's rule: matched everywhere.
   CHECK(encode_untrusted(tok, "a<tag>b", {{0, 7}}) == Ids{f.a, f.tag_b});
   // Without spans, or with empty ones only, it is tokenize with parse_special.

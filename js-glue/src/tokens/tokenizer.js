@@ -55,6 +55,8 @@ export class Tokenizer {
     if (untrusted) {
       const spans = Uint32Array.from(untrusted);
       if (spans.length % 2 !== 0) throw new RangeError(`untrusted holds ${spans.length} numbers: expected begin, end pairs`);
+      const bad = Array.from(untrusted).findIndex((x, i) => x !== spans[i]);
+      if (bad >= 0) throw new RangeError(`untrusted[${bad}] is ${untrusted[bad]}: expected a byte offset`);
       // The spans first, where the allocation's alignment suits their uint32s, then the text.
       const input = new Uint8Array(spans.byteLength + bytes.length);
       input.set(new Uint8Array(spans.buffer));
