@@ -4,18 +4,19 @@
 // special-token parsing on (llama.cpp's server) — checked against llama.cpp itself on Gemma 3.
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import {createRequire} from "node:module";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
-import {Template} from "@huggingface/jinja";
-
-import {openModelHeader} from "../../js-glue/src/gguf/header.js";
-import {LocalFileSource} from "../../js-glue/src/sources/local_file.js";
+import {reparseModelHeader} from "../../js-glue/src/gguf/header.js";
 import {ChatContentError, chatTokens} from "../../js-glue/src/tokens/chat.js";
 import {Tokenizer} from "../../js-glue/src/tokens/tokenizer.js";
 import {loadSingleThreadModule} from "../../js-glue/src/wasm/load_node.js";
 import * as llama from "./llama_oracle.mjs";
 import {model, root} from "./models.mjs";
+
+// The template engine the gateway renders with, a dependency of js-glue.
+const {Template} = createRequire(path.join(root, "js-glue", "package.json"))("@huggingface/jinja");
 
 // llama.cpp's copy of the real Gemma 4 vocabulary, with its chat template (the oracle's source tree).
 const GEMMA4_VOCAB = path.join(process.env.LLAMA_SRC ?? "/tmp/llama", "models", "ggml-vocab-gemma-4.gguf");
@@ -23,17 +24,15 @@ const GEMMA4_VOCAB = path.join(process.env.LLAMA_SRC ?? "/tmp/llama", "models", 
 const gemma3Template = () => JSON.parse(fs.readFileSync(
   path.join(root, "js-glue", "node_modules", "@lenml", "tokenizer-gemma3", "models", "tokenizer_config.json"), "utf8")).chat_template;
 
-async function openTokenizer(lf, file) {
-  const source = await LocalFileSource.open(file);
+// The tokenizer and metadata of a GGUF read whole (llama.cpp's vocabulary files have no layers,
+// which a model header's configuration would refuse).
+function openTokenizer(lf, file) {
+  const bytes = fs.readFileSync(file);
+  const gguf = reparseModelHeader(lf, {bytes, file_size: bytes.length});
   try {
-    const {gguf, header} = await openModelHeader(lf, source);
-    try {
-      return {tok: Tokenizer.fromGguf(lf, gguf), metadata: header.metadata};
-    } finally {
-      lf.fn.lf_gguf_free(gguf);
-    }
+    return {tok: Tokenizer.fromGguf(lf, gguf), metadata: lf.json(lf.fn.lf_gguf_json(gguf, 0)).metadata};
   } finally {
-    await source.close();
+    lf.fn.lf_gguf_free(gguf);
   }
 }
 
@@ -88,7 +87,7 @@ for (const vocab of VOCABS) {
     before(async () => {
       lf = await loadSingleThreadModule();
       let metadata;
-      ({tok, metadata} = await openTokenizer(lf, vocab.file()));
+      ({tok, metadata} = openTokenizer(lf, vocab.file()));
       template = vocab.template(metadata);
       guarded = guardedTokens(tok);
     });
