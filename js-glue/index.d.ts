@@ -406,7 +406,13 @@ export class Tokenizer {
   /** -1 when the vocabulary has none */
   readonly bos: number;
   readonly eos: number;
-  encode(text: string, options?: { addBos?: boolean; parseSpecial?: boolean }): number[];
+  /** the most input bytes one token stands for (its longest text); 0 when the vocabulary gives no bound */
+  readonly maxTokenBytes: number;
+  /**
+   * untrusted: byte spans [begin0, end0, begin1, end1, ...], sorted and disjoint, whose text never
+   * becomes a control or marker token while the rest is parsed as with parseSpecial (a rendered chat)
+   */
+  encode(text: string | Uint8Array, options?: { addBos?: boolean; parseSpecial?: boolean; untrusted?: ArrayLike<number> | null }): number[];
   decode(ids: number[], options?: { special?: boolean }): string;
   /** the token's vocabulary text, e.g. "▁Hello" */
   piece(id: number): string;
@@ -569,6 +575,11 @@ export interface GatewayAppOptions {
   sendTimeoutMs?: number;
   /** decode with drafts by prompt lookup (docs/gateway.md); default null: off */
   speculative?: SpeculativeOptions | null;
+  /**
+   * a prompt's token ids from its input (the text's UTF-8 bytes, addBos, parseSpecial, untrusted spans),
+   * tokenized off the event loop; default: tokenized inline
+   */
+  encodePrompt?: (input: { bytes: Uint8Array; addBos: boolean; parseSpecial: boolean; untrusted: number[] | null }) => Promise<number[]> | number[];
   closeConnection?: (context: unknown) => void;
   observer?: GatewayObserver;
 }

@@ -241,11 +241,21 @@ LF_EXPORT(lf_tokenizer_create) lf_tokenizer* lf_tokenizer_create(lf_gguf* gguf);
  * with max_out >= count" (max_out 0 with out NULL just measures). */
 LF_EXPORT(lf_tokenize) int lf_tokenize(lf_tokenizer* tok, const char* utf8, int n_bytes, int add_bos, int parse_special,
                                        int32_t* out, int max_out);
+/* lf_tokenize for a rendered chat (parse_special on) whose untrusted text, the messages, lies in
+ * byte spans [spans[2i], spans[2i + 1]) for i < n_spans, sorted and disjoint: control, unknown and
+ * marker tokens (Gemma 4's <|name>, <name|>, <|name|>) are matched only where the match shares
+ * no byte with a span; other user-defined tokens everywhere, as llama.cpp does. Out-of-range,
+ * unsorted or overlapping spans are an error (-1); an empty span guards nothing. */
+LF_EXPORT(lf_tokenize_untrusted) int lf_tokenize_untrusted(lf_tokenizer* tok, const char* utf8, int n_bytes, int add_bos,
+                                                           const uint32_t* spans, int n_spans, int32_t* out, int max_out);
 /* ids [n] -> out [max_out] UTF-8 bytes, not NUL-terminated. render_special writes control tokens
  * ("<bos>") as text. Returns the full byte count, -1 on error; snprintf-like as lf_tokenize. */
 LF_EXPORT(lf_detokenize) int lf_detokenize(lf_tokenizer* tok, const int32_t* ids, int n, int render_special, char* out,
                                            int max_out);
 LF_EXPORT(lf_tokenizer_n_vocab) int lf_tokenizer_n_vocab(const lf_tokenizer* tok);
+/* The most input bytes one token can stand for (its longest text), so a text longer than
+ * n x this cannot be n tokens or fewer; 0 when there is no such bound; -1 when tok is NULL. */
+LF_EXPORT(lf_tokenizer_max_token_bytes) int lf_tokenizer_max_token_bytes(const lf_tokenizer* tok);
 /* BOS / EOS ids, -1 when the vocabulary has none (or tok is NULL). */
 LF_EXPORT(lf_tokenizer_bos) int lf_tokenizer_bos(const lf_tokenizer* tok);
 LF_EXPORT(lf_tokenizer_eos) int lf_tokenizer_eos(const lf_tokenizer* tok);

@@ -15,7 +15,24 @@ namespace {
 
 constexpr uint32_t kSpecialAttrs = token_attr::control | token_attr::user_defined | token_attr::unknown;
 
+// Whether [begin, end) shares a byte with one of the sorted, disjoint, non-empty spans.
+bool overlaps(const std::vector<ByteSpan>& spans, size_t begin, size_t end) {
+  const auto first_ending_after = std::upper_bound(spans.begin(), spans.end(), begin,
+                                                   [](size_t at, const ByteSpan& s) { return at < s.end; });
+  return first_ending_after != spans.end() && first_ending_after->begin < end;
+}
+
 }  // namespace
+
+// Control and unknown tokens, and the markers: Gemma 4 writes its turn, tool, thinking and
+// channel markers as <|name>, <name|> or <|name|>, and its converter marks some of them
+// (<|tool_call>, <|channel>, <|"|>, ...) user-defined rather than control (docs/tokenizer.md,
+// "Untrusted spans"), so the form, not the attribute, says which a message must never produce.
+bool Tokenizer::is_guarded(int32_t id) const {
+  const std::string& t = text(id);
+  if (attr(id) & (token_attr::control | token_attr::unknown)) return true;
+  return t.size() >= 3 && t.front() == '<' && t.back() == '>' && (t[1] == '|' || t[t.size() - 2] == '|');
+}
 
 void Tokenizer::build_special_index() {
   special_.clear();
@@ -49,7 +66,8 @@ void Tokenizer::build_special_index() {
   }
 }
 
-std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view text, bool parse_special) const {
+std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view text, bool parse_special,
+                                                              const std::vector<ByteSpan>& untrusted) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({-1, 0, static_cast<uint32_t>(text.size())});
@@ -73,6 +91,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view t
     if (!occurs[rank]) continue;
     const int32_t id = special_[rank];
     if (!parse_special && (attr(id) & (token_attr::control | token_attr::unknown))) continue;
+    const bool guarded = !untrusted.empty() && is_guarded(id);
     const std::string& needle = this->text(id);
     next.clear();
     for (const Fragment& f : fragments) {
@@ -84,7 +103,10 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view t
       const std::string_view window = text.substr(0, end);
       size_t pos = f.offset;
       while (pos < end) {
-        const size_t match = window.find(needle, pos);
+        size_t match = window.find(needle, pos);
+        while (guarded && match != std::string_view::npos && overlaps(untrusted, match, match + needle.size())) {
+          match = window.find(needle, match + 1);
+        }
         if (match == std::string_view::npos) {
           next.push_back({-1, static_cast<uint32_t>(pos), static_cast<uint32_t>(end - pos)});
           break;

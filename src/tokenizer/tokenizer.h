@@ -70,6 +70,12 @@ class TextIndex {
   std::vector<uint32_t> slots_;  // [power of two] entry index + 1; 0 = empty
 };
 
+// Bytes [begin, end) of a text.
+struct ByteSpan {
+  uint32_t begin;
+  uint32_t end;
+};
+
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.* (docs/gguf.md, "Tokenizer keys"). Errors name the key: unknown model,
@@ -86,6 +92,21 @@ class Tokenizer {
   // (Code::invalid_argument).
   Status tokenize(std::string_view text, bool add_bos, bool parse_special,
                   std::vector<int32_t>* out) const;
+
+  // tokenize for a rendered chat: the template's own markers become control tokens, the text of
+  // the messages (the untrusted byte spans) never does (docs/tokenizer.md, "Untrusted spans").
+  // Outside the spans, as parse_special; a control, unknown or marker token whose match shares a
+  // byte with a span stays text there; other user-defined tokens match everywhere, as llama.cpp
+  // matches them with parse_special off. Spans must lie within text, sorted and not overlapping
+  // (Code::invalid_argument otherwise); an empty span covers no byte and guards nothing.
+  Status tokenize_untrusted(std::string_view text, bool add_bos, const std::vector<ByteSpan>& untrusted,
+                            std::vector<int32_t>* out) const;
+
+  // The most input bytes one token can stand for (the longest token text: a "▁" stands for a
+  // one-byte space, a byte token for one byte), so a text of more than n × this many bytes
+  // cannot be n tokens or fewer. 0 when there is no such bound: a BPE vocabulary missing a byte
+  // token drops that byte, which no token stands for.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
   // ids -> UTF-8 text appended to *out: "▁" becomes a space, byte tokens become their byte
   // (so byte runs reassemble into UTF-8), control and unknown tokens render only with
@@ -110,13 +131,19 @@ class Tokenizer {
     uint32_t offset;  // raw text: bytes [offset, offset + length) of the input
     uint32_t length;
   };
-  std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
+  // untrusted: sorted, disjoint, non-empty spans (checked by tokenize_untrusted).
+  std::vector<Fragment> partition_special(std::string_view text, bool parse_special,
+                                          const std::vector<ByteSpan>& untrusted = {}) const;
+  Status encode_fragments(std::string_view text, bool add_bos, const std::vector<Fragment>& fragments,
+                          std::vector<int32_t>* out) const;
   Status encode_bpe(std::string_view fragment, std::vector<int32_t>* out) const;
   Status encode_spm(std::string_view fragment, std::vector<int32_t>* out) const;
   Status spm_byte_token(uint8_t byte, int32_t* id) const;
   void append_piece(int32_t id, bool render_special, bool strip_one_space, std::string* out) const;
   void apply_llama_cpp_attr_fixups();  // tokenizer/vocab.cpp
+  size_t longest_token_bound() const;  // max_token_bytes(); tokenizer/vocab.cpp
   void build_special_index();          // tokenizer/special.cpp
+  bool is_guarded(int32_t id) const;   // never matched in an untrusted span; tokenizer/special.cpp
 
   TokenizerModel model_ = TokenizerModel::spm;
   std::vector<std::string> text_;  // [n_vocab]
@@ -126,6 +153,7 @@ class Tokenizer {
   TextIndex merges_;               // "left right" -> rank (gemma4)
   int32_t bos_ = -1, eos_ = -1;
   bool add_bos_ = true, add_eos_ = false, add_space_prefix_ = true, clean_spaces_ = false;
+  size_t max_token_bytes_ = 0;
 
   // Control, user-defined and unknown tokens, longest text first (llama.cpp's partition order),
   // and a byte trie over their texts that says which of them occur in an input at all.

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "tokenizer/symbols.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lf {
@@ -214,8 +215,20 @@ Status Tokenizer::from_gguf(const GgufFile& file, Tokenizer* out) {
   }
   t.apply_llama_cpp_attr_fixups();
   t.build_special_index();
+  t.max_token_bytes_ = t.longest_token_bound();
   *out = std::move(t);
   return Status();
+}
+
+size_t Tokenizer::longest_token_bound() const {
+  if (model_ == TokenizerModel::gemma4_bpe) {
+    for (int byte = 0; byte < 256; ++byte) {
+      if (ids_.find(tok::ByteTokenName(static_cast<uint8_t>(byte)).view()) < 0) return 0;
+    }
+  }
+  size_t longest = 0;
+  for (const std::string& piece : text_) longest = std::max(longest, piece.size());
+  return longest;
 }
 
 // The text-based fix-ups of llama_vocab::impl::load after the FIM markers, in its order.

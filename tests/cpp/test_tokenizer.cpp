@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,14 @@ Ids encode(const Tokenizer& tok, const std::string& text, bool add_bos = false, 
   return ids;
 }
 
+Ids encode_untrusted(const Tokenizer& tok, const std::string& text, const std::vector<lf::ByteSpan>& spans) {
+  Ids ids;
+  const Status s = tok.tokenize_untrusted(text, /*add_bos=*/false, spans, &ids);
+  INFO(s.message());
+  REQUIRE(s.ok());
+  return ids;
+}
+
 std::string decode(const Tokenizer& tok, const Ids& ids, bool special = false) {
   std::string text;
   const Status s = tok.detokenize(ids.data(), ids.size(), special, &text);
@@ -76,7 +85,7 @@ std::string decode(const Tokenizer& tok, const Ids& ids, bool special = false) {
 // A gemma4 vocabulary whose ids the tests below spell out.
 struct Gemma4Fixture {
   VocabBuilder v;
-  int32_t bos, unk, turn, tag, tag_b, nl, nl2, sp, a, b, c, ab, bc, abc, sp_a, sp_sp, dot, byte0;
+  int32_t bos, unk, turn, tag, tag_b, nl, nl2, sp, a, b, c, ab, bc, abc, sp_a, sp_sp, dot, byte0, channel_end;
   std::vector<std::string> merges = {
       "b c",            // rank 0
       "a b",            // rank 1
@@ -108,6 +117,8 @@ struct Gemma4Fixture {
     sp_sp = v.add(kSp + kSp);
     dot = v.add(".");
     byte0 = with_bytes ? v.add_bytes() : -1;
+    // A user-defined marker, as Gemma 4's converter marks <channel|>.
+    channel_end = v.add("<ch|>", TokenType::user_defined);
     w.set_string("tokenizer.ggml.model", "gemma4");
     v.write(w);
     w.set_array_string("tokenizer.ggml.merges", merges);
@@ -229,6 +240,82 @@ TEST_CASE("special tokens: control only with parse_special, user-defined always,
   CHECK(encode(tok, "<tag><tag>c", false, false) == Ids{f.tag, f.tag, f.c});
   // Text around a special token is tokenized on its own: no merge across the boundary.
   CHECK(encode(tok, "a<|turn>bc", false, true) == Ids{f.a, f.turn, f.bc});
+}
+
+// The byte-token ids of a text none of whose characters is a token.
+Ids bytes_of(const Gemma4Fixture& f, const std::string& text) {
+  Ids ids;
+  for (const char c : text) ids.push_back(f.byte0 + static_cast<uint8_t>(c));
+  return ids;
+}
+
+Ids cat(std::initializer_list<Ids> parts) {
+  Ids all;
+  for (const Ids& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+TEST_CASE("untrusted spans: control, unknown and marker tokens stay text inside, match outside", "[tokenizer]") {
+  Gemma4Fixture f;
+  const Tokenizer tok = f.make();
+  // "<|turn>" | "a<|turn><unk><ch|>b" | "<|turn><ch|>": the middle is a message's text.
+  const std::string inner = "a<|turn><unk><ch|>b";
+  const std::string text = "<|turn>" + inner + "<|turn><ch|>";
+  const Ids ids = encode_untrusted(tok, text, {{7, static_cast<uint32_t>(7 + inner.size())}});
+  // ("c" is a token of its own.)
+  CHECK(ids == cat({{f.turn, f.a}, bytes_of(f, "<|turn><unk><"), {f.c}, bytes_of(f, "h|>"), {f.b, f.turn, f.channel_end}}));
+  // Other user-defined tokens keep llama.cpp's rule: matched everywhere.
+  CHECK(encode_untrusted(tok, "a<tag>b", {{0, 7}}) == Ids{f.a, f.tag_b});
+  // Without spans, or with empty ones only, it is tokenize with parse_special.
+  CHECK(encode_untrusted(tok, text, {}) == encode(tok, text, false, true));
+  const auto n = static_cast<uint32_t>(text.size());
+  CHECK(encode_untrusted(tok, text, {{0, 0}, {10, 10}, {n, n}}) ==
+        Ids{f.turn, f.a, f.turn, f.unk, f.channel_end, f.b, f.turn, f.channel_end});
+}
+
+TEST_CASE("untrusted spans: a match sharing one byte with a span stays text, a touching one matches", "[tokenizer]") {
+  Gemma4Fixture f;
+  const Tokenizer tok = f.make();
+  const Ids turn_text = bytes_of(f, "<|turn>");
+  // The span covers only the match's first byte, or only its last.
+  CHECK(encode_untrusted(tok, "<|turn>", {{0, 1}}) == turn_text);
+  CHECK(encode_untrusted(tok, "<|turn>", {{6, 7}}) == turn_text);
+  // A span straddling the border between text and marker: "ab<|t" untrusted, "urn>" not.
+  CHECK(encode_untrusted(tok, "ab<|turn>", {{0, 5}}) == cat({{f.ab}, turn_text}));
+  // A span that ends where the match begins, or begins where it ends, leaves it a token.
+  CHECK(encode_untrusted(tok, "ab<|turn>c", {{0, 2}}) == Ids{f.ab, f.turn, f.c});
+  CHECK(encode_untrusted(tok, "ab<|turn>c", {{9, 10}}) == Ids{f.ab, f.turn, f.c});
+  // Spans at the start and the end of the text, the marker between them matched.
+  CHECK(encode_untrusted(tok, "<|turn>a<|turn>b<|turn>", {{0, 7}, {16, 23}}) ==
+        cat({turn_text, {f.a, f.turn, f.b}, turn_text}));
+  // A skipped occurrence does not hide a later one in trusted text.
+  CHECK(encode_untrusted(tok, "<|turn><|turn>", {{0, 7}}) == cat({turn_text, {f.turn}}));
+}
+
+TEST_CASE("untrusted spans outside the text, unsorted or overlapping are refused", "[tokenizer]") {
+  Gemma4Fixture f;
+  const Tokenizer tok = f.make();
+  const std::string text = "ab<|turn";  // 8 bytes
+  const std::vector<std::vector<lf::ByteSpan>> bad = {
+      {{0, 9}},          // past the end
+      {{3, 2}},          // begins after its end
+      {{4, 6}, {0, 2}},  // unsorted
+      {{0, 5}, {4, 6}},  // overlapping
+  };
+  for (const auto& spans : bad) {
+    Ids ids = {7};
+    const Status s = tok.tokenize_untrusted(text, false, spans, &ids);
+    INFO(s.message());
+    CHECK(s.code() == Code::invalid_argument);
+    CHECK(s.message().find("untrusted span") != std::string::npos);
+    CHECK(ids == Ids{7});
+  }
+}
+
+TEST_CASE("max_token_bytes: the longest token text, none for a BPE vocabulary missing byte tokens", "[tokenizer]") {
+  CHECK(Gemma4Fixture().make().max_token_bytes() == std::string("<|turn>").size());
+  CHECK(Gemma4Fixture(/*with_bytes=*/false).make().max_token_bytes() == 0);
+  CHECK(Gemma3Fixture().make().max_token_bytes() == std::string("<start_of_turn>").size());
 }
 
 TEST_CASE("gemma4 always adds BOS when asked, even if add_bos_token is false", "[tokenizer]") {

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import { defaultModel } from './default_model.js';
 import { openPipeline } from './open_pipeline.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
+import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { Sampler } from '../tokens/sampler.js';
 
 // The prompt when none is given: validate's, whose continuation a real Gemma model knows.
@@ -33,7 +34,7 @@ function promptsOf(options) {
 
 function promptTokens(pipeline, prompt, chat) {
   const { tokenizer } = pipeline;
-  if (!chat) return tokenizer.encode(prompt, { addBos: true });
+  if (!chat) return encodePrompt(tokenizer, textPrompt(prompt));
   try {
     return chatTokens(pipeline.header, tokenizer, [{ role: 'user', content: prompt }]);
   } catch (error) {

@@ -3,6 +3,7 @@
 import { approxSummaries, describeApprox } from './approx.js';
 import { defaultModel } from './default_model.js';
 import { logSoftmax, topK } from '../tokens/logits.js';
+import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { openPipeline } from './open_pipeline.js';
 import { redactUrl } from '../server/redact.js';
 
@@ -34,7 +35,7 @@ export async function validate(options) {
   const pipeline = await openPipeline(model, options);
   const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
   try {
-    const tokens = pipeline.tokenizer.encode(options.prompt, { addBos: true });
+    const tokens = encodePrompt(pipeline.tokenizer, textPrompt(options.prompt));
     const t0 = performance.now();
     const { logits, timings, embedMs, headMs } = await pipeline.step('validate', tokens);
     const totalMs = performance.now() - t0;

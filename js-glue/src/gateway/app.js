@@ -60,7 +60,9 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
  * admitted besides one (429 beyond); maxCachedSessions: finished chats' sessions kept for
  * prefix reuse; requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
  * read nothing of a stream before closeConnection(c) cuts it; speculative: prompt lookup's
- * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null.
+ * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null;
+ * encodePrompt(input): a prompt's tokens from tokens/prompt_input.js's input, off the event loop
+ * (the Node host's TokenizerThread); omitted, prompts are tokenized inline (an edge isolate).
  * observer hooks (all optional): request(method, route, status, ms), promptTokens(n, cached),
  * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms),
  * error(type, code, message), metrics() -> {contentType, text}.
@@ -69,7 +71,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
  */
 export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
-  speculative = null, closeConnection = null, observer = {} }) {
+  speculative = null, encodePrompt, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
   const lookup = speculative ? new PromptLookup(speculative) : null;
   const app = new Hono();
@@ -140,7 +142,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       }
       const request = parse(body);
       if (request.model !== modelId) throw modelNotFound(request.model);
-      const prompt = promptTokens(e.pipeline, request);
+      const prompt = await promptTokens(e.pipeline, request, encodePrompt);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
       run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);

@@ -8,6 +8,7 @@ import { jsonLog, redactConfig } from '../server/json_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../server/redact.js';
+import { TokenizerThread } from '../tokens/tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 
@@ -45,15 +46,24 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
       log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)) });
     },
   };
+  // Prompts are tokenized on a thread of their own: a long one would stall the event loop.
+  let tokenizerThread = null;
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, speculative, observer,
-    closeConnection: (c) => c.env?.outgoing?.destroy() });
+    encodePrompt: (input) => tokenizerThread.encode(input), closeConnection: (c) => c.env?.outgoing?.destroy() });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
 
   const t0 = performance.now();
-  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource }).then((pipeline) => {
+  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource }).then(async (pipeline) => {
+    try {
+      tokenizerThread = await TokenizerThread.open(pipeline.header);
+    } catch (error) {
+      await pipeline.close();
+      throw error;
+    }
     if (state.shuttingDown) {
+      await tokenizerThread.close();
       pipeline.close();
       return pipeline;
     }
@@ -72,6 +82,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
     log('INFO', 'shutting down', { inFlight: http.inFlight(), pendingWork: state.pendingWork, deadlineMs: shutdownTimeoutMs });
     const abandoned = await http.drain(() => state.whenIdle(), shutdownTimeoutMs);
     if (state.pendingWork === 0 && state.node) await state.node.close();
+    await tokenizerThread?.close();
     log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
     return abandoned;
   }

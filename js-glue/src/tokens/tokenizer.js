@@ -24,6 +24,9 @@ export class Tokenizer {
     this.nVocab = lf.fn.lf_tokenizer_n_vocab(handle);
     this.bos = lf.fn.lf_tokenizer_bos(handle);  // -1 when the vocabulary has none
     this.eos = lf.fn.lf_tokenizer_eos(handle);
+    // The most input bytes one token stands for: a prompt longer than nCtx × this cannot fit
+    // (0: no such bound for this vocabulary).
+    this.maxTokenBytes = lf.fn.lf_tokenizer_max_token_bytes(handle);
   }
 
   #live() {
@@ -33,19 +36,38 @@ export class Tokenizer {
 
   /**
    * Text -> token ids.
-   * @param {string} text
-   * @param {{addBos?: boolean, parseSpecial?: boolean}} [options] addBos adds the special tokens
-   *   the vocabulary asks for (BOS for Gemma); parseSpecial turns "<start_of_turn>"-like text
-   *   into control tokens
+   * @param {string|Uint8Array} text a string, or its UTF-8 bytes
+   * @param {{addBos?: boolean, parseSpecial?: boolean, untrusted?: ArrayLike<number>}} [options] addBos adds the
+   *   special tokens the vocabulary asks for (BOS for Gemma); parseSpecial turns "<start_of_turn>"-like text
+   *   into control tokens; untrusted lists byte spans [begin0, end0, begin1, end1, ...], sorted and
+   *   disjoint, whose text never becomes a control or marker token while the rest is parsed as with
+   *   parseSpecial (a rendered chat, its messages untrusted: tokens/chat.js)
    * @returns {number[]}
    * @example tok.encode('The capital of France is') // [2, 818, 5279, 529, 7001, 563]
+   * @example tok.encode('<|turn>user\n<turn|>', { untrusted: [12, 19] }) // <turn|> as text
    */
-  encode(text, { addBos = true, parseSpecial = false } = {}) {
-    const bytes = new TextEncoder().encode(text);
+  encode(text, { addBos = true, parseSpecial = false, untrusted = null } = {}) {
+    const bytes = typeof text === 'string' ? new TextEncoder().encode(text) : text;
+    const bos = addBos ? 1 : 0;
     // A token covers at least one byte, plus BOS/EOS.
-    return this.#callGrowing(bytes, bytes.length + 2, I32,
-      (handle, inPtr, outPtr, capacity) => this.#lf.fn.lf_tokenize(handle, inPtr, bytes.length, addBos ? 1 : 0, parseSpecial ? 1 : 0, outPtr, capacity),
-      (out) => Array.from(new Int32Array(out.buffer)));
+    const capacity = bytes.length + 2;
+    const read = (out) => Array.from(new Int32Array(out.buffer));
+    if (untrusted) {
+      const spans = Uint32Array.from(untrusted);
+      if (spans.length % 2 !== 0) throw new RangeError(`untrusted holds ${spans.length} numbers: expected begin, end pairs`);
+      const bad = Array.from(untrusted).findIndex((x, i) => x !== spans[i]);
+      if (bad >= 0) throw new RangeError(`untrusted[${bad}] is ${untrusted[bad]}: expected a byte offset`);
+      // The spans first, where the allocation's alignment suits their uint32s, then the text.
+      const input = new Uint8Array(spans.byteLength + bytes.length);
+      input.set(new Uint8Array(spans.buffer));
+      input.set(bytes, spans.byteLength);
+      return this.#callGrowing(input, capacity, I32,
+        (handle, inPtr, outPtr, n) => this.#lf.fn.lf_tokenize_untrusted(handle, inPtr + spans.byteLength, bytes.length, bos, inPtr, spans.length / 2, outPtr, n),
+        read);
+    }
+    return this.#callGrowing(bytes, capacity, I32,
+      (handle, inPtr, outPtr, n) => this.#lf.fn.lf_tokenize(handle, inPtr, bytes.length, bos, parseSpecial ? 1 : 0, outPtr, n),
+      read);
   }
 
   /**

@@ -1,0 +1,95 @@
+// Tokenizing off the event loop, in Node: a worker thread holding its own single-thread module
+// and tokenizer, built from the model's header bytes. A multi-megabyte prompt takes seconds to
+// tokenize; on the gateway's event loop that would stall every other request and /healthz.
+// Prompts are tokenized one after another, in the order they arrive. (An edge isolate serves
+// one request at a time and tokenizes inline: docs/gateway.md.)
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+
+import { reparseModelHeader } from '../gguf/header.js';
+import { LayerfoldError } from '../wasm/capi.js';
+import { loadSingleThreadModule } from '../wasm/load_node.js';
+import { encodePrompt } from './prompt_input.js';
+import { Tokenizer } from './tokenizer.js';
+
+export class TokenizerThread {
+  /**
+   * A thread with the tokenizer of `header` (gguf/header.js ModelHeader: its bytes are parsed
+   * there again); resolves once it is ready, rejects with its error.
+   * @example const thread = await TokenizerThread.open(pipeline.header); const ids = await thread.encode(textPrompt('Hi'));
+   */
+  static async open(header) {
+    const worker = new Worker(new URL(import.meta.url), { workerData: { bytes: header.bytes, fileSize: header.file_size } });
+    worker.unref();
+    const thread = new TokenizerThread(worker);
+    await thread.#call({ kind: 'ready' });
+    return thread;
+  }
+
+  #worker;
+  #pending = new Map();  // id -> {resolve, reject}
+  #next = 0;
+  #failure = null;
+
+  constructor(worker) {
+    this.#worker = worker;
+    worker.on('message', ({ id, ids, error }) => {
+      const call = this.#pending.get(id);
+      this.#pending.delete(id);
+      if (error) call?.reject(error.code ? new LayerfoldError(error.code, error.message) : new Error(error.message));
+      else call?.resolve(ids);
+    });
+    const fail = (error) => {
+      this.#failure = error;
+      for (const call of this.#pending.values()) call.reject(error);
+      this.#pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`the tokenizer thread exited (code ${code})`)));
+  }
+
+  #call(message, transfer = []) {
+    if (this.#failure) return Promise.reject(this.#failure);
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#worker.postMessage({ id, ...message }, transfer);
+    });
+  }
+
+  /**
+   * A prompt's token ids (tokens/prompt_input.js's input), tokenized on the thread. The input's
+   * bytes are handed over to the thread: the caller must not use them afterwards.
+   * @example const ids = await thread.encode(renderChat(header, tokenizer, messages));
+   */
+  async encode(input) {
+    return Array.from(await this.#call({ kind: 'encode', input }, [input.bytes.buffer]));
+  }
+
+  /** Ends the thread; pending and later calls reject. */
+  async close() {
+    await this.#worker.terminate();
+  }
+}
+
+// The thread's side: one tokenizer, one call at a time; an error goes back with its code.
+async function serve() {
+  const lf = await loadSingleThreadModule();
+  const gguf = reparseModelHeader(lf, { bytes: workerData.bytes, file_size: workerData.fileSize });
+  let tokenizer;
+  try {
+    tokenizer = Tokenizer.fromGguf(lf, gguf);
+  } finally {
+    lf.fn.lf_gguf_free(gguf);
+  }
+  parentPort.on('message', ({ id, kind, input }) => {
+    try {
+      if (kind === 'ready') return parentPort.postMessage({ id, ids: [] });
+      const ids = Int32Array.from(encodePrompt(tokenizer, input));
+      parentPort.postMessage({ id, ids }, [ids.buffer]);
+    } catch (error) {
+      parentPort.postMessage({ id, error: { code: error instanceof LayerfoldError ? error.code : null, message: error.message } });
+    }
+  });
+}
+
+if (!isMainThread && workerData?.bytes) await serve();
