@@ -4,6 +4,7 @@
 // round; clients that abort mid-way (during the upload, while waiting, while reading the answer)
 // leave the node answering single and concurrent requests, with every place in its queue back.
 import assert from "node:assert/strict";
+import {spawn} from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -11,8 +12,8 @@ import {after, before, describe, test} from "node:test";
 
 import {bundleEdgeWorker} from "../../js-glue/edge/bundle.js";
 import {LayerNode} from "../../js-glue/src/node/layer_node.js";
-import {model} from "./models.mjs";
-import {bytesOf, forward} from "./server_process.mjs";
+import {model, root} from "./models.mjs";
+import {bytesOf, cli, forward} from "./server_process.mjs";
 import {startWorkerd} from "./workerd.mjs";
 
 const small = () => model("small", "small");
@@ -109,7 +110,33 @@ async function edgeNode(t, bindings = {}) {
   return String(await mf.ready).replace(/\/$/, "");
 }
 
+// `generate` with three prompts over `nodes`: a JSON object per prompt, in order. Killed after
+// REQUEST_MS; a failure or a timeout fails the test with what it printed.
+function generate(nodes) {
+  const args = [cli, "generate", "--model", small(), "--nodes", nodes, "--max-tokens", "6", "--json",
+    "--prompt", "The capital of France is", "--prompt", "Once upon a time", "--prompt", "One two three"];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, {cwd: root});
+    let out = "";
+    child.stdout.on("data", (d) => { out += d; });
+    child.stderr.on("data", (d) => { out += d; });
+    const timer = setTimeout(() => child.kill(), REQUEST_MS);
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) reject(new Error(`generate --nodes ${nodes} ended with ${code ?? signal}: ${out.slice(0, 2000)}`));
+      else resolve(out.trim().split("\n").map((line) => JSON.parse(line)).filter((line) => "prompt" in line).map(({prompt, tokens}) => ({prompt, tokens})));
+    });
+  });
+}
+
 describe("edge node: concurrent sessions in workerd", () => {
+  test("generate with three prompts through local layers 0-2 and an edge node of layers 3-5 gives the all-local tokens, three runs of three", async (t) => {
+    const url = await edgeNode(t);
+    const expected = await generate("local:0-2,local:3-5");
+    assert.equal(expected.length, 3);
+    for (let run = 0; run < 3; run++) assert.deepEqual(await generate(`local:0-2,${url}`), expected, `run ${run}`);
+  });
+
   test("8 sessions' forwards and logits at once give each session's bytes alone, in every one of 4 rounds", async (t) => {
     const url = await edgeNode(t);
     const alone = await aloneAnswers();
