@@ -7,7 +7,6 @@
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import fs from "node:fs";
-import {createRequire} from "node:module";
 import os from "node:os";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
@@ -18,9 +17,7 @@ import {logSoftmax, topK} from "../../js-glue/src/tokens/logits.js";
 import {model, root} from "./models.mjs";
 import {runHostileTable} from "./hostile_requests.mjs";
 import {bytesOf, cli, forward, startServer, waitReady} from "./server_process.mjs";
-
-// The test's own dependencies live with the package's.
-const {Miniflare} = createRequire(path.join(root, "js-glue", "package.json"))("miniflare");
+import {startWorkerd} from "./workerd.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const small = () => model("small", "small");
@@ -83,22 +80,6 @@ async function referenceSteps(file, layers, {tokens, hidden}) {
   } finally {
     node.close();
   }
-}
-
-/**
- * workerd running a bundle (dir/worker.js + the wasm module beside it), with an R2 bucket MODEL
- * holding `objects` ({key: file}); disposed when the test ends.
- */
-async function startWorkerd(t, dir, {bindings = {}, objects = {}} = {}) {
-  const mf = new Miniflare({
-    modules: true, modulesRoot: dir, scriptPath: path.join(dir, "worker.js"),
-    modulesRules: [{type: "CompiledWasm", include: ["**/*.wasm"]}],
-    r2Buckets: ["MODEL"], bindings, compatibilityDate: "2025-01-01",
-  });
-  t.after(() => mf.dispose());
-  const bucket = await mf.getR2Bucket("MODEL");
-  for (const [key, file] of Object.entries(objects)) await bucket.put(key, fs.readFileSync(file));
-  return mf;
 }
 
 const post = (mf, url, body, headers = {}) => mf.dispatchFetch(url, {method: "POST", headers, body});

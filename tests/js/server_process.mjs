@@ -76,12 +76,13 @@ export function bytesOf(floats) {
 }
 
 /**
- * POST /v1/sessions/{session}/forward: {status, bytes, headers, error} (error: the JSON error body).
+ * POST /v1/sessions/{session}/forward: {status, bytes, headers, error} (error: the JSON error body);
+ * signal (an AbortSignal) bounds or aborts it.
  * @example const r = await forward(url, {session: "s", startPos: 0, hidden, token});
  */
-export async function forward(url, {session, startPos, hidden, lastOnly = false, token, headers = {}}) {
+export async function forward(url, {session, startPos, hidden, lastOnly = false, token, headers = {}, signal}) {
   const response = await fetch(`${url}/v1/sessions/${session}/forward?start_pos=${startPos}${lastOnly ? "&last_only=1" : ""}`, {
-    method: "POST",
+    method: "POST", signal,
     headers: {"content-type": "application/octet-stream", ...(token ? {authorization: `Bearer ${token}`} : {}), ...headers},
     body: bytesOf(hidden),
   });

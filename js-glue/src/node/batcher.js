@@ -6,6 +6,13 @@
 // of a step always goes, so a call larger than the budget runs alone. Jobs that must not overlap a
 // step (the read probe, reading the threads' timings) run alone, in their place in the line.
 // Nothing here knows the engine: the node hands it runBatch.
+//
+// Every caller drives the line from its own context until its call is settled: whoever is waiting
+// when a step ends sets its own timer for the next one, and the first to fire runs it. A single
+// timer set by whichever call ended the last step would belong to that caller's request, and a
+// Workers-style runtime (workerd) cancels a finished request's timers: the next step would never
+// start, every waiting request would be cancelled as hung, and the line would stay busy for the
+// isolate's life (docs/edge.md, "Concurrent sessions").
 
 // The next step starts once the callers of the last one have run what they do on its results
 // (their continuations are microtasks, and a decode loop's next call is often among them), so it
@@ -14,7 +21,8 @@ const nextTask = globalThis.setImmediate ?? ((fn) => setTimeout(fn, 0));
 
 export class Batcher {
   #waiting = [];        // calls and jobs, in arrival order
-  #busy = false;        // a step is scheduled or running
+  #busy = false;        // a step is running
+  #wakeups = [];        // callers waiting for the running step to end
   #maxRows;
   #runBatch;
   #onBatch;
@@ -46,19 +54,40 @@ export class Batcher {
   }
 
   #enqueue(item) {
-    const settled = new Promise((resolve, reject) => Object.assign(item, { resolve, reject }));
+    const settled = new Promise((resolve, reject) => {
+      item.resolve = (value) => {
+        item.done = true;
+        resolve(value);
+      };
+      item.reject = (error) => {
+        item.done = true;
+        reject(error);
+      };
+    });
     this.#waiting.push(item);
-    this.#schedule();
+    this.#drive(item);
     return settled;
   }
 
-  #schedule() {
-    if (this.#busy || this.#waiting.length === 0) return;
-    this.#busy = true;
-    nextTask(() => this.#step().finally(() => {
-      this.#busy = false;
-      this.#schedule();
-    }));
+  // Until the item is settled: wait for the running step to end, then for the next task (made by
+  // this caller, so it lives as long as the caller waits), and run a step unless another caller's
+  // task came first. A caller that went away leaves its item in the line for the others' steps.
+  async #drive(item) {
+    while (!item.done) {
+      if (this.#busy) {
+        await new Promise((resolve) => this.#wakeups.push(resolve));
+        continue;
+      }
+      await new Promise((resolve) => nextTask(resolve));
+      if (item.done || this.#busy) continue;
+      this.#busy = true;
+      try {
+        await this.#step();
+      } finally {
+        this.#busy = false;
+        for (const wake of this.#wakeups.splice(0)) wake();
+      }
+    }
   }
 
   async #step() {

@@ -598,13 +598,16 @@ export class LayerNode {
     }
     return new Promise((resolve, reject) => {
       this.#heads.push({ hidden, rows, resolve, reject });
-      if (this.#heads.length === 1) this.#batcher.exclusive(() => this.#headPass()).catch(() => {});
+      // Each call queues a pass, so that each drives the line from its own request (batcher.js);
+      // the first pass answers every call waiting, the others find none.
+      this.#batcher.exclusive(() => this.#headPass()).catch(() => {});
     });
   }
 
   // One LM-head pass over every waiting logitsAsync call's rows.
   async #headPass() {
     const calls = this.#heads.splice(0);
+    if (calls.length === 0) return;
     try {
       if (!this.#model) throw LayerNode.#closedError('logitsAsync');
       const rows = calls.reduce((sum, c) => sum + c.rows, 0);
