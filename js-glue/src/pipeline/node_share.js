@@ -43,7 +43,8 @@ export class NodeShare {
         resolve();
       };
       const onAbort = () => {
-        this.#waiting.splice(this.#waiting.indexOf(admitted), 1);
+        const at = this.#waiting.indexOf(admitted);
+        if (at >= 0) this.#waiting.splice(at, 1);
         reject(signal.reason);
       };
       this.#waiting.push(admitted);

@@ -111,13 +111,16 @@ export function nodeName(node, i) {
 
 /**
  * Throws naming the node when the open nodes do not cover the model's layers in order (gap,
- * overlap, too few) or one has another n_embd than the model (`info`: the header's).
+ * overlap, too few) or one has another n_embd, n_layer or n_vocab than the model (`info`: the
+ * header's): a remote node's answers are checked against the sizes it gave.
  */
 export function checkNodes(nodes, info) {
   const names = nodes.map((node, i) => nodeName(node, i));
   checkCoverage(nodes.map((node) => node.layers), info.n_layer, names);
   for (const [i, node] of nodes.entries()) {
-    if (node.nEmbd !== info.n_embd) throw new Error(`${names[i]} has n_embd ${node.nEmbd}, the model ${info.n_embd}: a node of another model?`);
+    for (const [field, mine] of [['n_embd', node.nEmbd], ['n_layer', node.nLayer], ['n_vocab', node.nVocab]]) {
+      if (mine !== info[field]) throw new Error(`${names[i]} has ${field} ${mine}, the model ${info[field]}: a node of another model?`);
+    }
   }
 }
 

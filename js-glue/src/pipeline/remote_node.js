@@ -245,7 +245,8 @@ export class RemoteNode {
     const floatBytes = 4 * (lastOnly ? 1 : n) * this.nEmbd;
     const kvNote = this.kvRowsOut.length ? ` (${floatBytes} of hidden states, then the K/V rows of layers ${this.kvRowsOut.map((l) => l.layer).join(', ')})` : '';
     const answer = await readExact(response, floatBytes + n * kvRowBytes(this.kvRowsOut), what + kvNote, signal);
-    const out = new Float32Array(answer, 0, floatBytes / 4);
+    // A copy of the hidden states alone: the answer's buffer is theirs only without K/V rows.
+    const out = new Float32Array(this.kvRowsOut.length ? answer.slice(0, floatBytes) : answer);
     checkValues(out, this.nEmbd, `${what}: hidden states`);
     const kvRowsOut = this.kvRowsOut.length ? unpackKvRows(this.kvRowsOut, new Uint8Array(answer, floatBytes), n) : null;
     for (const [layer, values] of Object.entries(kvRowsOut ?? {})) checkF16Values(values, `${what}: layer ${layer}'s K/V rows`);
