@@ -395,7 +395,8 @@ export class PipelineCore {
           // The node's session no longer matches its history either way: the next step replays it.
           rebuilt.push(i);
           history.lost = true;
-          await Promise.resolve().then(() => node.dropSession(state.wireId)).catch(() => {});
+          // Under the caller's signal: a request that ended does not wait here for a hanging node.
+          await Promise.resolve().then(() => node.dropSession(state.wireId, { signal })).catch(() => {});
           if (!CUT_REFUSED.has(error.code) && !LOST_SESSION.has(error.code)) throw error;
         }
       }));
