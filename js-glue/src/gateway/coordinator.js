@@ -35,20 +35,21 @@ export class Coordinator {
   /**
    * Runs tokens of `session` through the pipeline beside the other requests' steps -> the last
    * position's logits, or with allRows every position's (Pipeline.step). A request whose signal
-   * fired while it waited for its turn of the event loop is not run. Only an admitted request
-   * (admit()) asks for steps.
+   * fired while it waited for its turn of the event loop is not run; one whose signal fires
+   * during the step ends with the signal's reason as soon as the remote call under way sees it.
+   * Only an admitted request (admit()) asks for steps.
    * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
    */
   async step(session, tokens, signal, { allRows = false } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
-    return (await this.pipeline.step(session, tokens, { allRows })).logits;
+    return (await this.pipeline.step(session, tokens, { allRows, signal })).logits;
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */
-  truncate(session, n) {
-    return this.pipeline.truncate(session, n);
+  truncate(session, n, signal) {
+    return this.pipeline.truncate(session, n, { signal });
   }
 
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */

@@ -2,14 +2,15 @@
 // code}}), with the status the official clients map to their exception classes (400
 // BadRequestError, 401 AuthenticationError, 404 NotFoundError, 429 RateLimitError, 5xx
 // InternalServerError). Errors of the layer-node app's pieces reused here (HttpError: the
-// queue's 429, a body too large) are translated, not re-thrown as 500s.
+// queue's 429, a body too large) are translated, not re-thrown as 500s; a remote node that
+// answered wrongly, failed or could not be reached is a 502 naming it (its URL, redacted).
 import { HttpError } from '../server/http_error.js';
 import { redactSecrets } from '../server/redact.js';
 
 const TYPE_BY_STATUS = {
   400: 'invalid_request_error', 401: 'invalid_request_error', 404: 'invalid_request_error', 408: 'timeout',
   413: 'invalid_request_error', 415: 'invalid_request_error', 429: 'rate_limit_exceeded', 499: 'client_closed', 500: 'server_error',
-  503: 'server_error', 504: 'timeout',
+  502: 'server_error', 503: 'server_error', 504: 'timeout',
 };
 
 export class OpenAIError extends Error {
@@ -44,9 +45,13 @@ export function badParam(param, message) {
   return new OpenAIError(400, message, { param, code: 'invalid_value' });
 }
 
+// A remote node's failures (RemoteNode): the OpenAI code each travels under.
+const NODE_FAILURES = { bad_response: 'bad_node_answer', unavailable: 'node_unavailable' };
+
 /**
- * Any error thrown while serving -> an OpenAIError (engine failures become 500 server_error with
- * their reason, which never carries a secret).
+ * Any error thrown while serving -> an OpenAIError: a remote node's bad answer, absence or
+ * HTTP error becomes 502 (bad_node_answer, node_unavailable, node_error), other engine failures
+ * 500 server_error, each with its reason, which never carries a secret.
  */
 export function toOpenAIError(error) {
   if (error instanceof OpenAIError) return error;
@@ -55,5 +60,8 @@ export function toOpenAIError(error) {
     return new OpenAIError(status, error.message, { code: error.code, headers: error.headers });
   }
   if (error.code === 'client_closed') return new OpenAIError(499, error.message, { code: 'client_closed' });
+  if (Object.hasOwn(NODE_FAILURES, error.code ?? '')) return new OpenAIError(502, `a layer node failed: ${error.message}`, { code: NODE_FAILURES[error.code] });
+  // Only a remote node's answer carries an HTTP status (RemoteNode's errors of a non-2xx answer).
+  if (Number.isInteger(error.status)) return new OpenAIError(502, `a layer node failed: ${error.code}: ${error.message}`, { code: 'node_error' });
   return new OpenAIError(500, `the pipeline failed: ${error.code ?? error.name}: ${error.message}`, { code: 'pipeline_error' });
 }

@@ -1,7 +1,9 @@
 // One admitted generation request from its prompt to its end: the session it continues or
 // starts, its abort signal (the client going away, its deadline), the generator, and what is
 // done at the end: a finished request's session is kept for the next turn, an aborted or failed
-// one is dropped on every node, and its place in the line is given back either way.
+// one is dropped on every node, and its place in the line is given back either way. The signal
+// goes down to every remote call of the request's steps and cuts (coordinator.js), so a
+// deadline or a client that went away ends the request within moments, whatever a node does.
 import { OpenAIError } from './errors.js';
 import { generate } from './generation.js';
 
@@ -27,7 +29,7 @@ export class Run {
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
     const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows });
-    const cut = (n) => coordinator.truncate(this.session, n);
+    const cut = (n) => coordinator.truncate(this.session, n, signal);
     this.#ends = { coordinator, sessions, ticket };
     this.finished = false;
     this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, tokenizer, prompt, endIds, request, maxTokens, signal }));
@@ -39,7 +41,7 @@ export class Run {
   async* #generation(cut, job) {
     const { coordinator, sessions } = this.#ends;
     if (cut) {
-      const refused = await coordinator.truncate(this.session, this.reused).then(
+      const refused = await coordinator.truncate(this.session, this.reused, job.signal).then(
         ({ rebuilt }) => rebuilt.length > 0,
         (error) => {
           if (error.code === 'failed_precondition') return true;
@@ -95,11 +97,18 @@ export class Run {
     clearTimeout(this.timer);
     this.clientSignal?.removeEventListener('abort', this.onClientGone);
     const drop = (session) => coordinator.dropSession(session);
-    try {
-      if (result) await sessions.keep(this.session, result.history, drop);
-      else await drop(this.session);
-    } finally {
+    if (!result) {
+      // The answer (an error) does not wait for the nodes to forget the session: a node that is
+      // down or hanging would hold it past the deadline. The drop is bounded on its own
+      // (RemoteNode.dropSession), and the place in the line comes back now.
       ticket.release();
+      drop(this.session).catch(() => {});
+    } else {
+      try {
+        await sessions.keep(this.session, result.history, drop);
+      } finally {
+        ticket.release();
+      }
     }
     this.observer.finished?.(result ? result.completionTokens : null, performance.now() - this.t0);
   }

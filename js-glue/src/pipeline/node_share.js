@@ -19,11 +19,13 @@ export class NodeShare {
 
   /**
    * Runs job() once fewer than limit() calls of this node are under way; its place is given
-   * back when it settles.
-   * @example const out = await share.run(() => node.forward(args));
+   * back when it settles. A call whose signal fires while it waits leaves the line with the
+   * signal's reason, without running.
+   * @example const out = await share.run(() => node.forward(args), signal);
    */
-  async run(job) {
-    if (this.#running >= this.#limit()) await new Promise((resolve) => this.#waiting.push(resolve));
+  async run(job, signal) {
+    signal?.throwIfAborted();
+    if (this.#running >= this.#limit()) await this.#wait(signal);
     else this.#running++;
     try {
       return await job();
@@ -31,6 +33,23 @@ export class NodeShare {
       this.#running--;
       this.#admit();
     }
+  }
+
+  // Resolves once #admit has taken a place for this call; rejects if the signal fires first.
+  #wait(signal) {
+    return new Promise((resolve, reject) => {
+      const admitted = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        const at = this.#waiting.indexOf(admitted);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        reject(signal.reason);
+      };
+      this.#waiting.push(admitted);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   // The longest waiting calls, as many as the limit now allows; each one's place is taken here.

@@ -6,7 +6,9 @@
 // run concurrently, and a node is handed at most its share of them at once (node_share.js), so
 // with many sessions in flight node k works on one group of sessions' steps (one at a time, or as
 // one batch where the node batches) while node k+1 works on another's; a session's own steps
-// run one after another, in call order. No node: imports, so an edge worker builds one over
+// run one after another, in call order. A step's signal (its request's deadline, its client
+// going away) reaches every call it makes: a remote call ends when it fires, a wait for a node's
+// share too, and no further node is called. No node: imports, so an edge worker builds one over
 // remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens one from a model and a
 // --nodes spec in Node.
 import { approxModesOn } from '../node/approx_modes.js';
@@ -109,13 +111,16 @@ export function nodeName(node, i) {
 
 /**
  * Throws naming the node when the open nodes do not cover the model's layers in order (gap,
- * overlap, too few) or one has another n_embd than the model (`info`: the header's).
+ * overlap, too few) or one has another n_embd, n_layer or n_vocab than the model (`info`: the
+ * header's): a remote node's answers are checked against the sizes it gave.
  */
 export function checkNodes(nodes, info) {
   const names = nodes.map((node, i) => nodeName(node, i));
   checkCoverage(nodes.map((node) => node.layers), info.n_layer, names);
   for (const [i, node] of nodes.entries()) {
-    if (node.nEmbd !== info.n_embd) throw new Error(`${names[i]} has n_embd ${node.nEmbd}, the model ${info.n_embd}: a node of another model?`);
+    for (const [field, mine] of [['n_embd', node.nEmbd], ['n_layer', node.nLayer], ['n_vocab', node.nVocab]]) {
+      if (mine !== info[field]) throw new Error(`${names[i]} has ${field} ${mine}, the model ${info[field]}: a node of another model?`);
+    }
   }
 }
 
@@ -175,22 +180,23 @@ export class PipelineCore {
    * lookup"). When a step fails, what the nodes before the failure did is kept:
    * step(session, []) later finishes it, sending each node only what it has not run yet. Calls
    * for other sessions need not wait for this one: they go through the nodes concurrently; calls
-   * for the same session run in call order.
+   * for the same session run in call order. signal: when it fires, the step ends with its
+   * reason (a local node's forward under way runs to its end first).
    * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  step(session, tokens, { allRows = false } = {}) {
+  step(session, tokens, { allRows = false, signal } = {}) {
     const state = this.#session(session);
     return this.#inTurn(state, async () => {
       this.#stepping++;
       try {
-        return await this.#step(state, session, tokens, allRows);
+        return await this.#step(state, session, tokens, allRows, signal);
       } finally {
         this.#stepping--;
       }
     });
   }
 
-  async #step(state, session, tokens, allRows) {
+  async #step(state, session, tokens, allRows, signal) {
     if (tokens.length > 0) {
       state.nodes[0].inputs.push(Array.from(tokens));
       state.nodes[0].exits.push(null);
@@ -209,8 +215,9 @@ export class PipelineCore {
       hidden = null;
       // Normally one entry: this step's. After a failed step, also those it left behind.
       for (const entry of this.#entries(i, history, history.positions)) {
-        const input = await this.#hiddenOf(i, entry, embed);
-        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exit, lastOnly)));
+        signal?.throwIfAborted();
+        const input = await this.#call(i, () => this.#hiddenOf(i, entry, embed, signal), signal);
+        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exit, lastOnly, signal), signal), signal);
         history.positions += entry.rows;
         if (!last) {
           const next = state.nodes[i + 1];
@@ -229,7 +236,8 @@ export class PipelineCore {
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
     const th = performance.now();
-    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden));
+    signal?.throwIfAborted();
+    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden, { signal }), signal);
     return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 
@@ -251,12 +259,13 @@ export class PipelineCore {
   // (docs/forward-pass.md, "Per-layer inputs and shared KV in a pipeline"): the first node
   // computes them and they travel with the hidden states, as do the K/V rows of source layers
   // that nodes holding shared-KV layers without their source mirror.
-  async #hiddenOf(i, entry, embed) {
+  async #hiddenOf(i, entry, embed, signal) {
     if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer, kvRows: entry.kvRows };
     const t = performance.now();
     const node = this.nodes[0];
-    const hidden = await node.embed(entry.input);
-    const perLayer = this.header.info.n_embd_per_layer > 0 ? await node.perLayerInputs(entry.input, hidden) : null;
+    const nEmbdPerLayer = this.header.info.n_embd_per_layer ?? 0;
+    const hidden = await node.embed(entry.input, { signal, nEmbdPerLayer });
+    const perLayer = nEmbdPerLayer > 0 ? await node.perLayerInputs(entry.input, hidden) : null;
     embed.ms += performance.now() - t;
     return { hidden, perLayer, kvRows: null };
   }
@@ -272,12 +281,12 @@ export class PipelineCore {
   // One forward of node i from its confirmed position; when the node lost the session (or it was
   // dropped for a refused cut), its history up to there is replayed first, then the forward
   // (again) (#rebuild).
-  async #forward(i, state, { hidden, perLayer, kvRows }, exitState, lastOnly) {
+  async #forward(i, state, { hidden, perLayer, kvRows }, exitState, lastOnly, signal) {
     const node = this.nodes[i];
     const history = state.nodes[i];
     const args = {
       session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
-      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows,
+      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows, signal,
     };
     if (history.lost && history.positions === 0) history.lost = false;
     if (!history.lost) {
@@ -312,17 +321,17 @@ export class PipelineCore {
   async #rebuild(i, state, args) {
     const node = this.nodes[i];
     const history = state.nodes[i];
-    await node.dropSession(state.wireId);
+    await node.dropSession(state.wireId, { signal: args.signal });
     const chunks = [];
     let p = 0;
     for (const entry of this.#entries(i, history, 0)) {
       if (p >= history.positions) break;
-      const input = await this.#hiddenOf(i, entry, { ms: 0 });
+      const input = await this.#hiddenOf(i, entry, { ms: 0 }, args.signal);
       chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
       p += entry.rows;
     }
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
-    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx })), args];
+    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal })), args];
     this.replays += 1;
     if (node instanceof RemoteNode) {
       let out;
@@ -335,11 +344,13 @@ export class PipelineCore {
     return outs.at(-1).value;
   }
 
-  // Errors name the node and the layers it serves.
-  async #call(i, fn) {
+  // Errors name the node and the layers it serves; the reason of a fired signal (a request's
+  // deadline, not the node's fault) goes on as it is.
+  async #call(i, fn, signal) {
     try {
       return await fn();
     } catch (error) {
+      if (signal?.aborted && error === signal.reason) throw error;
       error.message = `${nodeName(this.nodes[i], i)}: ${error.message}`;
       error.node = i;
       throw error;
@@ -356,10 +367,11 @@ export class PipelineCore {
    * session holds, for a session the pipeline does not hold ('unknown_session'), and with early
    * exit on (the state a cut entry's last row exits in is not kept). Any other failure of a node's cut drops its session too (so the next step rebuilds it) and
    * is thrown, naming the node.
+   * signal, as step's: a cut under way when it fires ends with its reason.
    * -> {nPast: n, rebuilt: [node indices]}
    * @example const { rebuilt } = await pipeline.truncate('chat-0', 40); // rebuilt: [] when every node cut in place
    */
-  truncate(session, n) {
+  truncate(session, n, { signal } = {}) {
     const state = this.#sessions.get(session);
     if (!state) return Promise.reject(new LayerfoldError('unknown_session', `truncate: the pipeline holds no session "${session}"`));
     return this.#inTurn(state, async () => {
@@ -378,12 +390,13 @@ export class PipelineCore {
         history.cut(n, i === 0 ? 1 : node.nEmbd, nPl);
         if (ran === history.positions) return;
         try {
-          await this.#call(i, () => node.truncate(state.wireId, history.positions));
+          await this.#call(i, () => node.truncate(state.wireId, history.positions, { signal }), signal);
         } catch (error) {
           // The node's session no longer matches its history either way: the next step replays it.
           rebuilt.push(i);
           history.lost = true;
-          await Promise.resolve().then(() => node.dropSession(state.wireId)).catch(() => {});
+          // Under the caller's signal: a request that ended does not wait here for a hanging node.
+          await Promise.resolve().then(() => node.dropSession(state.wireId, { signal })).catch(() => {});
           if (!CUT_REFUSED.has(error.code) && !LOST_SESSION.has(error.code)) throw error;
         }
       }));

@@ -2,15 +2,47 @@
 // pipeline mixes local and remote nodes. A request that fails on the way (connection refused or
 // reset, timeout, 429, 503) is tried once more, after the node says it is ready again, with the
 // same Idempotency-Key: a forward whose response was lost is answered from the node's memory
-// rather than run twice.
+// rather than run twice. Every answer is read within a size bound and checked before use
+// (node_answer.js), and every call takes the caller's AbortSignal (a request's deadline, its
+// client going away): the fetch, the body's read, the back-off and the wait for the node to be
+// ready again all end when it fires, with its reason.
 import { approxQuery } from '../node/approx_modes.js';
 import { kvRowBytes, packKvRows, unpackKvRows } from '../node/kv_rows.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { checkF16Values, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
 const READY_POLL_MS = 200;
+// A session's DELETE is clean-up after a request that already ended: it may wait this long for
+// a node that is busy or gone, not the forward's timeout.
+const DROP_TIMEOUT_MS = 10_000;
 
-function sleep(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+// Resolves after ms, or rejects with the signal's reason as soon as it fires.
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+// The caller's signal (if any) together with a timeout, for one fetch and the read of its body.
+function withTimeout(signal, ms) {
+  const timeout = AbortSignal.timeout(ms);
+  return signal ? AbortSignal.any([signal, timeout]) : timeout;
+}
+
+// A positive safe integer, or throws naming the field of /v1/info.
+function count(info, field) {
+  const value = info?.[field];
+  if (!Number.isSafeInteger(value) || value < 1) throw new LayerfoldError('bad_response', `GET /v1/info: ${field} is ${JSON.stringify(value)?.slice(0, 40)}, not a positive integer`);
+  return value;
 }
 
 // Failures worth one more attempt: the node restarted, is loading, is shutting down, or is busy.
@@ -31,7 +63,7 @@ export class RemoteNode {
   static async open(url, { authToken, timeoutMs = 600_000, readyTimeoutMs = 120_000 } = {}) {
     const node = new RemoteNode(url, { authToken, timeoutMs, readyTimeoutMs });
     await node.#waitReady({ unreachableIsFatal: true });
-    node.#setInfo(await (await node.#request('GET', '/v1/info')).json());
+    node.#setInfo(await readJson(await node.#request('GET', '/v1/info'), MAX_JSON_BYTES, 'GET /v1/info'));
     return node;
   }
 
@@ -51,12 +83,18 @@ export class RemoteNode {
     this.#readyTimeoutMs = readyTimeoutMs;
   }
 
+  // The sizes every later answer is checked against: they must be sizes.
   #setInfo(info) {
+    const nLayer = count(info, 'n_layer');
+    const [begin, end] = Array.isArray(info.layers) ? info.layers : [];
+    if (!(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && begin < end && end <= nLayer)) {
+      throw new LayerfoldError('bad_response', `GET /v1/info: layers ${JSON.stringify(info.layers)?.slice(0, 40)} is not a range within n_layer ${nLayer}`);
+    }
     this.#info = info;
-    this.layers = info.layers;
-    this.nEmbd = info.n_embd;
-    this.nVocab = info.n_vocab;
-    this.nLayer = info.n_layer;
+    this.layers = [begin, end];
+    this.nEmbd = count(info, 'n_embd');
+    this.nVocab = count(info, 'n_vocab');
+    this.nLayer = nLayer;
     this.withEmbedding = info.has_embed;
     this.withHead = info.has_head;
     const kvLayers = (list = []) => list.map(({ layer, bytes_per_token: bytesPerToken }) => ({ layer, bytesPerToken }));
@@ -66,52 +104,59 @@ export class RemoteNode {
 
   // Polls /readyz until it answers 200; a node that never gets ready is an error naming it.
   // unreachableIsFatal: at open, no answer at all means a wrong address, not a restart.
-  async #waitReady({ unreachableIsFatal = false } = {}) {
+  async #waitReady({ unreachableIsFatal = false, signal } = {}) {
     const deadline = Date.now() + this.#readyTimeoutMs;
     let last = 'no answer';
     while (Date.now() < deadline) {
       try {
-        const response = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(5000) });
+        const response = await fetch(`${this.url}/readyz`, { signal: withTimeout(signal, 5000) });
         await response.body?.cancel();
         if (response.ok) return;
         last = `HTTP ${response.status}`;
       } catch (error) {
+        if (signal?.aborted) throw signal.reason;
         last = error.cause?.code ?? error.message;
         if (unreachableIsFatal) throw new LayerfoldError('unavailable', `${this.url} is unreachable (${last})`);
       }
-      await sleep(READY_POLL_MS);
+      await sleep(READY_POLL_MS, signal);
     }
     throw new LayerfoldError('unavailable', `${this.url} is not ready after ${this.#readyTimeoutMs} ms (${last})`);
   }
 
-  // once: no second attempt (for clean-up calls that must not wait for a node to come back).
-  async #request(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {} } = {}) {
+  // The response of a call whose status is 2xx, its body unread (the caller reads it with
+  // node_answer.js, under the same signal and timeout). once: no second attempt (for clean-up
+  // calls that must not wait for a node to come back). signal: the caller's; when it fires, the
+  // call ends at once with its reason, wherever it is.
+  async #request(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {}, signal, timeoutMs = this.#timeoutMs } = {}) {
     const headers = { ...extra };
     if (this.#authToken) headers.authorization = `Bearer ${this.#authToken}`;
     if (contentType) headers['content-type'] = contentType;
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
     for (let attempt = 1; ; attempt++) {
+      signal?.throwIfAborted();
+      const callSignal = withTimeout(signal, timeoutMs);
       let response;
       try {
-        response = await fetch(`${this.url}${path}`, { method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
+        response = await fetch(`${this.url}${path}`, { method, headers, body, signal: callSignal });
       } catch (error) {
-        const cause = error.name === 'TimeoutError' ? `no answer within ${this.#timeoutMs} ms` : (error.cause?.code ?? error.message);
+        if (signal?.aborted) throw signal.reason;
+        const cause = error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (error.cause?.code ?? error.message);
         if (once) throw new LayerfoldError('unavailable', `${method} ${path} failed: ${cause}`);
         if (attempt === 2) throw new LayerfoldError('unavailable', `${method} ${path} failed twice: ${cause}`);
-        await this.#waitReady();
+        await this.#waitReady({ signal });
         continue;
       }
       if (response.ok) return response;
-      const error = await RemoteNode.#errorOf(response, method, path);
+      const error = await RemoteNode.#errorOf(response, method, path, signal);
       if (once || attempt === 2 || !retryable(response.status)) throw error;
       const retryAfter = Number(response.headers.get('retry-after'));
-      if (response.status === 429) await sleep(Math.min(Number.isFinite(retryAfter) ? retryAfter * 1000 : 1000, 30_000));
-      else await this.#waitReady();
+      if (response.status === 429) await sleep(Math.min(Number.isFinite(retryAfter) ? retryAfter * 1000 : 1000, 30_000), signal);
+      else await this.#waitReady({ signal });
     }
   }
 
-  static async #errorOf(response, method, path) {
-    const text = await response.text();
+  static async #errorOf(response, method, path, signal) {
+    const text = await readText(response, MAX_JSON_BYTES, `${method} ${path}`, signal) ?? `(an error body of more than ${MAX_JSON_BYTES} bytes)`;
     let body = null;
     try {
       body = JSON.parse(text).error;
@@ -123,10 +168,6 @@ export class RemoteNode {
     error.status = response.status;
     if (body?.n_past !== undefined) error.nPast = body.n_past;
     return error;
-  }
-
-  static #floats(buffer) {
-    return new Float32Array(buffer);
   }
 
   // The forward body of a model with per-layer embeddings: the hidden states, then the node's
@@ -153,16 +194,26 @@ export class RemoteNode {
     return body;
   }
 
-  /** token ids -> hidden [n, n_embd] (the node holding layer 0). */
-  async embed(tokens) {
+  /**
+   * token ids -> hidden [n, n_embd] (the node holding layer 0). nEmbdPerLayer: the model's
+   * per-layer input width (0: none), whose inputs [n_layer, n, n_pl] the node answers after the
+   * hidden states (perLayerInputs()).
+   * @example const hidden = await node.embed([2, 818], { signal: AbortSignal.timeout(30_000) });
+   */
+  async embed(tokens, { signal, nEmbdPerLayer = 0 } = {}) {
     const response = await this.#request('POST', '/v1/embed', {
-      body: JSON.stringify({ tokens: Array.from(tokens) }), contentType: 'application/json',
+      body: JSON.stringify({ tokens: Array.from(tokens) }), contentType: 'application/json', signal,
     });
-    const both = RemoteNode.#floats(await response.arrayBuffer());
     const hiddenFloats = tokens.length * this.nEmbd;
+    const perLayerFloats = this.nLayer * tokens.length * nEmbdPerLayer;
+    const both = new Float32Array(await readExact(response, 4 * (hiddenFloats + perLayerFloats), 'POST /v1/embed', signal));
     const hidden = both.subarray(0, hiddenFloats);
-    // A model with per-layer embeddings answers every layer's inputs after the hidden states.
-    if (both.length > hiddenFloats) this.#perLayer.set(hidden, both.subarray(hiddenFloats));
+    checkValues(hidden, this.nEmbd, 'POST /v1/embed: hidden states');
+    if (perLayerFloats > 0) {
+      const perLayer = both.subarray(hiddenFloats);
+      checkValues(perLayer, nEmbdPerLayer, 'POST /v1/embed: per-layer inputs');
+      this.#perLayer.set(hidden, perLayer);
+    }
     return hidden;
   }
 
@@ -177,7 +228,7 @@ export class RemoteNode {
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null, signal }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
@@ -185,24 +236,31 @@ export class RemoteNode {
     const query = new URLSearchParams({ start_pos: String(startPos) });
     if (lastOnly) query.set('last_only', '1');
     for (const [name, value] of approxQuery(approx)) query.set(name, value);
+    const what = 'POST /v1/sessions/{id}/forward';
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
       body: this.#forwardBody(hidden, perLayer, kvRows, n), contentType: 'application/octet-stream',
-      idempotencyKey: crypto.randomUUID(),
+      idempotencyKey: crypto.randomUUID(), signal,
       headers: exitState ? { 'x-layerfold-exit-state': JSON.stringify({ exit_layer: exitState.exit_layer, recent_updates: exitState.recent_updates }) } : {},
     });
+    const floatBytes = 4 * (lastOnly ? 1 : n) * this.nEmbd;
+    const kvNote = this.kvRowsOut.length ? ` (${floatBytes} of hidden states, then the K/V rows of layers ${this.kvRowsOut.map((l) => l.layer).join(', ')})` : '';
+    const answer = await readExact(response, floatBytes + n * kvRowBytes(this.kvRowsOut), what + kvNote, signal);
+    // A copy of the hidden states alone: the answer's buffer is theirs only without K/V rows.
+    const out = new Float32Array(this.kvRowsOut.length ? answer.slice(0, floatBytes) : answer);
+    checkValues(out, this.nEmbd, `${what}: hidden states`);
+    const kvRowsOut = this.kvRowsOut.length ? unpackKvRows(this.kvRowsOut, new Uint8Array(answer, floatBytes), n) : null;
+    for (const [layer, values] of Object.entries(kvRowsOut ?? {})) checkF16Values(values, `${what}: layer ${layer}'s K/V rows`);
+    let approxStats = null;
+    try {
+      approxStats = JSON.parse(response.headers.get('x-layerfold-approx') ?? 'null');
+    } catch (error) {
+      throw new LayerfoldError('bad_response', `${what}: x-layerfold-approx is not JSON (${error.message})`);
+    }
+    // Only an answer that passed every check leaves a trace here.
     const layerMs = response.headers.get('x-layerfold-layer-ms');
     this.#layerMs.set(session, layerMs ? layerMs.split(',').map(Number) : []);
-    const approxStats = response.headers.get('x-layerfold-approx');
-    this.#approxStats.set(session, approxStats ? JSON.parse(approxStats) : null);
-    const answer = await response.arrayBuffer();
-    const floatBytes = 4 * (lastOnly ? 1 : n) * this.nEmbd;
-    const expected = floatBytes + n * kvRowBytes(this.kvRowsOut);
-    if (answer.byteLength !== expected) {
-      throw new LayerfoldError('bad_response', `forward answered ${answer.byteLength} bytes, expected ${expected}` +
-        (this.kvRowsOut.length ? ` (${floatBytes} of hidden states, then the K/V rows of layers ${this.kvRowsOut.map((l) => l.layer).join(', ')})` : ''));
-    }
-    const out = RemoteNode.#floats(answer.slice(0, floatBytes));
-    if (this.kvRowsOut.length) this.#kvRowsOut.set(out, unpackKvRows(this.kvRowsOut, new Uint8Array(answer, floatBytes), n));
+    this.#approxStats.set(session, approxStats);
+    if (kvRowsOut) this.#kvRowsOut.set(out, kvRowsOut);
     return out;
   }
 
@@ -211,15 +269,21 @@ export class RemoteNode {
     return this.#kvRowsOut.get(out) ?? null;
   }
 
-  /** hidden [rows, n_embd] -> logits [rows, n_vocab] (the node holding the head). */
-  async logits(hidden) {
-    const response = await this.#request('POST', '/v1/logits', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream' });
-    return RemoteNode.#floats(await response.arrayBuffer());
+  /**
+   * hidden [rows, n_embd] -> logits [rows, n_vocab] (the node holding the head).
+   * @example const logits = await node.logits(hidden, { signal });
+   */
+  async logits(hidden, { signal } = {}) {
+    const response = await this.#request('POST', '/v1/logits', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal });
+    const rows = hidden.length / this.nEmbd;
+    const logits = new Float32Array(await readExact(response, 4 * rows * this.nVocab, 'POST /v1/logits', signal));
+    checkValues(logits, this.nVocab, 'POST /v1/logits');
+    return logits;
   }
 
   /** logits(), as a LayerNode's logitsAsync: the node's server shares LM-head passes among concurrent requests. */
-  logitsAsync(hidden) {
-    return this.logits(hidden);
+  logitsAsync(hidden, options) {
+    return this.logits(hidden, options);
   }
 
   /** Milliseconds each layer took in the session's last forward, as the node measured them. */
@@ -237,17 +301,24 @@ export class RemoteNode {
    * nothing, so a retry is safe); the node's refusals keep their codes (unknown_session,
    * cut_refused, bad_parameter). -> nPast
    */
-  async truncate(session, nPast) {
-    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`);
-    return (await response.json()).n_past;
+  async truncate(session, nPast, { signal } = {}) {
+    const what = 'POST /v1/sessions/{id}/truncate';
+    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`, { signal });
+    const answer = await readJson(response, MAX_JSON_BYTES, what, signal);
+    if (answer?.n_past !== nPast) throw new LayerfoldError('bad_response', `${what}: asked to cut to ${nPast}, answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
+    return nPast;
   }
 
-  /** Forgets the session on the node; false when the node did not hold it. One attempt only. */
-  async dropSession(session) {
+  /**
+   * Forgets the session on the node; false when the node did not hold it. One attempt only,
+   * of at most DROP_TIMEOUT_MS.
+   */
+  async dropSession(session, { signal } = {}) {
     this.#layerMs.delete(session);
     this.#approxStats.delete(session);
     try {
-      await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true });
+      const response = await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true, signal, timeoutMs: DROP_TIMEOUT_MS });
+      await response.body?.cancel();
       return true;
     } catch (error) {
       if (error.status === 404) return false;
