@@ -5,15 +5,14 @@
 #include <cstdint>
 #include <functional>
 
-#include "base/status.h"
-#include "kernels/weight_checksum.h"
 #include "model/model.h"
+#include "base/status.h"
 
 namespace lf {
 
 struct ReadProbe {
   uint64_t bytes = 0;     // every layer tensor of the model's range, whole
-  uint32_t checksum = 0;  // the tensors' weight_checksum values added, modulo 2^16
+  uint32_t checksum = 0;  // the tensors' weight_checksum values (kernels/weight_checksum.h) added, modulo 2^16
   double ms = 0;          // from the job's start to its last worker's end
 };
 
