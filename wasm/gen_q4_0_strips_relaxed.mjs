@@ -17,7 +17,7 @@
 //   loads this module), vec_dot_ref's step and order.
 import { readFileSync, writeFileSync } from 'node:fs';
 
-const kMaxTokens = 8;  // gemm_q4_0_q8_0.cpp's kStripsMaxTokens: it names each of these functions
+const kMaxTokens = 8;  // gemm_q4_0_strips_relaxed.cpp's kStripsMaxTokens: it names each of these functions
 const kRecord = 160;  // bytes of one token's block record
 
 // The .wat text of the kernel `name` over the given strips and T tokens. Per block and group k of

@@ -4,9 +4,11 @@ file(GLOB LF_CAPI_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/capi/*.cpp)
 
 # The relaxed-SIMD Q4_0 kernel, for a second variant of each WASM module (engines that validate
 # relaxed SIMD load it; the others, such as Node 20, refuse it whole, so the host picks the
-# variant by js-glue/src/wasm/features.js). Only the GEMM source differs: its relaxed build and
-# the kernel assembled from .wat come before liblayerfold.a, whose plain kernels/gemm_q4_0_q8_0
-# member is then never pulled in. docs/kernels.md says why .wat.
+# variant by js-glue/src/wasm/features.js). Only the Q4_0 / Q8_0 GEMM's choice
+# (kernels/gemm_q4_0_q8_0.cpp) and its strip kernel (kernels/gemm_q4_0_strips_relaxed.cpp, empty
+# in the plain build) differ: their relaxed build and the kernel assembled from .wat come before
+# liblayerfold.a, whose plain members of the same names are then never pulled in; its tiled GEMM
+# and GEMV members are shared. docs/kernels.md says why .wat.
 if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
   find_program(LF_WAT2WASM wat2wasm REQUIRED)
   find_program(LF_NODE node REQUIRED)
@@ -30,7 +32,8 @@ if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
     COMMAND ${LF_PATCH_RELAXED_OPS} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
     DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_ops.mjs
     COMMENT "wat2wasm kernels/q4_0_relaxed.wat")
-  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp)
+  add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp
+              ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_strips_relaxed.cpp)
   target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
   target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 endif()

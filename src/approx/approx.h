@@ -8,11 +8,13 @@
 #include <map>
 #include <vector>
 
+#include "kernels/truncation_stats.h"
+
 namespace lf {
 
 struct ApproxOptions {
   // Truncated attention: per (query row, query head), keys whose score is at most the row's
-  // median score leave the softmax and the V sum (attention_truncated in attention_kernel.h).
+  // median score leave the softmax and the V sum (attention_truncated in kernels/attention.h).
   bool truncated_attention = false;
   // A row whose dropped share of the softmax mass, Z_dropped / Z_full, exceeds this runs the
   // exact computation instead. In [0, 1].
@@ -56,40 +58,22 @@ struct ExitState {
   bool exited() const { return exit_layer >= 0; }
 };
 
-// What the approximate modes did, summed over rows, heads, workers and layers. A "row" is one
-// (query row, query head) pair of one layer.
-struct ApproxStats {
-  int64_t attention_rows = 0;   // rows attended with truncated_attention on
-  int64_t truncated_rows = 0;   // of those, rows that ran truncated
-  int64_t fallback_rows = 0;    // rows that ran the exact computation (dropped mass above the threshold)
-  int64_t v_keys_total = 0;     // keys the rows could see: the V accumulations of the exact kernel
-  int64_t v_keys_kept = 0;      // V accumulations done (a fallback row keeps all its keys)
-  double max_dropped_mass = 0;  // max Z_dropped / Z_full over truncated rows
-  double max_error_bound = 0;   // max 2 · (Z_dropped / Z_full) · max|V| over truncated rows
-
-  // Top-K gate FFN; here a row is one token of one layer.
+// What the approximate modes did: truncated attention's counts (kernels/truncation_stats.h)
+// and the top-K FFN's, summed over workers and layers.
+struct ApproxStats : TruncationStats {
+  // Here a row is one token of one layer.
   int64_t ffn_rows = 0;           // rows through the FFN with the mode on
   int64_t ffn_fallback_rows = 0;  // of those, rows that ran dense (dropped gate mass above the threshold)
   int64_t ffn_features_total = 0; // n_ff per row
   int64_t ffn_features_kept = 0;  // features whose up and down were computed (a fallback row keeps all)
   double max_dropped_gate_mass = 0;  // max dropped share of Σ|gelu(gate)| over rows that ran top-K
 
-  // Share of the exact kernel's V accumulations skipped, in [0, 1].
-  double v_work_skipped() const {
-    return v_keys_total == 0 ? 0.0 : static_cast<double>(v_keys_total - v_keys_kept) / static_cast<double>(v_keys_total);
-  }
   double ffn_features_skipped() const {
     return ffn_features_total == 0 ? 0.0
                                    : static_cast<double>(ffn_features_total - ffn_features_kept) / static_cast<double>(ffn_features_total);
   }
   void merge(const ApproxStats& o) {
-    attention_rows += o.attention_rows;
-    truncated_rows += o.truncated_rows;
-    fallback_rows += o.fallback_rows;
-    v_keys_total += o.v_keys_total;
-    v_keys_kept += o.v_keys_kept;
-    max_dropped_mass = std::max(max_dropped_mass, o.max_dropped_mass);
-    max_error_bound = std::max(max_error_bound, o.max_error_bound);
+    TruncationStats::merge(o);
     ffn_rows += o.ffn_rows;
     ffn_fallback_rows += o.ffn_fallback_rows;
     ffn_features_total += o.ffn_features_total;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/attention_simd.h"
+#include "kernels/attention_steps.h"
 #include "kernels/attention.h"
 #include "quant/quant.h"
 
@@ -120,7 +120,7 @@ void halves_to_floats(const uint16_t* h, float* f, int n) { halves_to_f32(h, f, 
 
 void round_floats_to_halves(const float* x, float* y, int n) {
   int i = 0;
-  for (; i + 4 <= n; i += 4) vec::store(y + i, round_to_half(vec::load(x + i)));
+  for (; i + 4 <= n; i += 4) simd::store(y + i, round_to_half(simd::load_f32x4(x + i)));
   for (; i < n; ++i) y[i] = round_to_half(x[i]);
 }
 

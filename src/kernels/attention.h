@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "approx/approx.h"
-#include "ops/ops.h"
+#include "kernels/kv_view.h"
+#include "kernels/truncation_stats.h"
 
 namespace lf {
 
@@ -39,15 +39,15 @@ struct AttentionWorkspace {
 void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
                      float* out, AttentionWorkspace* ws);
 
-// attention_tiled with each (query row, query head) row's softmax truncated (approx.h,
-// docs/approximate.md): q [n_q, n_head, D] · K, V (kv) -> out [n_q, n_head, D], stats += what
+// attention_tiled with each (query row, query head) row's softmax truncated
+// (docs/approximate.md): q [n_q, n_head, D] · K, V (kv) -> out [n_q, n_head, D], stats += what
 // it did. A row's visible scores are the exact kernel's; keys scoring at most the row's median
 // leave the softmax and the V sum, unless their share of the softmax mass exceeds
 // max_dropped_mass (in [0, 1]) or nothing would be kept: then the row's bytes are
 // attention_tiled's. Kept keys run attention_tiled's steps in increasing position, so a row
 // whose dropped keys all have weight 0 there gives its bytes too (up to the sign of zeros).
 void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
-                         float max_dropped_mass, float* out, AttentionWorkspace* ws, ApproxStats* stats);
+                         float max_dropped_mass, float* out, AttentionWorkspace* ws, TruncationStats* stats);
 
 // Its building blocks, exposed for the tests (each equals the scalar expression named):
 // h [n] f16 -> f [n] f32: fp16_to_fp32 of each.

@@ -7,7 +7,7 @@
 #include <cassert>
 #include <cmath>
 
-#include "kernels/attention_simd.h"
+#include "kernels/attention_steps.h"
 #include "kernels/attention.h"
 
 namespace lf {
@@ -83,7 +83,7 @@ class TruncatedTile : TileShape {
         first_key_(n_swa > 0 ? std::max(0, pos0 + i0 - n_swa + 1) : 0), last_key_(pos0 + i1 - 1),
         span_((last_key_ - first_key_ + kKeyBlock) / kKeyBlock * kKeyBlock) {}
 
-  void run(float max_dropped_mass, float* out, ApproxStats* stats) {
+  void run(float max_dropped_mass, float* out, TruncationStats* stats) {
     load_queries();
     score_all();
     for (int i = i0_; i < i1_; ++i) {
@@ -141,7 +141,7 @@ class TruncatedTile : TileShape {
     }
   }
 
-  void choose(int i, int hh, float max_dropped_mass, ApproxStats* stats) {
+  void choose(int i, int hh, float max_dropped_mass, TruncationStats* stats) {
     const int j = dot_index(i, hh);
     const int lo = first_visible(i) - first_key_, n = pos0_ + i - first_visible(i) + 1;
     const uint16_t v_max_bits = *std::max_element(ws_.v_max.begin() + lo, ws_.v_max.begin() + lo + n);
@@ -197,7 +197,7 @@ class TruncatedTile : TileShape {
 
 // q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
 void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
-                         float max_dropped_mass, float* out, AttentionWorkspace* ws, ApproxStats* stats) {
+                         float max_dropped_mass, float* out, AttentionWorkspace* ws, TruncationStats* stats) {
   assert(max_dropped_mass >= 0.0f && max_dropped_mass <= 1.0f);
   const int group = n_head / kv.n_head_kv;
   const int rows_per_tile = std::max(1, kTileDots / group);

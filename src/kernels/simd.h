@@ -1,10 +1,10 @@
-// The few 128-bit vector operations the GEMM kernels need, one backend chosen at compile time:
-// WASM SIMD128 (__wasm_simd128__, kernels/simd_wasm.h), SSE2 (every x86-64, kernels/simd_sse2.h)
-// and a portable scalar twin (kernels/simd_scalar.h). Each backend defines the same types
-// (I8x16, I16x8, I32x4, F32x4), the same functions and kIsa. All integer operations are exact
-// and the float ones are single IEEE operations per lane, or fused_madd's a·b + c rounded once
-// (computed in double, never by a fused instruction, whose use would depend on the build), so
-// every backend computes bit-identical results.
+// The few 128-bit vector operations the GEMM and attention kernels need, one backend chosen at
+// compile time: WASM SIMD128 (__wasm_simd128__, kernels/simd_wasm.h), SSE2 (every x86-64,
+// kernels/simd_sse2.h) and a portable scalar twin (kernels/simd_scalar.h). Each backend defines
+// the same types (I8x16, I16x8, I32x4, F32x4, F64x2), the same functions and kIsa. All integer
+// operations are exact and the float ones are single IEEE operations per lane, or fused_madd's
+// a·b + c rounded once (computed in double, never by a fused instruction, whose use would depend
+// on the build), so every backend computes bit-identical results.
 #pragma once
 
 // The relaxed-SIMD module variant (wasm/targets.cmake) defines this to 1.

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
+#include "kernels/simd_f16_bits.h"
 #include "quant/quant.h"
 
 namespace lf::simd {
@@ -15,6 +17,7 @@ struct I8x16 { int8_t v[16]; };
 struct I16x8 { int16_t v[8]; };
 struct I32x4 { int32_t v[4]; };
 struct F32x4 { float v[4]; };
+struct F64x2 { double v[2]; };
 
 inline I8x16 load_i8x16(const void* p) {
   I8x16 r;
@@ -193,5 +196,86 @@ inline I16x8 widen_u8_half(I8x16 a, int first) {
 }
 inline I16x8 widen_lo_u8(I8x16 a) { return widen_u8_half(a, 0); }
 inline I16x8 widen_hi_u8(I8x16 a) { return widen_u8_half(a, 8); }
+
+// For the attention kernels (kernels/attention_steps.h): f64 pairs for the exact V
+// accumulation, a 4 × 4 transpose, and f16 conversion and rounding. Every float operation is a
+// single IEEE operation per lane (never fused) and every check is exact, so all three backends
+// give the bytes of the scalar reference (ops/attention.cpp).
+inline F64x2 load_f64x2(const double* p) { return {{p[0], p[1]}}; }
+inline void store(double* p, F64x2 a) { std::memcpy(p, a.v, sizeof a.v); }
+inline F64x2 splat_f64(double f) { return {{f, f}}; }
+inline F64x2 zero_f64x2() { return {{0.0, 0.0}}; }
+inline F64x2 mul(F64x2 a, F64x2 b) { return {{a.v[0] * b.v[0], a.v[1] * b.v[1]}}; }
+inline F64x2 add(F64x2 a, F64x2 b) { return {{a.v[0] + b.v[0], a.v[1] + b.v[1]}}; }
+inline F64x2 promote_lo(F32x4 a) { return {{a.v[0], a.v[1]}}; }
+inline F64x2 promote_hi(F32x4 a) { return {{a.v[2], a.v[3]}}; }
+inline F32x4 demote(F64x2 lo, F64x2 hi) {
+  return {{static_cast<float>(lo.v[0]), static_cast<float>(lo.v[1]), static_cast<float>(hi.v[0]),
+           static_cast<float>(hi.v[1])}};
+}
+inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) {
+  F32x4* r[4] = {&r0, &r1, &r2, &r3};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = i + 1; j < 4; ++j) std::swap(r[i]->v[j], r[j]->v[i]);
+  }
+}
+
+inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
+  for (int i = 0; i < 8; ++i) {
+    if ((h[i] & 0x7C00) == 0x7C00) return false;
+  }
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t magnitude_bits = static_cast<uint32_t>(h[i] & 0x7FFF) << 13;
+    float magnitude;
+    std::memcpy(&magnitude, &magnitude_bits, sizeof magnitude);
+    magnitude *= 0x1p112f;
+    uint32_t bits;
+    std::memcpy(&bits, &magnitude, sizeof bits);
+    bits |= static_cast<uint32_t>(h[i] & 0x8000) << 16;
+    std::memcpy(i < 4 ? &lo->v[i] : &hi->v[i - 4], &bits, sizeof bits);
+  }
+  return true;
+}
+
+inline uint32_t round_mantissa_to_half(uint32_t u) { return (u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u; }
+inline F32x4 round_mantissa_to_half(F32x4 x) {
+  uint32_t u[4];
+  std::memcpy(u, x.v, sizeof u);
+  for (uint32_t& l : u) l = round_mantissa_to_half(l);
+  std::memcpy(x.v, u, sizeof u);
+  return x;
+}
+inline bool is_half_normal(F32x4 x) {
+  uint32_t u[4];
+  std::memcpy(u, x.v, sizeof u);
+  for (uint32_t l : u) {
+    const uint32_t a = l & 0x7FFFFFFFu;
+    if (a < static_cast<uint32_t>(kHalfNormalMin) || a >= static_cast<uint32_t>(kHalfOverflow)) return false;
+  }
+  return true;
+}
+inline bool are_half_normal(F32x4 x, F32x4 y) { return is_half_normal(x) && is_half_normal(y); }
+inline F32x4 round_to_half_any(F32x4 x) {
+  uint32_t u[4];
+  std::memcpy(u, x.v, sizeof u);
+  for (uint32_t& l : u) {
+    const uint32_t sign = l & 0x80000000u, a = l & 0x7FFFFFFFu;
+    if (a > static_cast<uint32_t>(kF32Inf)) {
+      l = sign | static_cast<uint32_t>(kF32QuietNan);
+    } else if (a >= static_cast<uint32_t>(kHalfOverflow)) {
+      l = sign | static_cast<uint32_t>(kF32Inf);
+    } else if (a < static_cast<uint32_t>(kHalfNormalMin)) {
+      float magnitude;
+      std::memcpy(&magnitude, &a, sizeof magnitude);
+      magnitude = (magnitude + 0.5f) - 0.5f;
+      std::memcpy(&l, &magnitude, sizeof l);
+      l |= sign;
+    } else {
+      l = round_mantissa_to_half(l);
+    }
+  }
+  std::memcpy(x.v, u, sizeof u);
+  return x;
+}
 
 }  // namespace lf::simd

@@ -7,6 +7,7 @@
 
 #include <emmintrin.h>
 
+#include "kernels/simd_f16_bits.h"
 #include "quant/quant.h"
 
 namespace lf::simd {
@@ -16,6 +17,7 @@ struct I8x16 { __m128i v; };
 struct I16x8 { __m128i v; };
 struct I32x4 { __m128i v; };
 struct F32x4 { __m128 v; };
+struct F64x2 { __m128d v; };
 
 inline I8x16 load_i8x16(const void* p) { return {_mm_loadu_si128(static_cast<const __m128i*>(p))}; }
 // Each byte paired with itself, then an arithmetic shift keeps the sign-extended copy.
@@ -138,5 +140,66 @@ inline I8x16 low_nibbles(I8x16 p) { return {_mm_and_si128(p.v, _mm_set1_epi8(0x0
 inline I8x16 high_nibbles(I8x16 p) { return {_mm_and_si128(_mm_srli_epi16(p.v, 4), _mm_set1_epi8(0x0F))}; }
 inline I16x8 widen_lo_u8(I8x16 a) { return {_mm_unpacklo_epi8(a.v, _mm_setzero_si128())}; }
 inline I16x8 widen_hi_u8(I8x16 a) { return {_mm_unpackhi_epi8(a.v, _mm_setzero_si128())}; }
+
+// For the attention kernels (kernels/attention_steps.h): f64 pairs for the exact V
+// accumulation, a 4 × 4 transpose, and f16 conversion and rounding. Every float operation is a
+// single IEEE operation per lane (never fused) and every check is exact, so all three backends
+// give the bytes of the scalar reference (ops/attention.cpp).
+inline F64x2 load_f64x2(const double* p) { return {_mm_loadu_pd(p)}; }
+inline void store(double* p, F64x2 a) { _mm_storeu_pd(p, a.v); }
+inline F64x2 splat_f64(double f) { return {_mm_set1_pd(f)}; }
+inline F64x2 zero_f64x2() { return {_mm_setzero_pd()}; }
+inline F64x2 mul(F64x2 a, F64x2 b) { return {_mm_mul_pd(a.v, b.v)}; }
+inline F64x2 add(F64x2 a, F64x2 b) { return {_mm_add_pd(a.v, b.v)}; }
+inline F64x2 promote_lo(F32x4 a) { return {_mm_cvtps_pd(a.v)}; }
+inline F64x2 promote_hi(F32x4 a) { return {_mm_cvtps_pd(_mm_movehl_ps(a.v, a.v))}; }
+// cvtpd_ps rounds by MXCSR, which nothing in this library changes from round-to-nearest-even.
+inline F32x4 demote(F64x2 lo, F64x2 hi) { return {_mm_movelh_ps(_mm_cvtpd_ps(lo.v), _mm_cvtpd_ps(hi.v))}; }
+inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) { _MM_TRANSPOSE4_PS(r0.v, r1.v, r2.v, r3.v); }
+
+// A half moved to the top of a 32-bit lane holds the f32 sign in place; its other 15 bits,
+// moved down 3, sit in an f32's exponent and mantissa places.
+inline __m128 widened_halves_to_f32(__m128i h_high) {
+  const __m128i sign = _mm_and_si128(h_high, _mm_set1_epi32(static_cast<int32_t>(0x80000000u)));
+  const __m128i magnitude = _mm_and_si128(_mm_srli_epi32(h_high, 3), _mm_set1_epi32(0x0FFFE000));
+  return _mm_or_ps(_mm_mul_ps(_mm_castsi128_ps(magnitude), _mm_set1_ps(0x1p112f)), _mm_castsi128_ps(sign));
+}
+inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h));
+  const __m128i exponent = _mm_and_si128(x, _mm_set1_epi16(0x7C00));
+  if (_mm_movemask_epi8(_mm_cmpeq_epi16(exponent, _mm_set1_epi16(0x7C00))) != 0) return false;
+  lo->v = widened_halves_to_f32(_mm_unpacklo_epi16(_mm_setzero_si128(), x));
+  hi->v = widened_halves_to_f32(_mm_unpackhi_epi16(_mm_setzero_si128(), x));
+  return true;
+}
+
+inline F32x4 round_mantissa_to_half(F32x4 x) {
+  const __m128i u = _mm_castps_si128(x.v);
+  const __m128i odd = _mm_and_si128(_mm_srli_epi32(u, 13), _mm_set1_epi32(1));
+  const __m128i up = _mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0xFFF)), odd);
+  return {_mm_castsi128_ps(_mm_and_si128(up, _mm_set1_epi32(static_cast<int32_t>(0xFFFFE000u))))};
+}
+inline __m128i half_normal_lanes(F32x4 x) {
+  const __m128i a = _mm_and_si128(_mm_castps_si128(x.v), _mm_set1_epi32(0x7FFFFFFF));
+  return _mm_cmplt_epi32(_mm_add_epi32(a, _mm_set1_epi32(kNormalBias)), _mm_set1_epi32(kNormalLimit));
+}
+inline bool is_half_normal(F32x4 x) { return _mm_movemask_epi8(half_normal_lanes(x)) == 0xFFFF; }
+inline bool are_half_normal(F32x4 x, F32x4 y) {
+  return _mm_movemask_epi8(_mm_and_si128(half_normal_lanes(x), half_normal_lanes(y))) == 0xFFFF;
+}
+inline __m128i select(__m128i mask, __m128i yes, __m128i no) {
+  return _mm_or_si128(_mm_and_si128(mask, yes), _mm_andnot_si128(mask, no));
+}
+inline F32x4 round_to_half_any(F32x4 x) {
+  const __m128i u = _mm_castps_si128(x.v);
+  const __m128i sign = _mm_and_si128(u, _mm_set1_epi32(static_cast<int32_t>(0x80000000u)));
+  const __m128i a = _mm_and_si128(u, _mm_set1_epi32(0x7FFFFFFF));
+  const __m128 sub = _mm_sub_ps(_mm_add_ps(_mm_castsi128_ps(a), _mm_set1_ps(0.5f)), _mm_set1_ps(0.5f));
+  __m128i r = _mm_castps_si128(round_mantissa_to_half(x).v);
+  r = select(_mm_cmplt_epi32(a, _mm_set1_epi32(kHalfNormalMin)), _mm_or_si128(_mm_castps_si128(sub), sign), r);
+  r = select(_mm_cmpgt_epi32(a, _mm_set1_epi32(kHalfOverflow - 1)), _mm_or_si128(sign, _mm_set1_epi32(kF32Inf)), r);
+  r = select(_mm_cmpgt_epi32(a, _mm_set1_epi32(kF32Inf)), _mm_or_si128(sign, _mm_set1_epi32(kF32QuietNan)), r);
+  return {_mm_castsi128_ps(r)};
+}
 
 }  // namespace lf::simd

@@ -7,6 +7,7 @@
 
 #include <wasm_simd128.h>
 
+#include "kernels/simd_f16_bits.h"
 #include "quant/quant.h"
 
 namespace lf::simd {
@@ -16,6 +17,7 @@ struct I8x16 { v128_t v; };
 struct I16x8 { v128_t v; };
 struct I32x4 { v128_t v; };
 struct F32x4 { v128_t v; };
+struct F64x2 { v128_t v; };
 
 inline I8x16 load_i8x16(const void* p) { return {wasm_v128_load(p)}; }
 inline I16x8 widen_lo(I8x16 a) { return {wasm_i16x8_extend_low_i8x16(a.v)}; }
@@ -149,5 +151,74 @@ inline I8x16 low_nibbles(I8x16 p) { return {wasm_v128_and(p.v, wasm_i8x16_splat(
 inline I8x16 high_nibbles(I8x16 p) { return {wasm_u8x16_shr(p.v, 4)}; }
 inline I16x8 widen_lo_u8(I8x16 a) { return {wasm_u16x8_extend_low_u8x16(a.v)}; }
 inline I16x8 widen_hi_u8(I8x16 a) { return {wasm_u16x8_extend_high_u8x16(a.v)}; }
+
+// For the attention kernels (kernels/attention_steps.h): f64 pairs for the exact V
+// accumulation, a 4 × 4 transpose, and f16 conversion and rounding. Every float operation is a
+// single IEEE operation per lane (never fused) and every check is exact, so all three backends
+// give the bytes of the scalar reference (ops/attention.cpp).
+inline F64x2 load_f64x2(const double* p) { return {wasm_v128_load(p)}; }
+inline void store(double* p, F64x2 a) { wasm_v128_store(p, a.v); }
+inline F64x2 splat_f64(double f) { return {wasm_f64x2_splat(f)}; }
+inline F64x2 zero_f64x2() { return {wasm_f64x2_splat(0.0)}; }
+inline F64x2 mul(F64x2 a, F64x2 b) { return {wasm_f64x2_mul(a.v, b.v)}; }
+inline F64x2 add(F64x2 a, F64x2 b) { return {wasm_f64x2_add(a.v, b.v)}; }
+inline F64x2 promote_lo(F32x4 a) { return {wasm_f64x2_promote_low_f32x4(a.v)}; }
+inline F64x2 promote_hi(F32x4 a) { return {wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(a.v, a.v, 2, 3, 2, 3))}; }
+inline F32x4 demote(F64x2 lo, F64x2 hi) {
+  return {wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo.v), wasm_f32x4_demote_f64x2_zero(hi.v), 0, 1, 4, 5)};
+}
+// Rows r0..r3 -> columns: a 4 × 4 transpose in place
+inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) {
+  const v128_t t0 = wasm_i32x4_shuffle(r0.v, r1.v, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(r0.v, r1.v, 2, 6, 3, 7);
+  const v128_t t2 = wasm_i32x4_shuffle(r2.v, r3.v, 0, 4, 1, 5), t3 = wasm_i32x4_shuffle(r2.v, r3.v, 2, 6, 3, 7);
+  r0.v = wasm_i32x4_shuffle(t0, t2, 0, 1, 4, 5);
+  r1.v = wasm_i32x4_shuffle(t0, t2, 2, 3, 6, 7);
+  r2.v = wasm_i32x4_shuffle(t1, t3, 0, 1, 4, 5);
+  r3.v = wasm_i32x4_shuffle(t1, t3, 2, 3, 6, 7);
+}
+
+// h [8] f16 -> lo, hi [4] f32, exact, subnormals included; false (outputs unset) if any is
+// inf or NaN. The bits moved to an f32's places read as the value times 2^-112, restored by
+// one multiplication.
+inline v128_t widened_halves_to_f32(v128_t h32) {
+  const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
+  const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7FFF)), 13);
+  return wasm_v128_or(wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f)), sign);
+}
+inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
+  const v128_t x = wasm_v128_load(h);
+  const v128_t exponent = wasm_v128_and(x, wasm_i16x8_splat(0x7C00));
+  if (wasm_v128_any_true(wasm_i16x8_eq(exponent, wasm_i16x8_splat(0x7C00)))) return false;
+  lo->v = widened_halves_to_f32(wasm_u32x4_extend_low_u16x8(x));
+  hi->v = widened_halves_to_f32(wasm_u32x4_extend_high_u16x8(x));
+  return true;
+}
+
+// x [4] -> the nearest f16 of each (ties to even), held as f32: the mantissa's low 13 bits
+// rounded off; exact only where every lane is in f16's normal range (is_half_normal).
+inline F32x4 round_mantissa_to_half(F32x4 x) {
+  const v128_t odd = wasm_v128_and(wasm_u32x4_shr(x.v, 13), wasm_i32x4_splat(1));
+  const v128_t up = wasm_i32x4_add(wasm_i32x4_add(x.v, wasm_i32x4_splat(0xFFF)), odd);
+  return {wasm_v128_and(up, wasm_i32x4_splat(static_cast<int32_t>(0xFFFFE000u)))};
+}
+inline v128_t half_normal_lanes(F32x4 x) {
+  const v128_t biased = wasm_i32x4_add(wasm_v128_and(x.v, wasm_i32x4_splat(0x7FFFFFFF)), wasm_i32x4_splat(kNormalBias));
+  return wasm_i32x4_lt(biased, wasm_i32x4_splat(kNormalLimit));
+}
+inline bool is_half_normal(F32x4 x) { return wasm_i32x4_all_true(half_normal_lanes(x)); }
+inline bool are_half_normal(F32x4 x, F32x4 y) {
+  return wasm_i32x4_all_true(wasm_v128_and(half_normal_lanes(x), half_normal_lanes(y)));
+}
+// The same for any x: f16 subnormals are multiples of 2^-24, which adding and removing 0.5
+// rounds to (ties to even); beyond 65520 infinity; NaN the f16 NaN's f32 (sign kept).
+inline F32x4 round_to_half_any(F32x4 x) {
+  const v128_t sign = wasm_v128_and(x.v, wasm_i32x4_splat(static_cast<int32_t>(0x80000000u)));
+  const v128_t a = wasm_v128_and(x.v, wasm_i32x4_splat(0x7FFFFFFF));
+  const v128_t sub = wasm_f32x4_sub(wasm_f32x4_add(a, wasm_f32x4_splat(0.5f)), wasm_f32x4_splat(0.5f));
+  v128_t r = round_mantissa_to_half(x).v;
+  r = wasm_v128_bitselect(wasm_v128_or(sub, sign), r, wasm_i32x4_lt(a, wasm_i32x4_splat(kHalfNormalMin)));
+  r = wasm_v128_bitselect(wasm_v128_or(sign, wasm_i32x4_splat(kF32Inf)), r, wasm_i32x4_gt(a, wasm_i32x4_splat(kHalfOverflow - 1)));
+  return {wasm_v128_bitselect(wasm_v128_or(sign, wasm_i32x4_splat(kF32QuietNan)), r, wasm_i32x4_gt(a, wasm_i32x4_splat(kF32Inf)))};
+}
 
 }  // namespace lf::simd

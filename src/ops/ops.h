@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kernels/kv_view.h"
 #include "layout/weight_view.h"
 
 namespace lf {
@@ -45,25 +46,8 @@ void softmax(float* x, int n);
 void softcap(float* x, int n, float cap);
 
 // --- attention (ops/attention.cpp) ---
-// Query head h reads KV head h / (n_head / n_head_kv): consecutive query heads share one.
-inline int kv_head_for(int h, int n_head, int n_head_kv) { return h / (n_head / n_head_kv); }
-// Key at p0 is visible to a query at p1 iff p0 <= p1 and, with a window (n_swa > 0), p1 - p0 < n_swa.
-inline bool key_visible(int p0, int p1, int n_swa) { return p0 <= p1 && (n_swa <= 0 || p1 - p0 < n_swa); }
-
-// One layer's K and V rows in f16, position p in slot p % capacity (a ring when capacity is
-// smaller than the context). Slots [capacity, n_head_kv, head_dim].
-struct KvView {
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
-  int capacity = 0;
-  int n_head_kv = 0;
-  int head_dim = 0;
-  int first_pos = 0;  // oldest position still held (and ever written)
-};
-
-// Elements of a score summed in f32 lanes: ggml_vec_dot_f16's step on AVX-512, 4 accumulators of
-// 16 lanes (docs/attention.md, "The score's order").
-constexpr int kScoreLanes = 64;
+// KvView, kv_head_for, key_visible and kScoreLanes are in kernels/kv_view.h, below both this
+// reference and the kernels, which must agree on them.
 
 // k [D] · q [D] (f16) -> the score's dot as llama.cpp's AVX-512 build sums it: the first
 // D - D % 64 products into 64 f32 lanes (element i into lane i % 64), the lanes reduced by halves,

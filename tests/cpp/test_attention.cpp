@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/attention_simd.h"
+#include "kernels/attention_steps.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 

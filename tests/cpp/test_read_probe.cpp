@@ -4,10 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fixture_model.h"
+#include "kernels/weight_checksum.h"
 #include "model/read_probe.h"
 
 namespace {
@@ -42,6 +45,21 @@ TEST_CASE("weight_checksum adds little-endian halfwords modulo 2^16 and zero-pad
   CHECK(lf::weight_checksum(bytes, 6) == 0x0201u + 0x0403u - 1u);           // + 0xFFFF wraps to - 1
   CHECK(lf::weight_checksum(bytes, 7) == 0x0201u + 0x0403u - 1u + 0x0081u);  // the odd byte, high half 0
   CHECK(lf::weight_checksum(bytes, 0) == 0u);
+}
+
+TEST_CASE("weight_checksum_vectors sums as weight_checksum over lengths around its 128-byte step", "[read_probe]") {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> bytes(1 + 16 * 40);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  bytes[1] = bytes[2] = 0xFF;  // a halfword that wraps the lanes
+  for (const uint64_t n : {0, 16, 112, 128, 144, 240, 256, 272, 16 * 40}) {
+    for (const uint64_t start : {0, 1}) {  // loads from any address
+      if (start + n > bytes.size()) continue;
+      const uint8_t* p = bytes.data() + start;
+      INFO("n " << n << " start " << start);
+      CHECK((lf::weight_checksum_vectors(p, n) & 0xFFFFu) == lf::weight_checksum(p, n));
+    }
+  }
 }
 
 TEST_CASE("the read probe reads every byte of the node's layers once, for any thread count", "[read_probe]") {

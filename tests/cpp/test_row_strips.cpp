@@ -18,7 +18,7 @@
 #include "kernels/gemm.h"
 #include "model/model.h"
 #include "quant/quant.h"
-#include "model/read_probe.h"
+#include "kernels/weight_checksum.h"
 #include "layout/row_strips.h"
 
 namespace {

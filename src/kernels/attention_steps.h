@@ -1,0 +1,276 @@
+// The per-key steps of the attention kernels, lf::attention's arithmetic operation for
+// operation, shared by attention_tiled (kernels/attention.cpp) and attention_truncated
+// (kernels/attention_truncated.cpp) so that a key the two both visit gets the same arithmetic.
+// Inline in this header because they are the kernels' inner loops. Their vector operations are
+// kernels/simd.h's, whose backends give the bytes of the scalar reference (ops/attention.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/kv_view.h"
+#include "kernels/simd.h"
+#include "quant/quant.h"
+
+namespace lf::attn_steps {
+
+// (query row, query head) pairs per tile: the K/V conversion of a key is shared by all of
+// them, and [16, 512] f32 accumulators still sit in L2.
+constexpr int kTileDots = 16;
+// Keys scored together: the vector lanes run over keys, never over the head dim, so that each
+// key's score keeps the reference's order of additions (attention_score, ops/attention.cpp).
+constexpr int kKeyBlock = 8;
+
+inline float round_to_half(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+// Lanes outside the f16 normal range: rare (mostly accumulators scaled towards 0 when the max
+// jumps), so kept out of line.
+[[gnu::noinline]] inline simd::F32x4 round_to_half_rare(simd::F32x4 x) { return simd::round_to_half_any(x); }
+
+// The common case, every lane an f16 normal, costs a few integer operations inline.
+inline simd::F32x4 round_to_half(simd::F32x4 x) {
+  return simd::is_half_normal(x) ? simd::round_mantissa_to_half(x) : round_to_half_rare(x);
+}
+
+// h [n] f16 -> f [n] f32
+inline void halves_to_f32(const uint16_t* h, float* f, int n) {
+  int d = 0;
+  for (; d + 8 <= n; d += 8) {
+    simd::F32x4 lo, hi;
+    if (simd::try_halves_to_f32(h + d, &lo, &hi)) {
+      simd::store(f + d, lo);
+      simd::store(f + d + 4, hi);
+    } else {
+      for (int i = d; i < d + 8; ++i) f[i] = fp16_to_fp32(h[i]);
+    }
+  }
+  for (; d < n; ++d) f[d] = fp16_to_fp32(h[d]);
+}
+
+// f [n] -> f64 [n]
+inline void promote(const float* f, double* out, int n) {
+  int d = 0;
+  for (; d + 4 <= n; d += 4) {
+    const simd::F32x4 x = simd::load_f32x4(f + d);
+    simd::store(out + d, simd::promote_lo(x));
+    simd::store(out + d + 2, simd::promote_hi(x));
+  }
+  for (; d < n; ++d) out[d] = f[d];
+}
+
+// q [D] f32 -> q16 [D]: rounded to f16 as the reference rounds the query, held as f32.
+inline void load_query(const float* q, int D, float* q16) {
+  int d = 0;
+  for (; d + 4 <= D; d += 4) simd::store(q16 + d, round_to_half(simd::load_f32x4(q + d)));
+  for (; d < D; ++d) q16[d] = round_to_half(q[d]);
+}
+
+// Offset of position p, KV head g, in the view's slots [capacity, n_head_kv, D].
+inline int64_t kv_offset(const KvView& kv, int g, int p) {
+  assert(p >= kv.first_pos && "key evicted from the ring before its last query ran");
+  return (static_cast<int64_t>(p % kv.capacity) * kv.n_head_kv + g) * kv.head_dim;
+}
+
+// Keys pb .. pb+nb-1 of KV head g -> kT [D, kKeyBlock] (missing keys zero), four keys × four
+// dims per step. k32 [kKeyBlock, D] scratch.
+inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float* k32, float* kT) {
+  const int D = kv.head_dim;
+  for (int b = 0; b < kKeyBlock; ++b) {
+    float* row = k32 + static_cast<int64_t>(b) * D;
+    if (b < nb) {
+      halves_to_f32(kv.k + kv_offset(kv, g, pb + b), row, D);
+    } else {
+      std::fill(row, row + D, 0.0f);
+    }
+  }
+  for (int b = 0; b < kKeyBlock; b += 4) {
+    const float* r = k32 + static_cast<int64_t>(b) * D;
+    int d = 0;
+    for (; d + 4 <= D; d += 4) {
+      simd::F32x4 x0 = simd::load_f32x4(r + d), x1 = simd::load_f32x4(r + D + d),
+                  x2 = simd::load_f32x4(r + 2 * D + d), x3 = simd::load_f32x4(r + 3 * D + d);
+      simd::transpose(x0, x1, x2, x3);
+      float* col = kT + static_cast<int64_t>(d) * kKeyBlock + b;
+      simd::store(col, x0);
+      simd::store(col + kKeyBlock, x1);
+      simd::store(col + 2 * kKeyBlock, x2);
+      simd::store(col + 3 * kKeyBlock, x3);
+    }
+    for (; d < D; ++d) {
+      for (int i = 0; i < 4; ++i) kT[static_cast<int64_t>(d) * kKeyBlock + b + i] = r[i * D + d];
+    }
+  }
+}
+
+// Values pb .. pb+nb-1 of KV head g -> v [kKeyBlock, D] f32 and v64, the same in f64.
+inline void load_values(const KvView& kv, int g, int pb, int nb, float* v, double* v64) {
+  const int D = kv.head_dim;
+  for (int b = 0; b < nb; ++b) {
+    float* row = v + static_cast<int64_t>(b) * D;
+    halves_to_f32(kv.v + kv_offset(kv, g, pb + b), row, D);
+    promote(row, v64 + static_cast<int64_t>(b) * D, D);
+  }
+}
+
+// One of the 16 lanes of the score's f32 sum (attention_score: lanes l, l + 16, l + 32, l + 48,
+// which are AVX-512's four accumulators' lane l) for the 8 keys of a block: the sum over the
+// first n_in_lanes elements of each accumulator, in order, then the accumulators paired as
+// GGML_F32x16_REDUCE pairs them, (acc0 + acc2) + (acc1 + acc3). q [D], kT [D, kKeyBlock] ->
+// lane [kKeyBlock]. Products of f16 values are exact in f32, so mul then add is ggml's fma.
+inline void score_lane(const float* q, const float* kT, int n_in_lanes, int l, float* lane) {
+  static_assert(kKeyBlock == 8, "two f32x4 per accumulator");
+  constexpr int kLaneStride = kScoreLanes / 4;
+  simd::F32x4 acc[4][2];
+  for (auto& a : acc) a[0] = a[1] = simd::splat(0.0f);
+  for (int i = l; i < n_in_lanes; i += kScoreLanes) {
+    for (int j = 0; j < 4; ++j) {
+      const int d = i + j * kLaneStride;
+      const simd::F32x4 qd = simd::splat(q[d]);
+      const float* k = kT + static_cast<int64_t>(d) * kKeyBlock;
+      acc[j][0] = simd::add(acc[j][0], simd::mul(simd::load_f32x4(k), qd));
+      acc[j][1] = simd::add(acc[j][1], simd::mul(simd::load_f32x4(k + 4), qd));
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    simd::store(lane + 4 * h, simd::add(simd::add(acc[0][h], acc[2][h]), simd::add(acc[1][h], acc[3][h])));
+  }
+}
+
+// q [D] · K block kT [D, kKeyBlock] -> s [kKeyBlock] = attention_score·kq_scale per key: the 16
+// lanes of each key side by side, reduced as _mm512_reduce_add_ps halves them (l + 8, + 4, + 2,
+// + 1), then the leftover elements added in f64 lanes in order (an f32 product widened is the
+// reference's double).
+inline void score_block(const float* q, const float* kT, int D, float kq_scale, float* s) {
+  constexpr int kLanes = kScoreLanes / 4;
+  const int n_in_lanes = D - D % kScoreLanes;
+  simd::F64x2 s01 = simd::zero_f64x2(), s23 = s01, s45 = s01, s67 = s01;
+  if (n_in_lanes > 0) {
+    float lanes[kLanes][kKeyBlock];
+    for (int l = 0; l < kLanes; ++l) score_lane(q, kT, n_in_lanes, l, lanes[l]);
+    for (int half = kLanes / 2; half >= 1; half /= 2) {
+      for (int l = 0; l < half; ++l) {
+        for (int h = 0; h < kKeyBlock; h += 4) {
+          simd::store(lanes[l] + h, simd::add(simd::load_f32x4(lanes[l] + h), simd::load_f32x4(lanes[l + half] + h)));
+        }
+      }
+    }
+    const simd::F32x4 lo = simd::load_f32x4(lanes[0]), hi = simd::load_f32x4(lanes[0] + 4);
+    s01 = simd::promote_lo(lo);
+    s23 = simd::promote_hi(lo);
+    s45 = simd::promote_lo(hi);
+    s67 = simd::promote_hi(hi);
+  }
+  for (int d = n_in_lanes; d < D; ++d) {
+    const simd::F64x2 qd = simd::splat_f64(q[d]);
+    const float* k = kT + static_cast<int64_t>(d) * kKeyBlock;
+    const simd::F32x4 lo = simd::load_f32x4(k), hi = simd::load_f32x4(k + 4);
+    s01 = simd::add(s01, simd::mul(simd::promote_lo(lo), qd));
+    s23 = simd::add(s23, simd::mul(simd::promote_hi(lo), qd));
+    s45 = simd::add(s45, simd::mul(simd::promote_lo(hi), qd));
+    s67 = simd::add(s67, simd::mul(simd::promote_hi(hi), qd));
+  }
+  double sums[kKeyBlock];
+  simd::store(sums, s01);
+  simd::store(sums + 2, s23);
+  simd::store(sums + 4, s45);
+  simd::store(sums + 6, s67);
+  for (int b = 0; b < kKeyBlock; ++b) s[b] = static_cast<float>(sums[b]) * kq_scale;
+}
+
+// The reference's step for a key above the running max: acc [D] <- f16(v + f16(acc·ms)); with
+// the key's weight 1, its fma(v, 1, a) is the f32 sum v + a.
+inline void rescale_and_add(float* acc, const float* v, float ms, int D) {
+  const simd::F32x4 scale = simd::splat(ms);
+  int d = 0;
+  for (; d + 4 <= D; d += 4) {
+    const simd::F32x4 scaled = round_to_half(simd::mul(simd::load_f32x4(acc + d), scale));
+    simd::store(acc + d, round_to_half(simd::add(simd::load_f32x4(v + d), scaled)));
+  }
+  for (; d < D; ++d) acc[d] = round_to_half(v[d] + round_to_half(acc[d] * ms));
+}
+
+// The reference's step for any other key: acc [D] <- f16(fma(v, w, acc)), v64 = v in f64.
+// v·w is exact in f64 (11 × 24 significant bits), so the f64 sum is the exact result rounded
+// once. Rounding that to f32 can differ from the FMA's f32 (when it lands exactly halfway
+// between two f32), but never after the rounding to f16: docs/attention.md has the proof, the
+// [attention] tests such a case.
+// acc [4], v64 [4] -> f32(v64·w + acc) per lane
+inline simd::F32x4 weighted_sum(const float* acc, const double* v64, simd::F64x2 w) {
+  const simd::F32x4 a = simd::load_f32x4(acc);
+  const simd::F64x2 lo = simd::add(simd::mul(simd::load_f64x2(v64), w), simd::promote_lo(a));
+  const simd::F64x2 hi = simd::add(simd::mul(simd::load_f64x2(v64 + 2), w), simd::promote_hi(a));
+  return simd::demote(lo, hi);
+}
+
+inline void add_weighted(float* acc, const float* v, const double* v64, float w, int D) {
+  const simd::F64x2 weight = simd::splat_f64(w);
+  int d = 0;
+  // Eight at a time: one range check and one branch for two vectors.
+  for (; d + 8 <= D; d += 8) {
+    const simd::F32x4 x0 = weighted_sum(acc + d, v64 + d, weight);
+    const simd::F32x4 x1 = weighted_sum(acc + d + 4, v64 + d + 4, weight);
+    if (simd::are_half_normal(x0, x1)) {
+      simd::store(acc + d, simd::round_mantissa_to_half(x0));
+      simd::store(acc + d + 4, simd::round_mantissa_to_half(x1));
+    } else {
+      simd::store(acc + d, round_to_half_rare(x0));
+      simd::store(acc + d + 4, round_to_half_rare(x1));
+    }
+  }
+  for (; d + 4 <= D; d += 4) simd::store(acc + d, round_to_half(weighted_sum(acc + d, v64 + d, weight)));
+  for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
+}
+
+// One key of a dot's online softmax (the reference's steps 3–4, docs/attention.md): score s,
+// value v [D] (v64 the same in f64) -> the dot's f16 accumulator acc [D], running max M and
+// running sum S.
+inline void softmax_step(float s, const float* v, const double* v64, int D, float* acc, float& M, float& S) {
+  const float M_old = M;
+  float ms = 1.0f;
+  float vs = 1.0f;
+  if (s > M) {
+    M = s;
+    ms = expf(M_old - M);
+    rescale_and_add(acc, v, ms, D);
+  } else {
+    vs = expf(s - M);
+    add_weighted(acc, v, v64, vs, D);
+  }
+  S = S * ms + vs;
+}
+
+// acc [D] (the dot's f16 accumulator), S -> out [D] = acc / S (0 where S is 0), as the reference.
+inline void store_output(const float* acc, float S, int D, float* out) {
+  const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+  int d = 0;
+  for (; d + 4 <= D; d += 4) simd::store(out + d, simd::mul(simd::load_f32x4(acc + d), simd::splat(S_inv)));
+  for (; d < D; ++d) out[d] = acc[d] * S_inv;
+}
+
+// A tile of work: query rows [i0, i1) of the query heads that read KV head g (q [n_q, n_head,
+// D]), with the workspace its dot products use; both kernels' tiles build on it.
+class TileShape {
+ protected:
+  TileShape(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, AttentionWorkspace& ws,
+            int g, int i0, int i1)
+      : q_(q), pos0_(pos0), n_head_(n_head), kv_(kv), n_swa_(n_swa), kq_scale_(kq_scale), ws_(ws), D_(kv.head_dim),
+        group_(n_head / kv.n_head_kv), g_(g), i0_(i0), i1_(i1) {}
+
+  // Offset of query row i, head g·group + hh, in q and out.
+  int64_t q_offset(int i, int hh) const { return (static_cast<int64_t>(i) * n_head_ + g_ * group_ + hh) * D_; }
+  // Index of that (row, head) among the tile's dot products.
+  int dot_index(int i, int hh) const { return (i - i0_) * group_ + hh; }
+
+  const float* q_;
+  int pos0_, n_head_;
+  const KvView& kv_;
+  int n_swa_;
+  float kq_scale_;
+  AttentionWorkspace& ws_;
+  int D_, group_, g_, i0_, i1_;
+};
+
+}  // namespace lf::attn_steps
