@@ -8,10 +8,8 @@
 
 #include "cli.h"
 #include "gguf/gguf_writer.h"
-#include "metadata.h"
+#include "model_file.h"
 #include "presets.h"
-#include "vocab.h"
-#include "weights.h"
 
 namespace {
 
@@ -33,18 +31,8 @@ Status write_header_only(const lf::GgufWriter& w, const std::string& path) {
 }
 
 Status make_model(lf::ModelConfig model, const MakeSettings& settings, const std::string& out_path, bool header_only) {
-  Vocab vocab;
-  if (settings.vocab == VocabKind::gemma) {
-    LF_RETURN_IF_ERROR(load_gemma_vocab(settings.tokenizer_json, &vocab));
-  } else {
-    LF_RETURN_IF_ERROR(build_synthetic_vocab(static_cast<uint32_t>(model.n_vocab), &vocab));
-  }
-  model.n_vocab = static_cast<int>(vocab.tokens.size());
-
   lf::GgufWriter w;
-  write_arch_metadata(model, settings, w);
-  write_tokenizer_metadata(model, vocab, w);
-  LF_RETURN_IF_ERROR(add_weight_tensors(model, settings, w));
+  LF_RETURN_IF_ERROR(add_model(&model, settings, &w));
 
   // Written under a temporary name so an interrupted run never leaves a file that a cache
   // would take for a finished model.
