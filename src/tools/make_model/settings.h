@@ -57,8 +57,8 @@ struct MakeSettings {
 // 4096, fused expert gate/up when it has experts.
 ModelConfig default_model();
 
-// The per-layer pattern implied by kinds.swa_period (and, for gemma4, a global last layer as in
-// every real Gemma 4 model).
+// The per-layer pattern of a period (layer il sliding iff il % P < P-1) and, for gemma4, a global
+// last layer as in every real Gemma 4 model: default_swa_pattern(gemma4, 7, 5) -> "SSSSGSG".
 std::string default_swa_pattern(Arch arch, int n_layer, int swa_period);
 
 // gemma3 writes its sliding-window layout as a period P (layer il is sliding iff il % P < P-1);
