@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "model/kv_shipping.h"
 #include "quant/quant.h"
 
 namespace lf {

@@ -8,6 +8,7 @@
 #include "kernels/gemm.h"
 #include "layout/row_strips.h"
 #include "quant/finite_check.h"
+#include "model/tensor_table.h"
 
 namespace lf {
 namespace {

@@ -4,11 +4,8 @@
 // llama.cpp does is refused here, at load, with a message naming what is unsupported.
 #pragma once
 
-#include <cstdint>
-#include <string>
 #include <vector>
 
-#include "gguf/ggml_type.h"
 #include "gguf/gguf_reader.h"
 #include "base/status.h"
 
@@ -62,35 +59,6 @@ struct ModelConfig {
   bool fused_gate_up = false; // ffn_gate_up_exps (gate rows, then up rows, per expert) instead of ffn_gate_exps + ffn_up_exps
   std::vector<LayerConfig> layers;  // [n_layer]
 };
-
-// How a tensor is used decides which types we accept for it.
-enum class TensorRole {
-  matmul,     // 2-D weight applied as W·x (or gathered by rows for the embedding)
-  f32_vector, // norms, rope_freqs, layer_output_scale: F32, read as floats
-};
-
-struct TensorSpec {
-  std::string name;
-  int64_t ne0 = 0, ne1 = 1;
-  TensorRole role = TensorRole::matmul;
-  bool required = true;
-  int64_t ne2 = 1;  // experts of a 3-D expert tensor [ne0, ne1, n_expert]
-};
-
-// Every tensor a model of this configuration may contain, with its expected shape.
-std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
-
-// Name of a per-layer tensor as the GGUF spells it: layer_tensor_name(3, "attn_q") ->
-// "blk.3.attn_q.weight"; with a suffix, layer_tensor_name(3, "ffn_gate_inp", "scale") ->
-// "blk.3.ffn_gate_inp.scale".
-std::string layer_tensor_name(int il, const char* short_name, const char* suffix = "weight");
-
-// The K/V rows a node of layers [begin, end) ships (docs/forward-pass.md, "Shared KV across
-// nodes"): the source layers before begin whose cache a shared-KV layer of the node reads (the
-// node mirrors them from rows it is given), and the source layers of the node whose cache a
-// shared-KV layer after end reads (the node hands out their new rows), both in layer order.
-std::vector<int> kv_layers_mirrored(const ModelConfig& config, int begin, int end);
-std::vector<int> kv_layers_shipped(const ModelConfig& config, int begin, int end);
 
 // Reads and validates the configuration. Errors (Code::unsupported or Code::malformed) name the
 // missing key, the unsupported feature, or the tensor with its expected and actual shape.

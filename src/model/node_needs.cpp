@@ -4,9 +4,11 @@
 #include <cstdlib>
 
 #include "model/kv_cache.h"
+#include "model/kv_shipping.h"
 #include "model/per_layer_embd.h"
 #include "model/scratch.h"
 #include "model/shard_plan.h"
+#include "model/tensor_table.h"
 
 namespace lf {
 namespace {

@@ -3,9 +3,10 @@
 #include <numeric>
 #include <vector>
 
+#include "model/kv_shipping.h"
+#include "model/reference_forward.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
-#include "model/reference_forward.h"
 
 namespace lf {
 namespace {

@@ -62,6 +62,7 @@ struct Scratch {
   MoeScratch moe;                            // the mixture-of-experts FFN's buffers (MoE layers only)
   std::vector<ExitState> exit;               // [sessions] worker 0's early-exit state of each last row
   double attention_ms = 0, ffn_ms = 0;       // worker 0's view, summed over layers
+  double layers_ms = 0;                      // worker 0's time in run_layers
 };
 
 }  // namespace lf

@@ -5,12 +5,14 @@
 #include <vector>
 
 #include "base/status.h"
-#include "model_config.h"
+#include "model/model_config.h"
+#include "settings.h"
 
 namespace lf::make_model {
 
 struct CliArgs {
-  ModelConfig cfg;
+  ModelConfig model = default_model();  // complete, layers included, once parse_cli succeeds
+  MakeSettings settings;
   std::string out_path;
   // The header alone, the file sized as the whole model with its data unwritten (a sparse file
   // of zeros): for what reads only headers (`layerfold plan`) at a real model's size.
@@ -22,7 +24,6 @@ struct CliArgs {
 // args excludes the program name. Errors are Code::invalid_argument naming the option.
 Status parse_cli(const std::vector<std::string>& args, CliArgs* out);
 
-std::string presets_text();  // one line per preset, for --list-presets
 std::string usage_text();
 
 }  // namespace lf::make_model

@@ -8,9 +8,8 @@
 
 #include "cli.h"
 #include "gguf/gguf_writer.h"
-#include "metadata.h"
-#include "vocab.h"
-#include "weights.h"
+#include "model_file.h"
+#include "presets.h"
 
 namespace {
 
@@ -31,19 +30,9 @@ Status write_header_only(const lf::GgufWriter& w, const std::string& path) {
   return Status();
 }
 
-Status make_model(ModelConfig cfg, const std::string& out_path, bool header_only) {
-  Vocab vocab;
-  if (cfg.vocab == VocabKind::gemma) {
-    LF_RETURN_IF_ERROR(load_gemma_vocab(cfg.tokenizer_json, &vocab));
-  } else {
-    LF_RETURN_IF_ERROR(build_synthetic_vocab(cfg.n_vocab, &vocab));
-  }
-  cfg.n_vocab = static_cast<uint32_t>(vocab.tokens.size());
-
+Status make_model(lf::ModelConfig model, const MakeSettings& settings, const std::string& out_path, bool header_only) {
   lf::GgufWriter w;
-  write_arch_metadata(cfg, w);
-  write_tokenizer_metadata(cfg, vocab, w);
-  LF_RETURN_IF_ERROR(add_weight_tensors(cfg, cfg.n_vocab, w));
+  LF_RETURN_IF_ERROR(add_model(&model, settings, &w));
 
   // Written under a temporary name so an interrupted run never leaves a file that a cache
   // would take for a finished model.
@@ -74,14 +63,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status made = make_model(args.cfg, args.out_path, args.header_only);
+  const Status made = make_model(args.model, args.settings, args.out_path, args.header_only);
   if (!made.ok()) {
     std::fprintf(stderr, "make_model: %s: %s\n", lf::code_name(made.code()), made.message().c_str());
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "make_model: wrote %s (%s, %u layers %s) in %.2f s\n", args.out_path.c_str(),
-               args.cfg.arch == Arch::gemma4 ? "gemma4" : "gemma3", args.cfg.n_layer, args.cfg.swa_pattern.c_str(),
-               seconds);
+  std::fprintf(stderr, "make_model: wrote %s (%s, %d layers %s) in %.2f s\n", args.out_path.c_str(),
+               args.model.arch == lf::Arch::gemma4 ? "gemma4" : "gemma3", args.model.n_layer,
+               args.settings.layers.swa_pattern.c_str(), seconds);
   return 0;
 }

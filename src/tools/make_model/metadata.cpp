@@ -17,66 +17,76 @@ std::string chat_template(const Vocab& v) {
          "{% if add_generation_prompt %}{{ '" + v.turn_open + "model\\n' }}{% endif %}";
 }
 
+// One FFN width for every layer unless they differ, as the converter writes.
+bool ffn_widths_vary(const ModelConfig& m) {
+  for (const LayerConfig& l : m.layers) {
+    if (l.n_ff != m.layers[0].n_ff) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-void write_arch_metadata(const ModelConfig& c, GgufWriter& w) {
-  const bool g4 = c.arch == Arch::gemma4;
+void write_arch_metadata(const ModelConfig& m, const MakeSettings& s, GgufWriter& w) {
+  const LayerKinds& k = s.layers;
+  const bool g4 = m.arch == Arch::gemma4;
   const std::string a = g4 ? "gemma4." : "gemma3.";
+  const auto u32 = [](int v) { return static_cast<uint32_t>(v); };
   w.set_string("general.architecture", g4 ? "gemma4" : "gemma3");
   w.set_string("general.name", "layerfold synthetic " + std::string(g4 ? "gemma4" : "gemma3"));
-  w.set_u32(a + "context_length", c.ctx);
-  w.set_u32(a + "embedding_length", c.n_embd);
-  w.set_u32(a + "block_count", c.n_layer);
-  if (c.ffn_widths_vary()) {
+  w.set_u32(a + "context_length", u32(m.n_ctx_train));
+  w.set_u32(a + "embedding_length", u32(m.n_embd));
+  w.set_u32(a + "block_count", u32(m.n_layer));
+  if (ffn_widths_vary(m)) {
     // One width per layer, as the converter writes E2B's double-wide shared-KV layers.
-    std::vector<int32_t> n_ff(c.n_layer);
-    for (uint32_t il = 0; il < c.n_layer; ++il) n_ff[il] = static_cast<int32_t>(c.ffn_length(il));
+    std::vector<int32_t> n_ff;
+    for (const LayerConfig& l : m.layers) n_ff.push_back(l.n_ff);
     w.set_array_i32(a + "feed_forward_length", n_ff);
   } else {
-    w.set_u32(a + "feed_forward_length", c.ffn_length(0));
+    w.set_u32(a + "feed_forward_length", u32(m.layers[0].n_ff));
   }
-  w.set_u32(a + "attention.head_count", c.n_head);
-  w.set_f32(a + "attention.layer_norm_rms_epsilon", c.eps);
-  w.set_u32(a + "attention.sliding_window", c.sliding_window);
-  w.set_f32(a + "rope.freq_base", c.rope_base);
-  w.set_f32(a + "rope.freq_base_swa", c.rope_base_swa);
+  w.set_u32(a + "attention.head_count", u32(k.n_head));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", m.norm_eps);
+  w.set_u32(a + "attention.sliding_window", u32(m.n_swa));
+  w.set_f32(a + "rope.freq_base", k.rope_base);
+  w.set_f32(a + "rope.freq_base_swa", k.rope_base_swa);
 
   if (g4) {
-    std::vector<int32_t> n_kv(c.n_layer);
-    std::vector<bool> swa(c.n_layer);
-    for (uint32_t il = 0; il < c.n_layer; ++il) {
-      n_kv[il] = static_cast<int32_t>(c.n_head_kv(il));
-      swa[il] = c.is_swa(il);
+    std::vector<int32_t> n_kv;
+    std::vector<bool> swa;
+    for (const LayerConfig& l : m.layers) {
+      n_kv.push_back(l.n_head_kv);
+      swa.push_back(l.sliding);
     }
     w.set_array_i32(a + "attention.head_count_kv", n_kv);
     // A scalar would be broadcast to every layer, not read as a period: always the array.
     w.set_array_bool(a + "attention.sliding_window_pattern", swa);
-    w.set_u32(a + "attention.key_length", c.head_dim_global);
-    w.set_u32(a + "attention.value_length", c.head_dim_global);
-    w.set_u32(a + "attention.key_length_swa", c.head_dim_swa);
-    w.set_u32(a + "attention.value_length_swa", c.head_dim_swa);
+    w.set_u32(a + "attention.key_length", u32(k.head_dim_global));
+    w.set_u32(a + "attention.value_length", u32(k.head_dim_global));
+    w.set_u32(a + "attention.key_length_swa", u32(k.head_dim_swa));
+    w.set_u32(a + "attention.value_length_swa", u32(k.head_dim_swa));
     // Global layers rotate the full head dim and let rope_freqs switch pairs off
     // (docs/gemma-architecture.md, "Proportional RoPE").
-    w.set_u32(a + "rope.dimension_count", c.head_dim_global);
+    w.set_u32(a + "rope.dimension_count", u32(k.head_dim_global));
     // llama.cpp defaults this to rope.dimension_count, not the sliding head dim: always write it.
-    w.set_u32(a + "rope.dimension_count_swa", c.head_dim_swa);
-    w.set_u32(a + "embedding_length_per_layer_input", c.n_embd_per_layer);
-    w.set_u32(a + "attention.shared_kv_layers", c.n_shared_kv);
-    w.set_f32(a + "final_logit_softcapping", c.softcap);
-    if (c.is_moe()) write_moe_metadata(c, w);
+    w.set_u32(a + "rope.dimension_count_swa", u32(k.head_dim_swa));
+    w.set_u32(a + "embedding_length_per_layer_input", u32(m.n_embd_per_layer));
+    w.set_u32(a + "attention.shared_kv_layers", u32(m.n_shared_kv));
+    w.set_f32(a + "final_logit_softcapping", m.final_softcap);
+    if (m.n_expert > 0) write_moe_metadata(m, w);
   } else {
-    w.set_u32(a + "attention.head_count_kv", c.n_head_kv_swa);
-    w.set_u32(a + "attention.key_length", c.head_dim_swa);
-    w.set_u32(a + "attention.value_length", c.head_dim_swa);
-    w.set_u32(a + "rope.dimension_count", c.head_dim_swa);
+    w.set_u32(a + "attention.head_count_kv", u32(k.n_head_kv_swa));
+    w.set_u32(a + "attention.key_length", u32(k.head_dim_swa));
+    w.set_u32(a + "attention.value_length", u32(k.head_dim_swa));
+    w.set_u32(a + "rope.dimension_count", u32(k.head_dim_swa));
     // Written only when it differs from llama.cpp's default, as Google's converter does.
-    if (c.swa_period != 6) w.set_u32(a + "attention.sliding_window_pattern", c.swa_period);
-    if (c.softcap > 0) w.set_f32(a + "final_logit_softcapping", c.softcap);
+    if (k.swa_period != 6) w.set_u32(a + "attention.sliding_window_pattern", u32(k.swa_period));
+    if (m.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", m.final_softcap);
   }
 }
 
-void write_tokenizer_metadata(const ModelConfig& c, const Vocab& v, GgufWriter& w) {
-  const bool g4 = c.arch == Arch::gemma4;
+void write_tokenizer_metadata(const ModelConfig& m, const Vocab& v, GgufWriter& w) {
+  const bool g4 = m.arch == Arch::gemma4;
   const std::string t = "tokenizer.ggml.";
   w.set_string(t + "model", g4 ? "gemma4" : "llama");
   w.set_array_string(t + "tokens", v.tokens);

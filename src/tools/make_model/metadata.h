@@ -3,12 +3,13 @@
 #pragma once
 
 #include "gguf/gguf_writer.h"
-#include "model_config.h"
+#include "model/model_config.h"
+#include "settings.h"
 #include "vocab.h"
 
 namespace lf::make_model {
 
-void write_arch_metadata(const ModelConfig& cfg, GgufWriter& w);
-void write_tokenizer_metadata(const ModelConfig& cfg, const Vocab& vocab, GgufWriter& w);
+void write_arch_metadata(const ModelConfig& model, const MakeSettings& settings, GgufWriter& w);
+void write_tokenizer_metadata(const ModelConfig& model, const Vocab& vocab, GgufWriter& w);
 
 }  // namespace lf::make_model

@@ -4,13 +4,13 @@
 
 namespace lf::make_model {
 
-void write_moe_metadata(const ModelConfig& c, GgufWriter& w) {
-  w.set_u32("gemma4.expert_count", c.n_expert);
-  w.set_u32("gemma4.expert_used_count", c.n_expert_used);
-  w.set_u32("gemma4.expert_feed_forward_length", c.n_ff_exp);
+void write_moe_metadata(const ModelConfig& m, GgufWriter& w) {
+  w.set_u32("gemma4.expert_count", static_cast<uint32_t>(m.n_expert));
+  w.set_u32("gemma4.expert_used_count", static_cast<uint32_t>(m.n_expert_used));
+  w.set_u32("gemma4.expert_feed_forward_length", static_cast<uint32_t>(m.n_ff_exp));
 }
 
-Status add_moe_layer_tensors(const ModelConfig& c, const std::string& p, TensorAdder& t) {
+Status add_moe_layer_tensors(const ModelConfig& c, const MakeSettings& s, const std::string& p, TensorAdder& t) {
   const int64_t n_embd = c.n_embd, n_ff = c.n_ff_exp, n_expert = c.n_expert;
   // The router's input is RMSNorm(x1) / sqrt(n_embd) ⊙ scale, a vector of norm ~1: a weight of
   // std 2 spreads the logits over a few nats, so routing depends on the token without being
@@ -31,7 +31,7 @@ Status add_moe_layer_tensors(const ModelConfig& c, const std::string& p, TensorA
   }
   const float down_std = 1.0f / std::sqrt(static_cast<float>(n_ff));
   LF_RETURN_IF_ERROR(t.matrices(p + "ffn_down_exps.weight", n_ff, n_embd, n_expert, down_std));
-  if (c.down_exps_scale) {
+  if (s.down_exps_scale) {
     // Away from 1 so an engine that ignores the scale is caught.
     LF_RETURN_IF_ERROR(t.vector_f32(p + "ffn_down_exps.scale", n_expert,
                                     [](const Stream& s, uint64_t i) { return 0.5f + s.uniform(i); }));

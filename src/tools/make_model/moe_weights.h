@@ -6,15 +6,16 @@
 
 #include "base/status.h"
 #include "gguf/gguf_writer.h"
-#include "model_config.h"
+#include "settings.h"
 #include "tensor_adder.h"
 
 namespace lf::make_model {
 
 // gemma4.expert_count, expert_used_count, expert_feed_forward_length.
-void write_moe_metadata(const ModelConfig& cfg, GgufWriter& w);
+void write_moe_metadata(const ModelConfig& model, GgufWriter& w);
 
 // Layer prefix p ("blk.3.") -> its router, experts and the norms of the two FFN branches.
-Status add_moe_layer_tensors(const ModelConfig& cfg, const std::string& p, TensorAdder& t);
+Status add_moe_layer_tensors(const ModelConfig& model, const MakeSettings& settings, const std::string& p,
+                             TensorAdder& t);
 
 }  // namespace lf::make_model

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "gguf/gguf_writer.h"
-#include "model_config.h"
 #include "quant/quant.h"
+#include "settings.h"
 #include "tensor_types.h"
 
 namespace lf::make_model {
@@ -123,7 +123,8 @@ inline void fill_matrix_rows(const void* ctx, int64_t begin, int64_t end) {
 
 class TensorAdder {
  public:
-  TensorAdder(const ModelConfig& cfg, GgufWriter& w) : cfg_(cfg), w_(w), rule_uses_(cfg.tensor_types.size(), 0) {}
+  TensorAdder(const MakeSettings& settings, GgufWriter& w)
+      : settings_(settings), w_(w), rule_uses_(settings.tensor_types.size(), 0) {}
 
   // W [n_in, n_out] (ne order), elements N(0, stddev²), generated and quantized row by row.
   Status matrix(const std::string& name, int64_t n_in, int64_t n_out, float stddev) {
@@ -133,7 +134,7 @@ class TensorAdder {
   // n_mat matrices [n_in, n_out] stacked as one [n_in, n_out, n_mat] tensor (n_mat 1: 2-D), in
   // the type --type and --tensor-type give it.
   Status matrices(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_mat, float stddev) {
-    return matrices_of_type(name, n_in, n_out, n_mat, stddev, matrix_type(cfg_, name, &rule_uses_));
+    return matrices_of_type(name, n_in, n_out, n_mat, stddev, matrix_type(settings_, name, &rule_uses_));
   }
 
   // As matrices(), in a fixed type no rule changes.
@@ -146,7 +147,7 @@ class TensorAdder {
                                                 std::to_string(traits.block_elems) + " elements, its rows have " +
                                                 std::to_string(n_in) + " (choose another with --type or --tensor-type)");
     }
-    const Stream stream(cfg_.seed, name);
+    const Stream stream(settings_.seed, name);
     std::vector<int64_t> ne = {n_in, n_out};
     if (n_mat != 1) ne.push_back(n_mat);
     const uint64_t bytes_per_row = row_bytes(traits, static_cast<uint64_t>(n_in));
@@ -159,7 +160,7 @@ class TensorAdder {
   // A --tensor-type rule that decided no tensor is a typo or a wrong layer number.
   Status check_rules_used() const {
     for (size_t i = 0; i < rule_uses_.size(); ++i) {
-      const TensorTypeRule& rule = cfg_.tensor_types[i];
+      const TensorTypeRule& rule = settings_.tensor_types[i];
       if (rule_uses_[i] == 0 && rule.must_match) {
         TypeTraits traits;
         type_traits(static_cast<uint32_t>(rule.type), &traits);
@@ -178,7 +179,7 @@ class TensorAdder {
   // v [n] F32, element i = value(stream, i).
   template <typename ValueFn>
   Status vector_f32(const std::string& name, int64_t n, ValueFn value) {
-    const Stream stream(cfg_.seed, name);
+    const Stream stream(settings_.seed, name);
     return w_.add_tensor(name, GgmlType::F32, {n}, [=](uint8_t* dst, uint64_t) {
       for (int64_t i = 0; i < n; ++i) {
         const float v = value(stream, static_cast<uint64_t>(i));
@@ -193,9 +194,9 @@ class TensorAdder {
   }
 
  private:
-  const ModelConfig& cfg_;
+  const MakeSettings& settings_;
   GgufWriter& w_;
-  std::vector<int> rule_uses_;  // [cfg_.tensor_types.size()]
+  std::vector<int> rule_uses_;  // [settings_.tensor_types.size()]
 };
 
 }  // namespace lf::make_model

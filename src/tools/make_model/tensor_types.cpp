@@ -30,14 +30,14 @@ bool tensor_pattern_matches(const std::string& pattern, const std::string& tenso
   return false;
 }
 
-GgmlType matrix_type(const ModelConfig& cfg, const std::string& tensor_name, std::vector<int>* uses) {
-  for (size_t i = cfg.tensor_types.size(); i-- > 0;) {
-    if (tensor_pattern_matches(cfg.tensor_types[i].pattern, tensor_name)) {
+GgmlType matrix_type(const MakeSettings& settings, const std::string& tensor_name, std::vector<int>* uses) {
+  for (size_t i = settings.tensor_types.size(); i-- > 0;) {
+    if (tensor_pattern_matches(settings.tensor_types[i].pattern, tensor_name)) {
       ++(*uses)[i];
-      return cfg.tensor_types[i].type;
+      return settings.tensor_types[i].type;
     }
   }
-  return cfg.type;
+  return settings.type;
 }
 
 }  // namespace lf::make_model

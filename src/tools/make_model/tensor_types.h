@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model_config.h"
+#include "settings.h"
 
 namespace lf::make_model {
 
@@ -14,8 +14,8 @@ namespace lf::make_model {
 // blk.3.ffn_down.weight but not blk.3.ffn_down_exps.weight; "blk.0.*" every matrix of layer 0.
 bool tensor_pattern_matches(const std::string& pattern, const std::string& tensor_name);
 
-// The type of matrix `tensor_name`: the last matching rule's, else cfg.type. uses[i] counts the
+// The type of matrix `tensor_name`: the last matching rule's, else settings.type. uses[i] counts the
 // tensors rule i decided, so a rule that matches nothing can be refused.
-GgmlType matrix_type(const ModelConfig& cfg, const std::string& tensor_name, std::vector<int>* uses);
+GgmlType matrix_type(const MakeSettings& settings, const std::string& tensor_name, std::vector<int>* uses);
 
 }  // namespace lf::make_model

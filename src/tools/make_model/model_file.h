@@ -1,0 +1,16 @@
+// A synthetic model's GGUF contents: its vocabulary, metadata and tensors, in a writer.
+#pragma once
+
+#include "base/status.h"
+#include "gguf/gguf_writer.h"
+#include "model/model_config.h"
+#include "settings.h"
+
+namespace lf::make_model {
+
+// Adds the keys and tensors of *model (complete, as parse_cli leaves it) to w; model->n_vocab
+// becomes the vocabulary's size (the Gemma vocabulary's own with VocabKind::gemma). The engine
+// reads the file back as *model (tests/cpp/test_make_model.cpp).
+Status add_model(ModelConfig* model, const MakeSettings& settings, GgufWriter* w);
+
+}  // namespace lf::make_model
