@@ -27,3 +27,15 @@ test("pointers above 2 GiB are positive and usable end to end", async () => {
     for (const f of fillers) lf.free(f);
   }
 });
+
+test("a C string is read only inside the module's memory: a pointer with no NUL before the end is an error, not an endless scan", {timeout: 10_000}, async () => {
+  const lf = await loadSingleThreadModule();
+  const size = lf.bytes().length;
+  const ptr = lf.alloc(8);
+  lf.bytes().set([0x6f, 0x6b, 0], ptr);
+  assert.equal(lf.readCString(ptr), "ok");
+  assert.throws(() => lf.readCString(size + 16), /no string at/);
+  lf.bytes().fill(0x41, size - 4);
+  assert.throws(() => lf.readCString(size - 4), /no string at/);
+  lf.free(ptr);
+});

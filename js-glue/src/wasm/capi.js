@@ -64,7 +64,8 @@ export function bindCapi({ kind, threads, memory, call, raw, close = () => {} })
   const readCString = (ptr) => {
     const heap = bytes();
     let end = ptr;
-    while (heap[end] !== 0) end++;
+    while (end < heap.length && heap[end] !== 0) end++;
+    if (end >= heap.length) throw new Error(`readCString: no string at ${ptr} (memory is ${heap.length} bytes)`);
     // Copy first: TextDecoder refuses views of a SharedArrayBuffer.
     return new TextDecoder().decode(heap.slice(ptr, end));
   };
