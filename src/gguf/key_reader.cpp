@@ -23,14 +23,18 @@ bool is_signed(GgufType t) {
 
 }  // namespace
 
+Status KeyReader::lookup(const std::string& name, bool* found, const GgufValue** v) const {
+  *v = file_.find(name);
+  if (found) *found = *v != nullptr;
+  if (*v || found) return Status();
+  return Status(Code::unsupported, "missing required key '" + name + "'");
+}
+
 Status KeyReader::get_int(std::string_view key, int* out, bool* found) const {
   const std::string name = full(key);
-  const GgufValue* v = file_.find(name);
-  if (found) *found = v != nullptr;
-  if (!v) {
-    if (found) return Status();
-    return Status(Code::unsupported, "missing required key '" + name + "'");
-  }
+  const GgufValue* v = nullptr;
+  LF_RETURN_IF_ERROR(lookup(name, found, &v));
+  if (!v) return Status();
   if (!is_integer(v->type)) {
     return Status(Code::malformed, "key '" + name + "' has type " + gguf_type_name(v->type) + ", expected an integer");
   }
@@ -44,12 +48,9 @@ Status KeyReader::get_int(std::string_view key, int* out, bool* found) const {
 
 Status KeyReader::get_float(std::string_view key, float* out, bool* found) const {
   const std::string name = full(key);
-  const GgufValue* v = file_.find(name);
-  if (found) *found = v != nullptr;
-  if (!v) {
-    if (found) return Status();
-    return Status(Code::unsupported, "missing required key '" + name + "'");
-  }
+  const GgufValue* v = nullptr;
+  LF_RETURN_IF_ERROR(lookup(name, found, &v));
+  if (!v) return Status();
   if (v->type != GgufType::FLOAT32 && v->type != GgufType::FLOAT64) {
     return Status(Code::malformed, "key '" + name + "' has type " + gguf_type_name(v->type) + ", expected FLOAT32");
   }

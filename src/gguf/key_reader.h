@@ -29,6 +29,10 @@ class KeyReader {
   Status get_per_layer(std::string_view key, int n_layer, bool required, int fallback, std::vector<int>* out) const;
 
  private:
+  // *v: the key's value, or null when absent, which is an error unless the caller asked whether
+  // it was `found`.
+  Status lookup(const std::string& name, bool* found, const GgufValue** v) const;
+
   const GgufFile& file_;
   std::string prefix_;
 };
