@@ -1,4 +1,4 @@
-// Types of the layerfold package's public API (src/index.js). Checked by tests/js/types.test.mjs.
+// Types of the layerfold package's public API (src/index.js). Checked by tests/js/repo/types.test.mjs.
 
 /** An engine or host error with a stable code. */
 export class LayerfoldError extends Error {

@@ -80,7 +80,7 @@ TEST_CASE("every synthetic-vocabulary preset reads back as the configuration mak
   int checked = 0;
   for (const lf::make_model::Preset& p : lf::make_model::presets()) {
     // gemma-vocab is tiny with the vocabulary of a file the caller gives (its refusal without
-    // one is the last case here; tests/js/make_model.test.mjs loads it in llama.cpp).
+    // one is the last case here; tests/js/make_model/make_model.test.mjs loads it in llama.cpp).
     if (std::string(p.options).find("--vocab gemma") != std::string::npos) continue;
     INFO("preset " << p.name);
     lf::ModelConfig built, read;

@@ -136,7 +136,7 @@ TEST_CASE("MoE layers agree with the reference forward", "[moe]") {
   // under the reference's slightly different x1 (measured 0.13 routed, Q4_0): the choice is
   // then exact (index order) and the comparison is of the experts' arithmetic (measured Q4_0
   // experts 2.2e-2, Q8_0 experts with the mixed dense weights 4.7e-2, as the dense mixed
-  // fixture's 6.2e-2). Routing against llama.cpp is the oracle tests' (tests/js/oracle.test.mjs).
+  // fixture's 6.2e-2). Routing against llama.cpp is the oracle tests' (tests/js/oracle/oracle.test.mjs).
   struct Case { const char* what; MoeFixture moe; WeightFormat format; double tol; };
   MoeFixture top1;
   top1.n_used = 1;
@@ -154,7 +154,7 @@ TEST_CASE("MoE layers agree with the reference forward", "[moe]") {
   q4.exps_type = GgmlType::Q4_0;
   q4.zero_router = true;
   // K-quant down experts (the fixture's n_embd of 64 leaves gate/up rows too short for them;
-  // tests/js/oracle.test.mjs has K-quant gate/up), beside gate and up of other types: separate
+  // tests/js/oracle/oracle.test.mjs has K-quant gate/up), beside gate and up of other types: separate
   // Q8_0 gate and F16 up, each with its own activation format (measured 4.8e-2), or fused Q4_0
   // (3.8e-2).
   MoeFixture k_down = top1;

@@ -7,7 +7,7 @@
 // for the last attn_chunk positions: a refused cut starts cold (run.js). The answer is the same
 // bytes either way: a session continued from position p holds the cache a cold prefill would
 // (chunked input gives the same cache as one call, a cut the cache of the positions kept),
-// which tests/js/gateway_sessions.test.mjs checks.
+// which tests/js/gateway/sessions.test.mjs checks.
 export class SessionCache {
   #idle = new Map();  // session -> token history, least recently used first
   #next = 0;

@@ -1,0 +1,21 @@
+// The edge worker's settings: a bad value stops the isolate with the variable named, and an
+// AUTH_TOKEN that is set but empty (or holds whitespace) never serves the node open.
+import assert from "node:assert/strict";
+import {test} from "node:test";
+
+import {edgeConfig} from "../../../js-glue/edge/edge_config.js";
+
+const env = (extra) => ({MODEL: {get: async () => null}, MODEL_KEY: "m.gguf", ...extra});
+
+test("AUTH_TOKEN: unset means no auth, a token is kept, empty or with whitespace is refused", () => {
+  assert.equal(edgeConfig(env({})).authToken, undefined);
+  assert.equal(edgeConfig(env({AUTH_TOKEN: "s3cret"})).authToken, "s3cret");
+  assert.throws(() => edgeConfig(env({AUTH_TOKEN: ""})), /AUTH_TOKEN \(authToken\) is set but empty/);
+  assert.throws(() => edgeConfig(env({AUTH_TOKEN: "s3cret\n"})), /AUTH_TOKEN \(authToken\) contains whitespace/);
+});
+
+test("other settings are checked by name", () => {
+  assert.throws(() => edgeConfig(env({LAYERS: "3"})), /LAYERS="3"/);
+  assert.throws(() => edgeConfig(env({MAX_TOKENS: "0"})), /MAX_TOKENS="0": expected an integer ≥ 1/);
+  assert.throws(() => edgeConfig({MODEL_KEY: "m.gguf"}), /no R2 binding MODEL/);
+});

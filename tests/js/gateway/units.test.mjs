@@ -1,0 +1,118 @@
+// The gateway's pieces without a model: stop sequences over growing text, the kept sessions'
+// prefix match, request checks, and the command's configuration from flags and environment.
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {gatewayConfig} from "../../../js-glue/src/cli/gateway.js";
+import {chatRequest, completionRequest} from "../../../js-glue/src/gateway/params.js";
+import {SessionCache} from "../../../js-glue/src/gateway/sessions.js";
+import {StopText} from "../../../js-glue/src/gateway/stop_text.js";
+
+describe("stop sequences", () => {
+  test("a tail that may still become a stop sequence is held back until the text settles it", () => {
+    const stop = new StopText(["END", "\n\n"]);
+    assert.deepEqual(stop.update("Hi E"), {text: "Hi ", stopped: false});
+    assert.deepEqual(stop.update("Hi EN"), {text: "Hi ", stopped: false});
+    assert.deepEqual(stop.update("Hi ENx"), {text: "Hi ENx", stopped: false});
+    assert.deepEqual(stop.update("Hi ENx\n"), {text: "Hi ENx", stopped: false});
+    assert.deepEqual(stop.update("Hi ENx\n\nmore END"), {text: "Hi ENx", stopped: true});
+  });
+
+  test("the earliest of several stop sequences wins, and an unfinished UTF-8 character waits", () => {
+    assert.deepEqual(new StopText(["b", "abc"]).update("xxabcb"), {text: "xx", stopped: true});
+    assert.deepEqual(new StopText([]).update("caf\uFFFD"), {text: "caf", stopped: false});
+    assert.deepEqual(new StopText([]).update("café"), {text: "café", stopped: false});
+  });
+});
+
+describe("kept sessions", () => {
+  test("the kept history sharing the longest prefix with the prompt is taken, once, one needing no cut first", async () => {
+    const cache = new SessionCache(4);
+    const dropped = [];
+    const drop = async (s) => { dropped.push(s); };
+    await cache.keep("short", [1, 2], drop);
+    await cache.keep("long", [1, 2, 3, 4], drop);
+    await cache.keep("other", [1, 9, 9], drop);
+    await cache.keep("whole", [1, 2, 3, 4, 5], drop);
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "long", reused: 4, cut: false}, "a step needs a new token: 4 at most");
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "whole", reused: 4, cut: true}, "an equal history is cut back by one");
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "short", reused: 2, cut: false});
+    await cache.keep("parted", [1, 2, 7, 8], drop);
+    assert.deepEqual(cache.take([1, 2, 3, 4, 5]), {session: "parted", reused: 2, cut: true}, "a history that parts ways is cut back to where it does");
+    const fresh = cache.take([1, 2, 3, 4, 5]);
+    assert.equal(fresh.reused, 0);
+    assert.ok(!["long", "short", "other", "whole", "parted"].includes(fresh.session), "[1, 9, 9] would lose more than it keeps");
+    assert.deepEqual(dropped, []);
+  });
+
+  test("beyond maxIdle the least recently kept session is dropped", async () => {
+    const cache = new SessionCache(2);
+    const dropped = [];
+    for (const s of ["a", "b", "c"]) await cache.keep(s, [s.charCodeAt(0)], async (x) => { dropped.push(x); });
+    assert.deepEqual(dropped, ["a"]);
+    assert.equal(cache.size, 2);
+  });
+});
+
+describe("request checks", () => {
+  const refuses = (fn, param) => assert.throws(fn, (error) => error.status === 400 && error.param === param);
+  test("fields out of range or unsupported are refused by name", () => {
+    const chat = (extra) => chatRequest({model: "m", messages: [{role: "user", content: "hi"}], ...extra});
+    refuses(() => chat({temperature: -1}), "temperature");
+    refuses(() => chat({top_p: 2}), "top_p");
+    refuses(() => chat({max_tokens: 0}), "max_tokens");
+    refuses(() => chat({stop: ["a", "b", "c", "d", "e"]}), "stop");
+    refuses(() => chat({stop: [""]}), "stop");
+    refuses(() => chat({presence_penalty: 0.5}), "presence_penalty");
+    refuses(() => chat({tools: [{type: "function"}]}), "tools");
+    refuses(() => chat({stream_options: {include_usage: true}}), "stream_options");
+    refuses(() => chatRequest({model: "m", messages: [{role: "user", content: [{type: "image_url"}]}]}), "messages[0].content");
+    refuses(() => completionRequest({model: "m", prompt: ["a", "b"]}), "prompt");
+    refuses(() => completionRequest({model: "m", prompt: "a", logprobs: 6}), "logprobs");
+    refuses(() => completionRequest({model: "m", prompt: "a", echo: true}), "echo");
+    refuses(() => chat({seed: 2 ** 64}), "seed");
+    refuses(() => chat({seed: 1.5}), "seed");
+    refuses(() => chat({seed: "7"}), "seed");
+  });
+
+  test("a seed anywhere in 64 bits, signed or not, as JSON carries it", () => {
+    const seedOf = (seed) => chatRequest({model: "m", messages: [{role: "user", content: "hi"}], seed}).sampling.seed;
+    assert.equal(seedOf(JSON.parse("-9223372036854775808")), 0);  // -2^63, the message's own bound
+    assert.equal(seedOf(2 ** 64 - 2048), 2 ** 32 - 2048);  // the largest double below 2^64
+    assert.equal(seedOf(2 ** 53 + 2), 2);
+  });
+
+  test("defaults as OpenAI's, max_completion_tokens over max_tokens, text parts joined, a seed reduced to 32 bits", () => {
+    const r = chatRequest({model: "m", messages: [{role: "developer", content: [{type: "text", text: "a"}, {type: "text", text: "b"}]}],
+      max_tokens: 5, max_completion_tokens: 7, seed: -1, n: 1, presence_penalty: 0});
+    assert.deepEqual(r.messages, [{role: "system", content: "ab"}]);
+    assert.equal(r.maxTokens, 7);
+    assert.deepEqual(r.sampling, {temperature: 1, topP: 1, topK: 0, seed: 2 ** 32 - 1});
+    assert.equal(completionRequest({model: "m", prompt: [[2, 3]]}).maxTokens, 16);
+    assert.deepEqual(completionRequest({model: "m", prompt: [[2, 3]]}).prompt, {tokens: [2, 3]});
+  });
+});
+
+describe("gateway configuration", () => {
+  test("each option from its flag, else its environment variable; tokens from the environment only", async () => {
+    const config = await gatewayConfig({port: "9001", model: "/m/chat-model.gguf"},
+      {PORT: "1", NODES: "local:0-1", MAX_QUEUE: "3", AUTH_TOKEN: "k", NODES_AUTH_TOKEN: "n", MODEL_URL: "/other.gguf"});
+    assert.equal(config.port, 9001);
+    assert.equal(config.model, "/m/chat-model.gguf");
+    assert.equal(config.modelId, "chat-model");
+    assert.equal(config.nodes, "local:0-1");
+    assert.equal(config.maxQueue, 3);
+    assert.equal(config.host, "127.0.0.1");
+    assert.deepEqual([config.authToken, config.nodesAuthToken], ["k", "n"]);
+    // Two credentials: the clients' key never goes to the nodes.
+    assert.equal((await gatewayConfig({model: "/m.gguf"}, {AUTH_TOKEN: "k"})).nodesAuthToken, undefined);
+    assert.equal((await gatewayConfig({model: "r2://bucket/gemma.gguf", "model-id": "gemma"}, {})).modelId, "gemma");
+    assert.equal((await gatewayConfig({model: "https://h/x/gemma-4.gguf?sig=1"}, {})).modelId, "gemma-4");
+  });
+
+  test("bad values are refused naming the flag and its variable", async () => {
+    await assert.rejects(gatewayConfig({model: "m.gguf"}, {MAX_QUEUE: "lots"}), /--max-queue \/ MAX_QUEUE: "lots"/);
+    await assert.rejects(gatewayConfig({model: "m.gguf", build: "fast"}, {}), /--build \/ BUILD: "fast"/);
+    await assert.rejects(gatewayConfig({model: "m.gguf"}, {LAYERFOLD_INSECURE_NO_AUTH: "yes"}), /LAYERFOLD_INSECURE_NO_AUTH/);
+  });
+});
