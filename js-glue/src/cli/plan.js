@@ -1,7 +1,9 @@
 // layerfold plan MODEL --nodes K [--memory BYTES] [--max-context N [--max-tokens N]]: balanced
-// contiguous layer ranges for K nodes, each holding its layers' weights (plus the embedding on
-// the first, the head on the last) within a memory budget (default 4 GiB, the wasm32 address
-// space). With --max-context a node counts all it holds, as its memory budget check does on the
+// contiguous layer ranges for K nodes within a memory budget (default 4 GiB, the wasm32 address
+// space). A node is counted as the engine answers for it (lf_node_needs_json), never by summing
+// tensors by name: its weights are the tensors the engine loads for those layers (the embedding
+// on the first, the head on the last, rope_freqs wherever a layer uses it, no K/V of a shared-KV
+// layer). With --max-context a node counts all it holds, as its memory budget check does on the
 // single-thread module (an edge isolate): weights, one session's KV cache at that context
 // (mirrors of shared-KV sources included), a forward of --max-tokens rows, the module. The first
 // node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
@@ -9,7 +11,7 @@
 import { withModelHeader } from '../gguf/model_header.js';
 import { allowUnvalidatedSource } from './serve.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
-import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from '../node/per_layer_rows.js';
+import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { redactUrl } from '../server/redact.js';
 
 const GIB = 2 ** 30;
@@ -20,15 +22,6 @@ export function parseBytes(text, option = '--memory') {
   const bytes = m ? Number(m[1]) * { '': 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: GIB }[m[2]] : NaN;
   if (!(bytes > 0)) throw new Error(`${option} must be a positive number of bytes, optionally with KiB, MiB or GiB, not "${text}"`);
   return Math.floor(bytes);
-}
-
-// Weight bytes each node would hold if it served layers [begin, end).
-function weightBytes(perLayer, extraFirst, extraLast, begin, end) {
-  let bytes = 0;
-  for (let il = begin; il < end; il++) bytes += perLayer[il];
-  if (begin === 0) bytes += extraFirst;
-  if (end === perLayer.length) bytes += extraLast;
-  return bytes;
 }
 
 // Smallest per-node maximum of cost(begin, end) (growing with the range) over contiguous splits
@@ -64,9 +57,10 @@ function count(options, name, fallback, min) {
   return value;
 }
 
-// What a single-thread node of layers [begin, end) needs in all, as its memory budget check
-// counts it (node/memory_budget.js), for every range: the module is released after the header.
-function memoryTable(lf, gguf, info, { maxContext, maxTokens, cacheBytes }) {
+// The bytes a single-thread node of layers [begin, end) holds, for every range: its weights and
+// cache of rows alone, or (whole) all it needs as its memory budget check counts it
+// (node/memory_budget.js), the module being released after the header.
+function costTable(lf, gguf, info, { whole, maxContext, maxTokens, cacheBytes }) {
   const baseBytes = lf.bytes().length;
   const n = info.n_layer;
   const table = Array.from({ length: n + 1 }, () => new Array(n + 1).fill(0));
@@ -76,7 +70,7 @@ function memoryTable(lf, gguf, info, { maxContext, maxTokens, cacheBytes }) {
         layers: [b, e], withEmbedding: b === 0, withHead: e === n, maxContext, maxTokens, threads: 1,
         perLayerRows: b === 0 && info.n_embd_per_layer > 0, rowCacheBytes: cacheBytes,
       });
-      table[b][e] = neededBytes(needs, baseBytes);
+      table[b][e] = whole ? neededBytes(needs, baseBytes) : needs.weights + needs.rowCache;
     }
   }
   return table;
@@ -92,25 +86,15 @@ export async function plan(options, [model]) {
   // With --max-context a node's whole memory is counted, else its weights.
   const whole = options['max-context'] !== undefined;
   const shape = { maxContext: count(options, 'max-context', 0, 0), maxTokens: count(options, 'max-tokens', 512, 1), cacheBytes };
-  const { header, table } = await withModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) }, (lf, gguf, h) => ({ header: h, table: whole ? memoryTable(lf, gguf, h.info, shape) : null }));
-  const n = header.info.n_layer;
-  if (k > n) throw new Error(`${k} nodes for ${n} layers: at most one node per layer`);
-  const perLayer = new Array(n).fill(0);
-  const bytesOf = (name) => header.tensors.find((t) => t.name === name)?.n_bytes ?? 0;
-  for (const t of header.tensors) {
-    const m = /^blk\.(\d+)\./.exec(t.name);
-    if (m) perLayer[Number(m[1])] += t.n_bytes;
-  }
-  const embdOnly = bytesOf('token_embd.weight');
-  // The first node computes every layer's per-layer input (docs/forward-pass.md), from the rows
-  // of per_layer_token_embd it caches.
-  const tableBytes = bytesOf('per_layer_token_embd.weight');
-  const rowCache = tableBytes ? rowCacheBytes({ rowBytes: tableBytes / header.info.n_vocab, nVocab: header.info.n_vocab, cacheBytes }) : 0;
-  const embd = embdOnly + rowCache + bytesOf('per_layer_model_proj.weight') + bytesOf('per_layer_proj_norm.weight');
-  const head = bytesOf('output_norm.weight') + (bytesOf('output.weight') || embdOnly) + bytesOf('rope_freqs.weight');
+  const table = await withModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) },
+    (lf, gguf, header) => {
+      if (k > header.info.n_layer) throw new Error(`${k} nodes for ${header.info.n_layer} layers: at most one node per layer`);
+      return costTable(lf, gguf, header.info, { whole, ...shape });
+    });
+  const n = table.length - 1;
   // Shared-KV layers need not stay with their source: a node without the source mirrors its
   // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
-  const cost = table ? (b, e) => table[b][e] : (b, e) => weightBytes(perLayer, embd, head, b, e);
+  const cost = (b, e) => table[b][e];
   const ranges = balance(n, k, cost);
   const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: cost(b, e) }));
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');

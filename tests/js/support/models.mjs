@@ -29,3 +29,23 @@ export function model(name, preset, extra = []) {
   }
   return out;
 }
+
+/**
+ * The names of every preset make-model has (`--list-presets`), so a test over them all covers
+ * a preset added later.
+ * @example for (const preset of presetNames()) model(`${preset}-header`, preset, ["--header-only"]);
+ */
+export function presetNames() {
+  const r = spawnSync(makeModel, ["--list-presets"], {encoding: "utf8"});
+  if (r.status !== 0) throw new Error(`make-model --list-presets failed: ${r.stderr}`);
+  return r.stdout.trim().split("\n").map((line) => line.split("\t")[0]);
+}
+
+/**
+ * A preset's header alone (`--header-only`: the file sized as the whole model, without its
+ * data), for what reads only the header: full shapes at no cost in disk or time.
+ * @example const file = presetHeader("31b-shape");
+ */
+export function presetHeader(preset) {
+  return model(`${preset}-header`, preset, ["--header-only"]);
+}

@@ -1,0 +1,58 @@
+// `layerfold plan` without --max-context counts a node's weights as the engine answers for the
+// node (lf_node_needs_json), on every preset make-model has: the ranges it prints hold exactly
+// the tensor bytes the engine loads for them (rope_freqs where a layer uses them, no K/V of a
+// shared-KV layer, a tied head's embedding once), plus the first node's cache of per-layer
+// embedding rows where the model has them.
+import assert from "node:assert/strict";
+import {spawnSync} from "node:child_process";
+import path from "node:path";
+import {describe, test} from "node:test";
+
+import {withModelHeader} from "../../js-glue/src/gguf/model_header.js";
+import {presetHeader, presetNames, root} from "./models.mjs";
+
+const cli = path.join(root, "js-glue", "bin", "layerfold.js");
+// plan's default cache of per_layer_token_embd rows on the first node.
+const ROW_CACHE = 8 * 2 ** 20;
+
+function plan(file, nodes) {
+  const r = spawnSync(process.execPath, [cli, "plan", file, "--nodes", String(nodes), "--json"], {encoding: "utf8"});
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+// The engine's weight bytes of a node of layers [begin, end) in a model of n layers, with the
+// first node's cache of rows in place of the per-layer embedding table.
+function engineWeights(lf, gguf, info, begin, end) {
+  const n = info.n_layer;
+  const byRows = begin === 0 && info.n_embd_per_layer > 0;
+  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, begin === 0 ? 1 : 0, end === n ? 1 : 0, 0, 1, byRows ? 1 : 0));
+  if (!byRows) return needs.tensor_bytes;
+  const rowBytes = needs.per_layer_row_bytes;
+  return needs.tensor_bytes + Math.min(Math.floor(ROW_CACHE / rowBytes), info.n_vocab) * rowBytes;
+}
+
+describe("plan without --max-context agrees with the engine's node_needs", () => {
+  for (const preset of presetNames()) {
+    test(`preset ${preset}: one node, two, and one node per layer`, async () => {
+      const file = presetHeader(preset);
+      // Every range plan could print, asked of the engine while the header is open.
+      const {info, answers} = await withModelHeader(file, {}, (lf, gguf, header) => {
+        const table = new Map();
+        for (let b = 0; b < header.info.n_layer; b++) {
+          for (let e = b + 1; e <= header.info.n_layer; e++) table.set(`${b}-${e - 1}`, engineWeights(lf, gguf, header.info, b, e));
+        }
+        return {info: header.info, answers: table};
+      });
+      for (const k of new Set([1, Math.min(2, info.n_layer), info.n_layer])) {
+        const out = plan(file, k);
+        assert.equal(out.counts, "weights");
+        assert.deepEqual(out.nodes.map((nd) => nd.layers).flatMap(([a, b]) => Array.from({length: b - a + 1}, (_, i) => a + i)),
+          Array.from({length: info.n_layer}, (_, i) => i), `--nodes ${k}: the ranges cover every layer once, in order`);
+        for (const nd of out.nodes) {
+          assert.equal(nd.bytes, answers.get(`${nd.layers[0]}-${nd.layers[1]}`), `--nodes ${k}, layers ${nd.layers[0]}-${nd.layers[1]}`);
+        }
+      }
+    });
+  }
+});
