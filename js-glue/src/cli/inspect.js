@@ -1,57 +1,73 @@
-// layerfold inspect MODEL: architecture, per-layer shapes, types and bytes, from the header.
-import { readModelHeader } from '../gguf/model_header.js';
+// layerfold inspect MODEL: the model as the engine reads its header (lf_model_info_json: the
+// widths, each layer's attention, FFN, shared KV and experts) and what a node loads for each
+// layer (lf_node_needs_json: the tensors, their types, shapes and bytes), never from tensor names
+// or metadata keys read here.
+import { withModelHeader } from '../gguf/model_header.js';
 import { redactUrl } from '../server/redact.js';
 import { allowUnvalidatedSource } from './serve.js';
 
 const MB = 1024 * 1024;
+const mib = (bytes) => `${(bytes / MB).toFixed(1)} MiB`;
+
+// The tensors and their bytes of a node of layers [begin, end), per-layer embeddings held whole.
+function nodeNeeds(lf, gguf, [begin, end], { withEmbedding = false, withHead = false } = {}) {
+  return lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, withEmbedding ? 1 : 0, withHead ? 1 : 0, 0, 1, 0));
+}
+
+// What `inspect --json` prints: the engine's info as it emits it; each layer's bytes and tensors
+// as a node of that layer alone loads them ("type [ne]" by name); the bytes the first node adds
+// for the embedding and the last for the head.
+function summarize(lf, gguf, header, model) {
+  const { info } = header;
+  const byName = new Map(header.tensors.map((t) => [t.name, t]));
+  const layers = info.layers.map((_, il) => {
+    const needs = nodeNeeds(lf, gguf, [il, il + 1]);
+    const tensors = Object.fromEntries(needs.tensors.map((name) => [name, `${byName.get(name).type} [${byName.get(name).ne.join(', ')}]`]));
+    return { layer: il, bytes: needs.tensor_bytes, tensors };
+  });
+  const n = info.n_layer;
+  return {
+    file: redactUrl(model), name: header.metadata['general.name'], file_bytes: header.file_size, info,
+    embedding_bytes: nodeNeeds(lf, gguf, [0, 1], { withEmbedding: true }).tensor_bytes - layers[0].bytes,
+    head_bytes: nodeNeeds(lf, gguf, [n - 1, n], { withHead: true }).tensor_bytes - layers[n - 1].bytes,
+    layers,
+  };
+}
+
+// "7 Q4_0, 6 F32": how many of a layer's tensors have each type.
+function typeCounts(tensors) {
+  const counts = new Map();
+  for (const desc of Object.values(tensors)) {
+    const type = desc.split(' ')[0];
+    counts.set(type, (counts.get(type) ?? 0) + 1);
+  }
+  return [...counts].map(([type, k]) => `${k} ${type}`).join(', ');
+}
+
+function printText(s) {
+  const { info } = s;
+  console.log(`${s.file}: ${info.arch} "${s.name}", ${mib(s.file_bytes)}, ${info.n_layer} layers`);
+  console.log(`  n_embd ${info.n_embd}, n_vocab ${info.n_vocab}, n_ctx_train ${info.n_ctx_train}, n_swa ${info.n_swa}`);
+  if (info.n_embd_per_layer > 0) console.log(`  per-layer embeddings of width ${info.n_embd_per_layer}`);
+  if (info.n_expert > 0) {
+    console.log(`  mixture of experts: ${info.n_expert} experts of width ${info.n_ff_exp}, ${info.n_expert_used} used per token`);
+  }
+  console.log(`  the first node adds ${mib(s.embedding_bytes)} for the embedding, the last ${mib(s.head_bytes)} for the head`);
+  const shapes = info.layers.map((l, il) => `${l.sliding ? 'sliding' : 'global '}  ${l.n_head} heads, ${l.n_head_kv} KV ` +
+    `head${l.n_head_kv === 1 ? '' : 's'} of ${l.head_dim}, n_ff ${l.n_ff}${l.moe ? ' and experts' : ''}` +
+    `${l.kv_layer === il ? '' : `, KV of layer ${l.kv_layer}`}`);
+  const width = Math.max(...shapes.map((shape) => shape.length));
+  for (const [il, shape] of shapes.entries()) {
+    const l = s.layers[il];
+    console.log(`  layer ${String(il).padStart(2)}  ${shape.padEnd(width)}  ${mib(l.bytes).padStart(10)}  ${typeCounts(l.tensors)}`);
+  }
+}
 
 export async function inspect(options, [model]) {
   if (!model) throw new Error('inspect needs a MODEL path');
-  const header = await readModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) });
-  const arch = header.metadata['general.architecture'];
-  const layers = new Map();
-  let other = 0;
-  for (const t of header.tensors) {
-    // Weights, and the per-expert scales and router scale of a MoE layer (`ffn_gate_inp.scale`).
-    const m = /^blk\.(\d+)\.(.+?)(\.weight|(\.scale))$/.exec(t.name);
-    if (!m) {
-      other += t.n_bytes;
-      continue;
-    }
-    const il = Number(m[1]);
-    if (!layers.has(il)) layers.set(il, { bytes: 0, tensors: {} });
-    layers.get(il).bytes += t.n_bytes;
-    layers.get(il).tensors[m[2] + (m[4] ?? '')] = `${t.type} [${t.ne.join(', ')}]`;
-  }
-  const experts = header.metadata[`${arch}.expert_count`] ?? 0;
-  const summary = {
-    file: redactUrl(model), architecture: arch, name: header.metadata['general.name'], fileBytes: header.file_size,
-    ...(experts > 0 && {
-      experts: { count: experts, used: header.metadata[`${arch}.expert_used_count`],
-                 width: header.metadata[`${arch}.expert_feed_forward_length`] },
-    }),
-    layers: [...layers.entries()].sort((a, b) => a[0] - b[0]).map(([il, l]) => ({ layer: il, bytes: l.bytes, tensors: l.tensors })),
-    nonLayerBytes: other,
-  };
-  if (options.json) {
-    console.log(JSON.stringify(summary, null, 2));
-    return 0;
-  }
-  console.log(`${redactUrl(model)}: ${arch} "${summary.name}", ${(header.file_size / MB).toFixed(1)} MiB, ${layers.size} layers`);
-  if (summary.experts) {
-    const e = summary.experts;
-    console.log(`  mixture of experts: ${e.count} experts of width ${e.width}, ${e.used} used per token`);
-  }
-  console.log(`  embedding, output norm, head and rope factors: ${(other / MB).toFixed(1)} MiB`);
-  for (const l of summary.layers) {
-    console.log(`  layer ${String(l.layer).padStart(2)}  ${(l.bytes / MB).toFixed(1).padStart(8)} MiB  ` +
-      `attn_q ${l.tensors.attn_q}  attn_k ${l.tensors.attn_k}  attn_v ${l.tensors.attn_v ?? '(none: V = K)'}  ffn_down ${l.tensors.ffn_down}`);
-    if (l.tensors.ffn_gate_inp) {
-      const gateUp = l.tensors.ffn_gate_up_exps ? `ffn_gate_up_exps ${l.tensors.ffn_gate_up_exps}`
-        : `ffn_gate_exps ${l.tensors.ffn_gate_exps}  ffn_up_exps ${l.tensors.ffn_up_exps}`;
-      console.log(`            experts: router ${l.tensors.ffn_gate_inp}  ${gateUp}  ffn_down_exps ${l.tensors.ffn_down_exps}` +
-        (l.tensors['ffn_down_exps.scale'] ? '  per-expert down scale' : ''));
-    }
-  }
+  const sourceOptions = { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) };
+  const summary = await withModelHeader(model, sourceOptions, (lf, gguf, header) => summarize(lf, gguf, header, model));
+  if (options.json) console.log(JSON.stringify(summary, null, 2));
+  else printText(summary);
   return 0;
 }

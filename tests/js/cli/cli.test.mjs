@@ -1,4 +1,4 @@
-// `layerfold validate` / `inspect` as a user runs them: exit status, output, one-line errors.
+// `layerfold validate` / `inspect` / `plan` as a user runs them: exit status, output, one-line errors.
 import assert from "node:assert/strict";
 import {spawn, spawnSync} from "node:child_process";
 import fs from "node:fs";
@@ -8,7 +8,8 @@ import path from "node:path";
 import {describe, test} from "node:test";
 
 import * as llama from "../support/llama_oracle.mjs";
-import {model, root} from "../support/models.mjs";
+import {readModelHeader} from "../../../js-glue/src/gguf/model_header.js";
+import {model, presetHeader, root} from "../support/models.mjs";
 
 const cli = path.join(root, "js-glue", "bin", "layerfold.js");
 
@@ -98,30 +99,62 @@ describe("layerfold validate", () => {
 });
 
 describe("layerfold inspect", () => {
-  test("lists per-layer tensors, types and bytes", () => {
-    const r = run("inspect", model("tiny", "tiny", ["--type", "Q4_0"]), "--json");
-    assert.equal(r.status, 0, r.stderr);
-    const out = JSON.parse(r.stdout);
-    assert.equal(out.architecture, "gemma4");
-    assert.equal(out.layers.length, 2);
-    assert.match(out.layers[0].tensors.attn_q, /^Q4_0 \[64, /);
-    assert.equal(out.layers[1].tensors.attn_v, undefined);  // global layer: V = K
-    assert.ok(out.layers.every((l) => l.bytes > 0));
-  });
-
-  test("shows a mixture-of-experts model's experts, and counts every expert tensor in its layer", () => {
-    const file = model("moe-tiny", "moe-tiny", ["--type", "Q4_0"]);
+  const inspectJson = (file) => {
     const r = run("inspect", file, "--json");
     assert.equal(r.status, 0, r.stderr);
-    const out = JSON.parse(r.stdout);
-    assert.deepEqual(out.experts, {count: 7, used: 3, width: 96});
-    assert.equal(out.layers[0].tensors.ffn_gate_up_exps, "Q4_0 [64, 192, 7]");
-    assert.equal(out.layers[0].tensors["ffn_down_exps.scale"], "F32 [7]");
-    assert.equal(out.layers[0].tensors["ffn_gate_inp.scale"], "F32 [64]");
+    return JSON.parse(r.stdout);
+  };
+  // A layer's bytes and "type [ne]" of each tensor, from the header's table.
+  const layerOf = (header, names) => ({
+    bytes: names.reduce((sum, name) => sum + header.tensors.find((t) => t.name === name).n_bytes, 0),
+    tensors: Object.fromEntries(names.map((name) => {
+      const t = header.tensors.find((x) => x.name === name);
+      return [name, `${t.type} [${t.ne.join(", ")}]`];
+    })),
+  });
+
+  test("prints the engine's info, and per layer the tensors a node loads with their types and bytes", async () => {
+    const file = presetHeader("tiny");
+    const out = inspectJson(file);
+    const header = await readModelHeader(file);
+    assert.deepEqual(out.info, header.info);
+    assert.equal(out.info.arch, "gemma4");
+    assert.equal(out.layers.length, 2);
+    assert.equal(out.layers[0].tensors["blk.0.attn_q.weight"], "Q4_0 [64, 128]");
+    assert.equal(out.layers[1].tensors["blk.1.attn_v.weight"], undefined);  // global layer: V = K
+    const names = (il) => header.tensors.map((t) => t.name).filter((name) => name.startsWith(`blk.${il}.`));
+    assert.deepEqual(out.layers[0], {layer: 0, ...layerOf(header, names(0))});
+    // The global layer's node also loads the rope factors its attention uses.
+    assert.deepEqual(out.layers[1], {layer: 1, ...layerOf(header, [...names(1), "rope_freqs.weight"])});
+    // Tied head: the last node holds token_embd as its head, beside output_norm.
+    assert.equal(out.embedding_bytes, layerOf(header, ["token_embd.weight"]).bytes);
+    assert.equal(out.head_bytes, layerOf(header, ["token_embd.weight", "output_norm.weight"]).bytes);
+    const text = run("inspect", file);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /^ {2}n_embd 64, n_vocab 1024, n_ctx_train \d+, n_swa 4$/m);
+    assert.match(text.stdout, /^ {2}layer {2}1 {2}global {3}4 heads, 1 KV head of 64, n_ff 128 +[\d.]+ MiB {2}\d+ F32, \d+ Q4_0$/m);
+  });
+
+  test("a shared-KV layer is shown with the layer whose KV cache it reads, and without K/V tensors", () => {
+    const file = presetHeader("tiny-shared-kv2");
+    const out = inspectJson(file);
+    assert.deepEqual(out.info.layers.map((l) => l.kv_layer), [0, 1, 2, 1, 2]);
+    assert.deepEqual(Object.keys(out.layers[4].tensors).filter((name) => /attn_[kv]\b/.test(name)), []);
+    assert.match(run("inspect", file).stdout, /^ {2}layer {2}4 .*, KV of layer 2 /m);
+  });
+
+  test("shows a mixture-of-experts model's experts as the engine reads them, and every expert tensor of a layer", () => {
+    const file = presetHeader("moe-tiny");
+    const out = inspectJson(file);
+    assert.deepEqual([out.info.n_expert, out.info.n_expert_used, out.info.n_ff_exp], [7, 3, 96]);
+    assert.ok(out.info.layers.every((l) => l.moe));
+    assert.equal(out.layers[0].tensors["blk.0.ffn_gate_up_exps.weight"], "Q4_0 [64, 192, 7]");
+    assert.equal(out.layers[0].tensors["blk.0.ffn_down_exps.scale"], "F32 [7]");
+    assert.equal(out.layers[0].tensors["blk.0.ffn_gate_inp.scale"], "F32 [64]");
     const text = run("inspect", file);
     assert.equal(text.status, 0, text.stderr);
     assert.match(text.stdout, /mixture of experts: 7 experts of width 96, 3 used per token/);
-    assert.match(text.stdout, /experts: router F32 \[64, 7\]  ffn_gate_up_exps Q4_0 \[64, 192, 7\]/);
+    assert.match(text.stdout, /layer {2}0 {2}sliding {2}4 heads, 2 KV heads of 32, n_ff 128 and experts /);
   });
 });
 

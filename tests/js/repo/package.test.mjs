@@ -87,8 +87,8 @@ describe("the packed package, installed on its own", () => {
     assert.equal(r.status, 0, r.stderr);
     const [first, second] = r.stdout.split("\n");
     assert.match(first, new RegExp(`^${defaultModel.replaceAll(".", "\\.")}: gemma4 "layerfold synthetic gemma4", [\\d.]+ MiB, 2 layers$`));
-    assert.match(second, /^ {2}embedding, output norm, head and rope factors: [\d.]+ MiB$/);
-    assert.match(r.stdout, /layer {2}0 .* attn_q \w+ \[\d+, \d+\]/);
+    assert.match(second, /^ {2}n_embd \d+, n_vocab 262144, n_ctx_train \d+, n_swa \d+$/);
+    assert.match(r.stdout, /^ {2}layer {2}0 {2}sliding {2}\d+ heads, .* [\d.]+ MiB {2}\d+ \w+/m);
   });
 
   test("the edge entry and its wasm module import from the package as documented, and give validate's top-k", () => {
