@@ -64,7 +64,7 @@ export interface ObjectSource {
 
 export function openSource(model: ModelLocation, options?: SourceOptions): Promise<ObjectSource>;
 
-/** The model's configuration as the engine reads it from the header. */
+/** The model's configuration as the engine reads it from the header (js-glue/src/gguf/model_info.schema.json). */
 export interface ModelInfo {
   arch: 'gemma3' | 'gemma4';
   n_layer: number;
@@ -72,12 +72,30 @@ export interface ModelInfo {
   n_vocab: number;
   /** the context length the model was trained with */
   n_ctx_train: number;
-  /** the sliding window's positions */
+  /** the sliding window's positions; 0 when no layer slides */
   n_swa: number;
   /** per-layer embedding width (gemma4 E2B/E4B); 0: none */
   n_embd_per_layer: number;
-  /** kv_layer: the layer whose KV cache this one attends over (itself, or a shared-KV layer's source) */
-  layers: Array<{ sliding: boolean; n_head: number; n_head_kv: number; head_dim: number; n_ff: number; kv_layer: number }>;
+  /** routed experts of a mixture-of-experts layer; 0: none */
+  n_expert: number;
+  /** experts each token is routed to; 0 without experts */
+  n_expert_used: number;
+  /** one expert's FFN width; 0 without experts */
+  n_ff_exp: number;
+  layers: Array<{
+    /** sliding-window attention (window n_swa), else global */
+    sliding: boolean;
+    n_head: number;
+    /** KV heads; divides n_head */
+    n_head_kv: number;
+    head_dim: number;
+    /** the (shared) MLP's width */
+    n_ff: number;
+    /** the layer whose KV cache this one attends over: itself, or a shared-KV layer's source */
+    kv_layer: number;
+    /** routed experts beside the shared MLP */
+    moe: boolean;
+  }>;
 }
 
 /** A model's GGUF header as read once and shared (Pipeline.header, readModelHeader). */

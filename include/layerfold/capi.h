@@ -48,8 +48,8 @@ LF_EXPORT(lf_gguf_free) void lf_gguf_free(lf_gguf* gguf);
 /* --- what a node needs, from the header alone; each answer is JSON owned by gguf until the
  * next call of any of these three on it; NULL with the last error when the header is not a model
  * the engine runs, or the range is not inside it --- */
-/* The configuration as the engine reads it: {"arch": "gemma4", "n_layer", "n_embd", "n_vocab",
- * "n_ctx_train", "n_swa", "layers": [{"sliding", "n_head", "n_head_kv", "head_dim", "n_ff"}, ...]}. */
+/* The configuration as the engine reads it: {"arch": "gemma4", "n_layer", "n_embd", ..., "layers":
+ * [{"sliding", "n_head", ...}, ...]}, every field as js-glue/src/gguf/model_info.schema.json declares it. */
 LF_EXPORT(lf_model_info_json) const char* lf_model_info_json(lf_gguf* gguf);
 /* Names of the tensors a node of layers [begin, end) loads, as a JSON array. per_layer_rows: the
  * first node of a model with per-layer embeddings reads per_layer_token_embd by rows

@@ -10,9 +10,8 @@ const FIRST_READ = 1 << 20;
  * @property {Array<{name: string, type: string, ne: number[], offset: number, n_bytes: number}>} tensors
  * @property {number} file_size
  * @property {number} data_offset
- * @property {{arch: string, n_layer: number, n_embd: number, n_vocab: number, n_ctx_train: number,
- *   n_swa: number, n_embd_per_layer: number, layers: Array<{sliding: boolean, n_head: number, n_head_kv: number,
- *   head_dim: number, n_ff: number, kv_layer: number}>}} info the configuration as the engine reads it (lf_model_info_json)
+ * @property {import('../../index.d.ts').ModelInfo} info the configuration as the engine reads it
+ *   (lf_model_info_json; model_info.schema.json its fields)
  * @property {Uint8Array} bytes the file's first bytes, enough for the parser
  * @property {string} [identity] the source's identity when read (its ETag, or size and mtime): a
  *   node handed the header checks that its source is the same object
@@ -24,6 +23,7 @@ const FIRST_READ = 1 << 20;
  * model the engine runs.
  * @param lf a bound module (wasm/capi.js)
  * @param {number} gguf an lf_gguf* of that module
+ * @returns {import('../../index.d.ts').ModelInfo}
  * @example const { n_layer, n_embd } = readModelInfo(lf, gguf);
  */
 export function readModelInfo(lf, gguf) {
