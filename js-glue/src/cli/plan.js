@@ -57,23 +57,25 @@ function count(options, name, fallback, min) {
   return value;
 }
 
-// The bytes a single-thread node of layers [begin, end) holds, for every range: its weights and
-// cache of rows alone, or (whole) all it needs as its memory budget check counts it
-// (node/memory_budget.js), the module being released after the header.
-function costTable(lf, gguf, info, { whole, maxContext, maxTokens, cacheBytes }) {
+// cost(begin, end): the bytes a single-thread node of layers [begin, end) holds, its weights and
+// cache of rows alone or (whole) all it needs as its memory budget check counts it
+// (node/memory_budget.js), the module being released after the header. Each range is asked of
+// the engine once, and only the ranges balance() tries.
+function nodeCost(lf, gguf, info, { whole, maxContext, maxTokens, cacheBytes }) {
   const baseBytes = lf.bytes().length;
   const n = info.n_layer;
-  const table = Array.from({ length: n + 1 }, () => new Array(n + 1).fill(0));
-  for (let b = 0; b < n; b++) {
-    for (let e = b + 1; e <= n; e++) {
+  const known = new Map();
+  return (b, e) => {
+    const key = b * (n + 1) + e;
+    if (!known.has(key)) {
       const needs = nodeMemoryNeeds(lf, gguf, info, {
         layers: [b, e], withEmbedding: b === 0, withHead: e === n, maxContext, maxTokens, threads: 1,
         perLayerRows: b === 0 && info.n_embd_per_layer > 0, rowCacheBytes: cacheBytes,
       });
-      table[b][e] = whole ? neededBytes(needs, baseBytes) : needs.weights + needs.rowCache;
+      known.set(key, whole ? neededBytes(needs, baseBytes) : needs.weights + needs.rowCache);
     }
-  }
-  return table;
+    return known.get(key);
+  };
 }
 
 export async function plan(options, [model]) {
@@ -86,17 +88,14 @@ export async function plan(options, [model]) {
   // With --max-context a node's whole memory is counted, else its weights.
   const whole = options['max-context'] !== undefined;
   const shape = { maxContext: count(options, 'max-context', 0, 0), maxTokens: count(options, 'max-tokens', 512, 1), cacheBytes };
-  const table = await withModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) },
-    (lf, gguf, header) => {
-      if (k > header.info.n_layer) throw new Error(`${k} nodes for ${header.info.n_layer} layers: at most one node per layer`);
-      return costTable(lf, gguf, header.info, { whole, ...shape });
-    });
-  const n = table.length - 1;
   // Shared-KV layers need not stay with their source: a node without the source mirrors its
   // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
-  const cost = (b, e) => table[b][e];
-  const ranges = balance(n, k, cost);
-  const nodes = ranges.map(([b, e]) => ({ layers: [b, e - 1], bytes: cost(b, e) }));
+  const nodes = await withModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) },
+    (lf, gguf, { info }) => {
+      if (k > info.n_layer) throw new Error(`${k} nodes for ${info.n_layer} layers: at most one node per layer`);
+      const cost = nodeCost(lf, gguf, info, { whole, ...shape });
+      return balance(info.n_layer, k, cost).map(([b, e]) => ({ layers: [b, e - 1], bytes: cost(b, e) }));
+    });
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
   const tooBig = nodes.filter((nd) => nd.bytes > memory);
   const counted = whole ? { counts: 'memory', max_context: shape.maxContext, max_tokens: shape.maxTokens } : { counts: 'weights' };
