@@ -8,8 +8,8 @@ import {createRequire} from "node:module";
 import path from "node:path";
 import {describe, test} from "node:test";
 
-import {readModelHeader} from "../../js-glue/src/gguf/model_header.js";
-import {presetHeader, presetNames, root} from "./models.mjs";
+import {readModelHeader} from "../../../js-glue/src/gguf/model_header.js";
+import {presetHeader, presetNames, root} from "../support/models.mjs";
 
 const require = createRequire(path.join(root, "js-glue", "package.json"));
 const Ajv = require("ajv");

@@ -8,8 +8,8 @@ import {spawnSync} from "node:child_process";
 import path from "node:path";
 import {describe, test} from "node:test";
 
-import {withModelHeader} from "../../js-glue/src/gguf/model_header.js";
-import {presetHeader, presetNames, root} from "./models.mjs";
+import {withModelHeader} from "../../../js-glue/src/gguf/model_header.js";
+import {presetHeader, presetNames, root} from "../support/models.mjs";
 
 const cli = path.join(root, "js-glue", "bin", "layerfold.js");
 // plan's default cache of per_layer_token_embd rows on the first node.
