@@ -14,12 +14,14 @@ import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../node/approx_modes.js';
+import { Answer } from './answer.js';
+import { chatOutputReader, writesGemma4Output } from './chat_output.js';
 import { Coordinator } from './coordinator.js';
 import { OpenAIError, toOpenAIError } from './errors.js';
 import { chatRequest, completionRequest } from './params.js';
 import { promptTokens, tokenBudget } from './prompt.js';
 import { PromptLookup } from './prompt_lookup.js';
-import { responseId, ResponseShapes, usage } from './responses.js';
+import { responseId, ResponseShapes } from './responses.js';
 import { Run } from './run.js';
 import { SessionCache } from './sessions.js';
 import { SSE_HEADERS, sseEvent } from './sse.js';
@@ -49,6 +51,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
     sessions: new SessionCache(maxCachedSessions),
     tokenizer: pipeline.tokenizer,
     endIds: stopIds(pipeline.tokenizer),
+    gemma4: writesGemma4Output(pipeline.tokenizer),
     drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
     pieceOf: (id) => pipeline.tokenizer.decode([id]),
   };
@@ -146,7 +149,8 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
       run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
-      return await (request.stream ? streamed(c, run, request, shapes) : whole(run, shapes));
+      const answer = new Answer(shapes, chatOutputReader(request, e.gemma4), request.includeUsage);
+      return await (request.stream ? streamed(c, run, answer) : whole(run, answer));
     } catch (error) {
       if (!run) ticket.release();
       throw error;
@@ -154,39 +158,28 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   };
 
   // stream: false — the whole answer once generation ends.
-  const whole = async (run, shapes) => {
-    let text = '';
-    const tokens = [];
+  const whole = async (run, answer) => {
     for (;;) {
       const { value, done } = await state.track(run.events.next());
-      if (done) return Response.json(shapes.complete({ text, tokens, finishReason: value.finishReason, usage: usage(value.usage) }));
-      text += value.text;
-      if (value.token?.logprob !== undefined) tokens.push(value.token);
+      if (done) return Response.json(answer.complete(value));
+      answer.add(value);
     }
   };
 
   // stream: true — an event per visible delta, pulled as the client reads; a client that goes
   // away (or stops reading for sendTimeoutMs) stops the generation and frees its session.
-  const streamed = (c, run, request, shapes) => {
-    const pending = [sseEvent(shapes.chunk({ first: true }, request.includeUsage))];
-    let tokens = [];
+  const streamed = (c, run, answer) => {
+    const pending = [sseEvent(answer.first())];
     let over = false;
     const pull = async () => {
       try {
         const { value, done } = await state.track(run.events.next());
         if (done) {
-          if (tokens.length) pending.push(sseEvent(shapes.chunk({ tokens }, request.includeUsage)));
-          pending.push(sseEvent(shapes.chunk({ finishReason: value.finishReason }, request.includeUsage)));
-          if (request.includeUsage) pending.push(sseEvent(shapes.usageChunk(usage(value.usage))));
-          pending.push(sseEvent('[DONE]'));
+          pending.push(...answer.last(value).map(sseEvent), sseEvent('[DONE]'));
           over = true;
           return;
         }
-        if (value.token?.logprob !== undefined) tokens.push(value.token);
-        // Logprobs of tokens whose text is held back travel with the next visible delta.
-        if (value.text === '') return;
-        pending.push(sseEvent(shapes.chunk({ text: value.text, tokens }, request.includeUsage)));
-        tokens = [];
+        pending.push(...answer.next(value).map(sseEvent));
       } catch (error) {
         const reply = toOpenAIError(error);
         observer.error?.(reply.type, reply.code, reply.message);

@@ -1,6 +1,8 @@
 // The OpenAI response objects, whole and as stream chunks, for chat (chat.completion,
 // chat.completion.chunk) and legacy completions (text_completion), with usage and logprobs in
-// the shapes OpenAI documents, so the official clients' types parse them unchanged.
+// the shapes OpenAI documents, so the official clients' types parse them unchanged; a chat
+// message may carry reasoning_content (as llama.cpp's server and vLLM send a model's thoughts)
+// and tool_calls.
 
 const utf8 = new TextEncoder();
 
@@ -46,6 +48,33 @@ function completionLogprobs(tokens, pieceOf, textOffset) {
   return out;
 }
 
+// The assistant message of a read answer ({content, reasoning_content, tool_calls}): content is
+// null beside calls and nothing else, as OpenAI sends it; empty fields are left out.
+function assistantMessage({ content, reasoning_content: reasoning, tool_calls: calls }) {
+  return {
+    role: 'assistant',
+    content: content === '' && calls.length > 0 ? null : content,
+    ...(reasoning !== '' && { reasoning_content: reasoning }),
+    ...(calls.length > 0 && { tool_calls: calls }),
+    refusal: null,
+  };
+}
+
+/**
+ * The stream deltas of one of a reader's deltas (chat/gemma4_output.js): text as content or
+ * reasoning_content; a call as OpenAI streams one, its index, id, type and name with empty
+ * arguments first, then its arguments.
+ * @example streamDeltas({ tool_call: { index: 0, id: 'call_1', name: 'f', arguments: '{}' } })
+ */
+export function streamDeltas(delta) {
+  if (!delta.tool_call) return [delta];
+  const { index, id, name, arguments: args } = delta.tool_call;
+  return [
+    { tool_calls: [{ index, id, type: 'function', function: { name, arguments: '' } }] },
+    { tool_calls: [{ index, function: { arguments: args } }] },
+  ];
+}
+
 /**
  * Builds one request's response objects. head: {id, created, model, kind}; pieceOf(id): a
  * token's text; logprobs: whether the request asked for them.
@@ -72,12 +101,12 @@ export class ResponseShapes {
     return { id, object, created, model };
   }
 
-  /** The whole answer (stream: false). */
-  complete({ text, tokens, finishReason, usage: u }) {
+  /** The whole answer (stream: false): its text, or for chat the message a reader made of it. */
+  complete({ text, message = null, tokens, finishReason, usage: u }) {
     if (this.head.kind === 'chat') {
       return {
         ...this.#top('chat.completion'),
-        choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: this.#logprobs(tokens), finish_reason: finishReason }],
+        choices: [{ index: 0, message: message ? assistantMessage(message) : { role: 'assistant', content: text, refusal: null }, logprobs: this.#logprobs(tokens), finish_reason: finishReason }],
         usage: u,
       };
     }
@@ -86,15 +115,16 @@ export class ResponseShapes {
 
   /**
    * A stream chunk: the first ({first: true}: the assistant role, empty content), a delta of
-   * text with its tokens' logprobs, or the last ({finishReason}). withUsage adds usage: null, as
-   * OpenAI does on every chunk before the usage chunk when stream_options.include_usage is set.
+   * text (or for chat a delta of streamDeltas) with its tokens' logprobs, or the last
+   * ({finishReason}). withUsage adds usage: null, as OpenAI does on every chunk before the usage
+   * chunk when stream_options.include_usage is set.
    */
-  chunk({ first = false, text = '', tokens = [], finishReason = null }, withUsage) {
+  chunk({ first = false, text = '', delta = null, tokens = [], finishReason = null }, withUsage) {
     const tail = withUsage ? { usage: null } : {};
     if (this.head.kind === 'chat') {
-      const delta = first ? { role: 'assistant', content: '', refusal: null } : finishReason ? {} : { content: text };
+      const d = first ? { role: 'assistant', content: '', refusal: null } : finishReason ? {} : delta ?? { content: text };
       const logprobs = finishReason || first ? null : this.#logprobs(tokens);
-      return { ...this.#top('chat.completion.chunk'), choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }], ...tail };
+      return { ...this.#top('chat.completion.chunk'), choices: [{ index: 0, delta: d, logprobs, finish_reason: finishReason }], ...tail };
     }
     return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: finishReason ? null : this.#logprobs(tokens), finish_reason: finishReason }], ...tail };
   }

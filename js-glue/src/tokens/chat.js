@@ -29,12 +29,14 @@ export class ChatContentError extends Error {
 }
 
 /**
- * End-of-generation ids: EOS plus the end-of-turn control tokens the vocabulary has.
+ * End-of-generation ids: EOS plus the end-of-turn control tokens the vocabulary has; Gemma 4's
+ * <|tool_response> among them, as in llama.cpp: after its calls the model stops to wait for
+ * their results.
  * @example stopIds(pipeline.tokenizer).has(id)
  */
 export function stopIds(tokenizer) {
   const ids = new Set([tokenizer.eos]);
-  for (const text of ['<turn|>', '<end_of_turn>']) {
+  for (const text of ['<turn|>', '<end_of_turn>', '<|tool_response>']) {
     const encoded = tokenizer.encode(text, { addBos: false, parseSpecial: true });
     if (encoded.length === 1 && tokenizer.piece(encoded[0]) === text) ids.add(encoded[0]);
   }
