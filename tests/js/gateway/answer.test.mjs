@@ -1,0 +1,91 @@
+// js-glue/src/gateway/answer.js with chat_output.js's reader: a Gemma 4 answer with tools as the
+// request fields params.js gives (tools, toolChoice, parallelToolCalls), turned into OpenAI's
+// whole message and stream chunks; the expected objects are OpenAI's documented shapes written
+// out by hand.
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {Answer} from "../../../js-glue/src/gateway/answer.js";
+import {chatOutputReader} from "../../../js-glue/src/gateway/chat_output.js";
+import {ResponseShapes} from "../../../js-glue/src/gateway/responses.js";
+
+const Q = '<|"|>';
+const tool = (name) => ({type: "function", function: {name, parameters: {type: "object"}}});
+const chat = (extra) => ({kind: "chat", tools: [tool("get_weather"), tool("get_time")], ...extra});
+const head = {id: "chatcmpl-1", created: 7, model: "m", kind: "chat"};
+const USAGE = {promptTokens: 5, completionTokens: 9, cachedTokens: 0};
+// The model's text as the generation hands it out, in pieces that split markers.
+const PIECES = ["<|chan", "nel>thought\nHm.<channel|>On it.<|tool_", `call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|>`, "<|tool_call>call:get_time{}<tool_call|>"];
+
+function answerOf(request, includeUsage = false) {
+  const reader = chatOutputReader(request, true);
+  let n = 0;
+  if (reader) reader.newId = () => `call_${n++}`;
+  return new Answer(new ResponseShapes(head, () => "", false), reader, includeUsage);
+}
+
+describe("a Gemma 4 answer with tools", () => {
+  test("whole: content, reasoning_content, tool_calls and finish_reason tool_calls", () => {
+    const answer = answerOf(chat());
+    for (const text of PIECES) answer.add({text, token: {id: 0}});
+    const r = answer.complete({finishReason: "stop", usage: USAGE});
+    assert.deepEqual(r.choices, [{
+      index: 0,
+      message: {
+        role: "assistant", content: "On it.", reasoning_content: "Hm.", refusal: null,
+        tool_calls: [
+          {id: "call_0", type: "function", function: {name: "get_weather", arguments: '{"city":"Oslo"}'}},
+          {id: "call_1", type: "function", function: {name: "get_time", arguments: "{}"}},
+        ],
+      },
+      logprobs: null,
+      finish_reason: "tool_calls",
+    }]);
+  });
+
+  test("streamed: the deltas OpenAI sends, a call's id, type and name before its arguments", () => {
+    const answer = answerOf(chat(), true);
+    const chunks = [answer.first(), ...PIECES.flatMap((text) => answer.next({text, token: {id: 0}})), ...answer.last({finishReason: "stop", usage: USAGE})];
+    assert.deepEqual(chunks.map((c) => c.choices[0]?.delta ?? null), [
+      {role: "assistant", content: "", refusal: null},
+      {reasoning_content: "Hm."},
+      {content: "On it."},
+      {tool_calls: [{index: 0, id: "call_0", type: "function", function: {name: "get_weather", arguments: ""}}]},
+      {tool_calls: [{index: 0, function: {arguments: '{"city":"Oslo"}'}}]},
+      {tool_calls: [{index: 1, id: "call_1", type: "function", function: {name: "get_time", arguments: ""}}]},
+      {tool_calls: [{index: 1, function: {arguments: "{}"}}]},
+      {},
+      null,
+    ]);
+    assert.deepEqual(chunks.map((c) => c.choices[0]?.finish_reason ?? null), [null, null, null, null, null, null, null, "tool_calls", null]);
+    assert.deepEqual(chunks.at(-1).usage.total_tokens, 14);
+    assert.ok(chunks.slice(0, -1).every((c) => c.object === "chat.completion.chunk" && c.usage === null));
+  });
+
+  test("tool_choice none leaves calls as content; a named tool_choice reads calls to that function only", () => {
+    const none = answerOf(chat({toolChoice: "none"}));
+    for (const text of PIECES) none.add({text});
+    const message = none.complete({finishReason: "stop", usage: USAGE}).choices[0].message;
+    assert.equal(message.content, `On it.<|tool_call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|><|tool_call>call:get_time{}<tool_call|>`);
+    assert.equal(message.tool_calls, undefined);
+    const named = answerOf(chat({toolChoice: {type: "function", function: {name: "get_time"}}}));
+    for (const text of PIECES) named.add({text});
+    const only = named.complete({finishReason: "stop", usage: USAGE}).choices[0].message;
+    assert.deepEqual(only.tool_calls.map((c) => c.function.name), ["get_time"]);
+    assert.equal(only.content, `On it.<|tool_call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|>`);
+  });
+
+  test("parallelToolCalls false reads the first call; an answer cut by length keeps finish_reason length", () => {
+    const one = answerOf(chat({parallelToolCalls: false}));
+    for (const text of PIECES) one.add({text});
+    const r = one.complete({finishReason: "length", usage: USAGE});
+    assert.deepEqual(r.choices[0].message.tool_calls.map((c) => c.function.name), ["get_weather"]);
+    assert.equal(r.choices[0].message.content, "On it.<|tool_call>call:get_time{}<tool_call|>");
+    assert.equal(r.choices[0].finish_reason, "length");
+  });
+
+  test("a completion's text is not read", () => {
+    assert.equal(chatOutputReader({kind: "completion"}, true), null);
+    assert.equal(chatOutputReader(chat(), false), null);
+  });
+});

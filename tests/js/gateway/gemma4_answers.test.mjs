@@ -1,0 +1,107 @@
+// A Gemma 4 model's answers through the gateway and the official openai client on loopback:
+// thoughts in reasoning_content and never in content, tool calls in tool_calls with
+// finish_reason "tool_calls", whole and streamed as OpenAI streams them. The model is a script
+// (support/scripted_pipeline.mjs) over the real Gemma 4 vocabulary and template, since random
+// weights would write neither; expected messages are written out here by hand.
+import assert from "node:assert/strict";
+import {createRequire} from "node:module";
+import path from "node:path";
+import {after, before, describe, test} from "node:test";
+
+import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
+import {chatRequest} from "../../../js-glue/src/gateway/params.js";
+import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
+import {NodeState} from "../../../js-glue/src/server/node_state.js";
+import {root} from "../models.mjs";
+import {scriptedGemma4Pipeline} from "../support/scripted_pipeline.mjs";
+
+const {default: OpenAI} = createRequire(path.join(root, "js-glue", "package.json"))("openai");
+
+const Q = '<|"|>';
+const THOUGHT_AND_CALLS = `<|channel>thought\nThe user wants the weather.<channel|>Checking.<|tool_call>call:get_weather{city:${Q}Zürich${Q},days:[1,2]}<tool_call|><|tool_call>call:get_time{}<tool_call|>`;
+const TOOLS = ["get_weather", "get_time"].map((name) => ({type: "function", function: {name, parameters: {type: "object", properties: {}}}}));
+const messages = [{role: "user", content: "Weather in Zürich?"}];
+
+// Whether params.js takes tools yet (the request side of tool calling is another change).
+const toolsTaken = (() => {
+  try {
+    chatRequest({model: "m", messages, tools: TOOLS});
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+// A stream's chunks put together as the openai client's users do: content and reasoning
+// appended, each call's pieces by index.
+function assemble(chunks) {
+  const out = {content: "", reasoning_content: "", tool_calls: [], finish_reason: null};
+  for (const chunk of chunks) {
+    const [choice] = chunk.choices;
+    if (!choice) continue;
+    const d = choice.delta;
+    out.content += d.content ?? "";
+    out.reasoning_content += d.reasoning_content ?? "";
+    for (const piece of d.tool_calls ?? []) {
+      const call = (out.tool_calls[piece.index] ??= {id: "", type: "", function: {name: "", arguments: ""}});
+      if (piece.id) call.id = piece.id;
+      if (piece.type) call.type = piece.type;
+      call.function.name += piece.function?.name ?? "";
+      call.function.arguments += piece.function?.arguments ?? "";
+    }
+    if (choice.finish_reason) out.finish_reason = choice.finish_reason;
+  }
+  return out;
+}
+
+describe("Gemma 4 answers through the openai client", () => {
+  let pipeline;
+  let http;
+  let client;
+  before(async () => {
+    pipeline = await scriptedGemma4Pipeline();
+    const app = createGatewayApp({state: NodeState.of(pipeline), modelId: "gemma4"});
+    http = await startHttpServer(app, {port: 0, host: "127.0.0.1", timeouts: {}, log: () => {}});
+    client = new OpenAI({baseURL: `${http.url}/v1`, apiKey: "unused", maxRetries: 0});
+  });
+  after(async () => {
+    await http?.drain(async () => {}, 1000);
+  });
+
+  test("a thought goes to reasoning_content, the answer to content", async () => {
+    pipeline.script("<|channel>thought\nGreet back.\n<channel|>Hello there!");
+    const r = await client.chat.completions.create({model: "gemma4", messages, temperature: 0});
+    assert.deepEqual(r.choices[0].message, {role: "assistant", content: "Hello there!", reasoning_content: "Greet back.\n", refusal: null});
+    assert.equal(r.choices[0].finish_reason, "stop");
+    const chunks = [];
+    for await (const chunk of await client.chat.completions.create({model: "gemma4", messages, temperature: 0, stream: true})) chunks.push(chunk);
+    assert.deepEqual(assemble(chunks), {content: "Hello there!", reasoning_content: "Greet back.\n", tool_calls: [], finish_reason: "stop"});
+    assert.ok(chunks.every((c) => !(c.choices[0]?.delta.content ?? "").includes("Greet")), "no thought in any content delta");
+  });
+
+  test("without tools a call the model writes is content", async () => {
+    pipeline.script(THOUGHT_AND_CALLS);
+    const r = await client.chat.completions.create({model: "gemma4", messages, temperature: 0});
+    assert.equal(r.choices[0].message.content, `Checking.<|tool_call>call:get_weather{city:${Q}Zürich${Q},days:[1,2]}<tool_call|><|tool_call>call:get_time{}<tool_call|>`);
+    assert.equal(r.choices[0].message.tool_calls, undefined);
+    assert.equal(r.choices[0].finish_reason, "stop");
+  });
+
+  test("with tools, the calls come back as tool_calls, whole and streamed", {skip: toolsTaken ? false : "params.js refuses tools until the request side of tool calling is merged"}, async () => {
+    pipeline.script(THOUGHT_AND_CALLS);
+    const r = await client.chat.completions.create({model: "gemma4", messages, tools: TOOLS, temperature: 0});
+    const [choice] = r.choices;
+    assert.equal(choice.finish_reason, "tool_calls");
+    assert.equal(choice.message.content, "Checking.");
+    assert.equal(choice.message.reasoning_content, "The user wants the weather.");
+    assert.deepEqual(choice.message.tool_calls.map((c) => [c.type, c.function.name, JSON.parse(c.function.arguments)]),
+      [["function", "get_weather", {city: "Zürich", days: [1, 2]}], ["function", "get_time", {}]]);
+    assert.ok(choice.message.tool_calls.every((c) => /^call_\w{24}$/.test(c.id)));
+    const chunks = [];
+    for await (const chunk of await client.chat.completions.create({model: "gemma4", messages, tools: TOOLS, temperature: 0, stream: true})) chunks.push(chunk);
+    const streamed = assemble(chunks);
+    assert.deepEqual(streamed.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments]),
+      choice.message.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments]));
+    assert.deepEqual([streamed.content, streamed.reasoning_content, streamed.finish_reason], ["Checking.", "The user wants the weather.", "tool_calls"]);
+  });
+});
