@@ -79,12 +79,13 @@ describe("Gemma 4 answers through the openai client", () => {
     assert.ok(chunks.every((c) => !(c.choices[0]?.delta.content ?? "").includes("Greet")), "no thought in any content delta");
   });
 
-  test("without tools a call the model writes is content", async () => {
-    pipeline.script(THOUGHT_AND_CALLS);
+  test("without tools a call the model writes is content; <|tool_response> ends the answer", async () => {
+    pipeline.script(`${THOUGHT_AND_CALLS}<|tool_response>not written`);
     const r = await client.chat.completions.create({model: "gemma4", messages, temperature: 0});
     assert.equal(r.choices[0].message.content, `Checking.<|tool_call>call:get_weather{city:${Q}Zürich${Q},days:[1,2]}<tool_call|><|tool_call>call:get_time{}<tool_call|>`);
     assert.equal(r.choices[0].message.tool_calls, undefined);
     assert.equal(r.choices[0].finish_reason, "stop");
+    assert.equal(r.usage.completion_tokens, pipeline.tokenizer.encode(THOUGHT_AND_CALLS, {addBos: false, parseSpecial: true}).length + 1);
   });
 
   test("with tools, the calls come back as tool_calls, whole and streamed", {skip: toolsTaken ? false : "params.js refuses tools until the request side of tool calling is merged"}, async () => {
