@@ -67,6 +67,41 @@ const TABLE = [
     {why: "text after a lone <channel|> is content", message: msg("Hi there")}],
 ];
 
+// Seeded well-formed outputs, for the corners a table misses: thoughts, content and calls whose
+// arguments nest dicts and arrays with every kind of value, strings with quotes, backslashes,
+// control characters and astral characters, numbers in each of JSON's forms, keys as written.
+function wellFormed(seed) {
+  let x = seed;
+  const rand = (n) => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return (x >>> 8) % n;
+  };
+  const pick = (list) => list[rand(list.length)];
+  const TEXT = ["Hello", " ", "\n", "\n\n", "a < b", "|>", "{x}", "naïve", "😀", "東京", "\t", "\"q\"", "\\", "\u0001", "\u001f", "\u007f", "call:", "thought"];
+  const text = (n) => Array.from({length: 1 + rand(n)}, () => pick(TEXT)).join("");
+  const NUMBERS = ["0", "-0", "7", "-12", "3.25", "-0.5", "1e3", "2E-7", "6.02e+23", "10"];
+  const KEYS = ["a", "city", "two words", "k_1", "ÿ", "x-y", "a,b", "{k"];
+  const WS = ["", "", " ", "\n  "];
+  const value = (depth) => {
+    const kind = rand(depth > 2 ? 4 : 6);
+    if (kind === 0) return `${Q}${text(4)}${Q}`;
+    if (kind === 1) return pick(NUMBERS);
+    if (kind === 2) return pick(["true", "false"]);
+    if (kind === 3) return "null";
+    const items = Array.from({length: rand(4)}, () => (kind === 4 ? `${pick(KEYS)}:${pick(WS)}${value(depth + 1)}` : value(depth + 1)));
+    const [open, close] = kind === 4 ? ["{", "}"] : ["[", "]"];
+    return items.length ? `${open}${pick(WS)}${items.join(`,${pick(WS)}`)}${pick(WS)}${close}` : `${open}${pick(WS)}${close}`;
+  };
+  const args = () => {
+    const members = Array.from({length: rand(4)}, () => `${pick(KEYS)}:${value(1)}`);
+    return `{${members.join(",")}}`;
+  };
+  let out = rand(2) ? `<|channel>thought\n${text(6)}<channel|>` : "";
+  out += rand(2) ? text(6) : "";
+  for (let n = rand(3); n > 0; n--) out += call(pick(["get_weather", "add", "get"]), args());
+  return out;
+}
+
 // What this reader has given out: its message without ids.
 function given(out) {
   const {content, reasoning_content, tool_calls} = out.message;
@@ -88,6 +123,24 @@ function readBytes(text, config, afterByte) {
 
 describe("Gemma 4 output read as llama.cpp reads it", () => {
   const read = llamaGemma4Reader();
+
+  test("40 seeded well-formed outputs, whole and after every byte", () => {
+    const config = CONFIGS.tools;
+    const outputs = Array.from({length: 40}, (_, seed) => wellFormed(seed + 1));
+    const answers = read({...config, prefixes: true, outputs});
+    outputs.forEach((text, o) => {
+      const llama = answers[o];
+      assert.equal(llama.whole.error, undefined, text);
+      const whole = readBytes(text, config, (k, out) => {
+        const ours = given(out);
+        assert.equal(ours.content, llama.prefixes[k].content, `output ${o} content after ${k} bytes`);
+        assert.equal(ours.reasoning_content, llama.prefixes[k].reasoning_content, `output ${o} reasoning_content after ${k} bytes`);
+      });
+      assert.deepEqual(whole, llama.whole, `output ${o}: ${text}`);
+    });
+    assert.ok(answers.filter((a) => a.whole.tool_calls.length > 0).length >= 20, "most outputs call");
+  });
+
   for (const [configName, config] of Object.entries(CONFIGS)) {
     const rows = TABLE.filter(([, configs]) => configs.includes(configName));
     const answers = read({...config, prefixes: true, outputs: rows.map(([, , text]) => text)});
