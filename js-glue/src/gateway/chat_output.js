@@ -19,11 +19,12 @@ export function writesGemma4Output(tokenizer) {
 }
 
 // The names of the functions the model may call: none with tool_choice "none", the named one
-// when tool_choice names one, else every declared one.
-function callable({ tools = [], toolChoice = 'auto' }) {
-  if (toolChoice === 'none') return [];
-  const names = tools.map((t) => t.function.name);
-  return typeof toolChoice === 'object' && toolChoice !== null ? names.filter((n) => n === toolChoice.function.name) : names;
+// when tool_choice names one, else every declared one. A declaration without a name declares
+// nothing to call (params.js refuses it; this reader need not trust that).
+function callable({ tools, toolChoice = 'auto' }) {
+  if (toolChoice === 'none' || !Array.isArray(tools)) return [];
+  const names = tools.map((t) => t?.function?.name).filter((n) => typeof n === 'string' && n !== '');
+  return typeof toolChoice === 'object' && toolChoice !== null ? names.filter((n) => n === toolChoice.function?.name) : names;
 }
 
 /**

@@ -84,8 +84,10 @@ describe("a Gemma 4 answer with tools", () => {
     assert.equal(r.choices[0].finish_reason, "length");
   });
 
-  test("a completion's text is not read", () => {
+  test("a completion's text is not read, nor another model's; a declaration without a name declares nothing", () => {
     assert.equal(chatOutputReader({kind: "completion"}, true), null);
     assert.equal(chatOutputReader(chat(), false), null);
+    assert.deepEqual(chatOutputReader({kind: "chat", tools: [null, {}, {function: {name: ""}}, tool("f")]}, true).tools, ["f"]);
+    assert.deepEqual(chatOutputReader({kind: "chat", tools: "f"}, true).tools, []);
   });
 });
