@@ -12,7 +12,7 @@ import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
 import {chatRequest} from "../../../js-glue/src/gateway/params.js";
 import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
 import {NodeState} from "../../../js-glue/src/server/node_state.js";
-import {root} from "../models.mjs";
+import {root} from "../support/models.mjs";
 import {scriptedGemma4Pipeline} from "../support/scripted_pipeline.mjs";
 
 const {default: OpenAI} = createRequire(path.join(root, "js-glue", "package.json"))("openai");

@@ -9,7 +9,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
-import {root} from "../models.mjs";
+import {root} from "./models.mjs";
 
 const bundle = path.join(root, "js-glue", "node_modules", "node-llama-cpp", "llama", "gitRelease.bundle");
 const bins = path.join(root, "js-glue", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64");

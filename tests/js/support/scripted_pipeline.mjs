@@ -9,7 +9,7 @@ import fs from "node:fs";
 import {reparseModelHeader} from "../../../js-glue/src/gguf/header.js";
 import {Tokenizer} from "../../../js-glue/src/tokens/tokenizer.js";
 import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
-import {llamaSourceFile} from "../llama_source.mjs";
+import {llamaSourceFile} from "./llama_source.mjs";
 
 /**
  * {tokenizer, header, step, truncate, dropSession, script(text)}: script(text) sets what every
