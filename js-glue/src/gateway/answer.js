@@ -25,6 +25,12 @@ export class Answer {
     if (token?.logprob !== undefined) this.#tokens.push(token);
   }
 
+  #take() {
+    const tokens = this.#tokens;
+    this.#tokens = [];
+    return tokens;
+  }
+
   // The chunks of a reader's deltas, the waiting tokens' logprobs on the first.
   #chunks(deltas) {
     return deltas.flatMap(streamDeltas).map((delta) => this.shapes.chunk({ delta, tokens: this.#take() }, this.includeUsage));
@@ -49,12 +55,6 @@ export class Answer {
     out.push(this.shapes.chunk({ finishReason: finishReasonOf(finishReason, this.reader?.message) }, this.includeUsage));
     if (this.includeUsage) out.push(this.shapes.usageChunk(usage(u)));
     return out;
-  }
-
-  #take() {
-    const tokens = this.#tokens;
-    this.#tokens = [];
-    return tokens;
   }
 
   /** Takes one generation event of a whole answer. */
