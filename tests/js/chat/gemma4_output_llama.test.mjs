@@ -18,6 +18,7 @@ const CONFIGS = {
   tools: {...TOOLS, thinking: true},
   "tools, thinking off": {...TOOLS, thinking: false},
   "one call": {...TOOLS, parallel: false, thinking: true},
+  required: {...TOOLS, required: true, thinking: true},
 };
 
 const Q = '<|"|>';
@@ -26,7 +27,7 @@ const msg = (content, reasoning = "", calls = []) => ({content, reasoning_conten
 
 // [name, config names, output, kept]: kept = {why, message} where this reader keeps what llama.cpp drops.
 const TABLE = [
-  ["plain", ["plain", "thinking off", "tools"], "Hello world"],
+  ["plain", ["plain", "thinking off", "tools", "required"], "Hello world"],
   ["unicode", ["plain", "tools"], "Grüße 😀 — ok, 東京"],
   ["thought + content", ["plain", "thinking off", "tools", "tools, thinking off"], "<|channel>thought\nI should greet.\n<channel|>Hello!"],
   ["empty thought", ["plain", "tools"], "<|channel>thought\n<channel|>Hi"],
@@ -34,7 +35,7 @@ const TABLE = [
   ["two channel markers", ["plain"], "<|channel><|channel>thought\nhm<channel|>ok"],
   ["lone channel close at the end", ["plain", "tools"], "Hi there<channel|>"],
   ["a call inside the thought", ["tools"], `<|channel>thought\nI could ${call("get_weather", "{}")} hm<channel|>Done`],
-  ["one call", ["tools", "one call", "tools, thinking off"], `Let me check.${call("get_weather", `{city:${Q}Paris${Q}}`)}`],
+  ["one call", ["tools", "one call", "tools, thinking off", "required"], `Let me check.${call("get_weather", `{city:${Q}Paris${Q}}`)}`],
   ["thought then call", ["tools"], `<|channel>thought\nNeed the weather<channel|>${call("get_weather", `{city:${Q}Paris${Q},unit:${Q}C${Q}}`)}`],
   ["parallel calls", ["tools"], call("get_weather", `{city:${Q}Paris${Q}}`) + call("add", "{a:1,b:2}")],
   ["nested args", ["tools"], call("add", "{a:-1.5e3,b:[1, 2,\n3],opts:{deep:{x:[true,false,null]}},empty:{},none:[ ], z:0, e:1E+2}")],
@@ -51,6 +52,8 @@ const TABLE = [
     {why: "a malformed call is content", message: msg(call("add", "{a:01}"))}],
   ["undeclared function", ["tools"], `A ${call("nosuch", `{city:${Q}Paris${Q}}`)}`,
     {why: "a call to an undeclared function is content", message: msg(`A ${call("nosuch", `{city:${Q}Paris${Q}}`)}`)}],
+  ["undeclared function when a call is required", ["required"], `A ${call("nosuch", "{}")}`,
+    {why: "a call to an undeclared function is content where llama.cpp's parser throws", message: msg(`A ${call("nosuch", "{}")}`)}],
   ["cut off in a call", ["tools"], `text <|tool_call>call:get_weather{city:${Q}Par`,
     {why: "an unfinished call is content, not a call with half its arguments", message: msg(`text <|tool_call>call:get_weather{city:${Q}Par`)}],
   ["text after a call", ["tools"], `${call("add", "{a:1}")}after text`,

@@ -2,8 +2,8 @@
 // its common chat layer from Google's template (common_chat_templates_apply), then
 // common_chat_parse on each output, whole and, with "prefixes", on every byte prefix as its
 // server parses a stream. Built against the oracle's libllama-common (support/llama_gemma4_parse.mjs).
-//   llama_gemma4_parse TEMPLATE.jinja < {"tools": [names], "parallel": bool, "thinking": bool,
-//                                         "prefixes": bool, "outputs": [text]}
+//   llama_gemma4_parse TEMPLATE.jinja < {"tools": [names], "required": bool, "parallel": bool,
+//                                         "thinking": bool, "prefixes": bool, "outputs": [text]}
 // prints [{"whole": MSG, "prefixes": [MSG per prefix of 0..n bytes]}], MSG {content,
 // reasoning_content, tool_calls: [{name, arguments}]} or {error} where the parse throws.
 #include "chat.h"
@@ -46,6 +46,7 @@ int main(int argc, char ** argv) {
     for (size_t i = 0; i < names.size(); i++) {
         inputs.tools.push_back({ names.at(i).get<std::string>(), "", R"({"type":"object","properties":{}})" });
     }
+    inputs.tool_choice         = request.value("required", false) ? COMMON_CHAT_TOOL_CHOICE_REQUIRED : COMMON_CHAT_TOOL_CHOICE_AUTO;
     inputs.parallel_tool_calls = request.at("parallel").get<bool>();
     inputs.enable_thinking     = request.at("thinking").get<bool>();
     // The server's default (--reasoning-format auto): thoughts go to reasoning_content.
