@@ -290,6 +290,11 @@ export class LayerNode {
     return this.#steps.exclusive(() => this.#sessions.truncate(id, nPast));
   }
 
+  /**
+   * What the node says of itself (index.d.ts LayerNodeInfo): its model and layers, its build,
+   * kernels and threads, the bytes it loaded, its sessions and their KV bytes.
+   * @example node.info().kvBytes // KV-cache bytes of every session held
+   */
   info() {
     const lf = this.#lf;
     const ids = this.#sessions.ids();
