@@ -19,6 +19,15 @@
 // can join, and nothing reads a session that the next step is writing.
 const nextTask = globalThis.setImmediate ?? ((fn) => setTimeout(fn, 0));
 
+/**
+ * Throws a RangeError unless maxRows is a row budget a Batcher takes: a node checks it before
+ * loading anything.
+ * @example checkMaxRows(0) // RangeError: the batch row budget must be a positive integer, got 0
+ */
+export function checkMaxRows(maxRows) {
+  if (!(Number.isInteger(maxRows) && maxRows >= 1)) throw new RangeError(`the batch row budget must be a positive integer, got ${maxRows}`);
+}
+
 export class Batcher {
   #waiting = [];        // calls and jobs, in arrival order
   #busy = false;        // a step is running
@@ -37,7 +46,7 @@ export class Batcher {
    *   const out = await batcher.submit({ session: 'a', rows: 1, request });
    */
   constructor({ maxRows, runBatch, onBatch = () => {} }) {
-    if (!(Number.isInteger(maxRows) && maxRows >= 1)) throw new RangeError(`the batch row budget must be a positive integer, got ${maxRows}`);
+    checkMaxRows(maxRows);
     this.#maxRows = maxRows;
     this.#runBatch = runBatch;
     this.#onBatch = onBatch;

@@ -89,3 +89,18 @@ export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, row
   error.availableBytes = budgetBytes;
   throw error;
 }
+
+/**
+ * The budget check of a node about to load, on a module of baseBytes: throws as
+ * checkMemoryBudget, or returns the figures a node reports as its memory (the needs without the
+ * names of the tensors it loads and of the layers whose rows it ships) and kvBytes, what the
+ * budget leaves for KV caches: one session's and, beyond it, more sessions'.
+ * @example const { memory, kvBytes } = reserveMemory(needs, { baseBytes: lf.bytes().length, budgetBytes: 128 * 2 ** 20, layers: [0, 2], maxTokens: 512 });
+ */
+export function reserveMemory({ tensors, kvRowsIn, kvRowsOut, ...needs }, { baseBytes, budgetBytes, layers, maxTokens }) {
+  const neededBytes = checkMemoryBudget(needs, { baseBytes, budgetBytes, layers });
+  return {
+    memory: { budgetBytes, neededBytes, baseBytes, maxTokens, ...needs },
+    kvBytes: budgetBytes - (neededBytes - needs.kvCache),
+  };
+}

@@ -14,6 +14,7 @@
 import { approxModesOn } from '../node/approx_modes.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { NodeShare } from './node_share.js';
+import { NodeHistory } from './node_history.js';
 import { checkCoverage } from './nodes_spec.js';
 import { RemoteNode } from './remote_node.js';
 
@@ -50,54 +51,10 @@ function concat(chunks, width) {
 // Errors by which a node refuses a cut its sliding rings cannot honour (LayerNode, the HTTP node).
 const CUT_REFUSED = new Set(['failed_precondition', 'cut_refused']);
 
-// What one node has been sent for a session, one entry per step: inputs[] in order (token
-// arrays for the first node, hidden-state arrays for the others), the early-exit state each
-// entry's last row arrived in (null: fresh), and how many positions it has confirmed. Nodes
-// always run whole entries, so positions falls on an entry boundary.
-class NodeHistory {
-  inputs = [];
-  exits = [];
-  perLayer = [];  // models with per-layer embeddings: each entry's inputs of every layer, [n_layer, rows, n_pl]
-  kvRows = [];    // each entry's K/V rows handed out by the nodes before this one, { [layer]: [rows, ...] }
-  positions = 0;  // positions the node has run (its cache length as far as we know)
-  available = 0;  // positions in inputs
-  lost = false;   // the node's session was dropped (a refused cut): the next forward replays first
-
-  // Keeps the first n positions: the entry across n keeps its first rows (`width` values per
-  // row of its input), and so does its per-layer input (nPl values per row and layer).
-  cut(n, width, nPl) {
-    let start = 0;
-    let k = 0;
-    for (; k < this.inputs.length && start < n; k++) {
-      const rows = this.inputs[k].length / width;
-      if (start + rows > n) {
-        const keep = n - start;
-        this.inputs[k] = this.inputs[k].slice(0, keep * width);
-        if (this.perLayer[k]) this.perLayer[k] = firstRows(this.perLayer[k], rows, keep, nPl);
-        if (this.kvRows[k]) {
-          this.kvRows[k] = Object.fromEntries(Object.entries(this.kvRows[k]).map(([layer, values]) => [layer, values.slice(0, keep * (values.length / rows))]));
-        }
-      }
-      start += rows;
-    }
-    for (const list of [this.inputs, this.exits, this.perLayer, this.kvRows]) list.length = k;
-    this.positions = Math.min(this.positions, n);
-    this.available = Math.min(this.available, n);
-  }
-}
-
 // The K/V rows an entry arrived with, and those the node it ran on handed out, for the next node.
 function withKvRows(arrived, handedOut) {
   if (!arrived && !handedOut) return null;
   return { ...arrived, ...handedOut };
-}
-
-// The first `keep` of `rows` rows of each layer of per-layer inputs [n_layer, rows, nPl].
-function firstRows(perLayer, rows, keep, nPl) {
-  const layers = perLayer.length / (rows * nPl);
-  const out = new Float32Array(layers * keep * nPl);
-  for (let l = 0; l < layers; l++) out.set(perLayer.subarray(l * rows * nPl, (l * rows + keep) * nPl), l * keep * nPl);
-  return out;
 }
 
 /**
@@ -198,11 +155,7 @@ export class PipelineCore {
 
   async #step(state, session, tokens, allRows, signal) {
     if (tokens.length > 0) {
-      state.nodes[0].inputs.push(Array.from(tokens));
-      state.nodes[0].exits.push(null);
-      state.nodes[0].perLayer.push(null);
-      state.nodes[0].kvRows.push(null);
-      state.nodes[0].available += tokens.length;
+      state.nodes[0].entries.push({ input: Array.from(tokens), rows: tokens.length, exitState: null, perLayer: null, kvRows: null });
     }
     const timings = [];
     const embed = { ms: 0 };
@@ -214,18 +167,17 @@ export class PipelineCore {
       const t = performance.now();
       hidden = null;
       // Normally one entry: this step's. After a failed step, also those it left behind.
-      for (const entry of this.#entries(i, history, history.positions)) {
+      for (const entry of history.entriesFrom(history.positions)) {
         signal?.throwIfAborted();
         const input = await this.#call(i, () => this.#hiddenOf(i, entry, embed, signal), signal);
-        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exit, lastOnly, signal), signal), signal);
+        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exitState, lastOnly, signal), signal), signal);
         history.positions += entry.rows;
         if (!last) {
-          const next = state.nodes[i + 1];
-          next.inputs.push(hidden);
-          next.exits.push(this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null);
-          next.perLayer.push(input.perLayer);
-          next.kvRows.push(withKvRows(input.kvRows, node.kvRowsOf?.(hidden)));
-          next.available += entry.rows;
+          state.nodes[i + 1].entries.push({
+            input: hidden, rows: entry.rows,
+            exitState: this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null,
+            perLayer: input.perLayer, kvRows: withKvRows(input.kvRows, node.kvRowsOf?.(hidden)),
+          });
         }
       }
       if (hidden === null) continue;
@@ -239,19 +191,6 @@ export class PipelineCore {
     signal?.throwIfAborted();
     const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden, { signal }), signal);
     return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
-  }
-
-  // Node i's history entries from `from` positions on: {input, exit, rows}.
-  #entries(i, history, from) {
-    const width = i === 0 ? 1 : this.nodes[i].nEmbd;
-    const out = [];
-    let start = 0;
-    for (const [k, input] of history.inputs.entries()) {
-      const rows = input.length / width;
-      if (start >= from) out.push({ input, exit: history.exits[k], perLayer: history.perLayer[k], kvRows: history.kvRows[k], rows });
-      start += rows;
-    }
-    return out;
   }
 
   // An entry's input as {hidden, perLayer, kvRows}: the first node's tokens embedded (embed.ms
@@ -324,10 +263,10 @@ export class PipelineCore {
     await node.dropSession(state.wireId, { signal: args.signal });
     const chunks = [];
     let p = 0;
-    for (const entry of this.#entries(i, history, 0)) {
+    for (const entry of history.entries) {
       if (p >= history.positions) break;
       const input = await this.#hiddenOf(i, entry, { ms: 0 }, args.signal);
-      chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exit, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
+      chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exitState, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
       p += entry.rows;
     }
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
@@ -387,7 +326,7 @@ export class PipelineCore {
       await Promise.all(this.nodes.map(async (node, i) => {
         const history = state.nodes[i];
         const ran = history.positions;
-        history.cut(n, i === 0 ? 1 : node.nEmbd, nPl);
+        history.cut(n, nPl);
         if (ran === history.positions) return;
         try {
           await this.#call(i, () => node.truncate(state.wireId, history.positions, { signal }), signal);

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
+import {LayerNode as CoreLayerNode} from "../../../js-glue/src/node/layer_node_core.js";
 import {createLayerNodeApp} from "../../../js-glue/src/server/app.js";
 import {model} from "../support/models.mjs";
 
@@ -157,6 +158,16 @@ describe("LayerNode: a refused forward changes no session", () => {
     }
     await assert.rejects(LayerNode.open({model: tiny(), build: "single", maxKvBytes: NaN}),
       (e) => e.code === "invalid_argument" && /maxKvBytes must be a whole number of bytes/.test(e.message));
+  });
+
+  test("a node refused for its options closes the module and the source handed to it, reading neither", async () => {
+    for (const options of [{maxSessions: 0}, {maxKvBytes: -1}, {perLayerTable: "all"}, {perLayerRowCacheBytes: 0.5}, {maxBatchRows: 0}]) {
+      const closed = [];
+      const lf = {close: () => closed.push("module")};
+      const source = {name: "m.gguf", size: 1, read: () => assert.fail("read"), readInto: () => assert.fail("read"), close: async () => closed.push("source")};
+      await assert.rejects(CoreLayerNode.open({lf, source, ...options}), (e) => e.code === "invalid_argument" || e instanceof RangeError);
+      assert.deepEqual(closed.sort(), ["module", "source"], JSON.stringify(options));
+    }
   });
 });
 

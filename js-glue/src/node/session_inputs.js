@@ -1,0 +1,60 @@
+// What a forward call sets on its session before its step runs (its approximate modes and the
+// early-exit state its last row arrives in, its per-layer inputs, the K/V rows of the source
+// layers the node mirrors), and the K/V rows a finished forward hands out, read back.
+import { callWithJson, withCopies } from './wasm_copies.js';
+
+// The C ABI takes the options as JSON with the engine's snake_case names.
+function setApprox(lf, handle, approx, exitState) {
+  const options = Object.fromEntries(Object.entries(approx).map(([key, value]) => [key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), value]));
+  callWithJson(lf, lf.fn.lf_session_set_approx, handle, options);
+  if (exitState) {
+    const { exit_layer, recent_updates } = exitState;
+    callWithJson(lf, lf.fn.lf_session_set_exit_state, handle, { exit_layer, recent_updates });
+  }
+}
+
+function setPerLayer(lf, handle, perLayer) {
+  const values = perLayer ?? new Float32Array(0);
+  withCopies(lf, [values], ([ptr]) => {
+    if (!lf.fn.lf_session_set_per_layer_inputs(handle, ptr, values.length)) throw lf.lastError();
+  });
+}
+
+// The call's K/V rows for the session: those of the node's kvRowsIn layers, nothing else.
+function setKvRows(lf, handle, kvRowsIn, kvRows, startPos, n) {
+  lf.fn.lf_session_clear_kv_rows(handle);
+  for (const { layer } of kvRowsIn) {
+    const values = kvRows?.[layer];
+    if (!values) continue;
+    withCopies(lf, [values], ([ptr]) => {
+      if (!lf.fn.lf_session_set_kv_rows(handle, layer, startPos, n, ptr, values.length)) throw lf.lastError();
+    });
+  }
+}
+
+/**
+ * Sets a forward call's inputs (LayerNode.forward's approx, exitState, perLayer, kvRows) on the
+ * session `handle`, whose every earlier setting they replace; throws the engine's refusal.
+ * @example setCallInputs(lf, handle, call, node.kvRowsIn);
+ */
+export function setCallInputs(lf, handle, { startPos, rows, approx, exitState, perLayer, kvRows }, kvRowsIn) {
+  setApprox(lf, handle, approx, exitState);
+  setPerLayer(lf, handle, perLayer);
+  setKvRows(lf, handle, kvRowsIn, kvRows, startPos, rows);
+}
+
+/**
+ * What a finished forward of the session handed out of the kvRowsOut layers, copied out of
+ * WASM memory: { [layer]: Uint16Array }.
+ * @example const rows = readKvRows(lf, handle, node.kvRowsOut);
+ */
+export function readKvRows(lf, handle, kvRowsOut) {
+  const rows = {};
+  for (const { layer } of kvRowsOut) {
+    const count = lf.fn.lf_session_kv_rows_values(handle, layer);
+    if (count < 0) throw lf.lastError();
+    const ptr = lf.fn.lf_session_kv_rows(handle, layer);
+    rows[layer] = new Uint16Array(lf.bytes().slice(ptr, ptr + 2 * count).buffer);
+  }
+  return rows;
+}
