@@ -65,7 +65,7 @@ describe("gateway in workerd", () => {
     }
     assert.equal(text, expected.text);
     assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
-    await assert.rejects(client.chat.completions.create({model: "tiny", messages: hello, n: 3}), (error) => error.status === 400 && error.param === "n");
+    await assert.rejects(client.chat.completions.create({model: "tiny", messages: hello, n: 9}), (error) => error.status === 400 && error.param === "n");
     const wrong = new OpenAI({baseURL: new URL("/v1", url).href, apiKey: "nope", maxRetries: 0});
     await assert.rejects(wrong.models.list(), (error) => error.status === 401);
 

@@ -16,7 +16,7 @@ import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../node/approx_modes.js';
 import { Coordinator } from './coordinator.js';
 import { OpenAIError, toOpenAIError } from './errors.js';
-import { chatRequest, completionRequest } from './params.js';
+import { chatRequest, checkLogitBias, completionRequest } from './params.js';
 import { promptTokens, tokenBudget } from './prompt.js';
 import { PromptLookup } from './prompt_lookup.js';
 import { responseId, ResponseShapes, usage } from './responses.js';
@@ -142,11 +142,12 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       }
       const request = parse(body);
       if (request.model !== modelId) throw modelNotFound(request.model);
+      checkLogitBias(request, e.tokenizer.nVocab);
       const prompt = await promptTokens(e.pipeline, request, encodePrompt);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
       run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
-      return await (request.stream ? streamed(c, run, request, shapes) : whole(run, shapes));
+      return await (request.stream ? streamed(c, run, request, shapes) : whole(run, request, shapes));
     } catch (error) {
       if (!run) ticket.release();
       throw error;
@@ -154,38 +155,45 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   };
 
   // stream: false — the whole answer once generation ends.
-  const whole = async (run, shapes) => {
-    let text = '';
-    const tokens = [];
+  const whole = async (run, request, shapes) => {
+    const choices = Array.from({ length: request.n }, () => ({ text: '', tokens: [], finishReason: null }));
     for (;;) {
       const { value, done } = await state.track(run.events.next());
-      if (done) return Response.json(shapes.complete({ text, tokens, finishReason: value.finishReason, usage: usage(value.usage) }));
-      text += value.text;
-      if (value.token?.logprob !== undefined) tokens.push(value.token);
+      if (done) return Response.json(shapes.complete({ choices, usage: usage(value.usage) }));
+      const choice = choices[value.index];
+      if (value.finishReason) choice.finishReason = value.finishReason;
+      else choice.text += value.text;
+      if (value.token?.logprob !== undefined) choice.tokens.push(value.token);
     }
   };
 
   // stream: true — an event per visible delta, pulled as the client reads; a client that goes
   // away (or stops reading for sendTimeoutMs) stops the generation and frees its session.
   const streamed = (c, run, request, shapes) => {
-    const pending = [sseEvent(shapes.chunk({ first: true }, request.includeUsage))];
+    const withUsage = request.includeUsage;
+    const pending = Array.from({ length: request.n }, (_, index) => sseEvent(shapes.chunk({ index, first: true }, withUsage)));
     let tokens = [];
     let over = false;
     const pull = async () => {
       try {
         const { value, done } = await state.track(run.events.next());
         if (done) {
-          if (tokens.length) pending.push(sseEvent(shapes.chunk({ tokens }, request.includeUsage)));
-          pending.push(sseEvent(shapes.chunk({ finishReason: value.finishReason }, request.includeUsage)));
-          if (request.includeUsage) pending.push(sseEvent(shapes.usageChunk(usage(value.usage))));
+          if (withUsage) pending.push(sseEvent(shapes.usageChunk(usage(value.usage))));
           pending.push(sseEvent('[DONE]'));
           over = true;
+          return;
+        }
+        const { index } = value;
+        if (value.finishReason) {
+          if (tokens.length) pending.push(sseEvent(shapes.chunk({ index, tokens }, withUsage)));
+          tokens = [];
+          pending.push(sseEvent(shapes.chunk({ index, finishReason: value.finishReason }, withUsage)));
           return;
         }
         if (value.token?.logprob !== undefined) tokens.push(value.token);
         // Logprobs of tokens whose text is held back travel with the next visible delta.
         if (value.text === '') return;
-        pending.push(sseEvent(shapes.chunk({ text: value.text, tokens }, request.includeUsage)));
+        pending.push(sseEvent(shapes.chunk({ index, text: value.text, tokens }, withUsage)));
         tokens = [];
       } catch (error) {
         const reply = toOpenAIError(error);

@@ -56,14 +56,14 @@ export class ResponseShapes {
     this.head = head;
     this.pieceOf = pieceOf;
     this.logprobs = logprobs;
-    this.offset = 0;  // text_offset of the next completion token
+    this.offsets = [];  // text_offset of each choice's next completion token
   }
 
-  #logprobs(tokens) {
+  #logprobs(tokens, index) {
     if (!this.logprobs) return null;
     if (this.head.kind === 'chat') return chatLogprobs(tokens, this.pieceOf);
-    const out = completionLogprobs(tokens, this.pieceOf, this.offset);
-    this.offset += tokens.reduce((n, t) => n + this.pieceOf(t.id).length, 0);
+    const out = completionLogprobs(tokens, this.pieceOf, this.offsets[index] ?? 0);
+    this.offsets[index] = (this.offsets[index] ?? 0) + tokens.reduce((n, t) => n + this.pieceOf(t.id).length, 0);
     return out;
   }
 
@@ -72,31 +72,38 @@ export class ResponseShapes {
     return { id, object, created, model };
   }
 
-  /** The whole answer (stream: false). */
-  complete({ text, tokens, finishReason, usage: u }) {
+  /** The whole answer (stream: false): choices [{text, tokens, finishReason}] in index order. */
+  complete({ choices, usage: u }) {
     if (this.head.kind === 'chat') {
       return {
         ...this.#top('chat.completion'),
-        choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: this.#logprobs(tokens), finish_reason: finishReason }],
+        choices: choices.map(({ text, tokens, finishReason }, index) => ({
+          index, message: { role: 'assistant', content: text, refusal: null }, logprobs: this.#logprobs(tokens, index), finish_reason: finishReason,
+        })),
         usage: u,
       };
     }
-    return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: this.#logprobs(tokens), finish_reason: finishReason }], usage: u };
+    return {
+      ...this.#top('text_completion'),
+      choices: choices.map(({ text, tokens, finishReason }, index) => ({ text, index, logprobs: this.#logprobs(tokens, index), finish_reason: finishReason })),
+      usage: u,
+    };
   }
 
   /**
-   * A stream chunk: the first ({first: true}: the assistant role, empty content), a delta of
-   * text with its tokens' logprobs, or the last ({finishReason}). withUsage adds usage: null, as
-   * OpenAI does on every chunk before the usage chunk when stream_options.include_usage is set.
+   * A stream chunk of choice `index`: the first ({first: true}: the assistant role, empty
+   * content), a delta of text with its tokens' logprobs, or the last ({finishReason}). withUsage
+   * adds usage: null, as OpenAI does on every chunk before the usage chunk when
+   * stream_options.include_usage is set.
    */
-  chunk({ first = false, text = '', tokens = [], finishReason = null }, withUsage) {
+  chunk({ index = 0, first = false, text = '', tokens = [], finishReason = null }, withUsage) {
     const tail = withUsage ? { usage: null } : {};
     if (this.head.kind === 'chat') {
       const delta = first ? { role: 'assistant', content: '', refusal: null } : finishReason ? {} : { content: text };
-      const logprobs = finishReason || first ? null : this.#logprobs(tokens);
-      return { ...this.#top('chat.completion.chunk'), choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }], ...tail };
+      const logprobs = finishReason || first ? null : this.#logprobs(tokens, index);
+      return { ...this.#top('chat.completion.chunk'), choices: [{ index, delta, logprobs, finish_reason: finishReason }], ...tail };
     }
-    return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: finishReason ? null : this.#logprobs(tokens), finish_reason: finishReason }], ...tail };
+    return { ...this.#top('text_completion'), choices: [{ text, index, logprobs: finishReason ? null : this.#logprobs(tokens, index), finish_reason: finishReason }], ...tail };
   }
 
   /** The last chunk when include_usage is set: no choices, the request's usage. */
