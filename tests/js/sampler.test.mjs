@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {LogitAdjustments} from "../../js-glue/src/tokens/logit_adjustments.js";
-import {mulberry32, Sampler} from "../../js-glue/src/tokens/sampler.js";
+import {BLOCK, MAX_TRIES, mulberry32, Sampler} from "../../js-glue/src/tokens/sampler.js";
 import {topCandidates} from "../../js-glue/src/tokens/top_candidates.js";
 
 // Every candidate of a logits vector in order, sorted once per vector (a full sort of 262144
@@ -21,50 +21,68 @@ function candidateOrder(logits) {
   return [...sortedOnce.get(logits)];
 }
 
-// The definition with a full sort and no shortcut; draws from the same u.
-function reference(logits, {temperature = 0, topK = 0, topP = 1, minP = 0}, u) {
+// The definition with a full sort and no shortcut; random() gives its draws.
+function reference(logits, {temperature = 0, topK = 0, topP = 1, minP = 0}, random) {
   const x = logits;
   let ids = candidateOrder(logits);
   if (ids.length === 0) return null;
   if (temperature <= 0) return ids[0];
   const m = x[ids[0]];
-  if (topK > 0) ids = ids.slice(0, topK);
+  const withTopK = topK > 0 && topK < x.length;
+  if (withTopK) ids = ids.slice(0, topK);
   if (topP < 1) {
     const z = [...ids].sort((a, b) => a - b).reduce((s, id) => s + Math.exp(x[id] - m), 0);
     let cum = 0;
-    let n = ids.length;
-    for (let j = 0; j < ids.length; j++) {
-      cum += Math.exp(x[ids[j]] - m);
+    let threshold = -Infinity;
+    for (const id of ids) {
+      cum += Math.exp(x[id] - m);
       if (cum >= topP * z) {
-        n = j + 1;
+        threshold = x[id];
         break;
       }
     }
-    ids = ids.slice(0, n);
+    ids = ids.filter((id) => x[id] >= threshold);
   }
   if (minP > 0) ids = ids.filter((id) => x[id] >= m + Math.log(minP));
   ids.sort((a, b) => a - b);
-  const w = ids.map((id) => Math.exp((x[id] - m) * (1 / temperature)));
-  const r = u * w.reduce((s, v) => s + v, 0);
-  let cum = 0;
-  for (let j = 0; j < ids.length; j++) {
-    cum += w[j];
-    if (cum > r) return ids[j];
+  const w = (id) => Math.exp((x[id] - m) * (1 / temperature));
+  const walk = () => {
+    const r = random() * ids.reduce((s, id) => s + w(id), 0);
+    let cum = 0;
+    for (const id of ids) {
+      cum += w(id);
+      if (cum > r) return id;
+    }
+    throw new Error("reference: ran past the end");
+  };
+  if (withTopK) return walk();
+  // Rejection from each block's bound: its length times the w of its best candidate.
+  const isCandidate = new Set(ids);
+  const bestOf = new Map();
+  for (const id of ids) bestOf.set(Math.floor(id / BLOCK), Math.max(bestOf.get(Math.floor(id / BLOCK)) ?? -Infinity, x[id]));
+  const blocks = [];
+  for (let start = 0; start < x.length; start += BLOCK) {
+    const length = Math.min(BLOCK, x.length - start);
+    const best = bestOf.get(start / BLOCK) ?? -Infinity;
+    blocks.push({start, length, best, bound: length * Math.exp((best - m) * (1 / temperature))});
   }
-  throw new Error("reference: ran past the end");
+  const total = blocks.reduce((s, b) => s + b.bound, 0);
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const r = random() * total;
+    let cum = 0;
+    const block = blocks.find((b) => (cum += b.bound) > r);
+    const id = block.start + Math.floor(random() * block.length);
+    const u = random();
+    if (isCandidate.has(id) && u < Math.exp((x[id] - block.best) * (1 / temperature))) return id;
+  }
+  return walk();
 }
 
-// Both samplers fed the same draws; -> [fast, reference] per token.
+// The fast sampler and the reference, each with its own generator from the same seed.
 function both(options, logitsList, seed) {
-  const draws = mulberry32(seed);
-  const us = logitsList.map(() => draws());
-  let k = 0;
-  const sampler = new Sampler({...options, random: () => us[k++]});
-  return logitsList.map((logits, i) => {
-    const fast = sampler.sample(logits);
-    const ref = reference(logits, options, us[options.temperature > 0 ? i : 0]);
-    return [fast, ref];
-  });
+  const sampler = new Sampler({...options, seed});
+  const random = mulberry32(seed);
+  return logitsList.map((logits) => [sampler.sample(logits), reference(logits, options, random)]);
 }
 
 function randomLogits(n, seed, spread) {
@@ -118,7 +136,20 @@ describe("sampler", () => {
     // Equal logits: top_k 1 and greedy take the lowest id; a tiny top_p keeps one.
     assert.equal(new Sampler({temperature: 1, topK: 1, seed: 3}).sample(equal), 0);
     assert.equal(new Sampler({temperature: 0}).sample(equal), 0);
-    assert.equal(new Sampler({temperature: 1, topP: 1e-9, seed: 3}).sample(ties), reference(ties, {temperature: 0}, 0));
+    // A tiny top_p keeps the best logit's whole run of ties and nothing else.
+    const best = Math.max(...ties);
+    const drawn = new Set(Array.from({length: 200}, (_, seed) => new Sampler({temperature: 1, topP: 1e-9, seed}).sample(ties)));
+    assert.deepEqual([...drawn].map((id) => ties[id]), [...drawn].map(() => best));
+    assert.ok(drawn.size > 1, "a run of equal best logits is kept whole");
+  });
+
+  test("a rejection draw refused MAX_TRIES times falls back to a walk over every candidate", () => {
+    // Draws stuck near 1 always propose a block's last id, which is banned here.
+    const logits = randomLogits(3 * BLOCK, 9, 4).map((v, i) => (i % BLOCK === BLOCK - 1 ? -Infinity : v));
+    const stuck = () => 0.9999999;
+    const fast = new Sampler({temperature: 1, random: stuck}).sample(logits);
+    assert.equal(fast, reference(logits, {temperature: 1}, stuck));
+    assert.equal(fast, 3 * BLOCK - 2, "the walk's last candidate");
   });
 
   test("the draws spread over the candidates in proportion to their weights", () => {
@@ -131,6 +162,16 @@ describe("sampler", () => {
     assert.ok(Math.abs(counts[10] / 6000 - 1 / 2) < 0.03, JSON.stringify(counts));
     assert.ok(Math.abs(counts[2000] / 6000 - 1 / 3) < 0.03, JSON.stringify(counts));
     assert.ok(Math.abs(counts[4000] / 6000 - 1 / 6) < 0.03, JSON.stringify(counts));
+    // Four tokens of one block with probabilities 0.4, 0.3, 0.2, 0.1.
+    const block = new Float32Array(2 * BLOCK).fill(-Infinity);
+    [4, 3, 2, 1].forEach((w, i) => (block[7 + 50 * i] = Math.log(w)));
+    const within = new Sampler({temperature: 1, seed: 5});
+    const seen = new Map();
+    for (let i = 0; i < 8000; i++) {
+      const id = within.sample(block);
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+    }
+    [4, 3, 2, 1].forEach((w, i) => assert.ok(Math.abs(seen.get(7 + 50 * i) / 8000 - w / 10) < 0.025, JSON.stringify([...seen])));
   });
 
   test("the same seed draws the same tokens; every logit banned is a clear error", () => {

@@ -6,14 +6,25 @@
 //     are never chosen; m = the highest; candidates are ordered by logit, ties lower id first.
 //   - temperature <= 0: the first candidate (no draw).
 //   - top_k > 0: the first top_k candidates.
-//   - top_p < 1: with w = exp(x - m) and Z their sum over the candidates in ascending id order,
-//     the shortest run of first candidates whose w, summed in candidate order, reach top_p·Z.
+//   - top_p < 1: with w = exp(x - m) and Z their sum over the candidates (in ascending id
+//     order), those with x >= t, t the highest logit whose candidates at or above it reach
+//     top_p·Z (summed in candidate order; up to rounding, as the fast path sums by buckets):
+//     a run of equal logits is kept or cut whole.
 //   - min_p > 0: the candidates with x >= m + ln(min_p).
-//   - the draw: one number u in [0, 1) from mulberry32(seed) per sampled token; with
-//     w = exp((x - m) · (1 / temperature)) and V their sum over the candidates in ascending id order,
-//     the first candidate in ascending id order whose running sum exceeds u·V.
-// Walking in id order rather than logit order is what spares the sort: with no cut, a draw is
-// one pass of exponentials with a running sum per block of ids and a walk through one block.
+//   - the draw, with w = exp((x - m) · (1 / temperature)) and u the next number in [0, 1) of
+//     mulberry32(seed):
+//       with top_k: one u, V the sum of w over the candidates in ascending id order, and the
+//       first candidate in that order whose running sum exceeds u·V;
+//       without: rejection from per-block bounds. Ids fall in blocks of BLOCK; block b's bound
+//       is its length times the w of its highest candidate (e_b; 0 without one). Each try takes
+//       three u: the first picks block b in proportion to e_b (the first whose running sum
+//       exceeds u·Σe), the second an id i of the block (floor(u · its length)), and the third
+//       accepts i when it is a candidate and u < exp((x_i - x_best_b) / temperature). After
+//       MAX_TRIES refused tries, one more u draws as with top_k over every candidate.
+// The rejection draw is what spares a pass of exponentials over the whole vocabulary: the
+// block maxima come with the argmax pass that greedy decoding needs anyway, and a try costs a
+// few operations; its expected number of tries is Σe / V (a few for a flat distribution, at most
+// a block's length for the most peaked).
 import { LogitAdjustments } from './logit_adjustments.js';
 import { topCandidates } from './top_candidates.js';
 
@@ -29,8 +40,12 @@ export function mulberry32(seed) {
   };
 }
 
-const BLOCK = 1024;            // ids per running sum of the uncut draw
-const FIRST_TOP_P_ROUND = 256; // candidates sorted before top-p looks further (x8 each round)
+/** Ids per block of the rejection draw. */
+export const BLOCK = 256;
+/** Refused tries of the rejection draw before it falls back to a walk over every candidate. */
+export const MAX_TRIES = 4096;
+const BUCKETS_PER_NAT = 64;  // top-p's histogram of x - m
+const BUCKETS = 64 * BUCKETS_PER_NAT;
 
 export class Sampler {
   /**
@@ -48,7 +63,9 @@ export class Sampler {
     this.random = random ?? mulberry32(seed);
     this.adjustments = new LogitAdjustments(adjustments);
     this.scratch = null;
-    this.blockSums = null;
+    this.maxima = null;
+    this.bounds = null;
+    this.buckets = new Float64Array(BUCKETS);
   }
 
   /** The prompt's tokens (the repetition penalty counts them). */
@@ -64,25 +81,42 @@ export class Sampler {
   /** logits [n_vocab] -> token id; an Error when every logit is -Infinity or NaN. */
   sample(logits) {
     const x = this.#adjusted(logits);
+    const nBlocks = Math.ceil(x.length / BLOCK);
+    if (this.maxima?.length !== nBlocks) {
+      this.maxima = new Float64Array(nBlocks);
+      this.bounds = new Float64Array(nBlocks);
+    }
+    // The argmax, with each block's highest logit beside it.
     let best = -1;
     let m = -Infinity;
-    for (let i = 0; i < x.length; i++) {
-      if (x[i] > m) {
-        m = x[i];
-        best = i;
+    for (let b = 0; b < nBlocks; b++) {
+      let top = -Infinity;
+      let at = -1;
+      const end = Math.min(x.length, (b + 1) * BLOCK);
+      for (let i = b * BLOCK; i < end; i++) {
+        if (x[i] > top) {
+          top = x[i];
+          at = i;
+        }
+      }
+      this.maxima[b] = top;
+      if (top > m) {
+        m = top;
+        best = at;
       }
     }
     if (best < 0) throw new Error('no token can be sampled: every logit is -Infinity or NaN (all banned)');
     if (this.temperature <= 0) return best;
-    const u = this.random();
-    const lo = this.minP > 0 ? m + Math.log(this.minP) : -Infinity;
-    let kept = null;  // the candidates left by top-k and top-p, best first; null: all of them
-    if (this.topK > 0 && this.topK < x.length) kept = topCandidates(x, this.topK);
-    if (this.topP < 1) kept = this.#topP(x, m, kept);
-    if (kept === null) return this.#drawAll(x, m, lo, u);
-    let n = 0;
-    while (n < kept.length && x[kept[n]] >= lo) n++;
-    return draw(x, m, this.temperature, Int32Array.from(kept.subarray(0, n)).sort(), u);
+    let lo = this.minP > 0 ? m + Math.log(this.minP) : -Infinity;
+    if (this.topK > 0 && this.topK < x.length) {
+      let kept = topCandidates(x, this.topK);
+      if (this.topP < 1) kept = topPRun(x, m, kept, this.topP);
+      let n = 0;
+      while (n < kept.length && x[kept[n]] >= lo) n++;
+      return walk(x, m, this.temperature, Int32Array.from(kept.subarray(0, n)).sort(), this.random());
+    }
+    if (this.topP < 1) lo = Math.max(lo, this.#topPThreshold(x, m));
+    return this.#rejection(x, m, lo);
   }
 
   #adjusted(logits) {
@@ -93,60 +127,85 @@ export class Sampler {
     return this.scratch;
   }
 
-  // Top-p's run of first candidates: sorted a few hundred at a time, as far as the mass needs.
-  #topP(x, m, kept) {
+  // Top-p's threshold over every candidate: Z and a histogram of w by x - m in one pass of
+  // exponentials; only the bucket where the mass crosses top_p·Z is sorted.
+  #topPThreshold(x, m) {
+    const buckets = this.buckets.fill(0);
+    const bucketOf = (v) => Math.min(BUCKETS - 1, Math.floor((m - v) * BUCKETS_PER_NAT));
     let z = 0;
-    if (kept) {
-      for (const id of Int32Array.from(kept).sort()) z += Math.exp(x[id] - m);
-    } else {
-      for (let i = 0; i < x.length; i++) if (x[i] > -Infinity) z += Math.exp(x[i] - m);
+    for (let i = 0; i < x.length; i++) {
+      const v = x[i];
+      if (!(v > -Infinity)) continue;
+      const w = Math.exp(v - m);
+      z += w;
+      buckets[bucketOf(v)] += w;
     }
     const target = this.topP * z;
-    for (let round = FIRST_TOP_P_ROUND; ; round *= 8) {
-      const first = kept ?? topCandidates(x, Math.min(round, x.length));
-      let cum = 0;
-      for (let j = 0; j < first.length; j++) {
-        cum += Math.exp(x[first[j]] - m);
-        if (cum >= target) return first.subarray(0, j + 1);
-      }
-      // Rounding can leave the whole set's sum in candidate order just short of top_p·Z.
-      if (kept || round >= x.length) return first;
+    let cum = 0;
+    let b = 0;
+    while (b < BUCKETS && cum + buckets[b] < target) cum += buckets[b++];
+    if (b === BUCKETS) return -Infinity;
+    const ids = [];
+    for (let i = 0; i < x.length; i++) if (x[i] > -Infinity && bucketOf(x[i]) === b) ids.push(i);
+    ids.sort((p, q) => x[q] - x[p]);
+    for (const id of ids) {
+      cum += Math.exp(x[id] - m);
+      if (cum >= target) return x[id];
     }
+    return x[ids[ids.length - 1]];
   }
 
-  // The draw over every candidate with x >= lo, without building the candidate list.
-  #drawAll(x, m, lo, u) {
+  // The draw without top_k: rejection from the blocks' bounds (the definition above).
+  #rejection(x, m, lo) {
     const invT = 1 / this.temperature;
-    const nBlocks = Math.ceil(x.length / BLOCK);
-    if (this.blockSums?.length !== nBlocks + 1) this.blockSums = new Float64Array(nBlocks + 1);
-    const sums = this.blockSums;
-    let v = 0;
+    const { maxima, bounds } = this;
+    const nBlocks = maxima.length;
+    let total = 0;
     for (let b = 0; b < nBlocks; b++) {
-      sums[b] = v;
-      const end = Math.min(x.length, (b + 1) * BLOCK);
-      for (let i = b * BLOCK; i < end; i++) {
-        const l = x[i];
-        if (l >= lo && l > -Infinity) v += Math.exp((l - m) * invT);
+      const length = Math.min(x.length, (b + 1) * BLOCK) - b * BLOCK;
+      total += maxima[b] >= lo ? length * Math.exp((maxima[b] - m) * invT) : 0;
+      bounds[b] = total;
+    }
+    for (let tries = 0; tries < MAX_TRIES; tries++) {
+      const r = this.random() * total;
+      let low = 0;
+      let high = nBlocks - 1;
+      while (low < high) {
+        const mid = (low + high) >> 1;
+        if (bounds[mid] > r) high = mid;
+        else low = mid + 1;
       }
+      const start = low * BLOCK;
+      const i = start + Math.floor(this.random() * (Math.min(x.length, start + BLOCK) - start));
+      const u = this.random();
+      const v = x[i];
+      if (v >= lo && v > -Infinity && u < Math.exp((v - maxima[low]) * invT)) return i;
     }
-    sums[nBlocks] = v;
-    const r = u * v;
-    let b = 0;
-    while (b < nBlocks - 1 && !(sums[b + 1] > r)) b++;
-    let cum = sums[b];
-    const end = Math.min(x.length, (b + 1) * BLOCK);
-    for (let i = b * BLOCK; i < end; i++) {
-      const l = x[i];
-      if (!(l >= lo && l > -Infinity)) continue;
-      cum += Math.exp((l - m) * invT);
-      if (cum > r) return i;
-    }
-    throw new Error('sampler: the draw ran past the last candidate');
+    const ids = [];
+    for (let i = 0; i < x.length; i++) if (x[i] >= lo && x[i] > -Infinity) ids.push(i);
+    return walk(x, m, this.temperature, ids, this.random());
   }
 }
 
-// The draw over a candidate list in ascending id order.
-function draw(x, m, temperature, ids, u) {
+// Top-p over a list of candidates, best first: its shortest run reaching top_p·Z, with the rest
+// of a run of equal logits at its end.
+function topPRun(x, m, kept, topP) {
+  let z = 0;
+  for (const id of Int32Array.from(kept).sort()) z += Math.exp(x[id] - m);
+  let cum = 0;
+  for (let j = 0; j < kept.length; j++) {
+    cum += Math.exp(x[kept[j]] - m);
+    if (cum >= topP * z) {
+      let n = j + 1;
+      while (n < kept.length && x[kept[n]] === x[kept[j]]) n++;
+      return kept.subarray(0, n);
+    }
+  }
+  return kept;
+}
+
+// The draw over a candidate list in ascending id order, from one u.
+function walk(x, m, temperature, ids, u) {
   const invT = 1 / temperature;
   let v = 0;
   for (const id of ids) v += Math.exp((x[id] - m) * invT);
