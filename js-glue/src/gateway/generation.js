@@ -4,11 +4,12 @@
 // feeds the drafted tokens its policy finds worth verifying (draft_policy.js) and samples each
 // position's logits in turn, keeping drafted tokens while they are what was sampled; the
 // positions past the last one kept are cut from the session on every node. The sampler is
-// called once per generated token in the same order either way, so the tokens are those of plain decoding, greedy or seeded (docs/gateway.md,
-// "Speculative decoding by prompt lookup"). The loop looks at the request's signal before every
-// step, so a client that went away (or a deadline) stops it at the next step. The choices of a
-// request with n > 1 share its prefill: the first keeps the prompt's last logits in `prefill`,
-// the next ones start from them in the session cut back to the prompt (run.js).
+// called once per generated token in the same order either way, so the tokens are those of
+// plain decoding, greedy or seeded (docs/gateway.md, "Speculative decoding by prompt lookup").
+// The loop looks at the request's signal before every step, so a client that went away (or a
+// deadline) stops it at the next step. The choices of a request with n > 1 share its prefill:
+// the first keeps the prompt's last logits in `prefill`, the next ones start from them in the
+// session cut back to the prompt (run.js).
 import { Sampler } from '../tokens/sampler.js';
 import { DraftPolicy } from './draft_policy.js';
 import { tokenLogprobs } from './logprobs.js';
