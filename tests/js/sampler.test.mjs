@@ -184,6 +184,7 @@ describe("sampler", () => {
     assert.notDeepEqual(run(7), run(8));
     assert.throws(() => new Sampler({temperature: 1}).sample(new Float32Array(10).fill(-Infinity)), /every logit is -Infinity or NaN/);
     assert.throws(() => new Sampler({temperature: 0}).sample(new Float32Array(10).fill(NaN)), /every logit is -Infinity or NaN/);
+    assert.equal(new Sampler({temperature: 1, topP: 0.5}).sample(Float32Array.from([1, Infinity, 2, Infinity])), 1, "+Infinity: the first one");
   });
 
   test("topCandidates: the k best, best first, lower id first among ties", () => {

@@ -1,7 +1,8 @@
 // The request bodies of /v1/chat/completions and /v1/completions, checked and turned into one
 // generation request. A field the gateway cannot honour with the value asked for (tools,
-// response formats but text) is refused by name with a 400, never silently ignored; fields it does not know are
-// ignored, as llama.cpp's server and vLLM do, so clients that send vendor extras still work.
+// response formats but text) is refused by name with a 400, never silently ignored; fields it
+// does not know are ignored, as llama.cpp's server and vLLM do, so clients that send vendor
+// extras still work.
 import { badParam, OpenAIError } from './errors.js';
 
 const MAX_STOPS = 4;  // OpenAI's limit

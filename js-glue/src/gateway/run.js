@@ -63,13 +63,17 @@ export class Run {
     for (let index = 0; index < job.request.n; index++) {
       const reused = index === 0 ? this.reused : await this.#backToPrompt(job);
       const choice = generate({ ...job, reused, prefill: index === 0 || reused === job.prompt.length ? prefill : null, index });
-      for (;;) {
-        const { value, done } = await choice.next();
-        if (done) {
-          result = value;
-          break;
+      try {
+        for (;;) {
+          const { value, done } = await choice.next();
+          if (done) {
+            result = value;
+            break;
+          }
+          yield { ...value, index };
         }
-        yield { ...value, index };
+      } finally {
+        await choice.return();
       }
       yield { index, finishReason: result.finishReason };
       for (const key of Object.keys(total)) total[key] += result[key];

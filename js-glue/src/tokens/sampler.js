@@ -4,7 +4,7 @@
 // checks the fast path below against this definition written plainly with a full sort:
 //   - x = the logits with the request's adjustments (logit_adjustments.js); -Infinity and NaN
 //     are never chosen; m = the highest; candidates are ordered by logit, ties lower id first.
-//   - temperature <= 0: the first candidate (no draw).
+//   - temperature <= 0, or a +Infinity logit: the first candidate (no draw).
 //   - top_k > 0: the first top_k candidates.
 //   - top_p < 1: with w = exp(x - m) and Z their sum over the candidates (in ascending id
 //     order), those with x >= t, t the highest logit whose candidates at or above it reach
@@ -106,7 +106,7 @@ export class Sampler {
       }
     }
     if (best < 0) throw new Error('no token can be sampled: every logit is -Infinity or NaN (all banned)');
-    if (this.temperature <= 0) return best;
+    if (this.temperature <= 0 || m === Infinity) return best;
     let lo = this.minP > 0 ? m + Math.log(this.minP) : -Infinity;
     if (this.topK > 0 && this.topK < x.length) {
       let kept = topCandidates(x, this.topK);
