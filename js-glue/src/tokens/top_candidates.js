@@ -10,17 +10,17 @@
 const better = (va, ia, vb, ib) => va > vb || (va === vb && ia < ib);
 
 /**
- * The k best ids of x with x[id] >= lo, best first (fewer when fewer qualify).
- * x [n_vocab] -> Int32Array [min(k, qualifying)]
- * @example topCandidates(logits, 40, -Infinity) // the 40 highest logits' ids, highest first
+ * The k best ids of x, best first (fewer when fewer are candidates).
+ * x [n_vocab] -> Int32Array [min(k, candidates)]
+ * @example topCandidates(logits, 40) // the 40 highest logits' ids, highest first
  */
-export function topCandidates(x, k, lo = -Infinity) {
+export function topCandidates(x, k) {
   const heapV = new Float64Array(k);
   const heapI = new Int32Array(k);
   let size = 0;
   for (let i = 0; i < x.length; i++) {
     const v = x[i];
-    if (!(v >= lo) || v === -Infinity) continue;
+    if (!(v > -Infinity)) continue;
     if (size < k) {
       siftUp(heapV, heapI, size++, v, i);
     } else if (v > heapV[0]) {
