@@ -18,15 +18,15 @@ export function topCandidates(x, k) {
   const heapV = new Float64Array(k);
   const heapI = new Int32Array(k);
   let size = 0;
+  // What a logit must beat to enter: any finite value until the heap is full, then the worst
+  // kept (ids arrive in ascending order, so a value equal to it is never better).
+  let bar = -Infinity;
   for (let i = 0; i < x.length; i++) {
     const v = x[i];
-    if (!(v > -Infinity)) continue;
-    if (size < k) {
-      siftUp(heapV, heapI, size++, v, i);
-    } else if (v > heapV[0]) {
-      // Ids arrive in ascending order, so a value equal to the worst kept one is never better.
-      siftDown(heapV, heapI, size, v, i);
-    }
+    if (!(v > bar)) continue;
+    if (size < k) siftUp(heapV, heapI, size++, v, i);
+    else siftDown(heapV, heapI, size, v, i);
+    if (size === k) bar = heapV[0];
   }
   const ids = Array.from(heapI.subarray(0, size));
   ids.sort((a, b) => (better(x[a], a, x[b], b) ? -1 : 1));
