@@ -66,6 +66,7 @@ export class Sampler {
     this.maxima = null;
     this.bounds = null;
     this.buckets = new Float64Array(BUCKETS);
+    this.bucketOf = null;  // [n_vocab] each logit's bucket in top-p's histogram (BUCKETS: none)
   }
 
   /** The prompt's tokens (the repetition penalty counts them). */
@@ -131,14 +132,20 @@ export class Sampler {
   // exponentials; only the bucket where the mass crosses top_p·Z is sorted.
   #topPThreshold(x, m) {
     const buckets = this.buckets.fill(0);
-    const bucketOf = (v) => Math.min(BUCKETS - 1, Math.floor((m - v) * BUCKETS_PER_NAT));
+    if (this.bucketOf?.length !== x.length) this.bucketOf = new Uint16Array(x.length);
+    const bucketOf = this.bucketOf;
     let z = 0;
     for (let i = 0; i < x.length; i++) {
-      const v = x[i];
-      if (!(v > -Infinity)) continue;
-      const w = Math.exp(v - m);
+      const d = m - x[i];
+      if (!(d < Infinity)) {
+        bucketOf[i] = BUCKETS;  // not a candidate
+        continue;
+      }
+      const w = Math.exp(-d);
+      const b = Math.min(BUCKETS - 1, Math.floor(d * BUCKETS_PER_NAT));
       z += w;
-      buckets[bucketOf(v)] += w;
+      buckets[b] += w;
+      bucketOf[i] = b;
     }
     const target = this.topP * z;
     let cum = 0;
@@ -146,7 +153,7 @@ export class Sampler {
     while (b < BUCKETS && cum + buckets[b] < target) cum += buckets[b++];
     if (b === BUCKETS) return -Infinity;
     const ids = [];
-    for (let i = 0; i < x.length; i++) if (x[i] > -Infinity && bucketOf(x[i]) === b) ids.push(i);
+    for (let i = 0; i < x.length; i++) if (bucketOf[i] === b) ids.push(i);
     ids.sort((p, q) => x[q] - x[p]);
     for (const id of ids) {
       cum += Math.exp(x[id] - m);
