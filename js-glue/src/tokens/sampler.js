@@ -65,8 +65,8 @@ export class Sampler {
     this.scratch = null;
     this.maxima = null;
     this.bounds = null;
-    this.buckets = new Float64Array(BUCKETS);
-    this.bucketOf = null;  // [n_vocab] each logit's bucket in top-p's histogram (BUCKETS: none)
+    this.buckets = null;   // [BUCKETS] top-p's histogram
+    this.bucketOf = null;  // [n_vocab] each logit's bucket in it (BUCKETS: none)
   }
 
   /** The prompt's tokens (the repetition penalty counts them). */
@@ -131,6 +131,7 @@ export class Sampler {
   // Top-p's threshold over every candidate: Z and a histogram of w by x - m in one pass of
   // exponentials; only the bucket where the mass crosses top_p·Z is sorted.
   #topPThreshold(x, m) {
+    this.buckets ??= new Float64Array(BUCKETS);
     const buckets = this.buckets.fill(0);
     if (this.bucketOf?.length !== x.length) this.bucketOf = new Uint16Array(x.length);
     const bucketOf = this.bucketOf;
