@@ -5,7 +5,7 @@
 //   - x = the logits with the request's adjustments (logit_adjustments.js); -Infinity and NaN
 //     are never chosen; m = the highest; candidates are ordered by logit, ties lower id first.
 //   - temperature <= 0, or a +Infinity logit: the first candidate (no draw).
-//   - top_k > 0: the first top_k candidates.
+//   - top_k > 0 (and below n_vocab, else off): the first top_k candidates.
 //   - top_p < 1: with w = exp(x - m) and Z their sum over the candidates (in ascending id
 //     order), those with x >= t, t the highest logit whose candidates at or above it reach
 //     top_p·Z (summed in candidate order; up to rounding, as the fast path sums by buckets):
@@ -19,7 +19,7 @@
 //       is its length times the w of its highest candidate (e_b; 0 without one). Each try takes
 //       three u: the first picks block b in proportion to e_b (the first whose running sum
 //       exceeds u·Σe), the second an id i of the block (floor(u · its length)), and the third
-//       accepts i when it is a candidate and u < exp((x_i - x_best_b) / temperature). After
+//       accepts i when it is a candidate and u < exp((x_i - x_best_b) · (1 / temperature)). After
 //       MAX_TRIES refused tries, one more u draws as with top_k over every candidate.
 // The rejection draw is what spares a pass of exponentials over the whole vocabulary: the
 // block maxima come with the argmax pass that greedy decoding needs anyway, and a try costs a
