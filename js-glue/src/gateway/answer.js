@@ -1,73 +1,98 @@
-// One request's answer built from its generation's events ({text, token}: generation.js): the
-// text as it comes, or, through a reader (chat_output.js), the content, reasoning_content and
-// tool_calls it reads; as one response object or as stream chunks. Logprobs of tokens whose
-// text gives no chunk yet travel with the next chunk.
+// One request's answer built from its generation's events (run.js: {index, text, token} for a
+// choice's tokens, {index, finishReason} when a choice ends): each choice's text as it comes, or,
+// through a reader (chat_output.js), the content, reasoning_content and tool_calls it reads; as
+// one response object or as stream chunks. Logprobs of tokens whose text gives no chunk yet
+// travel with the choice's next chunk.
 import { finishReasonOf } from './chat_output.js';
 import { streamDeltas, usage } from './responses.js';
 
-export class Answer {
-  #tokens = [];
-  #text = '';
+// One choice: its text, its reader, the tokens whose logprobs wait for a chunk.
+class Choice {
+  tokens = [];
+  text = '';
+  finishReason = null;
 
+  constructor(index, reader) {
+    this.index = index;
+    this.reader = reader;
+  }
+
+  hold(token) {
+    if (token?.logprob !== undefined) this.tokens.push(token);
+  }
+
+  take() {
+    const tokens = this.tokens;
+    this.tokens = [];
+    return tokens;
+  }
+}
+
+export class Answer {
   /**
    * @param {import('./responses.js').ResponseShapes} shapes
-   * @param {import('../chat/gemma4_output.js').Gemma4Output | null} reader
-   * @param {boolean} includeUsage stream_options.include_usage
-   * @example const answer = new Answer(shapes, chatOutputReader(request, gemma4), request.includeUsage);
+   * @param {() => (import('../chat/gemma4_output.js').Gemma4Output | null)} newReader a reader per choice
+   * @param {{n?: number, includeUsage?: boolean}} options n choices; stream_options.include_usage
+   * @example const answer = new Answer(shapes, () => chatOutputReader(request, gemma4), request);
    */
-  constructor(shapes, reader, includeUsage = false) {
+  constructor(shapes, newReader, { n = 1, includeUsage = false } = {}) {
     this.shapes = shapes;
-    this.reader = reader;
     this.includeUsage = includeUsage;
+    this.choices = Array.from({ length: n }, (_, index) => new Choice(index, newReader()));
   }
 
-  #hold(token) {
-    if (token?.logprob !== undefined) this.#tokens.push(token);
-  }
-
-  #take() {
-    const tokens = this.#tokens;
-    this.#tokens = [];
-    return tokens;
+  #chunk(choice, fields) {
+    return this.shapes.chunk({ index: choice.index, ...fields }, this.includeUsage);
   }
 
   // The chunks of a reader's deltas, the waiting tokens' logprobs on the first.
-  #chunks(deltas) {
-    return deltas.flatMap(streamDeltas).map((delta) => this.shapes.chunk({ delta, tokens: this.#take() }, this.includeUsage));
+  #chunks(choice, deltas) {
+    return deltas.flatMap(streamDeltas).map((delta) => this.#chunk(choice, { delta, tokens: choice.take() }));
   }
 
-  /** The stream's first chunk. */
+  /** The stream's first chunks, one per choice. */
   first() {
-    return this.shapes.chunk({ first: true }, this.includeUsage);
+    return this.choices.map((choice) => this.#chunk(choice, { first: true }));
   }
 
   /** The chunks one generation event gives (maybe none). */
-  next({ text, token }) {
-    this.#hold(token);
-    if (!this.reader) return text === '' ? [] : [this.shapes.chunk({ text, tokens: this.#take() }, this.includeUsage)];
-    return this.#chunks(this.reader.push(text));
+  next({ index, text, token, finishReason }) {
+    const choice = this.choices[index];
+    if (finishReason) return this.#end(choice, finishReason);
+    choice.hold(token);
+    if (!choice.reader) return text === '' ? [] : [this.#chunk(choice, { text, tokens: choice.take() })];
+    return this.#chunks(choice, choice.reader.push(text));
   }
 
-  /** The stream's last chunks once the generation returned {finishReason, usage}. */
-  last({ finishReason, usage: u }) {
-    const out = this.reader ? this.#chunks(this.reader.end()) : [];
-    if (this.#tokens.length) out.push(this.shapes.chunk({ tokens: this.#take() }, this.includeUsage));
-    out.push(this.shapes.chunk({ finishReason: finishReasonOf(finishReason, this.reader?.message) }, this.includeUsage));
-    if (this.includeUsage) out.push(this.shapes.usageChunk(usage(u)));
+  // A choice's last chunks: what its reader still held, the logprobs still waiting, its finish.
+  #end(choice, finishReason) {
+    const out = choice.reader ? this.#chunks(choice, choice.reader.end()) : [];
+    if (choice.tokens.length) out.push(this.#chunk(choice, { tokens: choice.take() }));
+    out.push(this.#chunk(choice, { finishReason: finishReasonOf(finishReason, choice.reader?.message) }));
     return out;
   }
 
-  /** Takes one generation event of a whole answer. */
-  add({ text, token }) {
-    this.#hold(token);
-    this.#text += text;
-    this.reader?.push(text);
+  /** The stream's last chunks once the generation returned {usage}. */
+  last({ usage: u }) {
+    return this.includeUsage ? [this.shapes.usageChunk(usage(u))] : [];
   }
 
-  /** The whole answer once the generation returned {finishReason, usage}. */
-  complete({ finishReason, usage: u }) {
-    this.reader?.end();
-    const message = this.reader?.message ?? null;
-    return this.shapes.complete({ text: this.#text, message, tokens: this.#take(), finishReason: finishReasonOf(finishReason, message), usage: usage(u) });
+  /** Takes one generation event of a whole answer. */
+  add({ index, text, token, finishReason }) {
+    const choice = this.choices[index];
+    if (finishReason) {
+      choice.reader?.end();
+      choice.finishReason = finishReasonOf(finishReason, choice.reader?.message);
+      return;
+    }
+    choice.hold(token);
+    choice.text += text;
+    choice.reader?.push(text);
+  }
+
+  /** The whole answer once the generation returned {usage}. */
+  complete({ usage: u }) {
+    const choices = this.choices.map((c) => ({ text: c.text, message: c.reader?.message ?? null, tokens: c.take(), finishReason: c.finishReason }));
+    return this.shapes.complete({ choices, usage: usage(u) });
   }
 }

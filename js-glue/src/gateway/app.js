@@ -18,7 +18,7 @@ import { Answer } from './answer.js';
 import { chatOutputReader, writesGemma4Output } from './chat_output.js';
 import { Coordinator } from './coordinator.js';
 import { OpenAIError, toOpenAIError } from './errors.js';
-import { chatRequest, completionRequest } from './params.js';
+import { chatRequest, checkLogitBias, completionRequest } from './params.js';
 import { promptTokens, tokenBudget } from './prompt.js';
 import { PromptLookup } from './prompt_lookup.js';
 import { responseId, ResponseShapes } from './responses.js';
@@ -145,11 +145,12 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       }
       const request = parse(body);
       if (request.model !== modelId) throw modelNotFound(request.model);
+      checkLogitBias(request, e.tokenizer.nVocab);
       const prompt = await promptTokens(e.pipeline, request, encodePrompt);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
       run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
-      const answer = new Answer(shapes, chatOutputReader(request, e.gemma4), request.includeUsage);
+      const answer = new Answer(shapes, () => chatOutputReader(request, e.gemma4), request);
       return await (request.stream ? streamed(c, run, answer) : whole(run, answer));
     } catch (error) {
       if (!run) ticket.release();
@@ -169,7 +170,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   // stream: true — an event per visible delta, pulled as the client reads; a client that goes
   // away (or stops reading for sendTimeoutMs) stops the generation and frees its session.
   const streamed = (c, run, answer) => {
-    const pending = [sseEvent(answer.first())];
+    const pending = answer.first().map(sseEvent);
     let over = false;
     const pull = async () => {
       try {

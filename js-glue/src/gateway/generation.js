@@ -3,11 +3,13 @@
 // decoded and handed out as text deltas. With a drafter (prompt lookup), a decoding step also
 // feeds the drafted tokens its policy finds worth verifying (draft_policy.js) and samples each
 // position's logits in turn, keeping drafted tokens while they are what was sampled; the
-// positions past the last one kept are cut from the session on every node. The sampler draws
-// once per generated token in the same order
-// either way, so the tokens are those of plain decoding, greedy or seeded (docs/gateway.md,
-// "Speculative decoding by prompt lookup"). The loop looks at the request's signal before every
-// step, so a client that went away (or a deadline) stops it at the next step.
+// positions past the last one kept are cut from the session on every node. The sampler is
+// called once per generated token in the same order either way, so the tokens are those of
+// plain decoding, greedy or seeded (docs/gateway.md, "Speculative decoding by prompt lookup").
+// The loop looks at the request's signal before every step, so a client that went away (or a
+// deadline) stops it at the next step. The choices of a request with n > 1 share its prefill:
+// the first keeps the prompt's last logits in `prefill`, the next ones start from them in the
+// session cut back to the prompt (run.js).
 import { Sampler } from '../tokens/sampler.js';
 import { DraftPolicy } from './draft_policy.js';
 import { tokenLogprobs } from './logprobs.js';
@@ -21,13 +23,18 @@ import { StopText } from './stop_text.js';
  * history: every token the session's cache now holds, drafted, accepted: drafted tokens fed and kept}.
  * step(tokens, allRows) answers the last position's logits, or with allRows every position's
  * [tokens.length, n_vocab]; cut(n) keeps the session's first n positions (both on every node).
+ * prefill: {logits} the logits after the whole prompt, set here when null, used in place of a
+ * step when reused is the whole prompt (the session holds exactly it); index: the choice, whose
+ * sampler draws from seed + index.
  * @param {{step: (tokens: number[], allRows?: boolean) => Promise<Float32Array>, cut?: (n: number) => Promise<unknown>,
  *          drafter?: import('./prompt_lookup.js').PromptLookup, tokenizer, prompt: number[], reused: number,
- *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal}} job
+ *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal,
+ *          prefill?: {logits: Float32Array | null}, index?: number}} job
  * @example for await (const { text } of generate(job)) write(text);
  */
-export async function* generate({ step, cut, drafter = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal }) {
-  const sampler = new Sampler(request.sampling);
+export async function* generate({ step, cut, drafter = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal, prefill = null, index = 0 }) {
+  const sampler = new Sampler({ ...request.sampling, seed: (request.sampling.seed + index) >>> 0 });
+  sampler.notePrompt(prompt);
   const stop = new StopText(request.stop);
   const history = prompt.slice(0, reused);
   const generated = [];
@@ -47,10 +54,11 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
     const draft = found.slice(0, decoding ? policy.length(found.length) : 0);
     const fed = [...input, ...draft];
     const t0 = performance.now();
-    const logits = await step(fed, draft.length > 0);
+    const logits = input.length === 0 ? prefill.logits : await step(fed, draft.length > 0);
     let stepMs = performance.now() - t0;
     history.push(...fed);
     const nVocab = logits.length / (draft.length > 0 ? fed.length : 1);
+    if (prefill && prefill.logits === null) prefill.logits = logits.slice(0, nVocab);
     // Row r of the drafted step: the position after input and the first r drafted tokens.
     let r = 0;
     for (;;) {
@@ -62,6 +70,7 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
         break;
       }
       const token = request.logprobs ? tokenLogprobs(rowLogits, id, request.topLogprobs) : { id };
+      sampler.accept(id);
       generated.push(id);
       // The whole continuation is decoded each time: a character's bytes may span tokens.
       full = tokenizer.decode(generated);

@@ -1,12 +1,15 @@
 // The request bodies of /v1/chat/completions and /v1/completions, checked and turned into one
-// generation request. A field the gateway cannot honour with the value asked for (n > 1, tools,
-// penalties) is refused by name with a 400, never silently ignored; fields it does not know are
-// ignored, as llama.cpp's server and vLLM do, so clients that send vendor extras still work.
+// generation request. A field the gateway cannot honour with the value asked for (tools,
+// response formats but text) is refused by name with a 400, never silently ignored; fields it
+// does not know are ignored, as llama.cpp's server and vLLM do, so clients that send vendor
+// extras still work.
 import { badParam, OpenAIError } from './errors.js';
 
 const MAX_STOPS = 4;  // OpenAI's limit
 const MAX_TOP_LOGPROBS_CHAT = 20;
 const MAX_LOGPROBS_COMPLETION = 5;
+const MAX_CHOICES = 8;       // n: the choices of one request run one after another on its prefill
+const MAX_LOGIT_BIAS = 1024; // entries of logit_bias
 
 const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
 const given = (v) => v !== undefined && v !== null;
@@ -50,12 +53,26 @@ function refuseUnsupported(body, names) {
   }
 }
 
-const COMMON_UNSUPPORTED = {
-  n: (v) => v === 1,
-  presence_penalty: (v) => v === 0,
-  frequency_penalty: (v) => v === 0,
-  logit_bias: (v) => isObject(v) && Object.keys(v).length === 0,
-};
+// logit_bias: {"token id": bias in [-100, 100]} -> Map (ids beyond the vocabulary: app.js).
+function logitBias(body) {
+  const v = body.logit_bias;
+  if (!given(v)) return new Map();
+  const entries = isObject(v) ? Object.entries(v) : null;
+  if (!entries || entries.length > MAX_LOGIT_BIAS) throw badParam('logit_bias', `logit_bias must be an object of at most ${MAX_LOGIT_BIAS} "token id": bias entries`);
+  return new Map(entries.map(([key, bias]) => {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(key)) throw badParam('logit_bias', `logit_bias keys must be token ids (integers >= 0), got ${JSON.stringify(key.slice(0, 40))}`);
+    if (typeof bias !== 'number' || !Number.isFinite(bias) || bias < -100 || bias > 100) {
+      throw badParam('logit_bias', `logit_bias values must be numbers in [-100, 100], got ${JSON.stringify(bias)} for token ${key}`);
+    }
+    return [Number(key), bias];
+  }));
+}
+
+function repetitionPenalty(body) {
+  const v = number(body, 'repetition_penalty', { min: 0, max: 2, fallback: 1 });
+  if (v === 0) throw badParam('repetition_penalty', 'repetition_penalty must be a number in (0, 2], got 0');
+  return v;
+}
 
 function stops(body) {
   const v = body.stop;
@@ -79,11 +96,17 @@ function common(body, { maxTokensFallback }) {
   const seed = seedOf(body);
   return {
     model: body.model,
+    n: integer(body, 'n', { min: 1, max: MAX_CHOICES, fallback: 1 }),
     maxTokens,
     sampling: {
       temperature: number(body, 'temperature', { min: 0, max: 2, fallback: 1 }),
       topP: number(body, 'top_p', { min: 0, max: 1, fallback: 1 }),
       topK: integer(body, 'top_k', { min: 0, fallback: 0 }),
+      minP: number(body, 'min_p', { min: 0, max: 1, fallback: 0 }),
+      logitBias: logitBias(body),
+      presencePenalty: number(body, 'presence_penalty', { min: -2, max: 2, fallback: 0 }),
+      frequencyPenalty: number(body, 'frequency_penalty', { min: -2, max: 2, fallback: 0 }),
+      repetitionPenalty: repetitionPenalty(body),
       // Without a seed each request draws its own; with one, the same request samples the same tokens.
       seed: seed === null ? crypto.getRandomValues(new Uint32Array(1))[0] : Number(BigInt.asUintN(32, BigInt(seed))),
     },
@@ -110,7 +133,6 @@ function messageText(content, i) {
 export function chatRequest(body) {
   const request = common(body, { maxTokensFallback: null });
   refuseUnsupported(body, {
-    ...COMMON_UNSUPPORTED,
     tools: (v) => Array.isArray(v) && v.length === 0,
     tool_choice: (v) => v === 'none',
     response_format: (v) => isObject(v) && v.type === 'text',
@@ -146,8 +168,15 @@ function completionPrompt(prompt) {
  */
 export function completionRequest(body) {
   const request = common(body, { maxTokensFallback: 16 });
-  refuseUnsupported(body, { ...COMMON_UNSUPPORTED, best_of: (v) => v === 1, echo: (v) => v === false, suffix: (v) => v === '' });
+  refuseUnsupported(body, { best_of: (v) => v === 1, echo: (v) => v === false, suffix: (v) => v === '' });
   if (!given(body.prompt)) throw badParam('prompt', 'prompt is required');
   const logprobs = integer(body, 'logprobs', { min: 0, max: MAX_LOGPROBS_COMPLETION, fallback: null });
   return { kind: 'completion', prompt: completionPrompt(body.prompt), ...request, logprobs: logprobs !== null, topLogprobs: logprobs ?? 0 };
+}
+
+/** A 400 naming logit_bias when it biases a token id outside the model's vocabulary. */
+export function checkLogitBias(request, nVocab) {
+  for (const id of request.sampling.logitBias.keys()) {
+    if (id >= nVocab) throw badParam('logit_bias', `logit_bias token id ${id} is outside the vocabulary (n_vocab ${nVocab})`);
+  }
 }

@@ -85,14 +85,14 @@ export class ResponseShapes {
     this.head = head;
     this.pieceOf = pieceOf;
     this.logprobs = logprobs;
-    this.offset = 0;  // text_offset of the next completion token
+    this.offsets = [];  // text_offset of each choice's next completion token
   }
 
-  #logprobs(tokens) {
+  #logprobs(tokens, index) {
     if (!this.logprobs) return null;
     if (this.head.kind === 'chat') return chatLogprobs(tokens, this.pieceOf);
-    const out = completionLogprobs(tokens, this.pieceOf, this.offset);
-    this.offset += tokens.reduce((n, t) => n + this.pieceOf(t.id).length, 0);
+    const out = completionLogprobs(tokens, this.pieceOf, this.offsets[index] ?? 0);
+    this.offsets[index] = (this.offsets[index] ?? 0) + tokens.reduce((n, t) => n + this.pieceOf(t.id).length, 0);
     return out;
   }
 
@@ -101,32 +101,44 @@ export class ResponseShapes {
     return { id, object, created, model };
   }
 
-  /** The whole answer (stream: false): its text, or for chat the message a reader made of it. */
-  complete({ text, message = null, tokens, finishReason, usage: u }) {
+  /**
+   * The whole answer (stream: false): choices [{text, message, tokens, finishReason}] in index
+   * order, a chat choice's message the one a reader made of its text (null: the text as content).
+   */
+  complete({ choices, usage: u }) {
     if (this.head.kind === 'chat') {
       return {
         ...this.#top('chat.completion'),
-        choices: [{ index: 0, message: message ? assistantMessage(message) : { role: 'assistant', content: text, refusal: null }, logprobs: this.#logprobs(tokens), finish_reason: finishReason }],
+        choices: choices.map(({ text, message, tokens, finishReason }, index) => ({
+          index,
+          message: message ? assistantMessage(message) : { role: 'assistant', content: text, refusal: null },
+          logprobs: this.#logprobs(tokens, index),
+          finish_reason: finishReason,
+        })),
         usage: u,
       };
     }
-    return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: this.#logprobs(tokens), finish_reason: finishReason }], usage: u };
+    return {
+      ...this.#top('text_completion'),
+      choices: choices.map(({ text, tokens, finishReason }, index) => ({ text, index, logprobs: this.#logprobs(tokens, index), finish_reason: finishReason })),
+      usage: u,
+    };
   }
 
   /**
-   * A stream chunk: the first ({first: true}: the assistant role, empty content), a delta of
+   * A stream chunk of choice `index`: the first ({first: true}: the assistant role, empty content), a delta of
    * text (or for chat a delta of streamDeltas) with its tokens' logprobs, or the last
    * ({finishReason}). withUsage adds usage: null, as OpenAI does on every chunk before the usage
    * chunk when stream_options.include_usage is set.
    */
-  chunk({ first = false, text = '', delta = null, tokens = [], finishReason = null }, withUsage) {
+  chunk({ index = 0, first = false, text = '', delta = null, tokens = [], finishReason = null }, withUsage) {
     const tail = withUsage ? { usage: null } : {};
     if (this.head.kind === 'chat') {
       const d = first ? { role: 'assistant', content: '', refusal: null } : finishReason ? {} : delta ?? { content: text };
-      const logprobs = finishReason || first ? null : this.#logprobs(tokens);
-      return { ...this.#top('chat.completion.chunk'), choices: [{ index: 0, delta: d, logprobs, finish_reason: finishReason }], ...tail };
+      const logprobs = finishReason || first ? null : this.#logprobs(tokens, index);
+      return { ...this.#top('chat.completion.chunk'), choices: [{ index, delta: d, logprobs, finish_reason: finishReason }], ...tail };
     }
-    return { ...this.#top('text_completion'), choices: [{ text, index: 0, logprobs: finishReason ? null : this.#logprobs(tokens), finish_reason: finishReason }], ...tail };
+    return { ...this.#top('text_completion'), choices: [{ text, index, logprobs: finishReason ? null : this.#logprobs(tokens, index), finish_reason: finishReason }], ...tail };
   }
 
   /** The last chunk when include_usage is set: no choices, the request's usage. */

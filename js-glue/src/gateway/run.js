@@ -4,6 +4,9 @@
 // one is dropped on every node, and its place in the line is given back either way. The signal
 // goes down to every remote call of the request's steps and cuts (coordinator.js), so a
 // deadline or a client that went away ends the request within moments, whatever a node does.
+// The n choices of a request run one after another in its one session: the prompt is
+// prefilled once, and each later choice starts from the prompt's logits in the session cut back
+// to the prompt (a node that cannot cut in place rebuilds it by replay, docs/gateway.md).
 import { OpenAIError } from './errors.js';
 import { generate } from './generation.js';
 
@@ -54,7 +57,43 @@ export class Run {
       }
     }
     this.observer.promptTokens?.(this.promptTokens, this.reused);
-    return yield* generate({ ...job, reused: this.reused });
+    const prefill = job.request.n > 1 ? { logits: null } : null;
+    const total = { completionTokens: 0, drafted: 0, accepted: 0 };
+    let result = null;
+    for (let index = 0; index < job.request.n; index++) {
+      const reused = index === 0 ? this.reused : await this.#backToPrompt(job);
+      const choice = generate({ ...job, reused, prefill: index === 0 || reused === job.prompt.length ? prefill : null, index });
+      try {
+        for (;;) {
+          const { value, done } = await choice.next();
+          if (done) {
+            result = value;
+            break;
+          }
+          yield { ...value, index };
+        }
+      } finally {
+        await choice.return();
+      }
+      yield { index, finishReason: result.finishReason };
+      for (const key of Object.keys(total)) total[key] += result[key];
+    }
+    return { ...result, ...total };
+  }
+
+  // The session cut back to the whole prompt for the next choice -> the positions it keeps; a
+  // pipeline that cannot cut (early exit) starts the choice cold in a new session instead.
+  async #backToPrompt(job) {
+    const { coordinator, sessions } = this.#ends;
+    try {
+      await coordinator.truncate(this.session, job.prompt.length, job.signal);
+      return job.prompt.length;
+    } catch (error) {
+      if (error.code !== 'failed_precondition') throw error;
+      await coordinator.dropSession(this.session);
+      this.session = sessions.newSession();
+      return 0;
+    }
   }
 
   /** Stops the generation at its next step with `reason` (an Error). */

@@ -65,7 +65,12 @@ describe("gateway in workerd", () => {
     }
     assert.equal(text, expected.text);
     assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
-    await assert.rejects(client.chat.completions.create({model: "tiny", messages: hello, n: 3}), (error) => error.status === 400 && error.param === "n");
+    await assert.rejects(client.chat.completions.create({model: "tiny", messages: hello, n: 9}), (error) => error.status === 400 && error.param === "n");
+    // n: 2 over the remote nodes: choice i is what a one-choice request with seed + i gets.
+    const sampled = {model: "tiny", messages: hello, max_tokens: 6, temperature: 1.5, top_k: 50};
+    const two = await client.chat.completions.create({...sampled, n: 2, seed: 11});
+    const one = async (seed) => (await client.chat.completions.create({...sampled, seed})).choices[0].message.content;
+    assert.deepEqual(two.choices.map((c) => c.message.content), [await one(11), await one(12)]);
     const wrong = new OpenAI({baseURL: new URL("/v1", url).href, apiKey: "nope", maxRetries: 0});
     await assert.rejects(wrong.models.list(), (error) => error.status === 401);
 

@@ -21,14 +21,20 @@ function answerOf(request, includeUsage = false) {
   const reader = chatOutputReader(request, true);
   let n = 0;
   if (reader) reader.newId = () => `call_${n++}`;
-  return new Answer(new ResponseShapes(head, () => "", false), reader, includeUsage);
+  return new Answer(new ResponseShapes(head, () => "", false), () => reader, {includeUsage});
+}
+
+// The whole answer of a one-choice generation that ended with finishReason.
+function finish(answer, finishReason) {
+  answer.add({index: 0, finishReason});
+  return answer.complete({usage: USAGE});
 }
 
 describe("a Gemma 4 answer with tools", () => {
   test("whole: content, reasoning_content, tool_calls and finish_reason tool_calls", () => {
     const answer = answerOf(chat());
-    for (const text of PIECES) answer.add({text, token: {id: 0}});
-    const r = answer.complete({finishReason: "stop", usage: USAGE});
+    for (const text of PIECES) answer.add({index: 0, text, token: {id: 0}});
+    const r = finish(answer, "stop");
     assert.deepEqual(r.choices, [{
       index: 0,
       message: {
@@ -45,7 +51,7 @@ describe("a Gemma 4 answer with tools", () => {
 
   test("streamed: the deltas OpenAI sends, a call's id, type and name before its arguments", () => {
     const answer = answerOf(chat(), true);
-    const chunks = [answer.first(), ...PIECES.flatMap((text) => answer.next({text, token: {id: 0}})), ...answer.last({finishReason: "stop", usage: USAGE})];
+    const chunks = [...answer.first(), ...PIECES.flatMap((text) => answer.next({index: 0, text, token: {id: 0}})), ...answer.next({index: 0, finishReason: "stop"}), ...answer.last({usage: USAGE})];
     assert.deepEqual(chunks.map((c) => c.choices[0]?.delta ?? null), [
       {role: "assistant", content: "", refusal: null},
       {reasoning_content: "Hm."},
@@ -64,21 +70,21 @@ describe("a Gemma 4 answer with tools", () => {
 
   test("tool_choice none leaves calls as content; a named tool_choice reads calls to that function only", () => {
     const none = answerOf(chat({toolChoice: "none"}));
-    for (const text of PIECES) none.add({text});
-    const message = none.complete({finishReason: "stop", usage: USAGE}).choices[0].message;
+    for (const text of PIECES) none.add({index: 0, text});
+    const message = finish(none, "stop").choices[0].message;
     assert.equal(message.content, `On it.<|tool_call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|><|tool_call>call:get_time{}<tool_call|>`);
     assert.equal(message.tool_calls, undefined);
     const named = answerOf(chat({toolChoice: {type: "function", function: {name: "get_time"}}}));
-    for (const text of PIECES) named.add({text});
-    const only = named.complete({finishReason: "stop", usage: USAGE}).choices[0].message;
+    for (const text of PIECES) named.add({index: 0, text});
+    const only = finish(named, "stop").choices[0].message;
     assert.deepEqual(only.tool_calls.map((c) => c.function.name), ["get_time"]);
     assert.equal(only.content, `On it.<|tool_call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|>`);
   });
 
   test("parallelToolCalls false reads the first call; an answer cut by length keeps finish_reason length", () => {
     const one = answerOf(chat({parallelToolCalls: false}));
-    for (const text of PIECES) one.add({text});
-    const r = one.complete({finishReason: "length", usage: USAGE});
+    for (const text of PIECES) one.add({index: 0, text});
+    const r = finish(one, "length");
     assert.deepEqual(r.choices[0].message.tool_calls.map((c) => c.function.name), ["get_weather"]);
     assert.equal(r.choices[0].message.content, "On it.<|tool_call>call:get_time{}<tool_call|>");
     assert.equal(r.choices[0].finish_reason, "length");

@@ -148,7 +148,7 @@ describe("gateway through the openai client", () => {
     const OpenAI = client.constructor;
     await refuses(client.chat.completions.create({model: "gpt-4o", messages: hello}), OpenAI.NotFoundError, 404, "model");
     await refuses(client.chat.completions.create({model: "tiny", messages: hello, temperature: 5}), OpenAI.BadRequestError, 400, "temperature");
-    await refuses(client.chat.completions.create({model: "tiny", messages: hello, n: 2}), OpenAI.BadRequestError, 400, "n");
+    await refuses(client.chat.completions.create({model: "tiny", messages: hello, n: 9}), OpenAI.BadRequestError, 400, "n");
     await refuses(client.chat.completions.create({model: "tiny", messages: []}), OpenAI.BadRequestError, 400, "messages");
     await refuses(client.chat.completions.create({model: "tiny", messages: [{role: "tool", content: "x"}]}), OpenAI.BadRequestError, 400, "messages[0].role");
     await refuses(client.chat.completions.create({model: "tiny", messages: hello, top_logprobs: 2}), OpenAI.BadRequestError, 400, "top_logprobs");

@@ -63,7 +63,19 @@ describe("request checks", () => {
     refuses(() => chat({max_tokens: 0}), "max_tokens");
     refuses(() => chat({stop: ["a", "b", "c", "d", "e"]}), "stop");
     refuses(() => chat({stop: [""]}), "stop");
-    refuses(() => chat({presence_penalty: 0.5}), "presence_penalty");
+    refuses(() => chat({presence_penalty: 2.5}), "presence_penalty");
+    refuses(() => chat({frequency_penalty: -3}), "frequency_penalty");
+    refuses(() => chat({repetition_penalty: 0}), "repetition_penalty");
+    refuses(() => chat({repetition_penalty: "1.1"}), "repetition_penalty");
+    refuses(() => chat({min_p: 1.5}), "min_p");
+    refuses(() => chat({n: 0}), "n");
+    refuses(() => chat({n: 9}), "n");
+    refuses(() => chat({n: 1.5}), "n");
+    refuses(() => chat({logit_bias: {"12": 101}}), "logit_bias");
+    refuses(() => chat({logit_bias: {"-1": 5}}), "logit_bias");
+    refuses(() => chat({logit_bias: {"hello": 5}}), "logit_bias");
+    refuses(() => chat({logit_bias: [5]}), "logit_bias");
+    refuses(() => completionRequest({model: "m", prompt: "a", logit_bias: {"7": NaN}}), "logit_bias");
     refuses(() => chat({tools: [{type: "function"}]}), "tools");
     refuses(() => chat({stream_options: {include_usage: true}}), "stream_options");
     refuses(() => chatRequest({model: "m", messages: [{role: "user", content: [{type: "image_url"}]}]}), "messages[0].content");
@@ -87,7 +99,14 @@ describe("request checks", () => {
       max_tokens: 5, max_completion_tokens: 7, seed: -1, n: 1, presence_penalty: 0});
     assert.deepEqual(r.messages, [{role: "system", content: "ab"}]);
     assert.equal(r.maxTokens, 7);
-    assert.deepEqual(r.sampling, {temperature: 1, topP: 1, topK: 0, seed: 2 ** 32 - 1});
+    assert.equal(r.n, 1);
+    assert.deepEqual(r.sampling, {temperature: 1, topP: 1, topK: 0, minP: 0, logitBias: new Map(), presencePenalty: 0, frequencyPenalty: 0,
+      repetitionPenalty: 1, seed: 2 ** 32 - 1});
+    const tuned = chatRequest({model: "m", messages: [{role: "user", content: "hi"}], n: 8, min_p: 0.05, logit_bias: {"0": -100, "42": 3.5},
+      presence_penalty: -2, frequency_penalty: 2, repetition_penalty: 1.3});
+    assert.equal(tuned.n, 8);
+    assert.deepEqual(tuned.sampling.logitBias, new Map([[0, -100], [42, 3.5]]));
+    assert.deepEqual([tuned.sampling.minP, tuned.sampling.presencePenalty, tuned.sampling.frequencyPenalty, tuned.sampling.repetitionPenalty], [0.05, -2, 2, 1.3]);
     assert.equal(completionRequest({model: "m", prompt: [[2, 3]]}).maxTokens, 16);
     assert.deepEqual(completionRequest({model: "m", prompt: [[2, 3]]}).prompt, {tokens: [2, 3]});
   });
