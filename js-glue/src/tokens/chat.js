@@ -1,6 +1,6 @@
 // The model's own chat format: its tokenizer.chat_template rendered over the messages, tools and
 // thinking switch (by @huggingface/jinja, given what llama.cpp's common chat layer gives its own
-// Jinja engine: chat_inputs.js), and the tokens that end a turn. Shared by `generate --chat` and
+// Jinja engine: chat_inputs.js, gemma4_tool_responses.js), and the tokens that end a turn. Shared by `generate --chat` and
 // the gateway.
 //
 // Only the template's own markers may become control tokens: a message that types "<turn|>" or
@@ -12,14 +12,10 @@ import { Template } from '@huggingface/jinja';
 
 import { unmarked } from './chat_marks.js';
 import { templateMessages, templateTools } from './chat_inputs.js';
+import { foldToolResponses, isGemma4, wantsToolResponses } from './gemma4_tool_responses.js';
 import { encodePrompt } from './prompt_input.js';
 
 export { ChatContentError } from './chat_marks.js';
-
-// llama.cpp knows a Gemma 4 template by its call syntax, and opens the model's turn after a
-// prompt the template left at a closed turn (a tool round answered with content), where the
-// template itself writes no generation prompt.
-const isGemma4 = (source) => source.includes("'<|tool_call>call:'");
 
 // llama.cpp's Jinja engine sorts `dictsort`'s keys case-sensitively whatever it is asked (Jinja's
 // own default is not), and the order of a tool's parameters and a call's arguments is part of the
@@ -56,7 +52,7 @@ export function renderChat(header, tokenizer, messages, { tools, enableThinking 
   if (typeof source !== 'string') throw new Error('the model has no tokenizer.chat_template');
   const bos = tokenizer.piece(tokenizer.bos);
   const context = {
-    messages: templateMessages(messages),
+    messages: templateMessages(wantsToolResponses(source) ? foldToolResponses(messages) : messages),
     add_generation_prompt: true,
     bos_token: bos,
     eos_token: tokenizer.piece(tokenizer.eos),
@@ -65,6 +61,8 @@ export function renderChat(header, tokenizer, messages, { tools, enableThinking 
   const declared = templateTools(tools);
   if (declared) context.tools = declared;
   let rendered = new Template(llamaDictsort(source)).render(context);
+  // llama.cpp opens the model's turn after a Gemma 4 prompt the template left at a closed turn (a
+  // tool round answered with content), where the template itself writes no generation prompt.
   if (isGemma4(source) && rendered.endsWith('<turn|>\n')) rendered += '<|turn>model\n';
   // The template writes its own BOS and turn markers: those are parsed as special tokens.
   return { ...unmarked(rendered), addBos: !rendered.startsWith(bos), parseSpecial: true };

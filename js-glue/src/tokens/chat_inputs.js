@@ -75,20 +75,30 @@ function toolCall(call, param) {
 }
 
 /**
- * Chat messages [{role, content, reasoning_content?, tool_calls?, tool_call_id?, name?}] (content a
- * string or null) -> the messages the template renders, client text marked. Throws
+ * Chat messages [{role, content, reasoning_content?, tool_calls?, tool_call_id?, name?,
+ * tool_responses?, at?}] (content a string or null; `at` the index errors name, when not the
+ * message's own) -> the messages the template renders, client text marked. Throws
  * ChatContentError naming the field it cannot carry.
  * @example templateMessages([{ role: 'user', content: 'Hi' }]) // [{ role: 'user', content: '\uFDD0Hi\uFDD1' }]
  */
 export function templateMessages(messages) {
   return messages.map((m, i) => {
-    const param = `messages[${i}]`;
-    const out = { role: m.role, content: marked(m.content ?? '', `${param}.content`) };
+    const param = `messages[${m.at ?? i}]`;
+    const out = { role: m.role };
+    // Absent only from an assistant message that folds a tool round with no answer after it.
+    if (m.content !== undefined || !m.tool_responses) out.content = marked(m.content ?? '', `${param}.content`);
     if (m.reasoning_content) out.reasoning_content = marked(m.reasoning_content, `${param}.reasoning_content`);
     if (m.name) out.name = marked(m.name, `${param}.name`);
     // Compared with the calls' ids, never rendered.
     if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
     if (m.tool_calls?.length) out.tool_calls = m.tool_calls.map((c, j) => toolCall(c, `${param}.tool_calls[${j}]`));
+    // The results folded into an assistant message for Gemma 4's first templates (gemma4_tool_responses.js).
+    if (m.tool_responses) {
+      out.tool_responses = m.tool_responses.map(({ name, response, at }) => ({
+        name: marked(name, `messages[${at}].tool_call_id`),
+        response: markedValue(response, `messages[${at}].content`, false),
+      }));
+    }
     return out;
   });
 }

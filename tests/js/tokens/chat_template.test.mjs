@@ -1,10 +1,13 @@
-// Google's Gemma 4 chat template (read from the llama.cpp source the oracle bundles) rendered by
-// the gateway (js-glue/src/tokens/chat.js) for system, developer, multi-turn, tools, tool calls
-// and results, thinking on and off: the prompt and its tokens equal llama.cpp's own rendering
+// Google's Gemma 4 chat templates (read from the llama.cpp source the oracle bundles: the current
+// one in models/templates/, and the earlier one in its Gemma 4 vocabulary file, which takes tool
+// results folded into the assistant's message) rendered by the gateway (js-glue/src/tokens/chat.js)
+// for system, developer, multi-turn, tools, tool calls and results, thinking on and off: the
+// prompt and its tokens equal llama.cpp's own rendering
 // (its common chat layer through tests/js/support/llama_chat.mjs) on a table of conversations; control-
 // token text typed into a tool's declaration, a call's arguments, a tool's result or an earlier
 // thought stays text.
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import {after, before, describe, test} from "node:test";
 
 import {ChatContentError, chatTokens, renderChat} from "../../../js-glue/src/tokens/chat.js";
@@ -67,7 +70,10 @@ function rendererInput({messages, tools, enable_thinking: enableThinking}) {
   return {messages: checked, options: {tools, enableThinking: enableThinking === true}};
 }
 
-describe("Google's Gemma 4 chat template, rendered as llama.cpp renders it", () => {
+// [name, the template's file, or null for the vocabulary file's own]
+const TEMPLATES = [["Google's Gemma 4 chat template", () => llamaSourceFile(TEMPLATE)], ["the earlier Gemma 4 template of llama.cpp's vocabulary file", () => null]];
+
+for (const [templateName, templateFile] of TEMPLATES) describe(`${templateName}, rendered as llama.cpp renders it`, () => {
   let lf;
   let tok;
   let header;
@@ -77,9 +83,10 @@ describe("Google's Gemma 4 chat template, rendered as llama.cpp renders it", () 
   before(async () => {
     lf = await loadSingleThreadModule();
     vocab = llamaSourceFile(VOCAB);
-    template = llamaSourceFile(TEMPLATE);
-    ({tok} = openTokenizer(lf, vocab));
-    header = {metadata: {"tokenizer.chat_template": (await import("node:fs")).readFileSync(template, "utf8")}};
+    template = templateFile();
+    let metadata;
+    ({tok, metadata} = openTokenizer(lf, vocab));
+    header = {metadata: {"tokenizer.chat_template": template ? fs.readFileSync(template, "utf8") : metadata["tokenizer.chat_template"]}};
     guarded = guardedTokens(tok);
   });
   after(() => tok?.close());
@@ -106,6 +113,7 @@ describe("Google's Gemma 4 chat template, rendered as llama.cpp renders it", () 
       parameters: {type: "object", properties: {unit: {type: "string", enum: ["celsius", t]}}}}}]}),
     "a call's argument": (t) => ({messages: [ASK, {...CALL, tool_calls: [call("c1", "get_weather", {city: t, when: {from: t}})]}, RESULT], tools: [WEATHER]}),
     "a tool's result": (t) => ({messages: [ASK, CALL, {...RESULT, content: t}], tools: [WEATHER]}),
+    "a tool's result of JSON": (t) => ({messages: [ASK, CALL, {...RESULT, content: JSON.stringify({sky: t, list: [t]})}], tools: [WEATHER]}),
     "a tool message's name": (t) => ({messages: [ASK, CALL, {...RESULT, tool_call_id: "unmatched", name: t}], tools: [WEATHER]}),
     "the thought of a call": (t) => ({messages: [ASK, {...CALL, reasoning_content: t}, RESULT], tools: [WEATHER], enable_thinking: true}),
   };
