@@ -32,8 +32,15 @@ function checkedKey(key, param) {
 
 const schemaType = (v) => (typeof v === 'string' && SCHEMA_TYPE.test(v)) || (Array.isArray(v) && v.every((t) => typeof t === 'string' && SCHEMA_TYPE.test(t)));
 
-// A JSON value with its strings marked; in a schema (`schema`), the value of a "type" key left as is.
-function markedValue(value, param, schema, depth = 0) {
+// A schema's list of types as Python's Jinja and llama.cpp's engine print a list, where a
+// template upper-cases it as one string (@huggingface/jinja has no `upper` for a list):
+// ["string", "null"] -> "['string', 'null']".
+const printedList = (types) => `[${types.map((t) => `'${t}'`).join(', ')}]`;
+
+// A JSON value with its strings marked; in a schema (`schema`), the value of a "type" key left
+// as is, a list of types printed as one string except in an "items" schema (`items`), where
+// Gemma 4's template takes the list itself.
+function markedValue(value, param, schema, depth = 0, items = false) {
   if (depth > MAX_DEPTH) throw new ChatContentError(param, `${param} is nested more than ${MAX_DEPTH} deep`);
   if (typeof value === 'string') return marked(value, param);
   if (Array.isArray(value)) return value.map((v) => markedValue(v, param, schema, depth + 1));
@@ -43,9 +50,9 @@ function markedValue(value, param, schema, depth = 0) {
     checkedKey(key, param);
     if (schema && key === 'type' && !isObject(v)) {
       if (!schemaType(v)) throw new ChatContentError(param, `${param} has a "type" that is not a word or an array of words: ${JSON.stringify(v)}`);
-      out[key] = v;
+      out[key] = Array.isArray(v) && !items ? printedList(v) : v;
     } else {
-      out[key] = markedValue(v, param, schema, depth + 1);
+      out[key] = markedValue(v, param, schema, depth + 1, schema && key === 'items');
     }
   }
   return out;

@@ -30,6 +30,10 @@ const WEATHER = {type: "function", function: {
   }, required: ["city"]},
 }};
 const NOW = {type: "function", function: {name: "now"}};
+// OpenAI's strict schemas give an optional field a list of types.
+const SEARCH = {type: "function", function: {name: "search", description: "Search the web", parameters: {type: "object", properties: {
+  query: {type: "string"}, limit: {type: ["integer", "null"]}, tags: {type: ["array", "null"], items: {type: "string"}},
+}, required: ["query", "limit", "tags"], additionalProperties: false}, strict: true}};
 const call = (id, name, args) => ({id, type: "function", function: {name, arguments: JSON.stringify(args)}});
 const ASK = {role: "user", content: "What's the weather in Paris?"};
 const CALL = {role: "assistant", content: null, tool_calls: [call("c1", "get_weather", {city: "Paris", days: 2})]};
@@ -47,6 +51,7 @@ const TABLE = [
   ["thinking on with a system turn", {messages: [{role: "system", content: "Be brief."}, {role: "user", content: "Hi"}], enable_thinking: true}],
   ["tools", {messages: [ASK], tools: [WEATHER, NOW]}],
   ["tools with a system turn and thinking", {messages: [{role: "system", content: "Use tools."}, ASK], tools: [WEATHER], enable_thinking: true}],
+  ["tools with lists of types (a strict schema)", {messages: [ASK], tools: [SEARCH]}],
   ["tools, tool_choice none", {messages: [ASK], tools: [WEATHER], tool_choice: "none"}],
   ["tool call and result", {messages: [ASK, CALL, RESULT], tools: [WEATHER]}],
   ["tool call with content, then its result", {messages: [ASK, {...CALL, content: "Let me check."}, RESULT], tools: [WEATHER]}],
