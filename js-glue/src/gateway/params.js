@@ -1,9 +1,12 @@
 // The request bodies of /v1/chat/completions and /v1/completions, checked and turned into one
-// generation request. A field the gateway cannot honour with the value asked for (tools,
-// response formats but text) is refused by name with a 400, never silently ignored; fields it
-// does not know are ignored, as llama.cpp's server and vLLM do, so clients that send vendor
-// extras still work.
+// generation request. A field the gateway cannot honour with the value asked for (a
+// tool_choice it cannot enforce, response formats but text) is refused by name with a 400,
+// never silently ignored; fields it does not know are ignored, as llama.cpp's server and vLLM
+// do, so clients that send vendor extras still work.
+import { chatMessages } from './chat_messages.js';
 import { badParam, OpenAIError } from './errors.js';
+import { enableThinking } from './thinking.js';
+import { toolParams } from './tools.js';
 
 const MAX_STOPS = 4;  // OpenAI's limit
 const MAX_TOP_LOGPROBS_CHAT = 20;
@@ -116,38 +119,22 @@ function common(body, { maxTokensFallback }) {
   };
 }
 
-// A message's content as text: a string, or an array of text parts (other part types refused).
-function messageText(content, i) {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content) && content.every((p) => isObject(p) && p.type === 'text' && typeof p.text === 'string')) {
-    return content.map((p) => p.text).join('');
-  }
-  throw badParam(`messages[${i}].content`, `messages[${i}].content must be a string or an array of {type: "text", text} parts (this model reads text only)`);
-}
-
 /**
- * A /v1/chat/completions body -> {kind: 'chat', messages, model, maxTokens, sampling, stop,
- * logprobs, topLogprobs, stream, includeUsage}; a 400 OpenAIError naming the field otherwise.
+ * A /v1/chat/completions body -> {kind: 'chat', messages, tools, toolChoice, parallelToolCalls,
+ * enableThinking, model, maxTokens, sampling, stop, logprobs, topLogprobs, stream, includeUsage};
+ * a 400 OpenAIError naming the field otherwise.
  * @example chatRequest({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })
  */
 export function chatRequest(body) {
   const request = common(body, { maxTokensFallback: null });
   refuseUnsupported(body, {
-    tools: (v) => Array.isArray(v) && v.length === 0,
-    tool_choice: (v) => v === 'none',
     response_format: (v) => isObject(v) && v.type === 'text',
   });
-  if (!Array.isArray(body.messages) || body.messages.length === 0) throw badParam('messages', 'messages must be a non-empty array of {role, content}');
-  const messages = body.messages.map((m, i) => {
-    if (!isObject(m) || !['system', 'developer', 'user', 'assistant'].includes(m.role)) {
-      throw badParam(`messages[${i}].role`, `messages[${i}].role must be system, developer, user or assistant`);
-    }
-    return { role: m.role === 'developer' ? 'system' : m.role, content: messageText(m.content, i) };
-  });
+  const messages = chatMessages(body.messages);
   const logprobs = boolean(body, 'logprobs', false);
   const topLogprobs = integer(body, 'top_logprobs', { min: 0, max: MAX_TOP_LOGPROBS_CHAT, fallback: 0 });
   if (topLogprobs > 0 && !logprobs) throw badParam('top_logprobs', 'top_logprobs needs logprobs: true');
-  return { kind: 'chat', messages, ...request, logprobs, topLogprobs };
+  return { kind: 'chat', messages, ...toolParams(body), enableThinking: enableThinking(body), ...request, logprobs, topLogprobs };
 }
 
 // A completion's prompt: a string, an array of token ids, or either wrapped in a one-item array.

@@ -1,8 +1,9 @@
-// A checked request's prompt as token ids: chat messages through the model's chat template (their
-// text never becomes control tokens), a completion's text by llama.cpp's rule (BOS added, control
-// tokens parsed: tokens/prompt_input.js), or a completion's token ids as given (each checked
-// against the vocabulary); and the tokens it may generate within the model's context. A prompt
-// too long to fit is refused from its byte length, before it is tokenized.
+// A checked request's prompt as token ids: chat messages, tools and the thinking switch through
+// the model's chat template (client text never becomes control tokens), a completion's text by
+// llama.cpp's rule (BOS added, control tokens parsed: tokens/prompt_input.js), or a completion's
+// token ids as given (each checked against the vocabulary); and the tokens it may generate within
+// the model's context. A prompt too long to fit is refused from its byte length, before it is
+// tokenized.
 import { ChatContentError, renderChat } from '../tokens/chat.js';
 import { encodePrompt, fewestTokens, textPrompt } from '../tokens/prompt_input.js';
 import { badParam, OpenAIError } from './errors.js';
@@ -13,7 +14,7 @@ const contextExceeded = (message) => new OpenAIError(400, message, { param: 'mes
 function promptInput(pipeline, request) {
   if (request.kind !== 'chat') return textPrompt(request.prompt.text);
   try {
-    return renderChat(pipeline.header, pipeline.tokenizer, request.messages);
+    return renderChat(pipeline.header, pipeline.tokenizer, request.messages, { tools: request.tools, enableThinking: request.enableThinking });
   } catch (error) {
     if (error instanceof ChatContentError) throw badParam(error.param, error.message);
     throw new OpenAIError(400, `the chat template could not render these messages: ${error.message}`, { param: 'messages', code: 'chat_template_error' });

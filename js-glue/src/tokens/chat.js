@@ -1,32 +1,26 @@
-// The model's own chat format: its tokenizer.chat_template rendered over the messages (by
-// @huggingface/jinja, as llama.cpp's server renders it with minja), and the tokens that end a
-// turn. Shared by `generate --chat` and the gateway.
+// The model's own chat format: its tokenizer.chat_template rendered over the messages, tools and
+// thinking switch (by @huggingface/jinja, given what llama.cpp's common chat layer gives its own
+// Jinja engine: chat_inputs.js, gemma4_tool_responses.js), and the tokens that end a turn. Shared by `generate --chat` and
+// the gateway.
 //
 // Only the template's own markers may become control tokens: a message that types "<turn|>" or
-// "<end_of_turn>" must not close its turn. Each message's text is rendered between two Unicode
-// noncharacters, placed inside its leading and trailing whitespace so that the template's `trim`
-// trims the same; afterwards they are cut out and the byte spans they enclosed are tokenized
-// with no control or marker token matched inside them (docs/tokenizer.md, "Untrusted spans").
-// Everything outside the spans is tokenized as llama.cpp tokenizes the whole rendered text, so a
+// "<end_of_turn>" must not close its turn, nor a tool result, a call's argument or a tool's
+// description. Every piece of client text is marked as an untrusted span (chat_marks.js);
+// everything outside the spans is tokenized as llama.cpp tokenizes the whole rendered text, so a
 // benign chat gets llama.cpp's exact tokens.
 import { Template } from '@huggingface/jinja';
 
+import { unmarked } from './chat_marks.js';
+import { templateMessages, templateTools } from './chat_inputs.js';
+import { foldToolResponses, isGemma4, wantsToolResponses } from './gemma4_tool_responses.js';
 import { encodePrompt } from './prompt_input.js';
 
-const OPEN = '\uFDD0';
-const CLOSE = '\uFDD1';
-// Their UTF-8 encodings: EF B7 90 and EF B7 91.
-const OPEN_LAST = 0x90;
-const CLOSE_LAST = 0x91;
+export { ChatContentError } from './chat_marks.js';
 
-/** A message whose content the chat format cannot carry: `param` names it. */
-export class ChatContentError extends Error {
-  constructor(param, message) {
-    super(message);
-    this.name = 'ChatContentError';
-    this.param = param;
-  }
-}
+// llama.cpp's Jinja engine sorts `dictsort`'s keys case-sensitively whatever it is asked (Jinja's
+// own default is not), and the order of a tool's parameters and a call's arguments is part of the
+// prompt: the argument-less filter is asked for that order.
+const llamaDictsort = (source) => source.replace(/\|\s*dictsort\b(?!\s*\()/g, '| dictsort(true)');
 
 /**
  * End-of-generation ids: EOS plus the end-of-turn control tokens the vocabulary has; Gemma 4's
@@ -43,85 +37,42 @@ export function stopIds(tokenizer) {
   return ids;
 }
 
-// content with its non-whitespace part (as String.prototype.trim, which the template's `trim`
-// runs, sees whitespace) between the markers; the empty string stays empty, so that a template's
-// test of it (`if message.content`) answers the same.
-function marked(content, param) {
-  if (content.includes(OPEN) || content.includes(CLOSE)) {
-    throw new ChatContentError(param, `${param} holds the noncharacter U+FDD0 or U+FDD1, which this gateway reserves for marking message text`);
-  }
-  if (content === '') return content;
-  const start = content.length - content.trimStart().length;
-  const end = Math.max(start, content.trimEnd().length);
-  return `${content.slice(0, start)}${OPEN}${content.slice(start, end)}${CLOSE}${content.slice(end)}`;
-}
-
-// The last byte of the marker at bytes[i], or 0 when none starts there.
-function markAt(bytes, i) {
-  const last = bytes[i + 2];
-  return bytes[i] === 0xEF && bytes[i + 1] === 0xB7 && (last === OPEN_LAST || last === CLOSE_LAST) ? last : 0;
-}
-
-// The rendered text's UTF-8 bytes with the markers cut out, and the spans they enclosed.
-// A marker without its pair means the template cut a message's text (Gemma 4's strip_thinking
-// drops what follows an unclosed "<|channel>" in an assistant message): then where the message
-// ends is unknown, and a guess could put the template's markers, or the message's, on the wrong
-// side.
-function unmarked(rendered) {
-  const bytes = new TextEncoder().encode(rendered);
-  const out = new Uint8Array(bytes.length);
-  const untrusted = [];
-  let n = 0;
-  let copied = 0;
-  let open = -1;
-  const cut = () => new ChatContentError('messages', 'the chat template cut a message\'s text short (an assistant message with "<|channel>" and no "<channel|>" after it?), so where it ends is unknown');
-  for (let i = bytes.indexOf(0xEF); i >= 0; i = bytes.indexOf(0xEF, i + 1)) {
-    const mark = markAt(bytes, i);
-    if (!mark) continue;
-    if ((mark === OPEN_LAST) === (open >= 0)) throw cut();
-    out.set(bytes.subarray(copied, i), n);
-    n += i - copied;
-    copied = i + 3;
-    if (mark === OPEN_LAST) {
-      open = n;
-    } else {
-      untrusted.push(open, n);
-      open = -1;
-    }
-  }
-  if (open >= 0) throw cut();
-  out.set(bytes.subarray(copied), n);
-  n += bytes.length - copied;
-  return { bytes: out.subarray(0, n), untrusted };
-}
-
 /**
- * Chat messages [{role, content}] -> what their prompt's tokens are made of (tokens/prompt_input.js):
- * the rendered text as UTF-8 bytes (ending with the generation prompt, the model's turn opened),
- * whether BOS is still to be added, and the byte spans of the messages' text [begin0, end0, ...],
- * which Tokenizer.encode keeps from becoming control tokens. Throws when the model has no chat
- * template, ChatContentError for content the format cannot carry.
- * @example const { bytes, addBos, untrusted } = renderChat(pipeline.header, pipeline.tokenizer, [{ role: 'user', content: 'Hi' }]);
+ * Chat messages [{role, content, reasoning_content?, tool_calls?, tool_call_id?, name?}] (OpenAI's
+ * shapes, checked), with OpenAI tools and the thinking switch -> what their prompt's tokens are
+ * made of (tokens/prompt_input.js): the rendered text as UTF-8 bytes (ending with the generation
+ * prompt, the model's turn opened), whether BOS is still to be added, and the byte spans of the
+ * client's text [begin0, end0, ...], which Tokenizer.encode keeps from becoming control tokens.
+ * Throws when the model has no chat template, ChatContentError for client text the format cannot
+ * carry.
+ * @example const { bytes, addBos, untrusted } = renderChat(pipeline.header, pipeline.tokenizer, [{ role: 'user', content: 'Hi' }], { enableThinking: true });
  */
-export function renderChat(header, tokenizer, messages) {
+export function renderChat(header, tokenizer, messages, { tools, enableThinking = false } = {}) {
   const source = header.metadata['tokenizer.chat_template'];
   if (typeof source !== 'string') throw new Error('the model has no tokenizer.chat_template');
   const bos = tokenizer.piece(tokenizer.bos);
-  const rendered = new Template(source).render({
-    messages: messages.map((m, i) => ({ ...m, content: marked(m.content, `messages[${i}].content`) })),
+  const context = {
+    messages: templateMessages(wantsToolResponses(source) ? foldToolResponses(messages) : messages),
     add_generation_prompt: true,
     bos_token: bos,
     eos_token: tokenizer.piece(tokenizer.eos),
-  });
+    enable_thinking: enableThinking,
+  };
+  const declared = templateTools(tools);
+  if (declared) context.tools = declared;
+  let rendered = new Template(llamaDictsort(source)).render(context);
+  // llama.cpp opens the model's turn after a Gemma 4 prompt the template left at a closed turn (a
+  // tool round answered with content), where the template itself writes no generation prompt.
+  if (isGemma4(source) && rendered.endsWith('<turn|>\n')) rendered += '<|turn>model\n';
   // The template writes its own BOS and turn markers: those are parsed as special tokens.
   return { ...unmarked(rendered), addBos: !rendered.startsWith(bos), parseSpecial: true };
 }
 
 /**
- * Chat messages [{role, content}] -> the prompt's token ids, ending with the generation prompt
- * (the model's turn opened); no message's text becomes a control token. Throws as renderChat.
+ * Chat messages -> the prompt's token ids, ending with the generation prompt (the model's turn
+ * opened); no piece of client text becomes a control token. Takes and throws as renderChat.
  * @example chatTokens(pipeline.header, pipeline.tokenizer, [{ role: 'user', content: 'Hi' }])
  */
-export function chatTokens(header, tokenizer, messages) {
-  return encodePrompt(tokenizer, renderChat(header, tokenizer, messages));
+export function chatTokens(header, tokenizer, messages, options = {}) {
+  return encodePrompt(tokenizer, renderChat(header, tokenizer, messages, options));
 }

@@ -186,10 +186,13 @@ const std::vector<Option>& options() {
        [](const std::string& v, CliArgs& a) {
          if (v == "synthetic") a.settings.vocab = VocabKind::synthetic;
          else if (v == "gemma") a.settings.vocab = VocabKind::gemma;
-         else return bad("--vocab must be synthetic or gemma, got '" + v + "'");
+         else if (v == "gguf") a.settings.vocab = VocabKind::gguf;
+         else return bad("--vocab must be synthetic, gemma or gguf, got '" + v + "'");
          return Status();
        }},
       {"--tokenizer-json", true, [](const std::string& v, CliArgs& a) { a.settings.tokenizer_json = v; return Status(); }},
+      {"--vocab-gguf", true, [](const std::string& v, CliArgs& a) { a.settings.vocab_gguf = v; return Status(); }},
+      {"--chat-template", true, [](const std::string& v, CliArgs& a) { a.settings.chat_template = v; return Status(); }},
       {"--ctx", true, integer("--ctx", &ModelConfig::n_ctx_train)},
       {"--type", true, [](const std::string& v, CliArgs& a) { return parse_type("--type", v, &a.settings.type); }},
       {"--tensor-type", true,
@@ -257,6 +260,9 @@ Status parse_cli(const std::vector<std::string>& args, CliArgs* out) {
   if (a.settings.vocab == VocabKind::gemma && a.settings.tokenizer_json.empty()) {
     return bad("--vocab gemma needs --tokenizer-json FILE (a Gemma tokenizer.json)");
   }
+  if (a.settings.vocab == VocabKind::gguf && a.settings.vocab_gguf.empty()) {
+    return bad("--vocab gguf needs --vocab-gguf FILE (a GGUF with tokenizer keys, such as llama.cpp's ggml-vocab-gemma-4.gguf)");
+  }
   LF_RETURN_IF_ERROR(complete_config(&a.model, &a.settings));
   *out = a;
   return Status();
@@ -278,7 +284,11 @@ std::string usage_text() {
          "  a '.'; '*' matches any run of characters. ffn_down_exps=Q6_K: every layer's ffn_down_exps;\n"
          "  blk.0.ffn_down=Q8_0: layer 0's shared-MLP down projection only; blk.*.attn_*=Q8_0. A rule that\n"
          "  matches no matrix is an error. The mixed presets (tiny-kquant, moe-kquant, 26b-a4b-mixed) bring\n"
-         "  their own rules, which the command line's come after ('*=Q8_0' overrides them all).\n";
+         "  their own rules, which the command line's come after ('*=Q8_0' overrides them all).\n"
+         "--vocab gguf --vocab-gguf FILE: the tokenizer keys and chat template of a GGUF (llama.cpp's\n"
+         "  models/ggml-vocab-gemma-4.gguf: the real Gemma 4 vocabulary; preset gemma4-vocab).\n"
+         "--chat-template FILE: FILE's text as tokenizer.chat_template (default: the vocabulary's own, or a\n"
+         "  minimal turn template).\n";
 }
 
 }  // namespace lf::make_model

@@ -7,9 +7,11 @@
 namespace lf::make_model {
 namespace {
 
-// Gemma-4-style turns; the markers are the vocabulary's own control tokens, so the rendered
-// prompt tokenizes into them rather than into text.
+// The vocabulary's own template (or the one given), else Gemma-4-style turns whose markers are
+// the vocabulary's own control tokens, so the rendered prompt tokenizes into them rather than
+// into text.
 std::string chat_template(const Vocab& v) {
+  if (!v.chat_template.empty()) return v.chat_template;
   return "{{ bos_token }}{% for message in messages %}"
          "{% if message['role'] == 'assistant' %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
          "{{ '" + v.turn_open + "' + role + '\\n' + message['content'] + '" + v.turn_close + "\\n' }}"

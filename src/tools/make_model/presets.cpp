@@ -74,6 +74,8 @@ const Preset kPresets[] = {
      "--separate-gate-up"},
     {"gemma-vocab", "tiny with the real Gemma vocabulary (262144 tokens from --tokenizer-json)",
      nullptr, "--vocab gemma --n-vocab 262144 --ctx 512"},
+    {"gemma4-vocab", "tiny with the real Gemma 4 vocabulary and chat template (262144 tokens from --vocab-gguf, llama.cpp's models/ggml-vocab-gemma-4.gguf)",
+     nullptr, "--vocab gguf --n-vocab 262144 --ctx 512"},
 };
 
 }  // namespace

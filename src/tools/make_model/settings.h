@@ -12,7 +12,9 @@
 
 namespace lf::make_model {
 
-enum class VocabKind { synthetic, gemma };
+// synthetic: made here; gemma: a Hugging Face tokenizer.json; gguf: the tokenizer keys of a GGUF
+// (llama.cpp's models/ggml-vocab-gemma-4.gguf: the real Gemma 4 vocabulary and chat template).
+enum class VocabKind { synthetic, gemma, gguf };
 
 // --tensor-type PATTERN=TYPE (tensor_types.h has the matching rule).
 struct TensorTypeRule {
@@ -48,6 +50,9 @@ struct MakeSettings {
   bool down_exps_scale = true;    // ffn_down_exps.scale, one factor per expert
   VocabKind vocab = VocabKind::synthetic;
   std::string tokenizer_json;     // the Gemma vocabulary read with VocabKind::gemma; the caller's to give
+  std::string vocab_gguf;         // the GGUF read with VocabKind::gguf
+  std::string chat_template;      // a file whose text is written as tokenizer.chat_template; empty = the
+                                  // vocabulary's own (VocabKind::gguf) or a minimal turn template
   GgmlType type = GgmlType::Q4_0; // matrices incl. token_embd/output and experts, unless a rule says otherwise
   std::vector<TensorTypeRule> tensor_types;  // in command-line order; the last match wins
   uint64_t seed = 1;

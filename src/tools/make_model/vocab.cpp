@@ -69,6 +69,14 @@ class VocabBuilder {
 
 }  // namespace
 
+void set_turn_markers(Vocab* v) {
+  // Gemma 4 names its turn markers <|turn>/<turn|>, Gemma 3 <start_of_turn>/<end_of_turn>.
+  bool gemma4_turns = false;
+  for (const std::string& token : v->tokens) gemma4_turns = gemma4_turns || token == "<turn|>";
+  v->turn_open = gemma4_turns ? "<|turn>" : "<start_of_turn>";
+  v->turn_close = gemma4_turns ? "<turn|>" : "<end_of_turn>";
+}
+
 Status build_synthetic_vocab(uint32_t n_vocab, Vocab* out) {
   Vocab v;
   VocabBuilder b(&v);
@@ -186,10 +194,7 @@ Status load_gemma_vocab(const std::string& path, Vocab* out) {
   std::unordered_map<std::string, int64_t> ids;
   for (size_t id = 0; id < v.tokens.size(); ++id) ids.emplace(v.tokens[id], static_cast<int64_t>(id));
   auto id_of = [&](const char* text) { const auto it = ids.find(text); return it == ids.end() ? -1 : it->second; };
-  // Gemma 4 names its turn markers <|turn>/<turn|>, Gemma 3 <start_of_turn>/<end_of_turn>.
-  const bool gemma4_turns = id_of("<turn|>") >= 0;
-  v.turn_open = gemma4_turns ? "<|turn>" : "<start_of_turn>";
-  v.turn_close = gemma4_turns ? "<turn|>" : "<end_of_turn>";
+  set_turn_markers(&v);
   v.eot = id_of(v.turn_close.c_str());
   v.mask = id_of("<mask>");
   v.bos = 2;

@@ -150,7 +150,7 @@ describe("gateway through the openai client", () => {
     await refuses(client.chat.completions.create({model: "tiny", messages: hello, temperature: 5}), OpenAI.BadRequestError, 400, "temperature");
     await refuses(client.chat.completions.create({model: "tiny", messages: hello, n: 9}), OpenAI.BadRequestError, 400, "n");
     await refuses(client.chat.completions.create({model: "tiny", messages: []}), OpenAI.BadRequestError, 400, "messages");
-    await refuses(client.chat.completions.create({model: "tiny", messages: [{role: "tool", content: "x"}]}), OpenAI.BadRequestError, 400, "messages[0].role");
+    await refuses(client.chat.completions.create({model: "tiny", messages: [{role: "function", content: "x"}]}), OpenAI.BadRequestError, 400, "messages[0].role");
     await refuses(client.chat.completions.create({model: "tiny", messages: hello, top_logprobs: 2}), OpenAI.BadRequestError, 400, "top_logprobs");
     await refuses(client.completions.create({model: "tiny", prompt: [5000], max_tokens: 2}), OpenAI.BadRequestError, 400, "prompt");
     await refuses(client.completions.create({model: "tiny", prompt: "x".repeat(4000)}), OpenAI.BadRequestError, 400);

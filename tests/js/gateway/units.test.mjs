@@ -76,7 +76,7 @@ describe("request checks", () => {
     refuses(() => chat({logit_bias: {"hello": 5}}), "logit_bias");
     refuses(() => chat({logit_bias: [5]}), "logit_bias");
     refuses(() => completionRequest({model: "m", prompt: "a", logit_bias: {"7": NaN}}), "logit_bias");
-    refuses(() => chat({tools: [{type: "function"}]}), "tools");
+    refuses(() => chat({tools: [{type: "function"}]}), "tools[0].function");
     refuses(() => chat({stream_options: {include_usage: true}}), "stream_options");
     refuses(() => chatRequest({model: "m", messages: [{role: "user", content: [{type: "image_url"}]}]}), "messages[0].content");
     refuses(() => completionRequest({model: "m", prompt: ["a", "b"]}), "prompt");
@@ -109,6 +109,70 @@ describe("request checks", () => {
     assert.deepEqual([tuned.sampling.minP, tuned.sampling.presencePenalty, tuned.sampling.frequencyPenalty, tuned.sampling.repetitionPenalty], [0.05, -2, 2, 1.3]);
     assert.equal(completionRequest({model: "m", prompt: [[2, 3]]}).maxTokens, 16);
     assert.deepEqual(completionRequest({model: "m", prompt: [[2, 3]]}).prompt, {tokens: [2, 3]});
+  });
+});
+
+describe("chat request checks: tools, tool messages, thinking", () => {
+  const refuses = (fn, param, code) => assert.throws(fn, (error) => error.status === 400 && error.param === param && (code === undefined || error.code === code));
+  const ASK = {role: "user", content: "weather?"};
+  const WEATHER = {type: "function", function: {name: "get_weather", description: "d", parameters: {type: "object"}, strict: true}};
+  const chat = (extra) => chatRequest({model: "m", messages: [ASK], ...extra});
+
+  test("tools are checked by shape, each fault naming its field", () => {
+    refuses(() => chat({tools: {}}), "tools");
+    refuses(() => chat({tools: Array(129).fill(WEATHER)}), "tools");
+    refuses(() => chat({tools: [{type: "retrieval"}]}), "tools[0].type");
+    refuses(() => chat({tools: [WEATHER, {type: "function", function: {name: "a b"}}]}), "tools[1].function.name");
+    refuses(() => chat({tools: [{type: "function", function: {name: "f", description: 3}}]}), "tools[0].function.description");
+    refuses(() => chat({tools: [{type: "function", function: {name: "f", parameters: "{}"}}]}), "tools[0].function.parameters");
+    refuses(() => chat({tools: [{type: "function", function: {name: "f", strict: "yes"}}]}), "tools[0].function.strict");
+    refuses(() => chat({tools: [WEATHER, WEATHER]}), "tools[1].function.name");
+    refuses(() => chat({tools: [WEATHER], parallel_tool_calls: "no"}), "parallel_tool_calls");
+    const r = chat({tools: [WEATHER], parallel_tool_calls: false});
+    assert.deepEqual(r.tools, [{type: "function", function: {name: "get_weather", description: "d", parameters: {type: "object"}}}]);
+    assert.deepEqual([r.toolChoice, r.parallelToolCalls], ["auto", false]);
+    assert.deepEqual([chat({}).tools, chat({}).toolChoice, chat({}).parallelToolCalls], [[], "none", true]);
+  });
+
+  test("tool_choice auto and none are taken; required and a named function, which need constrained output, are refused as unsupported", () => {
+    assert.equal(chat({tools: [WEATHER], tool_choice: "none"}).toolChoice, "none");
+    assert.equal(chat({tools: [WEATHER], tool_choice: "auto"}).toolChoice, "auto");
+    refuses(() => chat({tools: [WEATHER], tool_choice: "required"}), "tool_choice", "unsupported_parameter");
+    refuses(() => chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "get_weather"}}}), "tool_choice", "unsupported_parameter");
+    refuses(() => chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "other"}}}), "tool_choice", undefined);
+    assert.throws(() => chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "other"}}}), (error) => error.code !== "unsupported_parameter");
+    refuses(() => chat({tools: [WEATHER], tool_choice: "any"}), "tool_choice");
+  });
+
+  test("an assistant's tool calls and a tool's result are checked and kept as the template takes them", () => {
+    const CALL = {role: "assistant", content: null, reasoning_content: "think", tool_calls: [{id: "c1", type: "function", function: {name: "get_weather", arguments: "{\"city\":\"Paris\"}"}}]};
+    const RESULT = {role: "tool", tool_call_id: "c1", name: "get_weather", content: [{type: "text", text: "su"}, {type: "text", text: "nny"}]};
+    const r = chat({messages: [ASK, CALL, RESULT]});
+    assert.deepEqual(r.messages, [ASK, CALL, {role: "tool", tool_call_id: "c1", name: "get_weather", content: "sunny"}]);
+    const messages = (m) => ({messages: [ASK, m]});
+    refuses(() => chat(messages({...CALL, tool_calls: []})), "messages[1].tool_calls");
+    refuses(() => chat(messages({...CALL, tool_calls: [{type: "function", function: {name: "f", arguments: "{}"}}]})), "messages[1].tool_calls[0].id");
+    refuses(() => chat(messages({...CALL, tool_calls: [{id: "c", type: "code", function: {}}]})), "messages[1].tool_calls[0]");
+    refuses(() => chat(messages({...CALL, tool_calls: [{id: "c", type: "function", function: {name: "f", arguments: {city: "P"}}}]})), "messages[1].tool_calls[0].function.arguments");
+    refuses(() => chat(messages({...CALL, reasoning_content: 7})), "messages[1].reasoning_content");
+    refuses(() => chat(messages({role: "assistant", content: null})), "messages[1].content");
+    refuses(() => chat(messages({role: "tool", content: "x"})), "messages[1].tool_call_id");
+    refuses(() => chat(messages({role: "tool", tool_call_id: "c1", content: null})), "messages[1].content");
+    refuses(() => chat(messages({role: "function", content: "x"})), "messages[1].role");
+  });
+
+  test("thinking: off by default, on by chat_template_kwargs.enable_thinking or any reasoning_effort but none", () => {
+    const thinking = (extra) => chat(extra).enableThinking;
+    assert.equal(thinking({}), false);
+    assert.equal(thinking({chat_template_kwargs: {enable_thinking: true}}), true);
+    assert.equal(thinking({chat_template_kwargs: {enable_thinking: false}}), false);
+    assert.equal(thinking({reasoning_effort: "low"}), true);
+    assert.equal(thinking({reasoning_effort: "none", chat_template_kwargs: {enable_thinking: true}}), false);
+    assert.equal(thinking({reasoning_effort: "high", chat_template_kwargs: {enable_thinking: false}}), false);
+    refuses(() => chat({reasoning_effort: "max"}), "reasoning_effort");
+    refuses(() => chat({chat_template_kwargs: {enable_thinking: "true"}}), "chat_template_kwargs.enable_thinking");
+    refuses(() => chat({chat_template_kwargs: []}), "chat_template_kwargs");
+    refuses(() => chat({chat_template_kwargs: {bos_token: "x"}}), "chat_template_kwargs.bos_token", "unsupported_parameter");
   });
 });
 

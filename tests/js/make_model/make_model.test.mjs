@@ -11,6 +11,7 @@ import path from "node:path";
 import {fileURLToPath} from "node:url";
 
 import {close, greedy, loadLlama, nextTokenLogProbs, tokenize} from "../support/llama_oracle.mjs";
+import {llamaSourceFile} from "../support/llama_source.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const makeModelScript = path.join(root, "scripts", "make-model");
@@ -20,6 +21,10 @@ const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), "lf-make-model-"));
 after(() => fs.rmSync(tmpDir, {recursive: true, force: true}));
 
 const SHORT_PROMPT = "The capital of France is";
+// llama.cpp's Gemma 4 vocabulary file, with Google's chat template (an earlier one than its
+// models/templates/ copy).
+const GEMMA4_VOCAB = () => llamaSourceFile("models/ggml-vocab-gemma-4.gguf");
+const GEMMA4_TEMPLATE = () => llamaSourceFile("models/templates/google-gemma-4-31B-it.jinja");
 // 19 words and stops: longer than every synthetic preset's sliding window except 31b-shape's.
 const LONG_PROMPT = "The capital of France is Paris. The capital of Germany is Berlin. The capital of Italy is";
 
@@ -47,6 +52,7 @@ const PRESETS = [
   {name: "26b-a4b-mixed", nVocab: 4096, cached: true, contextSize: 64},
   // Ids as llama.cpp gives them for Google's Gemma GGUFs.
   {name: "gemma-vocab", nVocab: 262144, expectTokens: [2, 818, 5279, 529, 7001, 563]},
+  {name: "gemma4-vocab", nVocab: 262144, extra: () => ["--vocab-gguf", GEMMA4_VOCAB()], expectTokens: [2, 818, 5279, 529, 7001, 563]},
 ];
 
 function runMakeModel(args) {
@@ -124,7 +130,7 @@ for (const preset of PRESETS) {
       ({file, seconds: genSeconds} = cachedModel(preset.name));
     } else {
       file = path.join(tmpDir, `${preset.name}.gguf`);
-      genSeconds = generate(preset.name, file);
+      genSeconds = generate(preset.name, file, preset.extra?.() ?? []);
     }
     const loadStarted = performance.now();
     const h = await loadLlama(file, {threads: 2, contextSize: preset.contextSize ?? 256});
@@ -190,6 +196,25 @@ test("the chat template renders Gemma-4-style turns made of control tokens", asy
   } finally {
     await close(h);
   }
+});
+
+test("--vocab gguf takes a GGUF's vocabulary and chat template; --chat-template FILE writes FILE's", async () => {
+  const {readGgufFileInfo} = await import(path.join(root, "js-glue", "node_modules", "node-llama-cpp", "dist", "index.js"));
+  const tokenizerOf = async (file) => (await readGgufFileInfo(file, {readTensorInfo: false})).metadata.tokenizer;
+  const source = await tokenizerOf(GEMMA4_VOCAB());
+  const own = path.join(tmpDir, "gemma4-own-template.gguf");
+  generate("gemma4-vocab", own, ["--vocab-gguf", GEMMA4_VOCAB()]);
+  const written = await tokenizerOf(own);
+  assert.equal(written.chat_template, source.chat_template);
+  for (const key of ["model", "tokens", "token_type", "merges", "bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id", "mask_token_id"]) {
+    assert.ok(JSON.stringify(written.ggml[key]) === JSON.stringify(source.ggml[key]), key);
+  }
+  const given = path.join(tmpDir, "gemma4-given-template.gguf");
+  generate("gemma4-vocab", given, ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE()]);
+  assert.equal((await tokenizerOf(given)).chat_template, fs.readFileSync(GEMMA4_TEMPLATE(), "utf8"));
+  const tiny = path.join(tmpDir, "tiny-given-template.gguf");
+  generate("tiny", tiny, ["--chat-template", GEMMA4_TEMPLATE()]);
+  assert.equal((await tokenizerOf(tiny)).chat_template, fs.readFileSync(GEMMA4_TEMPLATE(), "utf8"));
 });
 
 test("same arguments give the same bytes; another seed does not", () => {
@@ -340,6 +365,11 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "blk.7.attn_q=Q8_0"], /--tensor-type blk.7.attn_q=Q8_0 matches no matrix/],
     [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "attn_q=IQ4_NL"], /--tensor-type's TYPE must be one of .*got 'IQ4_NL'/],
     [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "attn_q"], /--tensor-type needs PATTERN=TYPE, got 'attn_q'/],
+    [["--preset", "gemma4-vocab", "--out", out], /--vocab gguf needs --vocab-gguf FILE/],
+    [["--preset", "tiny", "--out", out, "--vocab", "gguf", "--vocab-gguf", path.join(tmpDir, "absent.gguf")], /cannot read vocabulary GGUF/],
+    [["--preset", "tiny", "--out", out, "--vocab", "gguf", "--vocab-gguf", makeModelScript], /bad magic: the file does not start with "GGUF"/],
+    [["--preset", "tiny-gemma3", "--out", out, "--vocab", "gguf", "--vocab-gguf", GEMMA4_VOCAB()], /holds a gemma4 vocabulary; a gemma3 model needs a llama one/],
+    [["--preset", "tiny", "--out", out, "--chat-template", path.join(tmpDir, "absent.jinja")], /cannot read chat template/],
   ];
   for (const [args, message] of cases) {
     const r = runMakeModel(args);

@@ -8,13 +8,12 @@ import {createRequire} from "node:module";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
-import {reparseModelHeader} from "../../../js-glue/src/gguf/header.js";
 import {ChatContentError, chatTokens} from "../../../js-glue/src/tokens/chat.js";
-import {Tokenizer} from "../../../js-glue/src/tokens/tokenizer.js";
 import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
 import * as llama from "../support/llama_oracle.mjs";
 import {llamaSourceFile} from "../support/llama_source.mjs";
 import {model, root} from "../support/models.mjs";
+import {guardedCounts, guardedTokens, openTokenizer} from "../support/vocab_tokens.mjs";
 
 // The template engine the gateway renders with, a dependency of js-glue.
 const {Template} = createRequire(path.join(root, "js-glue", "package.json"))("@huggingface/jinja");
@@ -23,34 +22,6 @@ const {Template} = createRequire(path.join(root, "js-glue", "package.json"))("@h
 const gemma3Template = () => JSON.parse(fs.readFileSync(
   path.join(root, "js-glue", "node_modules", "@lenml", "tokenizer-gemma3", "models", "tokenizer_config.json"), "utf8")).chat_template;
 
-// The tokenizer and metadata of a GGUF read whole (llama.cpp's vocabulary files have no layers,
-// which a model header's configuration would refuse).
-function openTokenizer(lf, file) {
-  const bytes = fs.readFileSync(file);
-  const gguf = reparseModelHeader(lf, {bytes, file_size: bytes.length});
-  try {
-    return {tok: Tokenizer.fromGguf(lf, gguf), metadata: lf.json(lf.fn.lf_gguf_json(gguf, 0)).metadata};
-  } finally {
-    lf.fn.lf_gguf_free(gguf);
-  }
-}
-
-// The tokens a message must never produce: every token whose text becomes it only with
-// special-token parsing (control, unknown), and the user-defined markers of Gemma 4's form.
-function guardedTokens(tok) {
-  const guarded = new Map();
-  for (let id = 0; id < tok.nVocab; id++) {
-    const text = tok.piece(id);
-    if (!/^[<[].*[>\]]$/s.test(text)) continue;
-    const parsed = tok.encode(text, {addBos: false, parseSpecial: true});
-    if (parsed.length !== 1 || parsed[0] !== id) continue;
-    const plain = tok.encode(text, {addBos: false});
-    const marker = /^<\|.*>$|^<.*\|>$/s.test(text);
-    if (marker || plain.length !== 1 || plain[0] !== id) guarded.set(id, text);
-  }
-  return guarded;
-}
-
 // The whole rendered text tokenized with special-token parsing on: what chatTokens did before,
 // and what llama.cpp's server does.
 function wholeText(template, tok, messages) {
@@ -58,8 +29,6 @@ function wholeText(template, tok, messages) {
   const text = new Template(template).render({messages, add_generation_prompt: true, bos_token: bos, eos_token: tok.piece(tok.eos)});
   return {text, ids: tok.encode(text, {addBos: !text.startsWith(bos), parseSpecial: true})};
 }
-
-const counts = (ids, of) => [...of.keys()].map((id) => ids.filter((x) => x === id).length);
 
 const BENIGN = [
   [{role: "user", content: "Hello"}],
@@ -120,7 +89,7 @@ for (const vocab of VOCABS) {
               assert.ok(error instanceof ChatContentError && role === "assistant" && typed.includes("<|channel>"), `${role} ${JSON.stringify(typed)}: ${error.message}`);
               continue;
             }
-            assert.deepEqual(counts(ids, guarded), counts(wholeText(template, tok, benign).ids, guarded),
+            assert.deepEqual(guardedCounts(ids, guarded), guardedCounts(wholeText(template, tok, benign).ids, guarded),
               `${role} content ${JSON.stringify(typed)} produced a control or marker token`);
             checked++;
           }

@@ -1,0 +1,68 @@
+// The messages of a /v1/chat/completions body, checked: OpenAI's roles (developer taken as
+// system, as llama.cpp takes it), text content, an assistant's tool calls and earlier thought, a
+// tool's result answering a call. Each fault is a 400 naming the field. What the chat template
+// needs of the values themselves (arguments that parse as a JSON object, names it can carry) is
+// checked where it is rendered (tokens/chat_inputs.js), once.
+import { badParam } from './errors.js';
+
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
+
+const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
+const given = (v) => v !== undefined && v !== null;
+
+// Content as text: a string, or an array of text parts (other part types refused).
+function text(content, param) {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content) && content.every((p) => isObject(p) && p.type === 'text' && typeof p.text === 'string')) {
+    return content.map((p) => p.text).join('');
+  }
+  throw badParam(param, `${param} must be a string or an array of {type: "text", text} parts (this model reads text only)`);
+}
+
+function nonEmptyString(v, param) {
+  if (typeof v !== 'string' || v === '') throw badParam(param, `${param} must be a non-empty string`);
+  return v;
+}
+
+function toolCalls(calls, param) {
+  if (!Array.isArray(calls) || calls.length === 0) throw badParam(param, `${param} must be a non-empty array of {id, type: "function", function: {name, arguments}}`);
+  return calls.map((c, j) => {
+    const at = `${param}[${j}]`;
+    if (!isObject(c) || c.type !== 'function' || !isObject(c.function)) throw badParam(at, `${at} must be {id, type: "function", function: {name, arguments}}`);
+    if (typeof c.function.arguments !== 'string') throw badParam(`${at}.function.arguments`, `${at}.function.arguments must be a string of JSON`);
+    return {
+      id: nonEmptyString(c.id, `${at}.id`),
+      type: 'function',
+      function: { name: nonEmptyString(c.function.name, `${at}.function.name`), arguments: c.function.arguments },
+    };
+  });
+}
+
+function message(m, i) {
+  const param = `messages[${i}]`;
+  if (!isObject(m) || !ROLES.includes(m.role)) throw badParam(`${param}.role`, `${param}.role must be system, developer, user, assistant or tool`);
+  const out = { role: m.role === 'developer' ? 'system' : m.role };
+  const calls = m.role === 'assistant' && given(m.tool_calls) ? toolCalls(m.tool_calls, `${param}.tool_calls`) : null;
+  // An assistant message that calls tools may have no content, as OpenAI sends it.
+  out.content = calls && !given(m.content) ? null : text(m.content, `${param}.content`);
+  if (calls) out.tool_calls = calls;
+  if (m.role === 'assistant' && given(m.reasoning_content)) {
+    if (typeof m.reasoning_content !== 'string') throw badParam(`${param}.reasoning_content`, `${param}.reasoning_content must be a string`);
+    out.reasoning_content = m.reasoning_content;
+  }
+  if (m.role === 'tool') {
+    out.tool_call_id = nonEmptyString(m.tool_call_id, `${param}.tool_call_id`);
+    if (given(m.name)) out.name = nonEmptyString(m.name, `${param}.name`);
+  }
+  return out;
+}
+
+/**
+ * body.messages checked -> [{role, content, tool_calls?, reasoning_content?, tool_call_id?, name?}]
+ * (content a string, or null for an assistant's tool calls); a 400 OpenAIError naming the field.
+ * @example chatMessages([{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])
+ */
+export function chatMessages(messages) {
+  if (!Array.isArray(messages) || messages.length === 0) throw badParam('messages', 'messages must be a non-empty array of {role, content}');
+  return messages.map(message);
+}
