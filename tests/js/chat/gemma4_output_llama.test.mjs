@@ -1,5 +1,5 @@
 // Gemma 4 output read by js-glue/src/chat/gemma4_output.js against llama.cpp's own parser
-// (support/llama_gemma4_parse.cpp, the oracle's libllama-common) on a table of model outputs:
+// (support/llama_programs/llama_gemma4_parse.cpp, the oracle's libllama-common) on a table of model outputs:
 // whole, and fed one UTF-8 byte at a time through a streaming decoder, where after every byte
 // what was given out equals llama.cpp's parse of that prefix as its server streams it (a call
 // counts once closed: llama.cpp shows it earlier with partial arguments). Rows where llama.cpp

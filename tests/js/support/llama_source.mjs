@@ -1,7 +1,9 @@
 // Files of the llama.cpp source the oracle runs (node-llama-cpp bundles it as a git bundle):
-// the real Gemma 4 vocabulary and chat template are there, models/ggml-vocab-gemma-4.gguf.
-// Each file is taken out of the bundle once, into build/llama-src/.
+// the real Gemma 4 vocabulary and chat template are there, models/ggml-vocab-gemma-4.gguf; and
+// the headers small programs against the oracle's own libraries are built with. Each is taken
+// out of the bundle once, into build/llama-src/.
 import {execFileSync} from "node:child_process";
+import {createHash} from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -44,5 +46,27 @@ export function llamaSourceTree(dirs) {
   const tar = execFileSync("git", ["--git-dir", repository(), "archive", "HEAD", ...dirs], {maxBuffer: 1 << 30});
   execFileSync("tar", ["-x", "-C", out], {input: tar});
   fs.writeFileSync(done, "");
+  return out;
+}
+
+const bins = path.join(root, "js-glue", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64");
+
+/**
+ * A small C++ program (`source`) built against the oracle's prebuilt libllama-common, libllama
+ * and libggml with the headers of the source they were built from, into build/llama-src/bin once
+ * per content of the program: the way to ask llama.cpp what node-llama-cpp does not expose.
+ * @example const program = llamaProgram(path.join(here, "llama_chat", "llama_chat.cpp"));
+ */
+export function llamaProgram(source) {
+  const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).digest("hex").slice(0, 16);
+  const out = path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`);
+  if (fs.existsSync(out)) return out;
+  const src = llamaSourceTree(["common", "include", "ggml/include", "vendor"]);
+  fs.mkdirSync(path.dirname(out), {recursive: true});
+  execFileSync("g++", ["-O1", "-std=c++17", source,
+    `-I${src}/common`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
+    `-L${bins}`, "-l:libllama-common.so", "-l:libllama.v0.4.0.so", "-l:libggml.v0.4.0.so", "-l:libggml-base.so",
+    `-Wl,-rpath,${bins}`, "-o", `${out}.part`], {stdio: ["ignore", "ignore", "inherit"]});
+  fs.renameSync(`${out}.part`, out);
   return out;
 }
