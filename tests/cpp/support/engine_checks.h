@@ -14,6 +14,14 @@
 
 namespace lf::test {
 
+// Builds and loads the fixture o describes, whole.
+inline Status load_status(const FixtureOptions& o) {
+  FixtureModel f;
+  LF_RETURN_IF_ERROR(build_fixture(o, &f));
+  Model m;
+  return f.load_all(&m);
+}
+
 inline void require_refused(const FixtureOptions& o, const std::string& needle) {
   const Status s = load_status(o);
   INFO(s.message());

@@ -47,14 +47,6 @@ inline FixtureModel e_fixture(WeightFormat format) {
   return e_fixture(o);
 }
 
-// Builds and loads the fixture o describes, whole.
-inline Status load_status(const FixtureOptions& o) {
-  FixtureModel f;
-  LF_RETURN_IF_ERROR(build_fixture(o, &f));
-  Model m;
-  return f.load_all(&m);
-}
-
 // How a node's weights lie in memory: the file's; relaid (relayout_in_place: row strips where
 // this build reads them); or relaid with ffn_down feature-major where its type allows.
 enum class Layout { file, relaid, feature_major };
