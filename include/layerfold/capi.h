@@ -145,7 +145,7 @@ LF_EXPORT(lf_embed) int lf_embed(const lf_model* model, const int32_t* tokens, i
 /* Models with per-layer embeddings (gemma4 E2B/E4B; lf_model_info_json's n_embd_per_layer > 0),
  * on the first node: tokens [n] and their lf_embed output x0 [n, n_embd] -> out [n_layer, n,
  * n_embd_per_layer], every layer's input, layer-major so layers [a, b) are one contiguous slice
- * (docs/forward-pass.md, "Per-layer inputs"). */
+ * (docs/forward-pass.md, "Per-layer inputs and shared KV in a pipeline"). */
 LF_EXPORT(lf_per_layer_inputs) int lf_per_layer_inputs(const lf_model* model, const int32_t* tokens, int n,
                                                        const float* x0, float* out);
 /* lf_per_layer_inputs on a node that reads per_layer_token_embd by rows: rows [n_rows, row_bytes]

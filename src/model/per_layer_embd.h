@@ -3,10 +3,11 @@
 // from the token ids and the scaled token embedding, and adds a gated branch of it to the
 // residual stream after its FFN.
 //
-// Where the inputs come from in a pipeline (docs/forward-pass.md, "Per-layer inputs"): the
-// first node computes every layer's, and they travel with the hidden states; a node hands the
-// next one only the layers still to come. They are laid out layer-major, [n_layer, n, n_pl], so
-// the slice of layers [a, b) is one contiguous run of (b - a)·n·n_pl floats.
+// Where the inputs come from in a pipeline (docs/forward-pass.md, "Per-layer inputs and shared
+// KV in a pipeline"): the first node computes every layer's, and they travel with the hidden
+// states; a node hands the next one only the layers still to come. They are laid out
+// layer-major, [n_layer, n, n_pl], so the slice of layers [a, b) is one contiguous run of
+// (b - a)·n·n_pl floats.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fixture_model.h"
+#include "support/engine_checks.h"
 #include "approx/approx.h"
 #include "kernels/attention.h"
 #include "model/forward.h"
@@ -409,29 +409,21 @@ TEST_CASE("rows with one key, equal scores, a non-finite score or value fall bac
 namespace {
 
 using lf::test::FixtureModel;
+using lf::test::same_bytes;
 
 // A prompt of n tokens, then 3 decode steps: every output row of every call, in order. The
 // session's approximate options are set before the first call; *stats gets the prompt's.
 std::vector<float> engine_trace(const FixtureModel& f, int n_threads, const lf::ApproxOptions& approx, int n,
                                 ApproxStats* prompt_stats) {
-  lf::Model m;
-  lf::ModelLoadOptions options{{0, lf::test::kFixtureLayers}, true, true};
-  options.n_threads = n_threads;
-  REQUIRE(lf::load_model(f.file, f.locator(), options, &m).ok());
-  lf::Session s;
-  REQUIRE(lf::Session::create(m, lf::KvCacheOptions{}, &s).ok());
+  const lf::Model m = lf::test::load(f, {{0, -1}, n_threads});
+  lf::Session s = lf::test::session(m, lf::test::kModelContext);
   s.approx = approx;
-  const int E = m.config.n_embd;
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < n + 3; ++i) tokens.push_back((7 * i + 3) % m.config.n_vocab);
-  std::vector<float> x(tokens.size() * static_cast<size_t>(E));
-  REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
-  std::vector<float> trace(static_cast<size_t>(n) * E);
-  REQUIRE(lf::forward(m, s, 0, x.data(), n, trace.data(), false).ok());
+  const std::vector<int32_t> tokens = lf::test::token_sequence(n + 3, 7, 3, m.config.n_vocab);
+  const std::vector<float> x = lf::test::embed_tokens(m, tokens).x;
+  std::vector<float> trace = lf::test::forward_rows(m, s, x, 0, n);
   *prompt_stats = s.last.approx_stats();
   for (int t = n; t < n + 3; ++t) {
-    std::vector<float> y(E);
-    REQUIRE(lf::forward(m, s, t, x.data() + static_cast<size_t>(t) * E, 1, y.data(), false).ok());
+    const std::vector<float> y = lf::test::forward_rows(m, s, x, t, 1);
     trace.insert(trace.end(), y.begin(), y.end());
   }
   // The last call was one decode step: one query row per head and layer.
@@ -444,21 +436,10 @@ std::vector<float> engine_trace(const FixtureModel& f, int n_threads, const lf::
   return trace;
 }
 
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!same_bits(a[i], b[i])) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("engine: off by default and exact when off; truncated output the same for any thread count", "[approx]") {
-  FixtureModel f;
-  lf::test::FixtureOptions fo;
-  fo.format = lf::test::WeightFormat::mixed;
-  REQUIRE(lf::test::build_fixture(fo, &f).ok());
+  const FixtureModel f = lf::test::fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed);
   const int n = 100;  // the global layer's rows see up to 100 keys
   REQUIRE(lf::ApproxOptions().truncated_attention == false);
 

@@ -4,17 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_e_model.h"
-#include "fixture_model.h"
-#include "fixture_moe.h"
+#include "support/engine_checks.h"
+#include "support/fixture_e_model.h"
+#include "support/fixture_model.h"
+#include "support/fixture_moe.h"
 #include "model/forward.h"
 #include "model/per_layer_embd.h"
 
@@ -26,33 +24,16 @@ using lf::Code;
 using lf::Model;
 using lf::Session;
 using lf::Status;
+using lf::test::Embedded;
 using lf::test::FixtureModel;
+using lf::test::Layout;
 using lf::test::WeightFormat;
+using lf::test::embed_tokens;
+using lf::test::fixture;
+using lf::test::load;
+using lf::test::load_copy;
 using lf::test::require_ok;
-
-enum class Layout { file, relaid, feature_major };  // relaid: relayout_in_place
-
-// A model over its own copy of the file's bytes: the relayouts rewrite them in place.
-struct Loaded {
-  FixtureModel f;
-  Model m;
-};
-
-std::unique_ptr<Loaded> load(const FixtureModel& file, int n_threads, Layout layout, lf::LayerRange range = {0, -1}) {
-  auto out = std::make_unique<Loaded>();
-  out->f = file;
-  lf::ModelConfig config;
-  require_ok(lf::load_model_config(out->f.file, &config));
-  lf::ModelLoadOptions options;
-  options.range = {range.begin, range.end < 0 ? config.n_layer : range.end};
-  options.with_embedding = options.range.begin == 0;
-  options.with_head = options.range.end == config.n_layer;
-  options.n_threads = n_threads;
-  options.relayout_in_place = layout != Layout::file;
-  options.ffn_down_feature_major = layout == Layout::feature_major;
-  require_ok(lf::load_model(out->f.file, out->f.locator(), options, &out->m));
-  return out;
-}
+using lf::test::same_bytes;
 
 // One session's calls: its tokens, cut into calls of n rows (last_only or not), and its
 // approximate modes.
@@ -89,25 +70,6 @@ std::vector<Script> scripts(int n_sessions, int n_vocab, uint32_t seed) {
   return out;
 }
 
-// The inputs of a session's call: the embedded tokens (a first node), or rows made from them
-// for a node further down the pipeline.
-struct CallInput {
-  std::vector<float> x;
-  std::vector<float> per_layer;  // models with per-layer embeddings
-};
-
-CallInput call_input(const Model& embedder, const Script& s, int pos, int n) {
-  CallInput in;
-  const int E = embedder.config.n_embd;
-  in.x.resize(static_cast<size_t>(n) * E);
-  require_ok(lf::embed(embedder, s.tokens.data() + pos, n, in.x.data()));
-  if (embedder.config.n_embd_per_layer > 0) {
-    in.per_layer.resize(static_cast<size_t>(embedder.config.n_layer) * n * embedder.config.n_embd_per_layer);
-    require_ok(lf::per_layer_inputs(embedder, s.tokens.data() + pos, n, in.x.data(), in.per_layer.data()));
-  }
-  return in;
-}
-
 Session new_session(const Model& m, const Script& s, int attn_chunk) {
   Session out = lf::test::session(m, 32, attn_chunk);
   out.approx = s.approx;
@@ -123,7 +85,7 @@ std::vector<std::vector<std::vector<float>>> alone(const Model& m, const Model& 
     auto& calls = out.emplace_back();
     int pos = 0;
     for (const auto& [n, last_only] : script.calls) {
-      CallInput in = call_input(embedder, script, pos, n);
+      Embedded in = embed_tokens(embedder, script.tokens.data() + pos, n);
       s.per_layer_in = in.per_layer;
       std::vector<float> y(static_cast<size_t>(last_only ? 1 : n) * m.config.n_embd);
       require_ok(lf::forward(m, s, pos, in.x.data(), n, y.data(), last_only));
@@ -132,10 +94,6 @@ std::vector<std::vector<std::vector<float>>> alone(const Model& m, const Model& 
     }
   }
   return out;
-}
-
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Runs the scripts in random batches: each step takes a random subset of the sessions that have
@@ -168,7 +126,7 @@ void check_batched(const Model& m, const Model& embedder, const std::vector<Scri
     size_t out_floats = 0;
     for (size_t i : ready) {
       const auto [n, last_only] = scripts[i].calls[next[i]];
-      CallInput call = call_input(embedder, scripts[i], pos[i], n);
+      Embedded call = embed_tokens(embedder, scripts[i].tokens.data() + pos[i], n);
       sessions[i].per_layer_in = call.per_layer;
       in.insert(in.end(), call.x.begin(), call.x.end());
       entries.push_back({&sessions[i], pos[i], n, last_only});
@@ -198,42 +156,33 @@ void check_batched(const Model& m, const Model& embedder, const std::vector<Scri
 // Alone at one thread against random batches at 1, 2 and 3 threads, on each layout.
 void check_invariance(const FixtureModel& f, std::vector<Script> scripts, int attn_chunk,
                       lf::LayerRange range = {0, -1}) {
-  const auto embedder = load(f, 1, Layout::file);
-  const auto reference = load(f, 1, Layout::file, range);
-  const auto expected = alone(reference->m, embedder->m, scripts, attn_chunk);
+  const Model embedder = load(f);
+  const Model reference = load(f, {range});
+  const auto expected = alone(reference, embedder, scripts, attn_chunk);
   uint32_t seed = 100;
   for (Layout layout : {Layout::file, Layout::relaid, Layout::feature_major}) {
     for (int n_threads : {1, 2, 3}) {
-      const auto m = load(f, n_threads, layout, range);
+      const auto node = load_copy(f, {range, n_threads, layout});
       INFO("layout " << static_cast<int>(layout) << ", " << n_threads << " threads");
-      check_batched(m->m, embedder->m, scripts, attn_chunk, expected, seed++);
-      check_batched(m->m, embedder->m, scripts, attn_chunk, expected, seed++);
+      check_batched(node->m, embedder, scripts, attn_chunk, expected, seed++);
+      check_batched(node->m, embedder, scripts, attn_chunk, expected, seed++);
     }
   }
 }
 
-FixtureModel dense(Arch arch) {
-  lf::test::FixtureOptions o;
-  o.arch = arch;
-  o.format = WeightFormat::mixed;
-  FixtureModel f;
-  require_ok(lf::test::build_fixture(o, &f));
-  return f;
-}
-
 TEST_CASE("batched sessions give the bytes they give alone: gemma4, gemma3, a node of later layers", "[batching]") {
   for (Arch arch : {Arch::gemma4, Arch::gemma3}) {
-    const FixtureModel f = dense(arch);
-    const lf::ModelConfig c = load(f, 1, Layout::file)->m.config;
+    const FixtureModel f = fixture(arch, WeightFormat::mixed);
+    const lf::ModelConfig c = load(f).config;
     // attn_chunk 3: a prompt's rows are stored and attended in several chunks.
     check_invariance(f, scripts(6, c.n_vocab, 7 + static_cast<uint32_t>(arch)), 3);
   }
-  const FixtureModel f = dense(Arch::gemma4);
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
   check_invariance(f, scripts(5, lf::test::kFixtureVocab, 21), 64, {1, lf::test::kFixtureLayers});
 }
 
 TEST_CASE("batched sessions keep their own approximate modes", "[batching]") {
-  const FixtureModel f = dense(Arch::gemma4);
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
   std::vector<Script> s = scripts(6, lf::test::kFixtureVocab, 33);
   s[1].approx.ffn_top_k = 0.25f;
   s[1].approx.ffn_top_k_threshold = 1.0f;
@@ -255,18 +204,12 @@ TEST_CASE("batched sessions on mixture-of-experts layers give the bytes they giv
   lf::test::MoeFixture moe;
   moe.exps_type = lf::GgmlType::Q4_0;
   lf::test::add_moe(moe, &o);
-  FixtureModel f;
-  require_ok(lf::test::build_fixture(o, &f));
-  check_invariance(f, scripts(6, lf::test::kFixtureVocab, 44), 64);
+  check_invariance(fixture(o), scripts(6, lf::test::kFixtureVocab, 44), 64);
 }
 
 TEST_CASE("batched sessions with per-layer embeddings and shared-KV layers give the bytes they give alone",
           "[batching]") {
-  lf::test::EFixtureOptions o;
-  o.format = WeightFormat::mixed;
-  FixtureModel f;
-  require_ok(lf::test::build_e_fixture(o, &f));
-  check_invariance(f, scripts(5, lf::test::kFixtureVocab, 55), 2);
+  check_invariance(lf::test::e_fixture(WeightFormat::mixed), scripts(5, lf::test::kFixtureVocab, 55), 2);
 }
 
 // A batch of three sessions at position 4: a's entry, then b's, then c's (b's refused or not).
@@ -277,10 +220,7 @@ struct ThreeSessions {
   explicit ThreeSessions(const Model& model, const Model& embedder) : m(model) {
     for (int i = 0; i < 3; ++i) {
       s.push_back(lf::test::session(m, 16, 2));
-      std::vector<int32_t> tokens;
-      for (int t = 0; t < 8; ++t) tokens.push_back((7 * t + 5 * i + 1) % lf::test::kFixtureVocab);
-      auto& rows = x.emplace_back(8 * static_cast<size_t>(m.config.n_embd));
-      require_ok(lf::embed(embedder, tokens.data(), 8, rows.data()));
+      x.push_back(embed_tokens(embedder, lf::test::token_sequence(8, 7, 5 * i + 1)).x);
     }
   }
   std::vector<float> rows(int i, int pos, int n) const {
@@ -291,11 +231,10 @@ struct ThreeSessions {
 };
 
 TEST_CASE("a refused entry fails alone and leaves its session as it was", "[batching]") {
-  const FixtureModel f = dense(Arch::gemma4);
-  const auto embedder_model = load(f, 1, Layout::file);
-  const auto loaded = load(f, 2, Layout::relaid, {1, lf::test::kFixtureLayers});
-  const Model& embedder = embedder_model->m;
-  const Model& m = loaded->m;
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model embedder = load(f);
+  const auto node = load_copy(f, {{1, lf::test::kFixtureLayers}, 2, Layout::relaid});
+  const Model& m = node->m;
   const int E = m.config.n_embd;
   // What each session gives alone: 4 positions, then 4 more.
   ThreeSessions ref(m, embedder);
@@ -355,9 +294,8 @@ TEST_CASE("a refused entry fails alone and leaves its session as it was", "[batc
 }
 
 TEST_CASE("a batched forward is refused as a whole for a session twice, no rows or wrong buffers", "[batching]") {
-  const FixtureModel f = dense(Arch::gemma4);
-  const auto loaded = load(f, 2, Layout::file);
-  const Model& m = loaded->m;
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model m = load(f, {{0, -1}, 2});
   const size_t E = static_cast<size_t>(m.config.n_embd);
   Session a = lf::test::session(m), b = lf::test::session(m);
   std::vector<float> in(3 * E, 0.5f), out(3 * E);
@@ -378,9 +316,8 @@ TEST_CASE("a batched forward is refused as a whole for a session twice, no rows 
 }
 
 TEST_CASE("each session's debug hook sees its own rows of a batch", "[batching]") {
-  const FixtureModel f = dense(Arch::gemma4);
-  const auto loaded = load(f, 2, Layout::file);
-  const Model& m = loaded->m;
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model m = load(f, {{0, -1}, 2});
   const size_t E = static_cast<size_t>(m.config.n_embd);
   const std::vector<Script> s = scripts(2, lf::test::kFixtureVocab, 66);
   auto record = [](std::vector<std::vector<float>>* seen) {
@@ -393,7 +330,7 @@ TEST_CASE("each session's debug hook sees its own rows of a batch", "[batching]"
     Session a = lf::test::session(m), b = lf::test::session(m);
     a.debug_hook = record(seen_a);
     b.debug_hook = record(seen_b);
-    const CallInput xa = call_input(m, s[0], 0, 3), xb = call_input(m, s[1], 0, 2);
+    const Embedded xa = embed_tokens(m, s[0].tokens.data(), 3), xb = embed_tokens(m, s[1].tokens.data(), 2);
     std::vector<float> ya(E), yb(2 * E);
     if (!batched) {
       require_ok(lf::forward(m, a, 0, xa.x.data(), 3, ya.data(), true));

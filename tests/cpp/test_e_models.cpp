@@ -1,7 +1,8 @@
-// Gemma 4 E2B/E4B features on a tiny in-memory model (fixture_e_model.h): the configuration and
-// its refusals, per-layer inputs and the whole forward against the reference, byte identity
-// across thread counts, cache chunkings and pipeline splits, and splits that separate a shared-KV
-// layer from the layer whose cache it reads, through the K/V rows shipped between nodes.
+// Gemma 4 E2B/E4B features on a tiny in-memory model (support/fixture_e_model.h): the
+// configuration and its refusals, per-layer inputs and the whole forward against the reference,
+// byte identity across thread counts, cache chunkings and pipeline splits, and splits that
+// separate a shared-KV layer from the layer whose cache it reads, through the K/V rows shipped
+// between nodes.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_e_model.h"
+#include "support/engine_checks.h"
+#include "support/fixture_e_model.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "model/node_needs.h"
@@ -24,57 +25,20 @@ using lf::Model;
 using lf::Session;
 using lf::Status;
 using lf::test::EFixtureOptions;
+using lf::test::Embedded;
 using lf::test::FixtureModel;
 using lf::test::WeightFormat;
+using lf::test::e_fixture;
+using lf::test::embed_tokens;
+using lf::test::forward_rows;
+using lf::test::load;
 using lf::test::max_row_rel_error;
 using lf::test::session;
+using lf::test::token_sequence;
 
 constexpr int kEmbd = lf::test::kFixtureEmbd;
 constexpr int kLayers = lf::test::kELayers;
 constexpr int kPl = lf::test::kEPerLayer;
-
-FixtureModel e_fixture(EFixtureOptions o = {}) {
-  FixtureModel f;
-  const Status s = lf::test::build_e_fixture(o, &f);
-  INFO(s.message());
-  REQUIRE(s.ok());
-  return f;
-}
-
-Status load_status(const FixtureModel& f, lf::LayerRange range, bool emb, bool head, int threads, Model* m) {
-  lf::ModelLoadOptions options{range, emb, head};
-  options.n_threads = threads;
-  return lf::load_model(f.file, f.locator(), options, m);
-}
-
-Model load(const FixtureModel& f, lf::LayerRange range = {0, kLayers}, bool emb = true, bool head = true,
-           int threads = 1) {
-  Model m;
-  const Status s = load_status(f, range, emb, head, threads, &m);
-  INFO(s.message());
-  REQUIRE(s.ok());
-  return m;
-}
-
-std::vector<int32_t> prompt(int n) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (11 * i + 5) % lf::test::kFixtureVocab;
-  return t;
-}
-
-// The first node's work: embeddings [n, n_embd] and every layer's per-layer input [L, n, n_pl].
-struct Inputs {
-  std::vector<float> x, per_layer;
-};
-Inputs inputs(const Model& first, const std::vector<int32_t>& tokens) {
-  const int n = static_cast<int>(tokens.size());
-  Inputs in{std::vector<float>(static_cast<size_t>(n) * kEmbd), std::vector<float>(static_cast<size_t>(kLayers) * n * kPl)};
-  REQUIRE(lf::embed(first, tokens.data(), n, in.x.data()).ok());
-  const Status s = lf::per_layer_inputs(first, tokens.data(), n, in.x.data(), in.per_layer.data());
-  INFO(s.message());
-  REQUIRE(s.ok());
-  return in;
-}
 
 // Layers [begin, end)'s slice of per-layer inputs [L, n_all, n_pl], tokens [t0, t0 + n).
 std::vector<float> slice(const std::vector<float>& per_layer, int n_all, int begin, int end, int t0, int n) {
@@ -87,13 +51,9 @@ std::vector<float> slice(const std::vector<float>& per_layer, int n_all, int beg
 }
 
 // Tokens [t0, t0 + n) of `in` through the session's model, with their per-layer inputs.
-std::vector<float> run(const Model& m, Session& s, const Inputs& in, int n_all, int t0, int n, bool last_only = false) {
+std::vector<float> run(const Model& m, Session& s, const Embedded& in, int n_all, int t0, int n, bool last_only = false) {
   s.per_layer_in = slice(in.per_layer, n_all, m.range.begin, m.range.end, t0, n);
-  std::vector<float> out((last_only ? 1 : n) * kEmbd);
-  const Status st = lf::forward(m, s, t0, in.x.data() + static_cast<size_t>(t0) * kEmbd, n, out.data(), last_only);
-  INFO(st.message());
-  REQUIRE(st.ok());
-  return out;
+  return forward_rows(m, s, in.x, t0, n, last_only);
 }
 
 }  // namespace
@@ -116,8 +76,7 @@ TEST_CASE("E-model configuration: per-layer width, shared-KV mapping, per-layer 
 
 TEST_CASE("E-model files that llama.cpp could not run the same way are refused by name", "[e_model]") {
   auto refused = [](EFixtureOptions o, const std::string& needle) {
-    FixtureModel f;
-    REQUIRE(lf::test::build_e_fixture(o, &f).ok());
+    const FixtureModel f = e_fixture(o);
     Model m;
     const Status s = f.load_all(&m);
     INFO(s.message());
@@ -164,8 +123,8 @@ TEST_CASE("per-layer inputs and the forward agree with the reference", "[e_model
     const FixtureModel f = e_fixture(o);
     const Model m = load(f);
     const int n = 11;  // past the window of 4
-    const std::vector<int32_t> tokens = prompt(n);
-    const Inputs in = inputs(m, tokens);
+    const std::vector<int32_t> tokens = token_sequence(n, 11, 5);
+    const Embedded in = embed_tokens(m, tokens);
     std::vector<float> ref_inputs;
     REQUIRE(lf::reference_per_layer_inputs(m, tokens.data(), n, in.x.data(), &ref_inputs).ok());
     const double input_err = max_row_rel_error(in.per_layer, ref_inputs, kPl);
@@ -195,12 +154,12 @@ TEST_CASE("E-model output bytes: thread counts, cache chunkings and valid splits
   const FixtureModel f = e_fixture(o);
   const int n = 13;
   const Model whole = load(f);
-  const Inputs in = inputs(whole, prompt(n));
+  const Embedded in = embed_tokens(whole, token_sequence(n, 11, 5));
   Session s0 = session(whole);
   const std::vector<float> expected = run(whole, s0, in, n, 0, n);
 
   for (int threads : {2, 3, 4}) {
-    const Model m = load(f, {0, kLayers}, true, true, threads);
+    const Model m = load(f, {{0, kLayers}, threads});
     Session s = session(m);
     INFO(threads << " threads");
     CHECK(run(m, s, in, n, 0, n) == expected);
@@ -223,10 +182,10 @@ TEST_CASE("E-model output bytes: thread counts, cache chunkings and valid splits
   // The split that keeps each shared layer with its source (3 with 1, 4 with 2), so no K/V rows
   // travel: [0, 1) + [1, 5). Every other split ships them (the [kv_ship] tests).
   for (int k : {1}) {
-    const Model a = load(f, {0, k}, true, false), b = load(f, {k, kLayers}, false, true);
+    const Model a = load(f, {{0, k}}), b = load(f, {{k, kLayers}});
     Session sa = session(a), sb = session(b);
     const std::vector<float> mid = run(a, sa, in, n, 0, n);
-    Inputs next{mid, in.per_layer};
+    Embedded next{mid, in.per_layer};
     INFO("split at " << k);
     CHECK(run(b, sb, next, n, 0, n) == expected);
   }
@@ -248,7 +207,7 @@ Pipeline pipeline(const FixtureModel& f, const std::vector<int>& cuts, int threa
   bounds.push_back(kLayers);
   p.nodes.reserve(bounds.size() - 1);
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
-    p.nodes.push_back(load(f, {bounds[i], bounds[i + 1]}, i == 0, i + 2 == bounds.size(), threads));
+    p.nodes.push_back(load(f, {{bounds[i], bounds[i + 1]}, threads}));
     p.sessions.push_back(session(p.nodes.back(), 32, attn_chunk));
   }
   return p;
@@ -256,7 +215,7 @@ Pipeline pipeline(const FixtureModel& f, const std::vector<int>& cuts, int threa
 
 // Tokens [t0, t0 + n) of `in` through every node: each node's output is the next one's input,
 // and the rows of each source layer a node hands out go to the later nodes that mirror it.
-std::vector<float> run_at(Pipeline& p, const Inputs& in, int n_all, int t0, int n) {
+std::vector<float> run_at(Pipeline& p, const Embedded& in, int n_all, int t0, int n) {
   std::vector<lf::KvRows> shipped;
   std::vector<float> x(in.x.begin() + static_cast<std::ptrdiff_t>(t0) * kEmbd,
                        in.x.begin() + static_cast<std::ptrdiff_t>(t0 + n) * kEmbd);
@@ -303,7 +262,7 @@ TEST_CASE("a split anywhere ships the sources' K/V rows and gives one node's byt
   const FixtureModel f = e_fixture(o);
   const int n = 13;
   const Model whole = load(f);
-  const Inputs in = inputs(whole, prompt(n));
+  const Embedded in = embed_tokens(whole, token_sequence(n, 11, 5));
   // A prompt of 9, then 4 single steps.
   Session s0 = session(whole);
   std::vector<float> expected = run(whole, s0, in, n, 0, 9);
@@ -328,11 +287,11 @@ TEST_CASE("a split anywhere ships the sources' K/V rows and gives one node's byt
 TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors is in its needs", "[e_model][kv_ship]") {
   const FixtureModel f = e_fixture();
   const Model whole = load(f);
-  const Inputs in = inputs(whole, prompt(6));
+  const Embedded in = embed_tokens(whole, token_sequence(6, 11, 5));
   Session s = session(whole);
   run(whole, s, in, 6, 0, 6);
   CHECK(s.last.kv_rows_out.empty());  // every reader is on the node
-  const Model first = load(f, {0, 2}, true, false);
+  const Model first = load(f, {{0, 2}});
   Session sa = session(first);
   run(first, sa, in, 6, 0, 4);
   REQUIRE(sa.last.kv_rows_out.size() == 1);  // layer 1, which layer 3 reads; layer 2 is not here
@@ -369,7 +328,7 @@ TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors 
     CHECK(layers(needs.kv_rows_in) == c.in);
     CHECK(layers(needs.kv_rows_out) == c.out);
     // The mirror is counted as the engine allocates it: a source's max_ctx positions.
-    const Model m = load(f, c.range, c.range.begin == 0, c.range.end == kLayers);
+    const Model m = load(f, {c.range});
     Session sm = session(m, 32);
     CHECK(needs.kv_bytes_per_session == sm.bytes());
     uint64_t mirror = 0;
@@ -384,8 +343,8 @@ TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors 
 
 TEST_CASE("shipped K/V rows that are missing, mis-sized, non-finite or of other positions are refused by name", "[e_model][kv_ship]") {
   const FixtureModel f = e_fixture();
-  const Model first = load(f, {0, 3}, true, false), last = load(f, {3, kLayers}, false, true);
-  const Inputs in = inputs(first, prompt(4));
+  const Model first = load(f, {{0, 3}}), last = load(f, {{3, kLayers}});
+  const Embedded in = embed_tokens(first, token_sequence(4, 11, 5));
   Session sa = session(first);
   const std::vector<float> mid = run(first, sa, in, 4, 0, 4);
   REQUIRE(sa.last.kv_rows_out.size() == 2);
@@ -438,10 +397,10 @@ TEST_CASE("truncating both sides of a shipped split keeps the mirror consistent"
   const FixtureModel f = e_fixture();
   const int n = 12;
   const Model whole = load(f);
-  const Inputs a = inputs(whole, prompt(n));
-  std::vector<int32_t> other = prompt(n);
+  const Embedded a = embed_tokens(whole, token_sequence(n, 11, 5));
+  std::vector<int32_t> other = token_sequence(n, 11, 5);
   for (int t = 6; t < n; ++t) other[t] = (other[t] + 7) % lf::test::kFixtureVocab;
-  const Inputs b = inputs(whole, other);
+  const Embedded b = embed_tokens(whole, other);
   // One node: prompt a, cut to 6, continue with b's tokens 6 ..
   Session s = session(whole);
   run(whole, s, a, n, 0, n);
@@ -458,8 +417,8 @@ TEST_CASE("truncating both sides of a shipped split keeps the mirror consistent"
 
 TEST_CASE("a batched forward takes each session's shipped rows: one step of two sessions equals each alone", "[e_model][kv_ship]") {
   const FixtureModel f = e_fixture();
-  const Model first = load(f, {0, 3}, true, false), last = load(f, {3, kLayers}, false, true, 2);
-  const Inputs in = inputs(first, prompt(7));
+  const Model first = load(f, {{0, 3}}), last = load(f, {{3, kLayers}, 2});
+  const Embedded in = embed_tokens(first, token_sequence(7, 11, 5));
   Session a0 = session(first), b0 = session(first);
   const std::vector<float> mid_a = run(first, a0, in, 7, 0, 5);
   const std::vector<float> mid_b = run(first, b0, in, 7, 0, 7);
@@ -511,8 +470,8 @@ TEST_CASE("shared-KV layers allocate no cache; forwards without per-layer inputs
   CHECK(own > 0);
 
   Session s = session(m);
-  const std::vector<int32_t> tokens = prompt(3);
-  const Inputs in = inputs(m, tokens);
+  const std::vector<int32_t> tokens = token_sequence(3, 11, 5);
+  const Embedded in = embed_tokens(m, tokens);
   std::vector<float> out(3 * kEmbd);
   const Status missing = lf::forward(m, s, 0, in.x.data(), 3, out.data(), false);
   CHECK(missing.code() == Code::invalid_argument);
@@ -521,7 +480,7 @@ TEST_CASE("shared-KV layers allocate no cache; forwards without per-layer inputs
   s.per_layer_in.assign(in.per_layer.begin(), in.per_layer.end() - 1);
   CHECK_FALSE(lf::forward(m, s, 0, in.x.data(), 3, out.data(), false).ok());
   // Only the first node computes them.
-  const Model later = load(f, {1, kLayers}, false, true);
+  const Model later = load(f, {{1, kLayers}});
   std::vector<float> per_layer(static_cast<size_t>(kLayers) * 3 * kPl);
   CHECK(lf::per_layer_inputs(later, tokens.data(), 3, in.x.data(), per_layer.data()).code() == Code::failed_precondition);
 }

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "fixture_model.h"
+#include "support/engine_checks.h"
 #include "model/forward.h"
 #include "model/session.h"
 
@@ -15,6 +15,7 @@ namespace {
 using lf::ApproxOptions;
 using lf::ExitState;
 using lf::test::FixtureModel;
+using lf::test::same_bytes;
 
 constexpr int kPrompt = 6;
 constexpr int kDecode = 3;
@@ -23,9 +24,7 @@ FixtureModel fixture(std::vector<int> silent_layers) {
   lf::test::FixtureOptions o;
   o.format = lf::test::WeightFormat::mixed;
   o.silent_layers = std::move(silent_layers);
-  FixtureModel f;
-  REQUIRE(lf::test::build_fixture(o, &f).ok());
-  return f;
+  return lf::test::fixture(o);
 }
 
 // One pipeline of nodes over the fixture's layers: a prompt, then decode steps, each passing
@@ -41,17 +40,13 @@ Run run(const FixtureModel& f, const std::vector<lf::LayerRange>& ranges, const 
   std::vector<lf::Model> nodes(ranges.size());
   std::vector<lf::Session> sessions(ranges.size());
   for (size_t i = 0; i < ranges.size(); ++i) {
-    lf::ModelLoadOptions o{ranges[i], i == 0, i + 1 == ranges.size()};
-    o.n_threads = n_threads;
-    REQUIRE(lf::load_model(f.file, f.locator(), o, &nodes[i]).ok());
-    REQUIRE(lf::Session::create(nodes[i], lf::KvCacheOptions{}, &sessions[i]).ok());
+    nodes[i] = lf::test::load(f, {ranges[i], n_threads});
+    sessions[i] = lf::test::session(nodes[i], lf::test::kModelContext);
     sessions[i].approx = approx;
   }
   const int E = nodes[0].config.n_embd, V = nodes[0].config.n_vocab;
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < kPrompt + kDecode; ++i) tokens.push_back((5 * i + 2) % V);
-  std::vector<float> x(tokens.size() * static_cast<size_t>(E));
-  REQUIRE(lf::embed(nodes[0], tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
+  const std::vector<int32_t> tokens = lf::test::token_sequence(kPrompt + kDecode, 5, 2, V);
+  const std::vector<float> x = lf::test::embed_tokens(nodes[0], tokens).x;
 
   Run r;
   auto call = [&](int start, int n) {
@@ -74,10 +69,6 @@ Run run(const FixtureModel& f, const std::vector<lf::LayerRange>& ranges, const 
   call(0, kPrompt);
   for (int t = kPrompt; t < kPrompt + kDecode; ++t) call(t, 1);
   return r;
-}
-
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 const std::vector<lf::LayerRange> kWhole = {{0, lf::test::kFixtureLayers}};
@@ -169,10 +160,8 @@ TEST_CASE("early exit: an exit on a model whose layers all matter changes the ou
 
 TEST_CASE("early exit: a failed call keeps the incoming state for the retry", "[approx]") {
   const FixtureModel f = fixture({});
-  lf::Model m;
-  REQUIRE(f.load_all(&m).ok());
-  lf::Session s;
-  REQUIRE(lf::Session::create(m, lf::KvCacheOptions{}, &s).ok());
+  const lf::Model m = lf::test::load(f);
+  lf::Session s = lf::test::session(m, lf::test::kModelContext);
   s.approx = early_exit(1000.0f, 1);
   s.exit_in.exit_layer = 0;
   std::vector<float> x(lf::test::kFixtureEmbd, 0.5f), y(x.size());

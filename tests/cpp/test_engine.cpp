@@ -1,4 +1,4 @@
-// The engine on tiny in-memory gemma4 / gemma3 models (fixture_model.h): configuration,
+// The engine on tiny in-memory gemma4 / gemma3 models (support/fixture_model.h): configuration,
 // refusals, agreement with the reference forward, pipeline splits, cache chunking, errors.
 #include <catch2/catch.hpp>
 
@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_model.h"
+#include "support/engine_checks.h"
 #include "model/forward.h"
 #include "model/reference_forward.h"
 
@@ -23,54 +22,18 @@ using lf::Status;
 using lf::test::FixtureModel;
 using lf::test::FixtureOptions;
 using lf::test::WeightFormat;
-using lf::test::load_status;
+using lf::test::embed_tokens;
+using lf::test::fixture;
+using lf::test::forward_rows;
+using lf::test::load;
 using lf::test::max_row_rel_error;
+using lf::test::require_ok;
 using lf::test::require_refused;
 using lf::test::session;
+using lf::test::token_sequence;
 
 constexpr int kEmbd = lf::test::kFixtureEmbd;
 constexpr int kLayers = lf::test::kFixtureLayers;
-
-FixtureModel fixture(Arch arch, WeightFormat format = WeightFormat::f32) {
-  FixtureModel f;
-  FixtureOptions o;
-  o.arch = arch;
-  o.format = format;
-  const Status s = lf::test::build_fixture(o, &f);
-  INFO(s.message());
-  REQUIRE(s.ok());
-  return f;
-}
-
-Model load(const FixtureModel& f, lf::LayerRange range, bool emb, bool head) {
-  Model m;
-  const Status s = f.load(range, emb, head, &m);
-  INFO(s.message());
-  REQUIRE(s.ok());
-  return m;
-}
-
-std::vector<int32_t> prompt(int n) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (7 * i + 3) % lf::test::kFixtureVocab;
-  return t;
-}
-
-std::vector<float> embedded(const Model& m, const std::vector<int32_t>& tokens) {
-  std::vector<float> x(tokens.size() * kEmbd);
-  REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
-  return x;
-}
-
-// Runs positions [start, start + n) of `in` through the session's model.
-std::vector<float> run(const Model& m, Session& s, const std::vector<float>& in, int start, int n,
-                       bool last_only = false) {
-  std::vector<float> out((last_only ? 1 : n) * kEmbd);
-  const Status st = lf::forward(m, s, start, in.data() + static_cast<size_t>(start) * kEmbd, n, out.data(), last_only);
-  INFO(st.message());
-  REQUIRE(st.ok());
-  return out;
-}
 
 std::vector<double> log_softmax(const float* z, int n) {
   double max = -INFINITY, sum = 0;
@@ -138,10 +101,9 @@ TEST_CASE("gemma3 configuration: pattern period, query scale, linear rope scalin
 }
 
 TEST_CASE("soft-cap defaults: 30 for gemma4 without the key, read for gemma3 when present", "[engine]") {
-  FixtureModel f;
   FixtureOptions o;
   o.omit_keys = {"gemma4.final_logit_softcapping"};
-  REQUIRE(lf::test::build_fixture(o, &f).ok());
+  FixtureModel f = fixture(o);
   lf::ModelConfig c;
   REQUIRE(lf::load_model_config(f.file, &c).ok());
   CHECK(c.final_softcap == 30.0f);
@@ -149,7 +111,7 @@ TEST_CASE("soft-cap defaults: 30 for gemma4 without the key, read for gemma3 whe
   FixtureOptions o3;
   o3.arch = Arch::gemma3;
   o3.edit = [](lf::GgufWriter& w) { w.set_f32("gemma3.final_logit_softcapping", 50.0f); };
-  REQUIRE(lf::test::build_fixture(o3, &f).ok());
+  f = fixture(o3);
   REQUIRE(lf::load_model_config(f.file, &c).ok());
   CHECK(c.final_softcap == 50.0f);
 }
@@ -261,7 +223,7 @@ TEST_CASE("a tensor the node needs but the host did not load is an error naming 
 
 TEST_CASE("embed scales rows by sqrt(n_embd) and refuses token ids out of range", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
-  const Model m = load(f, {0, 0}, true, false);
+  const Model m = load(f, {{0, 0}});
   const int32_t tok = 5;
   std::vector<float> x(kEmbd);
   REQUIRE(lf::embed(m, &tok, 1, x.data()).ok());
@@ -286,11 +248,11 @@ TEST_CASE("engine agrees with the reference forward", "[engine]") {
                         {Arch::gemma3, WeightFormat::mixed, 4e-2, 0.1}};
   for (const Case& c : cases) {
     const FixtureModel f = fixture(c.arch, c.format);
-    const Model m = load(f, {0, kLayers}, true, true);
+    const Model m = load(f);
     const int n = 11;  // longer than the window of 4
-    const std::vector<float> x = embedded(m, prompt(n));
+    const std::vector<float> x = embed_tokens(m, token_sequence(n, 7, 3)).x;
     Session s = session(m);
-    const std::vector<float> hidden = run(m, s, x, 0, n);
+    const std::vector<float> hidden = forward_rows(m, s, x, 0, n);
     std::vector<float> ref;
     REQUIRE(lf::reference_layers(m, x.data(), n, &ref).ok());
     const double err = max_row_rel_error(hidden, ref, kEmbd);
@@ -316,7 +278,7 @@ TEST_CASE("engine agrees with the reference forward", "[engine]") {
 
 TEST_CASE("soft-capped logits stay within the cap", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
-  const Model m = load(f, {0, kLayers}, true, true);
+  const Model m = load(f);
   std::vector<float> hidden(kEmbd, 0.0f);
   hidden[0] = 1e4f;  // a huge hidden state: raw logits far beyond 30
   std::vector<float> logits(m.config.n_vocab);
@@ -327,17 +289,17 @@ TEST_CASE("soft-capped logits stay within the cap", "[engine]") {
 TEST_CASE("pipeline split: layers [0, k) then [k, L) equal [0, L) bit for bit", "[engine]") {
   for (Arch arch : {Arch::gemma4, Arch::gemma3}) {
     const FixtureModel f = fixture(arch, WeightFormat::mixed);
-    const Model whole = load(f, {0, kLayers}, true, true);
+    const Model whole = load(f);
     const int n = 9;
-    const std::vector<float> x = embedded(whole, prompt(n));
+    const std::vector<float> x = embed_tokens(whole, token_sequence(n, 7, 3)).x;
     Session s = session(whole);
-    const std::vector<float> expect = run(whole, s, x, 0, n);
+    const std::vector<float> expect = forward_rows(whole, s, x, 0, n);
     for (int k = 0; k <= kLayers; ++k) {
-      const Model first = load(f, {0, k}, true, false);
-      const Model second = load(f, {k, kLayers}, false, true);
+      const Model first = load(f, {{0, k}});
+      const Model second = load(f, {{k, kLayers}});
       Session s1 = session(first), s2 = session(second);
-      const std::vector<float> mid = run(first, s1, x, 0, n);
-      const std::vector<float> out = run(second, s2, mid, 0, n);
+      const std::vector<float> mid = forward_rows(first, s1, x, 0, n);
+      const std::vector<float> out = forward_rows(second, s2, mid, 0, n);
       INFO("split at " << k);
       CHECK(out == expect);
     }
@@ -349,11 +311,11 @@ TEST_CASE("cache: whole prompt, chunks and token by token agree bit for bit", "[
   // computation is independent of the batch, so the stated tolerance is 0.
   for (Arch arch : {Arch::gemma4, Arch::gemma3}) {
     const FixtureModel f = fixture(arch, WeightFormat::mixed);
-    const Model m = load(f, {0, kLayers}, true, true);
+    const Model m = load(f);
     const int n = 13;  // > 3 windows
-    const std::vector<float> x = embedded(m, prompt(n));
+    const std::vector<float> x = embed_tokens(m, token_sequence(n, 7, 3)).x;
     Session whole_session = session(m);
-    const std::vector<float> whole = run(m, whole_session, x, 0, n);
+    const std::vector<float> whole = forward_rows(m, whole_session, x, 0, n);
 
     // Rings of n_swa + attn_chunk - 1 slots: 5 with chunk 2, so they wrap several times.
     for (int attn_chunk : {1, 2, 3, 64}) {
@@ -361,7 +323,7 @@ TEST_CASE("cache: whole prompt, chunks and token by token agree bit for bit", "[
       std::vector<float> got;
       int pos = 0;
       for (int len : {3, 2, 5, 1, 2}) {
-        const std::vector<float> out = run(m, chunked, x, pos, len);
+        const std::vector<float> out = forward_rows(m, chunked, x, pos, len);
         got.insert(got.end(), out.begin(), out.end());
         pos += len;
       }
@@ -372,7 +334,7 @@ TEST_CASE("cache: whole prompt, chunks and token by token agree bit for bit", "[
       Session single = session(m, 32, attn_chunk);
       got.clear();
       for (int t = 0; t < n; ++t) {
-        const std::vector<float> out = run(m, single, x, t, 1);
+        const std::vector<float> out = forward_rows(m, single, x, t, 1);
         got.insert(got.end(), out.begin(), out.end());
       }
       CHECK(got == whole);
@@ -382,19 +344,19 @@ TEST_CASE("cache: whole prompt, chunks and token by token agree bit for bit", "[
 
 TEST_CASE("last_only returns the last row of the full output", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
-  const Model m = load(f, {0, kLayers}, true, true);
+  const Model m = load(f);
   const int n = 7;
-  const std::vector<float> x = embedded(m, prompt(n));
+  const std::vector<float> x = embed_tokens(m, token_sequence(n, 7, 3)).x;
   Session a = session(m), b = session(m, 32, 2);
-  const std::vector<float> full = run(m, a, x, 0, n);
-  const std::vector<float> last = run(m, b, x, 0, n, true);
+  const std::vector<float> full = forward_rows(m, a, x, 0, n);
+  const std::vector<float> last = forward_rows(m, b, x, 0, n, true);
   CHECK(last == std::vector<float>(full.end() - kEmbd, full.end()));
   CHECK(b.n_past() == n);
 }
 
 TEST_CASE("session memory: f16 K and V, rings for sliding layers", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
-  const Model m = load(f, {0, kLayers}, true, true);
+  const Model m = load(f);
   const Session s = session(m, 32, 2);
   // layer 0: ring 4 + 2 - 1 = 5 slots x kv_dim 32; layer 1: 32 x 64; layer 2: 5 x 96; K + V, 2 bytes.
   CHECK(s.bytes() == static_cast<uint64_t>((5 * 32 + 32 * 64 + 5 * 96) * 2 * 2));
@@ -406,20 +368,20 @@ void check_resumes_as_fresh(const Model& m, Session& s, const std::vector<float>
                             int done) {
   const int n = static_cast<int>(x.size() / kEmbd);
   Session fresh = session(m, 16, 2);
-  const std::vector<float> expect = run(m, fresh, x, 0, n);
+  const std::vector<float> expect = forward_rows(m, fresh, x, 0, n);
   CHECK(s.n_past() == done);
   std::vector<float> got = head;
-  const std::vector<float> tail = run(m, s, x, done, n - done);
+  const std::vector<float> tail = forward_rows(m, s, x, done, n - done);
   got.insert(got.end(), tail.begin(), tail.end());
   CHECK(got == expect);
 }
 
 TEST_CASE("errors leave the session unchanged; a valid call then matches a fresh run", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
-  const Model m = load(f, {0, kLayers}, true, true);
-  const std::vector<float> x = embedded(m, prompt(12));
+  const Model m = load(f);
+  const std::vector<float> x = embed_tokens(m, token_sequence(12, 7, 3)).x;
   Session s = session(m, 16, 2);
-  const std::vector<float> head = run(m, s, x, 0, 6);
+  const std::vector<float> head = forward_rows(m, s, x, 0, 6);
   std::vector<float> out(16 * kEmbd);
   std::vector<float> bad(x.begin() + 6 * kEmbd, x.end());
   Status st;
@@ -493,13 +455,14 @@ TEST_CASE("a forward whose output is too large for the next norm is refused and 
   // finite) leave it at 2.2e19, whose squares overflow: the sliding layer 2 norms them to zero and
   // stores those keys and values into its ring, and the output is beyond what a next node takes.
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
-  const Model m = load(f, {1, kLayers}, true, true);
-  const std::vector<float> x = embedded(m, prompt(12));
+  Model m;  // the embedding too: the test makes its input rows
+  require_ok(f.load({1, kLayers}, true, true, &m));
+  const std::vector<float> x = embed_tokens(m, token_sequence(12, 7, 3)).x;
 
   // attn_chunk 2: the sliding ring holds window 4 + 1 slots, so 6 new positions overwrite every
   // slot the next queries still need.
   Session s = session(m, 16, 2);
-  const std::vector<float> head = run(m, s, x, 0, 6);
+  const std::vector<float> head = forward_rows(m, s, x, 0, 6);
   std::vector<float> huge(6 * kEmbd, 1.7e19f);
   std::vector<float> out(6 * kEmbd);
   const Status st = lf::forward(m, s, 6, huge.data(), 6, out.data(), false);
@@ -511,10 +474,10 @@ TEST_CASE("a forward whose output is too large for the next norm is refused and 
 
 TEST_CASE("an input whose squares overflow float32 is refused by name and changes nothing", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
-  const Model m = load(f, {0, kLayers}, true, true);
-  const std::vector<float> x = embedded(m, prompt(12));
+  const Model m = load(f);
+  const std::vector<float> x = embed_tokens(m, token_sequence(12, 7, 3)).x;
   Session s = session(m, 16);
-  const std::vector<float> head = run(m, s, x, 0, 6);
+  const std::vector<float> head = forward_rows(m, s, x, 0, 6);
   std::vector<float> big(x.begin() + 6 * kEmbd, x.end());
   big[2 * kEmbd + 1] = -2e19f;  // finite; its square is not
   std::vector<float> out(6 * kEmbd);
@@ -527,7 +490,7 @@ TEST_CASE("an input whose squares overflow float32 is refused by name and change
 
 TEST_CASE("the head refuses hidden states that are not finite or too large, and logits that are all zero", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
-  const Model m = load(f, {0, kLayers}, true, true);
+  const Model m = load(f);
   std::vector<float> hidden(2 * kEmbd, 0.25f), logits(2 * static_cast<size_t>(m.config.n_vocab));
   SECTION("NaN") {
     hidden[kEmbd + 2] = NAN;
@@ -549,15 +512,15 @@ TEST_CASE("the head refuses hidden states that are not finite or too large, and 
 
 TEST_CASE("the debug hook sees named intermediates per layer", "[engine]") {
   const FixtureModel f = fixture(Arch::gemma4);
-  const Model m = load(f, {0, kLayers}, true, true);
-  const std::vector<float> x = embedded(m, prompt(3));
+  const Model m = load(f);
+  const std::vector<float> x = embed_tokens(m, token_sequence(3, 7, 3)).x;
   Session s = session(m);
   std::vector<std::string> seen;
   s.debug_hook = [&seen](const char* name, int il, const float*, int n_rows, int n_cols) {
     seen.push_back(std::string(name) + "/" + std::to_string(il) + "/" + std::to_string(n_rows) + "x" +
                    std::to_string(n_cols));
   };
-  run(m, s, x, 0, 3);
+  forward_rows(m, s, x, 0, 3);
   auto has = [&seen](const std::string& s) { return std::find(seen.begin(), seen.end(), s) != seen.end(); };
   CHECK(has("attn_norm/0/3x64"));
   CHECK(has("q_rope/1/3x192"));

@@ -16,7 +16,7 @@
 #include "kernels/gemm.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "ops/ops.h"
 #include "quant/quant.h"
 #include "layout/row_strips.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 #include "kernels/simd.h"  // the read-bandwidth probe uses the kernels' vectors
 
 namespace {

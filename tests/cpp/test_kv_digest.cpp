@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_model.h"
+#include "support/engine_checks.h"
+#include "support/fixture_model.h"
 #include "model/forward.h"
 
 namespace {
@@ -17,11 +17,8 @@ using lf::test::require_ok;
 
 // Tokens [pos, pos + n) of a fixed sequence embedded -> the forward's input rows.
 std::vector<float> rows(const Model& m, int pos, int n) {
-  std::vector<int32_t> tokens;
-  for (int i = pos; i < pos + n; ++i) tokens.push_back((13 * i + 5) % lf::test::kFixtureVocab);
-  std::vector<float> x(static_cast<size_t>(n) * m.config.n_embd);
-  require_ok(lf::embed(m, tokens.data(), n, x.data()));
-  return x;
+  const std::vector<int32_t> tokens = lf::test::token_sequence(pos + n, 13, 5);
+  return lf::test::embed_tokens(m, tokens.data() + pos, n).x;
 }
 
 lf::Status feed(const Model& m, Session& s, int pos, const std::vector<float>& x) {
@@ -31,12 +28,8 @@ lf::Status feed(const Model& m, Session& s, int pos, const std::vector<float>& x
 }
 
 TEST_CASE("a session's KV digest follows its bytes, and a refused forward leaves it as it was", "[kv_digest]") {
-  lf::test::FixtureOptions o;
-  o.format = lf::test::WeightFormat::mixed;
-  lf::test::FixtureModel f;
-  require_ok(lf::test::build_fixture(o, &f));
-  Model m;
-  require_ok(f.load_all(&m));
+  const lf::test::FixtureModel f = lf::test::fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed);
+  const Model m = lf::test::load(f);
 
   Session a = lf::test::session(m), b = lf::test::session(m);
   CHECK(a.kv.digest() == b.kv.digest());

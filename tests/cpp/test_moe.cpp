@@ -1,6 +1,7 @@
 // Mixture-of-experts layers (model/ffn_moe.cpp) on the gemma4 fixture with experts added
-// (fixture_moe.h): the configuration, refusals by name, agreement with the plain reference,
-// the tie order, batch composition. Byte identity across thread counts is in test_threads.cpp.
+// (support/fixture_moe.h): the configuration, refusals by name, agreement with the plain
+// reference, the tie order, batch composition. Byte identity across thread counts is in
+// test_threads.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -8,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_moe.h"
+#include "support/engine_checks.h"
+#include "support/fixture_moe.h"
 #include "model/forward.h"
 #include "model/node_needs.h"
 #include "model/reference_forward.h"
@@ -24,6 +25,10 @@ using lf::test::FixtureModel;
 using lf::test::FixtureOptions;
 using lf::test::MoeFixture;
 using lf::test::WeightFormat;
+using lf::test::embed_tokens;
+using lf::test::forward_rows;
+using lf::test::kModelContext;
+using lf::test::session;
 using lf::test::max_row_rel_error;
 using lf::test::require_ok;
 using lf::test::require_refused;
@@ -39,23 +44,12 @@ FixtureOptions moe_options(const MoeFixture& moe, WeightFormat format = WeightFo
 }
 
 FixtureModel moe_fixture(const MoeFixture& moe, WeightFormat format = WeightFormat::f32) {
-  FixtureModel f;
-  require_ok(lf::test::build_fixture(moe_options(moe, format), &f));
-  return f;
+  return lf::test::fixture(moe_options(moe, format));
 }
 
+// The first n tokens of the MoE tests' prompt, embedded.
 std::vector<float> embedded(const Model& m, int n) {
-  std::vector<int32_t> tokens(n);
-  for (int i = 0; i < n; ++i) tokens[i] = (7 * i + 3) % lf::test::kFixtureVocab;
-  std::vector<float> x(static_cast<size_t>(n) * kEmbd);
-  require_ok(lf::embed(m, tokens.data(), n, x.data()));
-  return x;
-}
-
-std::vector<float> run(const Model& m, Session& s, const std::vector<float>& x, int start, int n, bool last_only) {
-  std::vector<float> out(static_cast<size_t>(last_only ? 1 : n) * kEmbd);
-  require_ok(lf::forward(m, s, start, x.data() + static_cast<size_t>(start) * kEmbd, n, out.data(), last_only));
-  return out;
+  return embed_tokens(m, lf::test::token_sequence(n, 7, 3)).x;
 }
 
 // The engine's hidden states of an 11-token prompt against the reference's.
@@ -64,9 +58,8 @@ double engine_vs_reference(const FixtureModel& f) {
   require_ok(f.load_all(&m));
   const int n = 11;
   const std::vector<float> x = embedded(m, n);
-  Session s;
-  require_ok(Session::create(m, lf::KvCacheOptions{32, 64}, &s));
-  const std::vector<float> hidden = run(m, s, x, 0, n, false);
+  Session s = session(m);
+  const std::vector<float> hidden = forward_rows(m, s, x, 0, n);
   std::vector<float> ref;
   require_ok(lf::reference_layers(m, x.data(), n, &ref));
   return max_row_rel_error(hidden, ref, kEmbd);
@@ -197,10 +190,8 @@ TEST_CASE("the experts' branch changes the output: dropping a layer's experts is
   Model b;
   require_ok(fb.load_all(&b));
   const std::vector<float> x = embedded(a, 5);
-  Session sa, sb;
-  require_ok(Session::create(a, {}, &sa));
-  require_ok(Session::create(b, {}, &sb));
-  const std::vector<float> ya = run(a, sa, x, 0, 5, false), yb = run(b, sb, x, 0, 5, false);
+  Session sa = session(a, kModelContext), sb = session(b, kModelContext);
+  const std::vector<float> ya = forward_rows(a, sa, x, 0, 5), yb = forward_rows(b, sb, x, 0, 5);
   CHECK(max_row_rel_error(yb, ya, kEmbd) > 1e-2);
   // The reference agrees that the scale matters by as much.
   std::vector<float> ra, rb;
@@ -233,10 +224,8 @@ TEST_CASE("tied router probabilities choose the lowest expert indices", "[moe]")
   require_ok(f.load_all(&mf));
   require_ok(g.load_all(&mg));
   const std::vector<float> x = embedded(mf, 4);
-  Session sf, sg;
-  require_ok(Session::create(mf, {}, &sf));
-  require_ok(Session::create(mg, {}, &sg));
-  CHECK(max_row_rel_error(run(mg, sg, x, 0, 4, false), run(mf, sf, x, 0, 4, false), kEmbd) > 1e-2);
+  Session sf = session(mf, kModelContext), sg = session(mg, kModelContext);
+  CHECK(max_row_rel_error(forward_rows(mg, sg, x, 0, 4), forward_rows(mf, sf, x, 0, 4), kEmbd) > 1e-2);
 }
 
 TEST_CASE("MoE: a whole prompt and token by token give the same bytes", "[moe]") {
@@ -249,12 +238,10 @@ TEST_CASE("MoE: a whole prompt and token by token give the same bytes", "[moe]")
   require_ok(f.load_all(&m));
   const int n = 9;
   const std::vector<float> x = embedded(m, n);
-  Session whole, steps;
-  require_ok(Session::create(m, {}, &whole));
-  require_ok(Session::create(m, {}, &steps));
-  const std::vector<float> all = run(m, whole, x, 0, n, false);
+  Session whole = session(m, kModelContext), steps = session(m, kModelContext);
+  const std::vector<float> all = forward_rows(m, whole, x, 0, n);
   for (int t = 0; t < n; ++t) {
-    const std::vector<float> one = run(m, steps, x, t, 1, false);
+    const std::vector<float> one = forward_rows(m, steps, x, t, 1);
     INFO("token " << t);
     REQUIRE(std::memcmp(one.data(), all.data() + static_cast<size_t>(t) * kEmbd, kEmbd * sizeof(float)) == 0);
   }
@@ -264,8 +251,7 @@ TEST_CASE("MoE: the top-K gate FFN is refused on expert layers", "[moe]") {
   const FixtureModel f = moe_fixture(MoeFixture{});
   Model m;
   require_ok(f.load_all(&m));
-  Session s;
-  require_ok(Session::create(m, {}, &s));
+  Session s = session(m, kModelContext);
   s.approx.ffn_top_k = 0.5f;
   const std::vector<float> x = embedded(m, 2);
   std::vector<float> out(x.size());
@@ -276,11 +262,7 @@ TEST_CASE("MoE: the top-K gate FFN is refused on expert layers", "[moe]") {
 }
 
 TEST_CASE("MoE: node needs count the expert tensors and their buffers", "[moe]") {
-  const FixtureModel dense_file = [] {
-    FixtureModel f;
-    require_ok(lf::test::build_fixture(FixtureOptions{}, &f));
-    return f;
-  }();
+  const FixtureModel dense_file = lf::test::fixture(FixtureOptions{});
   const FixtureModel moe_file = moe_fixture(MoeFixture{});
   lf::NodeShape shape;
   shape.range = {1, 2};
@@ -309,18 +291,13 @@ TEST_CASE("MoE: pipeline split, layers [0, k) then [k, L) equal [0, L) bit for b
   require_ok(f.load_all(&whole));
   const int n = 7;
   const std::vector<float> x = embedded(whole, n);
-  Session s;
-  require_ok(Session::create(whole, {}, &s));
-  const std::vector<float> want = run(whole, s, x, 0, n, false);
+  Session s = session(whole, kModelContext);
+  const std::vector<float> want = forward_rows(whole, s, x, 0, n);
   for (int k = 1; k < kLayers; ++k) {
-    Model first, second;
-    require_ok(f.load({0, k}, true, false, &first));
-    require_ok(f.load({k, kLayers}, false, true, &second));
-    Session s1, s2;
-    require_ok(Session::create(first, {}, &s1));
-    require_ok(Session::create(second, {}, &s2));
-    const std::vector<float> mid = run(first, s1, x, 0, n, false);
-    const std::vector<float> got = run(second, s2, mid, 0, n, false);
+    const Model first = lf::test::load(f, {{0, k}}), second = lf::test::load(f, {{k, kLayers}});
+    Session s1 = session(first, kModelContext), s2 = session(second, kModelContext);
+    const std::vector<float> mid = forward_rows(first, s1, x, 0, n);
+    const std::vector<float> got = forward_rows(second, s2, mid, 0, n);
     INFO("split at " << k);
     REQUIRE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
   }

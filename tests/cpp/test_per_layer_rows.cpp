@@ -5,13 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_e_model.h"
+#include "support/engine_checks.h"
+#include "support/fixture_e_model.h"
 #include "model/forward.h"
 #include "model/node_needs.h"
 #include "model/per_layer_embd.h"
@@ -21,23 +20,15 @@ namespace {
 using lf::Code;
 using lf::Model;
 using lf::Status;
-using lf::test::EFixtureOptions;
 using lf::test::FixtureModel;
 using lf::test::WeightFormat;
+using lf::test::same_bytes;
 
 constexpr int kEmbd = lf::test::kFixtureEmbd;
 constexpr int kLayers = lf::test::kELayers;
 constexpr int kPl = lf::test::kEPerLayer;
 constexpr int kVocab = lf::test::kFixtureVocab;
 constexpr const char* kTable = "per_layer_token_embd.weight";
-
-FixtureModel e_fixture(WeightFormat format) {
-  EFixtureOptions o;
-  o.format = format;
-  FixtureModel f;
-  REQUIRE(lf::test::build_e_fixture(o, &f).ok());
-  return f;
-}
 
 // Loads every layer; with rows, through a locator that records the names it is asked for.
 Model load(const FixtureModel& f, bool rows, std::set<std::string>* located = nullptr) {
@@ -72,6 +63,7 @@ Rows read_rows(const FixtureModel& f, const std::vector<int32_t>& ids) {
   return r;
 }
 
+// The embeddings alone: the per-layer inputs are what the tests compute, each their way.
 std::vector<float> embed(const Model& m, const std::vector<int32_t>& tokens) {
   std::vector<float> x(tokens.size() * kEmbd);
   REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
@@ -85,10 +77,6 @@ Status from_rows(const Model& m, const std::vector<int32_t>& tokens, const std::
                                         out->data());
 }
 
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // Repeated tokens, the first and last ids of the vocabulary.
 const std::vector<int32_t> kTokens = {5, 17, 5, kVocab - 1, 0, 17, 42, 29, 5, 3, 36};
 
@@ -97,7 +85,7 @@ const std::vector<int32_t> kTokens = {5, 17, 5, kVocab - 1, 0, 17, 42, 29, 5, 3,
 TEST_CASE("per-layer inputs from rows are the table's bytes, in any row order, with extra rows", "[e_model][per_layer_rows]") {
   for (WeightFormat format : {WeightFormat::f32, WeightFormat::mixed}) {
     INFO((format == WeightFormat::f32 ? "F32 table" : "Q8_0 table"));
-    const FixtureModel f = e_fixture(format);
+    const FixtureModel f = lf::test::e_fixture(format);
     const Model table = load(f, false);
     std::set<std::string> located;
     const Model rows = load(f, true, &located);
@@ -131,7 +119,7 @@ TEST_CASE("per-layer inputs from rows are the table's bytes, in any row order, w
 }
 
 TEST_CASE("per-layer rows: wrong sizes, ids, missing or repeated rows and NaN are refused by name", "[e_model][per_layer_rows]") {
-  const FixtureModel f = e_fixture(WeightFormat::mixed);
+  const FixtureModel f = lf::test::e_fixture(WeightFormat::mixed);
   const Model rows = load(f, true);
   const Model table = load(f, false);
   const std::vector<int32_t> tokens = {5, 17, 5};
@@ -189,7 +177,7 @@ TEST_CASE("per-layer rows: wrong sizes, ids, missing or repeated rows and NaN ar
 
 TEST_CASE("node_needs of a node reading the table by rows: not among its tensors, one row's bytes reported", "[e_model][per_layer_rows]") {
   for (WeightFormat format : {WeightFormat::f32, WeightFormat::mixed}) {
-    const FixtureModel f = e_fixture(format);
+    const FixtureModel f = lf::test::e_fixture(format);
     const lf::GgufTensorInfo* t = f.file.tensor(kTable);
     // F32: 160 values · 4 bytes; Q8_0: 5 blocks of 34 bytes.
     const uint64_t row_bytes = format == WeightFormat::f32 ? 640 : 170;

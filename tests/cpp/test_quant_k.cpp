@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "quant/quant.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "fixture_model.h"
+#include "support/engine_setup.h"
 #include "kernels/weight_checksum.h"
 #include "model/read_probe.h"
 
@@ -63,20 +63,13 @@ TEST_CASE("weight_checksum_vectors sums as weight_checksum over lengths around i
 }
 
 TEST_CASE("the read probe reads every byte of the node's layers once, for any thread count", "[read_probe]") {
-  FixtureModel f;
-  lf::test::FixtureOptions options;
-  options.format = lf::test::WeightFormat::mixed;
-  REQUIRE(lf::test::build_fixture(options, &f).ok());
+  const FixtureModel f = lf::test::fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed);
   for (const lf::LayerRange range : {lf::LayerRange{0, lf::test::kFixtureLayers}, lf::LayerRange{1, 2}}) {
     const Expected expected = layer_tensors_in_file(f, range.begin, range.end);
     REQUIRE(expected.bytes > 0);
     for (const int n_threads : {1, 2, 3, 8}) {
       INFO("layers [" << range.begin << ", " << range.end << "), threads " << n_threads);
-      lf::ModelLoadOptions load;
-      load.range = range;
-      load.n_threads = n_threads;
-      lf::Model m;
-      REQUIRE(lf::load_model(f.file, f.locator(), load, &m).ok());
+      const lf::Model m = lf::test::load(f, {range, n_threads});
       lf::ReadProbe probe;
       REQUIRE(lf::read_probe(m, &probe).ok());
       CHECK(probe.bytes == expected.bytes);
@@ -87,13 +80,8 @@ TEST_CASE("the read probe reads every byte of the node's layers once, for any th
 }
 
 TEST_CASE("the read probe refuses to start while the model's threads run a job, and runs after it", "[read_probe]") {
-  FixtureModel f;
-  REQUIRE(lf::test::build_fixture(lf::test::FixtureOptions{}, &f).ok());
-  lf::ModelLoadOptions load;
-  load.range = {0, lf::test::kFixtureLayers};
-  load.n_threads = 2;
-  lf::Model m;
-  REQUIRE(lf::load_model(f.file, f.locator(), load, &m).ok());
+  const FixtureModel f = lf::test::fixture(lf::Arch::gemma4);
+  const lf::Model m = lf::test::load(f, {{0, -1}, 2});
   std::atomic<bool> release{false}, finished{false};
   REQUIRE(m.pool->start([&](int) { while (!release.load()) std::this_thread::yield(); }, [&] { finished = true; }));
   bool probe_ran = false;

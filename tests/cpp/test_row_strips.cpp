@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "fixture_model.h"
-#include "fixture_moe.h"
+#include "support/engine_setup.h"
+#include "support/fixture_moe.h"
 #include "model/forward.h"
 #include "model/session.h"
 #include "gguf/gguf_reader.h"
@@ -134,10 +134,8 @@ TEST_CASE("row_strips: columns() starts 4 blocks per block further in, strips 4 
 
 TEST_CASE("row_strips: the loader lays out a layer's Q4_0 matmul weights in strips where the kernel reads them so",
           "[row_strips]") {
-  lf::test::FixtureOptions o;
-  o.format = lf::test::WeightFormat::mixed;  // Q4_0 ffn_gate and ffn_up
-  lf::test::FixtureModel f;
-  REQUIRE(lf::test::build_fixture(o, &f).ok());
+  // Q4_0 ffn_gate and ffn_up
+  lf::test::FixtureModel f = lf::test::fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed);
   const std::vector<uint8_t> file_bytes = f.bytes;
   lf::Model m;
   REQUIRE(f.load_all_relaid(&m).ok());
@@ -176,8 +174,7 @@ TEST_CASE("row_strips: a MoE layer's Q4_0 experts go into strips one matrix each
     lf::test::FixtureOptions o;
     o.format = lf::test::WeightFormat::mixed;
     lf::test::add_moe(moe, &o);
-    lf::test::FixtureModel f;
-    REQUIRE(lf::test::build_fixture(o, &f).ok());
+    lf::test::FixtureModel f = lf::test::fixture(o);
     const lf::test::FixtureModel relaid_bytes = f;  // a private copy the relayout rewrites
     lf::Model plain, relaid;
     REQUIRE(f.load_all(&plain).ok());
@@ -189,13 +186,10 @@ TEST_CASE("row_strips: a MoE layer's Q4_0 experts go into strips one matrix each
       }
     }
     auto hidden = [](const lf::Model& m) {
-      std::vector<int32_t> tokens = {3, 9, 1, 30, 7, 12, 5};
-      const int n = static_cast<int>(tokens.size());
-      std::vector<float> x(tokens.size() * lf::test::kFixtureEmbd), out(x.size());
-      REQUIRE(lf::embed(m, tokens.data(), n, x.data()).ok());
-      lf::Session s;
-      REQUIRE(lf::Session::create(m, {}, &s).ok());
-      REQUIRE(lf::forward(m, s, 0, x.data(), n, out.data(), false).ok());
+      const int n = 7;
+      const std::vector<float> x = lf::test::embed_tokens(m, {3, 9, 1, 30, 7, 12, 5}).x;
+      lf::Session s = lf::test::session(m, lf::test::kModelContext);
+      std::vector<float> out = lf::test::forward_rows(m, s, x, 0, n);
       // and a decode step, the one-token kernel
       std::vector<float> step(lf::test::kFixtureEmbd);
       REQUIRE(lf::forward(m, s, n, x.data(), 1, step.data(), false).ok());

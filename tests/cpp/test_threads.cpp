@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "engine_checks.h"
-#include "fixture_model.h"
-#include "fixture_moe.h"
+#include "support/engine_checks.h"
+#include "support/fixture_model.h"
+#include "support/fixture_moe.h"
 #include "model/forward.h"
 
 namespace {
@@ -24,8 +24,14 @@ using lf::Session;
 using lf::Status;
 using lf::ThreadPool;
 using lf::test::FixtureModel;
+using lf::test::Layout;
 using lf::test::WeightFormat;
+using lf::test::embed_tokens;
+using lf::test::fixture;
+using lf::test::forward_rows;
+using lf::test::kModelContext;
 using lf::test::require_ok;
+using lf::test::session;
 
 const int kThreadCounts[] = {1, 2, 3, 4, 8};
 
@@ -171,41 +177,21 @@ Status build_odd_model(FixtureModel* out) {
   return b.finish(out);
 }
 
-// Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order.
-// The weights' layout: the file's; relaid (relayout_in_place: row strips where this build reads
-// them); or also ffn_down feature-major where its type allows (the last two in a private copy of
-// the file's bytes).
-enum class Layout { file, relaid, feature_major };
-
+// Every output byte of a prompt (whole and in chunks, last_only) and decode steps, in order, on
+// a node of every layer with the given layout.
 std::vector<float> trace(const FixtureModel& file, int n_threads, Layout layout = Layout::file) {
-  const FixtureModel f = file;
-  Model m;
-  lf::ModelLoadOptions options;
-  lf::ModelConfig config;
-  require_ok(lf::load_model_config(f.file, &config));
-  options.range = {0, config.n_layer};
-  options.with_embedding = true;
-  options.with_head = true;
-  options.n_threads = n_threads;
-  options.relayout_in_place = layout != Layout::file;
-  options.ffn_down_feature_major = layout == Layout::feature_major;
-  require_ok(lf::load_model(f.file, f.locator(), options, &m));
-  const int E = config.n_embd, n_prompt = 11;
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < n_prompt + 3; ++i) tokens.push_back((5 * i + 2) % config.n_vocab);
-  std::vector<float> x(tokens.size() * static_cast<size_t>(E));
-  require_ok(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()));
+  const auto node = lf::test::load_copy(file, {{0, -1}, n_threads, layout});
+  const Model& m = node->m;
+  const int E = m.config.n_embd, n_prompt = 11;
+  const std::vector<float> x = embed_tokens(m, lf::test::token_sequence(n_prompt + 3, 5, 2, m.config.n_vocab)).x;
 
   std::vector<float> all;
   auto step = [&](Session& s, int start, int n, bool last_only) {
-    std::vector<float> out(static_cast<size_t>(last_only ? 1 : n) * E);
-    require_ok(lf::forward(m, s, start, x.data() + static_cast<size_t>(start) * E, n, out.data(), last_only));
+    const std::vector<float> out = forward_rows(m, s, x, start, n, last_only);
     all.insert(all.end(), out.begin(), out.end());
   };
   // attn_chunk 3 makes several store/attend chunks and a sliding ring smaller than the prompt.
-  Session whole, chunked;
-  require_ok(Session::create(m, lf::KvCacheOptions{64, 3}, &whole));
-  require_ok(Session::create(m, lf::KvCacheOptions{64, 3}, &chunked));
+  Session whole = session(m, 64, 3), chunked = session(m, 64, 3);
   step(whole, 0, n_prompt, false);
   step(chunked, 0, 4, false);
   step(chunked, 4, n_prompt - 4, true);
@@ -213,7 +199,7 @@ std::vector<float> trace(const FixtureModel& file, int n_threads, Layout layout 
     step(whole, t, 1, false);
     step(chunked, t, 1, true);
   }
-  std::vector<float> logits(static_cast<size_t>(config.n_vocab));
+  std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
   require_ok(lf::head(m, all.data() + all.size() - E, 1, logits.data()));
   all.insert(all.end(), logits.begin(), logits.end());
   return all;
@@ -230,15 +216,6 @@ void require_same_bytes_for_all_counts(const FixtureModel& f) {
       REQUIRE(std::memcmp(other.data(), one.data(), one.size() * sizeof(float)) == 0);
     }
   }
-}
-
-FixtureModel fixture(Arch arch, WeightFormat format) {
-  lf::test::FixtureOptions o;
-  o.arch = arch;
-  o.format = format;
-  FixtureModel f;
-  require_ok(lf::test::build_fixture(o, &f));
-  return f;
 }
 
 TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: gemma4", "[threads]") {
@@ -272,9 +249,7 @@ TEST_CASE("engine output is byte-identical for 1, 2, 3, 4, 8 threads: mixture of
     lf::test::FixtureOptions o;
     o.format = WeightFormat::mixed;
     lf::test::add_moe(moe, &o);
-    FixtureModel f;
-    require_ok(lf::test::build_fixture(o, &f));
-    require_same_bytes_for_all_counts(f);
+    require_same_bytes_for_all_counts(fixture(o));
   }
 }
 
@@ -297,18 +272,14 @@ std::vector<std::string> taps(const FixtureModel& f, int n_threads) {
   Model m;
   require_ok(f.load_all(&m));
   require_ok(lf::set_threads(&m, n_threads));
-  Session s;
-  require_ok(Session::create(m, {}, &s));
+  Session s = session(m, kModelContext);
   std::vector<std::string> seen;
   s.debug_hook = [&](const char* name, int il, const float* x, int n_rows, int n_cols) {
     const char* raw = reinterpret_cast<const char*>(x);
     seen.push_back(std::string(name) + "/" + std::to_string(il) + "/" +
                    std::string(raw, raw + static_cast<size_t>(n_rows) * static_cast<size_t>(n_cols) * sizeof(float)));
   };
-  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6};
-  std::vector<float> x(tokens.size() * lf::test::kFixtureEmbd), out(x.size());
-  require_ok(lf::embed(m, tokens.data(), 6, x.data()));
-  require_ok(lf::forward(m, s, 0, x.data(), 6, out.data(), false));
+  forward_rows(m, s, embed_tokens(m, {1, 2, 3, 4, 5, 6}).x, 0, 6);
   return seen;
 }
 
@@ -336,15 +307,11 @@ TEST_CASE("forward_async gives forward's bytes; a forward while one runs is refu
   require_ok(f.load_all(&m));
   require_ok(lf::set_threads(&m, 3));
   const int n = 5;
-  std::vector<int32_t> tokens = {3, 1, 4, 1, 5};
-  std::vector<float> x(static_cast<size_t>(n) * lf::test::kFixtureEmbd);
-  require_ok(lf::embed(m, tokens.data(), n, x.data()));
+  const std::vector<float> x = embed_tokens(m, {3, 1, 4, 1, 5}).x;
 
-  Session sync_s, async_s;
-  require_ok(Session::create(m, {}, &sync_s));
-  require_ok(Session::create(m, {}, &async_s));
-  std::vector<float> want(x.size()), got(x.size());
-  require_ok(lf::forward(m, sync_s, 0, x.data(), n, want.data(), false));
+  Session sync_s = session(m, kModelContext), async_s = session(m, kModelContext);
+  const std::vector<float> want = forward_rows(m, sync_s, x, 0, n);
+  std::vector<float> got(x.size());
 
   std::atomic<bool> finished{false};
   Status outcome(lf::Code::internal, "done never called");
@@ -359,8 +326,7 @@ TEST_CASE("forward_async gives forward's bytes; a forward while one runs is refu
 
   std::atomic<bool> release{false};
   REQUIRE(m.pool->start([&](int) { spin_until(release); }, nullptr));
-  Session other;
-  require_ok(Session::create(m, {}, &other));
+  Session other = session(m, kModelContext);
   const Status busy = lf::forward(m, other, 0, x.data(), n, got.data(), false);
   release = true;
   REQUIRE(busy.code() == lf::Code::failed_precondition);

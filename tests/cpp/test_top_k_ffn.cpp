@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "fixture_model.h"
+#include "support/engine_checks.h"
 #include "model/forward.h"
 #include "model/session.h"
 #include "ops/ops.h"
@@ -20,6 +19,9 @@ namespace {
 using lf::ApproxOptions;
 using lf::ApproxStats;
 using lf::test::FixtureModel;
+using lf::test::Layout;
+using lf::test::fixture;
+using lf::test::same_bytes;
 
 constexpr int kFixtureFf = 128;
 
@@ -37,14 +39,6 @@ std::vector<uint8_t> brute_top_k(const std::vector<float>& a, int k) {
   return keep;
 }
 
-FixtureModel fixture(lf::test::WeightFormat format) {
-  lf::test::FixtureOptions o;
-  o.format = format;
-  FixtureModel f;
-  REQUIRE(lf::test::build_fixture(o, &f).ok());
-  return f;
-}
-
 struct Run {
   std::vector<float> out;      // the prompt's rows, then each decode row
   std::vector<float> ffn_out;  // layer 0's FFN output for the prompt (debug hook)
@@ -55,39 +49,25 @@ constexpr int kPrompt = 24;
 
 // feature_major: ffn_down laid out feature-major, in a private copy of the file's bytes.
 Run run(const FixtureModel& file, const ApproxOptions& approx, int n_threads, bool feature_major = false) {
-  const FixtureModel f = file;
-  lf::Model m;
-  lf::ModelLoadOptions o{{0, lf::test::kFixtureLayers}, true, true};
-  o.n_threads = n_threads;
-  o.relayout_in_place = feature_major;
-  o.ffn_down_feature_major = feature_major;
-  REQUIRE(lf::load_model(f.file, f.locator(), o, &m).ok());
-  REQUIRE((m.layer(0).ffn_down.layout == lf::WeightLayout::feature_major) == (feature_major && f.file.tensor("blk.0.ffn_down.weight")->type == lf::GgmlType::Q8_0));
-  lf::Session s;
-  REQUIRE(lf::Session::create(m, lf::KvCacheOptions{}, &s).ok());
+  const Layout layout = feature_major ? Layout::feature_major : Layout::file;
+  const auto node = lf::test::load_copy(file, {{0, -1}, n_threads, layout});
+  const lf::Model& m = node->m;
+  REQUIRE((m.layer(0).ffn_down.layout == lf::WeightLayout::feature_major) == (feature_major && file.file.tensor("blk.0.ffn_down.weight")->type == lf::GgmlType::Q8_0));
+  lf::Session s = lf::test::session(m, lf::test::kModelContext);
   s.approx = approx;
   Run r;
   s.debug_hook = [&](const char* name, int il, const float* x, int n_rows, int n_cols) {
     if (il == 0 && std::string(name) == "ffn_out" && r.ffn_out.empty()) r.ffn_out.assign(x, x + n_rows * n_cols);
   };
-  const int E = m.config.n_embd;
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < kPrompt + 2; ++i) tokens.push_back((11 * i + 1) % m.config.n_vocab);
-  std::vector<float> x(tokens.size() * static_cast<size_t>(E));
-  REQUIRE(lf::embed(m, tokens.data(), static_cast<int>(tokens.size()), x.data()).ok());
-  r.out.resize(static_cast<size_t>(kPrompt) * E);
-  REQUIRE(lf::forward(m, s, 0, x.data(), kPrompt, r.out.data(), false).ok());
+  const std::vector<int32_t> tokens = lf::test::token_sequence(kPrompt + 2, 11, 1, m.config.n_vocab);
+  const std::vector<float> x = lf::test::embed_tokens(m, tokens).x;
+  r.out = lf::test::forward_rows(m, s, x, 0, kPrompt);
   r.prompt_stats = s.last.approx_stats();
   for (int t = kPrompt; t < kPrompt + 2; ++t) {
-    std::vector<float> y(E);
-    REQUIRE(lf::forward(m, s, t, x.data() + static_cast<size_t>(t) * E, 1, y.data(), false).ok());
+    const std::vector<float> y = lf::test::forward_rows(m, s, x, t, 1);
     r.out.insert(r.out.end(), y.begin(), y.end());
   }
   return r;
-}
-
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 ApproxOptions top_k(float k, float threshold = 1.0f) {
@@ -131,7 +111,7 @@ TEST_CASE("top-K selection equals a brute-force ranking, ties to the lower index
 
 TEST_CASE("top-K FFN at full width is bit-identical to the dense FFN", "[approx]") {
   for (auto format : {lf::test::WeightFormat::f32, lf::test::WeightFormat::mixed}) {
-    const FixtureModel f = fixture(format);
+    const FixtureModel f = fixture(lf::Arch::gemma4, format);
     const Run dense = run(f, ApproxOptions(), 1);
     REQUIRE(dense.prompt_stats.ffn_rows == 0);
     ApproxOptions per_layer;
@@ -150,7 +130,7 @@ TEST_CASE("top-K FFN at full width is bit-identical to the dense FFN", "[approx]
 }
 
 TEST_CASE("top-K FFN: the error falls as K grows, and the output is the same for any thread count", "[approx]") {
-  const FixtureModel f = fixture(lf::test::WeightFormat::mixed);
+  const FixtureModel f = fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed);
   const Run dense = run(f, ApproxOptions(), 1);
   // Layer 0 sees the same input whatever K is: its FFN output isolates the mode's error.
   std::vector<double> errors;
@@ -184,7 +164,7 @@ TEST_CASE("top-K FFN: the error falls as K grows, and the output is the same for
 }
 
 TEST_CASE("top-K FFN falls back to the dense row above its threshold", "[approx]") {
-  const FixtureModel f = fixture(lf::test::WeightFormat::mixed);
+  const FixtureModel f = fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed);
   const Run dense = run(f, ApproxOptions(), 1);
   // Threshold 0: every row drops some mass, so every row runs dense.
   const Run all_dense = run(f, top_k(0.5f, 0.0f), 2);

@@ -2,13 +2,12 @@
 // only ever sent those n; a cut the sliding rings cannot honour is refused and changes nothing.
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "engine_checks.h"
-#include "fixture_e_model.h"
-#include "fixture_model.h"
+#include "support/engine_checks.h"
+#include "support/fixture_e_model.h"
+#include "support/fixture_model.h"
 #include "model/forward.h"
 #include "model/per_layer_embd.h"
 
@@ -18,6 +17,8 @@ using lf::Model;
 using lf::Session;
 using lf::test::FixtureModel;
 using lf::test::require_ok;
+using lf::test::same_bytes;
+using lf::test::token_sequence;
 
 struct Run {
   const Model& m;
@@ -25,27 +26,18 @@ struct Run {
 
   // Positions [pos, pos + n) of the tokens through the session -> every output row.
   std::vector<float> feed(Session& s, int pos, int n) const {
-    const size_t E = static_cast<size_t>(m.config.n_embd);
-    std::vector<float> x(static_cast<size_t>(n) * E), out(x.size());
-    require_ok(lf::embed(m, tokens.data() + pos, n, x.data()));
-    if (m.config.n_embd_per_layer > 0) {
-      s.per_layer_in.resize(static_cast<size_t>(m.config.n_layer) * n * m.config.n_embd_per_layer);
-      require_ok(lf::per_layer_inputs(m, tokens.data() + pos, n, x.data(), s.per_layer_in.data()));
-    }
-    require_ok(lf::forward(m, s, pos, x.data(), n, out.data(), false));
+    const lf::test::Embedded in = lf::test::embed_tokens(m, tokens.data() + pos, n);
+    s.per_layer_in = in.per_layer;
+    std::vector<float> out(in.x.size());
+    require_ok(lf::forward(m, s, pos, in.x.data(), n, out.data(), false));
     return out;
   }
 };
 
-bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // Feeds 12 positions in chunks, cuts back to `cut`, continues with 4 other tokens: the
 // continuation's bytes must be those of a session fed only the first `cut` positions.
 void check_cut(const Model& m, int attn_chunk, int cut) {
-  Run run{m, {}};
-  for (int i = 0; i < 16; ++i) run.tokens.push_back((11 * i + 3) % lf::test::kFixtureVocab);
+  Run run{m, token_sequence(16, 11, 3)};
   Session s = lf::test::session(m, 32, attn_chunk);
   run.feed(s, 0, 7);
   run.feed(s, 7, 5);
@@ -61,13 +53,7 @@ void check_cut(const Model& m, int attn_chunk, int cut) {
 }
 
 // The gemma4 fixture, mixed quantized formats: window 4, layers [sliding, global, sliding].
-FixtureModel dense() {
-  lf::test::FixtureOptions o;
-  o.format = lf::test::WeightFormat::mixed;
-  FixtureModel f;
-  require_ok(lf::test::build_fixture(o, &f));
-  return f;
-}
+FixtureModel dense() { return lf::test::fixture(lf::Arch::gemma4, lf::test::WeightFormat::mixed); }
 
 TEST_CASE("a session cut back continues as if the rest had never been sent", "[truncate]") {
   const FixtureModel f = dense();
@@ -79,12 +65,8 @@ TEST_CASE("a session cut back continues as if the rest had never been sent", "[t
   // attn_chunk 64: the rings (67 slots) never wrapped, so any cut is exact.
   for (int cut : {0, 1, 5, 11}) check_cut(m, 64, cut);
 
-  lf::test::EFixtureOptions e;
-  e.format = lf::test::WeightFormat::mixed;
-  FixtureModel ef;
-  require_ok(lf::test::build_e_fixture(e, &ef));
-  Model em;
-  require_ok(ef.load({0, lf::test::kELayers}, true, true, &em));
+  const FixtureModel ef = lf::test::e_fixture(lf::test::WeightFormat::mixed);
+  const Model em = lf::test::load(ef);
   for (int cut : {9, 10, 12}) check_cut(em, 3, cut);  // shared-KV sources keep every position
   check_cut(em, 64, 2);
 }
@@ -93,8 +75,7 @@ TEST_CASE("a cut the rings cannot honour, or outside the session, is refused and
   const FixtureModel f = dense();
   Model m;
   require_ok(f.load_all(&m));
-  Run run{m, {}};
-  for (int i = 0; i < 16; ++i) run.tokens.push_back((7 * i + 2) % lf::test::kFixtureVocab);
+  Run run{m, token_sequence(16, 7, 2)};
   Session s = lf::test::session(m, 32, 3), fresh = lf::test::session(m, 32, 3);
   run.feed(s, 0, 12);
   run.feed(fresh, 0, 12);

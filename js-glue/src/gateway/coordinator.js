@@ -2,7 +2,7 @@
 // here for its sessions' steps, and the steps of different requests go to the Pipeline at once:
 // it runs them concurrently through the nodes (a session's own steps stay in call order:
 // pipeline_core.js), so each node sees several sessions' forwards together, to run in turn or
-// as one batch (the node's batcher, issue 20), while the next node runs others. Admission is
+// as one batch (the node's batcher, docs/batching.md), while the next node runs others. Admission is
 // bounded (WorkQueue: 429 with Retry-After beyond maxWaiting); nothing else is queued here.
 import { WorkQueue } from '../server/work_queue.js';
 

@@ -12,8 +12,8 @@ export const DEFAULT_SPECULATIVE = 'off';
  * A gateway's speculative settings -> PromptLookup's options, or null when off. mode:
  * 'prompt-lookup' or 'off' (undefined: DEFAULT_SPECULATIVE); name(setting) names a setting in
  * errors as its host spells it. Drafts stay within the positions a sliding layer's ring can
- * always cut back (its attn_chunk, 64: docs/gateway.md, "Prefix reuse"), so a rejection never
- * makes a node rebuild the session.
+ * always cut back (its attn_chunk, 64: docs/gateway.md, "Sessions and prefix reuse"), so a
+ * rejection never makes a node rebuild the session.
  * @example speculativeOptions({ mode: 'prompt-lookup', maxDraft: 8 }, (s) => s) // { maxDraft: 8, minNgram: 3 }
  */
 export function speculativeOptions({ mode = DEFAULT_SPECULATIVE, maxDraft = 8, minNgram = 3 }, name) {

@@ -3,11 +3,11 @@
 // nodes), and a new request continues the kept session that shares the longest prefix with its
 // prompt, prefilling only the rest. A history that goes on past the shared prefix (a
 // regenerated answer, an edited last message, a tokenizer edge) is cut back to it first
-// (Pipeline.truncate; docs/gateway.md, "Prefix reuse"), which a sliding layer's ring allows only
-// for the last attn_chunk positions: a refused cut starts cold (run.js). The answer is the same
-// bytes either way: a session continued from position p holds the cache a cold prefill would
-// (chunked input gives the same cache as one call, a cut the cache of the positions kept),
-// which tests/js/gateway/sessions.test.mjs checks.
+// (Pipeline.truncate; docs/gateway.md, "Sessions and prefix reuse"), which a sliding layer's
+// ring allows only for the last attn_chunk positions: a refused cut starts cold (run.js). The
+// answer is the same bytes either way: a session continued from position p holds the cache a
+// cold prefill would (chunked input gives the same cache as one call, a cut the cache of the
+// positions kept), which tests/js/gateway/sessions.test.mjs checks.
 export class SessionCache {
   #idle = new Map();  // session -> token history, least recently used first
   #next = 0;

@@ -91,8 +91,8 @@ export class LayerNode {
    * embed() output -> every layer's per-layer input, Float32Array [n_layer, n, nEmbdPerLayer],
    * layer-major: layers [a, b) are the contiguous subarray(a·n·nEmbdPerLayer, b·n·nEmbdPerLayer),
    * which forward() of the node of those layers takes as perLayer (docs/forward-pass.md,
-   * "Per-layer inputs"). With perLayerTable 'rows' the tokens' rows of the table are read first
-   * (those not cached), hence the promise.
+   * "Per-layer inputs and shared KV in a pipeline"). With perLayerTable 'rows' the tokens' rows
+   * of the table are read first (those not cached), hence the promise.
    * @example const perLayer = await node.perLayerInputs(tokens, hidden);
    */
   perLayerInputs(tokens, hidden) {

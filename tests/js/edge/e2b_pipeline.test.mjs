@@ -1,4 +1,4 @@
-// Issue 19's edge pipeline: an E2B-shaped model split by `layerfold plan --memory 128MiB` into
+// The edge pipeline: an E2B-shaped model split by `layerfold plan --memory 128MiB` into
 // edge nodes that each fit, run as several layer-node workers in one workerd (miniflare), each
 // its own isolate under a 128 MiB memory budget, all reading the model from one R2 bucket. The
 // split puts the shared-KV layers on another node than their sources, so the sources' K/V rows

@@ -1,5 +1,5 @@
 // How a comparison with llama.cpp is judged on this host (docs/forward-pass.md, "What the engine
-// mirrors"). llama.cpp's CPU backend is one of ggml's variants, chosen at load for the machine,
+// computes"). llama.cpp's CPU backend is one of ggml's variants, chosen at load for the machine,
 // and its roundings follow that variant's kernels; the engine computes what the x86 AVX-512
 // builds compute. So each model and prompt is judged by the variant llama.cpp actually loaded:
 //   - mirrored (mirrors()): max |Δ ln p| over llama.cpp's top 50 at most MIRRORED_BOUND on every

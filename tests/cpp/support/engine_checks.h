@@ -1,30 +1,18 @@
-// Small checks and builders the engine's tests share: a Status that must be ok, a session, a
-// fixture that must be refused with a given message, and the per-row relative error of two
-// hidden-state matrices.
+// The checks the engine's tests share: a fixture that must be refused with a given message, the
+// same bytes, and the per-row relative error of two hidden-state matrices.
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "fixture_model.h"
-#include "model/session.h"
+#include "engine_setup.h"
 
 namespace lf::test {
-
-inline void require_ok(const Status& s) {
-  INFO(s.message());
-  REQUIRE(s.ok());
-}
-
-inline Session session(const Model& m, int max_ctx = 32, int attn_chunk = 64) {
-  Session s;
-  require_ok(Session::create(m, KvCacheOptions{max_ctx, attn_chunk}, &s));
-  return s;
-}
 
 // Builds and loads the fixture o describes, whole.
 inline Status load_status(const FixtureOptions& o) {
@@ -39,6 +27,10 @@ inline void require_refused(const FixtureOptions& o, const std::string& needle) 
   INFO(s.message());
   REQUIRE_FALSE(s.ok());
   CHECK(s.message().find(needle) != std::string::npos);
+}
+
+inline bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // max over rows of |e - r| / |r| (Euclidean norms per row of `width` values).
