@@ -7,9 +7,10 @@
 // client going away): the fetch, the body's read, the back-off and the wait for the node to be
 // ready again all end when it fires, with its reason.
 import { approxQuery } from '../protocol/approx_options.js';
-import { decodeEmbedAnswer, decodeForwardAnswer, embedAnswerBytes, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
+import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
+import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
-import { kvLayersFromWire } from '../protocol/kv_rows.js';
+import { decodeNodeInfo } from '../protocol/node_info.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkF16Values, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
@@ -38,13 +39,6 @@ function sleep(ms, signal) {
 function withTimeout(signal, ms) {
   const timeout = AbortSignal.timeout(ms);
   return signal ? AbortSignal.any([signal, timeout]) : timeout;
-}
-
-// A positive safe integer, or throws naming the field of /v1/info.
-function count(info, field) {
-  const value = info?.[field];
-  if (!Number.isSafeInteger(value) || value < 1) throw new LayerfoldError('bad_response', `GET /v1/info: ${field} is ${JSON.stringify(value)?.slice(0, 40)}, not a positive integer`);
-  return value;
 }
 
 // Failures worth one more attempt: the node restarted, is loading, is shutting down, or is busy.
@@ -85,22 +79,11 @@ export class RemoteNode {
     this.#readyTimeoutMs = readyTimeoutMs;
   }
 
-  // The sizes every later answer is checked against: they must be sizes.
+  // The sizes every later answer is checked against (decodeNodeInfo refuses what are not sizes).
   #setInfo(info) {
-    const nLayer = count(info, 'n_layer');
-    const [begin, end] = Array.isArray(info.layers) ? info.layers : [];
-    if (!(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && begin < end && end <= nLayer)) {
-      throw new LayerfoldError('bad_response', `GET /v1/info: layers ${JSON.stringify(info.layers)?.slice(0, 40)} is not a range within n_layer ${nLayer}`);
-    }
-    this.#info = info;
-    this.layers = [begin, end];
-    this.nEmbd = count(info, 'n_embd');
-    this.nVocab = count(info, 'n_vocab');
-    this.nLayer = nLayer;
-    this.withEmbedding = info.has_embed;
-    this.withHead = info.has_head;
-    this.kvRowsIn = kvLayersFromWire(info.kv_rows_in);
-    this.kvRowsOut = kvLayersFromWire(info.kv_rows_out);
+    const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, ...rest } = decodeNodeInfo(info);
+    this.#info = rest;
+    Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut });
   }
 
   /**
@@ -191,7 +174,7 @@ export class RemoteNode {
    */
   async embed(tokens, { signal, nEmbdPerLayer = 0 } = {}) {
     const response = await this.#request('POST', '/v1/embed', {
-      body: JSON.stringify({ tokens: Array.from(tokens) }), contentType: 'application/json', signal,
+      body: encodeEmbedRequest(tokens), contentType: 'application/json', signal,
     });
     const shape = { nEmbd: this.nEmbd, nLayer: this.nLayer, nEmbdPerLayer };
     const answer = await readExact(response, embedAnswerBytes(shape, tokens.length), 'POST /v1/embed', signal);
@@ -307,11 +290,8 @@ export class RemoteNode {
 
   /** What the node said of itself when it was opened (LayerNode.info's shape, plus url). */
   info() {
-    const i = this.#info;
-    return {
-      url: this.url, model: i.model, layers: i.layers, nEmbd: i.n_embd, nVocab: i.n_vocab, build: i.build,
-      threads: i.threads, sessions: i.sessions, wasmMemoryBytes: i.wasm_memory_bytes, kvBytes: i.kv_bytes,
-    };
+    const { model, build, threads, sessions, wasmMemoryBytes, kvBytes } = this.#info;
+    return { url: this.url, model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build, threads, sessions, wasmMemoryBytes, kvBytes };
   }
 
   close() {

@@ -1,11 +1,9 @@
-// A layer node's binary bodies (docs/http-api.md), little-endian and row-major:
-//   forward request  hidden states [n, n_embd] f32, then (a model with per-layer embeddings) the
-//                    node's layers' per-layer inputs [layers, n, n_embd_per_layer] f32, then the
-//                    K/V rows of the source layers it mirrors (kv_rows.js, its kvRowsIn)
-//   forward answer   hidden states [n, n_embd] f32 ([1, n_embd] with last_only), then the K/V
-//                    rows it hands out (its kvRowsOut), every position of the call
-//   embed answer     hidden states [n, n_embd] f32, then every layer's per-layer inputs
-//                    [n_layer, n, n_embd_per_layer] f32
+// A forward's bodies (docs/http-api.md), little-endian and row-major:
+//   request  hidden states [n, n_embd] f32, then (a model with per-layer embeddings) the node's
+//            layers' per-layer inputs [layers, n, n_embd_per_layer] f32, then the K/V rows of
+//            the source layers it mirrors (kv_rows.js, its kvRowsIn)
+//   answer   hidden states [n, n_embd] f32 ([1, n_embd] with last_only), then the K/V rows it
+//            hands out (its kvRowsOut), every position of the call
 // A node's shape, { nEmbd, perLayerFloats, kvRowsIn, kvRowsOut }, says what its bodies hold:
 // perLayerFloats the per-layer floats of one row (its layers · n_embd_per_layer). Lengths are
 // checked here ('bad_length', naming what was expected); values are the receiver's to check.
@@ -14,10 +12,11 @@ import { kvRowBytes, packKvRows, unpackKvRows } from './kv_rows.js';
 
 const F32 = 4;
 
-const asBytes = (floats) => new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
+/** floats as the bytes they are. */
+export const asBytes = (floats) => new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
 
-// The parts laid end to end, as one Uint8Array.
-function joined(parts) {
+/** The parts (Uint8Arrays) laid end to end, as one Uint8Array. */
+export function joined(parts) {
   const out = new Uint8Array(parts.reduce((sum, part) => sum + part.byteLength, 0));
   let at = 0;
   for (const part of parts) {
@@ -104,33 +103,4 @@ export function decodeForwardAnswer(buffer, shape, n, { lastOnly = false } = {})
     hidden: new Float32Array(kvRowsOut.length ? buffer.slice(0, floatBytes) : buffer),
     kvRows: kvRowsOut.length ? unpackKvRows(kvRowsOut, new Uint8Array(buffer, floatBytes), n) : null,
   };
-}
-
-/**
- * Bytes of the embed answer to n tokens.
- * @example embedAnswerBytes({ nEmbd: 64, nLayer: 6, nEmbdPerLayer: 0 }, 5) // 1280
- */
-export function embedAnswerBytes({ nEmbd, nLayer, nEmbdPerLayer = 0 }, n) {
-  return n * (nEmbd + nLayer * nEmbdPerLayer) * F32;
-}
-
-/**
- * The embed answer: hidden [n, nEmbd], then perLayer [nLayer, n, nPl] when the model has them.
- * @example const body = encodeEmbedAnswer(hidden, await node.perLayerInputs(tokens, hidden));
- */
-export function encodeEmbedAnswer(hidden, perLayer = null) {
-  return perLayer ? joined([asBytes(hidden), asBytes(perLayer)]) : hidden;
-}
-
-/**
- * The other way: an ArrayBuffer of exactly embedAnswerBytes() -> { hidden, perLayer (null
- * without) }, views of it; 'bad_length' when it is not.
- * @example const { hidden, perLayer } = decodeEmbedAnswer(buffer, { nEmbd: 64, nLayer: 6, nEmbdPerLayer: 0 }, 5);
- */
-export function decodeEmbedAnswer(buffer, shape, n) {
-  const bytes = embedAnswerBytes(shape, n);
-  if (buffer.byteLength !== bytes) throw new LayerfoldError('bad_length', `an embed answer of ${buffer.byteLength} bytes, expected ${bytes}`);
-  const both = new Float32Array(buffer);
-  const hiddenFloats = n * shape.nEmbd;
-  return { hidden: both.subarray(0, hiddenFloats), perLayer: both.length > hiddenFloats ? both.subarray(hiddenFloats) : null };
 }

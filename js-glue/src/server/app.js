@@ -12,16 +12,17 @@ import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
 import { approxFromQuery, approxModesOn } from '../protocol/approx_options.js';
-import { decodeForwardBody, encodeEmbedAnswer, encodeForwardAnswer, forwardRowBytes } from '../protocol/forward_body.js';
+import { decodeEmbedRequest, encodeEmbedAnswer } from '../protocol/embed_body.js';
+import { decodeForwardBody, encodeForwardAnswer, forwardRowBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeExitState, encodeApproxStats, encodeLayerMs, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
-import { kvLayersToWire } from '../protocol/kv_rows.js';
+import { encodeNodeInfo } from '../protocol/node_info.js';
 import { bytesResponse, streamedResponse } from './answer_stream.js';
 import { HttpError } from './http_error.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
 import { redactSecrets } from './redact.js';
 import { checkDeclaredLength, readBody } from './request_body.js';
-import { contentType, finiteValues, flag, hiddenStates, idempotencyKey, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
+import { contentType, finiteValues, flag, hiddenStates, idempotencyKey, position, sessionId, topKParameter } from './request_checks.js';
 import { requestFingerprint, SessionRecords } from './session_records.js';
 import { WorkQueue } from './work_queue.js';
 
@@ -56,8 +57,9 @@ export function checkAuthToken(token) {
   return token;
 }
 
-// Engine errors that get past the checks still leave the cache as it was; say what they were.
-// An approximate mode's key or value is checked by the engine alone: its invalid_argument names it.
+// Errors of the wire format's decoders (protocol/) and of the engine, whose checks come after
+// this app's and still leave the cache as it was; say what they were. An approximate mode's key
+// or value is checked by the engine alone: its invalid_argument names it.
 function fromEngine(error) {
   if (error.code === 'bad_length') return new HttpError('bad_length', error.message);
   if (error.code === 'evicted') return new HttpError('unknown_session', error.message, { extra: { reason: 'evicted' } });
@@ -190,14 +192,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
 
   app.get('/v1/info', (c) => {
     const n = state.node;
-    const info = n.info();
-    return c.json({
-      model: redactSecrets(info.model), layers: n.layers, n_layer: n.nLayer, n_embd: n.nEmbd, n_vocab: n.nVocab,
-      has_embed: n.withEmbedding, has_head: n.withHead, build: info.build, threads: info.threads,
-      sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
-      max_sessions: n.maxSessions, max_context: maxContext(n), max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
-      kv_rows_in: kvLayersToWire(n.kvRowsIn), kv_rows_out: kvLayersToWire(n.kvRowsOut),
-    });
+    return c.json(encodeNodeInfo(n, { model: redactSecrets(n.info().model), maxContext: maxContext(n), maxTokens, maxLogitsBytes }));
   });
 
   // The session the node holds, or a 404 saying why it does not.
@@ -307,7 +302,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     if (!n.withEmbedding) throw new HttpError('not_found', `this node serves layers ${n.layers[0]}-${n.layers[1] - 1}: the token embedding is on the node serving layer 0`);
     contentType(c.req.header('content-type'), 'application/json');
     return withBody(c, async (body, ticket) => {
-      const tokens = tokenIds(new TextDecoder().decode(body), n.nVocab, maxTokens);
+      const tokens = decodeEmbedRequest(new TextDecoder().decode(body), { nVocab: n.nVocab, maxTokens });
       const embedded = await engine(ticket, async () => {
         const hidden = n.embed(tokens);
         return encodeEmbedAnswer(hidden, n.nEmbdPerLayer > 0 ? await n.perLayerInputs(tokens, hidden) : null);

@@ -93,23 +93,3 @@ export function finiteValues(floats, width, what) {
   }
   return floats;
 }
-
-/**
- * The JSON body {"tokens": [id, ...]} of an embed request: 1 to maxTokens ids in [0, nVocab).
- * @example tokenIds('{"tokens":[2,818]}', 262144, 2048) // Int32Array [2, 818]
- */
-export function tokenIds(text, nVocab, maxTokens) {
-  let body;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new HttpError('bad_parameter', 'body is not JSON: expected {"tokens": [id, ...]}');
-  }
-  const tokens = body?.tokens;
-  if (!Array.isArray(tokens) || tokens.length === 0 || tokens.length > maxTokens) {
-    throw new HttpError('bad_parameter', `"tokens" must be an array of 1 to ${maxTokens} token ids`);
-  }
-  const bad = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= nVocab);
-  if (bad >= 0) throw new HttpError('bad_parameter', `tokens[${bad}] = ${JSON.stringify(tokens[bad])}: expected an integer from 0 to n_vocab - 1 = ${nVocab - 1}`);
-  return Int32Array.from(tokens);
-}

@@ -1,12 +1,11 @@
-// The layer node's binary bodies (js-glue/src/protocol/forward_body.js, kv_rows.js): what one
+// A forward's bodies (js-glue/src/protocol/forward_body.js, kv_rows.js): what one
 // end encodes the other decodes to the same values, and a body of the wrong length is refused
 // naming what was expected. Expected values are written out by hand, not taken from the encoder.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {
-  decodeEmbedAnswer, decodeForwardAnswer, decodeForwardBody, embedAnswerBytes, encodeEmbedAnswer, encodeForwardAnswer,
-  encodeForwardBody, forwardAnswerBytes, forwardRowBytes,
+  decodeForwardAnswer, decodeForwardBody, encodeForwardAnswer, encodeForwardBody, forwardAnswerBytes, forwardRowBytes,
 } from "../../../js-glue/src/protocol/forward_body.js";
 import {kvLayersFromWire, kvLayersToWire, packKvRows} from "../../../js-glue/src/protocol/kv_rows.js";
 
@@ -100,21 +99,5 @@ describe("the forward answer", () => {
 
   test("an answer of another length is refused", () => {
     assert.throws(() => decodeForwardAnswer(new ArrayBuffer(48), shape, 3), (error) => error.code === "bad_length" && /of 48 bytes, expected 66/.test(error.message));
-  });
-});
-
-describe("the embed answer", () => {
-  test("hidden states, then every layer's per-layer inputs", () => {
-    const form = {nEmbd: 4, nLayer: 2, nEmbdPerLayer: 3};
-    const hidden = floats(2 * 4, 0);
-    const perLayer = floats(2 * 2 * 3, 9);
-    const body = encodeEmbedAnswer(hidden, perLayer);
-    assert.equal(body.byteLength, 4 * (8 + 12));
-    assert.equal(embedAnswerBytes(form, 2), 80);
-    const got = decodeEmbedAnswer(buffer(body), form, 2);
-    assert.deepEqual(got.hidden, hidden);
-    assert.deepEqual(got.perLayer, perLayer);
-    assert.deepEqual(decodeEmbedAnswer(buffer(new Uint8Array(hidden.buffer)), {nEmbd: 4, nLayer: 2}, 2), {hidden, perLayer: null});
-    assert.throws(() => decodeEmbedAnswer(new ArrayBuffer(32), form, 2), /an embed answer of 32 bytes, expected 80/);
   });
 });
