@@ -259,6 +259,8 @@ export interface NodeShape {
   readonly kvRowsIn: KvLayer[];
   /** the source layers whose new K/V rows each forward hands out */
   readonly kvRowsOut: KvLayer[];
+  /** true when forwards of one session called at once run in call order (a LayerNode's batcher); false for a RemoteNode */
+  readonly keepsForwardOrder: boolean;
 }
 
 export interface LayerNode extends NodeShape {}

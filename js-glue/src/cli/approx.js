@@ -1,5 +1,6 @@
 // The approximate modes on the command line (docs/approximate.md): the flags, the options they
 // make for Pipeline.open, and the "approximate: ..." lines validate prints.
+import { approxFromQuery } from '../protocol/approx_options.js';
 
 /** parseArgs option specs shared by validate, generate and calibrate-exit. */
 export const APPROX_CLI_OPTIONS = {
@@ -17,15 +18,6 @@ export const APPROX_USAGE = `  --truncated-attention [--truncation-threshold T] 
   --early-exit --exit-threshold T [--exit-window W]   (docs/approximate.md)
   --ffn-top-k K [--ffn-top-k-layers L:K,...] [--ffn-top-k-threshold T]   (K: a fraction <= 1, or a count)`;
 
-// raw (the text after `what`) -> a number in [lo, hi], or an error naming what.
-function number(raw, what, lo, hi, integer = false) {
-  const value = Number(raw);
-  if (raw === '' || !(value >= lo && value <= hi) || (integer && !Number.isInteger(value))) {
-    throw new Error(`${what} ${raw}: expected ${integer ? 'an integer' : 'a number'} from ${lo} to ${hi}`);
-  }
-  return value;
-}
-
 // Flags that only mean something with their mode's switch.
 const NEEDS = {
   'truncation-threshold': 'truncated-attention', 'exit-threshold': 'early-exit', 'exit-window': 'early-exit',
@@ -33,7 +25,9 @@ const NEEDS = {
 };
 
 /**
- * The parsed flags -> Pipeline.open's approx ({} when every mode is off).
+ * The parsed flags -> Pipeline.open's approx ({} when every mode is off), spelled as a forward's
+ * query spells them (protocol/approx_options.js): the values are the engine's to check, at the
+ * first forward, which names a bad one.
  * @example approxFromFlags({ 'early-exit': true, 'exit-threshold': '0.05' }) // { earlyExit: true, exitThreshold: 0.05 }
  */
 export function approxFromFlags(options) {
@@ -41,28 +35,16 @@ export function approxFromFlags(options) {
     const on = mode === 'ffn-top-k' ? options['ffn-top-k'] !== undefined || options['ffn-top-k-layers'] !== undefined : options[mode];
     if (options[flag] !== undefined && !on) throw new Error(`--${flag} needs --${mode}`);
   }
-  const approx = {};
-  if (options['truncated-attention']) approx.truncatedAttention = true;
-  if (options['truncation-threshold'] !== undefined) approx.truncationThreshold = number(options['truncation-threshold'], '--truncation-threshold', 0, 1);
-  if (options['early-exit']) {
-    if (options['exit-threshold'] === undefined) throw new Error('--early-exit needs --exit-threshold T (layerfold calibrate-exit finds one)');
-    approx.earlyExit = true;
-    approx.exitThreshold = number(options['exit-threshold'], '--exit-threshold', 0, 3.4e38);
+  if (options['early-exit'] && options['exit-threshold'] === undefined) {
+    throw new Error('--early-exit needs --exit-threshold T (layerfold calibrate-exit finds one)');
   }
-  if (options['exit-window'] !== undefined) approx.exitWindow = number(options['exit-window'], '--exit-window', 1, 16, true);
-  if (options['ffn-top-k'] !== undefined) approx.ffnTopK = number(options['ffn-top-k'], '--ffn-top-k', 0, 1e9);
-  if (options['ffn-top-k-layers'] !== undefined) {
-    approx.ffnTopKLayers = {};
-    for (const item of options['ffn-top-k-layers'].split(',')) {
-      const [layer, k, extra] = item.split(':');
-      if (k === undefined || extra !== undefined || !/^\d+$/.test(layer)) {
-        throw new Error(`--ffn-top-k-layers ${options['ffn-top-k-layers']}: expected LAYER:K,LAYER:K...`);
-      }
-      approx.ffnTopKLayers[layer] = number(k, `--ffn-top-k-layers ${layer}:`, 0, 1e9);
-    }
+  const pairs = [];
+  for (const flag of Object.keys(APPROX_CLI_OPTIONS)) {
+    const value = options[flag];
+    if (value === undefined || value === false) continue;
+    pairs.push([flag.replaceAll('-', '_'), value === true ? '1' : value]);
   }
-  if (options['ffn-top-k-threshold'] !== undefined) approx.ffnTopKThreshold = number(options['ffn-top-k-threshold'], '--ffn-top-k-threshold', 0, 1);
-  return approx;
+  return approxFromQuery(pairs, (name) => `--${name.replaceAll('_', '-')}`);
 }
 
 /**

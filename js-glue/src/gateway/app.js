@@ -13,7 +13,7 @@ import { streamedResponse } from '../server/answer_stream.js';
 import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { stopIds } from '../tokens/chat.js';
-import { approxModesOn } from '../node/approx_modes.js';
+import { approxModesOn } from '../protocol/approx_options.js';
 import { Answer } from './answer.js';
 import { chatOutputReader, writesGemma4Output } from './chat_output.js';
 import { Coordinator } from './coordinator.js';

@@ -225,6 +225,14 @@ export class LayerNode {
     return this.#reports.timings(id)?.layer_ms ?? [];
   }
 
+  /**
+   * True: forwards of one session called at once run in call order (the batcher), so a
+   * pipeline may hand a replay's calls over together (RemoteNode's is false).
+   */
+  get keepsForwardOrder() {
+    return true;
+  }
+
   /** The GGUF metadata (large arrays summarized). */
   get metadata() {
     return this.#header.metadata;

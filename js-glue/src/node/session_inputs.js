@@ -1,12 +1,12 @@
 // What a forward call sets on its session before its step runs (its approximate modes and the
 // early-exit state its last row arrives in, its per-layer inputs, the K/V rows of the source
 // layers the node mirrors), and the K/V rows a finished forward hands out, read back.
+import { engineApprox } from '../protocol/approx_options.js';
 import { callWithJson, withCopies } from './wasm_copies.js';
 
-// The C ABI takes the options as JSON with the engine's snake_case names.
+// The engine checks the options, and refuses a bad one naming it.
 function setApprox(lf, handle, approx, exitState) {
-  const options = Object.fromEntries(Object.entries(approx).map(([key, value]) => [key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), value]));
-  callWithJson(lf, lf.fn.lf_session_set_approx, handle, options);
+  callWithJson(lf, lf.fn.lf_session_set_approx, handle, engineApprox(approx));
   if (exitState) {
     const { exit_layer, recent_updates } = exitState;
     callWithJson(lf, lf.fn.lf_session_set_exit_state, handle, { exit_layer, recent_updates });

@@ -11,12 +11,11 @@
 // share too, and no further node is called. No node: imports, so an edge worker builds one over
 // remote nodes (edge/edge_gateway.js); Pipeline.open (pipeline.js) opens one from a model and a
 // --nodes spec in Node.
-import { approxModesOn } from '../node/approx_modes.js';
+import { approxModesOn } from '../protocol/approx_options.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { NodeShare } from './node_share.js';
 import { NodeHistory } from './node_history.js';
 import { checkCoverage } from './nodes_spec.js';
-import { RemoteNode } from './remote_node.js';
 
 // Errors by which a node says it no longer holds the session as the coordinator left it.
 const LOST_SESSION = new Set(['unknown_session', 'evicted', 'position_mismatch']);
@@ -62,7 +61,7 @@ function withKvRows(arrived, handedOut) {
  * @example nodeName(node, 1) // "node 1 (http://10.0.0.7:8080, layers 30-59)"
  */
 export function nodeName(node, i) {
-  const where = node instanceof RemoteNode ? node.url : 'local';
+  const where = node.url ?? 'local';
   return `node ${i} (${where}, layers ${node.layers[0]}-${node.layers[1] - 1})`;
 }
 
@@ -253,10 +252,11 @@ export class PipelineCore {
   // Node i's session replayed from its history, then the forward `args`. Replays send the
   // entries as they were sent when early exit is on (each entry's last row exited on its own),
   // the model has per-layer inputs or the entries carry K/V rows; otherwise merged chunks a node accepts, which give the same
-  // cache in fewer calls. A local node gets every call at once: it runs them in call order, and a
+  // cache in fewer calls. A node that keeps its forwards' order (a local one) gets every call at once, and a
   // node that runs one call at a time lets no other session's forward come between them to evict
-  // this one again (a node that batches may: then the replay is tried again). A remote node's
-  // requests could overtake one another on the way: each waits for the last.
+  // this one again (a node that batches may: then the replay is tried again). A node whose
+  // forwards could overtake one another on the way (keepsForwardOrder false: a remote one) gets
+  // each after the last.
   async #rebuild(i, state, args) {
     const node = this.nodes[i];
     const history = state.nodes[i];
@@ -272,7 +272,7 @@ export class PipelineCore {
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
     const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal })), args];
     this.replays += 1;
-    if (node instanceof RemoteNode) {
+    if (!node.keepsForwardOrder) {
       let out;
       for (const call of calls) out = await node.forward(call);
       return out;

@@ -6,8 +6,11 @@
 // (node_answer.js), and every call takes the caller's AbortSignal (a request's deadline, its
 // client going away): the fetch, the body's read, the back-off and the wait for the node to be
 // ready again all end when it fires, with its reason.
-import { approxQuery } from '../node/approx_modes.js';
-import { kvRowBytes, packKvRows, unpackKvRows } from '../node/kv_rows.js';
+import { approxQuery } from '../protocol/approx_options.js';
+import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
+import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
+import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
+import { decodeNodeInfo } from '../protocol/node_info.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkF16Values, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
@@ -36,13 +39,6 @@ function sleep(ms, signal) {
 function withTimeout(signal, ms) {
   const timeout = AbortSignal.timeout(ms);
   return signal ? AbortSignal.any([signal, timeout]) : timeout;
-}
-
-// A positive safe integer, or throws naming the field of /v1/info.
-function count(info, field) {
-  const value = info?.[field];
-  if (!Number.isSafeInteger(value) || value < 1) throw new LayerfoldError('bad_response', `GET /v1/info: ${field} is ${JSON.stringify(value)?.slice(0, 40)}, not a positive integer`);
-  return value;
 }
 
 // Failures worth one more attempt: the node restarted, is loading, is shutting down, or is busy.
@@ -83,23 +79,19 @@ export class RemoteNode {
     this.#readyTimeoutMs = readyTimeoutMs;
   }
 
-  // The sizes every later answer is checked against: they must be sizes.
+  // The sizes every later answer is checked against (decodeNodeInfo refuses what are not sizes).
   #setInfo(info) {
-    const nLayer = count(info, 'n_layer');
-    const [begin, end] = Array.isArray(info.layers) ? info.layers : [];
-    if (!(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && begin < end && end <= nLayer)) {
-      throw new LayerfoldError('bad_response', `GET /v1/info: layers ${JSON.stringify(info.layers)?.slice(0, 40)} is not a range within n_layer ${nLayer}`);
-    }
-    this.#info = info;
-    this.layers = [begin, end];
-    this.nEmbd = count(info, 'n_embd');
-    this.nVocab = count(info, 'n_vocab');
-    this.nLayer = nLayer;
-    this.withEmbedding = info.has_embed;
-    this.withHead = info.has_head;
-    const kvLayers = (list = []) => list.map(({ layer, bytes_per_token: bytesPerToken }) => ({ layer, bytesPerToken }));
-    this.kvRowsIn = kvLayers(info.kv_rows_in);
-    this.kvRowsOut = kvLayers(info.kv_rows_out);
+    const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, ...rest } = decodeNodeInfo(info);
+    this.#info = rest;
+    Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut });
+  }
+
+  /**
+   * False: forwards sent at once may reach the node in another order than they were called
+   * (LayerNode's is true), so a pipeline sends a session's calls to it one after another.
+   */
+  get keepsForwardOrder() {
+    return false;
   }
 
   // Polls /readyz until it answers 200; a node that never gets ready is an error naming it.
@@ -170,28 +162,8 @@ export class RemoteNode {
     return error;
   }
 
-  // The forward body of a model with per-layer embeddings: the hidden states, then the node's
-  // layers' per-layer inputs.
-  static #joined(hidden, perLayer) {
-    const both = new Float32Array(hidden.length + perLayer.length);
-    both.set(hidden);
-    both.set(perLayer, hidden.length);
-    return both;
-  }
-
   static #bytes(floats) {
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
-  }
-
-  // The forward body: the hidden states, the node's layers' per-layer inputs, the K/V rows of
-  // the source layers it mirrors.
-  #forwardBody(hidden, perLayer, kvRows, n) {
-    const floats = RemoteNode.#bytes(perLayer ? RemoteNode.#joined(hidden, perLayer) : hidden);
-    if (this.kvRowsIn.length === 0) return floats;
-    const body = new Uint8Array(floats.byteLength + n * kvRowBytes(this.kvRowsIn));
-    body.set(floats);
-    body.set(packKvRows(this.kvRowsIn, kvRows, n), floats.byteLength);
-    return body;
   }
 
   /**
@@ -202,15 +174,13 @@ export class RemoteNode {
    */
   async embed(tokens, { signal, nEmbdPerLayer = 0 } = {}) {
     const response = await this.#request('POST', '/v1/embed', {
-      body: JSON.stringify({ tokens: Array.from(tokens) }), contentType: 'application/json', signal,
+      body: encodeEmbedRequest(tokens), contentType: 'application/json', signal,
     });
-    const hiddenFloats = tokens.length * this.nEmbd;
-    const perLayerFloats = this.nLayer * tokens.length * nEmbdPerLayer;
-    const both = new Float32Array(await readExact(response, 4 * (hiddenFloats + perLayerFloats), 'POST /v1/embed', signal));
-    const hidden = both.subarray(0, hiddenFloats);
+    const shape = { nEmbd: this.nEmbd, nLayer: this.nLayer, nEmbdPerLayer };
+    const answer = await readExact(response, embedAnswerBytes(shape, tokens.length), 'POST /v1/embed', signal);
+    const { hidden, perLayer } = decodeEmbedAnswer(answer, shape, tokens.length);
     checkValues(hidden, this.nEmbd, 'POST /v1/embed: hidden states');
-    if (perLayerFloats > 0) {
-      const perLayer = both.subarray(hiddenFloats);
+    if (perLayer) {
       checkValues(perLayer, nEmbdPerLayer, 'POST /v1/embed: per-layer inputs');
       this.#perLayer.set(hidden, perLayer);
     }
@@ -238,27 +208,19 @@ export class RemoteNode {
     for (const [name, value] of approxQuery(approx)) query.set(name, value);
     const what = 'POST /v1/sessions/{id}/forward';
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
-      body: this.#forwardBody(hidden, perLayer, kvRows, n), contentType: 'application/octet-stream',
+      body: encodeForwardBody({ hidden, perLayer, kvRows }, this), contentType: 'application/octet-stream',
       idempotencyKey: crypto.randomUUID(), signal,
-      headers: exitState ? { 'x-layerfold-exit-state': JSON.stringify({ exit_layer: exitState.exit_layer, recent_updates: exitState.recent_updates }) } : {},
+      headers: exitState ? { [EXIT_STATE]: encodeExitState(exitState) } : {},
     });
-    const floatBytes = 4 * (lastOnly ? 1 : n) * this.nEmbd;
+    const floatBytes = forwardAnswerBytes({ nEmbd: this.nEmbd }, n, { lastOnly });
     const kvNote = this.kvRowsOut.length ? ` (${floatBytes} of hidden states, then the K/V rows of layers ${this.kvRowsOut.map((l) => l.layer).join(', ')})` : '';
-    const answer = await readExact(response, floatBytes + n * kvRowBytes(this.kvRowsOut), what + kvNote, signal);
-    // A copy of the hidden states alone: the answer's buffer is theirs only without K/V rows.
-    const out = new Float32Array(this.kvRowsOut.length ? answer.slice(0, floatBytes) : answer);
+    const answer = await readExact(response, forwardAnswerBytes(this, n, { lastOnly }), what + kvNote, signal);
+    const { hidden: out, kvRows: kvRowsOut } = decodeForwardAnswer(answer, this, n, { lastOnly });
     checkValues(out, this.nEmbd, `${what}: hidden states`);
-    const kvRowsOut = this.kvRowsOut.length ? unpackKvRows(this.kvRowsOut, new Uint8Array(answer, floatBytes), n) : null;
     for (const [layer, values] of Object.entries(kvRowsOut ?? {})) checkF16Values(values, `${what}: layer ${layer}'s K/V rows`);
-    let approxStats = null;
-    try {
-      approxStats = JSON.parse(response.headers.get('x-layerfold-approx') ?? 'null');
-    } catch (error) {
-      throw new LayerfoldError('bad_response', `${what}: x-layerfold-approx is not JSON (${error.message})`);
-    }
+    const approxStats = decodeApproxStats(response.headers.get(APPROX_STATS), what);
     // Only an answer that passed every check leaves a trace here.
-    const layerMs = response.headers.get('x-layerfold-layer-ms');
-    this.#layerMs.set(session, layerMs ? layerMs.split(',').map(Number) : []);
+    this.#layerMs.set(session, decodeLayerMs(response.headers.get(LAYER_MS)));
     this.#approxStats.set(session, approxStats);
     if (kvRowsOut) this.#kvRowsOut.set(out, kvRowsOut);
     return out;
@@ -328,11 +290,8 @@ export class RemoteNode {
 
   /** What the node said of itself when it was opened (LayerNode.info's shape, plus url). */
   info() {
-    const i = this.#info;
-    return {
-      url: this.url, model: i.model, layers: i.layers, nEmbd: i.n_embd, nVocab: i.n_vocab, build: i.build,
-      threads: i.threads, sessions: i.sessions, wasmMemoryBytes: i.wasm_memory_bytes, kvBytes: i.kv_bytes,
-    };
+    const { model, build, threads, sessions, wasmMemoryBytes, kvBytes } = this.#info;
+    return { url: this.url, model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build, threads, sessions, wasmMemoryBytes, kvBytes };
   }
 
   close() {

@@ -11,29 +11,22 @@ import { Hono } from 'hono';
 import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
-import { approxModesOn } from '../node/approx_modes.js';
-import { kvRowBytes, packKvRows, unpackKvRows } from '../node/kv_rows.js';
+import { approxFromQuery, approxModesOn } from '../protocol/approx_options.js';
+import { decodeEmbedRequest, encodeEmbedAnswer } from '../protocol/embed_body.js';
+import { decodeForwardBody, encodeForwardAnswer, forwardRowBytes } from '../protocol/forward_body.js';
+import { APPROX_STATS, decodeExitState, encodeApproxStats, encodeLayerMs, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
+import { encodeNodeInfo } from '../protocol/node_info.js';
 import { bytesResponse, streamedResponse } from './answer_stream.js';
 import { HttpError } from './http_error.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
 import { redactSecrets } from './redact.js';
 import { checkDeclaredLength, readBody } from './request_body.js';
-import { approxParameters, contentType, exitStateHeader, flag, hiddenStates, idempotencyKey, position, sessionId, tokenIds, topKParameter } from './request_checks.js';
+import { contentType, finiteValues, flag, hiddenStates, idempotencyKey, position, sessionId, topKParameter } from './request_checks.js';
 import { requestFingerprint, SessionRecords } from './session_records.js';
 import { WorkQueue } from './work_queue.js';
 
 const F32 = 4;
-
-// The node's kvRowsIn / kvRowsOut as /v1/info spells them.
-const wireKvLayers = (layers = []) => layers.map(({ layer, bytesPerToken }) => ({ layer, bytes_per_token: bytesPerToken }));
-
-function joinBytes(floats, bytes) {
-  const out = new Uint8Array(floats.byteLength + bytes.byteLength);
-  out.set(new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength));
-  out.set(bytes, floats.byteLength);
-  return out;
-}
 
 const OCTETS = 'application/octet-stream';
 
@@ -64,8 +57,11 @@ export function checkAuthToken(token) {
   return token;
 }
 
-// Engine errors that get past the checks still leave the cache as it was; say what they were.
+// Errors of the wire format's decoders (protocol/) and of the engine, whose checks come after
+// this app's and still leave the cache as it was; say what they were. An approximate mode's key
+// or value is checked by the engine alone: its invalid_argument names it.
 function fromEngine(error) {
+  if (error.code === 'bad_length') return new HttpError('bad_length', error.message);
   if (error.code === 'evicted') return new HttpError('unknown_session', error.message, { extra: { reason: 'evicted' } });
   if (error.code === 'unknown_session') return new HttpError('unknown_session', error.message);
   if (error.code === 'invalid_argument' || error.name === 'RangeError') return new HttpError('bad_parameter', error.message);
@@ -97,11 +93,13 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   const queue = new WorkQueue(maxQueue);
   const records = new SessionRecords();
   const app = new Hono();
-  // A forward's row: the hidden state, then (models with per-layer embeddings) the node's layers'
-  // per-layer inputs (docs/http-api.md, "Per-layer inputs").
-  const rowFloats = (n) => n.nEmbd + (n.layers[1] - n.layers[0]) * (n.nEmbdPerLayer ?? 0);
-  // A forward's row: its floats, then the K/V rows of the source layers the node mirrors.
-  const rowBytes = (n) => rowFloats(n) * F32 + kvRowBytes(n.kvRowsIn ?? []);
+  // What the node's forward bodies hold (protocol/forward_body.js): per row the hidden state,
+  // (models with per-layer embeddings) the node's layers' per-layer inputs, the K/V rows of the
+  // source layers it mirrors.
+  const shape = (n) => ({
+    nEmbd: n.nEmbd, perLayerFloats: (n.layers[1] - n.layers[0]) * (n.nEmbdPerLayer ?? 0), kvRowsIn: n.kvRowsIn ?? [], kvRowsOut: n.kvRowsOut ?? [],
+  });
+  const rowBytes = (n) => forwardRowBytes(shape(n));
   const maxBodyBytes = () => maxTokens * rowBytes(state.node);
   const describeLimit = () => `the limit is ${maxBodyBytes()} bytes (max_tokens ${maxTokens} · ${rowBytes(state.node)} bytes per row)`;
 
@@ -194,14 +192,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
 
   app.get('/v1/info', (c) => {
     const n = state.node;
-    const info = n.info();
-    return c.json({
-      model: redactSecrets(info.model), layers: n.layers, n_layer: n.nLayer, n_embd: n.nEmbd, n_vocab: n.nVocab,
-      has_embed: n.withEmbedding, has_head: n.withHead, build: info.build, threads: info.threads,
-      sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
-      max_sessions: n.maxSessions, max_context: maxContext(n), max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
-      kv_rows_in: wireKvLayers(n.kvRowsIn), kv_rows_out: wireKvLayers(n.kvRowsOut),
-    });
+    return c.json(encodeNodeInfo(n, { model: redactSecrets(n.info().model), maxContext: maxContext(n), maxTokens, maxLogitsBytes }));
   });
 
   // The session the node holds, or a 404 saying why it does not.
@@ -259,27 +250,19 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const n = state.node;
     const id = sessionId(c.req.param('id'));
     const startPos = position(c.req.query('start_pos'), 'start_pos');
-    const lastOnly = flag(c.req.query('last_only'), 'last_only');
-    const approx = approxParameters((name) => c.req.query(name));
-    const exitState = exitStateHeader(c.req.header('x-layerfold-exit-state'));
+    const { start_pos: _startPos, last_only: lastOnlyText, ...approxParameters } = c.req.query();
+    const lastOnly = flag(lastOnlyText, 'last_only');
+    // Every other query parameter is an approximate mode's, for the engine to check.
+    const approx = approxFromQuery(Object.entries(approxParameters));
+    const exitState = decodeExitState(c.req.header(EXIT_STATE));
     const key = idempotencyKey(c.req.header('idempotency-key'));
     contentType(c.req.header('content-type'), OCTETS);
     observeBatches(n);
     return withBody(c, async (body, ticket) => {
-      const width = rowFloats(n);
-      const kvIn = n.kvRowsIn ?? [];
-      const kvOut = n.kvRowsOut ?? [];
-      const kvBytes = kvRowBytes(kvIn);
-      if (kvBytes > 0 && (body.byteLength === 0 || body.byteLength % rowBytes(n) !== 0)) {
-        throw new HttpError('bad_length', `body of ${body.byteLength} bytes: expected a positive multiple of ${rowBytes(n)} bytes ` +
-          `(per row ${width} float32 values, then ${kvBytes} bytes of the K/V rows of layers ${kvIn.map((l) => l.layer).join(', ')})`);
-      }
-      const floatBytes = kvBytes > 0 ? (body.byteLength / rowBytes(n)) * width * F32 : body.byteLength;
-      const both = hiddenStates(kvBytes > 0 ? body.slice(0, floatBytes) : body, width);
-      const rows = both.length / width;
-      const kvRows = kvBytes > 0 ? unpackKvRows(kvIn, new Uint8Array(body, floatBytes), rows) : null;
-      const hidden = both.subarray(0, rows * n.nEmbd);
-      const perLayer = width > n.nEmbd ? both.subarray(rows * n.nEmbd) : null;
+      const form = shape(n);
+      const { rows, hidden, perLayer, kvRows } = decodeForwardBody(body, form);
+      finiteValues(hidden, n.nEmbd, 'hidden states');
+      if (perLayer) finiteValues(perLayer, n.nEmbdPerLayer, 'per-layer inputs');
       const limitCtx = maxContext(n);
       if (startPos + rows > limitCtx) {
         throw new HttpError('context_full', `start_pos ${startPos} + ${rows} positions exceed the node's max context ${limitCtx}`);
@@ -294,8 +277,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
             { extra: { n_past: nPast } });
         }
         const hiddenOut = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows });
-        // The K/V rows the node hands out follow the hidden states, every position of the call.
-        const out = kvOut.length ? joinBytes(hiddenOut, packKvRows(kvOut, n.kvRowsOf(hiddenOut), rows)) : hiddenOut;
+        const out = encodeForwardAnswer(hiddenOut, form.kvRowsOut.length ? n.kvRowsOf(hiddenOut) : null, form, rows);
         records.created(id);
         const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };
         if (key !== undefined) records.remember(id, key, fingerprint, result, (other) => n.sessionLength(other) !== null);
@@ -308,8 +290,8 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
       return answer(c, ticket, reply.out, {
         'content-type': OCTETS,
         'x-layerfold-n-past': String(reply.nPast),
-        'x-layerfold-layer-ms': reply.layerMs.map((ms) => ms.toFixed(3)).join(','),
-        ...(reply.approxStats ? { 'x-layerfold-approx': JSON.stringify(reply.approxStats) } : {}),
+        [LAYER_MS]: encodeLayerMs(reply.layerMs),
+        ...(reply.approxStats ? { [APPROX_STATS]: encodeApproxStats(reply.approxStats) } : {}),
         ...(reply.replayed ? { 'x-layerfold-replayed': '1' } : {}),
       });
     });
@@ -320,16 +302,10 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     if (!n.withEmbedding) throw new HttpError('not_found', `this node serves layers ${n.layers[0]}-${n.layers[1] - 1}: the token embedding is on the node serving layer 0`);
     contentType(c.req.header('content-type'), 'application/json');
     return withBody(c, async (body, ticket) => {
-      const tokens = tokenIds(new TextDecoder().decode(body), n.nVocab, maxTokens);
-      // With per-layer embeddings the answer is the hidden states, then every layer's inputs.
+      const tokens = decodeEmbedRequest(new TextDecoder().decode(body), { nVocab: n.nVocab, maxTokens });
       const embedded = await engine(ticket, async () => {
         const hidden = n.embed(tokens);
-        if (!(n.nEmbdPerLayer > 0)) return hidden;
-        const perLayer = await n.perLayerInputs(tokens, hidden);
-        const both = new Float32Array(hidden.length + perLayer.length);
-        both.set(hidden);
-        both.set(perLayer, hidden.length);
-        return both;
+        return encodeEmbedAnswer(hidden, n.nEmbdPerLayer > 0 ? await n.perLayerInputs(tokens, hidden) : null);
       });
       return answer(c, ticket, embedded, { 'content-type': OCTETS });
     });

@@ -1,8 +1,25 @@
 // The K/V rows of shared KV across nodes as bytes (docs/forward-pass.md, "Shared KV across
 // nodes"; docs/http-api.md, the forward body and answer): for each source layer of a node's
 // kvRowsIn or kvRowsOut, in that order, its rows of the call's positions, [n, bytesPerToken / 2]
-// f16 values each, as the engine's cache holds them.
+// f16 values each, as the engine's cache holds them. GET /v1/info lists the layers as
+// [{"layer", "bytes_per_token"}].
 import { LayerfoldError } from '../wasm/capi.js';
+
+/**
+ * A node's kvRowsIn or kvRowsOut as /v1/info spells them.
+ * @example kvLayersToWire([{ layer: 13, bytesPerToken: 1024 }]) // [{ layer: 13, bytes_per_token: 1024 }]
+ */
+export function kvLayersToWire(layers = []) {
+  return layers.map(({ layer, bytesPerToken }) => ({ layer, bytes_per_token: bytesPerToken }));
+}
+
+/**
+ * The other way; a missing list is none.
+ * @example kvLayersFromWire([{ layer: 13, bytes_per_token: 1024 }]) // [{ layer: 13, bytesPerToken: 1024 }]
+ */
+export function kvLayersFromWire(layers = []) {
+  return layers.map(({ layer, bytes_per_token: bytesPerToken }) => ({ layer, bytesPerToken }));
+}
 
 /** Bytes per position of the layers' rows: bytesPerToken summed. */
 export function kvRowBytes(layers) {

@@ -1,0 +1,48 @@
+// What a layer node says of itself, GET /v1/info (docs/http-api.md): its layers and sizes, which
+// every later answer is checked against, its limits, and its K/V layers (kv_rows.js).
+import { LayerfoldError } from '../wasm/capi.js';
+import { kvLayersFromWire, kvLayersToWire } from './kv_rows.js';
+
+/**
+ * A node (LayerNode's shape) and the server's limits as /v1/info's JSON object; `model` as it
+ * may be shown (the server redacts it).
+ * @example encodeNodeInfo(node, { model: 'tiny.gguf', maxContext: 512, maxTokens: 2048, maxLogitsBytes: 64 << 20 })
+ */
+export function encodeNodeInfo(node, { model, maxContext, maxTokens, maxLogitsBytes }) {
+  const info = node.info();
+  return {
+    model, layers: node.layers, n_layer: node.nLayer, n_embd: node.nEmbd, n_vocab: node.nVocab,
+    has_embed: node.withEmbedding, has_head: node.withHead, build: info.build, threads: info.threads,
+    sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
+    max_sessions: node.maxSessions, max_context: maxContext, max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
+    kv_rows_in: kvLayersToWire(node.kvRowsIn), kv_rows_out: kvLayersToWire(node.kvRowsOut),
+  };
+}
+
+// A positive safe integer, or 'bad_response' naming the field.
+function count(info, field) {
+  const value = info?.[field];
+  if (!Number.isSafeInteger(value) || value < 1) throw new LayerfoldError('bad_response', `GET /v1/info: ${field} is ${JSON.stringify(value)?.slice(0, 40)}, not a positive integer`);
+  return value;
+}
+
+/**
+ * The other way: the parsed JSON -> { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead,
+ * kvRowsIn, kvRowsOut, model, build, threads, sessions, kvBytes, wasmMemoryBytes }. The sizes
+ * must be sizes and the layers a range within n_layer, else 'bad_response' naming the field.
+ * @example const info = decodeNodeInfo(await response.json());
+ */
+export function decodeNodeInfo(info) {
+  const nLayer = count(info, 'n_layer');
+  const [begin, end] = Array.isArray(info.layers) ? info.layers : [];
+  if (!(Number.isSafeInteger(begin) && Number.isSafeInteger(end) && begin >= 0 && begin < end && end <= nLayer)) {
+    throw new LayerfoldError('bad_response', `GET /v1/info: layers ${JSON.stringify(info.layers)?.slice(0, 40)} is not a range within n_layer ${nLayer}`);
+  }
+  return {
+    layers: [begin, end], nLayer, nEmbd: count(info, 'n_embd'), nVocab: count(info, 'n_vocab'),
+    withEmbedding: info.has_embed, withHead: info.has_head,
+    kvRowsIn: kvLayersFromWire(info.kv_rows_in), kvRowsOut: kvLayersFromWire(info.kv_rows_out),
+    model: info.model, build: info.build, threads: info.threads, sessions: info.sessions,
+    kvBytes: info.kv_bytes, wasmMemoryBytes: info.wasm_memory_bytes,
+  };
+}
