@@ -79,16 +79,18 @@ void check_same(const lf::ModelConfig& a, const lf::ModelConfig& b) {
 TEST_CASE("every synthetic-vocabulary preset reads back as the configuration make_model built") {
   int checked = 0;
   for (const lf::make_model::Preset& p : lf::make_model::presets()) {
-    // gemma-vocab is tiny with the vocabulary of a file the caller gives (its refusal without
-    // one is the last case here; tests/js/make_model/make_model.test.mjs loads it in llama.cpp).
-    if (std::string(p.options).find("--vocab gemma") != std::string::npos) continue;
+    // gemma-vocab and gemma4-vocab are tiny with the vocabulary of a file the caller gives (their
+    // refusals without one are the last cases here; tests/js/make_model/make_model.test.mjs loads
+    // them in llama.cpp).
+    const std::string options = p.options;
+    if (options.find("--vocab gemma") != std::string::npos || options.find("--vocab gguf") != std::string::npos) continue;
     INFO("preset " << p.name);
     lf::ModelConfig built, read;
     build_and_read_back({"--preset", p.name}, &built, &read);
     check_same(built, read);
     ++checked;
   }
-  CHECK(checked + 1 == static_cast<int>(lf::make_model::presets().size()));
+  CHECK(checked + 2 == static_cast<int>(lf::make_model::presets().size()));
 }
 
 TEST_CASE("make_model's layer options read back as the configuration make_model built") {
@@ -114,4 +116,11 @@ TEST_CASE("the Gemma vocabulary comes from the caller's --tokenizer-json") {
   const lf::Status refused = lf::make_model::parse_cli({"--preset", "gemma-vocab", "--out", "unused.gguf"}, &parsed);
   CHECK(refused.code() == lf::Code::invalid_argument);
   CHECK(refused.message().find("--vocab gemma needs --tokenizer-json FILE") != std::string::npos);
+}
+
+TEST_CASE("the Gemma 4 vocabulary comes from the caller's --vocab-gguf") {
+  CliArgs parsed;
+  const lf::Status refused = lf::make_model::parse_cli({"--preset", "gemma4-vocab", "--out", "unused.gguf"}, &parsed);
+  CHECK(refused.code() == lf::Code::invalid_argument);
+  CHECK(refused.message().find("--vocab gguf needs --vocab-gguf FILE") != std::string::npos);
 }
