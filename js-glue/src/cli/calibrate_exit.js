@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 
 import { openPipeline } from './open_pipeline.js';
-import { redactUrl } from '../server/redact.js';
+import { redactUrl } from '../log/redact.js';
 
 const f32 = new Float32Array(1);
 const f32Bits = new Uint32Array(f32.buffer);

@@ -3,7 +3,7 @@
 // layer (lf_node_needs_json: the tensors, their types, shapes and bytes), never from tensor names
 // or metadata keys read here.
 import { withModelHeader } from '../gguf/model_header.js';
-import { redactUrl } from '../server/redact.js';
+import { redactUrl } from '../log/redact.js';
 import { allowUnvalidatedSource } from './serve.js';
 
 const MB = 1024 * 1024;

@@ -3,7 +3,7 @@
 // stderr and exits 2, as does a command that fails (with its one-line reason, redacted).
 import { parseArgs } from 'node:util';
 
-import { redactSecrets } from '../server/redact.js';
+import { redactSecrets } from '../log/redact.js';
 import { COMMANDS, usage } from './commands.js';
 
 const HELP = { help: { type: 'boolean', short: 'h', default: false } };

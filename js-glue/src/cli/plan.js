@@ -12,7 +12,7 @@ import { withModelHeader } from '../gguf/model_header.js';
 import { allowUnvalidatedSource } from './serve.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
-import { redactUrl } from '../server/redact.js';
+import { redactUrl } from '../log/redact.js';
 
 const GIB = 2 ** 30;
 

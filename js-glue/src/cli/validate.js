@@ -5,7 +5,7 @@ import { defaultModel } from './default_model.js';
 import { logSoftmax, topK } from '../tokens/logits.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { openPipeline } from './open_pipeline.js';
-import { redactUrl } from '../server/redact.js';
+import { redactUrl } from '../log/redact.js';
 
 // llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
 async function llamaAgreement(model, tokens, ours, k) {

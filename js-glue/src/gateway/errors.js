@@ -5,7 +5,7 @@
 // queue's 429, a body too large) are translated, not re-thrown as 500s; a remote node that
 // answered wrongly, failed or could not be reached is a 502 naming it (its URL, redacted).
 import { HttpError } from '../server/http_error.js';
-import { redactSecrets } from '../server/redact.js';
+import { redactSecrets } from '../log/redact.js';
 
 const TYPE_BY_STATUS = {
   400: 'invalid_request_error', 401: 'invalid_request_error', 404: 'invalid_request_error', 408: 'timeout',

@@ -4,11 +4,11 @@
 // deadline passes), as `serve` does for a layer node. Without a token it binds loopback only,
 // unless told otherwise in so many words.
 import { Pipeline } from '../pipeline/pipeline.js';
-import { jsonLog, redactConfig } from '../server/json_log.js';
+import { jsonLog, redactConfig } from '../log/json_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
-import { redactDeep, redactSecrets } from '../server/redact.js';
-import { TokenizerThread } from '../tokens/tokenizer_thread.js';
+import { redactDeep, redactSecrets } from '../log/redact.js';
+import { TokenizerThread } from './tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 

@@ -1,7 +1,7 @@
 // LayerNode in Node: layer_node_core.js plus Node's defaults — the threaded or single-thread
 // module from dist/, and a model given as a path or URL (with the disk cache and progress).
 import { LayerNode as CoreLayerNode } from './layer_node_core.js';
-import { redactSecrets } from '../server/redact.js';
+import { redactSecrets } from '../log/redact.js';
 import { modelName, openSource } from '../sources/open_source.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from '../wasm/load_node.js';
 

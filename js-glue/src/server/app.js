@@ -20,7 +20,7 @@ import { bytesResponse, streamedResponse } from './answer_stream.js';
 import { HttpError } from './http_error.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
-import { redactSecrets } from './redact.js';
+import { redactSecrets } from '../log/redact.js';
 import { checkDeclaredLength, readBody } from './request_body.js';
 import { contentType, finiteValues, flag, hiddenStates, idempotencyKey, position, sessionId, topKParameter } from './request_checks.js';
 import { requestFingerprint, SessionRecords } from './session_records.js';

@@ -1,7 +1,7 @@
 // The layer node's HTTP errors: a stable code, the status it travels with, and a message naming
 // the problem. The JSON body is the same from the Node container and the edge worker. Messages
 // are redacted on the way out (redact.js): an engine or source message may quote a model URL.
-import { redactSecrets } from './redact.js';
+import { redactSecrets } from '../log/redact.js';
 
 // client_closed (499, nginx's number) is never seen by a client: it is the status a request is
 // logged with when its client went away before the answer.

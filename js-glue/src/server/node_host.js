@@ -6,12 +6,12 @@
 // otherwise in so many words.
 import { LayerNode } from '../node/layer_node.js';
 import { createLayerNodeApp, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from './app.js';
-import { jsonLog, redactConfig } from './json_log.js';
+import { jsonLog, redactConfig } from '../log/json_log.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from './logits_answer.js';
 import { nodeMetrics } from './metrics.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from './node_process.js';
 import { NodeState } from './node_state.js';
-import { redactDeep, redactSecrets } from './redact.js';
+import { redactDeep, redactSecrets } from '../log/redact.js';
 
 const PROGRESS_LOG_MS = 2000;
 // A request's headers must be in within this; its body has the app's own deadline once admitted,

@@ -1,5 +1,5 @@
 // Secrets never leave a node: a model URL's user:password@ and presigned query, a token quoted in
-// a message, are redacted (server/redact.js) wherever text leaves the process — log lines,
+// a message, are redacted (log/redact.js) wherever text leaves the process — log lines,
 // /v1/info, HTTP error answers, the CLI's messages.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
@@ -8,7 +8,7 @@ import http from "node:http";
 import {describe, test} from "node:test";
 
 import {HttpError} from "../../../js-glue/src/server/http_error.js";
-import {redactConfig, redactDeep, redactSecrets, redactUrl} from "../../../js-glue/src/server/redact.js";
+import {redactConfig, redactDeep, redactSecrets, redactUrl} from "../../../js-glue/src/log/redact.js";
 import {model} from "../support/models.mjs";
 import {cli, startServer, waitReady} from "../support/server_process.mjs";
 

@@ -6,10 +6,10 @@
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
 import { reparseModelHeader } from '../gguf/header.js';
+import { encodePrompt } from '../tokens/prompt_input.js';
+import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { loadSingleThreadModule } from '../wasm/load_node.js';
-import { encodePrompt } from './prompt_input.js';
-import { Tokenizer } from './tokenizer.js';
 
 export class TokenizerThread {
   /**
