@@ -5,6 +5,7 @@
 // while loading); the host adds only its own copies of one request and, on a first node reading
 // the per-layer embedding table by rows, its cache of rows. The relayout buffer is freed
 // before any session exists: the peak is the larger of it and the KV cache plus scratch.
+import { kvLayersFromWire } from '../protocol/kv_rows.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from './per_layer_rows.js';
 
@@ -46,9 +47,9 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
   const byRows = perLayerRows && rowBytes > 0;
   // A call's rows: read into a host buffer, then copied into WASM memory for the engine.
   const callRows = byRows ? 2 * maxTokens * rowBytes : 0;
-  const kvLayers = (list) => list.map(({ layer, bytes_per_token: bytesPerToken }) => ({ layer, bytesPerToken }));
-  const kvRowsIn = kvLayers(needs.kv_rows_in);
-  const kvRowsOut = kvLayers(needs.kv_rows_out);
+  // The engine's JSON spells the shipped layers as the wire does.
+  const kvRowsIn = kvLayersFromWire(needs.kv_rows_in);
+  const kvRowsOut = kvLayersFromWire(needs.kv_rows_out);
   const kvRows = 2 * maxTokens * [...kvRowsIn, ...kvRowsOut].reduce((sum, l) => sum + l.bytesPerToken, 0);
   return {
     tensors: needs.tensors,
