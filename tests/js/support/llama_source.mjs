@@ -6,8 +6,10 @@ import {execFileSync} from "node:child_process";
 import {createHash} from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import {fileURLToPath} from "node:url";
 
-import {root} from "./models.mjs";
+// The repository's root, found from this file (models.mjs reads the Gemma 4 vocabulary here).
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 const bundle = path.join(root, "js-glue", "node_modules", "node-llama-cpp", "llama", "gitRelease.bundle");
 const dir = path.join(root, "build", "llama-src");

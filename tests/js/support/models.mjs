@@ -5,6 +5,8 @@ import fs from "node:fs";
 import path from "node:path";
 import {fileURLToPath} from "node:url";
 
+import {llamaSourceFile} from "./llama_source.mjs";
+
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const makeModel = path.join(root, "scripts", "make-model");
 const makeModelBinary = path.join(root, "build", "native", "make_model");
@@ -47,5 +49,10 @@ export function presetNames() {
  * @example const file = presetHeader("31b-shape");
  */
 export function presetHeader(preset) {
-  return model(`${preset}-header`, preset, ["--header-only"]);
+  return model(`${preset}-header`, preset, ["--header-only", ...presetFiles(preset)]);
+}
+
+// The files a preset takes from the caller (gemma-vocab's tokenizer.json scripts/make-model gives).
+function presetFiles(preset) {
+  return preset === "gemma4-vocab" ? ["--vocab-gguf", llamaSourceFile("models/ggml-vocab-gemma-4.gguf")] : [];
 }
