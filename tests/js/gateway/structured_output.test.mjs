@@ -61,6 +61,18 @@ describe("structured output by constrained decoding", () => {
     if (object.choices[0].finish_reason === "stop") assert.equal(Object.getPrototypeOf(JSON.parse(content)), Object.prototype);
   });
 
+  test("n choices on one prefill each keep to the schema, with a grammar state of their own", async (t) => {
+    const {client} = await startGateway(t, {file: gemmaVocab()});
+    const validate = new Ajv().compile(ORDER_SCHEMA);
+    const r = await client.chat.completions.create({model: "tiny", messages, max_tokens: 200, temperature: 1, seed: 5, n: 3, response_format: jsonSchema(ORDER_SCHEMA)});
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+    for (const choice of r.choices) {
+      assert.equal(choice.finish_reason, "stop", choice.message.content);
+      assert.ok(validate(JSON.parse(choice.message.content)), choice.message.content);
+    }
+    assert.equal(new Set(r.choices.map((c) => c.message.content)).size, 3);
+  });
+
   test("logprobs are the model's, not the mask's: the forced opening brace is far from certain", async (t) => {
     const {client} = await startGateway(t, {file: gemmaVocab()});
     const r = await client.chat.completions.create({
