@@ -1,6 +1,7 @@
 // Bundles the edge worker into one ES module (build/edge/worker.js) with the wasm32-wasi
 // module's two variants beside it (build/edge/layerfold_wasi.wasm, SIMD128, and
-// layerfold_wasi_relaxed.wasm, relaxed SIMD), which the runtime imports as compiled modules
+// layerfold_wasi_relaxed.wasm, relaxed SIMD), and for the gateway the grammar engine's module
+// (xgrammar.wasm: xgrammar_bundle.js), which the runtime imports as compiled modules
 // (wrangler's CompiledWasm rule, miniflare's modulesRules).
 import { copyFile, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 import { SINGLE_THREAD_FILES } from '../src/wasm/wasi.js';
+import { XGRAMMAR_WASM, xgrammarForIsolates } from './xgrammar_bundle.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -28,7 +30,8 @@ const wasmBesideBundle = (relaxed) => ({
 /**
  * Writes worker.js and the modules it imports into outDir; returns their paths and sizes
  * (`wasm`, `wasmBytes` the SIMD128 module; `relaxedWasm`, `relaxedWasmBytes` the relaxed one,
- * null without it). `entry` bundles another worker module instead of js-glue/edge/worker.js (one
+ * null without it; `xgrammarWasm`, `xgrammarWasmBytes` the grammar engine's module, written when
+ * the worker uses it, null otherwise). `entry` bundles another worker module instead of js-glue/edge/worker.js (one
  * that imports edge_node.js, say). `relaxed: false` leaves the relaxed variant out, for
  * runtimes whose engine does not validate relaxed SIMD: they compile every module binding when
  * the script loads, so its presence alone would stop the worker.
@@ -37,6 +40,8 @@ const wasmBesideBundle = (relaxed) => ({
 export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker.js'), relaxed = true } = {}) {
   await mkdir(outDir, { recursive: true });
   const script = path.join(outDir, 'worker.js');
+  const xgrammarWasm = path.join(outDir, XGRAMMAR_WASM);
+  await rm(xgrammarWasm, { force: true });  // a previous bundle's
   await build({
     entryPoints: [entry],
     outfile: script,
@@ -45,7 +50,7 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
     platform: 'browser',
     conditions: ['workerd', 'worker', 'browser'],
     target: 'es2022',
-    plugins: [wasmBesideBundle(relaxed)],
+    plugins: [xgrammarForIsolates(outDir), wasmBesideBundle(relaxed)],
     logLevel: 'warning',
   });
   const copy = async (name) => {
@@ -57,5 +62,9 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
   let [relaxedWasm, relaxedWasmBytes] = [null, null];
   if (relaxed) [relaxedWasm, relaxedWasmBytes] = await copy(SINGLE_THREAD_FILES.relaxed);
   else await rm(path.join(outDir, SINGLE_THREAD_FILES.relaxed), { force: true });  // a previous bundle's
-  return { script, wasm, relaxedWasm, scriptBytes: (await stat(script)).size, wasmBytes, relaxedWasmBytes };
+  const xgrammarWasmBytes = await stat(xgrammarWasm).then((s) => s.size, () => null);
+  return {
+    script, wasm, relaxedWasm, xgrammarWasm: xgrammarWasmBytes === null ? null : xgrammarWasm,
+    scriptBytes: (await stat(script)).size, wasmBytes, relaxedWasmBytes, xgrammarWasmBytes,
+  };
 }

@@ -7,6 +7,7 @@
 // MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM (as the
 // gateway command's), and the secrets AUTH_TOKEN (the clients' API key) and NODES_AUTH_TOKEN
 // (the nodes', never the clients' key).
+import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
 import { speculativeOptions } from '../src/gateway/prompt_lookup.js';
@@ -34,6 +35,8 @@ function startIsolate(env) {
     const options = { maxQueue: number(env, 'MAX_QUEUE'), maxCachedSessions: number(env, 'MAX_CACHED_SESSIONS'), requestTimeoutMs: number(env, 'REQUEST_TIMEOUT_MS'), speculative };
     current.app = createGatewayApp({
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
+      // The bundle's one instance of the grammar engine (edge/xgrammar_bundle.js).
+      loadGrammar: async () => xgrammar,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
     state.loaded(await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN }));

@@ -14,6 +14,7 @@ import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../protocol/approx_options.js';
+import { GrammarEngine } from '../tokens/grammar/engine.js';
 import { Answer } from './answer.js';
 import { chatOutputReader, writesGemma4Output } from './chat_output.js';
 import { Coordinator } from './coordinator.js';
@@ -21,6 +22,7 @@ import { OpenAIError, toOpenAIError } from './errors.js';
 import { chatRequest, checkLogitBias, completionRequest } from './params.js';
 import { promptTokens, tokenBudget } from './prompt.js';
 import { PromptLookup } from './prompt_lookup.js';
+import { responseConstraints } from './response_format.js';
 import { responseId, ResponseShapes } from './responses.js';
 import { Run } from './run.js';
 import { SessionCache } from './sessions.js';
@@ -43,15 +45,17 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 
 // What the gateway builds once over a loaded pipeline. Drafts need cuts, which approximate
 // modes do not allow (early exit keeps no state at a cut) or would make depend on the rows fed.
-function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
+function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }) {
   const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
+  const endIds = stopIds(pipeline.tokenizer);
   return {
     pipeline,
     coordinator,
     sessions: new SessionCache(maxCachedSessions),
     tokenizer: pipeline.tokenizer,
-    endIds: stopIds(pipeline.tokenizer),
+    endIds,
     gemma4: writesGemma4Output(pipeline.tokenizer),
+    grammar: loadGrammar ? new GrammarEngine(loadGrammar, pipeline.tokenizer, endIds) : null,
     drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
     pieceOf: (id) => pipeline.tokenizer.decode([id]),
   };
@@ -66,6 +70,8 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
  * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null;
  * encodePrompt(input): a prompt's tokens from tokens/prompt_input.js's input, off the event loop
  * (the Node host's TokenizerThread); omitted, prompts are tokenized inline (an edge isolate).
+ * loadGrammar: loads the grammar engine's module (tokens/grammar/load_node.js) for response_format
+ * json_object / json_schema; omitted, those are refused with a 400.
  * observer hooks (all optional): request(method, route, status, ms), promptTokens(n, cached),
  * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms),
  * error(type, code, message), metrics() -> {contentType, text}.
@@ -74,7 +80,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup }) {
  */
 export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
-  speculative = null, encodePrompt, closeConnection = null, observer = {} }) {
+  speculative = null, encodePrompt, loadGrammar = null, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
   const lookup = speculative ? new PromptLookup(speculative) : null;
   const app = new Hono();
@@ -82,7 +88,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   const ready = () => {
     if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
     if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
-    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions, lookup });
+    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions, lookup, loadGrammar });
     return engine;
   };
 
@@ -148,7 +154,8 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       checkLogitBias(request, e.tokenizer.nVocab);
       const prompt = await promptTokens(e.pipeline, request, encodePrompt);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
-      run = new Run({ ...e, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
+      const constraints = await responseConstraints(e.grammar, request.responseFormat ?? null, request.n);
+      run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
       const answer = new Answer(shapes, () => chatOutputReader(request, e.gemma4), request);
       return await (request.stream ? streamed(c, run, answer) : whole(run, answer));

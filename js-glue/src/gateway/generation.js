@@ -9,7 +9,9 @@
 // The loop looks at the request's signal before every step, so a client that went away (or a
 // deadline) stops it at the next step. The choices of a request with n > 1 share its prefill:
 // the first keeps the prompt's last logits in `prefill`, the next ones start from them in the
-// session cut back to the prompt (run.js).
+// session cut back to the prompt (run.js). With a constraint (response_format: tokens/grammar/)
+// every row's logits are masked to the tokens its grammar allows before the sampler sees them,
+// and a draft is cut at its first token the grammar refuses before it is fed.
 import { Sampler } from '../tokens/sampler.js';
 import { DraftPolicy } from './draft_policy.js';
 import { tokenLogprobs } from './logprobs.js';
@@ -26,13 +28,16 @@ import { StopText } from './stop_text.js';
  * prefill: {logits} the logits after the whole prompt, set here when null, used in place of a
  * step when reused is the whole prompt (the session holds exactly it); index: the choice, whose
  * sampler draws from seed + index.
+ * constraint: the choice's tokens/grammar/constraint.js Constraint, or null.
  * @param {{step: (tokens: number[], allRows?: boolean) => Promise<Float32Array>, cut?: (n: number) => Promise<unknown>,
+ *          constraint?: import('../tokens/grammar/constraint.js').Constraint,
  *          drafter?: import('./prompt_lookup.js').PromptLookup, tokenizer, prompt: number[], reused: number,
  *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal,
  *          prefill?: {logits: Float32Array | null}, index?: number}} job
  * @example for await (const { text } of generate(job)) write(text);
  */
-export async function* generate({ step, cut, drafter = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal, prefill = null, index = 0 }) {
+export async function* generate({ step, cut, drafter = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal, prefill = null, index = 0,
+  constraint = null }) {
   const sampler = new Sampler({ ...request.sampling, seed: (request.sampling.seed + index) >>> 0 });
   sampler.notePrompt(prompt);
   const stop = new StopText(request.stop);
@@ -51,7 +56,8 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
     // Drafts only after the prompt: verifying them costs a row each, a prompt's rows are paid already.
     const decoding = policy && input.length === 1;
     const found = decoding ? drafter.draft([...history, ...input], maxTokens - generated.length - 1) : [];
-    const draft = found.slice(0, decoding ? policy.length(found.length) : 0);
+    const proposed = found.slice(0, decoding ? policy.length(found.length) : 0);
+    const draft = constraint ? proposed.slice(0, constraint.validPrefix(proposed)) : proposed;
     const fed = [...input, ...draft];
     const t0 = performance.now();
     const logits = input.length === 0 ? prefill.logits : await step(fed, draft.length > 0);
@@ -63,12 +69,18 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
     let r = 0;
     for (;;) {
       const rowLogits = draft.length > 0 ? logits.subarray(r * nVocab, (r + 1) * nVocab) : logits;
-      const id = sampler.sample(rowLogits);
+      // The grammar masks a copy where the unmasked row is still needed: for logprobs (the
+      // model's distribution, before the mask as before temperature) and the prompt's logits,
+      // which the next choices start from.
+      const masked = constraint && (request.logprobs || logits === prefill?.logits) ? rowLogits.slice() : rowLogits;
+      if (constraint) await constraint.mask(masked);
+      const id = sampler.sample(masked);
       sampled++;
       if (endIds.has(id)) {
         finishReason = 'stop';
         break;
       }
+      if (constraint && !constraint.accept(id)) throw new Error(`the grammar refused token ${id}, which its own mask allowed`);
       const token = request.logprobs ? tokenLogprobs(rowLogits, id, request.topLogprobs) : { id };
       sampler.accept(id);
       generated.push(id);

@@ -8,6 +8,7 @@ import { jsonLog, redactConfig } from '../log/json_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
+import { loadXGrammar } from '../tokens/grammar/load_node.js';
 import { TokenizerThread } from './tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
@@ -49,7 +50,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   // Prompts are tokenized on a thread of their own: a long one would stall the event loop.
   let tokenizerThread = null;
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, speculative, observer,
-    encodePrompt: (input) => tokenizerThread.encode(input), closeConnection: (c) => c.env?.outgoing?.destroy() });
+    encodePrompt: (input) => tokenizerThread.encode(input), loadGrammar: loadXGrammar, closeConnection: (c) => c.env?.outgoing?.destroy() });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });

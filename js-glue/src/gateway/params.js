@@ -1,6 +1,6 @@
 // The request bodies of /v1/chat/completions and /v1/completions, checked and turned into one
 // generation request. A field the gateway cannot honour with the value asked for (a
-// tool_choice it cannot enforce, response formats but text) is refused by name with a 400,
+// tool_choice it cannot enforce, echo, best_of) is refused by name with a 400,
 // never silently ignored; fields it does not know are ignored, as llama.cpp's server and vLLM
 // do, so clients that send vendor extras still work.
 import { chatMessages } from './chat_messages.js';
@@ -121,20 +121,39 @@ function common(body, { maxTokensFallback }) {
 
 /**
  * A /v1/chat/completions body -> {kind: 'chat', messages, tools, toolChoice, parallelToolCalls,
- * enableThinking, model, maxTokens, sampling, stop, logprobs, topLogprobs, stream, includeUsage};
+ * enableThinking, model, maxTokens, sampling, stop, logprobs, topLogprobs, stream, includeUsage,
+ * responseFormat};
  * a 400 OpenAIError naming the field otherwise.
  * @example chatRequest({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })
  */
 export function chatRequest(body) {
   const request = common(body, { maxTokensFallback: null });
-  refuseUnsupported(body, {
-    response_format: (v) => isObject(v) && v.type === 'text',
-  });
   const messages = chatMessages(body.messages);
   const logprobs = boolean(body, 'logprobs', false);
   const topLogprobs = integer(body, 'top_logprobs', { min: 0, max: MAX_TOP_LOGPROBS_CHAT, fallback: 0 });
   if (topLogprobs > 0 && !logprobs) throw badParam('top_logprobs', 'top_logprobs needs logprobs: true');
-  return { kind: 'chat', messages, ...toolParams(body), enableThinking: enableThinking(body), ...request, logprobs, topLogprobs };
+  return { kind: 'chat', messages, ...toolParams(body), enableThinking: enableThinking(body), ...request, logprobs, topLogprobs,
+    responseFormat: responseFormat(body.response_format) };
+}
+
+// response_format -> null (free text), {type: 'json_object'} or {type: 'json_schema', name,
+// schema, strict}: the output constrained to it (tokens/grammar/). Whether the engine can take
+// the schema is the engine's to say (a 400 naming the keyword when it cannot).
+function responseFormat(v) {
+  if (!given(v)) return null;
+  if (!isObject(v)) throw badParam('response_format', 'response_format must be an object {type: "text" | "json_object" | "json_schema"}');
+  if (v.type === 'text') return null;
+  if (v.type === 'json_object') return { type: 'json_object' };
+  if (v.type !== 'json_schema') throw badParam('response_format.type', `response_format.type must be text, json_object or json_schema, got ${JSON.stringify(v.type)}`);
+  const spec = v.json_schema;
+  if (!isObject(spec)) throw badParam('response_format.json_schema', 'response_format.json_schema must be an object {name, schema, strict}');
+  if (typeof spec.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(spec.name)) {
+    throw badParam('response_format.json_schema.name', 'response_format.json_schema.name must be 1 to 64 letters, digits, underscores or dashes');
+  }
+  const schema = spec.schema ?? {};
+  if (!isObject(schema)) throw badParam('response_format.json_schema.schema', 'response_format.json_schema.schema must be a JSON schema object');
+  if (given(spec.strict) && typeof spec.strict !== 'boolean') throw badParam('response_format.json_schema.strict', 'response_format.json_schema.strict must be true or false');
+  return { type: 'json_schema', name: spec.name, schema, strict: spec.strict === true };
 }
 
 // A completion's prompt: a string, an array of token ids, or either wrapped in a one-item array.

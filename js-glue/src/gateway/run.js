@@ -14,10 +14,12 @@ export class Run {
   #ends;
 
   /**
-   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, ticket, request, prompt: number[],
-   *          maxTokens: number, deadlineMs: number, clientSignal?: AbortSignal, observer?: object}} options
+   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, constraints?: object[], ticket, request,
+   *          prompt: number[], maxTokens: number, deadlineMs: number, clientSignal?: AbortSignal, observer?: object}} options
+   *   constraints: one grammar state per choice (tokens/grammar/constraint.js), or null; closed when the request ends
    */
-  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, observer = {} }) {
+  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal,
+    observer = {} }) {
     this.controller = new AbortController();
     const taken = sessions.take(prompt);
     this.session = taken.session;
@@ -33,7 +35,7 @@ export class Run {
     const signal = this.controller.signal;
     const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows });
     const cut = (n) => coordinator.truncate(this.session, n, signal);
-    this.#ends = { coordinator, sessions, ticket };
+    this.#ends = { coordinator, sessions, ticket, constraints };
     this.finished = false;
     this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, tokenizer, prompt, endIds, request, maxTokens, signal }));
   }
@@ -62,7 +64,8 @@ export class Run {
     let result = null;
     for (let index = 0; index < job.request.n; index++) {
       const reused = index === 0 ? this.reused : await this.#backToPrompt(job);
-      const choice = generate({ ...job, reused, prefill: index === 0 || reused === job.prompt.length ? prefill : null, index });
+      const constraint = this.#ends.constraints?.[index] ?? null;
+      const choice = generate({ ...job, reused, prefill: index === 0 || reused === job.prompt.length ? prefill : null, index, constraint });
       try {
         for (;;) {
           const { value, done } = await choice.next();
@@ -132,8 +135,9 @@ export class Run {
   async #finish(result) {
     if (this.finished) return;
     this.finished = true;
-    const { coordinator, sessions, ticket } = this.#ends;
+    const { coordinator, sessions, ticket, constraints } = this.#ends;
     clearTimeout(this.timer);
+    for (const constraint of constraints ?? []) constraint.close();
     this.clientSignal?.removeEventListener('abort', this.onClientGone);
     const drop = (session) => coordinator.dropSession(session);
     if (!result) {

@@ -85,6 +85,22 @@ describe("request checks", () => {
     refuses(() => chat({seed: 2 ** 64}), "seed");
     refuses(() => chat({seed: 1.5}), "seed");
     refuses(() => chat({seed: "7"}), "seed");
+    refuses(() => chat({response_format: "json"}), "response_format");
+    refuses(() => chat({response_format: {type: "yaml"}}), "response_format.type");
+    refuses(() => chat({response_format: {type: "json_schema"}}), "response_format.json_schema");
+    refuses(() => chat({response_format: {type: "json_schema", json_schema: {name: "a b", schema: {}}}}), "response_format.json_schema.name");
+    refuses(() => chat({response_format: {type: "json_schema", json_schema: {name: "a", schema: []}}}), "response_format.json_schema.schema");
+    refuses(() => chat({response_format: {type: "json_schema", json_schema: {name: "a", schema: {}, strict: "yes"}}}), "response_format.json_schema.strict");
+  });
+
+  test("response_format: text is free text, json_object and json_schema become the request's format", () => {
+    const format = (response_format) => chatRequest({model: "m", messages: [{role: "user", content: "hi"}], response_format}).responseFormat;
+    assert.equal(format(undefined), null);
+    assert.equal(format({type: "text"}), null);
+    assert.deepEqual(format({type: "json_object"}), {type: "json_object"});
+    const schema = {type: "object", properties: {a: {type: "string"}}};
+    assert.deepEqual(format({type: "json_schema", json_schema: {name: "out_1", schema, strict: true}}), {type: "json_schema", name: "out_1", schema, strict: true});
+    assert.deepEqual(format({type: "json_schema", json_schema: {name: "out"}}), {type: "json_schema", name: "out", schema: {}, strict: false});
   });
 
   test("a seed anywhere in 64 bits, signed or not, as JSON carries it", () => {

@@ -1,0 +1,61 @@
+// Structured output in workerd (miniflare): edge/gateway_worker.js bundled with the grammar
+// engine's module beside it (edge/xgrammar_bundle.js), over two `layerfold serve` nodes of the
+// random-weight model with the real Gemma vocabulary; the openai client's seeded answers under
+// the schema of the Node tests all validate with ajv, and a schema the engine cannot take is a
+// 400 naming its keyword, as in Node.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import {createRequire} from "node:module";
+import os from "node:os";
+import path from "node:path";
+import {test} from "node:test";
+
+import {bundleEdgeWorker} from "../../../js-glue/edge/bundle.js";
+import {gemmaVocab} from "../support/gateway_fixture.mjs";
+import {root} from "../support/models.mjs";
+import {ORDER_SCHEMA} from "../support/order_schema.mjs";
+import {startServer} from "../support/server_process.mjs";
+
+const require = createRequire(path.join(root, "js-glue", "package.json"));
+const {Miniflare} = require("miniflare");
+const {default: OpenAI} = require("openai");
+const {default: Ajv} = require("ajv");
+
+const messages = [{role: "user", content: "an order as JSON"}];
+const jsonSchema = (schema) => ({type: "json_schema", json_schema: {name: "order", schema, strict: true}});
+
+test("the gateway in workerd constrains its answers to a JSON schema, whole and streamed", async (t) => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "lf-grammar-edge-"));
+  t.after(() => fs.rmSync(tmp, {recursive: true, force: true}));
+  await bundleEdgeWorker(tmp, {entry: path.join(root, "js-glue", "edge", "gateway_worker.js"), relaxed: false});
+  assert.ok(fs.statSync(path.join(tmp, "xgrammar.wasm")).size > 0);
+  assert.ok(!fs.readFileSync(path.join(tmp, "worker.js"), "utf8").includes("data:application/octet-stream;base64,AGFzbQ"), "the engine's module is still inlined");
+  const model = gemmaVocab();
+  const servers = await Promise.all(["0-0", "1-1"].map((layers) => startServer(t, {args: ["--model", model, "--layers", layers]})));
+  const mf = new Miniflare({
+    modules: true, modulesRoot: tmp, scriptPath: path.join(tmp, "worker.js"),
+    modulesRules: [{type: "CompiledWasm", include: ["**/*.wasm"]}],
+    r2Buckets: ["MODEL"], compatibilityDate: "2025-01-01",
+    bindings: {MODEL_KEY: "tiny.gguf", NODES: servers.map((s) => s.url).join(",")},
+  });
+  t.after(() => mf.dispose());
+  await (await mf.getR2Bucket("MODEL")).put("tiny.gguf", fs.readFileSync(model));
+  const client = new OpenAI({baseURL: new URL("/v1", await mf.ready).href, apiKey: "unused", maxRetries: 0});
+
+  const validate = new Ajv().compile(ORDER_SCHEMA);
+  for (let seed = 0; seed < 10; seed++) {
+    const r = await client.chat.completions.create({model: "tiny", messages, max_tokens: 200, temperature: 1, seed, response_format: jsonSchema(ORDER_SCHEMA)});
+    const text = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, "stop", `seed ${seed}: ${text}`);
+    assert.ok(validate(JSON.parse(text)), `seed ${seed}: ${text}: ${JSON.stringify(validate.errors)}`);
+  }
+  let streamed = "";
+  for await (const chunk of await client.chat.completions.create({
+    model: "tiny", messages, max_tokens: 200, temperature: 1, seed: 11, stream: true, response_format: jsonSchema(ORDER_SCHEMA),
+  })) streamed += chunk.choices[0]?.delta.content ?? "";
+  assert.ok(validate(JSON.parse(streamed)), streamed);
+  const refused = await client.chat.completions.create({model: "tiny", messages, response_format: jsonSchema({not: {}})}).catch((e) => e);
+  assert.equal(refused.status, 400);
+  assert.equal(refused.param, "response_format.json_schema.schema");
+  assert.match(refused.message, /"not"/);
+});
