@@ -64,6 +64,8 @@ export function thinkingBudget(body) {
   if (given(message) && (typeof message !== 'string' || message.length > MAX_BUDGET_MESSAGE)) {
     throw badParam('reasoning_budget_message', `reasoning_budget_message must be a string of at most ${MAX_BUDGET_MESSAGE} characters`);
   }
+  // The thought is read from the text: a closing marker in the message would end it there.
+  if (message?.includes('<channel|>')) throw badParam('reasoning_budget_message', 'reasoning_budget_message must not contain <channel|>: the gateway writes it after the message');
   const tokens = budgetTokens(body);
   return tokens === null ? null : { tokens, message: message ?? '' };
 }

@@ -144,6 +144,7 @@ export class ThoughtChannel {
 export function choiceOutputs(tokenizer, markers, request, constraints) {
   const budget = request.kind === 'chat' ? request.thinkingBudget : null;
   if (!markers || request.kind !== 'chat' || (constraints === null && budget === null)) return constraints;
-  const message = budget?.message ? tokenizer.encode(budget.message, { addBos: false, parseSpecial: false }) : [];
+  const text = new TextEncoder().encode(budget?.message ?? '');
+  const message = text.length > 0 ? tokenizer.encode(text, { addBos: false, untrusted: [0, text.length] }) : [];
   return Array.from({ length: request.n }, (_, i) => new ThoughtChannel(markers, { constraint: constraints?.[i] ?? null, budget: budget?.tokens ?? null, message }));
 }

@@ -117,10 +117,11 @@ describe("the thought channel's end: structured output after it, a thinking budg
     pipeline.script(`<|channel>thought\n${THOUGHT}<channel|>${ANSWER}`);
     const r = await client.chat.completions.create({
       model: "gemma4", messages, max_tokens: 64, temperature: 0, reasoning_effort: "high", thinking_budget_tokens: 3,
-      reasoning_budget_message: " Time is up.", response_format: jsonSchema(FLAG),
+      reasoning_budget_message: " Time is up.<|tool_call>", response_format: jsonSchema(FLAG),
     });
     const {message} = r.choices[0];
-    assert.equal(message.reasoning_content, `${pipeline.tokenizer.decode(script.slice(2, 5)).replace(/^\n/, "")} Time is up.`);
+    // The message is text, a marker's text in it too: forced as text tokens, read as reasoning.
+    assert.equal(message.reasoning_content, `${pipeline.tokenizer.decode(script.slice(2, 5)).replace(/^\n/, "")} Time is up.<|tool_call>`);
     assert.ok(new Ajv({strict: true}).compile(FLAG)(JSON.parse(message.content)), message.content);
     assert.equal(r.choices[0].finish_reason, "stop");
   });
@@ -136,5 +137,6 @@ describe("the thought channel's end: structured output after it, a thinking budg
     await refuses({reasoning_budget_tokens: "64"}, "reasoning_budget_tokens");
     await refuses({reasoning_budget_tokens: 2 ** 31}, "reasoning_budget_tokens");
     await refuses({thinking_budget_tokens: 8, reasoning_budget_message: 7}, "reasoning_budget_message");
+    await refuses({thinking_budget_tokens: 8, reasoning_budget_message: "Done.<channel|>"}, "reasoning_budget_message");
   });
 });
