@@ -54,11 +54,6 @@ export class ThoughtChannel {
     this.#forced = [...message, markers.close];
   }
 
-  /** Where the answer stands: first | label | thinking | forcing | answer. */
-  get state() {
-    return this.#state;
-  }
-
   /** Sets the logits of every token not allowed next to -Infinity, in place. */
   async mask(logits) {
     const { open, close } = this.#markers;
