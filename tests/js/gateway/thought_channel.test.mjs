@@ -11,6 +11,7 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
+import {ThoughtChannel} from "../../../js-glue/src/gateway/thought_channel.js";
 import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
 import {NodeState} from "../../../js-glue/src/server/node_state.js";
 import {loadXGrammar} from "../../../js-glue/src/tokens/grammar/load_node.js";
@@ -139,4 +140,25 @@ describe("the thought channel's end: structured output after it, a thinking budg
     await refuses({thinking_budget_tokens: 8, reasoning_budget_message: 7}, "reasoning_budget_message");
     await refuses({thinking_budget_tokens: 8, reasoning_budget_message: "Done.<channel|>"}, "reasoning_budget_message");
   });
+});
+
+test("drafts: none while the next token is still to be decided, within the budget in a thought, no marker in the answer", () => {
+  const [open, close, label] = [100, 101, 45518];
+  // A constraint that allows any draft: what is cut is the channel's doing.
+  const constraint = {validPrefix: (draft) => draft.length, accept: () => true, mask: async () => {}, close: () => {}};
+  const channel = new ThoughtChannel({open, close, label}, {constraint, budget: 3});
+  const draft = [7, 8, close, 9, open, 10];
+  assert.equal(channel.validPrefix(draft), 0, "the first token");
+  channel.accept(open);
+  assert.equal(channel.validPrefix(draft), 0, "the label");
+  channel.accept(label);
+  assert.equal(channel.validPrefix(draft), 3, "the budget's 3 tokens");
+  channel.accept(7);
+  channel.accept(8);
+  assert.equal(channel.validPrefix(draft), 1);
+  channel.accept(9);
+  assert.equal(channel.validPrefix(draft), 0, "the forced <channel|>");
+  assert.equal(channel.accept(10), false, "only <channel|> is taken while it is forced");
+  assert.ok(channel.accept(close));
+  assert.equal(channel.validPrefix(draft), 2, "cut at the answer's first marker");
 });
