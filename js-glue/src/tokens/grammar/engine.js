@@ -70,11 +70,10 @@ export class GrammarEngine {
   /**
    * A constraint for one request's output: `format` {type: 'json_object'} (any JSON object) or
    * {type: 'json_schema', schema, strict}. Throws a SchemaError for a schema the engine cannot
-   * take or that would compile too large. `deferred`: the constraint starts only when its
-   * begin() is called (after a thought channel).
+   * take or that would compile too large.
    * @example const c = await engine.constraint({ type: 'json_schema', schema, strict: true });
    */
-  async constraint(format, { deferred = false } = {}) {
+  async constraint(format) {
     const schema = format.type === 'json_object' ? { type: 'object' } : format.schema;
     const text = JSON.stringify(schema);
     if (new TextEncoder().encode(text).length > MAX_SCHEMA_BYTES) {
@@ -85,7 +84,7 @@ export class GrammarEngine {
     const compiled = await this.#compiled(text, strict);
     const { xg, controlIds } = await this.#open();
     const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled, undefined, false, MAX_ROLLBACK);
-    return new Constraint(matcher, this.#tokenizer.nVocab, { deferred, refused: controlIds });
+    return new Constraint(matcher, this.#tokenizer.nVocab, { refused: controlIds });
   }
 
   async #compiled(text, strict) {
