@@ -20,7 +20,7 @@ async function post(url, path, body) {
 }
 
 describe("gateway prompt limits", () => {
-  test("/healthz stays under 100 ms while ten maximal prompts are tokenized", async (t) => {
+  test("/healthz answers in less than half of one prompt's tokenizing time while ten maximal prompts are tokenized", async (t) => {
     const {url, pipeline} = await startGateway(t, {file: longContext()});
     const {maxTokenBytes} = pipeline.tokenizer;
     assert.ok(maxTokenBytes > 1);
@@ -46,9 +46,15 @@ describe("gateway prompt limits", () => {
       assert.equal(body.error.code, "context_length_exceeded");
       assert.match(body.error.message, /tokens; this model's context is 4096 tokens/);
     }
+    // Held against what one of these prompts costs on this thread now, so that a loaded machine
+    // slows both sides: on the event loop, some /healthz would wait for a whole prompt.
+    const t0 = performance.now();
+    pipeline.tokenizer.encode(text);
+    const onLoop = performance.now() - t0;
     assert.ok(samples.length >= 5, `${samples.length} /healthz samples`);
     const worst = Math.max(...samples);
-    assert.ok(worst < 100, `/healthz took up to ${worst.toFixed(1)} ms over ${samples.length} samples`);
+    assert.ok(worst < onLoop / 2,
+      `/healthz took up to ${worst.toFixed(1)} ms over ${samples.length} samples; one prompt tokenized on the event loop takes ${onLoop.toFixed(1)} ms`);
   });
 
   test("a prompt whose bytes cannot fit is refused by its byte count, chat or completion", async (t) => {
