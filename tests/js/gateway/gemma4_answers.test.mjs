@@ -12,6 +12,7 @@ import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
 import {chatRequest} from "../../../js-glue/src/gateway/params.js";
 import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
 import {NodeState} from "../../../js-glue/src/server/node_state.js";
+import {assemble} from "../support/chat_stream.mjs";
 import {root} from "../support/models.mjs";
 import {scriptedGemma4Pipeline} from "../support/scripted_pipeline.mjs";
 
@@ -31,28 +32,6 @@ const toolsTaken = (() => {
     return false;
   }
 })();
-
-// A stream's chunks put together as the openai client's users do: content and reasoning
-// appended, each call's pieces by index.
-function assemble(chunks) {
-  const out = {content: "", reasoning_content: "", tool_calls: [], finish_reason: null};
-  for (const chunk of chunks) {
-    const [choice] = chunk.choices;
-    if (!choice) continue;
-    const d = choice.delta;
-    out.content += d.content ?? "";
-    out.reasoning_content += d.reasoning_content ?? "";
-    for (const piece of d.tool_calls ?? []) {
-      const call = (out.tool_calls[piece.index] ??= {id: "", type: "", function: {name: "", arguments: ""}});
-      if (piece.id) call.id = piece.id;
-      if (piece.type) call.type = piece.type;
-      call.function.name += piece.function?.name ?? "";
-      call.function.arguments += piece.function?.arguments ?? "";
-    }
-    if (choice.finish_reason) out.finish_reason = choice.finish_reason;
-  }
-  return out;
-}
 
 describe("Gemma 4 answers through the openai client", () => {
   let pipeline;
