@@ -1,6 +1,6 @@
 // A Gemma 4 model's answers through the gateway and the official openai client on loopback:
 // thoughts in reasoning_content and never in content, tool calls in tool_calls with
-// finish_reason "tool_calls", whole and streamed as OpenAI streams them. The model is a script
+// finish_reason "tool_calls", whole and streamed as OpenAI streams them, for any cut of the text into tokens. The model is a script
 // (support/scripted_pipeline.mjs) over the real Gemma 4 vocabulary and template, since random
 // weights would write neither; expected messages are written out here by hand.
 import assert from "node:assert/strict";
@@ -83,5 +83,35 @@ describe("Gemma 4 answers through the openai client", () => {
     assert.deepEqual(streamed.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments]),
       choice.message.tool_calls.map((c) => [c.type, c.function.name, c.function.arguments]));
     assert.deepEqual([streamed.content, streamed.reasoning_content, streamed.finish_reason], ["Checking.", "The user wants the weather.", "tool_calls"]);
+  });
+
+  test("however the tokens cut the text of a thought and calls, the streamed deltas add up to the answer", async () => {
+    const encode = (text) => pipeline.tokenizer.encode(text, {addBos: false, parseSpecial: true});
+    // Where the template's markers sit: a cut inside one would make it text the model wrote.
+    const inMarker = new Set();
+    for (const m of THOUGHT_AND_CALLS.matchAll(/<\|channel>|<channel\|>|<\|tool_call>|<tool_call\|>|<\|"\|>/g)) {
+      for (let i = m.index + 1; i < m.index + m[0].length; i++) inMarker.add(i);
+    }
+    const chars = [...THOUGHT_AND_CALLS];
+    const cuts = [];
+    let at = 0;
+    for (const c of chars) {
+      if (!inMarker.has(at)) cuts.push(at);
+      at += c.length;
+    }
+    const tokenizations = cuts.slice(1).map((i) => [...encode(THOUGHT_AND_CALLS.slice(0, i)), ...encode(THOUGHT_AND_CALLS.slice(i))]);
+    // Every character its own token, markers whole.
+    tokenizations.push(THOUGHT_AND_CALLS.split(/(<\|channel>|<channel\|>|<\|tool_call>|<tool_call\|>|<\|"\|>)/)
+      .flatMap((piece, i) => (i % 2 ? encode(piece) : [...piece].flatMap((c) => encode(c)))));
+    for (const ids of tokenizations) {
+      pipeline.scriptIds(ids);
+      const chunks = [];
+      for await (const chunk of await client.chat.completions.create({model: "gemma4", messages, tools: TOOLS, temperature: 0, stream: true})) chunks.push(chunk);
+      const streamed = assemble(chunks);
+      const cut = ids.map((id) => pipeline.tokenizer.decode([id], {special: true})).join("|");
+      assert.deepEqual([streamed.content, streamed.reasoning_content, streamed.finish_reason], ["Checking.", "The user wants the weather.", "tool_calls"], cut);
+      assert.deepEqual(streamed.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+        [["get_weather", {city: "Zürich", days: [1, 2]}], ["get_time", {}]], cut);
+    }
   });
 });

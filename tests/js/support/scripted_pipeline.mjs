@@ -12,8 +12,9 @@ import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
 import {llamaSourceFile} from "./llama_source.mjs";
 
 /**
- * {tokenizer, header, step, truncate, dropSession, script(text)}: script(text) sets what every
- * new session writes (text tokenized with its markers as tokens, then <turn|>).
+ * {tokenizer, header, step, truncate, dropSession, script(text), scriptIds(ids)}: script(text) sets
+ * what every new session writes (text tokenized with its markers as tokens, then <turn|>);
+ * scriptIds(ids) the same for tokens given one by one, to choose where the text is cut.
  * @example const pipeline = await scriptedGemma4Pipeline(); pipeline.script("<|channel>thought\nhm<channel|>Hi");
  */
 export async function scriptedGemma4Pipeline() {
@@ -35,7 +36,10 @@ export async function scriptedGemma4Pipeline() {
     tokenizer,
     header: {metadata, info: {n_ctx_train: 4096}},
     script(text) {
-      ids = [...tokenizer.encode(text, {addBos: false, parseSpecial: true}), endOfTurn];
+      this.scriptIds(tokenizer.encode(text, {addBos: false, parseSpecial: true}));
+    },
+    scriptIds(given) {
+      ids = [...given, endOfTurn];
     },
     async step(session, tokens) {
       const s = sessions.get(session) ?? {positions: 0, promptEnd: null};
