@@ -102,9 +102,16 @@ describe("Gemma 4 answers through the openai client", () => {
       at += c.length;
     }
     const tokenizations = cuts.slice(1).map((i) => [...encode(THOUGHT_AND_CALLS.slice(0, i)), ...encode(THOUGHT_AND_CALLS.slice(i))]);
-    // Every character its own token, markers whole.
-    tokenizations.push(THOUGHT_AND_CALLS.split(/(<\|channel>|<channel\|>|<\|tool_call>|<tool_call\|>|<\|"\|>)/)
-      .flatMap((piece, i) => (i % 2 ? encode(piece) : [...piece].flatMap((c) => encode(c)))));
+    // Every character its own token, and every byte (the vocabulary's <0xNN> tokens), markers whole.
+    const byteToken = new Map();
+    for (let id = 0; id < 1024; id++) {
+      const m = /^<0x([0-9A-F]{2})>$/.exec(pipeline.tokenizer.piece(id));
+      if (m) byteToken.set(parseInt(m[1], 16), id);
+    }
+    assert.equal(byteToken.size, 256);
+    const pieces = THOUGHT_AND_CALLS.split(/(<\|channel>|<channel\|>|<\|tool_call>|<tool_call\|>|<\|"\|>)/);
+    tokenizations.push(pieces.flatMap((piece, i) => (i % 2 ? encode(piece) : [...piece].flatMap((c) => encode(c)))));
+    tokenizations.push(pieces.flatMap((piece, i) => (i % 2 ? encode(piece) : [...Buffer.from(piece)].map((b) => byteToken.get(b)))));
     for (const ids of tokenizations) {
       pipeline.scriptIds(ids);
       const chunks = [];
