@@ -4,7 +4,7 @@
 // each POST /v1/logits answer gets the next token of a script raised above the row's largest
 // logit, as a logit_bias that moves with the position would. Between scripts (before a script is
 // set, after it ran out) the node's logits pass unchanged.
-import http from "node:http";
+import {passOn, startNodeProxy} from "./node_proxy.mjs";
 
 /**
  * {url, steer(ids), steered}: steer(ids) makes the next ids.length logits answers pick ids in
@@ -14,27 +14,13 @@ import http from "node:http";
 export async function startSteeringProxy(t, target) {
   let script = [];
   const state = {steered: 0};
-  const server = http.createServer(async (req, res) => {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    try {
-      const headers = {...req.headers};
-      delete headers.host;
-      delete headers["content-length"];
-      const upstream = await fetch(`${target}${req.url}`, {method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined});
-      const body = Buffer.from(await upstream.arrayBuffer());
-      const passed = Object.fromEntries([...upstream.headers].filter(([name]) => !["content-length", "transfer-encoding", "connection", "keep-alive"].includes(name)));
-      if (req.url.startsWith("/v1/logits") && upstream.ok && script.length > 0) steerRow(body, script.shift(), state);
-      res.writeHead(upstream.status, {...passed, "content-length": body.length}).end(body);
-    } catch (error) {
-      if (!res.headersSent) res.writeHead(599).end(String(error.message));
-      else res.destroy();
-    }
+  const url = await startNodeProxy(t, target, async (req, res, forward) => {
+    const answer = await forward();
+    if (req.url.startsWith("/v1/logits") && answer.upstream.ok && script.length > 0) steerRow(answer.body, script.shift(), state);
+    passOn(res, answer);
   });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }));
   return {
-    url: `http://127.0.0.1:${server.address().port}`,
+    url,
     steer(ids) { script = [...ids]; },
     get steered() { return state.steered; },
   };
