@@ -32,10 +32,11 @@ async function complete(client, request, stream) {
 
 /**
  * Runs both rounds through `client` (a gateway whose head node is behind `proxy`) and asserts
- * each: the call parsed into tool_calls, the result rendered as llama.cpp renders it, the answer.
- * @example await assertAgentLoop(client, proxy, tokenizer, {stream: true});
+ * each: the call parsed into tool_calls, the result rendered as llama.cpp renders it (its token
+ * count; its tokens too when `prompts` records what the pipeline was given), the answer.
+ * @example await assertAgentLoop(client, proxy, tokenizer, {stream: true, prompts: recordPrompts(pipeline)});
  */
-export async function assertAgentLoop(client, proxy, tokenizer, {stream}) {
+export async function assertAgentLoop(client, proxy, tokenizer, {stream, prompts = null}) {
   const encode = (text) => tokenizer.encode(text, {addBos: false, parseSpecial: true});
   const base = {model: "tiny", temperature: 0, max_tokens: 64, tools: [WEATHER]};
 
@@ -55,5 +56,6 @@ export async function assertAgentLoop(client, proxy, tokenizer, {stream}) {
   const [llama] = llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages, tools: [WEATHER]}]);
   assert.ok(llama.prompt.includes(RESULT), llama.prompt);
   assert.equal(second.usage.prompt_tokens, llama.tokens.length, "the second round's prompt is llama.cpp's rendering of the loop");
+  if (prompts) assert.deepEqual(prompts.at(-1), llama.tokens);
   assert.equal(second.usage.completion_tokens, encode(ANSWER).length + 1);
 }

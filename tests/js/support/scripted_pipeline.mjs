@@ -10,13 +10,13 @@ import {reparseModelHeader} from "../../../js-glue/src/gguf/header.js";
 import {Tokenizer} from "../../../js-glue/src/tokens/tokenizer.js";
 import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
 import {llamaSourceFile} from "./llama_source.mjs";
+import {recordPrompts} from "./prompt_recorder.mjs";
 
 /**
  * {tokenizer, header, step, truncate, dropSession, script(text), scriptIds(ids)}: script(text) sets
  * what every new session writes (text tokenized with its markers as tokens, then <turn|>);
  * scriptIds(ids) the same for tokens given one by one, to choose where the text is cut; prompts
- * holds each prompt as the gateway rendered it: what a session holds after its first step since it
- * was made or cut.
+ * holds each prompt as the gateway rendered it (prompt_recorder.mjs).
  * @example const pipeline = await scriptedGemma4Pipeline(); pipeline.script("<|channel>thought\nhm<channel|>Hi");
  */
 export async function scriptedGemma4Pipeline() {
@@ -33,11 +33,9 @@ export async function scriptedGemma4Pipeline() {
   }
   const [endOfTurn] = tokenizer.encode("<turn|>", {addBos: false, parseSpecial: true});
   let ids = [];
-  const sessions = new Map();  // session -> {tokens, promptEnd}: what it holds, where its prompt ended
-  const prompts = [];
-  return {
+  const sessions = new Map();  // session -> {positions, promptEnd}: what it holds, where its prompt ended
+  const pipeline = {
     tokenizer,
-    prompts,
     header: {metadata, info: {n_ctx_train: 4096}},
     script(text) {
       this.scriptIds(tokenizer.encode(text, {addBos: false, parseSpecial: true}));
@@ -46,23 +44,22 @@ export async function scriptedGemma4Pipeline() {
       ids = [...given, endOfTurn];
     },
     async step(session, tokens) {
-      const s = sessions.get(session) ?? {tokens: [], promptEnd: null};
-      s.tokens.push(...tokens);
-      if (s.promptEnd === null) {
-        s.promptEnd = s.tokens.length;
-        prompts.push([...s.tokens]);
-      }
+      const s = sessions.get(session) ?? {positions: 0, promptEnd: null};
+      s.positions += tokens.length;
+      s.promptEnd ??= s.positions;
       sessions.set(session, s);
       const logits = new Float32Array(tokenizer.nVocab);
-      logits[ids[Math.min(s.tokens.length - s.promptEnd, ids.length - 1)]] = 1;
+      logits[ids[Math.min(s.positions - s.promptEnd, ids.length - 1)]] = 1;
       return {logits};
     },
     async truncate(session, n) {
-      sessions.set(session, {tokens: (sessions.get(session)?.tokens ?? []).slice(0, n), promptEnd: null});
+      sessions.set(session, {positions: n, promptEnd: null});
       return {rebuilt: []};
     },
     async dropSession(session) {
       sessions.delete(session);
     },
   };
+  pipeline.prompts = recordPrompts(pipeline);
+  return pipeline;
 }
