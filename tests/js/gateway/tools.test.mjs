@@ -8,16 +8,11 @@ import {createRequire} from "node:module";
 import path from "node:path";
 import {describe, test} from "node:test";
 
-import {startGateway} from "../support/gateway_fixture.mjs";
+import {GEMMA4_TEMPLATE as TEMPLATE, GEMMA4_VOCAB as VOCAB, gemma4, startGateway} from "../support/gateway_fixture.mjs";
 import {llamaChat} from "../support/llama_chat.mjs";
-import {llamaSourceFile} from "../support/llama_source.mjs";
-import {model, root} from "../support/models.mjs";
+import {root} from "../support/models.mjs";
 
 const {default: OpenAI} = createRequire(path.join(root, "js-glue", "package.json"))("openai");
-
-const VOCAB = () => llamaSourceFile("models/ggml-vocab-gemma-4.gguf");
-const TEMPLATE = () => llamaSourceFile("models/templates/google-gemma-4-31B-it.jinja");
-const gemma4 = () => model("gemma4-template", "gemma4-vocab", ["--vocab-gguf", VOCAB(), "--chat-template", TEMPLATE()]);
 
 const WEATHER = {type: "function", function: {name: "get_weather", description: "The weather in a city",
   parameters: {type: "object", properties: {city: {type: "string"}}, required: ["city"]}}};

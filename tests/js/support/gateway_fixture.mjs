@@ -5,6 +5,7 @@ import {createRequire} from "node:module";
 import path from "node:path";
 
 import {serveGateway} from "../../../js-glue/src/gateway/host.js";
+import {llamaSourceFile} from "./llama_source.mjs";
 import {model, root} from "./models.mjs";
 
 // The client as applications use it: the openai package, a devDependency of js-glue.
@@ -14,6 +15,11 @@ export const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 // The tiny model with the real Gemma vocabulary: its replies tokenize back as they were
 // generated far more often than the synthetic vocabulary's, whose "\n" merges with a reply's start.
 export const gemmaVocab = () => model("gemma-vocab", "gemma-vocab");
+// The real Gemma 4 vocabulary and Google's Gemma 4 chat template, both read from the llama.cpp
+// source the oracle bundles (not copied into this repository), on random weights.
+export const GEMMA4_VOCAB = () => llamaSourceFile("models/ggml-vocab-gemma-4.gguf");
+export const GEMMA4_TEMPLATE = () => llamaSourceFile("models/templates/google-gemma-4-31B-it.jinja");
+export const gemma4 = () => model("gemma4-template", "gemma4-vocab", ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE()]);
 export const argmax = (logits) => logits.reduce((best, x, i) => (x > logits[best] ? i : best), 0);
 
 /**

@@ -4,7 +4,7 @@
 // inflated size, or chunked without one), held past any deadline, or the connection reset as a
 // dead node's would be. Inflated bodies are written from one reused buffer as the reader takes
 // them, so the proxy itself holds no more than a chunk.
-import http from "node:http";
+import {passOn, startNodeProxy} from "./node_proxy.mjs";
 
 const INFLATED_BYTES = 600 * 1024 * 1024;
 const FILLER = Buffer.alloc(1 << 20, 0x41);
@@ -51,9 +51,7 @@ async function spoil(action, upstream, body, res) {
 export async function startHostileProxy(t, target) {
   let rule = null;
   const state = {hits: 0};
-  const server = http.createServer(async (req, res) => {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
+  const url = await startNodeProxy(t, target, async (req, res, forward) => {
     const active = rule && rule.path.test(req.url) ? rule.action : null;
     if (active) state.hits++;
     if (active === "reset") return req.socket.destroy();
@@ -62,27 +60,12 @@ export async function startHostileProxy(t, target) {
       res.once("close", () => clearTimeout(timer));
       return;
     }
-    try {
-      const headers = {...req.headers};
-      delete headers.host;
-      delete headers["content-length"];
-      const upstream = await fetch(`${target}${req.url}`, {method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined});
-      const body = Buffer.from(await upstream.arrayBuffer());
-      if (active && upstream.ok) return await spoil(active, upstream, body, res);
-      const passed = Object.fromEntries([...upstream.headers].filter(([name]) => !["content-length", "transfer-encoding", "connection", "keep-alive"].includes(name)));
-      res.writeHead(upstream.status, {...passed, "content-length": body.length}).end(body);
-    } catch (error) {
-      if (!res.headersSent) res.writeHead(599).end(String(error.message));
-      else res.destroy();
-    }
+    const answer = await forward();
+    if (active && answer.upstream.ok) return await spoil(active, answer.upstream, answer.body, res);
+    passOn(res, answer);
   });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise((resolve) => {
-    server.closeAllConnections();
-    server.close(resolve);
-  }));
   return {
-    url: `http://127.0.0.1:${server.address().port}`,
+    url,
     spoil(path, action) {
       rule = {path, action};
     },

@@ -10,10 +10,13 @@ import {reparseModelHeader} from "../../../js-glue/src/gguf/header.js";
 import {Tokenizer} from "../../../js-glue/src/tokens/tokenizer.js";
 import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
 import {llamaSourceFile} from "./llama_source.mjs";
+import {recordPrompts} from "./prompt_recorder.mjs";
 
 /**
- * {tokenizer, header, step, truncate, dropSession, script(text)}: script(text) sets what every
- * new session writes (text tokenized with its markers as tokens, then <turn|>).
+ * {tokenizer, header, step, truncate, dropSession, script(text), scriptIds(ids)}: script(text) sets
+ * what every new session writes (text tokenized with its markers as tokens, then <turn|>);
+ * scriptIds(ids) the same for tokens given one by one, to choose where the text is cut; prompts
+ * holds each prompt as the gateway rendered it (prompt_recorder.mjs).
  * @example const pipeline = await scriptedGemma4Pipeline(); pipeline.script("<|channel>thought\nhm<channel|>Hi");
  */
 export async function scriptedGemma4Pipeline() {
@@ -31,11 +34,14 @@ export async function scriptedGemma4Pipeline() {
   const [endOfTurn] = tokenizer.encode("<turn|>", {addBos: false, parseSpecial: true});
   let ids = [];
   const sessions = new Map();  // session -> {positions, promptEnd}: what it holds, where its prompt ended
-  return {
+  const pipeline = {
     tokenizer,
     header: {metadata, info: {n_ctx_train: 4096}},
     script(text) {
-      ids = [...tokenizer.encode(text, {addBos: false, parseSpecial: true}), endOfTurn];
+      this.scriptIds(tokenizer.encode(text, {addBos: false, parseSpecial: true}));
+    },
+    scriptIds(given) {
+      ids = [...given, endOfTurn];
     },
     async step(session, tokens) {
       const s = sessions.get(session) ?? {positions: 0, promptEnd: null};
@@ -54,4 +60,6 @@ export async function scriptedGemma4Pipeline() {
       sessions.delete(session);
     },
   };
+  pipeline.prompts = recordPrompts(pipeline);
+  return pipeline;
 }

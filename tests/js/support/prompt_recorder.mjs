@@ -1,0 +1,31 @@
+// The prompts a pipeline is given, as whole token lists, for tests that compare them with
+// llama.cpp's rendering: each session's tokens are followed through steps and cuts, and what the
+// session holds after its first step since it was made or cut (a prompt, or the rest of one after
+// a reused prefix) is recorded. Drafts are cut back too, so this is for runs without them.
+
+/**
+ * Wraps pipeline's step, truncate and dropSession; returns the array the prompts go into.
+ * @example const prompts = recordPrompts(pipeline); await client.chat.completions.create(...); prompts.at(-1)
+ */
+export function recordPrompts(pipeline) {
+  const held = new Map();  // session -> {tokens, fresh}: what it holds, whether made or cut since its last step
+  const prompts = [];
+  const {step, truncate, dropSession} = pipeline;
+  pipeline.step = function (session, tokens, ...rest) {
+    const s = held.get(session) ?? {tokens: [], fresh: true};
+    held.set(session, s);
+    s.tokens.push(...tokens);
+    if (s.fresh) prompts.push([...s.tokens]);
+    s.fresh = false;
+    return step.call(this, session, tokens, ...rest);
+  };
+  pipeline.truncate = function (session, n, ...rest) {
+    held.set(session, {tokens: (held.get(session)?.tokens ?? []).slice(0, n), fresh: true});
+    return truncate.call(this, session, n, ...rest);
+  };
+  pipeline.dropSession = function (session, ...rest) {
+    held.delete(session);
+    return dropSession.call(this, session, ...rest);
+  };
+  return prompts;
+}
