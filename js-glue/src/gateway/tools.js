@@ -25,6 +25,7 @@ function tool(t, i) {
   const out = { type: 'function', function: { name: f.name } };
   if (given(f.description)) out.function.description = f.description;
   if (given(f.parameters)) out.function.parameters = f.parameters;
+  if (f.strict === true) out.function.strict = true;
   return out;
 }
 
@@ -60,7 +61,7 @@ function toolChoice(body, declared) {
 
 /**
  * The tool fields of a chat body -> {tools: [{type: 'function', function: {name, description?,
- * parameters?}}], toolChoice: 'auto' | 'none' | 'required' | {type: 'function', function: {name}},
+ * parameters?, strict?}}], toolChoice: 'auto' | 'none' | 'required' | {type: 'function', function: {name}},
  * parallelToolCalls}; a 400 OpenAIError naming the field otherwise.
  * @example toolParams({ tools: [{ type: 'function', function: { name: 'now' } }] }) // { tools: [...], toolChoice: 'auto', parallelToolCalls: true }
  */

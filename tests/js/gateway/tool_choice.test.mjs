@@ -8,9 +8,11 @@ import {createRequire} from "node:module";
 import path from "node:path";
 import {describe, test} from "node:test";
 
+import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
 import {startGateway} from "../support/gateway_fixture.mjs";
 import {llamaSourceFile} from "../support/llama_source.mjs";
 import {model, root} from "../support/models.mjs";
+import {openTokenizer} from "../support/vocab_tokens.mjs";
 
 const {default: Ajv} = createRequire(path.join(root, "js-glue", "package.json"))("ajv");
 const {default: OpenAI} = createRequire(path.join(root, "js-glue", "package.json"))("openai");
@@ -90,6 +92,22 @@ describe("tool_choice by constrained decoding", () => {
       }
       checkCalls({content, tool_calls: calls}, finishReason, `streamed seed ${seed}`, tool_choice === named ? ["get_time"] : undefined);
     }
+  });
+
+  test("\"auto\" with a strict tool: a call the model starts follows the schema", async (t) => {
+    const {client} = await startGateway(t, {file: gemma4(), maxCachedSessions: 0});
+    const {tok} = openTokenizer(await loadSingleThreadModule(), gemma4());
+    const callOpen = [...Array(tok.nVocab).keys()].find((id) => tok.piece(id) === "<|tool_call>");
+    // A random model almost never writes <|tool_call> unbiased: the bias makes it start a call at once.
+    const request = {model: "tiny", messages, tool_choice: "auto", parallel_tool_calls: false, logit_bias: {[callOpen]: 100}, max_tokens: 300, temperature: 1};
+    const strictWeather = {...WEATHER, function: {...WEATHER.function, strict: true}};
+    for (let seed = 0; seed < 8; seed++) {
+      const r = await client.chat.completions.create({...request, tools: [strictWeather], seed});
+      assert.equal(checkCalls(r.choices[0].message, r.choices[0].finish_reason, `seed ${seed}`, ["get_weather"]).length, 1);
+    }
+    // Not strict: the same start is not shaped, and a random model's arguments are no call.
+    const loose = await client.chat.completions.create({...request, tools: [WEATHER], seed: 0});
+    assert.equal(loose.choices[0].message.tool_calls, undefined, JSON.stringify(loose.choices[0].message));
   });
 
   test("parameters the grammar cannot enforce are a 400 naming the keyword", async (t) => {

@@ -6,7 +6,7 @@
 // and a module that aborted anyway is loaded afresh for the next request.
 import { checkSchema, SchemaError } from './schema_check.js';
 import { Constraint } from './constraint.js';
-import { callGrammar, MARKERS } from './gemma4_calls.js';
+import { callGrammar, callTag, MARKERS } from './gemma4_calls.js';
 
 /** Compiled schemas kept for reuse. */
 export const CACHED_GRAMMARS = 8;
@@ -21,11 +21,13 @@ export const MAX_ROLLBACK = 64;
  * Each token's text as XGrammar's "byte_fallback" vocabulary reads it: the vocabulary's own
  * pieces ("<0x0A>" for a byte token), and "" for a control token, which XGrammar then never
  * allows inside the text (control tokens decode to nothing, so the grammar could not see them).
- * Gemma 4's tool-call markers (user-defined tokens, which decode to their text) are given the private-use characters gemma4_calls.js's grammars
- * ask for. Other tokens that could write those characters (a piece holding one, the byte 0xEE
- * that begins them) are `clashing`: a call grammar refuses them.
+ * Gemma 4's tool-call markers (user-defined tokens, which decode to their text) are given the
+ * characters gemma4_calls.js's grammars ask for instead; other tokens that could write those
+ * characters (a piece holding one, their byte tokens) are `clashing`: a call grammar refuses them.
  * -> {pieces, controlIds, markerIds, clashIds}
  */
+const BYTE_PIECES = new Set(Object.values(MARKERS).map((c) => `<0x${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}>`));
+
 function vocabulary(tokenizer) {
   const pieces = new Array(tokenizer.nVocab);
   const controlIds = new Set();
@@ -40,7 +42,7 @@ function vocabulary(tokenizer) {
     if (Object.hasOwn(MARKERS, piece)) {
       pieces[id] = MARKERS[piece];
       markerIds.add(id);
-    } else if (piece === '<0xEE>' || [...piece].some((c) => sentinels.has(c))) {
+    } else if (BYTE_PIECES.has(piece) || [...piece].some((c) => sentinels.has(c))) {
       clashIds.add(id);
     }
   }
@@ -95,6 +97,7 @@ export class GrammarEngine {
     }
     checkSchema(schema);
     const strict = format.type === 'json_schema' && format.strict === true;
+    // Compact JSON (no free whitespace): a weak model could otherwise pad forever.
     const compiled = await this.#compiled(`json${strict ? 1 : 0}${text}`, (xg) => xg.Grammar.fromJSONSchema(text, false, -1, undefined, strict));
     const { xg, controlIds, markerIds } = await this.#open();
     const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled, undefined, false, MAX_ROLLBACK);
@@ -103,20 +106,28 @@ export class GrammarEngine {
   }
 
   /**
-   * A constraint for an answer that is only tool calls (tool_choice "required" or a named
-   * function): one or more calls to `tools` (params.js's checked tools), one when `parallel` is
-   * false, each call's arguments following its function's parameters schema. Throws a SchemaError
-   * for a parameters schema the grammar cannot enforce.
+   * A constraint for Gemma 4 tool calls to `tools` (params.js's checked tools), one call at most
+   * when `parallel` is false. Without `free` (tool_choice "required" or a named function) the
+   * answer is only calls, one or more, each call's arguments following its function's parameters
+   * schema; with `free` (tool_choice "auto") it is any text, and a call the model starts follows
+   * the schema of a function declared `strict`. Throws a SchemaError for a parameters schema the
+   * grammar cannot enforce.
    * @example const c = await engine.callConstraint(request.tools, { parallel: request.parallelToolCalls });
    */
-  async callConstraint(tools, { parallel = true, deferred = false } = {}) {
-    for (const { function: f } of tools) if (f.parameters !== undefined) checkSchema(f.parameters);
-    const ebnf = callGrammar(tools, { parallel });
+  async callConstraint(tools, { parallel = true, free = false, deferred = false } = {}) {
+    for (const { function: f } of tools) if (f.parameters !== undefined && (f.strict || !free)) checkSchema(f.parameters);
     const { markerIds } = await this.#open();
     if (markerIds.size !== Object.keys(MARKERS).length) {
       throw new SchemaError('tools', 'this model\'s vocabulary has no Gemma 4 tool-call marker tokens, so calls cannot be enforced', 'unsupported_parameter');
     }
-    const compiled = await this.#compiled(`calls${ebnf}`, (xg) => xg.Grammar.fromEBNF(ebnf));
+    let compiled;
+    if (free) {
+      const tag = callTag(tools, { parallel });
+      compiled = await this.#compiled(`tag${JSON.stringify(tag)}`, (xg) => xg.Grammar.fromStructuralTag(tag));
+    } else {
+      const ebnf = callGrammar(tools, { parallel });
+      compiled = await this.#compiled(`calls${ebnf}`, (xg) => xg.Grammar.fromEBNF(ebnf));
+    }
     const { xg, controlIds, clashIds } = await this.#open();
     const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled, undefined, false, MAX_ROLLBACK);
     const refused = new Set([...controlIds].filter((id) => !markerIds.has(id)));
@@ -134,7 +145,6 @@ export class GrammarEngine {
     const { xg, compiler } = await this.#open();
     let compiled;
     try {
-      // Compact JSON (no free whitespace): a weak model could otherwise pad forever.
       const grammar = await make(xg);
       try {
         if (grammar.toString().length > MAX_GRAMMAR_CHARS) {

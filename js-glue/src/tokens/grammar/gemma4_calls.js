@@ -3,19 +3,23 @@
 // value syntax (chat/gemma4_values.js reads it back: bare keys, strings between `<|"|>`). XGrammar
 // converts JSON schemas to JSON and Qwen's XML only, so the schema is turned into rules here, for
 // the keywords below; any other keyword gets a SchemaError naming it rather than going unenforced.
-// The three markers are single control tokens; the engine's vocabulary gives them the private-use
+// The three markers are single tokens; the engine's vocabulary gives them the ASCII control
 // characters of MARKERS as text, so the grammar can ask for them and no spelled-out text can pass
-// for them (engine.js refuses any other token that could write those characters).
+// for them (engine.js refuses any other token that could write those characters). ASCII, since
+// XGrammar's character classes are exact on ASCII only: a class excluding a character above 127
+// lets it through.
 import { SchemaError } from './schema_check.js';
 
 /** The marker tokens' pieces and the one character each stands for in grammars. */
-export const MARKERS = Object.freeze({ '<|"|>': '\uE000', '<|tool_call>': '\uE001', '<tool_call|>': '\uE002' });
+export const MARKERS = Object.freeze({ '<|"|>': '\x01', '<|tool_call>': '\x02', '<tool_call|>': '\x03' });
 const [QUOTE, OPEN, CLOSE] = Object.values(MARKERS);
 
 const TAKEN = new Set(['type', 'properties', 'required', 'additionalProperties', 'items', 'enum', 'const', 'anyOf', 'oneOf',
   'minLength', 'maxLength', 'minItems', 'maxItems']);
 const IGNORED = new Set(['title', 'description', 'default', 'examples', '$schema', '$id', '$comment']);
-const KEY = /^[^:}\uE000-\uE002]+$/;
+const KEY = /^[^:}\x01-\x03]+$/;
+// A string's characters: none of the markers, which would end it or read as a call's edge.
+const CHAR = '[^\\u0001\\u0002\\u0003]';
 
 // An EBNF string literal.
 const lit = (text) => JSON.stringify(text);
@@ -25,9 +29,9 @@ const lit = (text) => JSON.stringify(text);
 // two-digit exponent: a client's JSON parser reads them as finite numbers (a longer one is Infinity).
 const ANY = [
   `g_value ::= g_string | g_dict | g_array | g_number | "true" | "false" | "null"`,
-  `g_string ::= "${QUOTE}" [^${QUOTE}]* "${QUOTE}"`,
+  `g_string ::= ${lit(QUOTE)} ${CHAR}* ${lit(QUOTE)}`,
   `g_dict ::= "{" (g_member ("," g_member)*)? "}"`,
-  `g_member ::= [^:}${QUOTE}${OPEN}${CLOSE}]+ ":" g_value`,
+  `g_member ::= [^:}\\u0001\\u0002\\u0003]+ ":" g_value`,
   `g_array ::= "[" (g_value ("," g_value)*)? "]"`,
   `g_number ::= g_integer ("." [0-9]+)? ([eE] [+-]? [0-9] [0-9]?)?`,
   `g_integer ::= "-"? ("0" | [1-9] [0-9]{0,17})`,
@@ -74,7 +78,7 @@ class Rules {
 
   typed(type, schema, path) {
     switch (type) {
-      case 'string': return this.add(`"${QUOTE}" ${repeat(`[^${QUOTE}]`, schema.minLength, schema.maxLength)} "${QUOTE}"`);
+      case 'string': return this.add(`${lit(QUOTE)} ${repeat(CHAR, schema.minLength, schema.maxLength)} ${lit(QUOTE)}`);
       case 'number': return 'g_number';
       case 'integer': return 'g_integer';
       case 'boolean': return this.add('"true" | "false"');
@@ -115,6 +119,14 @@ class Rules {
   }
 }
 
+// The rule of a function's arguments, a dict following its parameters schema (any dict without one).
+function argumentsRule(rules, f) {
+  const params = f.parameters ?? { type: 'object' };
+  const at = `tools.${f.name}.parameters`;
+  if (params.type !== undefined && params.type !== 'object') throw new SchemaError('type', `${at}.type must be "object": arguments are a dict`, 'invalid_schema');
+  return rules.value({ type: 'object', ...params }, at);
+}
+
 /**
  * The EBNF of tool calls to `tools` (params.js's checked tools): one or more calls, or exactly one
  * when `parallel` is false. Throws a SchemaError naming a parameters keyword it cannot enforce.
@@ -122,13 +134,24 @@ class Rules {
  */
 export function callGrammar(tools, { parallel = true } = {}) {
   const rules = new Rules();
-  const calls = tools.map(({ function: f }) => {
-    const params = f.parameters ?? { type: 'object' };
-    const at = `tools.${f.name}.parameters`;
-    if (params.type !== undefined && params.type !== 'object') throw new SchemaError('type', `${at}.type must be "object": arguments are a dict`, 'invalid_schema');
-    const args = rules.value({ type: 'object', ...params }, at);
-    return rules.add(`${lit(`call:${f.name}`)} ${args}`);
-  });
-  const call = rules.add(`"${OPEN}" (${calls.join(' | ')}) "${CLOSE}"`);
+  const calls = tools.map(({ function: f }) => rules.add(`${lit(`call:${f.name}`)} ${argumentsRule(rules, f)}`));
+  const call = rules.add(`${lit(OPEN)} (${calls.join(' | ')}) ${lit(CLOSE)}`);
   return [`root ::= ${parallel ? `${call}+` : call}`, ...rules.lines].join('\n');
+}
+
+/**
+ * XGrammar's structural tag for free text with calls in it (tool_choice "auto"): any text, and
+ * once the model writes `<|tool_call>`, a call to one of `tools` whose arguments follow the
+ * function's schema where it is strict (any dict where not); after the first call nothing more
+ * when `parallel` is false.
+ * @example Grammar.fromStructuralTag(callTag(tools, { parallel: true }))
+ */
+export function callTag(tools, { parallel = true } = {}) {
+  const tags = tools.map(({ function: f }) => {
+    const rules = new Rules();
+    const args = argumentsRule(rules, f.strict ? f : { name: f.name });
+    const grammar = [`root ::= ${args}`, ...rules.lines].join('\n');
+    return { type: 'tag', begin: `${OPEN}call:${f.name}`, content: { type: 'grammar', grammar }, end: CLOSE };
+  });
+  return { type: 'structural_tag', format: { type: 'triggered_tags', triggers: [OPEN], tags, at_least_one: false, stop_after_first: !parallel } };
 }
