@@ -28,6 +28,7 @@ import { responseId, ResponseShapes } from './responses.js';
 import { Run } from './run.js';
 import { SessionCache } from './sessions.js';
 import { SSE_HEADERS, sseEvent } from './sse.js';
+import { channelMarkers, choiceOutputs } from './thought_channel.js';
 
 // A browser page may send another site a text/plain or form body without asking first; a JSON
 // content type makes it ask (a CORS preflight, which the gateway never grants), so a generation
@@ -49,13 +50,15 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }) {
   const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
   const endIds = stopIds(pipeline.tokenizer);
+  const gemma4 = writesGemma4Output(pipeline.tokenizer);
   return {
     pipeline,
     coordinator,
     sessions: new SessionCache(maxCachedSessions),
     tokenizer: pipeline.tokenizer,
     endIds,
-    gemma4: writesGemma4Output(pipeline.tokenizer),
+    gemma4,
+    markers: gemma4 ? channelMarkers(pipeline.tokenizer) : null,
     grammar: loadGrammar ? new GrammarEngine(loadGrammar, pipeline.tokenizer, endIds) : null,
     drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
     pieceOf: (id) => pipeline.tokenizer.decode([id]),
@@ -155,7 +158,8 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       checkLogitBias(request, e.tokenizer.nVocab);
       const prompt = await promptTokens(e.pipeline, request, encodePrompt);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
-      const constraints = await callConstraints(e.grammar, request) ?? await responseConstraints(e.grammar, request.responseFormat ?? null, request.n);
+      const constraints = choiceOutputs(e.tokenizer, e.markers, request,
+        await callConstraints(e.grammar, request) ?? await responseConstraints(e.grammar, request.responseFormat ?? null, request.n));
       run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
       const answer = new Answer(shapes, () => chatOutputReader(request, e.gemma4), request);

@@ -9,9 +9,10 @@
 // The loop looks at the request's signal before every step, so a client that went away (or a
 // deadline) stops it at the next step. The choices of a request with n > 1 share its prefill:
 // the first keeps the prompt's last logits in `prefill`, the next ones start from them in the
-// session cut back to the prompt (run.js). With a constraint (response_format: tokens/grammar/)
-// every row's logits are masked to the tokens its grammar allows before the sampler sees them,
-// and a draft is cut at its first token the grammar refuses before it is fed.
+// session cut back to the prompt (run.js). With a constraint (response_format: tokens/grammar/;
+// on Gemma 4, thought_channel.js over it, which also forces a thinking budget's end) every row's
+// logits are masked to the tokens it allows before the sampler sees them, and a draft is cut at
+// its first token it refuses before it is fed.
 import { Sampler } from '../tokens/sampler.js';
 import { DraftPolicy } from './draft_policy.js';
 import { tokenLogprobs } from './logprobs.js';
@@ -28,9 +29,10 @@ import { StopText } from './stop_text.js';
  * prefill: {logits} the logits after the whole prompt, set here when null, used in place of a
  * step when reused is the whole prompt (the session holds exactly it); index: the choice, whose
  * sampler draws from seed + index.
- * constraint: the choice's tokens/grammar/constraint.js Constraint, or null.
+ * constraint: the choice's tokens/grammar/constraint.js Constraint or thought_channel.js
+ * ThoughtChannel (the same mask, accept and validPrefix), or null.
  * @param {{step: (tokens: number[], allRows?: boolean) => Promise<Float32Array>, cut?: (n: number) => Promise<unknown>,
- *          constraint?: import('../tokens/grammar/constraint.js').Constraint,
+ *          constraint?: import('../tokens/grammar/constraint.js').Constraint | import('./thought_channel.js').ThoughtChannel,
  *          drafter?: import('./prompt_lookup.js').PromptLookup, tokenizer, prompt: number[], reused: number,
  *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal,
  *          prefill?: {logits: Float32Array | null}, index?: number}} job

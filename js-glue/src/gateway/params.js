@@ -5,7 +5,7 @@
 // do, so clients that send vendor extras still work.
 import { chatMessages } from './chat_messages.js';
 import { badParam, OpenAIError } from './errors.js';
-import { enableThinking } from './thinking.js';
+import { enableThinking, thinkingBudget } from './thinking.js';
 import { toolParams } from './tools.js';
 
 const MAX_STOPS = 4;  // OpenAI's limit
@@ -121,8 +121,8 @@ function common(body, { maxTokensFallback }) {
 
 /**
  * A /v1/chat/completions body -> {kind: 'chat', messages, tools, toolChoice, parallelToolCalls,
- * enableThinking, model, maxTokens, sampling, stop, logprobs, topLogprobs, stream, includeUsage,
- * responseFormat};
+ * enableThinking, thinkingBudget, model, maxTokens, sampling, stop, logprobs, topLogprobs, stream,
+ * includeUsage, responseFormat};
  * a 400 OpenAIError naming the field otherwise.
  * @example chatRequest({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })
  */
@@ -132,7 +132,7 @@ export function chatRequest(body) {
   const logprobs = boolean(body, 'logprobs', false);
   const topLogprobs = integer(body, 'top_logprobs', { min: 0, max: MAX_TOP_LOGPROBS_CHAT, fallback: 0 });
   if (topLogprobs > 0 && !logprobs) throw badParam('top_logprobs', 'top_logprobs needs logprobs: true');
-  return { kind: 'chat', messages, ...toolParams(body), enableThinking: enableThinking(body), ...request, logprobs, topLogprobs,
+  return { kind: 'chat', messages, ...toolParams(body), enableThinking: enableThinking(body), thinkingBudget: thinkingBudget(body), ...request, logprobs, topLogprobs,
     responseFormat: responseFormat(body.response_format) };
 }
 

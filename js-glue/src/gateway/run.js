@@ -16,7 +16,8 @@ export class Run {
   /**
    * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, constraints?: object[], ticket, request,
    *          prompt: number[], maxTokens: number, deadlineMs: number, clientSignal?: AbortSignal, observer?: object}} options
-   *   constraints: one grammar state per choice (tokens/grammar/constraint.js), or null; closed when the request ends
+   *   constraints: one grammar state or thought channel per choice (tokens/grammar/constraint.js,
+   *   thought_channel.js), or null; closed when the request ends
    */
   constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal,
     observer = {} }) {

@@ -39,3 +39,33 @@ export function enableThinking(body) {
   if (effort === 'none') return false;
   return kwarg ?? given(effort);
 }
+
+/** Longest reasoning_budget_message taken, in characters. */
+export const MAX_BUDGET_MESSAGE = 1000;
+
+function budgetTokens(body) {
+  // llama.cpp's server reads reasoning_budget_tokens, else thinking_budget_tokens; -1 is no budget.
+  const name = given(body.reasoning_budget_tokens) ? 'reasoning_budget_tokens' : 'thinking_budget_tokens';
+  const v = body[name];
+  if (!given(v)) return null;
+  if (!Number.isSafeInteger(v) || v < -1 || v > 0x7fffffff) throw badParam(name, `${name} must be an integer in [-1, 2147483647] (-1: no budget), got ${JSON.stringify(v)}`);
+  return v === -1 ? null : v;
+}
+
+/**
+ * A chat body's thinking budget: {tokens, message} from reasoning_budget_tokens (or
+ * thinking_budget_tokens) and reasoning_budget_message, as llama.cpp's server takes them, or
+ * null for none. The thought channel is closed after `tokens` thought tokens, `message` (plain
+ * text) written before its closing marker. A 400 naming the field for a bad value.
+ * @example thinkingBudget({ thinking_budget_tokens: 256 }) // {tokens: 256, message: ''}
+ */
+export function thinkingBudget(body) {
+  const message = body.reasoning_budget_message;
+  if (given(message) && (typeof message !== 'string' || message.length > MAX_BUDGET_MESSAGE)) {
+    throw badParam('reasoning_budget_message', `reasoning_budget_message must be a string of at most ${MAX_BUDGET_MESSAGE} characters`);
+  }
+  // The thought is read from the text: a closing marker in the message would end it there.
+  if (message?.includes('<channel|>')) throw badParam('reasoning_budget_message', 'reasoning_budget_message must not contain <channel|>: the gateway writes it after the message');
+  const tokens = budgetTokens(body);
+  return tokens === null ? null : { tokens, message: message ?? '' };
+}

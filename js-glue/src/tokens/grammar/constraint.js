@@ -1,40 +1,28 @@
 // One request's grammar state: which tokens keep the output a valid prefix of the grammar's
 // language. Before each sampling the logits of the others become -Infinity, so the sampler
 // (whatever it does) can only pick an allowed token; the token picked then advances the state.
-// A constraint made deferred lets everything through until begin(): the text before it (a
-// thought channel) is not the constrained output.
+// Where the constrained output starts (after a thought channel) is the caller's to say
+// (gateway/thought_channel.js): it asks for masks and accepts tokens from there on.
 
 export class Constraint {
   #matcher;
   #nVocab;
-  #started;
   #refused;
   #forbidden;
 
   /**
    * @param matcher an XGrammar GrammarMatcher (engine.js makes it)
    * @param {number} nVocab logits per row
-   * @param {{deferred?: boolean, refused?: Set<number>, forbidden?: Set<number>}} [options] refused:
-   *   ids the grammar never allows (control tokens), turned down without asking the engine, which
-   *   logs each refusal; forbidden: ids the grammar's text would allow that must not be sampled
-   *   (a marker token inside JSON), masked after the engine's bitmask
+   * @param {{refused?: Set<number>, forbidden?: Set<number>}} [options] refused: ids the grammar
+   *   never allows (control tokens), turned down without asking the engine, which logs each
+   *   refusal; forbidden: ids the grammar's text would allow that must not be sampled (a marker
+   *   token inside JSON), masked after the engine's bitmask
    */
-  constructor(matcher, nVocab, { deferred = false, refused = new Set(), forbidden = new Set() } = {}) {
+  constructor(matcher, nVocab, { refused = new Set(), forbidden = new Set() } = {}) {
     this.#matcher = matcher;
     this.#nVocab = nVocab;
-    this.#started = !deferred;
     this.#refused = refused;
     this.#forbidden = forbidden;
-  }
-
-  /** Whether the constraint applies to the next token. */
-  get started() {
-    return this.#started;
-  }
-
-  /** The constrained output starts with the next token. */
-  begin() {
-    this.#started = true;
   }
 
   /**
@@ -43,7 +31,6 @@ export class Constraint {
    * @example await constraint.mask(row); const id = sampler.sample(row); constraint.accept(id);
    */
   async mask(logits) {
-    if (!this.#started) return;
     if (logits.length !== this.#nVocab) throw new RangeError(`a logits row of ${logits.length}, expected ${this.#nVocab}`);
     // Bit (id % 32) of word (id / 32) is set when token id is allowed; most words are all ones
     // (inside a string) or all zeros (between values), so whole words are settled at once.
@@ -65,7 +52,6 @@ export class Constraint {
 
   /** Advances past the sampled token `id`; false when the grammar does not allow it. */
   accept(id) {
-    if (!this.#started) return true;
     return this.#matcher.acceptToken(id);
   }
 
@@ -75,7 +61,6 @@ export class Constraint {
    * @example const kept = draft.slice(0, constraint.validPrefix(draft));
    */
   validPrefix(draft) {
-    if (!this.#started) return draft.length;
     let n = 0;
     while (n < draft.length && !this.#refused.has(draft[n]) && !this.#forbidden.has(draft[n]) && this.#matcher.acceptToken(draft[n])) n++;
     if (n > 0) this.#matcher.rollBack(n);

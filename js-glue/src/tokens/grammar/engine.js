@@ -85,11 +85,10 @@ export class GrammarEngine {
   /**
    * A constraint for one request's output: `format` {type: 'json_object'} (any JSON object) or
    * {type: 'json_schema', schema, strict}. Throws a SchemaError for a schema the engine cannot
-   * take or that would compile too large. `deferred`: the constraint starts only when its
-   * begin() is called (after a thought channel).
+   * take or that would compile too large.
    * @example const c = await engine.constraint({ type: 'json_schema', schema, strict: true });
    */
-  async constraint(format, { deferred = false } = {}) {
+  async constraint(format) {
     const schema = format.type === 'json_object' ? { type: 'object' } : format.schema;
     const text = JSON.stringify(schema);
     if (new TextEncoder().encode(text).length > MAX_SCHEMA_BYTES) {
@@ -102,7 +101,7 @@ export class GrammarEngine {
     const { xg, controlIds, markerIds } = await this.#open();
     const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled, undefined, false, MAX_ROLLBACK);
     // The markers have text for call grammars; in JSON they would be control tokens inside a string.
-    return new Constraint(matcher, this.#tokenizer.nVocab, { deferred, refused: controlIds, forbidden: markerIds });
+    return new Constraint(matcher, this.#tokenizer.nVocab, { refused: controlIds, forbidden: markerIds });
   }
 
   /**
@@ -114,7 +113,7 @@ export class GrammarEngine {
    * grammar cannot enforce.
    * @example const c = await engine.callConstraint(request.tools, { parallel: request.parallelToolCalls });
    */
-  async callConstraint(tools, { parallel = true, free = false, deferred = false } = {}) {
+  async callConstraint(tools, { parallel = true, free = false } = {}) {
     for (const { function: f } of tools) if (f.parameters !== undefined && (f.strict || !free)) checkSchema(f.parameters);
     const { markerIds } = await this.#open();
     if (markerIds.size !== Object.keys(MARKERS).length) {
@@ -131,7 +130,7 @@ export class GrammarEngine {
     const { xg, controlIds, clashIds } = await this.#open();
     const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled, undefined, false, MAX_ROLLBACK);
     const refused = new Set([...controlIds].filter((id) => !markerIds.has(id)));
-    return new Constraint(matcher, this.#tokenizer.nVocab, { deferred, refused, forbidden: clashIds });
+    return new Constraint(matcher, this.#tokenizer.nVocab, { refused, forbidden: clashIds });
   }
 
   // The compiled grammar cached under `key`, made by `make(xg)` (a Grammar) on a miss.

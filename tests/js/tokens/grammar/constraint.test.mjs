@@ -1,7 +1,7 @@
 // The grammar constraint on the real Gemma vocabulary (js-glue/src/tokens/grammar/): the mask
 // allows exactly the tokens the grammar accepts, text is accepted or refused as JSON says, a
-// draft is cut at its first bad token, a deferred constraint waits for begin(), and schemas the
-// engine cannot take are refused by keyword before they reach it.
+// draft is cut at its first bad token, and schemas the engine cannot take are refused by keyword
+// before they reach it.
 import assert from "node:assert/strict";
 import {before, describe, test} from "node:test";
 
@@ -60,16 +60,6 @@ describe("grammar constraint", () => {
     assert.equal(c.validPrefix(draft), good.length);
     assert.equal(c.validPrefix(ids("[")), 0);
     for (const id of ids('{"n": 3}')) assert.ok(c.accept(id), "the state moved while drafts were checked");
-    c.close();
-  });
-
-  test("a deferred constraint lets everything through until begin()", async () => {
-    const c = await engine.constraint({type: "json_object"}, {deferred: true});
-    assert.equal((await allowedAfterMask(c)).length, tokenizer.nVocab);
-    assert.ok(c.accept(ids("thinking")[0]));
-    c.begin();
-    assert.ok((await allowedAfterMask(c)).length < tokenizer.nVocab);
-    assert.equal(c.accept(ids("thinking")[0]), false);
     c.close();
   });
 
