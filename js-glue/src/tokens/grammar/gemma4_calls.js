@@ -38,7 +38,7 @@ const ANY = [
 ];
 
 /** A JSON value written in Gemma 4's syntax (for enum and const). */
-export function gemma4Text(v) {
+function gemma4Text(v) {
   if (typeof v === 'string') return QUOTE + v + QUOTE;
   if (Array.isArray(v)) return `[${v.map(gemma4Text).join(',')}]`;
   if (v !== null && typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${k}:${gemma4Text(x)}`).join(',')}}`;
