@@ -16,6 +16,7 @@ import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../protocol/approx_options.js';
 import { GrammarEngine } from '../tokens/grammar/engine.js';
 import { Answer } from './answer.js';
+import { callConstraints } from './call_constraints.js';
 import { chatOutputReader, writesGemma4Output } from './chat_output.js';
 import { Coordinator } from './coordinator.js';
 import { OpenAIError, toOpenAIError } from './errors.js';
@@ -157,7 +158,8 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       checkLogitBias(request, e.tokenizer.nVocab);
       const prompt = await promptTokens(e.pipeline, request, encodePrompt);
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
-      const constraints = choiceOutputs(e.tokenizer, e.markers, request, await responseConstraints(e.grammar, request.responseFormat ?? null, request.n));
+      const constraints = choiceOutputs(e.tokenizer, e.markers, request,
+        await callConstraints(e.grammar, request) ?? await responseConstraints(e.grammar, request.responseFormat ?? null, request.n));
       run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
       const answer = new Answer(shapes, () => chatOutputReader(request, e.gemma4), request);

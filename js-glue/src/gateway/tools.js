@@ -1,8 +1,8 @@
 // The tool fields of a /v1/chat/completions body, checked: `tools` (OpenAI's function tools),
 // `tool_choice` and `parallel_tool_calls`. The tools are declared to the model through its chat
 // template. tool_choice "auto" and "none" need nothing of the sampler; "required" and a named
-// function need the output constrained to a call, which this gateway does not do yet: refused by
-// name rather than asked of the model and not enforced.
+// function constrain the output to calls (call_constraints.js), which leaves no room for a
+// response_format.
 import { badParam, OpenAIError } from './errors.js';
 
 const MAX_TOOLS = 128;  // OpenAI's limit
@@ -25,6 +25,7 @@ function tool(t, i) {
   const out = { type: 'function', function: { name: f.name } };
   if (given(f.description)) out.function.description = f.description;
   if (given(f.parameters)) out.function.parameters = f.parameters;
+  if (f.strict === true) out.function.strict = true;
   return out;
 }
 
@@ -41,24 +42,27 @@ function tools(body) {
   return checked;
 }
 
-const constrained = (what) => new OpenAIError(400, `tool_choice ${what} needs the output constrained to a tool call, which this gateway does not do yet; use "auto" or "none"`, { param: 'tool_choice', code: 'unsupported_parameter' });
-
 function toolChoice(body, declared) {
   const v = body.tool_choice;
   if (!given(v)) return declared.length > 0 ? 'auto' : 'none';
   if (v === 'auto' || v === 'none') return v;
-  if (v === 'required') throw constrained('"required"');
-  if (isObject(v) && v.type === 'function' && isObject(v.function) && typeof v.function.name === 'string') {
+  const forced = v === 'required' || (isObject(v) && v.type === 'function' && isObject(v.function) && typeof v.function.name === 'string');
+  if (forced && declared.length === 0) throw badParam('tool_choice', 'tool_choice "required" or a named function needs tools');
+  if (forced && given(body.response_format) && body.response_format?.type !== 'text') {
+    throw new OpenAIError(400, 'tool_choice "required" or a named function makes the answer tool calls, which cannot also follow response_format', { param: 'tool_choice', code: 'unsupported_parameter' });
+  }
+  if (v === 'required') return v;
+  if (forced) {
     if (!declared.some((t) => t.function.name === v.function.name)) throw badParam('tool_choice', `tool_choice names "${v.function.name}", which is not in tools`);
-    throw constrained('naming a function');
+    return { type: 'function', function: { name: v.function.name } };
   }
   throw badParam('tool_choice', 'tool_choice must be "auto", "none", "required" or {type: "function", function: {name}}');
 }
 
 /**
  * The tool fields of a chat body -> {tools: [{type: 'function', function: {name, description?,
- * parameters?}}], toolChoice: 'auto' | 'none', parallelToolCalls}; a 400 OpenAIError naming the
- * field otherwise (tool_choice "required" or a named function: unsupported_parameter).
+ * parameters?, strict?}}], toolChoice: 'auto' | 'none' | 'required' | {type: 'function', function: {name}},
+ * parallelToolCalls}; a 400 OpenAIError naming the field otherwise.
  * @example toolParams({ tools: [{ type: 'function', function: { name: 'now' } }] }) // { tools: [...], toolChoice: 'auto', parallelToolCalls: true }
  */
 export function toolParams(body) {

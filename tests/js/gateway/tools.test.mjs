@@ -52,8 +52,9 @@ describe("the gateway over Google's Gemma 4 chat template", () => {
         return true;
       });
     };
-    await refuses({messages: [ASK], tools: [WEATHER], tool_choice: "required"}, "tool_choice", "unsupported_parameter");
-    await refuses({messages: [ASK], tools: [WEATHER], tool_choice: {type: "function", function: {name: "get_weather"}}}, "tool_choice", "unsupported_parameter");
+    await refuses({messages: [ASK], tool_choice: "required"}, "tool_choice");
+    await refuses({messages: [ASK], tools: [WEATHER], tool_choice: "required", response_format: {type: "json_object"}}, "tool_choice", "unsupported_parameter");
+    await refuses({messages: [ASK], tools: [WEATHER], tool_choice: {type: "function", function: {name: "get_time"}}}, "tool_choice");
     await refuses({messages: [ASK, {...CALL, tool_calls: [{...CALL.tool_calls[0], function: {name: "get_weather", arguments: "{city"}}]}, RESULT]},
       "messages[1].tool_calls[0].function.arguments");
     await refuses({messages: [ASK], tools: [{...WEATHER, function: {...WEATHER.function, parameters: {type: "object", properties: {"<|tool>": {type: "string"}}}}}]},

@@ -145,16 +145,20 @@ describe("chat request checks: tools, tool messages, thinking", () => {
     refuses(() => chat({tools: [WEATHER, WEATHER]}), "tools[1].function.name");
     refuses(() => chat({tools: [WEATHER], parallel_tool_calls: "no"}), "parallel_tool_calls");
     const r = chat({tools: [WEATHER], parallel_tool_calls: false});
-    assert.deepEqual(r.tools, [{type: "function", function: {name: "get_weather", description: "d", parameters: {type: "object"}}}]);
+    assert.deepEqual(r.tools, [{type: "function", function: {name: "get_weather", description: "d", parameters: {type: "object"}, strict: true}}]);
     assert.deepEqual([r.toolChoice, r.parallelToolCalls], ["auto", false]);
     assert.deepEqual([chat({}).tools, chat({}).toolChoice, chat({}).parallelToolCalls], [[], "none", true]);
   });
 
-  test("tool_choice auto and none are taken; required and a named function, which need constrained output, are refused as unsupported", () => {
+  test("tool_choice auto, none, required and a declared function are taken; a forced call refuses a response_format", () => {
     assert.equal(chat({tools: [WEATHER], tool_choice: "none"}).toolChoice, "none");
     assert.equal(chat({tools: [WEATHER], tool_choice: "auto"}).toolChoice, "auto");
-    refuses(() => chat({tools: [WEATHER], tool_choice: "required"}), "tool_choice", "unsupported_parameter");
-    refuses(() => chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "get_weather"}}}), "tool_choice", "unsupported_parameter");
+    assert.equal(chat({tools: [WEATHER], tool_choice: "required"}).toolChoice, "required");
+    assert.deepEqual(chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "get_weather", extra: 1}}}).toolChoice,
+      {type: "function", function: {name: "get_weather"}});
+    refuses(() => chat({tool_choice: "required"}), "tool_choice");
+    refuses(() => chat({tools: [WEATHER], tool_choice: "required", response_format: {type: "json_object"}}), "tool_choice", "unsupported_parameter");
+    assert.equal(chat({tools: [WEATHER], tool_choice: "required", response_format: {type: "text"}}).toolChoice, "required");
     refuses(() => chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "other"}}}), "tool_choice", undefined);
     assert.throws(() => chat({tools: [WEATHER], tool_choice: {type: "function", function: {name: "other"}}}), (error) => error.code !== "unsupported_parameter");
     refuses(() => chat({tools: [WEATHER], tool_choice: "any"}), "tool_choice");

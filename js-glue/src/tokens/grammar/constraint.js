@@ -8,17 +8,21 @@ export class Constraint {
   #matcher;
   #nVocab;
   #refused;
+  #forbidden;
 
   /**
    * @param matcher an XGrammar GrammarMatcher (engine.js makes it)
    * @param {number} nVocab logits per row
-   * @param {{refused?: Set<number>}} [options] refused: ids the grammar never allows (control
-   *   tokens), turned down without asking the engine, which logs each refusal
+   * @param {{refused?: Set<number>, forbidden?: Set<number>}} [options] refused: ids the grammar
+   *   never allows (control tokens), turned down without asking the engine, which logs each
+   *   refusal; forbidden: ids the grammar's text would allow that must not be sampled (a marker
+   *   token inside JSON), masked after the engine's bitmask
    */
-  constructor(matcher, nVocab, { refused = new Set() } = {}) {
+  constructor(matcher, nVocab, { refused = new Set(), forbidden = new Set() } = {}) {
     this.#matcher = matcher;
     this.#nVocab = nVocab;
     this.#refused = refused;
+    this.#forbidden = forbidden;
   }
 
   /**
@@ -43,6 +47,7 @@ export class Constraint {
       }
       for (let id = base; id < end; id++) if (((word >>> (id - base)) & 1) === 0) logits[id] = -Infinity;
     }
+    for (const id of this.#forbidden) logits[id] = -Infinity;
   }
 
   /** Advances past the sampled token `id`; false when the grammar does not allow it. */
@@ -57,7 +62,7 @@ export class Constraint {
    */
   validPrefix(draft) {
     let n = 0;
-    while (n < draft.length && !this.#refused.has(draft[n]) && this.#matcher.acceptToken(draft[n])) n++;
+    while (n < draft.length && !this.#refused.has(draft[n]) && !this.#forbidden.has(draft[n]) && this.#matcher.acceptToken(draft[n])) n++;
     if (n > 0) this.#matcher.rollBack(n);
     return n;
   }
