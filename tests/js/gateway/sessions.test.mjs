@@ -7,16 +7,7 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {gemmaVocab, greedy, handChatPrompt, nodeSessions, startGateway} from "../support/gateway_fixture.mjs";
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition, what, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+import {sleep, until} from "../support/wait.mjs";
 
 const chat = (content) => [{role: "user", content}];
 

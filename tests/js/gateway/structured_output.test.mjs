@@ -10,19 +10,11 @@ import {describe, test} from "node:test";
 import {gemmaVocab, nodeSessions, startGateway} from "../support/gateway_fixture.mjs";
 import {root} from "../support/models.mjs";
 import {ORDER_SCHEMA} from "../support/order_schema.mjs";
+import {until} from "../support/wait.mjs";
 
 const {default: Ajv} = createRequire(path.join(root, "js-glue", "package.json"))("ajv");
 
 const messages = [{role: "user", content: "an order as JSON"}];
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(condition, what, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 const jsonSchema = (schema) => ({type: "json_schema", json_schema: {name: "order", schema, strict: true}});
 
 describe("structured output by constrained decoding", () => {
