@@ -17,7 +17,7 @@ import { approxModesOn } from '../protocol/approx_options.js';
 import { GrammarEngine } from '../tokens/grammar/engine.js';
 import { Answer } from './answer.js';
 import { callConstraints } from './call_constraints.js';
-import { chatOutputReader, writesGemma4Output } from './chat_output.js';
+import { chatOutputReader } from './chat_output.js';
 import { Coordinator } from './coordinator.js';
 import { OpenAIError, toOpenAIError } from './errors.js';
 import { chatRequest, checkLogitBias, completionRequest } from './params.js';
@@ -50,15 +50,14 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }) {
   const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
   const endIds = stopIds(pipeline.tokenizer);
-  const gemma4 = writesGemma4Output(pipeline.tokenizer);
+  const markers = channelMarkers(pipeline.tokenizer);
   return {
     pipeline,
     coordinator,
     sessions: new SessionCache(maxCachedSessions),
     tokenizer: pipeline.tokenizer,
     endIds,
-    gemma4,
-    markers: gemma4 ? channelMarkers(pipeline.tokenizer) : null,
+    markers,
     grammar: loadGrammar ? new GrammarEngine(loadGrammar, pipeline.tokenizer, endIds) : null,
     drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
     pieceOf: (id) => pipeline.tokenizer.decode([id]),
@@ -162,7 +161,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
         await callConstraints(e.grammar, request) ?? await responseConstraints(e.grammar, request.responseFormat ?? null, request.n));
       run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
-      const answer = new Answer(shapes, () => chatOutputReader(request, e.gemma4), request);
+      const answer = new Answer(shapes, () => chatOutputReader(request, e.markers !== null), request);
       return await (request.stream ? streamed(c, run, answer) : whole(run, answer));
     } catch (error) {
       if (!run) ticket.release();

@@ -1,22 +1,11 @@
 // How a chat answer's text is read: on a model that writes Gemma 4's output format (its
-// vocabulary has the thought channel's marker as a token), by Gemma 4's reader, which puts the
-// thought channel in reasoning_content whether or not thinking was asked for, and reads tool
-// calls to the functions the request lets the model call; on any other model the text is the
-// content. The request's fields are the ones params.js gives: tools (OpenAI's [{type:
-// 'function', function: {name, …}}]), toolChoice ('auto' | 'none' | 'required' | {type:
-// 'function', function: {name}}) and parallelToolCalls.
+// vocabulary has the thought channel's markers as tokens, thought_channel.js's channelMarkers),
+// by Gemma 4's reader, which puts the thought channel in reasoning_content whether or not
+// thinking was asked for, and reads tool calls to the functions the request lets the model
+// call; on any other model the text is the content. The request's fields are the ones
+// params.js gives: tools (OpenAI's [{type: 'function', function: {name, …}}]), toolChoice
+// ('auto' | 'none' | 'required' | {type: 'function', function: {name}}) and parallelToolCalls.
 import { Gemma4Output } from '../chat/gemma4_output.js';
-
-const CHANNEL_OPEN = '<|channel>';
-
-/**
- * Whether the tokenizer's model writes Gemma 4's output format.
- * @example writesGemma4Output(pipeline.tokenizer)
- */
-export function writesGemma4Output(tokenizer) {
-  const ids = tokenizer.encode(CHANNEL_OPEN, { addBos: false, parseSpecial: true });
-  return ids.length === 1 && tokenizer.piece(ids[0]) === CHANNEL_OPEN;
-}
 
 // The names of the functions the model may call: none with tool_choice "none", the named one
 // when tool_choice names one, else every declared one. A declaration without a name declares
@@ -30,7 +19,7 @@ function callable({ tools, toolChoice = 'auto' }) {
 /**
  * The reader of one request's answer (chat/gemma4_output.js's Gemma4Output), or null when its
  * text is its content (completions, other models).
- * @example const reader = chatOutputReader(request, writesGemma4Output(tokenizer));
+ * @example const reader = chatOutputReader(request, channelMarkers(tokenizer) !== null);
  */
 export function chatOutputReader(request, gemma4) {
   if (request.kind !== 'chat' || !gemma4) return null;
