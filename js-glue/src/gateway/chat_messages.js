@@ -3,12 +3,10 @@
 // tool's result answering a call. Each fault is a 400 naming the field. What the chat template
 // needs of the values themselves (arguments that parse as a JSON object, names it can carry) is
 // checked where it is rendered (tokens/chat_inputs.js), once.
+import { given, isObject } from './body_values.js';
 import { badParam } from './errors.js';
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
-
-const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-const given = (v) => v !== undefined && v !== null;
 
 // Content as text: a string, or an array of text parts (other part types refused).
 function text(content, param) {

@@ -3,6 +3,7 @@
 // tool_choice it cannot enforce, echo, best_of) is refused by name with a 400,
 // never silently ignored; fields it does not know are ignored, as llama.cpp's server and vLLM
 // do, so clients that send vendor extras still work.
+import { given, isObject } from './body_values.js';
 import { chatMessages } from './chat_messages.js';
 import { badParam, OpenAIError } from './errors.js';
 import { enableThinking, thinkingBudget } from './thinking.js';
@@ -13,9 +14,6 @@ const MAX_TOP_LOGPROBS_CHAT = 20;
 const MAX_LOGPROBS_COMPLETION = 5;
 const MAX_CHOICES = 8;       // n: the choices of one request run one after another on its prefill
 const MAX_LOGIT_BIAS = 1024; // entries of logit_bias
-
-const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-const given = (v) => v !== undefined && v !== null;
 
 function number(body, name, { min, max, fallback }) {
   const v = body[name];

@@ -3,12 +3,10 @@
 // take them. Gemma 4's template has thinking on or off, no levels: any effort but "none" turns it
 // on. Without either switch it is off, the template's own default (llama.cpp's server turns it on
 // for any template that can think; vLLM leaves it to the template).
+import { given, isObject } from './body_values.js';
 import { badParam, OpenAIError } from './errors.js';
 
 const EFFORTS = ['none', 'minimal', 'low', 'medium', 'high'];
-
-const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-const given = (v) => v !== undefined && v !== null;
 
 // chat_template_kwargs.enable_thinking, or undefined; any other template argument is refused:
 // the template is given only what llama.cpp's common chat layer gives it.

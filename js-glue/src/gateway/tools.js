@@ -3,13 +3,11 @@
 // template. tool_choice "auto" and "none" need nothing of the sampler; "required" and a named
 // function constrain the output to calls (call_constraints.js), which leaves no room for a
 // response_format.
+import { given, isObject } from './body_values.js';
 import { badParam, OpenAIError } from './errors.js';
 
 const MAX_TOOLS = 128;  // OpenAI's limit
 const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-
-const isObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-const given = (v) => v !== undefined && v !== null;
 
 function tool(t, i) {
   const param = `tools[${i}]`;
