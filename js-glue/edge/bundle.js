@@ -50,6 +50,8 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
     platform: 'browser',
     conditions: ['workerd', 'worker', 'browser'],
     target: 'es2022',
+    // An entry outside js-glue (a benchmark's worker) takes js-glue's dependencies too.
+    nodePaths: [path.join(here, '..', 'node_modules')],
     plugins: [xgrammarForIsolates(outDir), wasmBesideBundle(relaxed)],
     logLevel: 'warning',
   });

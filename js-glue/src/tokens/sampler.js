@@ -8,7 +8,8 @@
 //   - top_k > 0 (and below n_vocab, else off): the first top_k candidates.
 //   - top_p < 1: with w = exp(x - m) and Z their sum over the candidates (in ascending id
 //     order), those with x >= t, t the highest logit whose candidates at or above it reach
-//     top_p·Z (summed in candidate order; up to rounding, as the fast path sums by buckets):
+//     top_p·Z (summed in candidate order; up to rounding, as the fast path sums by buckets and
+//     its w come from a series, bucketExp):
 //     a run of equal logits is kept or cut whole.
 //   - min_p > 0: the candidates with x >= m + ln(min_p).
 //   - the draw, with w = exp((x - m) · (1 / temperature)) and u the next number in [0, 1) of
@@ -46,6 +47,24 @@ export const BLOCK = 256;
 export const MAX_TRIES = 4096;
 const BUCKETS_PER_NAT = 64;  // top-p's histogram of x - m
 const BUCKETS = 64 * BUCKETS_PER_NAT;
+// exp(-b / BUCKETS_PER_NAT) for each bucket b: top-p's pass over every logit takes each w from
+// its bucket's entry and a short series for the rest of the way, a fraction of Math.exp's cost.
+const BUCKET_EXP = Float64Array.from({ length: BUCKETS }, (_, b) => Math.exp(-b / BUCKETS_PER_NAT));
+
+// The bucket of d = m - x >= 0 in top-p's histogram: floor(d · BUCKETS_PER_NAT), the last one
+// for everything past it.
+const bucketOf = (d) => {
+  const f = d * BUCKETS_PER_NAT;
+  return f < BUCKETS - 1 ? f | 0 : BUCKETS - 1;
+};
+
+// exp(-d) for d >= 0 in bucket b < BUCKETS - 1: exp(-b / 64) times the Taylor series of
+// exp(-r), r = d - b / 64 in [0, 1/64), to r^5 (what is left, r^6 / 720, is under 3e-14 of the
+// value: rounding, next to the cut's sums).
+function bucketExp(d, b) {
+  const r = b * (1 / BUCKETS_PER_NAT) - d;
+  return BUCKET_EXP[b] * (1 + r * (1 + r * 0.5 * (1 + r * (1 / 3) * (1 + r * 0.25 * (1 + r * 0.2)))));
+}
 
 export class Sampler {
   /**
@@ -65,8 +84,7 @@ export class Sampler {
     this.scratch = null;
     this.maxima = null;
     this.bounds = null;
-    this.buckets = null;   // [BUCKETS] top-p's histogram
-    this.bucketOf = null;  // [n_vocab] each logit's bucket in it (BUCKETS: none)
+    this.buckets = null;  // [BUCKETS] top-p's histogram
   }
 
   /** The prompt's tokens (the repetition penalty counts them). */
@@ -128,33 +146,35 @@ export class Sampler {
     return this.scratch;
   }
 
-  // Top-p's threshold over every candidate: Z and a histogram of w by x - m in one pass of
-  // exponentials; only the bucket where the mass crosses top_p·Z is sorted.
+  // Top-p's threshold over every candidate: Z and a histogram of w by x - m in one pass (w from
+  // the bucket's exponential, bucketExp); only the bucket where the mass crosses top_p·Z is
+  // sorted.
   #topPThreshold(x, m) {
     this.buckets ??= new Float64Array(BUCKETS);
     const buckets = this.buckets.fill(0);
-    if (this.bucketOf?.length !== x.length) this.bucketOf = new Uint16Array(x.length);
-    const bucketOf = this.bucketOf;
     let z = 0;
     for (let i = 0; i < x.length; i++) {
       const d = m - x[i];
-      if (!(d < Infinity)) {
-        bucketOf[i] = BUCKETS;  // not a candidate
-        continue;
-      }
-      const w = Math.exp(-d);
-      const b = Math.min(BUCKETS - 1, Math.floor(d * BUCKETS_PER_NAT));
+      if (!(d < Infinity)) continue;  // no candidate
+      const b = bucketOf(d);
+      const w = b < BUCKETS - 1 ? bucketExp(d, b) : Math.exp(-d);
       z += w;
       buckets[b] += w;
-      bucketOf[i] = b;
     }
     const target = this.topP * z;
     let cum = 0;
     let b = 0;
     while (b < BUCKETS && cum + buckets[b] < target) cum += buckets[b++];
     if (b === BUCKETS) return -Infinity;
+    // The bucket's logits, found by a comparison with bounds a little wider than the bucket's
+    // before bucketOf decides (rounding may put a logit at the edge either side).
+    const hi = m - (b - 1) / BUCKETS_PER_NAT;
+    const lo = m - (b + 2) / BUCKETS_PER_NAT;
     const ids = [];
-    for (let i = 0; i < x.length; i++) if (bucketOf[i] === b) ids.push(i);
+    for (let i = 0; i < x.length; i++) {
+      const v = x[i];
+      if (v <= hi && v >= lo && bucketOf(m - v) === b) ids.push(i);
+    }
     ids.sort((p, q) => x[q] - x[p]);
     for (const id of ids) {
       cum += Math.exp(x[id] - m);
