@@ -12,6 +12,7 @@ import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
 import { speculativeOptions } from '../src/gateway/prompt_lookup.js';
 import { NodeState } from '../src/server/node_state.js';
+import { GrammarEngine } from '../src/tokens/grammar/engine.js';
 import { openEdgePipeline } from './edge_gateway.js';
 
 let isolate = null;  // { app, opening, failure }
@@ -36,7 +37,7 @@ function startIsolate(env) {
     current.app = createGatewayApp({
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
       // The bundle's one instance of the grammar engine (edge/xgrammar_bundle.js).
-      loadGrammar: async () => xgrammar,
+      openGrammar: (pipeline, endIds) => new GrammarEngine(async () => xgrammar, pipeline.tokenizer, endIds),
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
     state.loaded(await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN }));

@@ -63,7 +63,7 @@ export async function grammarWalk({ engine, nVocab, ends, tokens, now }) {
         continue;
       }
       const t3 = now();
-      if (!constraint.accept(id)) throw new Error(`token ${id} refused after the mask allowed it`);
+      if (!(await constraint.accept(id))) throw new Error(`token ${id} refused after the mask allowed it`);
       accept.push(now() - t3);
       mask.push(t2 - t1);
     }

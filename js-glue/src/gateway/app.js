@@ -14,7 +14,6 @@ import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../protocol/approx_options.js';
-import { GrammarEngine } from '../tokens/grammar/engine.js';
 import { Answer } from './answer.js';
 import { callConstraints } from './call_constraints.js';
 import { chatOutputReader } from './chat_output.js';
@@ -47,7 +46,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 
 // What the gateway builds once over a loaded pipeline. Drafts need cuts, which approximate
 // modes do not allow (early exit keeps no state at a cut) or would make depend on the rows fed.
-function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }) {
+function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, openGrammar }) {
   const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
   const endIds = stopIds(pipeline.tokenizer);
   const markers = channelMarkers(pipeline.tokenizer);
@@ -58,7 +57,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }
     tokenizer: pipeline.tokenizer,
     endIds,
     markers,
-    grammar: loadGrammar ? new GrammarEngine(loadGrammar, pipeline.tokenizer, endIds) : null,
+    grammar: openGrammar ? openGrammar(pipeline, endIds) : null,
     drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
     pieceOf: (id) => pipeline.tokenizer.decode([id]),
   };
@@ -73,8 +72,9 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }
  * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null;
  * encodePrompt(input): a prompt's tokens from tokens/prompt_input.js's input, off the event loop
  * (the Node host's TokenizerThread); omitted, prompts are tokenized inline (an edge isolate).
- * loadGrammar: loads the grammar engine's module (tokens/grammar/load_node.js) for response_format
- * json_object / json_schema; omitted, those are refused with a 400.
+ * openGrammar(pipeline, endIds): the grammar engine of the pipeline's vocabulary (a
+ * tokens/grammar/engine.js GrammarEngine, or the Node host's GrammarThread, which runs one off the
+ * event loop) for response_format and enforced tool calls; omitted, those are refused with a 400.
  * observer hooks (all optional): request(method, route, status, ms), promptTokens(n, cached),
  * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms),
  * error(type, code, message), metrics() -> {contentType, text}.
@@ -83,7 +83,7 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, loadGrammar }
  */
 export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
-  speculative = null, encodePrompt, loadGrammar = null, closeConnection = null, observer = {} }) {
+  speculative = null, encodePrompt, openGrammar = null, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
   const lookup = speculative ? new PromptLookup(speculative) : null;
   const app = new Hono();
@@ -91,7 +91,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   const ready = () => {
     if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
     if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
-    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions, lookup, loadGrammar });
+    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions, lookup, openGrammar });
     return engine;
   };
 

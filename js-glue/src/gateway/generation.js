@@ -29,10 +29,10 @@ import { StopText } from './stop_text.js';
  * prefill: {logits} the logits after the whole prompt, set here when null, used in place of a
  * step when reused is the whole prompt (the session holds exactly it); index: the choice, whose
  * sampler draws from seed + index.
- * constraint: the choice's tokens/grammar/constraint.js Constraint or thought_channel.js
+ * constraint: the choice's tokens/grammar/constraint.js TokenConstraint or thought_channel.js
  * ThoughtChannel (the same mask, accept and validPrefix), or null.
  * @param {{step: (tokens: number[], allRows?: boolean) => Promise<Float32Array>, cut?: (n: number) => Promise<unknown>,
- *          constraint?: import('../tokens/grammar/constraint.js').Constraint | import('./thought_channel.js').ThoughtChannel,
+ *          constraint?: import('../tokens/grammar/constraint.js').TokenConstraint | import('./thought_channel.js').ThoughtChannel,
  *          drafter?: import('./prompt_lookup.js').PromptLookup, tokenizer, prompt: number[], reused: number,
  *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal,
  *          prefill?: {logits: Float32Array | null}, index?: number}} job
@@ -59,7 +59,7 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
     const decoding = policy && input.length === 1;
     const found = decoding ? drafter.draft([...history, ...input], maxTokens - generated.length - 1) : [];
     const proposed = found.slice(0, decoding ? policy.length(found.length) : 0);
-    const draft = constraint ? proposed.slice(0, constraint.validPrefix(proposed)) : proposed;
+    const draft = constraint ? proposed.slice(0, await constraint.validPrefix(proposed)) : proposed;
     const fed = [...input, ...draft];
     const t0 = performance.now();
     const logits = input.length === 0 ? prefill.logits : await step(fed, draft.length > 0);
@@ -82,7 +82,7 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
         finishReason = 'stop';
         break;
       }
-      if (constraint && !constraint.accept(id)) throw new Error(`the grammar refused token ${id}, which its own mask allowed`);
+      if (constraint && !(await constraint.accept(id))) throw new Error(`the grammar refused token ${id}, which its own mask allowed`);
       const token = request.logprobs ? tokenLogprobs(rowLogits, id, request.topLogprobs) : { id };
       sampler.accept(id);
       generated.push(id);

@@ -8,7 +8,7 @@ import { jsonLog, redactConfig } from '../log/json_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
-import { loadXGrammar } from '../tokens/grammar/load_node.js';
+import { GrammarThread } from './grammar_thread.js';
 import { TokenizerThread } from './tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
@@ -47,10 +47,12 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
       log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)) });
     },
   };
-  // Prompts are tokenized on a thread of their own: a long one would stall the event loop.
+  // Prompts are tokenized, and grammars compiled and asked, on threads of their own: a long
+  // prompt or a large schema would stall the event loop.
   let tokenizerThread = null;
+  let grammarThread = null;
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, speculative, observer,
-    encodePrompt: (input) => tokenizerThread.encode(input), loadGrammar: loadXGrammar, closeConnection: (c) => c.env?.outgoing?.destroy() });
+    encodePrompt: (input) => tokenizerThread.encode(input), openGrammar: () => grammarThread, closeConnection: (c) => c.env?.outgoing?.destroy() });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
@@ -59,6 +61,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource }).then(async (pipeline) => {
     try {
       tokenizerThread = await TokenizerThread.open(pipeline.header);
+      grammarThread = new GrammarThread(pipeline.header, pipeline.tokenizer.nVocab);
     } catch (error) {
       await pipeline.close();
       throw error;
@@ -84,6 +87,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
     const abandoned = await http.drain(() => state.whenIdle(), shutdownTimeoutMs);
     if (state.pendingWork === 0 && state.node) await state.node.close();
     await tokenizerThread?.close();
+    await grammarThread?.close();
     log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
     return abandoned;
   }

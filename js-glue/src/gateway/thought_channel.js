@@ -41,7 +41,7 @@ export class ThoughtChannel {
 
   /**
    * @param {{open: number, close: number, label: number | null}} markers channelMarkers()
-   * @param {{constraint?: import('../tokens/grammar/constraint.js').Constraint | null, budget?: number | null,
+   * @param {{constraint?: import('../tokens/grammar/constraint.js').TokenConstraint | null, budget?: number | null,
    *          message?: number[]}} options constraint: the answer's, from its first token;
    *   budget: thought tokens before the channel is closed (null: no limit); message: tokens
    *   forced before `<channel|>` when the budget closes it
@@ -72,7 +72,7 @@ export class ThoughtChannel {
   }
 
   /** Advances past the sampled token `id`; false when the constraint does not allow it. */
-  accept(id) {
+  async accept(id) {
     const { open, close, label } = this.#markers;
     switch (this.#state) {
       case 'first':
@@ -105,7 +105,7 @@ export class ThoughtChannel {
     return true;
   }
 
-  #answer(id) {
+  async #answer(id) {
     this.#state = 'answer';
     return this.#constraint ? this.#constraint.accept(id) : true;
   }
@@ -115,7 +115,7 @@ export class ThoughtChannel {
    * constraint allows (no channel marker among them); in a thought, those within the budget;
    * none where the next token is still to be decided (the first, a forced one, the label).
    */
-  validPrefix(draft) {
+  async validPrefix(draft) {
     if (this.#state === 'thinking') return Math.min(draft.length, this.#remaining);
     if (this.#state !== 'answer') return 0;
     if (!this.#constraint) return draft.length;

@@ -10,6 +10,7 @@ import { encodePrompt } from '../tokens/prompt_input.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { loadSingleThreadModule } from '../wasm/load_node.js';
+import { answerCalls, ThreadCalls } from './thread_calls.js';
 
 export class TokenizerThread {
   /**
@@ -21,39 +22,14 @@ export class TokenizerThread {
     const worker = new Worker(new URL(import.meta.url), { workerData: { bytes: header.bytes, fileSize: header.file_size } });
     worker.unref();
     const thread = new TokenizerThread(worker);
-    await thread.#call({ kind: 'ready' });
+    await thread.#calls.call({ kind: 'ready' });
     return thread;
   }
 
-  #worker;
-  #pending = new Map();  // id -> {resolve, reject}
-  #next = 0;
-  #failure = null;
+  #calls;
 
   constructor(worker) {
-    this.#worker = worker;
-    worker.on('message', ({ id, ids, error }) => {
-      const call = this.#pending.get(id);
-      this.#pending.delete(id);
-      if (error) call?.reject(error.code ? new LayerfoldError(error.code, error.message) : new Error(error.message));
-      else call?.resolve(ids);
-    });
-    const fail = (error) => {
-      this.#failure = error;
-      for (const call of this.#pending.values()) call.reject(error);
-      this.#pending.clear();
-    };
-    worker.on('error', fail);
-    worker.on('exit', (code) => fail(new Error(`the tokenizer thread exited (code ${code})`)));
-  }
-
-  #call(message, transfer = []) {
-    if (this.#failure) return Promise.reject(this.#failure);
-    const id = this.#next++;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      this.#worker.postMessage({ id, ...message }, transfer);
-    });
+    this.#calls = new ThreadCalls(worker, 'the tokenizer thread', (error) => (error.code ? new LayerfoldError(error.code, error.message) : new Error(error.message)));
   }
 
   /**
@@ -62,12 +38,12 @@ export class TokenizerThread {
    * @example const ids = await thread.encode(renderChat(header, tokenizer, messages));
    */
   async encode(input) {
-    return Array.from(await this.#call({ kind: 'encode', input }, [input.bytes.buffer]));
+    return Array.from(await this.#calls.call({ kind: 'encode', input }, [input.bytes.buffer]));
   }
 
   /** Ends the thread; pending and later calls reject. */
   async close() {
-    await this.#worker.terminate();
+    await this.#calls.close();
   }
 }
 
@@ -81,15 +57,8 @@ async function serve() {
   } finally {
     lf.fn.lf_gguf_free(gguf);
   }
-  parentPort.on('message', ({ id, kind, input }) => {
-    try {
-      if (kind === 'ready') return parentPort.postMessage({ id, ids: [] });
-      const ids = Int32Array.from(encodePrompt(tokenizer, input));
-      parentPort.postMessage({ id, ids }, [ids.buffer]);
-    } catch (error) {
-      parentPort.postMessage({ id, error: { code: error instanceof LayerfoldError ? error.code : null, message: error.message } });
-    }
-  });
+  answerCalls(parentPort, ({ kind, input }) => (kind === 'ready' ? null : Int32Array.from(encodePrompt(tokenizer, input))),
+    (error) => ({ code: error instanceof LayerfoldError ? error.code : null }));
 }
 
 if (!isMainThread && workerData?.bytes) await serve();

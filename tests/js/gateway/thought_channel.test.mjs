@@ -14,6 +14,7 @@ import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
 import {ThoughtChannel} from "../../../js-glue/src/gateway/thought_channel.js";
 import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
 import {NodeState} from "../../../js-glue/src/server/node_state.js";
+import {GrammarEngine} from "../../../js-glue/src/tokens/grammar/engine.js";
 import {loadXGrammar} from "../../../js-glue/src/tokens/grammar/load_node.js";
 import {root} from "../support/models.mjs";
 import {scriptedGemma4Pipeline} from "../support/scripted_pipeline.mjs";
@@ -53,7 +54,7 @@ describe("the thought channel's end: structured output after it, a thinking budg
   let ids;
   before(async () => {
     pipeline = await scriptedGemma4Pipeline();
-    const app = createGatewayApp({state: NodeState.of(pipeline), modelId: "gemma4", loadGrammar: loadXGrammar});
+    const app = createGatewayApp({state: NodeState.of(pipeline), modelId: "gemma4", openGrammar: (p, endIds) => new GrammarEngine(loadXGrammar, p.tokenizer, endIds)});
     http = await startHttpServer(app, {port: 0, host: "127.0.0.1", timeouts: {}, log: () => {}});
     client = new OpenAI({baseURL: `${http.url}/v1`, apiKey: "unused", maxRetries: 0});
     ids = (text) => pipeline.tokenizer.encode(text, {addBos: false, parseSpecial: true});
@@ -142,23 +143,23 @@ describe("the thought channel's end: structured output after it, a thinking budg
   });
 });
 
-test("drafts: none while the next token is still to be decided, within the budget in a thought, no marker in the answer", () => {
+test("drafts: none while the next token is still to be decided, within the budget in a thought, no marker in the answer", async () => {
   const [open, close, label] = [100, 101, 45518];
   // A constraint that allows any draft: what is cut is the channel's doing.
-  const constraint = {validPrefix: (draft) => draft.length, accept: () => true, mask: async () => {}, close: () => {}};
+  const constraint = {validPrefix: async (draft) => draft.length, accept: async () => true, mask: async () => {}, close: () => {}};
   const channel = new ThoughtChannel({open, close, label}, {constraint, budget: 3});
   const draft = [7, 8, close, 9, open, 10];
-  assert.equal(channel.validPrefix(draft), 0, "the first token");
-  channel.accept(open);
-  assert.equal(channel.validPrefix(draft), 0, "the label");
-  channel.accept(label);
-  assert.equal(channel.validPrefix(draft), 3, "the budget's 3 tokens");
-  channel.accept(7);
-  channel.accept(8);
-  assert.equal(channel.validPrefix(draft), 1);
-  channel.accept(9);
-  assert.equal(channel.validPrefix(draft), 0, "the forced <channel|>");
-  assert.equal(channel.accept(10), false, "only <channel|> is taken while it is forced");
-  assert.ok(channel.accept(close));
-  assert.equal(channel.validPrefix(draft), 2, "cut at the answer's first marker");
+  assert.equal(await channel.validPrefix(draft), 0, "the first token");
+  await channel.accept(open);
+  assert.equal(await channel.validPrefix(draft), 0, "the label");
+  await channel.accept(label);
+  assert.equal(await channel.validPrefix(draft), 3, "the budget's 3 tokens");
+  await channel.accept(7);
+  await channel.accept(8);
+  assert.equal(await channel.validPrefix(draft), 1);
+  await channel.accept(9);
+  assert.equal(await channel.validPrefix(draft), 0, "the forced <channel|>");
+  assert.equal(await channel.accept(10), false, "only <channel|> is taken while it is forced");
+  assert.ok(await channel.accept(close));
+  assert.equal(await channel.validPrefix(draft), 2, "cut at the answer's first marker");
 });

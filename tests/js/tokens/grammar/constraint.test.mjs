@@ -33,22 +33,22 @@ describe("grammar constraint", () => {
 
   test("json_object accepts an object token by token, then only the end of the turn", async () => {
     const c = await engine.constraint({type: "json_object"});
-    for (const id of ids('{"a": [1, "x"], "b": {}}')) assert.ok(c.accept(id), `token ${id} (${tokenizer.piece(id)}) refused`);
+    for (const id of ids('{"a": [1, "x"], "b": {}}')) assert.ok(await c.accept(id), `token ${id} (${tokenizer.piece(id)}) refused`);
     assert.deepEqual(new Set(await allowedAfterMask(c)), stopIds(tokenizer));
     c.close();
     const array = await engine.constraint({type: "json_object"});
-    assert.equal(array.accept(ids("[")[0]), false, "an array is not an object");
+    assert.equal(await array.accept(ids("[")[0]), false, "an array is not an object");
     array.close();
   });
 
   test("the mask allows exactly the tokens the grammar accepts", async () => {
     const c = await engine.constraint({type: "json_schema", schema: {type: "object", properties: {k: {enum: ["yes", "no"]}}, required: ["k"]}, strict: true});
-    for (const id of ids('{"k": ')) assert.ok(c.accept(id));
+    for (const id of ids('{"k": ')) assert.ok(await c.accept(id));
     const allowed = await allowedAfterMask(c);
     assert.ok(allowed.length > 0 && allowed.length < 50, `${allowed.length} tokens allowed where a "yes" or "no" must start`);
-    for (const id of allowed) assert.equal(c.validPrefix([id]), 1, `masked in but refused: ${tokenizer.piece(id)}`);
+    for (const id of allowed) assert.equal(await c.validPrefix([id]), 1, `masked in but refused: ${tokenizer.piece(id)}`);
     const allowedSet = new Set(allowed);
-    for (let id = 0; id < tokenizer.nVocab; id += 997) if (!allowedSet.has(id)) assert.equal(c.validPrefix([id]), 0, `masked out but accepted: ${tokenizer.piece(id)}`);
+    for (let id = 0; id < tokenizer.nVocab; id += 997) if (!allowedSet.has(id)) assert.equal(await c.validPrefix([id]), 0, `masked out but accepted: ${tokenizer.piece(id)}`);
     assert.ok(allowed.map((id) => tokenizer.piece(id)).every((p) => /^(["]|<0x22>)(y|ye|yes|n|no)?$/.test(p)), allowed.map((id) => tokenizer.piece(id)).join(" "));
     c.close();
   });
@@ -57,9 +57,9 @@ describe("grammar constraint", () => {
     const c = await engine.constraint({type: "json_schema", schema: {type: "object", properties: {n: {type: "integer"}}, required: ["n"]}, strict: true});
     const good = ids('{"n": 12');
     const draft = [...good, ids("x")[0], ...ids("}")];
-    assert.equal(c.validPrefix(draft), good.length);
-    assert.equal(c.validPrefix(ids("[")), 0);
-    for (const id of ids('{"n": 3}')) assert.ok(c.accept(id), "the state moved while drafts were checked");
+    assert.equal(await c.validPrefix(draft), good.length);
+    assert.equal(await c.validPrefix(ids("[")), 0);
+    for (const id of ids('{"n": 3}')) assert.ok(await c.accept(id), "the state moved while drafts were checked");
     c.close();
   });
 
