@@ -23,6 +23,7 @@ export type ModelLocation = string | R2Model;
 
 export interface Progress {
   bytes: number;
+  /** what the load reads: a node's own tensors (LayerNode.open), the whole object (openSource) */
   totalBytes: number;
   /** bytes per second */
   rate: number;

@@ -2,21 +2,20 @@
 // make for Pipeline.open, and the "approximate: ..." lines validate prints.
 import { approxFromQuery } from '../protocol/approx_options.js';
 
-/** parseArgs option specs shared by validate, generate and calibrate-exit. */
-export const APPROX_CLI_OPTIONS = {
-  'truncated-attention': { type: 'boolean', default: false },
-  'truncation-threshold': { type: 'string' },
-  'early-exit': { type: 'boolean', default: false },
-  'exit-threshold': { type: 'string' },
-  'exit-window': { type: 'string' },
-  'ffn-top-k': { type: 'string' },
-  'ffn-top-k-layers': { type: 'string' },
-  'ffn-top-k-threshold': { type: 'string' },
-};
+// The engine's longest exit window (kMaxExitWindow, src/approx/approx.h).
+export const MAX_EXIT_WINDOW = 16;
 
-export const APPROX_USAGE = `  --truncated-attention [--truncation-threshold T]    approximate modes, each off by default
-  --early-exit --exit-threshold T [--exit-window W]   (docs/approximate.md)
-  --ffn-top-k K [--ffn-top-k-layers L:K,...] [--ffn-top-k-threshold T]   (K: a fraction <= 1, or a count)`;
+/** The modes' options (read_options.js schema) of validate and generate, each off by default. */
+export const APPROX_CLI_OPTIONS = {
+  'truncated-attention': { kind: 'boolean', help: 'approximate mode: truncated attention (docs/approximate.md)' },
+  'truncation-threshold': { kind: 'number', min: 0, max: 1, value: 'T', help: 'with --truncated-attention: its error bound', shown: 0.15 },
+  'early-exit': { kind: 'boolean', help: 'approximate mode: the last row exits early (needs --exit-threshold)' },
+  'exit-threshold': { kind: 'number', min: 0, value: 'T', help: 'with --early-exit: the summed updates below which a row exits (calibrate-exit finds one)' },
+  'exit-window': { kind: 'integer', min: 1, max: MAX_EXIT_WINDOW, value: 'W', help: 'with --early-exit: the layers whose updates are summed', shown: 2 },
+  'ffn-top-k': { kind: 'number', min: 0, max: 1e9, value: 'K', help: 'approximate mode: top-K gate FFN, K a fraction <= 1 of the features or a count' },
+  'ffn-top-k-layers': { kind: 'string', value: 'L:K,...', help: 'top-K gate FFN per layer, overriding --ffn-top-k' },
+  'ffn-top-k-threshold': { kind: 'number', min: 0, max: 1, value: 'T', help: 'with --ffn-top-k: the dropped gate share above which a row runs dense', shown: 0.1 },
+};
 
 // Flags that only mean something with their mode's switch.
 const NEEDS = {
@@ -25,10 +24,11 @@ const NEEDS = {
 };
 
 /**
- * The parsed flags -> Pipeline.open's approx ({} when every mode is off), spelled as a forward's
- * query spells them (protocol/approx_options.js): the values are the engine's to check, at the
- * first forward, which names a bad one.
- * @example approxFromFlags({ 'early-exit': true, 'exit-threshold': '0.05' }) // { earlyExit: true, exitThreshold: 0.05 }
+ * The options read (read_options.js, each value within its bounds) -> Pipeline.open's approx
+ * ({} when every mode is off), spelled as a forward's query spells them
+ * (protocol/approx_options.js); ffn-top-k-layers' layers and Ks are the engine's to check, at
+ * the first forward, which names a bad one.
+ * @example approxFromFlags({ 'early-exit': true, 'exit-threshold': 0.05 }) // { earlyExit: true, exitThreshold: 0.05 }
  */
 export function approxFromFlags(options) {
   for (const [flag, mode] of Object.entries(NEEDS)) {
@@ -42,7 +42,7 @@ export function approxFromFlags(options) {
   for (const flag of Object.keys(APPROX_CLI_OPTIONS)) {
     const value = options[flag];
     if (value === undefined || value === false) continue;
-    pairs.push([flag.replaceAll('-', '_'), value === true ? '1' : value]);
+    pairs.push([flag.replaceAll('-', '_'), value === true ? '1' : String(value)]);
   }
   return approxFromQuery(pairs, (name) => `--${name.replaceAll('_', '-')}`);
 }

@@ -5,7 +5,9 @@
 // the exact pass only predicts.
 import fs from 'node:fs';
 
+import { MAX_EXIT_WINDOW } from './approx.js';
 import { openPipeline } from './open_pipeline.js';
+import { MODEL, PIPELINE_OPTIONS } from './options/shared.js';
 import { redactUrl } from '../log/redact.js';
 
 const f32 = new Float32Array(1);
@@ -95,17 +97,19 @@ async function teacherForced(pipeline, tokens, threshold, window) {
   return rows;
 }
 
-function integerOption(options, flag, lo, hi) {
-  const value = Number(options[flag]);
-  if (!Number.isInteger(value) || value < lo || value > hi) throw new Error(`--${flag} ${options[flag]}: expected an integer from ${lo} to ${hi}`);
-  return value;
-}
+export const CALIBRATE_EXIT_OPTIONS = {
+  model: { ...MODEL, help: 'the GGUF to calibrate (required)', shown: undefined },
+  corpus: { kind: 'string', value: 'FILE', help: 'UTF-8 text to measure the agreement on (required)' },
+  agreement: { kind: 'number', min: 0, minExclusive: true, max: 1, value: 'A', help: 'the top-1 agreement with the full model to keep', default: 0.99 },
+  'exit-window': { kind: 'integer', min: 1, max: MAX_EXIT_WINDOW, value: 'W', help: 'the layers whose updates are summed', default: 2 },
+  positions: { kind: 'integer', min: 1, max: 1 << 20, value: 'N', help: 'the corpus tokens run, from its start', default: 256 },
+  ...PIPELINE_OPTIONS,
+};
 
-function checkedOptions(options) {
+// The corpus's text, or an error naming what is missing or unreadable.
+function corpusText(options) {
   if (!options.model) throw new Error('--model is required: the GGUF to calibrate');
   if (!options.corpus) throw new Error('--corpus is required: a UTF-8 text file to measure agreement on');
-  const target = Number(options.agreement);
-  if (!(target > 0 && target <= 1)) throw new Error(`--agreement ${options.agreement}: expected a fraction in (0, 1], e.g. 0.99`);
   let text;
   try {
     text = fs.readFileSync(options.corpus, 'utf8');
@@ -113,15 +117,14 @@ function checkedOptions(options) {
     throw new Error(`--corpus ${options.corpus}: cannot read it (${error.code ?? error.message})`);
   }
   if (text.trim() === '') throw new Error(`--corpus ${options.corpus} is empty: calibration needs text to run the model on`);
-  return { target, text, window: integerOption(options, 'exit-window', 1, 16), maxPositions: integerOption(options, 'positions', 1, 1 << 20) };
+  return text;
 }
 
 /** layerfold calibrate-exit (see the file comment); returns the exit code. */
 export async function calibrateExit(options) {
-  const { target, text, window, maxPositions } = checkedOptions(options);
-  const pipeline = await openPipeline(options.model, {
-    nodes: options.nodes, threads: options.threads, build: options.build, 'cache-dir': options['cache-dir'], json: options.json,
-  });
+  const text = corpusText(options);
+  const { agreement: target, 'exit-window': window, positions: maxPositions } = options;
+  const pipeline = await openPipeline(options.model, options);
   try {
     const corpusTokens = pipeline.tokenizer.encode(text, { addBos: true });
     const tokens = corpusTokens.slice(0, maxPositions);

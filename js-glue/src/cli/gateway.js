@@ -3,62 +3,74 @@
 // its variable. SIGTERM and SIGINT drain the requests under way, then exit.
 import path from 'node:path';
 
+import { DEFAULT_REQUEST_TIMEOUT_MS } from '../gateway/app.js';
 import { serveGateway } from '../gateway/host.js';
-import { speculativeOptions } from '../gateway/prompt_lookup.js';
+import { DEFAULT_SPECULATIVE, speculativeOptions } from '../gateway/prompt_lookup.js';
+import { DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { defaultModel } from './default_model.js';
-import { allowUnvalidatedSource, insecureNoAuth, integer } from './serve.js';
+import { ALLOW_UNVALIDATED_SOURCE, BUILD, CACHE_DIR, fromEnv, MODEL, PORT, THREADS, timeoutMs } from './options/shared.js';
 
-// option name -> environment variable
-export const GATEWAY_ENV = {
-  model: 'MODEL_URL', nodes: 'NODES', 'model-id': 'MODEL_ID', threads: 'THREADS', build: 'BUILD', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
-  'max-queue': 'MAX_QUEUE', 'max-cached-sessions': 'MAX_CACHED_SESSIONS', 'max-sessions': 'MAX_SESSIONS', 'request-timeout-ms': 'REQUEST_TIMEOUT_MS',
-  'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS',
-  speculative: 'SPECULATIVE', 'draft-max': 'DRAFT_MAX', 'draft-min-ngram': 'DRAFT_MIN_NGRAM',
-};
+// The longest draft a cut can always take back, and the longest n-gram prompt lookup matches
+// (gateway/prompt_lookup.js).
+const MAX_DRAFT = 64;
+const MAX_NGRAM = 5;
 
-
-export const GATEWAY_OPTIONS = {
-  ...Object.fromEntries(Object.keys(GATEWAY_ENV).map((name) => [name, { type: 'string' }])),
-  'insecure-no-auth': { type: 'boolean' },
-  'allow-unvalidated-source': { type: 'boolean' },
-};
+export const GATEWAY_OPTIONS = fromEnv({
+  model: { ...MODEL, env: 'MODEL_URL' },
+  nodes: { kind: 'string', value: 'SPEC', help: 'the pipeline\'s nodes (SPEC below)', shown: 'one local node of every layer' },
+  'model-id': { kind: 'string', value: 'NAME', help: 'the model name clients send', shown: 'the file\'s name without .gguf' },
+  threads: THREADS,
+  build: BUILD,
+  port: { ...PORT, default: 8000 },
+  host: { kind: 'string', value: 'H', help: 'the address to listen on', default: '127.0.0.1' },
+  'cache-dir': CACHE_DIR,
+  'max-queue': { kind: 'integer', min: 0, value: 'N', help: 'requests admitted besides one; beyond, 429', default: 16 },
+  'max-cached-sessions': { kind: 'integer', min: 0, value: 'N', help: 'finished requests\' sessions kept for prefix reuse', default: 16 },
+  'max-sessions': { kind: 'integer', min: 1, value: 'N', help: 'sessions a local node holds', default: 64 },
+  'request-timeout-ms': timeoutMs(1, 'a request\'s deadline', DEFAULT_REQUEST_TIMEOUT_MS),
+  'send-timeout-ms': timeoutMs(1, 'how long a stream may wait for its client to read', DEFAULT_SEND_TIMEOUT_MS),
+  'shutdown-timeout-ms': timeoutMs(0, 'how long a drain waits', 10_000),
+  speculative: { kind: 'choice', choices: ['prompt-lookup', 'off'], value: 'MODE', help: 'decode with drafted tokens (docs/gateway.md)',
+    default: DEFAULT_SPECULATIVE },
+  'draft-max': { kind: 'integer', min: 1, max: MAX_DRAFT, value: 'N', help: 'the most tokens drafted at once', default: 8 },
+  'draft-min-ngram': { kind: 'integer', min: 1, max: MAX_NGRAM, value: 'N', help: 'the shortest recurring n-gram a draft is taken from', default: 3 },
+  'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
+  'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
+});
 
 /**
- * The serveGateway() options from command-line values and the environment (model: the built-in
- * default model when neither names one).
- * @example await gatewayConfig({ nodes: 'local:0-1' }, { PORT: '8000' })
+ * The serveGateway() options from the options read (options/read_options.js, the environment
+ * included; model: the built-in default model when neither names one); the tokens from the
+ * environment only.
+ * @example await gatewayConfig(readOptions(GATEWAY_OPTIONS, { nodes: 'local:0-1' }, env), env)
  */
 export async function gatewayConfig(values, env) {
-  const get = (name) => values[name] ?? (env[GATEWAY_ENV[name]] || undefined);
-  const int = (name, min) => integer(get(name), name, min, GATEWAY_ENV);
-  const model = get('model') ?? await defaultModel();
-  const build = get('build');
-  if (build !== undefined && build !== 'threaded' && build !== 'single') throw new Error(`--build / BUILD: "${build}" is not threaded or single`);
+  const model = values.model ?? await defaultModel();
   return {
     model,
-    nodes: get('nodes'),
+    nodes: values.nodes,
     // The name clients send as "model": the file's name without .gguf unless given.
-    modelId: get('model-id') ?? path.basename(new URL(model, 'file:///').pathname).replace(/\.gguf$/i, ''),
-    threads: int('threads', 1),
-    build,
-    port: int('port', 0) ?? 8000,
-    host: get('host') ?? '127.0.0.1',
-    cacheDir: get('cache-dir'),
-    maxQueue: int('max-queue', 0),
-    maxCachedSessions: int('max-cached-sessions', 0),
-    maxSessions: int('max-sessions', 1),
-    requestTimeoutMs: int('request-timeout-ms', 1),
-    sendTimeoutMs: int('send-timeout-ms', 1),
-    shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
-    speculative: speculativeOptions({ mode: get('speculative'), maxDraft: int('draft-max', 1), minNgram: int('draft-min-ngram', 1) },
-      (name) => `--${name} / ${GATEWAY_ENV[name]}`),
+    modelId: values['model-id'] ?? path.basename(new URL(model, 'file:///').pathname).replace(/\.gguf$/i, ''),
+    threads: values.threads,
+    build: values.build,
+    port: values.port,
+    host: values.host,
+    cacheDir: values['cache-dir'],
+    maxQueue: values['max-queue'],
+    maxCachedSessions: values['max-cached-sessions'],
+    maxSessions: values['max-sessions'],
+    requestTimeoutMs: values['request-timeout-ms'],
+    sendTimeoutMs: values['send-timeout-ms'],
+    shutdownTimeoutMs: values['shutdown-timeout-ms'],
+    speculative: speculativeOptions({ mode: values.speculative, maxDraft: values['draft-max'], minNgram: values['draft-min-ngram'] },
+      (name) => `--${name}`),
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients
     // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, and only it: a node never
     // sees the key clients hold, so one leaked credential does not open the other door.
     authToken: env.AUTH_TOKEN,
     nodesAuthToken: env.NODES_AUTH_TOKEN,
-    insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
-    allowUnvalidatedSource: allowUnvalidatedSource(values['allow-unvalidated-source'], env),
+    insecureNoAuth: values['insecure-no-auth'],
+    allowUnvalidatedSource: values['allow-unvalidated-source'],
   };
 }
 

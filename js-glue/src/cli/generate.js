@@ -5,14 +5,32 @@
 // the one its prompt gives alone; they are printed in prompt order with their timings.
 import fs from 'node:fs';
 
+import { APPROX_CLI_OPTIONS, approxFromFlags } from './approx.js';
 import { defaultModel } from './default_model.js';
 import { openPipeline } from './open_pipeline.js';
+import { MODEL, PIPELINE_OPTIONS } from './options/shared.js';
+// The prompt when none is given: validate's, whose continuation a real Gemma model knows.
+import { DEFAULT_PROMPT } from './validate.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { Sampler } from '../tokens/sampler.js';
 
-// The prompt when none is given: validate's, whose continuation a real Gemma model knows.
-const DEFAULT_PROMPT = 'The capital of France is';
+export const GENERATE_OPTIONS = {
+  model: MODEL,
+  // No default here: the default prompt is only for a run given neither option.
+  prompt: { kind: 'list', value: 'TEXT', help: 'a prompt, repeatable: several generate concurrently',
+    shown: `${JSON.stringify(DEFAULT_PROMPT)} without --prompt-file` },
+  'prompt-file': { kind: 'string', value: 'FILE', help: 'prompts, one a line (blank lines skipped)' },
+  chat: { kind: 'boolean', help: 'render each prompt with the model\'s chat template' },
+  'max-tokens': { kind: 'integer', min: 1, value: 'N', help: 'tokens to generate per prompt', default: 32 },
+  // The gateway's bounds on the same settings (gateway/params.js), as the OpenAI API has them.
+  temperature: { kind: 'number', min: 0, max: 2, value: 'T', help: 'sampling temperature, 0 greedy', default: 0 },
+  'top-k': { kind: 'integer', min: 0, value: 'K', help: 'sample among the K most likely, 0 all', default: 40 },
+  'top-p': { kind: 'number', min: 0, max: 1, value: 'P', help: 'sample among the most likely of this total probability', default: 0.95 },
+  seed: { kind: 'integer', min: 0, max: 2 ** 32 - 1, value: 'S', help: 'the sampler\'s seed (the same seed, the same tokens)', default: 1 },
+  ...PIPELINE_OPTIONS,
+  ...APPROX_CLI_OPTIONS,
+};
 
 // --prompt as often as given, then --prompt-file's lines (blank ones skipped), else the default.
 function promptsOf(options) {
@@ -80,12 +98,13 @@ function promptReport(i, n, prompt, { tokens, text, tokenMs }) {
 
 export async function generate(options, _positionals, { write = (s) => process.stdout.write(s) } = {}) {
   const prompts = promptsOf(options);
+  const approx = approxFromFlags(options);
   const model = options.model ?? await defaultModel();
-  const pipeline = await openPipeline(model, options);
+  const pipeline = await openPipeline(model, options, approx);
   try {
     const settings = {
-      sampling: { temperature: Number(options.temperature), topK: Number(options['top-k']), topP: Number(options['top-p']), seed: Number(options.seed) },
-      maxTokens: Number(options['max-tokens']),
+      sampling: { temperature: options.temperature, topK: options['top-k'], topP: options['top-p'], seed: options.seed },
+      maxTokens: options['max-tokens'],
     };
     if (prompts.length === 1) {
       const { tokens, text } = await continuation(pipeline, 'generate', promptTokens(pipeline, prompts[0], options.chat), { ...settings, write });

@@ -4,7 +4,9 @@
 // or metadata keys read here.
 import { withModelHeader } from '../gguf/model_header.js';
 import { redactUrl } from '../log/redact.js';
-import { allowUnvalidatedSource } from './serve.js';
+import { ALLOW_UNVALIDATED_SOURCE, JSON_OUTPUT } from './options/shared.js';
+
+export const INSPECT_OPTIONS = { json: JSON_OUTPUT, 'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE };
 
 const MB = 1024 * 1024;
 const mib = (bytes) => `${(bytes / MB).toFixed(1)} MiB`;
@@ -65,7 +67,7 @@ function printText(s) {
 
 export async function inspect(options, [model]) {
   if (!model) throw new Error('inspect needs a MODEL path');
-  const sourceOptions = { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) };
+  const sourceOptions = { allowUnvalidatedSource: options['allow-unvalidated-source'] };
   const summary = await withModelHeader(model, sourceOptions, (lf, gguf, header) => summarize(lf, gguf, header, model));
   if (options.json) console.log(JSON.stringify(summary, null, 2));
   else printText(summary);

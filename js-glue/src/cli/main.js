@@ -1,12 +1,32 @@
 // The CLI's dispatcher: `layerfold COMMAND [options]` -> the command's exit code. --help (or -h)
-// prints usage on stdout and exits 0; a missing or unknown command or a bad option prints it on
-// stderr and exits 2, as does a command that fails (with its one-line reason, redacted).
+// prints usage on stdout and exits 0, --version the package's version. A missing or unknown
+// command, an unknown option (with the nearest known name) or a value its option does not take
+// (options/read_options.js) is refused on stderr with exit 2, as is a command that fails (with
+// its one-line reason, redacted).
+import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 
 import { redactSecrets } from '../log/redact.js';
 import { COMMANDS, usage } from './commands.js';
+import { didYouMean } from './options/did_you_mean.js';
+import { parseArgsOptions, readOptions } from './options/read_options.js';
 
 const HELP = { help: { type: 'boolean', short: 'h', default: false } };
+const { version } = createRequire(import.meta.url)('../../package.json');
+
+// " (did you mean validate?)" when a known name is near the one typed, else "".
+function suggestion(typed, known) {
+  const near = didYouMean(typed, known);
+  return near ? ` (did you mean ${near}?)` : '';
+}
+
+// parseArgs' refusal in the CLI's words: an unknown option with the nearest known one.
+function parseRefusal(error, options) {
+  if (error.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return error.message;
+  const typed = /'(-[^']*)'/.exec(error.message)?.[1] ?? '';
+  const known = Object.keys(options).map((name) => `--${name}`);
+  return `unknown option ${typed}${suggestion(typed, known)}`;
+}
 
 /**
  * @param {string[]} argv the arguments after the program name
@@ -19,25 +39,35 @@ export async function runCli(argv) {
     console.log(usage());
     return 0;
   }
+  if (name === '--version') {
+    console.log(version);
+    return 0;
+  }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : null;
   if (!command) {
-    console.error(`${name === undefined ? '' : `layerfold: unknown command "${name}"\n`}${usage()}`);
+    const unknown = name === undefined ? '' : `layerfold: unknown command "${name}"${suggestion(name, Object.keys(COMMANDS))}\n`;
+    console.error(`${unknown}${usage()}`);
     return 2;
   }
+  const options = { ...parseArgsOptions(command.options), ...HELP };
   let parsed;
   try {
-    parsed = parseArgs({ args: rest, options: { ...command.options, ...HELP }, allowPositionals: true });
+    parsed = parseArgs({ args: rest, options, allowPositionals: true });
   } catch (error) {
-    console.error(`layerfold ${name}: ${error.message}\n${usage(name)}`);
+    console.error(`layerfold ${name}: ${parseRefusal(error, options)}; layerfold ${name} --help lists its options`);
     return 2;
   }
   if (parsed.values.help) {
     console.log(usage(name));
     return 0;
   }
-  const { help, ...values } = parsed.values;
+  const extra = parsed.positionals.slice(command.positionals ?? 0);
+  if (extra.length > 0) {
+    console.error(`layerfold ${name}: unexpected argument ${JSON.stringify(extra[0])}; layerfold ${name} --help lists its options`);
+    return 2;
+  }
   try {
-    return await command.run(values, parsed.positionals);
+    return await command.run(readOptions(command.options, parsed.values, process.env), parsed.positionals);
   } catch (error) {
     // The reason may quote a model or node URL: never with its credentials.
     console.error(`layerfold ${name}: ${redactSecrets(error.message)}`);

@@ -9,20 +9,23 @@
 // node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
 // the table (node/per_layer_rows.js).
 import { withModelHeader } from '../gguf/model_header.js';
-import { allowUnvalidatedSource } from './serve.js';
+import { ALLOW_UNVALIDATED_SOURCE, JSON_OUTPUT } from './options/shared.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { redactUrl } from '../log/redact.js';
 
 const GIB = 2 ** 30;
 
-// "134217728", "128MiB", "1.5GiB", "512KiB" -> bytes; anything else is refused by name.
-export function parseBytes(text, option = '--memory') {
-  const m = /^(\d+(?:\.\d+)?)\s*(|KiB|MiB|GiB)$/.exec(String(text).trim());
-  const bytes = m ? Number(m[1]) * { '': 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: GIB }[m[2]] : NaN;
-  if (!(bytes > 0)) throw new Error(`${option} must be a positive number of bytes, optionally with KiB, MiB or GiB, not "${text}"`);
-  return Math.floor(bytes);
-}
+export const PLAN_OPTIONS = {
+  nodes: { kind: 'integer', min: 1, value: 'K', help: 'the nodes to split the layers over, at most one a layer (required)' },
+  memory: { kind: 'bytes', min: 1, value: 'BYTES', help: 'each node\'s budget', default: 4 * GIB, shown: '4GiB, the wasm32 address space' },
+  'per-layer-row-cache': { kind: 'bytes', min: 0, value: 'BYTES', help: 'E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table',
+    default: DEFAULT_ROW_CACHE_BYTES, shown: `${DEFAULT_ROW_CACHE_BYTES / 2 ** 20}MiB` },
+  'max-context': { kind: 'integer', min: 0, value: 'N', help: 'count each node\'s whole memory as its budget check does, one session at N positions (0: the model\'s), not its weights alone' },
+  'max-tokens': { kind: 'integer', min: 1, value: 'N', help: 'with --max-context: the rows of a forward counted', default: 512 },
+  json: JSON_OUTPUT,
+  'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
+};
 
 // Smallest per-node maximum of cost(begin, end) (growing with the range) over contiguous splits
 // of n layers into at most k ranges (greedy fill per budget, binary search on the budget).
@@ -49,14 +52,6 @@ export function balance(n, k, cost) {
   return split(hi);
 }
 
-function count(options, name, fallback, min) {
-  const raw = options[name];
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} must be an integer >= ${min}, not "${raw}"`);
-  return value;
-}
-
 // cost(begin, end): the bytes a single-thread node of layers [begin, end) holds, its weights and
 // cache of rows alone or (whole) all it needs as its memory budget check counts it
 // (node/memory_budget.js), the module being released after the header. Each range is asked of
@@ -80,17 +75,14 @@ function nodeCost(lf, gguf, info, { whole, maxContext, maxTokens, cacheBytes }) 
 
 export async function plan(options, [model]) {
   if (!model) throw new Error('plan needs a MODEL path');
-  const k = Number(options.nodes);
-  if (!Number.isInteger(k) || k < 1) throw new Error(`--nodes must be a positive integer, not "${options.nodes}"`);
-  const memory = parseBytes(options.memory ?? String(4 * GIB));
-  const cacheBytes = options['per-layer-row-cache'] === undefined ? DEFAULT_ROW_CACHE_BYTES
-    : parseBytes(options['per-layer-row-cache'], '--per-layer-row-cache');
+  const { nodes: k, memory, 'per-layer-row-cache': cacheBytes } = options;
+  if (k === undefined) throw new Error('plan needs --nodes K');
   // With --max-context a node's whole memory is counted, else its weights.
   const whole = options['max-context'] !== undefined;
-  const shape = { maxContext: count(options, 'max-context', 0, 0), maxTokens: count(options, 'max-tokens', 512, 1), cacheBytes };
+  const shape = { maxContext: options['max-context'] ?? 0, maxTokens: options['max-tokens'], cacheBytes };
   // Shared-KV layers need not stay with their source: a node without the source mirrors its
   // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
-  const nodes = await withModelHeader(model, { allowUnvalidatedSource: allowUnvalidatedSource(options['allow-unvalidated-source'], process.env) },
+  const nodes = await withModelHeader(model, { allowUnvalidatedSource: options['allow-unvalidated-source'] },
     (lf, gguf, { info }) => {
       if (k > info.n_layer) throw new Error(`${k} nodes for ${info.n_layer} layers: at most one node per layer`);
       const cost = nodeCost(lf, gguf, info, { whole, ...shape });

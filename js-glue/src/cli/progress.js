@@ -1,4 +1,6 @@
-// The CLI's load progress: one bar per node on stderr (cli-progress), only on a terminal.
+// The CLI's load progress: one bar per node on stderr (cli-progress), only on a terminal. Each
+// bar measures its node's own bytes (LayerNode.open's onProgress), so each ends at 100%, and
+// the finished bars stay on screen.
 import cliProgress from 'cli-progress';
 
 const MB = 2 ** 20;
@@ -10,7 +12,7 @@ export function loadProgress({ quiet = false } = {}) {
     stream: process.stderr,
     format: 'node {node} |{bar}| {percentage}% {mb}/{totalMb} MiB {rate} MiB/s eta {eta_formatted}',
     hideCursor: true,
-    clearOnComplete: true,
+    clearOnComplete: false,
   }, cliProgress.Presets.shades_classic);
   const perNode = new Map();
   return {
@@ -20,7 +22,7 @@ export function loadProgress({ quiet = false } = {}) {
       bar.setTotal(p.totalBytes);
       bar.update(p.bytes, { mb: (p.bytes / MB).toFixed(0), totalMb: (p.totalBytes / MB).toFixed(0), rate: (p.rate / MB).toFixed(1) });
     },
-    // One last frame before clearing: a load faster than the bars' redraw timer still shows.
+    // One last frame before stopping: a load faster than the bars' redraw timer still shows its end.
     stop: () => {
       if (perNode.size > 0) bars.update();
       bars.stop();

@@ -1,96 +1,75 @@
 // layerfold serve: one layer node over HTTP (the Cloud Run container's entrypoint). Every option
 // also comes from the environment, the way Cloud Run passes configuration (PORT among them);
 // a command-line option wins over its variable. SIGTERM and SIGINT shut down gracefully.
+import { ALLOW_UNVALIDATED_SOURCE, CACHE_DIR, fromEnv, PORT, THREADS, timeoutMs } from './options/shared.js';
+import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { layerRange } from '../pipeline/nodes_spec.js';
+import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
+import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
 import { serve } from '../server/node_host.js';
 
-// option name -> environment variable
-const ENV = {
-  model: 'MODEL_URL', layers: 'LAYERS', threads: 'THREADS', port: 'PORT', host: 'HOST', 'cache-dir': 'CACHE_DIR',
-  'max-sessions': 'MAX_SESSIONS', 'max-kv-bytes': 'MAX_KV_BYTES', 'max-context': 'MAX_CONTEXT', 'max-tokens': 'MAX_TOKENS',
-  'max-queue': 'MAX_QUEUE', 'max-batch-rows': 'MAX_BATCH_ROWS', 'max-logits-bytes': 'MAX_LOGITS_BYTES', 'body-timeout-ms': 'BODY_TIMEOUT_MS',
-  'send-timeout-ms': 'SEND_TIMEOUT_MS', 'shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS', 'ffn-down-layout': 'FFN_DOWN_LAYOUT',
-  'per-layer-row-cache-bytes': 'PER_LAYER_ROW_CACHE_BYTES',
-};
-export const SERVE_OPTIONS = {
-  ...Object.fromEntries(Object.keys(ENV).map((name) => [name, { type: 'string' }])),
-  'insecure-no-auth': { type: 'boolean' },
-  'allow-unvalidated-source': { type: 'boolean' },
-};
+export const SERVE_OPTIONS = fromEnv({
+  model: { kind: 'string', value: 'URL', help: 'the GGUF, a path or an http(s)://, s3:// or r2:// URL (required)', env: 'MODEL_URL' },
+  layers: { kind: 'string', value: 'A-B', help: 'the layers this node serves, inclusive', shown: 'every layer' },
+  threads: THREADS,
+  port: { ...PORT, default: 8080 },
+  host: { kind: 'string', value: 'H', help: 'the address to listen on', default: '0.0.0.0' },
+  'cache-dir': CACHE_DIR,
+  'max-sessions': { kind: 'integer', min: 1, value: 'N', help: 'sessions held (least recently used evicted beyond)', default: 64 },
+  'max-kv-bytes': { kind: 'integer', min: 1, value: 'N', help: 'bytes of the sessions\' KV caches (least recently used evicted beyond)', shown: 'no cap' },
+  'max-context': { kind: 'integer', min: 1, value: 'N', help: 'positions of a session', shown: 'the model\'s n_ctx_train' },
+  'max-tokens': { kind: 'integer', min: 1, value: 'N', help: 'rows of one request', default: 2048 },
+  'max-queue': { kind: 'integer', min: 0, value: 'N', help: 'requests admitted besides those running; beyond, 429', default: 16 },
+  'max-batch-rows': { kind: 'integer', min: 1, value: 'N', help: 'rows of one engine step', shown: '512, the rows a forward is sized for' },
+  'max-logits-bytes': { kind: 'integer', min: 4, value: 'N', help: 'bytes of one logits answer', default: DEFAULT_MAX_LOGITS_BYTES },
+  'body-timeout-ms': timeoutMs(1, 'how long a request body may take to arrive', DEFAULT_BODY_TIMEOUT_MS),
+  'send-timeout-ms': timeoutMs(1, 'how long an answer may wait for its client to read', DEFAULT_SEND_TIMEOUT_MS),
+  'shutdown-timeout-ms': timeoutMs(0, 'how long a shutdown waits for the requests under way', 10_000),
+  'ffn-down-layout': { kind: 'choice', choices: ['units', 'features'], value: 'L', help: 'how ffn_down is laid out (docs/approximate.md)', default: 'units' },
+  'per-layer-row-cache-bytes': { kind: 'integer', min: 0, value: 'N', help: 'E2B/E4B: the first node\'s cache of per-layer embedding rows',
+    default: DEFAULT_ROW_CACHE_BYTES },
+  'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
+  'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
+});
 
-/**
- * A boolean option: its flag, or its variable set to 1 (0 or unset: false; anything else an error).
- * @example envFlag(values['insecure-no-auth'], process.env, 'LAYERFOLD_INSECURE_NO_AUTH')
- */
-export function envFlag(flagValue, env, variable) {
-  if (flagValue) return true;
-  const raw = env[variable];
-  if (raw === undefined || raw === '' || raw === '0') return false;
-  if (raw === '1') return true;
-  throw new Error(`${variable}=${JSON.stringify(raw)}: expected 1 (or 0, or unset)`);
-}
-
-// --insecure-no-auth, or LAYERFOLD_INSECURE_NO_AUTH=1: serve without a token on a non-loopback host.
-export const insecureNoAuth = (flagValue, env) => envFlag(flagValue, env, 'LAYERFOLD_INSECURE_NO_AUTH');
-
-// --allow-unvalidated-source, or LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1: load from a server that sends
-// neither ETag nor Last-Modified (sources/unvalidated.js).
-export const allowUnvalidatedSource = (flagValue, env) => envFlag(flagValue, env, 'LAYERFOLD_ALLOW_UNVALIDATED_SOURCE');
-
-/** An integer option ≥ min from its text (undefined stays undefined), or an error naming the option and its variable. */
-export function integer(text, name, min, env = ENV) {
-  if (text === undefined) return undefined;
-  const value = /^\d+$/.test(text.trim()) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(value) || value < min) throw new Error(`--${name} / ${env[name]}: "${text}" is not an integer ≥ ${min}`);
-  return value;
-}
-
-// units (default) or features: how ffn_down is laid out (docs/approximate.md, top-K gate FFN).
-function ffnDownLayout(text) {
-  if (text === undefined || text === 'units' || text === 'features') return text;
-  throw new Error(`--ffn-down-layout / FFN_DOWN_LAYOUT: "${text}" is not units or features`);
-}
-
-// --layers / LAYERS -> [first, last + 1), or an error naming both.
+// --layers / LAYERS -> [first, last + 1), or an error naming it.
 function layers(text) {
   const range = layerRange(text);
-  if (!range) throw new Error(`--layers / LAYERS: "${text}" is not FIRST-LAST (inclusive, e.g. 0-5)`);
+  if (!range) throw new Error(`--layers / LAYERS must be FIRST-LAST (inclusive, e.g. 0-5), got ${JSON.stringify(text)}`);
   return range;
 }
 
 /**
- * The serve() options from command-line values and the environment.
- * @example serveConfig({ model: 'tiny.gguf' }, { LAYERS: '0-1', PORT: '8080' })
+ * The serve() options from the options read (options/read_options.js, the environment included);
+ * the bearer token from the environment only.
+ * @example serveConfig(readOptions(SERVE_OPTIONS, { model: 'tiny.gguf' }, env), env)
  */
 export function serveConfig(values, env) {
-  const get = (name) => values[name] ?? (env[ENV[name]] || undefined);
-  const model = get('model');
-  if (!model) throw new Error('serve needs --model URL (or MODEL_URL)');
-  const range = get('layers');
+  if (!values.model) throw new Error('serve needs --model URL (or MODEL_URL)');
   return {
-    model,
-    layers: range === undefined ? undefined : layers(range),
-    threads: integer(get('threads'), 'threads', 1),
-    port: integer(get('port'), 'port', 0) ?? 8080,
-    host: get('host') ?? '0.0.0.0',
-    cacheDir: get('cache-dir'),
-    maxSessions: integer(get('max-sessions'), 'max-sessions', 1),
-    maxKvBytes: integer(get('max-kv-bytes'), 'max-kv-bytes', 1),
-    maxContext: integer(get('max-context'), 'max-context', 1),
-    maxTokens: integer(get('max-tokens'), 'max-tokens', 1),
-    maxQueue: integer(get('max-queue'), 'max-queue', 0),
-    maxBatchRows: integer(get('max-batch-rows'), 'max-batch-rows', 1),
-    maxLogitsBytes: integer(get('max-logits-bytes'), 'max-logits-bytes', 4),
-    bodyTimeoutMs: integer(get('body-timeout-ms'), 'body-timeout-ms', 1),
-    sendTimeoutMs: integer(get('send-timeout-ms'), 'send-timeout-ms', 1),
-    shutdownTimeoutMs: integer(get('shutdown-timeout-ms'), 'shutdown-timeout-ms', 0),
-    ffnDownLayout: ffnDownLayout(get('ffn-down-layout')),
-    perLayerRowCacheBytes: integer(get('per-layer-row-cache-bytes'), 'per-layer-row-cache-bytes', 0),
+    model: values.model,
+    layers: values.layers === undefined ? undefined : layers(values.layers),
+    threads: values.threads,
+    port: values.port,
+    host: values.host,
+    cacheDir: values['cache-dir'],
+    maxSessions: values['max-sessions'],
+    maxKvBytes: values['max-kv-bytes'],
+    maxContext: values['max-context'],
+    maxTokens: values['max-tokens'],
+    maxQueue: values['max-queue'],
+    maxBatchRows: values['max-batch-rows'],
+    maxLogitsBytes: values['max-logits-bytes'],
+    bodyTimeoutMs: values['body-timeout-ms'],
+    sendTimeoutMs: values['send-timeout-ms'],
+    shutdownTimeoutMs: values['shutdown-timeout-ms'],
+    ffnDownLayout: values['ffn-down-layout'],
+    perLayerRowCacheBytes: values['per-layer-row-cache-bytes'],
     // The token comes from the environment only: a command line shows in `ps`. Set but empty is
     // kept as '' so that serve() refuses it rather than serve open.
     authToken: env.AUTH_TOKEN,
-    insecureNoAuth: insecureNoAuth(values['insecure-no-auth'], env),
-    allowUnvalidatedSource: allowUnvalidatedSource(values['allow-unvalidated-source'], env),
+    insecureNoAuth: values['insecure-no-auth'],
+    allowUnvalidatedSource: values['allow-unvalidated-source'],
   };
 }
 

@@ -1,11 +1,24 @@
 // layerfold validate: tokenize a prompt, run it through the pipeline, print the next-token
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
-import { approxSummaries, describeApprox } from './approx.js';
+import { APPROX_CLI_OPTIONS, approxFromFlags, approxSummaries, describeApprox } from './approx.js';
 import { defaultModel } from './default_model.js';
+import { MODEL, PIPELINE_OPTIONS } from './options/shared.js';
 import { logSoftmax, topK } from '../tokens/logits.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { openPipeline } from './open_pipeline.js';
 import { redactUrl } from '../log/redact.js';
+
+/** The prompt whose next token a real Gemma model knows: " Paris". */
+export const DEFAULT_PROMPT = 'The capital of France is';
+
+export const VALIDATE_OPTIONS = {
+  model: MODEL,
+  prompt: { kind: 'string', value: 'TEXT', help: 'the prompt', default: DEFAULT_PROMPT },
+  expect: { kind: 'string', value: 'TEXT', help: 'the next token a real model should rank first', default: ' Paris' },
+  'top-k': { kind: 'integer', min: 1, value: 'N', help: 'the most likely next tokens to list (all, if N exceeds the vocabulary)', default: 5 },
+  ...PIPELINE_OPTIONS,
+  ...APPROX_CLI_OPTIONS,
+};
 
 // llama.cpp's view of the same file, or null when node-llama-cpp is not installed.
 async function llamaAgreement(model, tokens, ours, k) {
@@ -30,9 +43,10 @@ async function llamaAgreement(model, tokens, ours, k) {
 }
 
 export async function validate(options) {
+  const approx = approxFromFlags(options);
   const model = options.model ?? await defaultModel();
-  const k = Number(options['top-k']);
-  const pipeline = await openPipeline(model, options);
+  const k = options['top-k'];
+  const pipeline = await openPipeline(model, options, approx);
   const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
   try {
     const tokens = encodePrompt(pipeline.tokenizer, textPrompt(options.prompt));

@@ -11,10 +11,11 @@ export class LayerNode extends CoreLayerNode {
    * outputs are byte-identical for every count. The single-thread build always uses one.
    * model: a path, file://, http(s)://, s3:// or r2:// URL, or a Workers R2 binding {bucket, key};
    * cacheDir: a verified disk cache of the ranges read; onProgress: throttled
-   * {bytes, totalBytes, rate, etaSeconds}; sourceOptions: more openSource options (retries, S3
-   * endpoint and credentials, maxCacheBytes...). An already loaded module `lf` or opened
-   * `source` may be passed instead. The other options (header, maxSessions, maxKvBytes,
-   * memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's. allowUnvalidatedSource: load from
+   * {bytes, totalBytes, rate, etaSeconds} of the load, totalBytes the bytes of the tensors this
+   * node reads (its layers' share of the file), the last report at 100%; sourceOptions: more
+   * openSource options (retries, S3 endpoint and credentials, maxCacheBytes, progressIntervalMs...).
+   * An already loaded module `lf` or opened `source` may be passed instead. The other options
+   * (header, maxSessions, maxKvBytes, memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's. allowUnvalidatedSource: load from
    * a server that sends neither ETag nor Last-Modified (refused otherwise; sources/unvalidated.js).
    * @param {{model: string|{bucket: object, key: string}, header?: object, layers?: [number, number], threads?: number,
    *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
@@ -34,17 +35,17 @@ export class LayerNode extends CoreLayerNode {
     }
   }
 
-  static async #openOnce({ model, threads, build, cacheDir, onProgress, sourceOptions, allowUnvalidatedSource, lf, source, ...options }) {
+  static async #openOnce({ model, threads, build, cacheDir, sourceOptions, allowUnvalidatedSource, lf, source, ...options }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const module = lf ?? (useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule());
     let opened;
     try {
-      opened = source ?? await openSource(model, { ...sourceOptions, cacheDir, onProgress, allowUnvalidatedSource });
+      opened = source ?? await openSource(model, { ...sourceOptions, cacheDir, allowUnvalidatedSource });
     } catch (error) {
       module.close();
       throw error;
     }
     // The name info() reports travels to logs and answers: never with a URL's credentials.
-    return super.open({ ...options, lf: module, source: opened, name: redactSecrets(model === undefined ? opened.name : modelName(model)) });
+    return super.open({ ...options, progressIntervalMs: sourceOptions?.progressIntervalMs, lf: module, source: opened, name: redactSecrets(model === undefined ? opened.name : modelName(model)) });
   }
 }

@@ -35,11 +35,15 @@ export class LayerNode {
    * per_layer_token_embd for the tokens it sees, by range from the source (which the node then
    * keeps open until close()), into a least-recently-used cache of perLayerRowCacheBytes
    * (node/per_layer_rows.js; counted in the memory budget); 'whole' loads the table like any
-   * tensor. The inputs' bytes are the same either way.
+   * tensor. The inputs' bytes are the same either way. onProgress gets the load's progress
+   * (sources/progress.js: {bytes, totalBytes, rate, etaSeconds}, at most every progressIntervalMs)
+   * against the bytes of the tensors this node reads, so its last report is at totalBytes: 100%
+   * of this node's load.
    * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
    *          memoryBudgetBytes?: number, maxTokens?: number, maxBatchRows?: number, ffnDownLayout?: 'units'|'features',
-   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number}} options
+   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number, onProgress?: (p: object) => void,
+   *          progressIntervalMs?: number}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */

@@ -9,6 +9,7 @@ import { checkMaxRows } from './batcher.js';
 import { EngineModel } from './engine_model.js';
 import { nodeMemoryNeeds, reserveMemory } from './memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
+import { withProgress } from '../sources/progress.js';
 
 // The options refused before anything is read.
 function checkOptions({ perLayerTable, maxSessions, maxKvBytes, perLayerRowCacheBytes, maxBatchRows }) {
@@ -39,6 +40,15 @@ function reparseHandedHeader(lf, header, source) {
   return reparseModelHeader(lf, header);
 }
 
+// The source as the tensor load reads it: with onProgress, reporting against the bytes of the
+// tensors `names` (what EngineModel.load reads), not the whole file nor the header read before.
+function loadProgress(source, header, names, { onProgress, progressIntervalMs }) {
+  if (!onProgress) return source;
+  const wanted = new Set(names);
+  const totalBytes = header.tensors.reduce((sum, t) => sum + (wanted.has(t.name) ? t.n_bytes : 0), 0);
+  return withProgress(source, onProgress, { totalBytes, intervalMs: progressIntervalMs });
+}
+
 /**
  * The parts of a node opened as LayerNode.open describes (its options and defaults are these):
  * { lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes,
@@ -50,7 +60,7 @@ function reparseHandedHeader(lf, header, source) {
  */
 export async function openParts({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
   maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, maxBatchRows = maxTokens, ffnDownLayout = 'units',
-  perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES }) {
+  perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES, onProgress, progressIntervalMs }) {
   const model = new EngineModel(lf);
   let tokenizer = null;
   try {
@@ -75,7 +85,8 @@ export async function openParts({ lf, source, header, name = source.name, layers
       const budget = memoryBudgetBytes === undefined
         ? { memory: null, kvBytes: Infinity }
         : reserveMemory(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: shape.layers, maxTokens });
-      await model.load(source, gguf, opened.header, { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows });
+      await model.load(loadProgress(source, opened.header, needs.tensors, { onProgress, progressIntervalMs }), gguf, opened.header,
+        { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows });
       tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
       let rows = null;
       if (perLayerRows) {

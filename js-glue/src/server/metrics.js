@@ -46,11 +46,11 @@ export function nodeMetrics(state, inFlight) {
   fromNode('layerfold_kv_cache_bytes', 'Bytes of all KV caches', (i) => i.kvBytes);
   fromNode('layerfold_wasm_memory_bytes', 'Bytes of WASM memory (weights, KV caches, buffers)', (i) => i.wasmMemoryBytes);
   new client.Gauge({
-    name: 'layerfold_load_bytes', help: 'Model bytes read while loading', registers,
+    name: 'layerfold_load_bytes', help: 'Bytes of its tensors this node has read while loading', registers,
     collect() { this.set(state.progress.bytes); },
   });
   new client.Gauge({
-    name: 'layerfold_load_total_bytes', help: 'Model bytes the load expects to read (an upper bound)', registers,
+    name: 'layerfold_load_total_bytes', help: 'Bytes of the tensors this node loads', registers,
     collect() { this.set(state.progress.totalBytes); },
   });
   new client.Gauge({

@@ -2,8 +2,8 @@
 // {bytes, totalBytes, rate, etaSeconds} at most every intervalMs (and always at totalBytes).
 
 /**
- * Wraps source so its reads report progress; totalBytes defaults to the object's size (an upper
- * bound for a node holding only some layers).
+ * Wraps source so its reads report progress against totalBytes: by default the object's size,
+ * for a read of all of it; a node passes the bytes of the tensors it loads (node/opening.js).
  * @example const tracked = withProgress(source, (p) => console.log(p.bytes, p.etaSeconds), { intervalMs: 500 });
  */
 export function withProgress(source, onProgress, { totalBytes = source.size, intervalMs = 250 } = {}) {

@@ -142,10 +142,10 @@ describe("calibrate-exit refuses bad input with exit 2, naming it", () => {
     [["--corpus", "/nonexistent/corpus.txt"], /--corpus \/nonexistent\/corpus\.txt: cannot read it \(ENOENT\)/],
     [["--corpus", "EMPTY"], /is empty: calibration needs text/],
     [[], /--corpus is required/],
-    [["--corpus", "CORPUS", "--agreement", "1.5"], /--agreement 1\.5: expected a fraction in \(0, 1\]/],
-    [["--corpus", "CORPUS", "--agreement", "x"], /--agreement x: expected a fraction/],
-    [["--corpus", "CORPUS", "--positions", "0"], /--positions 0: expected an integer from 1/],
-    [["--corpus", "CORPUS", "--exit-window", "17"], /--exit-window 17: expected an integer from 1 to 16/],
+    [["--corpus", "CORPUS", "--agreement", "1.5"], /--agreement must be a number > 0 and <= 1, got "1\.5"/],
+    [["--corpus", "CORPUS", "--agreement", "x"], /--agreement must be a number > 0 and <= 1, got "x"/],
+    [["--corpus", "CORPUS", "--positions", "0"], /--positions must be an integer from 1 to 1048576, got "0"/],
+    [["--corpus", "CORPUS", "--exit-window", "17"], /--exit-window must be an integer from 1 to 16, got "17"/],
   ];
   for (const [args, message] of cases) {
     test(args.join(" ") || "(no corpus)", () => {

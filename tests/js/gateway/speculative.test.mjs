@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {gatewayConfig} from "../../../js-glue/src/cli/gateway.js";
+import {gatewayConfigOf as gatewayConfig} from "../support/cli_config.mjs";
 import {DraftPolicy} from "../../../js-glue/src/gateway/draft_policy.js";
 import {PromptLookup} from "../../../js-glue/src/gateway/prompt_lookup.js";
 import {Pipeline} from "../../../js-glue/src/pipeline/pipeline.js";
@@ -82,8 +82,8 @@ describe("prompt lookup drafts and the policy that verifies them", () => {
     const model = tiny();
     assert.equal((await gatewayConfig({model, speculative: "off"}, {})).speculative, null);
     assert.deepEqual((await gatewayConfig({model}, {SPECULATIVE: "prompt-lookup", DRAFT_MAX: "5", DRAFT_MIN_NGRAM: "2"})).speculative, {maxDraft: 5, minNgram: 2});
-    await assert.rejects(gatewayConfig({model, speculative: "medusa"}, {}), /--speculative \/ SPECULATIVE: "medusa" is not prompt-lookup or off/);
-    await assert.rejects(gatewayConfig({model, speculative: "prompt-lookup", "draft-max": "65"}, {}), /--draft-max \/ DRAFT_MAX: 65 is above 64/);
+    await assert.rejects(gatewayConfig({model, speculative: "medusa"}, {}), /--speculative must be one of prompt-lookup, off, got "medusa"/);
+    await assert.rejects(gatewayConfig({model, speculative: "prompt-lookup", "draft-max": "65"}, {}), /--draft-max must be an integer from 1 to 64, got "65"/);
   });
 });
 

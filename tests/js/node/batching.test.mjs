@@ -8,7 +8,7 @@ import {describe, test} from "node:test";
 
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {Batcher} from "../../../js-glue/src/node/batcher.js";
-import {serveConfig} from "../../../js-glue/src/cli/serve.js";
+import {serveConfigOf as config} from "../support/cli_config.mjs";
 import {createLayerNodeApp} from "../../../js-glue/src/server/app.js";
 import {serve} from "../../../js-glue/src/server/node_host.js";
 import {nodeMetrics} from "../../../js-glue/src/server/metrics.js";
@@ -530,10 +530,11 @@ describe("server: forwards reach the node together", () => {
     });
   });
 
-  test("serve --max-batch-rows / MAX_BATCH_ROWS sets the node's row budget; 0 is refused naming both", async () => {
-    assert.equal(serveConfig({model: "m", "max-batch-rows": "64"}, {}).maxBatchRows, 64);
-    assert.equal(serveConfig({model: "m"}, {MAX_BATCH_ROWS: "32"}).maxBatchRows, 32);
-    assert.throws(() => serveConfig({model: "m"}, {MAX_BATCH_ROWS: "0"}), /--max-batch-rows \/ MAX_BATCH_ROWS: "0" is not an integer ≥ 1/);
+  test("serve --max-batch-rows / MAX_BATCH_ROWS sets the node's row budget; 0 is refused naming where it came from", async () => {
+    assert.equal(config({model: "m", "max-batch-rows": "64"}, {}).maxBatchRows, 64);
+    assert.equal(config({model: "m"}, {MAX_BATCH_ROWS: "32"}).maxBatchRows, 32);
+    assert.throws(() => config({model: "m"}, {MAX_BATCH_ROWS: "0"}), /MAX_BATCH_ROWS must be an integer >= 1, got "0"/);
+    assert.throws(() => config({model: "m", "max-batch-rows": "0"}, {}), /--max-batch-rows must be an integer >= 1, got "0"/);
     const server = await serve({model: tiny(), build: "single", port: 0, host: "127.0.0.1", maxBatchRows: 16, log: () => {}});
     try {
       const node = await server.loaded;

@@ -1,0 +1,51 @@
+// Options several commands share, as schema entries (options/read_options.js).
+
+// The engine's most threads (kMaxThreads, src/model/model.h): lf_model_set_threads refuses more.
+const MAX_THREADS = 256;
+
+export const MODEL = { kind: 'string', value: 'PATH', help: 'the GGUF (MODEL below)', shown: 'the built-in default model' };
+
+export const THREADS = {
+  kind: 'integer', min: 1, max: MAX_THREADS, value: 'N', help: 'engine threads of a local node (the threaded build)',
+  shown: 'the machine\'s parallelism',
+};
+
+export const BUILD = {
+  kind: 'choice', choices: ['threaded', 'single'], value: 'BUILD', help: 'the engine build of the local nodes',
+  shown: 'threaded where the runtime has threads',
+};
+
+export const CACHE_DIR = { kind: 'string', value: 'DIR', help: 'disk cache of a remote model', shown: 'none' };
+
+export const ALLOW_UNVALIDATED_SOURCE = {
+  kind: 'boolean', env: 'LAYERFOLD_ALLOW_UNVALIDATED_SOURCE', help: 'open a model URL whose server sends neither ETag nor Last-Modified',
+};
+
+export const JSON_OUTPUT = { kind: 'boolean', help: 'print JSON' };
+
+/** What every command running a pipeline in this process takes. */
+export const PIPELINE_OPTIONS = {
+  threads: THREADS,
+  nodes: { kind: 'string', value: 'SPEC', help: 'the pipeline\'s nodes (SPEC below)', shown: 'one local node of every layer' },
+  build: BUILD,
+  'cache-dir': { ...CACHE_DIR, shown: 'objects/ under the layerfold cache directory' },
+  'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
+  json: JSON_OUTPUT,
+};
+
+// The longest timeout Node's timers keep (2^31 - 1 ms): a longer one fires at once.
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** A TCP port; 0 asks the system for a free one. */
+export const PORT = { kind: 'integer', min: 0, max: 65535, value: 'P', help: 'the port to listen on (0: any free one)' };
+
+/** A timeout in milliseconds from `min`, and its default. */
+export const timeoutMs = (min, help, fallback) => ({ kind: 'integer', min, max: MAX_TIMEOUT_MS, value: 'MS', help, default: fallback });
+
+/**
+ * serve's and gateway's options, each also read from the variable of its name in capitals (- as
+ * _) unless it names its own.
+ * @example fromEnv({ 'max-queue': spec })['max-queue'].env // 'MAX_QUEUE'
+ */
+export const fromEnv = (options) => Object.fromEntries(Object.entries(options).map(([name, spec]) =>
+  [name, { env: name.toUpperCase().replaceAll('-', '_'), ...spec }]));
