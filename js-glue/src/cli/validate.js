@@ -2,6 +2,7 @@
 // top-k with per-node and per-layer timings; compare with llama.cpp when it is installed.
 import { approxSummaries, describeApprox } from './approx.js';
 import { defaultModel } from './default_model.js';
+import { isSynthetic } from '../gguf/header.js';
 import { logSoftmax, topK } from '../tokens/logits.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { openPipeline } from './open_pipeline.js';
@@ -33,7 +34,7 @@ export async function validate(options) {
   const model = options.model ?? await defaultModel();
   const k = Number(options['top-k']);
   const pipeline = await openPipeline(model, options);
-  const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
+  const synthetic = isSynthetic(pipeline.header);
   try {
     const tokens = encodePrompt(pipeline.tokenizer, textPrompt(options.prompt));
     const t0 = performance.now();
