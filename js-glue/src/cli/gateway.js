@@ -1,12 +1,14 @@
 // layerfold gateway: the OpenAI-compatible API over a pipeline of layer nodes (docs/gateway.md).
 // Every option also comes from the environment, as for `serve`; a command-line option wins over
-// its variable. SIGTERM and SIGINT drain the requests under way, then exit.
+// its variable. SIGTERM and SIGINT (or, under npx, the end of npm's wrapper) drain the requests
+// under way, then exit.
 import path from 'node:path';
 
 import { serveGateway } from '../gateway/host.js';
 import { speculativeOptions } from '../gateway/prompt_lookup.js';
 import { defaultModel } from './default_model.js';
 import { allowUnvalidatedSource, insecureNoAuth, integer } from './serve.js';
+import { stopRequested } from './stop_requested.js';
 
 // option name -> environment variable
 export const GATEWAY_ENV = {
@@ -62,13 +64,16 @@ export async function gatewayConfig(values, env) {
   };
 }
 
-/** Runs until SIGTERM/SIGINT (exit 0 after the drain) or a pipeline that failed to open (exit 1). */
+/**
+ * Runs until SIGTERM/SIGINT or npm's wrapper ends (stop_requested.js: exit 0 after the drain) or a
+ * pipeline that failed to open (exit 1).
+ */
 export async function gatewayCommand(values) {
   const config = await gatewayConfig(values, process.env);
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
   const gateway = await serveGateway(defined);
   const outcome = await new Promise((resolve) => {
-    for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, () => resolve(signal));
+    stopRequested().then(resolve);
     gateway.opened.catch(() => resolve('open failed'));
   });
   await gateway.shutdown();
