@@ -9,7 +9,8 @@
 #
 # The plan reads the model's header from PLAN_MODEL (default MODEL_URL; r2:// needs the R2_*
 # credentials in the environment, or pass a local copy). DRY_RUN=1 writes the rendered services
-# to OUT_DIR and deploys nothing. docs/deployment.md walks through the whole deployment.
+# to OUT_DIR and deploys nothing (warning when an r2:// or s3:// model has no R2_ENDPOINT, which
+# a real deployment refuses). docs/deployment.md walks through the whole deployment.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -30,6 +31,19 @@ mkdir -p "$OUT_DIR"
 if [ "$DRY_RUN" != 1 ]; then
   : "${REGION:?set REGION (e.g. europe-west4)}"
 fi
+# An r2:// or s3:// model is read through R2_ENDPOINT, the one endpoint the manifest passes on:
+# nodes rendered without it could not load their weights.
+case "$MODEL_URL" in
+  r2://* | s3://*)
+    if [ -z "$R2_ENDPOINT" ]; then
+      if [ "$DRY_RUN" != 1 ]; then
+        echo "deploy-pipeline: R2_ENDPOINT is empty: the nodes could not read $MODEL_URL (set it to https://ACCOUNT.r2.cloudflarestorage.com or the S3 endpoint)" >&2
+        exit 1
+      fi
+      echo "deploy-pipeline: warning: R2_ENDPOINT is empty: the rendered services set R2_ENDPOINT: \"\", and deployed so, the nodes could not read $MODEL_URL" >&2
+    fi
+    ;;
+esac
 
 # "FIRST-LAST" per node, in pipeline order, from the plan's JSON.
 plan_json="$(node "$repo/js-glue/bin/layerfold.js" plan "$PLAN_MODEL" --nodes "$NODES" --json)"

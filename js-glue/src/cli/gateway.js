@@ -1,6 +1,7 @@
 // layerfold gateway: the OpenAI-compatible API over a pipeline of layer nodes (docs/gateway.md).
 // Every option also comes from the environment, as for `serve`; a command-line option wins over
-// its variable. SIGTERM and SIGINT drain the requests under way, then exit.
+// its variable. SIGTERM and SIGINT (or, under npx, the end of npm's wrapper) drain the requests
+// under way, then exit.
 import path from 'node:path';
 
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '../gateway/app.js';
@@ -9,6 +10,7 @@ import { DEFAULT_SPECULATIVE, speculativeOptions } from '../gateway/prompt_looku
 import { DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { defaultModel } from './default_model.js';
 import { ALLOW_UNVALIDATED_SOURCE, BUILD, CACHE_DIR, fromEnv, MODEL, PORT, THREADS, timeoutMs } from './options/shared.js';
+import { stopRequested } from './stop_requested.js';
 
 // The longest draft a cut can always take back, and the longest n-gram prompt lookup matches
 // (gateway/prompt_lookup.js).
@@ -74,13 +76,16 @@ export async function gatewayConfig(values, env) {
   };
 }
 
-/** Runs until SIGTERM/SIGINT (exit 0 after the drain) or a pipeline that failed to open (exit 1). */
+/**
+ * Runs until SIGTERM/SIGINT or npm's wrapper ends (stop_requested.js: exit 0 after the drain) or a
+ * pipeline that failed to open (exit 1).
+ */
 export async function gatewayCommand(values) {
   const config = await gatewayConfig(values, process.env);
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
   const gateway = await serveGateway(defined);
   const outcome = await new Promise((resolve) => {
-    for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, () => resolve(signal));
+    stopRequested().then(resolve);
     gateway.opened.catch(() => resolve('open failed'));
   });
   await gateway.shutdown();

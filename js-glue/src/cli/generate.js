@@ -2,7 +2,8 @@
 // with the model's own chat template (tokenizer.chat_template, rendered by @huggingface/jinja).
 // Several prompts (--prompt repeated, --prompt-file) generate concurrently, each a session of its
 // own with its own sampler, so the pipeline keeps them all in flight and each continuation is
-// the one its prompt gives alone; they are printed in prompt order with their timings.
+// the one its prompt gives alone; they are printed in prompt order. Every prompt's timings are
+// llama.cpp's server's (gateway/timings.js), so they read as the gateway's do.
 import fs from 'node:fs';
 
 import { APPROX_CLI_OPTIONS, approxFromFlags } from './approx.js';
@@ -11,6 +12,8 @@ import { openPipeline } from './open_pipeline.js';
 import { MODEL, PIPELINE_OPTIONS } from './options/shared.js';
 // The prompt when none is given: validate's, whose continuation a real Gemma model knows.
 import { DEFAULT_PROMPT } from './validate.js';
+import { isSynthetic } from '../gguf/header.js';
+import { timings } from '../gateway/timings.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { Sampler } from '../tokens/sampler.js';
@@ -62,19 +65,24 @@ function promptTokens(pipeline, prompt, chat) {
 
 // One prompt's continuation as session `session` (pipeline.close() drops it), with a sampler of
 // its own (seeded as every other prompt's): write(delta) gets the new text after every token.
-// -> {tokens, text, tokenMs: each step's wall time (the first: the prompt and its token)}.
-async function continuation(pipeline, session, input, { sampling, maxTokens, write = () => {}, signal = null }) {
+// -> {tokens, text, tokenMs: each step's wall time (the first: the prompt and its token),
+// timings: llama.cpp's, the end-of-turn token counted among the predicted as it counts it}.
+async function continuation(pipeline, session, prompt, { sampling, maxTokens, write = () => {}, signal = null }) {
   const sampler = new Sampler(sampling);
   const stops = stopIds(pipeline.tokenizer);
   const tokens = [];
   const tokenMs = [];
+  const startedAt = performance.now();
+  const sampledAt = [];
   let text = '';
+  let input = prompt;
   for (let i = 0; i < maxTokens; i++) {
     signal?.throwIfAborted();
     const t0 = performance.now();
     const { logits } = await pipeline.step(session, input);
     tokenMs.push(performance.now() - t0);
     const id = sampler.sample(logits);
+    sampledAt.push(performance.now());
     if (stops.has(id)) break;
     tokens.push(id);
     // Decode the whole continuation each time: a multi-byte character may span tokens.
@@ -83,18 +91,28 @@ async function continuation(pipeline, session, input, { sampling, maxTokens, wri
     text = decoded;
     input = [id];
   }
-  return { tokens, text, tokenMs };
+  const [first, last] = [sampledAt[0] ?? startedAt, sampledAt.at(-1) ?? startedAt];
+  return {
+    tokens, text, tokenMs,
+    timings: timings({ cachedTokens: 0, promptTokens: prompt.length, promptMs: first - startedAt, predictedTokens: sampledAt.length, predictedMs: last - first }),
+  };
 }
 
-const ms = (x) => x.toFixed(1);
-
-// A finished prompt's block of the text report: its number and prompt, the continuation, and
-// the time of each step.
-function promptReport(i, n, prompt, { tokens, text, tokenMs }) {
-  const [first, ...rest] = tokenMs;
-  const steps = first === undefined ? 'no step' : `${ms(first)} ms to the first token${rest.length ? `, then ${rest.map(ms).join(' ')} ms per token` : ''}`;
-  return `[${i + 1}/${n}] ${prompt}\n${text}\n  ${tokens.length} tokens: ${steps}\n`;
+// A prompt's timings as two lines of the text report, in the words of llama.cpp's.
+function timingsReport(t) {
+  const line = (what, n, ms, perToken, perSecond) =>
+    `  ${what} ${n} tokens in ${ms.toFixed(1)} ms (${perToken.toFixed(2)} ms per token, ${perSecond.toFixed(1)} tokens per second)\n`;
+  return line('prompt   ', t.prompt_n, t.prompt_ms, t.prompt_per_token_ms, t.prompt_per_second)
+    + line('predicted', t.predicted_n, t.predicted_ms, t.predicted_per_token_ms, t.predicted_per_second);
 }
+
+// A finished prompt's block of the text report: its number and prompt, the continuation, its timings.
+function promptReport(i, n, prompt, { text, timings: t }) {
+  return `[${i + 1}/${n}] ${prompt}\n${text}\n${timingsReport(t)}`;
+}
+
+// A prompt's line of --json.
+const promptJson = (prompt, { tokens, text, tokenMs, timings: t }, synthetic) => JSON.stringify({ prompt, tokens, text, tokenMs, timings: t, synthetic });
 
 export async function generate(options, _positionals, { write = (s) => process.stdout.write(s) } = {}) {
   const prompts = promptsOf(options);
@@ -102,14 +120,17 @@ export async function generate(options, _positionals, { write = (s) => process.s
   const model = options.model ?? await defaultModel();
   const pipeline = await openPipeline(model, options, approx);
   try {
+    const synthetic = isSynthetic(pipeline.header);
+    if (synthetic) console.error(`note: ${pipeline.header.metadata['general.name']}: make-model made this model, its weights are random and its text means nothing`);
     const settings = {
       sampling: { temperature: options.temperature, topK: options['top-k'], topP: options['top-p'], seed: options.seed },
       maxTokens: options['max-tokens'],
     };
     if (prompts.length === 1) {
-      const { tokens, text } = await continuation(pipeline, 'generate', promptTokens(pipeline, prompts[0], options.chat), { ...settings, write });
+      const result = await continuation(pipeline, 'generate', promptTokens(pipeline, prompts[0], options.chat), { ...settings, write });
       write('\n');
-      if (options.json) console.log(JSON.stringify({ tokens, text }));
+      if (options.json) console.log(promptJson(prompts[0], result, synthetic));
+      else write(timingsReport(result.timings));
       return 0;
     }
     return await generateMany(pipeline, prompts, options, settings, write);
@@ -141,7 +162,7 @@ async function generateMany(pipeline, prompts, options, settings, write) {
     for (const [i, run] of runs.entries()) {
       const result = await run;
       tokens += result.tokens.length;
-      if (options.json) console.log(JSON.stringify({ prompt: prompts[i], tokens: result.tokens, text: result.text, tokenMs: result.tokenMs }));
+      if (options.json) console.log(promptJson(prompts[i], result, isSynthetic(pipeline.header)));
       else write(promptReport(i, prompts.length, prompts[i], result));
     }
   } catch (error) {

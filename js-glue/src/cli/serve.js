@@ -1,12 +1,14 @@
 // layerfold serve: one layer node over HTTP (the Cloud Run container's entrypoint). Every option
 // also comes from the environment, the way Cloud Run passes configuration (PORT among them);
-// a command-line option wins over its variable. SIGTERM and SIGINT shut down gracefully.
+// a command-line option wins over its variable. SIGTERM and SIGINT (or, under npx, the end of
+// npm's wrapper) shut down gracefully.
 import { ALLOW_UNVALIDATED_SOURCE, CACHE_DIR, fromEnv, PORT, THREADS, timeoutMs } from './options/shared.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { layerRange } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
 import { serve } from '../server/node_host.js';
+import { stopRequested } from './stop_requested.js';
 
 export const SERVE_OPTIONS = fromEnv({
   model: { kind: 'string', value: 'URL', help: 'the GGUF, a path or an http(s)://, s3:// or r2:// URL (required)', env: 'MODEL_URL' },
@@ -74,15 +76,16 @@ export function serveConfig(values, env) {
 }
 
 /**
- * Runs until SIGTERM/SIGINT (exit 0 after the graceful shutdown; the log counts any request cut
- * at the deadline) or a failed load (exit 1, so the platform restarts the instance).
+ * Runs until SIGTERM/SIGINT or the end of npm's wrapper (stop_requested.js: exit 0 after the
+ * graceful shutdown; the log counts any request cut at the deadline) or a failed load (exit 1,
+ * so the platform restarts the instance).
  */
 export async function serveCommand(values) {
   const config = serveConfig(values, process.env);
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
   const node = await serve(defined);
   const outcome = await new Promise((resolve) => {
-    for (const signal of ['SIGTERM', 'SIGINT']) process.once(signal, () => resolve(signal));
+    stopRequested().then(resolve);
     node.loaded.catch(() => resolve('load failed'));
   });
   if (outcome === 'load failed') return 1;

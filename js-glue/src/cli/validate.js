@@ -3,6 +3,7 @@
 import { APPROX_CLI_OPTIONS, approxFromFlags, approxSummaries, describeApprox } from './approx.js';
 import { defaultModel } from './default_model.js';
 import { MODEL, PIPELINE_OPTIONS } from './options/shared.js';
+import { isSynthetic } from '../gguf/header.js';
 import { logSoftmax, topK } from '../tokens/logits.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { openPipeline } from './open_pipeline.js';
@@ -47,7 +48,7 @@ export async function validate(options) {
   const model = options.model ?? await defaultModel();
   const k = options['top-k'];
   const pipeline = await openPipeline(model, options, approx);
-  const synthetic = String(pipeline.header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
+  const synthetic = isSynthetic(pipeline.header);
   try {
     const tokens = encodePrompt(pipeline.tokenizer, textPrompt(options.prompt));
     const t0 = performance.now();

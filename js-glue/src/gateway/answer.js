@@ -2,9 +2,13 @@
 // choice's tokens, {index, finishReason} when a choice ends): each choice's text as it comes, or,
 // through a reader (chat_output.js), the content, reasoning_content and tool_calls it reads; as
 // one response object or as stream chunks. Logprobs of tokens whose text gives no chunk yet
-// travel with the choice's next chunk.
+// travel with the choice's next chunk. The request's timings (llama.cpp's, timings.js) go on
+// the whole answer, or on the stream's last chunk as llama.cpp's server puts them: the usage
+// chunk when there is one, else the last choice's finish chunk, which waits for the generation's
+// end to carry them.
 import { finishReasonOf } from './chat_output.js';
 import { streamDeltas, usage } from './responses.js';
+import { timings } from './timings.js';
 
 // One choice: its text, its reader, the tokens whose logprobs wait for a chunk.
 class Choice {
@@ -29,6 +33,8 @@ class Choice {
 }
 
 export class Answer {
+  #finish = null;  // the last choice's finish chunk, until the generation returns its timings
+
   /**
    * @param {import('./responses.js').ResponseShapes} shapes
    * @param {() => (import('../chat/gemma4_output.js').Gemma4Output | null)} newReader a reader per choice
@@ -58,7 +64,11 @@ export class Answer {
   /** The chunks one generation event gives (maybe none). */
   next({ index, text, token, finishReason }) {
     const choice = this.choices[index];
-    if (finishReason) return this.#end(choice, finishReason);
+    if (finishReason) {
+      const out = this.#end(choice, finishReason);
+      if (index === this.choices.length - 1) this.#finish = out.pop();
+      return out;
+    }
     choice.hold(token);
     if (!choice.reader) return text === '' ? [] : [this.#chunk(choice, { text, tokens: choice.take() })];
     return this.#chunks(choice, choice.reader.push(text));
@@ -72,9 +82,10 @@ export class Answer {
     return out;
   }
 
-  /** The stream's last chunks once the generation returned {usage}. */
-  last({ usage: u }) {
-    return this.includeUsage ? [this.shapes.usageChunk(usage(u))] : [];
+  /** The stream's last chunks once the generation returned {usage, timings}. */
+  last({ usage: u, timings: t }) {
+    const out = [this.#finish, ...(this.includeUsage ? [this.shapes.usageChunk(usage(u))] : [])];
+    return [...out.slice(0, -1), { ...out.at(-1), timings: timings(t) }];
   }
 
   /** Takes one generation event of a whole answer. */
@@ -90,9 +101,9 @@ export class Answer {
     choice.reader?.push(text);
   }
 
-  /** The whole answer once the generation returned {usage}. */
-  complete({ usage: u }) {
+  /** The whole answer once the generation returned {usage, timings}. */
+  complete({ usage: u, timings: t }) {
     const choices = this.choices.map((c) => ({ text: c.text, message: c.reader?.message ?? null, tokens: c.take(), finishReason: c.finishReason }));
-    return this.shapes.complete({ choices, usage: usage(u) });
+    return { ...this.shapes.complete({ choices, usage: usage(u) }), timings: timings(t) };
   }
 }

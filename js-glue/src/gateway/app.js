@@ -12,6 +12,7 @@ import { timingSafeEqual } from 'hono/utils/buffer';
 import { streamedResponse } from '../server/answer_stream.js';
 import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
+import { isSynthetic } from '../gguf/header.js';
 import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../protocol/approx_options.js';
 import { Answer } from './answer.js';
@@ -131,7 +132,8 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   });
 
   const modelNotFound = (id) => new OpenAIError(404, `the model "${id}" does not exist; this gateway serves "${modelId}"`, { param: 'model', code: 'model_not_found' });
-  const modelObject = () => ({ id: modelId, object: 'model', created: 0, owned_by: 'layerfold' });
+  // synthetic: whether make-model made the model (random weights), known once the pipeline is open.
+  const modelObject = () => ({ id: modelId, object: 'model', created: 0, owned_by: 'layerfold', ...(state.node && { synthetic: isSynthetic(state.node.header) }) });
   app.get('/v1/models', (c) => c.json({ object: 'list', data: [modelObject()] }));
   app.get('/v1/models/:id{.+}', (c) => {
     if (c.req.param('id') !== modelId) throw modelNotFound(c.req.param('id'));

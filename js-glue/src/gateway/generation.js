@@ -23,7 +23,8 @@ import { StopText } from './stop_text.js';
  * text, maybe empty; token: {id, logprob, top} when logprobs are asked for, else {id}; null for
  * the text held back to the end), and returns
  * {finishReason: 'stop'|'length', completionTokens (sampled tokens, an end-of-turn one included),
- * history: every token the session's cache now holds, drafted, accepted: drafted tokens fed and kept}.
+ * history: every token the session's cache now holds, drafted, accepted: drafted tokens fed and kept,
+ * firstTokenAt, lastTokenAt: performance.now() when the first and the last token were sampled}.
  * step(tokens, allRows) answers the last position's logits, or with allRows every position's
  * [tokens.length, n_vocab]; cut(n) keeps the session's first n positions (both on every node).
  * prefill: {logits} the logits after the whole prompt, set here when null, used in place of a
@@ -50,6 +51,8 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
   let finishReason = null;
   let full = '';
   let sampled = 0;  // the end-of-turn token counts, as llama.cpp's server counts it
+  let firstTokenAt = null;
+  let lastTokenAt = null;
   const policy = drafter ? new DraftPolicy() : null;
   let drafted = 0;
   let accepted = 0;
@@ -78,6 +81,8 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
       if (constraint) await constraint.mask(masked);
       const id = sampler.sample(masked);
       sampled++;
+      lastTokenAt = performance.now();
+      firstTokenAt ??= lastTokenAt;
       if (endIds.has(id)) {
         finishReason = 'stop';
         break;
@@ -115,5 +120,5 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
   }
   // What was held back as a possible start of a stop sequence is text after all.
   if (full.length > shown) yield { text: full.slice(shown), token: null };
-  return { finishReason: finishReason ?? 'length', completionTokens: sampled, history, drafted, accepted };
+  return { finishReason: finishReason ?? 'length', completionTokens: sampled, history, drafted, accepted, firstTokenAt, lastTokenAt };
 }

@@ -3,6 +3,7 @@
 // per event, redacted; SIGTERM drains (no new requests, the ones under way finish or the
 // deadline passes), as `serve` does for a layer node. Without a token it binds loopback only,
 // unless told otherwise in so many words.
+import { isSynthetic } from '../gguf/header.js';
 import { Pipeline } from '../pipeline/pipeline.js';
 import { jsonLog, redactConfig } from '../log/json_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
@@ -72,7 +73,9 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
       return pipeline;
     }
     state.loaded(pipeline);
-    log('INFO', 'ready', { nodes: pipeline.nodes.map((n) => ({ layers: n.layers, url: n.url })), openSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
+    const synthetic = isSynthetic(pipeline.header);
+    if (synthetic) log('WARNING', 'synthetic model: make-model made it, its weights are random and its answers mean nothing', { name: pipeline.header.metadata['general.name'] });
+    log('INFO', 'ready', { nodes: pipeline.nodes.map((n) => ({ layers: n.layers, url: n.url })), synthetic, openSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
     return pipeline;
   }, (error) => {
     log('ERROR', 'pipeline failed to open', { code: error.code ?? error.name, error: error.message });

@@ -46,6 +46,7 @@ export class Run {
   // that cannot cut (early exit) starts cold instead, in a new session: the same answer bytes.
   async* #generation(cut, job) {
     const { coordinator, sessions } = this.#ends;
+    const startedAt = performance.now();
     if (cut) {
       const refused = await coordinator.truncate(this.session, this.reused, job.signal).then(
         ({ rebuilt }) => rebuilt.length > 0,
@@ -63,6 +64,7 @@ export class Run {
     const prefill = job.request.n > 1 ? { logits: null } : null;
     const total = { completionTokens: 0, drafted: 0, accepted: 0 };
     let result = null;
+    let firstTokenAt = null;
     for (let index = 0; index < job.request.n; index++) {
       const reused = index === 0 ? this.reused : await this.#backToPrompt(job);
       const constraint = this.#ends.constraints?.[index] ?? null;
@@ -81,8 +83,9 @@ export class Run {
       }
       yield { index, finishReason: result.finishReason };
       for (const key of Object.keys(total)) total[key] += result[key];
+      firstTokenAt ??= result.firstTokenAt;
     }
-    return { ...result, ...total };
+    return { ...result, ...total, startedAt, firstTokenAt };
   }
 
   // The session cut back to the whole prompt for the next choice -> the positions it keeps; a
@@ -117,6 +120,12 @@ export class Run {
         usage: {
           promptTokens: this.promptTokens, completionTokens: result.completionTokens, cachedTokens: this.reused,
           acceptedDrafts: result.accepted, rejectedDrafts: result.drafted - result.accepted,
+        },
+        // The n choices share one prompt; their tokens are timed together, first to last.
+        timings: {
+          cachedTokens: this.reused, promptTokens: this.promptTokens - this.reused, promptMs: result.firstTokenAt - result.startedAt,
+          predictedTokens: result.completionTokens, predictedMs: result.lastTokenAt - result.firstTokenAt,
+          drafted: result.drafted, accepted: result.accepted,
         },
       };
     } finally {

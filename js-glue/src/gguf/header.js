@@ -74,3 +74,12 @@ export function reparseModelHeader(lf, header) {
   if (!gguf) throw new RangeError(`header.bytes holds ${header.bytes.length} bytes, fewer than the header needs`);
   return gguf;
 }
+
+/**
+ * Whether make-model made the model (its general.name says "layerfold synthetic …"): random
+ * weights, whose text means nothing, however well the engine runs them.
+ * @example if (isSynthetic(pipeline.header)) console.error('note: synthetic weights');
+ */
+export function isSynthetic(header) {
+  return String(header.metadata['general.name'] ?? '').startsWith('layerfold synthetic');
+}

@@ -183,6 +183,24 @@ describe("layerfold generate", () => {
     assert.notDeepEqual(sample("4"), a);
   });
 
+  test("one prompt: the text, then its timings in the text report and in --json, consistent with its counts", () => {
+    const r = run("generate", "--model", file, "--max-tokens", "5");
+    assert.equal(r.status, 0, r.stderr);
+    const m = /\n {2}prompt {4}(\d+) tokens in ([\d.]+) ms \(([\d.]+) ms per token, ([\d.]+) tokens per second\)\n {2}predicted (\d+) tokens in ([\d.]+) ms/.exec(r.stdout);
+    assert.ok(m, r.stdout);
+    assert.equal(Number(m[1]), 6, "the default prompt's tokens");
+    assert.ok(Math.abs(Number(m[3]) - Number(m[2]) / 6) < 0.01 + 1e-9);
+    assert.match(r.stderr, /^note: layerfold synthetic /);
+    const json = lastJson(run("generate", "--model", file, "--max-tokens", "5", "--json").stdout);
+    const t = json.timings;
+    assert.equal(t.prompt_n, 6);
+    assert.equal(t.predicted_n, json.tokenMs.length);
+    assert.ok(t.predicted_n > 1 && t.predicted_ms > 0);
+    assert.ok(Math.abs(t.predicted_per_token_ms - t.predicted_ms / (t.predicted_n - 1)) < 1e-9);
+    assert.ok(Math.abs(t.predicted_per_second - (1000 * (t.predicted_n - 1)) / t.predicted_ms) < 1e-6);
+    assert.equal(json.synthetic, true);
+  });
+
   test("--chat renders the model's template and generates", () => {
     const r = run("generate", "--model", file, "--chat", "--max-tokens", "4", "--json");
     assert.equal(r.status, 0, r.stderr);
@@ -201,10 +219,18 @@ describe("layerfold generate", () => {
     assert.equal(r.status, 0, r.stderr);
     const lines = r.stdout.trim().split("\n").map((line) => JSON.parse(line));
     assert.equal(lines.length, prompts.length + 1);
+    const sameRun = ({prompt, tokens, text}) => ({prompt, tokens, text});
     prompts.forEach((prompt, i) => {
-      assert.deepEqual({prompt: lines[i].prompt, tokens: lines[i].tokens, text: lines[i].text}, {prompt, ...alone[i]}, `prompt ${i + 1}`);
-      assert.equal(lines[i].tokenMs.length, alone[i].tokens.length + (alone[i].tokens.length < 6 ? 1 : 0));
+      assert.deepEqual(sameRun(lines[i]), sameRun(alone[i]), `prompt ${i + 1}`);
+      assert.equal(lines[i].prompt, prompt);
+      const steps = alone[i].tokens.length + (alone[i].tokens.length < 6 ? 1 : 0);
+      assert.equal(lines[i].tokenMs.length, steps);
       assert.ok(lines[i].tokenMs.every((ms) => ms > 0));
+      // llama.cpp's timings: every step's sampled token predicted, the end of turn included.
+      assert.equal(lines[i].timings.predicted_n, steps);
+      assert.equal(lines[i].timings.cache_n, 0);
+      assert.ok(lines[i].timings.prompt_n > 0 && lines[i].timings.prompt_ms >= lines[i].tokenMs[0]);
+      assert.equal(lines[i].synthetic, true);
     });
     const total = lines.at(-1);
     assert.equal(total.prompts, 3);
@@ -217,14 +243,15 @@ describe("layerfold generate", () => {
       fs.writeFileSync(path.join(dir, "prompts.txt"), `${prompts.join("\n")}\n\n`);
       const text = run("generate", "--model", file, "--prompt-file", path.join(dir, "prompts.txt"), ...sampling);
       assert.equal(text.status, 0, text.stderr);
-      const expected = prompts.map((prompt, i) => `[${i + 1}/3] ${prompt}\n${alone[i].text}\n  ${alone[i].tokens.length} tokens: `);
+      const expected = prompts.map((prompt, i) => `[${i + 1}/3] ${prompt}\n${alone[i].text}\n  prompt    ${alone[i].timings.prompt_n} tokens in `);
       let at = 0;
       for (const block of expected) {
         const found = text.stdout.indexOf(block, at);
         assert.ok(found >= at, `${JSON.stringify(block)} not in order in:\n${text.stdout}`);
         at = found + block.length;
       }
-      assert.match(text.stdout, /ms to the first token, then( \d+\.\d)+ ms per token\n/);
+      assert.equal(text.stdout.match(/^ {2}predicted \d+ tokens in \d+\.\d ms \(\d+\.\d\d ms per token, \d+\.\d tokens per second\)$/gm)?.length, 3);
+      assert.match(text.stderr, /^note: layerfold synthetic \w+: make-model made this model/);
       assert.match(text.stdout.trim().split("\n").at(-1), /^3 prompts, \d+ tokens in \d+\.\d\d s: \d+\.\d tokens\/s$/);
       const missing = run("generate", "--model", file, "--prompt-file", path.join(dir, "none.txt"));
       assert.equal(missing.status, 2);

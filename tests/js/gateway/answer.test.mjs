@@ -14,6 +14,8 @@ const tool = (name) => ({type: "function", function: {name, parameters: {type: "
 const chat = (extra) => ({kind: "chat", tools: [tool("get_weather"), tool("get_time")], ...extra});
 const head = {id: "chatcmpl-1", created: 7, model: "m", kind: "chat"};
 const USAGE = {promptTokens: 5, completionTokens: 9, cachedTokens: 0};
+const TIMINGS = {cachedTokens: 0, promptTokens: 5, promptMs: 10, predictedTokens: 9, predictedMs: 16};
+const END = {usage: USAGE, timings: TIMINGS};
 // The model's text as the generation hands it out, in pieces that split markers.
 const PIECES = ["<|chan", "nel>thought\nHm.<channel|>On it.<|tool_", `call>call:get_weather{city:${Q}Oslo${Q}}<tool_call|>`, "<|tool_call>call:get_time{}<tool_call|>"];
 
@@ -27,7 +29,7 @@ function answerOf(request, includeUsage = false) {
 // The whole answer of a one-choice generation that ended with finishReason.
 function finish(answer, finishReason) {
   answer.add({index: 0, finishReason});
-  return answer.complete({usage: USAGE});
+  return answer.complete(END);
 }
 
 describe("a Gemma 4 answer with tools", () => {
@@ -51,7 +53,7 @@ describe("a Gemma 4 answer with tools", () => {
 
   test("streamed: the deltas OpenAI sends, a call's id, type and name before its arguments", () => {
     const answer = answerOf(chat(), true);
-    const chunks = [...answer.first(), ...PIECES.flatMap((text) => answer.next({index: 0, text, token: {id: 0}})), ...answer.next({index: 0, finishReason: "stop"}), ...answer.last({usage: USAGE})];
+    const chunks = [...answer.first(), ...PIECES.flatMap((text) => answer.next({index: 0, text, token: {id: 0}})), ...answer.next({index: 0, finishReason: "stop"}), ...answer.last(END)];
     assert.deepEqual(chunks.map((c) => c.choices[0]?.delta ?? null), [
       {role: "assistant", content: "", refusal: null},
       {reasoning_content: "Hm."},
@@ -66,6 +68,25 @@ describe("a Gemma 4 answer with tools", () => {
     assert.deepEqual(chunks.map((c) => c.choices[0]?.finish_reason ?? null), [null, null, null, null, null, null, null, "tool_calls", null]);
     assert.deepEqual(chunks.at(-1).usage.total_tokens, 14);
     assert.ok(chunks.slice(0, -1).every((c) => c.object === "chat.completion.chunk" && c.usage === null));
+    assert.equal(chunks.at(-1).timings.predicted_n, 9);
+    assert.ok(chunks.slice(0, -1).every((c) => !("timings" in c)), "timings on the usage chunk only");
+  });
+
+  test("timings: on the whole answer, and on a stream without usage on the last choice's finish chunk only", () => {
+    const whole = answerOf(chat());
+    for (const text of PIECES) whole.add({index: 0, text});
+    assert.deepEqual(finish(whole, "stop").timings, {
+      cache_n: 0, prompt_n: 5, prompt_ms: 10, prompt_per_token_ms: 2, prompt_per_second: 500,
+      predicted_n: 9, predicted_ms: 16, predicted_per_token_ms: 2, predicted_per_second: 500,
+    });
+    const reader = () => chatOutputReader({kind: "chat"}, false);
+    const two = new Answer(new ResponseShapes(head, () => "", false), reader, {n: 2});
+    const chunks = [...two.first(), ...two.next({index: 0, text: "a"}), ...two.next({index: 0, finishReason: "stop"}),
+      ...two.next({index: 1, text: "b"}), ...two.next({index: 1, finishReason: "length"}), ...two.last(END)];
+    assert.deepEqual(chunks.map((c) => [c.choices[0].index, c.choices[0].finish_reason, "timings" in c]), [
+      [0, null, false], [1, null, false], [0, null, false], [0, "stop", false], [1, null, false], [1, "length", true],
+    ]);
+    assert.equal(chunks.at(-1).timings.prompt_n, 5);
   });
 
   test("tool_choice none leaves calls as content; a named tool_choice reads calls to that function only", () => {

@@ -18,12 +18,18 @@ async function collect(stream) {
 }
 
 describe("gateway through the openai client", () => {
-  test("GET /v1/models lists the one model the gateway serves", async (t) => {
-    const {client} = await startGateway(t);
+  test("GET /v1/models lists the one model the gateway serves, and says (as the log does) that its weights are synthetic", async (t) => {
+    const lines = [];
+    const {client} = await startGateway(t, {log: (severity, message, fields) => lines.push({severity, message, ...fields})});
     const models = [];
     for await (const m of client.models.list()) models.push(m);
-    assert.deepEqual(models.map((m) => [m.id, m.object, m.owned_by]), [["tiny", "model", "layerfold"]]);
-    assert.equal((await client.models.retrieve("tiny")).id, "tiny");
+    assert.deepEqual(models.map((m) => [m.id, m.object, m.owned_by, m.synthetic]), [["tiny", "model", "layerfold", true]]);
+    const one = await client.models.retrieve("tiny");
+    assert.deepEqual([one.id, one.synthetic], ["tiny", true]);
+    const warning = lines.find((l) => l.severity === "WARNING" && /^synthetic model/.test(l.message));
+    assert.ok(warning, JSON.stringify(lines));
+    assert.match(warning.name, /^layerfold synthetic /);
+    assert.equal(lines.find((l) => l.message === "ready").synthetic, true);
   });
 
   test("a chat completion is the model's greedy continuation of the templated prompt, with usage", async (t) => {

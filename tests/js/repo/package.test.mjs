@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
+import {createRequire} from "node:module";
 import os from "node:os";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
@@ -45,14 +46,34 @@ before(() => {
 after(() => fs.rmSync(work, {recursive: true, force: true}));
 
 describe("the packed package, installed on its own", () => {
-  test("the tarball holds the runtime, the generator, the vocabulary and the edge entry, not the build tools", () => {
+  test("the tarball holds the runtime, the generator, the vocabulary, the edge entry and its example configuration, a README, not the build tools", () => {
     const files = new Set(packed.files.map((f) => f.path));
     for (const file of ["bin/layerfold.js", "src/index.js", "dist/layerfold_mt.wasm", "dist/layerfold_wasi.wasm",
-      "dist/make_model.js", "dist/make_model.wasm", "dist/gemma_tokenizer.json.gz", "edge/edge_node.js", "edge/worker.js"]) {
+      "dist/make_model.js", "dist/make_model.wasm", "dist/gemma_tokenizer.json.gz", "edge/edge_node.js", "edge/worker.js",
+      "edge/wrangler.toml", "README.md"]) {
       assert.ok(files.has(file), `${file} is not in the tarball`);
     }
     assert.ok(!files.has("edge/bundle.js"), "the bundler script (a devDependency's user) ships");
     assert.ok(![...files].some((f) => f.startsWith("node_modules/")));
+  });
+
+  test("the example wrangler.toml, its main pointed at the installed worker as the README says, bundles as wrangler would", async () => {
+    const installed = path.join(app, "node_modules", "layerfold");
+    const toml = fs.readFileSync(path.join(installed, "edge", "wrangler.toml"), "utf8");
+    const main = /main = "(node_modules\/layerfold\/[^"]+)"/.exec(fs.readFileSync(path.join(installed, "README.md"), "utf8"));
+    assert.ok(main, "the README says where main points");
+    for (const line of [/^binding = "MODEL"$/m, /^type = "CompiledWasm"$/m, /^globs = \["\*\*\/\*\.wasm"\]$/m, /^MODEL_KEY = /m, /^LAYERS = /m]) {
+      assert.match(toml, line);
+    }
+    const worker = path.join(app, main[1]);
+    // wrangler bundles with esbuild for workerd, its CompiledWasm rule leaving .wasm imports to the runtime.
+    const {build} = createRequire(path.join(root, "js-glue", "package.json"))("esbuild");
+    const out = await build({entryPoints: [worker], bundle: true, write: false, format: "esm", platform: "browser",
+      conditions: ["workerd", "worker", "browser"], external: ["*.wasm"], logLevel: "silent"});
+    assert.equal(out.errors.length, 0);
+    const wasmImports = [...out.outputFiles[0].text.matchAll(/from "([^"]+\.wasm)"/g)].map((m) => path.resolve(path.dirname(worker), m[1]));
+    assert.ok(wasmImports.length > 0, "the worker imports its module");
+    for (const file of wasmImports) assert.ok(fs.existsSync(file), `${file}: imported by the worker, not in the package`);
   });
 
   test("npx layerfold --help and COMMAND --help print usage and exit 0", () => {

@@ -87,12 +87,14 @@ describe("container", () => {
     if (shellcheck.error?.code !== "ENOENT") assert.equal(shellcheck.status, 0, shellcheck.stdout);
     const out = fs.mkdtempSync(path.join(os.tmpdir(), "lf-deploy-"));
     try {
-      const r = spawnSync(script, [], {
+      const deploy = (env) => spawnSync(script, [], {
         encoding: "utf8",
         env: {...process.env, DRY_RUN: "1", IMAGE: "registry.example/layerfold-node:test", MODEL_URL: "r2://models/tiny.gguf",
-          PLAN_MODEL: model("tiny-gemma3", "tiny-gemma3"), NODES: "3", OUT_DIR: out},
+          PLAN_MODEL: model("tiny-gemma3", "tiny-gemma3"), NODES: "3", OUT_DIR: out, R2_ENDPOINT: "https://acct.r2.example", ...env},
       });
+      const r = deploy({});
       assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stderr, "");
       const rendered = [0, 1, 2].map((i) => fs.readFileSync(path.join(out, `layerfold-node-${i}.yaml`), "utf8"));
       assert.deepEqual(rendered.map((y) => /name: LAYERS\n\s+value: "([^"]+)"/.exec(y)[1]), ["0-0", "1-1", "2-2"]);
       for (const y of rendered) {
@@ -100,7 +102,19 @@ describe("container", () => {
         assert.match(y, /image: registry\.example\/layerfold-node:test/);
         assert.match(y, /path: \/readyz/);
         assert.match(y, /name: AUTH_TOKEN\n\s+valueFrom:\n\s+secretKeyRef:/);
+        assert.match(y, /name: R2_ENDPOINT\n\s+value: "https:\/\/acct\.r2\.example"/);
       }
+      // No endpoint for an r2:// model: the dry run warns, a real deployment refuses before gcloud.
+      const dry = deploy({R2_ENDPOINT: ""});
+      assert.equal(dry.status, 0, dry.stderr);
+      assert.match(dry.stderr, /^deploy-pipeline: warning: R2_ENDPOINT is empty/);
+      // A gcloud first on PATH that only says it was called: this machine's must never run here.
+      const bin = fs.mkdtempSync(path.join(os.tmpdir(), "lf-gcloud-"));
+      fs.writeFileSync(path.join(bin, "gcloud"), "#!/bin/sh\necho 'gcloud was called' >&2\nexit 99\n", {mode: 0o755});
+      const real = deploy({R2_ENDPOINT: "", DRY_RUN: "0", REGION: "europe-west4", PATH: `${bin}:${process.env.PATH}`});
+      fs.rmSync(bin, {recursive: true, force: true});
+      assert.equal(real.status, 1);
+      assert.match(real.stderr, /^deploy-pipeline: R2_ENDPOINT is empty: the nodes could not read r2:\/\/models\/tiny\.gguf/);
     } finally {
       fs.rmSync(out, {recursive: true, force: true});
     }

@@ -12,18 +12,28 @@ export const cli = path.join(root, "js-glue", "bin", "layerfold.js");
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Starts `node argv...` (default: layerfold serve with args) with env added to the test's
- * environment. Resolves once the server logged its port: {url, child, logs, exited, stop(signal)}.
- * `t.after` kills it if the test did not stop it.
+ * Starts `command argv...` (default: node, layerfold serve with args) with env added to the
+ * test's environment. Resolves once the server logged its port: {url, child, logs, exited,
+ * stop(signal)}. `t.after` kills it if the test did not stop it; with group, it runs in a process
+ * group of its own (a wrapper such as npx and what it starts), all of which `t.after` kills.
  * @example const server = await startServer(t, {args: ["--model", file, "--layers", "0-0"]});
  */
-export async function startServer(t, {args = [], env = {}, argv = [cli, "serve", "--host", "127.0.0.1", "--port", "0", "--threads", "1", ...args]} = {}) {
-  const child = spawn(process.execPath, argv, {cwd: root, env: {...process.env, ...env}, stdio: ["ignore", "pipe", "pipe"]});
+export async function startServer(t, {args = [], env = {}, argv = [cli, "serve", "--host", "127.0.0.1", "--port", "0", "--threads", "1", ...args],
+  command = process.execPath, cwd = root, group = false} = {}) {
+  const child = spawn(command, argv, {cwd, env: {...process.env, ...env}, stdio: ["ignore", "pipe", "pipe"], detached: group});
   const logs = [];
   let stderr = "";
   child.stderr.on("data", (chunk) => { stderr += chunk; });
   const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({code, signal})));
-  t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL"); });
+  t.after(() => {
+    if (group) {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch (error) {
+        if (error.code !== "ESRCH") throw error;  // ESRCH: the group is gone already
+      }
+    } else if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
   const port = await new Promise((resolve, reject) => {
     readline.createInterface({input: child.stdout}).on("line", (line) => {
       let entry;
