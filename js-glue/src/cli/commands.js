@@ -6,10 +6,12 @@ import { GATEWAY_OPTIONS, gatewayCommand } from './gateway.js';
 import { generate } from './generate.js';
 import { inspect } from './inspect.js';
 import { plan } from './plan.js';
+import { pull } from './pull.js';
 import { SERVE_OPTIONS, serveCommand } from './serve.js';
 import { validate } from './validate.js';
 
-const MODEL_NOTE = `  MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir); a server
+const MODEL_NOTE = `  MODEL / PATH: a local path, or an http(s)://, s3://, r2:// or hf://OWNER/REPO/FILE[@REVISION] URL (cached
+        under --cache-dir; hf:// from HF_ENDPOINT, default https://huggingface.co, with HF_TOKEN); a server
         sending neither ETag nor Last-Modified is refused unless --allow-unvalidated-source
         (or LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1): docs/http-api.md, "Model sources"`;
 const NODES_NOTE = `  SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
@@ -90,6 +92,14 @@ export const COMMANDS = {
     usage: '  layerfold plan MODEL --nodes K [--memory BYTES|128MiB] [--max-context N [--max-tokens N]] [--per-layer-row-cache BYTES|8MiB] [--json]\n                 [--allow-unvalidated-source]',
     notes: [MODEL_NOTE, '  --per-layer-row-cache: E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table (default 8MiB)',
       '  --max-context: count each node\'s whole memory as its budget check does (one session at N positions, 0: the model\'s; a forward of --max-tokens rows, default 512), not its weights alone'],
+  },
+  pull: {
+    run: pull,
+    options: { 'cache-dir': { type: 'string' }, json: { type: 'boolean', default: false }, 'allow-unvalidated-source': { type: 'boolean' } },
+    usage: `  layerfold pull URL [--cache-dir DIR] [--json] [--allow-unvalidated-source]
+                 the whole file into the cache the other commands read URL through (default: the layerfold
+                 cache's), with a progress bar; a pull cut short continues where it stopped`,
+    notes: [MODEL_NOTE],
   },
   serve: {
     run: serveCommand,

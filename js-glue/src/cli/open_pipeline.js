@@ -8,9 +8,14 @@ import { loadProgress } from './progress.js';
 import { allowUnvalidatedSource } from './serve.js';
 import { cacheDir } from './default_model.js';
 import { Pipeline } from '../pipeline/pipeline.js';
+import { isRemote } from '../sources/open_source.js';
+
+/** The disk cache a command reads MODEL through: --cache-dir, else the layerfold cache's for a remote model. */
+export function modelCacheDir(model, options) {
+  return options['cache-dir'] ?? (isRemote(model) ? path.join(cacheDir(), 'objects') : undefined);
+}
 
 export async function openPipeline(model, options) {
-  const remote = typeof model === 'string' && /^(https?|s3|r2):\/\//.test(model);
   const progress = loadProgress({ quiet: options.json });
   try {
     return await Pipeline.open({
@@ -18,7 +23,7 @@ export async function openPipeline(model, options) {
       nodes: options.nodes,
       threads: options.threads && Number(options.threads),
       build: options.build,
-      cacheDir: options['cache-dir'] ?? (remote ? path.join(cacheDir(), 'objects') : undefined),
+      cacheDir: modelCacheDir(model, options),
       onProgress: progress.onProgress,
       authToken: process.env.AUTH_TOKEN,
       approx: approxFromFlags(options),
