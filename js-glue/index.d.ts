@@ -18,7 +18,7 @@ export interface R2Model {
   key: string;
 }
 
-/** A local path, file://, http(s)://, s3:// or r2:// URL, or an R2 binding. */
+/** A local path, file://, http(s)://, s3://, r2:// or hf://OWNER/REPO/FILE[@REVISION] URL, or an R2 binding. */
 export type ModelLocation = string | R2Model;
 
 export interface Progress {
@@ -48,6 +48,10 @@ export interface SourceOptions {
   region?: string;
   accessKeyId?: string;
   secretAccessKey?: string;
+  /** the Hugging Face hub for hf:// URLs (default: HF_ENDPOINT, else https://huggingface.co) */
+  hfEndpoint?: string;
+  /** sent to the hub only, never to the CDN it redirects to (default: HF_TOKEN) */
+  hfToken?: string;
 }
 
 /** Byte-range access to one model file, wherever it lives. */
@@ -61,6 +65,11 @@ export interface ObjectSource {
   read(start: number, end: number): Promise<Uint8Array>;
   readInto(start: number, end: number, target: Uint8Array): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Behind the disk cache: the whole object into it (a pull cut short continued, checked against
+   * the hub's sha256 when it gives one); later loads read any range from it.
+   */
+  pull?(options?: { onProgress?: (progress: Progress) => void }): Promise<{ whole: { size: number; sha256: string }; resumedAt: number; fetchedBytes: number }>;
 }
 
 export function openSource(model: ModelLocation, options?: SourceOptions): Promise<ObjectSource>;

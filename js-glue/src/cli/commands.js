@@ -7,10 +7,12 @@ import { generate, GENERATE_OPTIONS } from './generate.js';
 import { inspect, INSPECT_OPTIONS } from './inspect.js';
 import { optionsHelp } from './options/help.js';
 import { plan, PLAN_OPTIONS } from './plan.js';
+import { pull, PULL_OPTIONS } from './pull.js';
 import { serveCommand, SERVE_OPTIONS } from './serve.js';
 import { validate, VALIDATE_OPTIONS } from './validate.js';
 
-const MODEL_NOTE = `  MODEL / PATH: a local path, or an http(s)://, s3:// or r2:// URL (cached under --cache-dir); a server
+const MODEL_NOTE = `  MODEL / PATH: a local path, or an http(s)://, s3://, r2:// or hf://OWNER/REPO/FILE[@REVISION] URL (cached
+        under --cache-dir; hf:// from HF_ENDPOINT, default https://huggingface.co, with HF_TOKEN); a server
         sending neither ETag nor Last-Modified is refused unless --allow-unvalidated-source
         (or LAYERFOLD_ALLOW_UNVALIDATED_SOURCE=1): docs/http-api.md, "Model sources"`;
 const NODES_NOTE = `  SPEC: nodes in pipeline order, "local:0-29" (layers run here) or "http://HOST:PORT" (a layer node,
@@ -60,6 +62,14 @@ export const COMMANDS = {
     synopsis: 'layerfold plan MODEL --nodes K [options]',
     summary: 'balanced contiguous layer ranges for K nodes within a memory budget',
     options: PLAN_OPTIONS,
+    notes: [MODEL_NOTE],
+  },
+  pull: {
+    run: pull,
+    positionals: 1,
+    synopsis: 'layerfold pull URL [options]',
+    summary: 'the whole file into the cache the other commands read URL through, with a progress bar; a pull cut short continues where it stopped',
+    options: PULL_OPTIONS,
     notes: [MODEL_NOTE],
   },
   serve: {

@@ -6,6 +6,12 @@ import path from 'node:path';
 import { loadProgress } from './progress.js';
 import { cacheDir } from './default_model.js';
 import { Pipeline } from '../pipeline/pipeline.js';
+import { isRemote } from '../sources/open_source.js';
+
+/** The disk cache a command reads MODEL through: --cache-dir, else the layerfold cache's for a remote model. */
+export function modelCacheDir(model, options) {
+  return options['cache-dir'] ?? (isRemote(model) ? path.join(cacheDir(), 'objects') : undefined);
+}
 
 /**
  * The pipeline of `model` as the command's options (PIPELINE_OPTIONS, read) say, with the
@@ -13,7 +19,6 @@ import { Pipeline } from '../pipeline/pipeline.js';
  * @example const pipeline = await openPipeline(model, options, approxFromFlags(options));
  */
 export async function openPipeline(model, options, approx = {}) {
-  const remote = typeof model === 'string' && /^(https?|s3|r2):\/\//.test(model);
   const progress = loadProgress({ quiet: options.json });
   try {
     return await Pipeline.open({
@@ -21,7 +26,7 @@ export async function openPipeline(model, options, approx = {}) {
       nodes: options.nodes,
       threads: options.threads,
       build: options.build,
-      cacheDir: options['cache-dir'] ?? (remote ? path.join(cacheDir(), 'objects') : undefined),
+      cacheDir: modelCacheDir(model, options),
       onProgress: progress.onProgress,
       authToken: process.env.AUTH_TOKEN,
       approx,

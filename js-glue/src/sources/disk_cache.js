@@ -10,10 +10,14 @@
 // entry that does not verify is dropped and fetched again, a piece that cannot be written (a full
 // disk, a read-only folder) is not stored and the rest of the load goes uncached, and a folder
 // that cannot be made leaves the load without a cache; each is said through onWarning.
+//
+// `pull()` keeps the whole object beside the pieces instead (whole_object.js): a range that is no
+// piece is then read from it, checked by its blocks' hashes.
 import { createHash, randomBytes } from 'node:crypto';
 import * as fsPromises from 'node:fs/promises';
 import path from 'node:path';
 import { sourceChanged, warnOnStderr } from './http.js';
+import { pullWhole, WholeObject } from './whole_object.js';
 
 const { open, readdir, readFile, rm, stat, unlink, utimes } = fsPromises;
 
@@ -119,6 +123,7 @@ export class CachedSource {
   #opening = null;
   #storing = true;
   #probeStored = false;
+  #whole = null;
 
   constructor(context, { name, size, identity, validator }, inner) {
     this.#context = context;
@@ -148,7 +153,7 @@ export class CachedSource {
 
   async readInto(start, end, target) {
     const piece = path.join(this.#piecesDir, `${start}-${end}`);
-    if (await this.#readPiece(piece, end - start, target)) {
+    if (await this.#readPiece(piece, end - start, target) || await this.#readWhole(start, end, target)) {
       this.stats.hits++;
       return;
     }
@@ -156,6 +161,34 @@ export class CachedSource {
     const inner = this.#inner ?? await (this.#opening ??= this.#openSame());
     await inner.readInto(start, end, target);
     await this.#store(piece, target.subarray(0, end - start), start);
+  }
+
+  /**
+   * Downloads the whole object into the cache, continuing a pull cut short, and checks it against
+   * the source's sha256 when it gives one (whole_object.js); a load then reads any range from it.
+   * -> {whole: {size, sha256}, resumedAt, fetchedBytes}, fetchedBytes 0 when it was there already.
+   * @example const { whole } = await (await openSource(url, { cacheDir, revalidate: true })).pull({ onProgress: console.log });
+   */
+  async pull({ onProgress, chunkBytes } = {}) {
+    const kept = await WholeObject.find(this.#piecesDir, this.size);
+    if (kept) return { whole: kept, resumedAt: this.size, fetchedBytes: 0 };
+    const inner = this.#inner ?? await (this.#opening ??= this.#openSame());
+    await this.#context.io.mkdir(this.#piecesDir, { recursive: true });
+    const pulled = await pullWhole(this.#piecesDir, inner, { onProgress, chunkBytes });
+    this.#whole = Promise.resolve(pulled.whole);
+    return pulled;
+  }
+
+  // True when a pulled whole object holds the range and its blocks check; one that does not is
+  // deleted, and the range is fetched again.
+  async #readWhole(start, end, target) {
+    const whole = await (this.#whole ??= WholeObject.find(this.#piecesDir, this.size));
+    if (!whole) return false;
+    if (await whole.readInto(start, end, target)) return true;
+    this.stats.discarded++;
+    this.#whole = Promise.resolve(null);
+    await whole.discard();
+    return false;
   }
 
   // The source opened for a missing range: it must be the object cached, since ranges of it may

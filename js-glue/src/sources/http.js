@@ -42,7 +42,8 @@ function sameBytes(a, b) {
 const isStrong = (etag) => etag !== null && !etag.startsWith('W/');
 const sameEtag = (a, b) => a.replace(/^W\//, '') === b.replace(/^W\//, '');
 
-function statusError(url, response) {
+/** The error for an HTTP answer that is not a success, coded by its status (401/403 'unauthorized', 404 'not_found', ...). */
+export function statusError(url, response) {
   const retryable = response.status >= 500 || response.status === 429;
   const code = CODE_BY_STATUS[response.status] ?? (retryable ? 'server_error' : 'http_error');
   return new ObjectSourceError(`${url}: HTTP ${response.status} ${response.statusText}`.trim(), { code, status: response.status, retryable });

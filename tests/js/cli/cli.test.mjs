@@ -1,6 +1,6 @@
 // `layerfold validate` / `inspect` / `plan` as a user runs them: exit status, output, one-line errors.
 import assert from "node:assert/strict";
-import {spawn, spawnSync} from "node:child_process";
+import {spawnSync} from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -10,6 +10,7 @@ import {describe, test} from "node:test";
 import * as llama from "../support/llama_oracle.mjs";
 import {readModelHeader} from "../../../js-glue/src/gguf/model_header.js";
 import {model, presetHeader, root} from "../support/models.mjs";
+import {runAsync} from "../support/run_async.mjs";
 
 const cli = path.join(root, "js-glue", "bin", "layerfold.js");
 
@@ -22,7 +23,7 @@ describe("layerfold --help", () => {
   test("--help prints every command's usage on stdout and exits 0; no command is exit 2", () => {
     const r = run("--help");
     assert.equal(r.status, 0, r.stderr);
-    for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "serve"]) {
+    for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "pull", "serve"]) {
       assert.match(r.stdout, new RegExp(`^  layerfold ${command} `, "m"));
     }
     const none = run();
@@ -30,7 +31,7 @@ describe("layerfold --help", () => {
     assert.match(none.stderr, /^usage:/);
   });
 
-  for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "serve"]) {
+  for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "pull", "serve"]) {
     test(`${command} --help (and -h) prints its usage only and exits 0`, () => {
       for (const flag of ["--help", "-h"]) {
         const r = run(command, flag);
@@ -293,17 +294,6 @@ async function serveFile(file) {
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {url: `http://127.0.0.1:${server.address().port}/${path.basename(file)}`, close: () => server.close()};
-}
-
-// Runs the CLI asynchronously (the test's own HTTP server must keep serving meanwhile).
-function runAsync(command, args) {
-  return new Promise((resolve) => {
-    const child = spawn(command, args, {stdio: ["ignore", "pipe", "pipe"]});
-    let stdout = "", stderr = "";
-    child.stdout.on("data", (d) => { stdout += d; });
-    child.stderr.on("data", (d) => { stderr += d; });
-    child.on("close", (status) => resolve({status, stdout, stderr}));
-  });
 }
 
 describe("a model by URL", () => {

@@ -1,7 +1,8 @@
 // The npm package as it ships: `npm pack` in js-glue, the tarball installed into an empty folder
 // with no checkout above it, and what a user runs there: `npx layerfold --help`, `validate` on
 // the built-in default model (which the installed package generates itself), `inspect` of that
-// model, and the edge entry with the wasm module it needs, imported through the exports map.
+// model, the edge entry with the wasm module it needs, imported through the exports map, and
+// `pull` of an hf:// file from a hub-like server.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import crypto from "node:crypto";
@@ -11,7 +12,9 @@ import os from "node:os";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
+import {startHub} from "../support/hub_server.mjs";
 import {model, root} from "../support/models.mjs";
+import {runAsync} from "../support/run_async.mjs";
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "lf-package-"));
 const app = path.join(work, "app");
@@ -137,5 +140,22 @@ describe("the packed package, installed on its own", () => {
     const out = JSON.parse(r.stdout);
     assert.equal(out.build, "single");
     assert.deepEqual(out.top, validate.top.map((t) => t.id));
+  });
+
+  test("npx layerfold pull fetches an hf:// file from a hub-like server (HF_ENDPOINT, HF_TOKEN) into the cache", async () => {
+    const hub = await startHub({token: "hf_packagetoken"});
+    try {
+      const file = model("tiny", "tiny", ["--type", "Q4_0"]);
+      hub.publish("me/tiny/tiny.gguf", fs.readFileSync(file));
+      // Asynchronously: the hub answers from this process.
+      const r = await runAsync("npx", ["layerfold", "pull", "hf://me/tiny/tiny.gguf", "--json"],
+        {cwd: app, env: {...env, HF_ENDPOINT: hub.hub, HF_TOKEN: "hf_packagetoken"}});
+      assert.equal(r.status, 0, r.stderr);
+      const out = JSON.parse(r.stdout);
+      assert.equal(out.sha256, sha256(file));
+      assert.equal(out.cache_dir, path.join(cache, "objects"));
+    } finally {
+      await hub.close();
+    }
   });
 });
