@@ -1,10 +1,12 @@
 // The CLI's commands: each one's synopsis, options (a schema: options/read_options.js), how
 // many arguments besides them it takes (the MODEL of inspect and plan), notes and entry point,
-// listed once for the dispatcher (cli/main.js) and the help it prints.
+// listed once for the dispatcher (cli/main.js) and the help it prints. A command with
+// ownArguments (make-model) is handed its arguments as they are, and checks them itself.
 import { calibrateExit, CALIBRATE_EXIT_OPTIONS } from './calibrate_exit.js';
 import { GATEWAY_OPTIONS, gatewayCommand } from './gateway.js';
 import { generate, GENERATE_OPTIONS } from './generate.js';
 import { inspect, INSPECT_OPTIONS } from './inspect.js';
+import { makeModel } from './make_model.js';
 import { optionsHelp } from './options/help.js';
 import { plan, PLAN_OPTIONS } from './plan.js';
 import { pull, PULL_OPTIONS } from './pull.js';
@@ -63,6 +65,13 @@ export const COMMANDS = {
     summary: 'balanced contiguous layer ranges for K nodes within a memory budget',
     options: PLAN_OPTIONS,
     notes: [MODEL_NOTE],
+  },
+  'make-model': {
+    run: makeModel,
+    ownArguments: true,
+    options: {},
+    synopsis: 'layerfold make-model --preset NAME --out FILE [overrides]',
+    summary: 'a synthetic GGUF of a model\'s real architecture and shapes (the presets: --list-presets; the options: --help)',
   },
   pull: {
     run: pull,

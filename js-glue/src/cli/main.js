@@ -49,6 +49,7 @@ export async function runCli(argv) {
     console.error(`${unknown}${usage()}`);
     return 2;
   }
+  if (command.ownArguments) return fail(name, () => command.run(rest));
   const options = { ...parseArgsOptions(command.options), ...HELP };
   let parsed;
   try {
@@ -66,10 +67,15 @@ export async function runCli(argv) {
     console.error(`layerfold ${name}: unexpected argument ${JSON.stringify(extra[0])}; layerfold ${name} --help lists its options`);
     return 2;
   }
+  return fail(name, () => command.run(readOptions(command.options, parsed.values, process.env), parsed.positionals));
+}
+
+// The command's exit code from run(), or 2 with its one-line reason when it throws. The reason
+// may quote a model or node URL: never with its credentials.
+async function fail(name, run) {
   try {
-    return await command.run(readOptions(command.options, parsed.values, process.env), parsed.positionals);
+    return await run();
   } catch (error) {
-    // The reason may quote a model or node URL: never with its credentials.
     console.error(`layerfold ${name}: ${redactSecrets(error.message)}`);
     return 2;
   }

@@ -49,11 +49,11 @@ before(() => {
 after(() => fs.rmSync(work, {recursive: true, force: true}));
 
 describe("the packed package, installed on its own", () => {
-  test("the tarball holds the runtime, the generator, the vocabulary, the edge entry and its example configuration, a README, not the build tools", () => {
+  test("the tarball holds the runtime, the generator, the vocabulary, the edge entry and its example configuration, a README and the license, not the build tools", () => {
     const files = new Set(packed.files.map((f) => f.path));
     for (const file of ["bin/layerfold.js", "src/index.js", "dist/layerfold_mt.wasm", "dist/layerfold_wasi.wasm",
       "dist/make_model.js", "dist/make_model.wasm", "dist/gemma_tokenizer.json.gz", "edge/edge_node.js", "edge/worker.js",
-      "edge/wrangler.toml", "README.md"]) {
+      "edge/wrangler.toml", "README.md", "LICENSE"]) {
       assert.ok(files.has(file), `${file} is not in the tarball`);
     }
     assert.ok(!files.has("edge/bundle.js"), "the bundler script (a devDependency's user) ships");
@@ -82,11 +82,11 @@ describe("the packed package, installed on its own", () => {
   test("npx layerfold --help and COMMAND --help print usage and exit 0", () => {
     const all = layerfold("--help");
     assert.equal(all.status, 0, all.stderr);
-    assert.match(all.stdout, /layerfold validate \[--model PATH\]/);
+    assert.match(all.stdout, /layerfold validate \[options\]/);
     assert.match(all.stdout, /layerfold serve --model URL/);
     const one = layerfold("inspect", "--help");
     assert.equal(one.status, 0, one.stderr);
-    assert.match(one.stdout, /^usage:\n {2}layerfold inspect MODEL \[--json\]/);
+    assert.match(one.stdout, /^usage:\n {2}layerfold inspect MODEL \[options\]\n[^]*--json/);
     assert.doesNotMatch(one.stdout, /layerfold validate/);
   });
 
@@ -104,6 +104,13 @@ describe("the packed package, installed on its own", () => {
     // The package's generator makes, bit for bit, what the native tool makes from the full tokenizer.json.
     assert.equal(sha256(defaultModel), sha256(model("gemma-vocab", "gemma-vocab")));
     assert.deepEqual(fs.readdirSync(cache), ["default-gemma-vocab.gguf"], "temporary files left in the cache");
+  });
+
+  test("npx layerfold make-model makes what scripts/make-model makes, from the package alone", () => {
+    const out = path.join(app, "tiny.gguf");
+    const r = layerfold("make-model", "--preset", "tiny", "--out", out);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(sha256(out), sha256(model("tiny-package", "tiny")));
   });
 
   test("npx layerfold inspect describes the default model", () => {
