@@ -5,16 +5,14 @@
 // stream and /healthz. On the thread, it holds up only the other constrained requests' next
 // tokens, which the same thread serves. (An edge isolate serves one request at a time and runs
 // the engine inline: docs/gateway.md.)
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { isMainThread, parentPort } from 'node:worker_threads';
 
-import { reparseModelHeader } from '../gguf/header.js';
 import { stopIds } from '../tokens/chat.js';
 import { applyBitmask, checkRow } from '../tokens/grammar/constraint.js';
 import { GrammarEngine } from '../tokens/grammar/engine.js';
 import { loadXGrammar } from '../tokens/grammar/load_node.js';
 import { SchemaError } from '../tokens/grammar/schema_check.js';
-import { Tokenizer } from '../tokens/tokenizer.js';
-import { loadSingleThreadModule } from '../wasm/load_node.js';
+import { headerTokenizer, headerWorker, inHeaderWorker } from './header_worker.js';
 import { answerCalls, ThreadCalls } from './thread_calls.js';
 
 // A SchemaError crosses the thread as its fields; anything else as its message.
@@ -40,9 +38,7 @@ export class GrammarThread {
 
   #thread() {
     if (this.#calls === null || this.#calls.failed) {
-      const worker = new Worker(new URL(import.meta.url), { workerData: { bytes: this.#header.bytes, fileSize: this.#header.file_size } });
-      worker.unref();
-      this.#calls = new ThreadCalls(worker, 'the grammar thread', toError);
+      this.#calls = new ThreadCalls(headerWorker(new URL(import.meta.url), this.#header), 'the grammar thread', toError);
     }
     return this.#calls;
   }
@@ -113,14 +109,7 @@ class ThreadConstraint {
 
 // The thread's side: the tokenizer built at once, the engine opened at its first constraint.
 async function serve() {
-  const lf = await loadSingleThreadModule();
-  const gguf = reparseModelHeader(lf, { bytes: workerData.bytes, file_size: workerData.fileSize });
-  let tokenizer;
-  try {
-    tokenizer = Tokenizer.fromGguf(lf, gguf);
-  } finally {
-    lf.fn.lf_gguf_free(gguf);
-  }
+  const tokenizer = await headerTokenizer();
   const engine = new GrammarEngine(loadXGrammar, tokenizer, stopIds(tokenizer));
   const constraints = new Map();  // cid -> Constraint
   const held = (cid) => {
@@ -156,4 +145,4 @@ async function serve() {
   }, (error) => (error instanceof SchemaError ? { keyword: error.keyword, code: error.code } : {}));
 }
 
-if (!isMainThread && workerData?.bytes) await serve();
+if (!isMainThread && inHeaderWorker()) await serve();

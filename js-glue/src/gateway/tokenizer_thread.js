@@ -3,13 +3,11 @@
 // tokenize; on the gateway's event loop that would stall every other request and /healthz.
 // Prompts are tokenized one after another, in the order they arrive. (An edge isolate serves
 // one request at a time and tokenizes inline: docs/gateway.md.)
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { isMainThread, parentPort } from 'node:worker_threads';
 
-import { reparseModelHeader } from '../gguf/header.js';
 import { encodePrompt } from '../tokens/prompt_input.js';
-import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
-import { loadSingleThreadModule } from '../wasm/load_node.js';
+import { headerTokenizer, headerWorker, inHeaderWorker } from './header_worker.js';
 import { answerCalls, ThreadCalls } from './thread_calls.js';
 
 export class TokenizerThread {
@@ -19,9 +17,7 @@ export class TokenizerThread {
    * @example const thread = await TokenizerThread.open(pipeline.header); const ids = await thread.encode(textPrompt('Hi'));
    */
   static async open(header) {
-    const worker = new Worker(new URL(import.meta.url), { workerData: { bytes: header.bytes, fileSize: header.file_size } });
-    worker.unref();
-    const thread = new TokenizerThread(worker);
+    const thread = new TokenizerThread(headerWorker(new URL(import.meta.url), header));
     await thread.#calls.call({ kind: 'ready' });
     return thread;
   }
@@ -49,16 +45,9 @@ export class TokenizerThread {
 
 // The thread's side: one tokenizer, one call at a time; an error goes back with its code.
 async function serve() {
-  const lf = await loadSingleThreadModule();
-  const gguf = reparseModelHeader(lf, { bytes: workerData.bytes, file_size: workerData.fileSize });
-  let tokenizer;
-  try {
-    tokenizer = Tokenizer.fromGguf(lf, gguf);
-  } finally {
-    lf.fn.lf_gguf_free(gguf);
-  }
+  const tokenizer = await headerTokenizer();
   answerCalls(parentPort, ({ kind, input }) => (kind === 'ready' ? null : Int32Array.from(encodePrompt(tokenizer, input))),
     (error) => ({ code: error instanceof LayerfoldError ? error.code : null }));
 }
 
-if (!isMainThread && workerData?.bytes) await serve();
+if (!isMainThread && inHeaderWorker()) await serve();
