@@ -3,6 +3,7 @@
 // listed once for the dispatcher (cli/main.js) and the help it prints. A command with
 // ownArguments (make-model) is handed its arguments as they are, and checks them itself.
 import { calibrateExit, CALIBRATE_EXIT_OPTIONS } from './calibrate_exit.js';
+import { chat, CHAT_OPTIONS } from './chat.js';
 import { GATEWAY_OPTIONS, gatewayCommand } from './gateway.js';
 import { generate, GENERATE_OPTIONS } from './generate.js';
 import { inspect, INSPECT_OPTIONS } from './inspect.js';
@@ -42,6 +43,13 @@ export const COMMANDS = {
     summary: 'continuations of prompts, greedy or sampled (several prompts at once, printed in order with their timings)',
     options: GENERATE_OPTIONS,
     notes: [MODEL_NOTE, NODES_NOTE, APPROX_NOTE],
+  },
+  chat: {
+    run: chat,
+    synopsis: 'layerfold chat [options]',
+    summary: 'an interactive chat in the terminal with the model\'s chat template, each reply streamed, the conversation\'s session kept from turn to turn (/help inside)',
+    options: CHAT_OPTIONS,
+    notes: [MODEL_NOTE, NODES_NOTE],
   },
   'calibrate-exit': {
     run: calibrateExit,

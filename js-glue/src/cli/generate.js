@@ -9,7 +9,9 @@ import fs from 'node:fs';
 import { APPROX_CLI_OPTIONS, approxFromFlags } from './approx.js';
 import { defaultModel } from './default_model.js';
 import { openPipeline } from './open_pipeline.js';
-import { MODEL, PIPELINE_OPTIONS } from './options/shared.js';
+import { MODEL, PIPELINE_OPTIONS, SAMPLING_OPTIONS, samplingOf } from './options/shared.js';
+import { noteSynthetic } from './synthetic_note.js';
+import { timingsReport } from './timings_report.js';
 // The prompt when none is given: validate's, whose continuation a real Gemma model knows.
 import { DEFAULT_PROMPT } from './validate.js';
 import { isSynthetic } from '../gguf/header.js';
@@ -26,11 +28,7 @@ export const GENERATE_OPTIONS = {
   'prompt-file': { kind: 'string', value: 'FILE', help: 'prompts, one a line (blank lines skipped)' },
   chat: { kind: 'boolean', help: 'render each prompt with the model\'s chat template' },
   'max-tokens': { kind: 'integer', min: 1, value: 'N', help: 'tokens to generate per prompt', default: 32 },
-  // The gateway's bounds on the same settings (gateway/params.js), as the OpenAI API has them.
-  temperature: { kind: 'number', min: 0, max: 2, value: 'T', help: 'sampling temperature, 0 greedy', default: 0 },
-  'top-k': { kind: 'integer', min: 0, value: 'K', help: 'sample among the K most likely, 0 all', default: 40 },
-  'top-p': { kind: 'number', min: 0, max: 1, value: 'P', help: 'sample among the most likely of this total probability', default: 0.95 },
-  seed: { kind: 'integer', min: 0, max: 2 ** 32 - 1, value: 'S', help: 'the sampler\'s seed (the same seed, the same tokens)', default: 1 },
+  ...SAMPLING_OPTIONS,
   ...PIPELINE_OPTIONS,
   ...APPROX_CLI_OPTIONS,
 };
@@ -98,14 +96,6 @@ async function continuation(pipeline, session, prompt, { sampling, maxTokens, wr
   };
 }
 
-// A prompt's timings as two lines of the text report, in the words of llama.cpp's.
-function timingsReport(t) {
-  const line = (what, n, ms, perToken, perSecond) =>
-    `  ${what} ${n} tokens in ${ms.toFixed(1)} ms (${perToken.toFixed(2)} ms per token, ${perSecond.toFixed(1)} tokens per second)\n`;
-  return line('prompt   ', t.prompt_n, t.prompt_ms, t.prompt_per_token_ms, t.prompt_per_second)
-    + line('predicted', t.predicted_n, t.predicted_ms, t.predicted_per_token_ms, t.predicted_per_second);
-}
-
 // A finished prompt's block of the text report: its number and prompt, the continuation, its timings.
 function promptReport(i, n, prompt, { text, timings: t }) {
   return `[${i + 1}/${n}] ${prompt}\n${text}\n${timingsReport(t)}`;
@@ -120,10 +110,9 @@ export async function generate(options, _positionals, { write = (s) => process.s
   const model = options.model ?? await defaultModel();
   const pipeline = await openPipeline(model, options, approx);
   try {
-    const synthetic = isSynthetic(pipeline.header);
-    if (synthetic) console.error(`note: ${pipeline.header.metadata['general.name']}: make-model made this model, its weights are random and its text means nothing`);
+    const synthetic = noteSynthetic(pipeline.header);
     const settings = {
-      sampling: { temperature: options.temperature, topK: options['top-k'], topP: options['top-p'], seed: options.seed },
+      sampling: samplingOf(options),
       maxTokens: options['max-tokens'],
     };
     if (prompts.length === 1) {

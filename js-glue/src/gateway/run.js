@@ -15,7 +15,8 @@ export class Run {
 
   /**
    * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, constraints?: object[], ticket, request,
-   *          prompt: number[], maxTokens: number, deadlineMs: number, clientSignal?: AbortSignal, observer?: object}} options
+   *          prompt: number[], maxTokens: number, deadlineMs?: number, clientSignal?: AbortSignal, observer?: object}} options
+   *   deadlineMs: none for a run only its caller stops (abort(): `layerfold chat`'s Ctrl-C)
    *   constraints: one grammar state or thought channel per choice (tokens/grammar/constraint.js,
    *   thought_channel.js), or null; closed when the request ends
    */
@@ -28,8 +29,10 @@ export class Run {
     this.promptTokens = prompt.length;
     this.observer = observer;
     this.t0 = performance.now();
-    this.timer = setTimeout(() => this.abort(new OpenAIError(504, `the request's deadline of ${deadlineMs} ms passed`, { code: 'deadline_exceeded' })), deadlineMs);
-    this.timer.unref?.();
+    if (deadlineMs !== undefined) {
+      this.timer = setTimeout(() => this.abort(new OpenAIError(504, `the request's deadline of ${deadlineMs} ms passed`, { code: 'deadline_exceeded' })), deadlineMs);
+      this.timer.unref?.();
+    }
     this.onClientGone = () => this.abort(Object.assign(new Error('the client went away'), { code: 'client_closed' }));
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;

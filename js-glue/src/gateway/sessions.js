@@ -71,8 +71,11 @@ export class SessionCache {
   }
 }
 
-// How many leading tokens a and b share, at most `limit`.
-function sharedPrefix(a, b, limit) {
+/**
+ * How many leading tokens a and b share, at most `limit`.
+ * @example sharedPrefix([2, 5, 7], [2, 5, 9, 4], 3) // 2
+ */
+export function sharedPrefix(a, b, limit) {
   const n = Math.min(a.length, b.length, limit);
   let i = 0;
   while (i < n && a[i] === b[i]) i++;

@@ -23,7 +23,7 @@ describe("layerfold --help", () => {
   test("--help prints every command's usage on stdout and exits 0; no command is exit 2", () => {
     const r = run("--help");
     assert.equal(r.status, 0, r.stderr);
-    for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "pull", "serve"]) {
+    for (const command of ["validate", "generate", "chat", "calibrate-exit", "inspect", "plan", "pull", "serve"]) {
       assert.match(r.stdout, new RegExp(`^  layerfold ${command} `, "m"));
     }
     const none = run();
@@ -31,7 +31,7 @@ describe("layerfold --help", () => {
     assert.match(none.stderr, /^usage:/);
   });
 
-  for (const command of ["validate", "generate", "calibrate-exit", "inspect", "plan", "pull", "serve"]) {
+  for (const command of ["validate", "generate", "chat", "calibrate-exit", "inspect", "plan", "pull", "serve"]) {
     test(`${command} --help (and -h) prints its usage only and exits 0`, () => {
       for (const flag of ["--help", "-h"]) {
         const r = run(command, flag);

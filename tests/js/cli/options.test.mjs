@@ -37,6 +37,7 @@ const APPROX = {"truncation-threshold": "1.5", "exit-threshold": "-1", "exit-win
 const OUT_OF_RANGE = {
   validate: {"top-k": "0", threads: "257", ...APPROX},
   generate: {"max-tokens": "0", temperature: "2.5", "top-k": "-1", "top-p": "1.5", seed: "4294967296", threads: "0", ...APPROX},
+  chat: {"max-tokens": "0", temperature: "-0.5", "top-k": "1.5", "top-p": "2", seed: "-1", threads: "0"},
   "calibrate-exit": {agreement: "0", "exit-window": "0", positions: "1048577", threads: "0"},
   plan: {nodes: "0", memory: "0", "per-layer-row-cache": "-1", "max-context": "-1", "max-tokens": "0"},
   serve: {
@@ -179,6 +180,7 @@ describe("--help shows each option's default", () => {
   const DEFAULTS = {
     validate: {prompt: '"The capital of France is"', expect: '" Paris"', "top-k": "5", threads: "the machine's parallelism"},
     generate: {"max-tokens": "32", temperature: "0", "top-k": "40", "top-p": "0.95", seed: "1", "exit-window": "2"},
+    chat: {"max-tokens": "what the model's context leaves", temperature: "0", "top-k": "40", "top-p": "0.95", seed: "1", system: "none"},
     "calibrate-exit": {agreement: "0.99", "exit-window": "2", positions: "256"},
     plan: {memory: "4GiB", "per-layer-row-cache": "8MiB", "max-tokens": "512"},
     serve: {port: "8080", host: '"0.0.0.0"', "max-sessions": "64", "max-tokens": "2048", "max-queue": "16", "shutdown-timeout-ms": "10000",

@@ -23,6 +23,20 @@ export const ALLOW_UNVALIDATED_SOURCE = {
 
 export const JSON_OUTPUT = { kind: 'boolean', help: 'print JSON' };
 
+/** How tokens are drawn (tokens/sampler.js), within the gateway's bounds on the same settings (gateway/params.js), as the OpenAI API has them. */
+export const SAMPLING_OPTIONS = {
+  temperature: { kind: 'number', min: 0, max: 2, value: 'T', help: 'sampling temperature, 0 greedy', default: 0 },
+  'top-k': { kind: 'integer', min: 0, value: 'K', help: 'sample among the K most likely, 0 all', default: 40 },
+  'top-p': { kind: 'number', min: 0, max: 1, value: 'P', help: 'sample among the most likely of this total probability', default: 0.95 },
+  seed: { kind: 'integer', min: 0, max: 2 ** 32 - 1, value: 'S', help: 'the sampler\'s seed (the same seed, the same tokens)', default: 1 },
+};
+
+/**
+ * The Sampler's settings from SAMPLING_OPTIONS, read.
+ * @example new Sampler(samplingOf(options))
+ */
+export const samplingOf = (options) => ({ temperature: options.temperature, topK: options['top-k'], topP: options['top-p'], seed: options.seed });
+
 /** What every command running a pipeline in this process takes. */
 export const PIPELINE_OPTIONS = {
   threads: THREADS,
