@@ -118,12 +118,13 @@ function generate(nodes) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, {cwd: root});
     let out = "";
+    let err = "";  // notes (the synthetic model's) and errors
     child.stdout.on("data", (d) => { out += d; });
-    child.stderr.on("data", (d) => { out += d; });
+    child.stderr.on("data", (d) => { err += d; });
     const timer = setTimeout(() => child.kill(), REQUEST_MS);
     child.on("exit", (code, signal) => {
       clearTimeout(timer);
-      if (code !== 0) reject(new Error(`generate --nodes ${nodes} ended with ${code ?? signal}: ${out.slice(0, 2000)}`));
+      if (code !== 0) reject(new Error(`generate --nodes ${nodes} ended with ${code ?? signal}: ${(err + out).slice(0, 2000)}`));
       else resolve(out.trim().split("\n").map((line) => JSON.parse(line)).filter((line) => "prompt" in line).map(({prompt, tokens}) => ({prompt, tokens})));
     });
   });

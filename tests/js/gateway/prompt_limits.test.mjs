@@ -51,10 +51,12 @@ describe("gateway prompt limits", () => {
     const t0 = performance.now();
     pipeline.tokenizer.encode(text);
     const onLoop = performance.now() - t0;
+    // The 90th percentile, not the worst: on a busy machine one sample may lose the core for a
+    // while; tokenizing on the event loop would hold up nearly every sample by a prompt's time.
     assert.ok(samples.length >= 5, `${samples.length} /healthz samples`);
-    const worst = Math.max(...samples);
-    assert.ok(worst < onLoop / 2,
-      `/healthz took up to ${worst.toFixed(1)} ms over ${samples.length} samples; one prompt tokenized on the event loop takes ${onLoop.toFixed(1)} ms`);
+    const p90 = [...samples].sort((a, b) => a - b)[Math.floor(samples.length * 0.9)];
+    assert.ok(p90 < onLoop / 2,
+      `/healthz took ${p90.toFixed(1)} ms at the 90th percentile of ${samples.length} samples (worst ${Math.max(...samples).toFixed(1)} ms); one prompt tokenized on the event loop takes ${onLoop.toFixed(1)} ms`);
   });
 
   test("a prompt whose bytes cannot fit is refused by its byte count, chat or completion", async (t) => {
