@@ -174,7 +174,7 @@ describe("top-K gate FFN", () => {
   });
 });
 
-test("layerfold validate reports each mode; their flags need their switch, and the engine names a bad value", () => {
+test("layerfold validate reports each mode; their flags need their switch, and a bad value is refused by name", () => {
   const validate = (...args) => spawnSync(process.execPath, [cli, "validate", "--model", file(), "--threads", "1", ...args], {encoding: "utf8"});
   const exact = JSON.parse(validate("--json").stdout);
   const never = JSON.parse(validate("--json", "--early-exit", "--exit-threshold", "0", "--ffn-top-k", "1").stdout);
@@ -185,7 +185,7 @@ test("layerfold validate reports each mode; their flags need their switch, and t
   assert.match(on.stdout, /approximate: early exit after layer 0 of 6 \(5 layers skipped for the last token\)/);
   for (const [args, message] of [[["--exit-threshold", "1"], /--exit-threshold needs --early-exit/],
     [["--early-exit"], /--early-exit needs --exit-threshold/], [["--ffn-top-k-threshold", "0.1"], /--ffn-top-k-threshold needs --ffn-top-k/],
-    [["--ffn-top-k", "x"], /approximate options: ffn_top_k must be a number >= 0 .*, got "x"/], [["--ffn-top-k-layers", "3"], /--ffn-top-k-layers 3: expected LAYER:K/]]) {
+    [["--ffn-top-k", "x"], /--ffn-top-k must be a number from 0 to .*, got "x"/], [["--ffn-top-k-layers", "3"], /--ffn-top-k-layers 3: expected LAYER:K/]]) {
     const bad = validate(...args);
     assert.equal(bad.status, 2, args.join(" "));
     assert.match(bad.stderr, message);

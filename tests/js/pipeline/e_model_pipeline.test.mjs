@@ -164,6 +164,6 @@ describe("E-model pipelines", () => {
     assert.match(tight.stderr, /need more than .* use more nodes/);
     const bad = run("--nodes", "2", "--memory", "128MB");
     assert.notEqual(bad.status, 0);
-    assert.match(bad.stderr, /--memory must be a positive number of bytes, optionally with KiB, MiB or GiB, not "128MB"/);
+    assert.match(bad.stderr, /--memory must be a number of bytes >= 1, optionally with KiB, MiB or GiB, got "128MB"/);
   });
 });

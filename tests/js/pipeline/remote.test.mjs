@@ -97,7 +97,10 @@ describe("pipelines of remote layer nodes", () => {
     const run = (nodes) => {
       const r = layerfold("generate", "--model", file(), "--nodes", nodes, "--max-tokens", "6", "--json");
       assert.equal(r.status, 0, r.stderr);
-      return JSON.parse(r.stdout.trim().split("\n").at(-1));
+      // What was generated, not how long it took.
+      const {prompt, tokens, text, timings} = JSON.parse(r.stdout.trim().split("\n").at(-1));
+      assert.equal(timings.predicted_n, tokens.length);
+      return {prompt, tokens, text};
     };
     const remote = run(servers.map((s) => s.url).join(","));
     assert.equal(remote.tokens.length, 6);
