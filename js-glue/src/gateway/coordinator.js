@@ -37,19 +37,19 @@ export class Coordinator {
    * position's logits, or with allRows every position's (Pipeline.step). A request whose signal
    * fired while it waited for its turn of the event loop is not run; one whose signal fires
    * during the step ends with the signal's reason as soon as the remote call under way sees it.
-   * Only an admitted request (admit()) asks for steps.
+   * Only an admitted request (admit()) asks for steps; trace: the request's, carried to the nodes.
    * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  async step(session, tokens, signal, { allRows = false } = {}) {
+  async step(session, tokens, signal, { allRows = false, trace = null } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
-    return (await this.pipeline.step(session, tokens, { allRows, signal })).logits;
+    return (await this.pipeline.step(session, tokens, { allRows, signal, trace })).logits;
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */
-  truncate(session, n, signal) {
-    return this.pipeline.truncate(session, n, { signal });
+  truncate(session, n, signal, trace = null) {
+    return this.pipeline.truncate(session, n, { signal, trace });
   }
 
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */

@@ -9,6 +9,7 @@ import { jsonLog, redactConfig } from '../log/json_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
+import { traceFields } from '../log/trace_fields.js';
 import { GrammarThread } from './grammar_thread.js';
 import { TokenizerThread } from './tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
@@ -39,13 +40,13 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   const metrics = gatewayMetrics(() => http?.inFlight() ?? 0);
   const observer = {
     ...metrics.observer,
-    request(method, route, status, ms) {
+    request(method, route, status, ms, trace) {
       metrics.observer.request(method, route, status, ms);
-      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)), ...traceFields(trace) });
     },
-    finished(completionTokens, ms) {
+    finished(completionTokens, ms, trace) {
       metrics.observer.finished(completionTokens, ms);
-      log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)) });
+      log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)), ...traceFields(trace) });
     },
   };
   // Prompts are tokenized, and grammars compiled and asked, on threads of their own: a long

@@ -12,6 +12,7 @@ import { nodeMetrics } from './metrics.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from './node_process.js';
 import { NodeState } from './node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
+import { traceFields } from '../log/trace_fields.js';
 
 const PROGRESS_LOG_MS = 2000;
 // A request's headers must be in within this; its body has the app's own deadline once admitted,
@@ -52,12 +53,12 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   const metrics = nodeMetrics(state, () => http?.inFlight() ?? 0);
   const observer = {
     ...metrics.observer,
-    request(method, route, status, ms) {
+    request(method, route, status, ms, trace) {
       metrics.observer.request(method, route, status, ms);
-      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)), ...traceFields(trace) });
     },
-    answerLost(route, outcome, message) {
-      log('WARNING', outcome === 'failed' ? 'answer cut short' : 'answer not delivered', { route, outcome, error: message });
+    answerLost(route, outcome, message, trace) {
+      log('WARNING', outcome === 'failed' ? 'answer cut short' : 'answer not delivered', { route, outcome, error: message, ...traceFields(trace) });
     },
   };
   const app = createLayerNodeApp({
