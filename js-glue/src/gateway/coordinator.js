@@ -5,6 +5,7 @@
 // as one batch (the node's batcher, docs/batching.md), while the next node runs others. Admission is
 // bounded (WorkQueue: 429 with Retry-After beyond maxWaiting); nothing else is queued here.
 import { WorkQueue } from '../server/work_queue.js';
+import { inSpan } from '../telemetry/spans.js';
 
 // A local node's forward runs synchronously in this thread (the single-thread build) and its
 // promise settles in a microtask: without a turn of the event loop between steps, a generation
@@ -44,12 +45,13 @@ export class Coordinator {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
-    return (await this.pipeline.step(session, tokens, { allRows, signal, trace })).logits;
+    const attributes = { 'layerfold.session': session, 'layerfold.tokens': tokens.length };
+    return (await inSpan(trace, 'pipeline step', attributes, (span) => this.pipeline.step(session, tokens, { allRows, signal, trace: span }))).logits;
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */
   truncate(session, n, signal, trace = null) {
-    return this.pipeline.truncate(session, n, { signal, trace });
+    return inSpan(trace, 'pipeline truncate', { 'layerfold.session': session, 'layerfold.n_past': n }, (span) => this.pipeline.truncate(session, n, { signal, trace: span }));
   }
 
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */

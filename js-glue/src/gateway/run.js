@@ -169,6 +169,7 @@ export class Run {
       }
     }
     this.observer.finished?.(result ? result.completionTokens : null, performance.now() - this.t0, this.trace);
+    this.trace?.end(result ? null : this.controller.signal.reason ?? new Error('the generation ended without a result'));
   }
 
   // Time to first token and between tokens, for the metrics.

@@ -5,14 +5,16 @@
 // rather than run twice. Every answer is read within a size bound and checked before use
 // (node_answer.js), and every call takes the caller's AbortSignal (a request's deadline, its
 // client going away): the fetch, the body's read, the back-off and the wait for the node to be
-// ready again all end when it fires, with its reason. A call made for a request carries the
-// request's trace (trace: protocol/traceparent.js) in its traceparent header.
+// ready again all end when it fires, with its reason. A call made for a request (trace: the
+// span of its step, telemetry/spans.js) runs in a span of its own, which its traceparent header
+// names, so the node's span of the call is its child.
 import { approxQuery } from '../protocol/approx_options.js';
 import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
 import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
 import { decodeNodeInfo } from '../protocol/node_info.js';
 import { formatTraceparent, TRACEPARENT } from '../protocol/traceparent.js';
+import { inSpan, SpanKind } from '../telemetry/spans.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkF16Values, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
@@ -117,13 +119,20 @@ export class RemoteNode {
     throw new LayerfoldError('unavailable', `${this.url} is not ready after ${this.#readyTimeoutMs} ms (${last})`);
   }
 
+  // #send in a client span of the call (its route, the session id left out) within `trace`,
+  // ended once the answer's headers are in.
+  #request(method, path, { trace, ...options } = {}) {
+    const route = path.split('?')[0].replace(/^\/v1\/sessions\/[^/]+/, '/v1/sessions/{id}');
+    return inSpan(trace, `${method} ${route}`, { 'server.address': this.url }, (span) =>
+      this.#send(method, path, span ? { ...options, headers: { ...options.headers, [TRACEPARENT]: formatTraceparent(span) } } : options), SpanKind.CLIENT);
+  }
+
   // The response of a call whose status is 2xx, its body unread (the caller reads it with
   // node_answer.js, under the same signal and timeout). once: no second attempt (for clean-up
   // calls that must not wait for a node to come back). signal: the caller's; when it fires, the
   // call ends at once with its reason, wherever it is.
-  async #request(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {}, signal, trace, timeoutMs = this.#timeoutMs } = {}) {
+  async #send(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {}, signal, timeoutMs = this.#timeoutMs } = {}) {
     const headers = { ...extra };
-    if (trace) headers[TRACEPARENT] = formatTraceparent(trace);
     if (this.#authToken) headers.authorization = `Bearer ${this.#authToken}`;
     if (contentType) headers['content-type'] = contentType;
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;

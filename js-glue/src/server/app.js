@@ -21,7 +21,8 @@ import { HttpError } from './http_error.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
 import { redactSecrets } from '../log/redact.js';
-import { requestTrace, TRACEPARENT } from '../protocol/traceparent.js';
+import { TRACEPARENT } from '../protocol/traceparent.js';
+import { endRequestSpan, serverSpan } from '../telemetry/spans.js';
 import { checkDeclaredLength, readBody } from './request_body.js';
 import { contentType, finiteValues, flag, hiddenStates, idempotencyKey, position, sessionId, topKParameter } from './request_checks.js';
 import { requestFingerprint, SessionRecords } from './session_records.js';
@@ -138,12 +139,15 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   });
   const answer = (c, ticket, bytes, headers) => bytesResponse(bytes, headers, streaming(c, ticket));
 
-  // Each request in the caller's trace (traceparent), or in a new one: its log lines carry it.
+  // Each request in a span of the caller's trace (traceparent), or of a new one: its log lines
+  // carry it. The span ends once the answer's headers are out (its body streams on).
   app.use('*', async (c, next) => {
     const t0 = performance.now();
-    c.set('trace', requestTrace(c.req.header(TRACEPARENT)));
+    const span = serverSpan(c.req.method, c.req.header(TRACEPARENT));
+    c.set('trace', span);
     await next();
-    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0, c.get('trace'));
+    endRequestSpan(c, span);
+    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0, span);
   });
 
   app.onError((error, c) => {
