@@ -1,8 +1,8 @@
 // The gateway as a Node process: the app on @hono/node-server, listening at once (/healthz,
 // /readyz) while the pipeline opens in the background; Prometheus metrics; one log line per
-// event (JSON, or readable on a terminal), redacted; SIGTERM drains (no new requests, the ones under way finish or the
-// deadline passes), as `serve` does for a layer node. Without a token it binds loopback only,
-// unless told otherwise in so many words.
+// event (JSON, or readable on a terminal), redacted; SIGTERM drains (no new requests, the ones
+// under way finish or the deadline passes), as `serve` does for a layer node. Without a token it
+// binds loopback only, unless told otherwise in so many words.
 import { isSynthetic } from '../gguf/header.js';
 import { Pipeline } from '../pipeline/pipeline.js';
 import { redactConfig } from '../log/json_log.js';
