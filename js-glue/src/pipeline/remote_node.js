@@ -8,6 +8,7 @@
 // ready again all end when it fires, with its reason. A call made for a request (trace: the
 // span of its step, telemetry/spans.js) runs in a span of its own, which its traceparent header
 // names, so the node's span of the call is its child.
+import { redactUrl } from '../log/redact.js';
 import { approxQuery } from '../protocol/approx_options.js';
 import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
 import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
@@ -123,7 +124,7 @@ export class RemoteNode {
   // ended once the answer's headers are in.
   #request(method, path, { trace, ...options } = {}) {
     const route = path.split('?')[0].replace(/^\/v1\/sessions\/[^/]+/, '/v1/sessions/{id}');
-    return inSpan(trace, `${method} ${route}`, { 'server.address': this.url }, (span) =>
+    return inSpan(trace, `${method} ${route}`, { 'server.address': redactUrl(this.url) }, (span) =>
       this.#send(method, path, span ? { ...options, headers: { ...options.headers, [TRACEPARENT]: formatTraceparent(span) } } : options), SpanKind.CLIENT);
   }
 

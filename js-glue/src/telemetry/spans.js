@@ -4,10 +4,12 @@
 // at start (telemetry/otlp.js in Node) records and exports them. Either way a span hands its
 // trace id and span id to log lines and to the traceparent of the calls made within it: the
 // recorded span's own when there is one, else ids of our own (protocol/traceparent.js), so the
-// trace goes from the gateway through every node with or without an SDK.
+// trace goes from the gateway through every node with or without an SDK. What a span records
+// is redacted as a log line is (no credentials of a URL, no signature of a presigned one).
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace as api } from '@opentelemetry/api';
 import { routePath } from 'hono/route';
 
+import { redactSecrets } from '../log/redact.js';
 import { newSpanId, requestTrace } from '../protocol/traceparent.js';
 
 const tracer = () => api.getTracer('layerfold');
@@ -43,11 +45,12 @@ class TracedSpan {
     this.#span.setAttributes(attributes);
   }
 
-  /** Ends the span; with an error, as failed, its message the status's. */
+  /** Ends the span; with an error, as failed, its message (redacted, as in a log line) the status's. */
   end(error = null) {
     if (error) {
-      this.#span.recordException(error);
-      this.#span.setStatus({ code: SpanStatusCode.ERROR, message: String(error.message ?? error) });
+      const message = redactSecrets(String(error.message ?? error));
+      this.#span.recordException({ name: error.name ?? 'Error', code: error.code, message });
+      this.#span.setStatus({ code: SpanStatusCode.ERROR, message });
     }
     this.#span.end();
   }

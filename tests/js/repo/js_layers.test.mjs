@@ -18,7 +18,7 @@ const MAY_IMPORT = {
   pipeline: ["node", "gguf", "telemetry", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],
   gguf: ["sources", "tokens", "wasm"],
-  telemetry: ["protocol", "wasm"],
+  telemetry: ["protocol", "log", "wasm"],
   protocol: ["wasm"],
   tokens: [],
   chat: [],
