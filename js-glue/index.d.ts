@@ -541,7 +541,7 @@ export interface ServeOptions {
   ffnDownLayout?: 'units' | 'features';
   /** LayerNodeOptions.perLayerRowCacheBytes */
   perLayerRowCacheBytes?: number;
-  /** one structured log line per event; default JSON lines on stdout */
+  /** one structured log line per event; default JSON lines on stdout (readable lines when stdout is a terminal) */
   log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
 }
 

@@ -8,6 +8,7 @@ import { DEFAULT_REQUEST_TIMEOUT_MS } from '../gateway/app.js';
 import { serveGateway } from '../gateway/host.js';
 import { DEFAULT_SPECULATIVE, speculativeOptions } from '../gateway/prompt_lookup.js';
 import { DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
+import { startOtlpExport } from '../telemetry/otlp.js';
 import { defaultModel } from './default_model.js';
 import { ALLOW_UNVALIDATED_SOURCE, BUILD, CACHE_DIR, fromEnv, MODEL, PORT, THREADS, timeoutMs } from './options/shared.js';
 import { stopRequested } from './stop_requested.js';
@@ -83,11 +84,13 @@ export async function gatewayConfig(values, env) {
 export async function gatewayCommand(values) {
   const config = await gatewayConfig(values, process.env);
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
+  const telemetry = await startOtlpExport(process.env, 'layerfold-gateway');
   const gateway = await serveGateway(defined);
   const outcome = await new Promise((resolve) => {
     stopRequested().then(resolve);
     gateway.opened.catch(() => resolve('open failed'));
   });
   await gateway.shutdown();
+  await telemetry?.shutdown();
   return outcome === 'open failed' ? 1 : 0;
 }

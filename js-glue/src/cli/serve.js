@@ -8,6 +8,7 @@ import { layerRange } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
 import { serve } from '../server/node_host.js';
+import { startOtlpExport } from '../telemetry/otlp.js';
 import { stopRequested } from './stop_requested.js';
 
 export const SERVE_OPTIONS = fromEnv({
@@ -83,12 +84,13 @@ export function serveConfig(values, env) {
 export async function serveCommand(values) {
   const config = serveConfig(values, process.env);
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
+  const telemetry = await startOtlpExport(process.env, 'layerfold-node');
   const node = await serve(defined);
   const outcome = await new Promise((resolve) => {
     stopRequested().then(resolve);
     node.loaded.catch(() => resolve('load failed'));
   });
-  if (outcome === 'load failed') return 1;
-  await node.shutdown();
-  return 0;
+  if (outcome !== 'load failed') await node.shutdown();
+  await telemetry?.shutdown();
+  return outcome === 'load failed' ? 1 : 0;
 }

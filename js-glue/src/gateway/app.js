@@ -15,6 +15,8 @@ import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { isSynthetic } from '../gguf/header.js';
 import { stopIds } from '../tokens/chat.js';
 import { approxModesOn } from '../protocol/approx_options.js';
+import { TRACEPARENT } from '../protocol/traceparent.js';
+import { endRequestSpan, nameRequestSpan, serverSpan } from '../telemetry/spans.js';
 import { Answer } from './answer.js';
 import { callConstraints } from './call_constraints.js';
 import { chatOutputReader } from './chat_output.js';
@@ -76,8 +78,8 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, openGrammar }
  * openGrammar(pipeline, endIds): the grammar engine of the pipeline's vocabulary (a
  * tokens/grammar/engine.js GrammarEngine, or the Node host's GrammarThread, which runs one off the
  * event loop) for response_format and enforced tool calls; omitted, those are refused with a 400.
- * observer hooks (all optional): request(method, route, status, ms), promptTokens(n, cached),
- * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms),
+ * observer hooks (all optional): request(method, route, status, ms, trace), promptTokens(n, cached),
+ * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms, trace),
  * error(type, code, message), metrics() -> {contentType, text}.
  * @example
  * const app = createGatewayApp({ state: NodeState.of(pipeline), modelId: 'tiny', authToken: process.env.AUTH_TOKEN });
@@ -96,10 +98,17 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
     return engine;
   };
 
+  // Each request continues its caller's trace (traceparent) or starts one, in a span of its own
+  // that every node call it makes carries on and its log lines name. A generation's span ends
+  // with its Run (a stream goes on after this returns, and its outcome is the span's rather than
+  // a status code); any other request's here.
   app.use('*', async (c, next) => {
     const t0 = performance.now();
+    const span = serverSpan(c.req.method, c.req.header(TRACEPARENT));
+    c.set('trace', span);
     await next();
-    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0);
+    if (!c.get('spanOwnedByRun')) endRequestSpan(c, span);
+    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0, span);
   });
   app.onError((error, c) => {
     const reply = toOpenAIError(error);
@@ -161,7 +170,9 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
       const constraints = choiceOutputs(e.tokenizer, e.markers, request,
         await callConstraints(e.grammar, request) ?? await responseConstraints(e.grammar, request.responseFormat ?? null, request.n));
-      run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, observer });
+      nameRequestSpan(c, c.get('trace'));
+      run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, trace: c.get('trace'), observer });
+      c.set('spanOwnedByRun', true);
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
       const answer = new Answer(shapes, () => chatOutputReader(request, e.markers !== null), request);
       return await (request.stream ? streamed(c, run, answer) : whole(run, answer));

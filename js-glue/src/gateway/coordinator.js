@@ -5,6 +5,7 @@
 // as one batch (the node's batcher, docs/batching.md), while the next node runs others. Admission is
 // bounded (WorkQueue: 429 with Retry-After beyond maxWaiting); nothing else is queued here.
 import { WorkQueue } from '../server/work_queue.js';
+import { inSpan } from '../telemetry/spans.js';
 
 // A local node's forward runs synchronously in this thread (the single-thread build) and its
 // promise settles in a microtask: without a turn of the event loop between steps, a generation
@@ -37,19 +38,20 @@ export class Coordinator {
    * position's logits, or with allRows every position's (Pipeline.step). A request whose signal
    * fired while it waited for its turn of the event loop is not run; one whose signal fires
    * during the step ends with the signal's reason as soon as the remote call under way sees it.
-   * Only an admitted request (admit()) asks for steps.
+   * Only an admitted request (admit()) asks for steps; trace: the request's, carried to the nodes.
    * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  async step(session, tokens, signal, { allRows = false } = {}) {
+  async step(session, tokens, signal, { allRows = false, trace = null } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
-    return (await this.pipeline.step(session, tokens, { allRows, signal })).logits;
+    const attributes = { 'layerfold.session': session, 'layerfold.tokens': tokens.length };
+    return (await inSpan(trace, 'pipeline step', attributes, (span) => this.pipeline.step(session, tokens, { allRows, signal, trace: span }))).logits;
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */
-  truncate(session, n, signal) {
-    return this.pipeline.truncate(session, n, { signal });
+  truncate(session, n, signal, trace = null) {
+    return inSpan(trace, 'pipeline truncate', { 'layerfold.session': session, 'layerfold.n_past': n }, (span) => this.pipeline.truncate(session, n, { signal, trace: span }));
   }
 
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */

@@ -1,14 +1,16 @@
 // The gateway as a Node process: the app on @hono/node-server, listening at once (/healthz,
-// /readyz) while the pipeline opens in the background; Prometheus metrics; one JSON log line
-// per event, redacted; SIGTERM drains (no new requests, the ones under way finish or the
-// deadline passes), as `serve` does for a layer node. Without a token it binds loopback only,
-// unless told otherwise in so many words.
+// /readyz) while the pipeline opens in the background; Prometheus metrics; one log line per
+// event (JSON, or readable on a terminal), redacted; SIGTERM drains (no new requests, the ones
+// under way finish or the deadline passes), as `serve` does for a layer node. Without a token it
+// binds loopback only, unless told otherwise in so many words.
 import { isSynthetic } from '../gguf/header.js';
 import { Pipeline } from '../pipeline/pipeline.js';
-import { jsonLog, redactConfig } from '../log/json_log.js';
+import { redactConfig } from '../log/json_log.js';
+import { processLog } from '../log/readable_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
+import { traceFields } from '../log/trace_fields.js';
 import { GrammarThread } from './grammar_thread.js';
 import { TokenizerThread } from './tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
@@ -27,7 +29,7 @@ import { gatewayMetrics } from './metrics.js';
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
   insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative,
-  allowUnvalidatedSource = false, log: write = jsonLog() }) {
+  allowUnvalidatedSource = false, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
@@ -39,13 +41,13 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   const metrics = gatewayMetrics(() => http?.inFlight() ?? 0);
   const observer = {
     ...metrics.observer,
-    request(method, route, status, ms) {
+    request(method, route, status, ms, trace) {
       metrics.observer.request(method, route, status, ms);
-      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)), ...traceFields(trace) });
     },
-    finished(completionTokens, ms) {
+    finished(completionTokens, ms, trace) {
       metrics.observer.finished(completionTokens, ms);
-      log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)) });
+      log('INFO', completionTokens === null ? 'generation stopped' : 'generation finished', { completionTokens, ms: Number(ms.toFixed(2)), ...traceFields(trace) });
     },
   };
   // Prompts are tokenized, and grammars compiled and asked, on threads of their own: a long

@@ -15,12 +15,13 @@ export class Run {
 
   /**
    * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, constraints?: object[], ticket, request,
-   *          prompt: number[], maxTokens: number, deadlineMs?: number, clientSignal?: AbortSignal, observer?: object}} options
+   *          prompt: number[], maxTokens: number, deadlineMs?: number, clientSignal?: AbortSignal, trace?: object, observer?: object}} options
    *   deadlineMs: none for a run only its caller stops (abort(): `layerfold chat`'s Ctrl-C)
+   *   trace: the request's (protocol/traceparent.js requestTrace), carried to every node it calls
    *   constraints: one grammar state or thought channel per choice (tokens/grammar/constraint.js,
    *   thought_channel.js), or null; closed when the request ends
    */
-  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal,
+  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, trace = null,
     observer = {} }) {
     this.controller = new AbortController();
     const taken = sessions.take(prompt);
@@ -28,6 +29,7 @@ export class Run {
     this.reused = taken.reused;
     this.promptTokens = prompt.length;
     this.observer = observer;
+    this.trace = trace;
     this.t0 = performance.now();
     if (deadlineMs !== undefined) {
       this.timer = setTimeout(() => this.abort(new OpenAIError(504, `the request's deadline of ${deadlineMs} ms passed`, { code: 'deadline_exceeded' })), deadlineMs);
@@ -37,8 +39,8 @@ export class Run {
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
-    const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows });
-    const cut = (n) => coordinator.truncate(this.session, n, signal);
+    const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows, trace });
+    const cut = (n) => coordinator.truncate(this.session, n, signal, trace);
     this.#ends = { coordinator, sessions, ticket, constraints };
     this.finished = false;
     this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, tokenizer, prompt, endIds, request, maxTokens, signal }));
@@ -51,7 +53,7 @@ export class Run {
     const { coordinator, sessions } = this.#ends;
     const startedAt = performance.now();
     if (cut) {
-      const refused = await coordinator.truncate(this.session, this.reused, job.signal).then(
+      const refused = await coordinator.truncate(this.session, this.reused, job.signal, this.trace).then(
         ({ rebuilt }) => rebuilt.length > 0,
         (error) => {
           if (error.code === 'failed_precondition') return true;
@@ -96,7 +98,7 @@ export class Run {
   async #backToPrompt(job) {
     const { coordinator, sessions } = this.#ends;
     try {
-      await coordinator.truncate(this.session, job.prompt.length, job.signal);
+      await coordinator.truncate(this.session, job.prompt.length, job.signal, this.trace);
       return job.prompt.length;
     } catch (error) {
       if (error.code !== 'failed_precondition') throw error;
@@ -166,7 +168,8 @@ export class Run {
         ticket.release();
       }
     }
-    this.observer.finished?.(result ? result.completionTokens : null, performance.now() - this.t0);
+    this.observer.finished?.(result ? result.completionTokens : null, performance.now() - this.t0, this.trace);
+    this.trace?.end(result ? null : this.controller.signal.reason ?? new Error('the generation ended without a result'));
   }
 
   // Time to first token and between tokens, for the metrics.

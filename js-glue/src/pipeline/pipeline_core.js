@@ -137,22 +137,23 @@ export class PipelineCore {
    * step(session, []) later finishes it, sending each node only what it has not run yet. Calls
    * for other sessions need not wait for this one: they go through the nodes concurrently; calls
    * for the same session run in call order. signal: when it fires, the step ends with its
-   * reason (a local node's forward under way runs to its end first).
+   * reason (a local node's forward under way runs to its end first). trace: the request's
+   * (protocol/traceparent.js), which a remote node's calls carry in their traceparent header.
    * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  step(session, tokens, { allRows = false, signal } = {}) {
+  step(session, tokens, { allRows = false, signal, trace = null } = {}) {
     const state = this.#session(session);
     return this.#inTurn(state, async () => {
       this.#stepping++;
       try {
-        return await this.#step(state, session, tokens, allRows, signal);
+        return await this.#step(state, session, tokens, allRows, signal, trace);
       } finally {
         this.#stepping--;
       }
     });
   }
 
-  async #step(state, session, tokens, allRows, signal) {
+  async #step(state, session, tokens, allRows, signal, trace) {
     if (tokens.length > 0) {
       state.nodes[0].entries.push({ input: Array.from(tokens), rows: tokens.length, exitState: null, perLayer: null, kvRows: null });
     }
@@ -168,8 +169,8 @@ export class PipelineCore {
       // Normally one entry: this step's. After a failed step, also those it left behind.
       for (const entry of history.entriesFrom(history.positions)) {
         signal?.throwIfAborted();
-        const input = await this.#call(i, () => this.#hiddenOf(i, entry, embed, signal), signal);
-        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exitState, lastOnly, signal), signal), signal);
+        const input = await this.#call(i, () => this.#hiddenOf(i, entry, embed, signal, trace), signal);
+        hidden = await this.#call(i, () => this.#shares[i].run(() => this.#forward(i, state, input, entry.exitState, lastOnly, signal, trace), signal), signal);
         history.positions += entry.rows;
         if (!last) {
           state.nodes[i + 1].entries.push({
@@ -188,7 +189,7 @@ export class PipelineCore {
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
     const th = performance.now();
     signal?.throwIfAborted();
-    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden, { signal }), signal);
+    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden, { signal, trace }), signal);
     return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 
@@ -197,12 +198,12 @@ export class PipelineCore {
   // (docs/forward-pass.md, "Per-layer inputs and shared KV in a pipeline"): the first node
   // computes them and they travel with the hidden states, as do the K/V rows of source layers
   // that nodes holding shared-KV layers without their source mirror.
-  async #hiddenOf(i, entry, embed, signal) {
+  async #hiddenOf(i, entry, embed, signal, trace) {
     if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer, kvRows: entry.kvRows };
     const t = performance.now();
     const node = this.nodes[0];
     const nEmbdPerLayer = this.header.info.n_embd_per_layer ?? 0;
-    const hidden = await node.embed(entry.input, { signal, nEmbdPerLayer });
+    const hidden = await node.embed(entry.input, { signal, trace, nEmbdPerLayer });
     const perLayer = nEmbdPerLayer > 0 ? await node.perLayerInputs(entry.input, hidden) : null;
     embed.ms += performance.now() - t;
     return { hidden, perLayer, kvRows: null };
@@ -219,12 +220,12 @@ export class PipelineCore {
   // One forward of node i from its confirmed position; when the node lost the session (or it was
   // dropped for a refused cut), its history up to there is replayed first, then the forward
   // (again) (#rebuild).
-  async #forward(i, state, { hidden, perLayer, kvRows }, exitState, lastOnly, signal) {
+  async #forward(i, state, { hidden, perLayer, kvRows }, exitState, lastOnly, signal, trace) {
     const node = this.nodes[i];
     const history = state.nodes[i];
     const args = {
       session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
-      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows, signal,
+      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows, signal, trace,
     };
     if (history.lost && history.positions === 0) history.lost = false;
     if (!history.lost) {
@@ -260,17 +261,17 @@ export class PipelineCore {
   async #rebuild(i, state, args) {
     const node = this.nodes[i];
     const history = state.nodes[i];
-    await node.dropSession(state.wireId, { signal: args.signal });
+    await node.dropSession(state.wireId, { signal: args.signal, trace: args.trace });
     const chunks = [];
     let p = 0;
     for (const entry of history.entries) {
       if (p >= history.positions) break;
-      const input = await this.#hiddenOf(i, entry, { ms: 0 }, args.signal);
+      const input = await this.#hiddenOf(i, entry, { ms: 0 }, args.signal, args.trace);
       chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exitState, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
       p += entry.rows;
     }
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
-    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal })), args];
+    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal, trace: args.trace })), args];
     this.replays += 1;
     if (!node.keepsForwardOrder) {
       let out;
@@ -306,11 +307,11 @@ export class PipelineCore {
    * session holds, for a session the pipeline does not hold ('unknown_session'), and with early
    * exit on (the state a cut entry's last row exits in is not kept). Any other failure of a node's cut drops its session too (so the next step rebuilds it) and
    * is thrown, naming the node.
-   * signal, as step's: a cut under way when it fires ends with its reason.
+   * signal and trace, as step's: a cut under way when the signal fires ends with its reason.
    * -> {nPast: n, rebuilt: [node indices]}
    * @example const { rebuilt } = await pipeline.truncate('chat-0', 40); // rebuilt: [] when every node cut in place
    */
-  truncate(session, n, { signal } = {}) {
+  truncate(session, n, { signal, trace = null } = {}) {
     const state = this.#sessions.get(session);
     if (!state) return Promise.reject(new LayerfoldError('unknown_session', `truncate: the pipeline holds no session "${session}"`));
     return this.#inTurn(state, async () => {
@@ -329,13 +330,13 @@ export class PipelineCore {
         history.cut(n, nPl);
         if (ran === history.positions) return;
         try {
-          await this.#call(i, () => node.truncate(state.wireId, history.positions, { signal }), signal);
+          await this.#call(i, () => node.truncate(state.wireId, history.positions, { signal, trace }), signal);
         } catch (error) {
           // The node's session no longer matches its history either way: the next step replays it.
           rebuilt.push(i);
           history.lost = true;
           // Under the caller's signal: a request that ended does not wait here for a hanging node.
-          await Promise.resolve().then(() => node.dropSession(state.wireId, { signal })).catch(() => {});
+          await Promise.resolve().then(() => node.dropSession(state.wireId, { signal, trace })).catch(() => {});
           if (!CUT_REFUSED.has(error.code) && !LOST_SESSION.has(error.code)) throw error;
         }
       }));

@@ -5,12 +5,17 @@
 // rather than run twice. Every answer is read within a size bound and checked before use
 // (node_answer.js), and every call takes the caller's AbortSignal (a request's deadline, its
 // client going away): the fetch, the body's read, the back-off and the wait for the node to be
-// ready again all end when it fires, with its reason.
+// ready again all end when it fires, with its reason. A call made for a request (trace: the
+// span of its step, telemetry/spans.js) runs in a span of its own, which its traceparent header
+// names, so the node's span of the call is its child.
+import { redactUrl } from '../log/redact.js';
 import { approxQuery } from '../protocol/approx_options.js';
 import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
 import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
 import { decodeNodeInfo } from '../protocol/node_info.js';
+import { formatTraceparent, TRACEPARENT } from '../protocol/traceparent.js';
+import { inSpan, SpanKind } from '../telemetry/spans.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkF16Values, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
@@ -115,11 +120,19 @@ export class RemoteNode {
     throw new LayerfoldError('unavailable', `${this.url} is not ready after ${this.#readyTimeoutMs} ms (${last})`);
   }
 
+  // #send in a client span of the call (its route, the session id left out) within `trace`,
+  // ended once the answer's headers are in.
+  #request(method, path, { trace, ...options } = {}) {
+    const route = path.split('?')[0].replace(/^\/v1\/sessions\/[^/]+/, '/v1/sessions/{id}');
+    return inSpan(trace, `${method} ${route}`, { 'server.address': redactUrl(this.url) }, (span) =>
+      this.#send(method, path, span ? { ...options, headers: { ...options.headers, [TRACEPARENT]: formatTraceparent(span) } } : options), SpanKind.CLIENT);
+  }
+
   // The response of a call whose status is 2xx, its body unread (the caller reads it with
   // node_answer.js, under the same signal and timeout). once: no second attempt (for clean-up
   // calls that must not wait for a node to come back). signal: the caller's; when it fires, the
   // call ends at once with its reason, wherever it is.
-  async #request(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {}, signal, timeoutMs = this.#timeoutMs } = {}) {
+  async #send(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {}, signal, timeoutMs = this.#timeoutMs } = {}) {
     const headers = { ...extra };
     if (this.#authToken) headers.authorization = `Bearer ${this.#authToken}`;
     if (contentType) headers['content-type'] = contentType;
@@ -172,9 +185,9 @@ export class RemoteNode {
    * hidden states (perLayerInputs()).
    * @example const hidden = await node.embed([2, 818], { signal: AbortSignal.timeout(30_000) });
    */
-  async embed(tokens, { signal, nEmbdPerLayer = 0 } = {}) {
+  async embed(tokens, { signal, trace, nEmbdPerLayer = 0 } = {}) {
     const response = await this.#request('POST', '/v1/embed', {
-      body: encodeEmbedRequest(tokens), contentType: 'application/json', signal,
+      body: encodeEmbedRequest(tokens), contentType: 'application/json', signal, trace,
     });
     const shape = { nEmbd: this.nEmbd, nLayer: this.nLayer, nEmbdPerLayer };
     const answer = await readExact(response, embedAnswerBytes(shape, tokens.length), 'POST /v1/embed', signal);
@@ -198,7 +211,7 @@ export class RemoteNode {
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null, signal }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null, signal, trace }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
@@ -209,7 +222,7 @@ export class RemoteNode {
     const what = 'POST /v1/sessions/{id}/forward';
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
       body: encodeForwardBody({ hidden, perLayer, kvRows }, this), contentType: 'application/octet-stream',
-      idempotencyKey: crypto.randomUUID(), signal,
+      idempotencyKey: crypto.randomUUID(), signal, trace,
       headers: exitState ? { [EXIT_STATE]: encodeExitState(exitState) } : {},
     });
     const floatBytes = forwardAnswerBytes({ nEmbd: this.nEmbd }, n, { lastOnly });
@@ -235,8 +248,8 @@ export class RemoteNode {
    * hidden [rows, n_embd] -> logits [rows, n_vocab] (the node holding the head).
    * @example const logits = await node.logits(hidden, { signal });
    */
-  async logits(hidden, { signal } = {}) {
-    const response = await this.#request('POST', '/v1/logits', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal });
+  async logits(hidden, { signal, trace } = {}) {
+    const response = await this.#request('POST', '/v1/logits', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
     const rows = hidden.length / this.nEmbd;
     const logits = new Float32Array(await readExact(response, 4 * rows * this.nVocab, 'POST /v1/logits', signal));
     checkValues(logits, this.nVocab, 'POST /v1/logits');
@@ -263,9 +276,9 @@ export class RemoteNode {
    * nothing, so a retry is safe); the node's refusals keep their codes (unknown_session,
    * cut_refused, bad_parameter). -> nPast
    */
-  async truncate(session, nPast, { signal } = {}) {
+  async truncate(session, nPast, { signal, trace } = {}) {
     const what = 'POST /v1/sessions/{id}/truncate';
-    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`, { signal });
+    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`, { signal, trace });
     const answer = await readJson(response, MAX_JSON_BYTES, what, signal);
     if (answer?.n_past !== nPast) throw new LayerfoldError('bad_response', `${what}: asked to cut to ${nPast}, answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
     return nPast;
@@ -275,11 +288,11 @@ export class RemoteNode {
    * Forgets the session on the node; false when the node did not hold it. One attempt only,
    * of at most DROP_TIMEOUT_MS.
    */
-  async dropSession(session, { signal } = {}) {
+  async dropSession(session, { signal, trace } = {}) {
     this.#layerMs.delete(session);
     this.#approxStats.delete(session);
     try {
-      const response = await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true, signal, timeoutMs: DROP_TIMEOUT_MS });
+      const response = await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true, signal, trace, timeoutMs: DROP_TIMEOUT_MS });
       await response.body?.cancel();
       return true;
     } catch (error) {

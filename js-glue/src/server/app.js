@@ -21,6 +21,8 @@ import { HttpError } from './http_error.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
 import { redactSecrets } from '../log/redact.js';
+import { TRACEPARENT } from '../protocol/traceparent.js';
+import { endRequestSpan, serverSpan } from '../telemetry/spans.js';
 import { checkDeclaredLength, readBody } from './request_body.js';
 import { contentType, finiteValues, flag, hiddenStates, idempotencyKey, position, sessionId, topKParameter } from './request_checks.js';
 import { requestFingerprint, SessionRecords } from './session_records.js';
@@ -77,8 +79,8 @@ function fromEngine(error) {
  * admitted (408), sendTimeoutMs how long a client may read nothing of an answer, after which
  * closeConnection(c) (the host's, when it has one) cuts it off. An answer holds its request's
  * place in the queue until it has been read or abandoned: a host must read or cancel each body.
- * observer receives optional hooks: request(method, route, status, ms), tokens(n),
- * layers(firstLayer, msPerLayer), error(code, message), answerLost(route, outcome, message),
+ * observer receives optional hooks: request(method, route, status, ms, trace), tokens(n),
+ * layers(firstLayer, msPerLayer), error(code, message), answerLost(route, outcome, message, trace),
  * batch({entries, rows, waitMs}) after each engine step of forwards (LayerNode.observeBatches),
  * and metrics() -> {contentType, text} to serve GET /metrics.
  * @example
@@ -132,15 +134,20 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     onStall: closeConnection && (() => closeConnection(c)),
     end: (outcome, error) => {
       ticket.release();
-      if (outcome !== 'done') observer.answerLost?.(routePath(c, -1), outcome, error?.message ?? String(error ?? ''));
+      if (outcome !== 'done') observer.answerLost?.(routePath(c, -1), outcome, error?.message ?? String(error ?? ''), c.get('trace'));
     },
   });
   const answer = (c, ticket, bytes, headers) => bytesResponse(bytes, headers, streaming(c, ticket));
 
+  // Each request in a span of the caller's trace (traceparent), or of a new one: its log lines
+  // carry it. The span ends once the answer's headers are out (its body streams on).
   app.use('*', async (c, next) => {
     const t0 = performance.now();
+    const span = serverSpan(c.req.method, c.req.header(TRACEPARENT));
+    c.set('trace', span);
     await next();
-    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0);
+    endRequestSpan(c, span);
+    observer.request?.(c.req.method, routePath(c, -1), c.res.status, performance.now() - t0, span);
   });
 
   app.onError((error, c) => {

@@ -1,17 +1,19 @@
 // A layer node as a Node process (the Cloud Run container): the HTTP app on @hono/node-server,
 // listening at once so /healthz and /readyz answer while the weights load in the background;
-// Prometheus metrics; one JSON log line per event (redacted); Node's server timeouts set for
-// this protocol; and a graceful shutdown that finishes the requests in flight. A node without a
-// token answers anyone who reaches it, so it starts on a loopback address only, unless told
-// otherwise in so many words.
+// Prometheus metrics; one log line per event (JSON, or readable on a terminal; redacted); Node's
+// server timeouts set for this protocol; and a graceful shutdown that finishes the requests in
+// flight. A node without a token answers anyone who reaches it, so it starts on a loopback
+// address only, unless told otherwise in so many words.
 import { LayerNode } from '../node/layer_node.js';
 import { createLayerNodeApp, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from './app.js';
-import { jsonLog, redactConfig } from '../log/json_log.js';
+import { redactConfig } from '../log/json_log.js';
+import { processLog } from '../log/readable_log.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from './logits_answer.js';
 import { nodeMetrics } from './metrics.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from './node_process.js';
 import { NodeState } from './node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
+import { traceFields } from '../log/trace_fields.js';
 
 const PROGRESS_LOG_MS = 2000;
 // A request's headers must be in within this; its body has the app's own deadline once admitted,
@@ -37,7 +39,7 @@ const HEADERS_TIMEOUT_MS = 20_000;
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
   maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, perLayerRowCacheBytes,
-  allowUnvalidatedSource = false, log: write = jsonLog() }) {
+  allowUnvalidatedSource = false, log: write = processLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
@@ -52,12 +54,12 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   const metrics = nodeMetrics(state, () => http?.inFlight() ?? 0);
   const observer = {
     ...metrics.observer,
-    request(method, route, status, ms) {
+    request(method, route, status, ms, trace) {
       metrics.observer.request(method, route, status, ms);
-      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)) });
+      log(requestSeverity(status), 'request', { method, route, status, ms: Number(ms.toFixed(2)), ...traceFields(trace) });
     },
-    answerLost(route, outcome, message) {
-      log('WARNING', outcome === 'failed' ? 'answer cut short' : 'answer not delivered', { route, outcome, error: message });
+    answerLost(route, outcome, message, trace) {
+      log('WARNING', outcome === 'failed' ? 'answer cut short' : 'answer not delivered', { route, outcome, error: message, ...traceFields(trace) });
     },
   };
   const app = createLayerNodeApp({

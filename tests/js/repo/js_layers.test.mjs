@@ -12,12 +12,13 @@ const LEAVES = ["tokens", "chat", "sources", "log", "wasm"];
 // Folder -> the other folders of js-glue/src its files may import (index.js, the package's
 // front, sits on top and is not listed).
 const MAY_IMPORT = {
-  cli: ["gateway", "server", "pipeline", "node", "gguf", "protocol", ...LEAVES],
-  gateway: ["server", "pipeline", "gguf", "protocol", ...LEAVES],
-  server: ["node", "protocol", ...LEAVES],
-  pipeline: ["node", "gguf", "protocol", ...LEAVES],
+  cli: ["gateway", "server", "pipeline", "node", "gguf", "telemetry", "protocol", ...LEAVES],
+  gateway: ["server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
+  server: ["node", "telemetry", "protocol", ...LEAVES],
+  pipeline: ["node", "gguf", "telemetry", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],
   gguf: ["sources", "tokens", "wasm"],
+  telemetry: ["protocol", "log", "wasm"],
   protocol: ["wasm"],
   tokens: [],
   chat: [],
