@@ -610,6 +610,12 @@ export interface GatewayAppOptions {
    * tokenized off the event loop; default: tokenized inline
    */
   encodePrompt?: (input: { bytes: Uint8Array; addBos: boolean; parseSpecial: boolean; untrusted: number[] | null }) => Promise<number[]> | number[];
+  /**
+   * the grammar engine of the pipeline's vocabulary for response_format and enforced tool calls
+   * (src/tokens/grammar/engine.js's GrammarEngine, or the Node host's GrammarThread, which runs one
+   * off the event loop); default: none, and those requests get a 400
+   */
+  openGrammar?: (pipeline: Pipeline, endIds: Set<number>) => unknown;
   closeConnection?: (context: unknown) => void;
   observer?: GatewayObserver;
 }
