@@ -11,6 +11,26 @@ import { Tokenizer } from '../src/tokens/tokenizer.js';
 import { instantiateSingleThreadModule } from '../src/wasm/wasi.js';
 
 /**
+ * The header and tokenizer of the GGUF at `key` in `bucket` (ranged gets of its header only), in
+ * a single-thread module of `module`'s.
+ * @example const { header, tokenizer } = await readEdgeModel(wasm, env.MODEL, env.MODEL_KEY);
+ */
+export async function readEdgeModel(module, bucket, key) {
+  const lf = await instantiateSingleThreadModule(module);
+  const source = await R2BindingSource.open(bucket, key);
+  try {
+    const { header, gguf } = await openModelHeader(lf, source);
+    try {
+      return { header, tokenizer: Tokenizer.fromGguf(lf, gguf) };
+    } finally {
+      lf.fn.lf_gguf_free(gguf);
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+/**
  * A pipeline over the remote layer nodes `nodes` ("http://a:8080,http://b:8080", in pipeline
  * order) of the GGUF at `key` in `bucket`. `module` is the compiled layerfold_wasi.wasm.
  * @param {{module: WebAssembly.Module, bucket: object, key: string, nodes: string, authToken?: string,
@@ -21,21 +41,7 @@ export async function openEdgePipeline({ module, bucket, key, nodes: spec, authT
   const entries = parseNodesSpec(spec ?? '');
   const local = entries.find((entry) => entry.kind !== 'remote');
   if (local) throw new Error(`NODES: local:${local.begin}-${local.end - 1} cannot run in an edge isolate; give the URLs of layer nodes`);
-  const lf = await instantiateSingleThreadModule(module);
-  const source = await R2BindingSource.open(bucket, key);
-  let tokenizer = null;
-  let header;
-  try {
-    const parsed = await openModelHeader(lf, source);
-    header = parsed.header;
-    try {
-      tokenizer = Tokenizer.fromGguf(lf, parsed.gguf);
-    } finally {
-      lf.fn.lf_gguf_free(parsed.gguf);
-    }
-  } finally {
-    await source.close();
-  }
+  const { header, tokenizer } = await readEdgeModel(module, bucket, key);
   const opened = [];
   try {
     for (const entry of entries) opened.push(await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs }));

@@ -14,7 +14,6 @@ import { noteSynthetic } from './synthetic_note.js';
 import { timingsReport } from './timings_report.js';
 // The prompt when none is given: validate's, whose continuation a real Gemma model knows.
 import { DEFAULT_PROMPT } from './validate.js';
-import { isSynthetic } from '../gguf/header.js';
 import { timings } from '../gateway/timings.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
@@ -122,7 +121,7 @@ export async function generate(options, _positionals, { write = (s) => process.s
       else write(timingsReport(result.timings));
       return 0;
     }
-    return await generateMany(pipeline, prompts, options, settings, write);
+    return await generateMany(pipeline, prompts, options, settings, write, synthetic);
   } finally {
     await pipeline.close();
   }
@@ -130,7 +129,7 @@ export async function generate(options, _positionals, { write = (s) => process.s
 
 // Every prompt's generation under way at once; each printed once it and those before it ended.
 // The first that fails stops the others at their next step.
-async function generateMany(pipeline, prompts, options, settings, write) {
+async function generateMany(pipeline, prompts, options, settings, write, synthetic) {
   const stop = new AbortController();
   const t0 = performance.now();
   const runs = prompts.map(async (prompt, i) => {
@@ -151,7 +150,7 @@ async function generateMany(pipeline, prompts, options, settings, write) {
     for (const [i, run] of runs.entries()) {
       const result = await run;
       tokens += result.tokens.length;
-      if (options.json) console.log(promptJson(prompts[i], result, isSynthetic(pipeline.header)));
+      if (options.json) console.log(promptJson(prompts[i], result, synthetic));
       else write(promptReport(i, prompts.length, prompts[i], result));
     }
   } catch (error) {
