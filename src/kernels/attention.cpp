@@ -132,6 +132,10 @@ void accumulate_weighted_value(float* acc, const float* v, float w, int n) {
 // q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
 void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
                      float* out, AttentionWorkspace* ws) {
+  if (kv.k_type != GgmlType::F16 || kv.v_type != GgmlType::F16) {
+    attention_tiled_quantized(q, n_q, pos0, n_head, kv, n_swa, kq_scale, out, ws);
+    return;
+  }
   const int group = n_head / kv.n_head_kv;
   const int rows_per_tile = std::max(1, kTileDots / group);
   ws->fit(kv.head_dim, rows_per_tile * group);

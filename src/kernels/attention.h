@@ -8,6 +8,7 @@
 
 #include "kernels/kv_view.h"
 #include "kernels/truncation_stats.h"
+#include "quant/quant.h"
 
 namespace lf {
 
@@ -28,6 +29,11 @@ struct AttentionWorkspace {
   std::vector<uint16_t> v_max;     // [key span] max |v| of each key, as f16 magnitude bits
   std::vector<float> keep_above;   // [tile dots] a truncated row keeps the keys scoring above this
   std::vector<uint8_t> keeps_all;  // [tile dots] 1: the row runs the exact computation
+  // a quantized K or V only (kernels/attention_quantized.cpp):
+  std::vector<block_q8_0> q8;     // [tile dots, D / 32] the tile's queries in K's vec_dot type
+  std::vector<uint16_t> q16;      // [tile dots, D] or as f16, for an f16 K
+  std::vector<int8_t> k8;         // [D] one key's values
+  std::vector<float> k_scale;     // [D / 32] and its block scales
 
   // Sizes the buffers both kernels share for head dim D and tiles of tile_dots dots.
   void fit(int D, int tile_dots);
@@ -35,9 +41,15 @@ struct AttentionWorkspace {
 
 // q [n_q, n_head, D] at positions pos0 .. pos0+n_q-1 · K, V (kv) -> out [n_q, n_head, D]:
 // attention() with the same arguments, byte for byte (NaN outputs stay NaN, their sign bit
-// unspecified). Any head dim; every key a query can see must be in the view (asserted).
+// unspecified). Any head dim with an f16 cache, a multiple of 32 with a quantized K or V (which
+// attention_tiled_quantized runs); every key a query can see must be in the view (asserted).
 void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
                      float* out, AttentionWorkspace* ws);
+
+// attention_tiled for a view with a Q8_0 or Q4_0 K or V: each key's K row unpacked and its V row
+// converted once for a tile of dots sharing its KV head, then each dot's steps as attention()'s.
+void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa,
+                               float kq_scale, float* out, AttentionWorkspace* ws);
 
 // attention_tiled with each (query row, query head) row's softmax truncated
 // (docs/approximate.md): q [n_q, n_head, D] · K, V (kv) -> out [n_q, n_head, D], stats += what

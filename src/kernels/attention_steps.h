@@ -81,7 +81,7 @@ inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float*
   for (int b = 0; b < kKeyBlock; ++b) {
     float* row = k32 + static_cast<int64_t>(b) * D;
     if (b < nb) {
-      halves_to_f32(kv.k + kv_offset(kv, g, pb + b), row, D);
+      halves_to_f32(halves(kv.k) + kv_offset(kv, g, pb + b), row, D);
     } else {
       std::fill(row, row + D, 0.0f);
     }
@@ -110,7 +110,7 @@ inline void load_values(const KvView& kv, int g, int pb, int nb, float* v, doubl
   const int D = kv.head_dim;
   for (int b = 0; b < nb; ++b) {
     float* row = v + static_cast<int64_t>(b) * D;
-    halves_to_f32(kv.v + kv_offset(kv, g, pb + b), row, D);
+    halves_to_f32(halves(kv.v) + kv_offset(kv, g, pb + b), row, D);
     promote(row, v64 + static_cast<int64_t>(b) * D, D);
   }
 }

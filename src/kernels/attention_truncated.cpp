@@ -129,7 +129,7 @@ class TruncatedTile : TileShape {
     for (int pb = first_key_; pb <= last_key_; pb += kKeyBlock) {
       const int nb = std::min(kKeyBlock, last_key_ - pb + 1);
       load_keys_transposed(kv_, g_, pb, nb, ws_.k32.data(), ws_.k.data());
-      for (int b = 0; b < nb; ++b) ws_.v_max[pb - first_key_ + b] = max_magnitude_bits(kv_.v + kv_offset(kv_, g_, pb + b), D_);
+      for (int b = 0; b < nb; ++b) ws_.v_max[pb - first_key_ + b] = max_magnitude_bits(halves(kv_.v) + kv_offset(kv_, g_, pb + b), D_);
       for (int i = i0_; i < i1_; ++i) {
         if (pos0_ + i < pb || first_visible(i) >= pb + nb) continue;
         for (int hh = 0; hh < group_; ++hh) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "gguf/ggml_type.h"
+
 namespace lf {
 
 // Query head h reads KV head h / (n_head / n_head_kv): consecutive query heads share one.
@@ -12,16 +14,37 @@ inline int kv_head_for(int h, int n_head, int n_head_kv) { return h / (n_head / 
 // Key at p0 is visible to a query at p1 iff p0 <= p1 and, with a window (n_swa > 0), p1 - p0 < n_swa.
 inline bool key_visible(int p0, int p1, int n_swa) { return p0 <= p1 && (n_swa <= 0 || p1 - p0 < n_swa); }
 
-// One layer's K and V rows in f16, position p in slot p % capacity (a ring when capacity is
-// smaller than the context). Slots [capacity, n_head_kv, head_dim].
+// The cache types, as llama.cpp's --cache-type-k/-v name them: F16 (its default), Q8_0 and
+// Q4_0 (32-value blocks, so a quantized row needs a head dim that is a multiple of 32).
+inline bool kv_type_supported(GgmlType t) { return t == GgmlType::F16 || t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+// Bytes of one head's row of D values in a cache type.
+inline uint64_t kv_row_bytes(GgmlType t, int D) {
+  if (t == GgmlType::F16) return 2 * static_cast<uint64_t>(D);
+  return static_cast<uint64_t>(D / 32) * (t == GgmlType::Q8_0 ? 34 : 18);
+}
+
+// One layer's K and V rows, each head's row of head_dim values in its type (f16 values, or
+// blocks), position p in slot p % capacity (a ring when capacity is smaller than the context).
+// Slots [capacity, n_head_kv] rows.
 struct KvView {
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  GgmlType k_type = GgmlType::F16;
+  GgmlType v_type = GgmlType::F16;
   int capacity = 0;
   int n_head_kv = 0;
   int head_dim = 0;
   int first_pos = 0;  // oldest position still held (and ever written)
 };
+
+// An f16 array of the view as its values.
+inline const uint16_t* halves(const void* rows) { return static_cast<const uint16_t*>(rows); }
+
+// The row of position p, KV head g, in the view's K (or V) array `rows` of type t.
+inline const uint8_t* kv_row(const KvView& kv, const void* rows, GgmlType t, int g, int p) {
+  const uint64_t slot = static_cast<uint64_t>(p % kv.capacity) * kv.n_head_kv + g;
+  return static_cast<const uint8_t*>(rows) + slot * kv_row_bytes(t, kv.head_dim);
+}
 
 // Elements of a score summed in f32 lanes: ggml_vec_dot_f16's step on AVX-512, 4 accumulators of
 // 16 lanes (docs/attention.md, "The score's order").

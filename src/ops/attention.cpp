@@ -23,51 +23,140 @@ float attention_score(const uint16_t* k, const uint16_t* q, int D) {
   return static_cast<float>(sum);
 }
 
-// q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
+// Each lane's int32 is exact in f32 (|sum| <= 4·128·127), d_k·d_q (two f16) too, so the lane's
+// _mm256_fmadd_ps is fma_f32. hsum_float_8 adds the upper 128 bits to the lower, then lanes
+// {2, 3} to {0, 1}, then lane 1 to lane 0.
+float attention_score_blocks(const int8_t* k, const float* k_scale, const block_q8_0* q, int D) {
+  float lane[kBlockScoreLanes] = {};
+  for (int b = 0; b < D / QK8_0; ++b) {
+    const float d = k_scale[b] * fp16_to_fp32(q[b].d);
+    for (int l = 0; l < kBlockScoreLanes; ++l) {
+      int32_t sum = 0;
+      for (int i = 4 * l; i < 4 * l + 4; ++i) sum += k[b * QK8_0 + i] * q[b].qs[i];
+      lane[l] = fma_f32(d, static_cast<float>(sum), lane[l]);
+    }
+  }
+  for (int half = kBlockScoreLanes / 2; half >= 1; half /= 2) {
+    for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
+  }
+  return lane[0];
+}
+
+void unpack_kv_blocks(GgmlType type, const void* row, int D, int8_t* q, float* scale) {
+  for (int b = 0; b < D / QK8_0; ++b) {
+    if (type == GgmlType::Q8_0) {
+      const block_q8_0& block = static_cast<const block_q8_0*>(row)[b];
+      std::memcpy(q + b * QK8_0, block.qs, QK8_0);
+      scale[b] = fp16_to_fp32(block.d);
+    } else {
+      const block_q4_0& block = static_cast<const block_q4_0*>(row)[b];
+      for (int i = 0; i < QK4_0 / 2; ++i) {
+        q[b * QK4_0 + i] = static_cast<int8_t>((block.qs[i] & 0x0F) - 8);
+        q[b * QK4_0 + i + QK4_0 / 2] = static_cast<int8_t>((block.qs[i] >> 4) - 8);
+      }
+      scale[b] = fp16_to_fp32(block.d);
+    }
+  }
+}
+
+namespace {
+
+// One (query row, query head)'s query as K's vec_dot type holds it: f16 values for an f16 K,
+// Q8_0 blocks (llama.cpp's x86 quantize_row_q8_0) for a Q8_0 or Q4_0 K.
+struct Query {
+  std::vector<uint16_t> q16;        // [D]
+  std::vector<block_q8_0> blocks;   // [D / 32]
+  std::vector<int8_t> k;            // [D] scratch: a quantized key's values
+  std::vector<float> k_scale;       // [D / 32] and its block scales
+
+  Query(GgmlType k_type, int D) {
+    if (k_type == GgmlType::F16) {
+      q16.resize(D);
+    } else {
+      blocks.resize(D / QK8_0);
+      k.resize(D);
+      k_scale.resize(D / QK8_0);
+    }
+  }
+  void load(const float* q, int D) {
+    if (!q16.empty()) {
+      for (int d = 0; d < D; ++d) q16[d] = fp32_to_fp16(q[d]);
+    } else {
+      quantize_row_q8_0_x86(q, blocks.data(), D);
+    }
+  }
+  // k_row (one key in type) · the query -> its unscaled score.
+  float score(GgmlType type, const uint8_t* k_row, int D) {
+    if (type == GgmlType::F16) return attention_score(halves(k_row), q16.data(), D);
+    unpack_kv_blocks(type, k_row, D, k.data(), k_scale.data());
+    return attention_score_blocks(k.data(), k_scale.data(), blocks.data(), D);
+  }
+};
+
+}  // namespace
+
+// q [n_q, n_head, D] · K, V [positions, n_head_kv] rows in their types -> out [n_q, n_head, D]
 // The reference: the engine runs attention_tiled (kernels/attention.cpp), which the [attention]
 // tests hold to these bytes, so any change here is a change there.
 void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out) {
   const int D = kv.head_dim;
-  std::vector<uint16_t> q16(D);
-  // The weighted sum of values is kept in f16, rounded after every key, as ggml's flash-attention
+  Query query(kv.k_type, D);
+  // An f16 V's weighted sum is kept in f16, rounded after every key, as ggml's flash-attention
   // kernel does when V is f16 (docs/gemma-architecture.md, "Flash attention"). With Q8_0
   // activations downstream, the f16 vs f32 difference here would flip quantization roundings and
   // move next-token log-probabilities by several 1e-2 on synthetic models; matching it keeps us
-  // within the oracle's bound.
+  // within the oracle's bound. A quantized V is converted to f32 and summed in f32, as ggml does.
+  const bool v_f16 = kv.v_type == GgmlType::F16;
   std::vector<uint16_t> v_acc(D);
+  std::vector<float> acc32(D), v32(D);
   for (int i = 0; i < n_q; ++i) {
     const int p1 = pos0 + i;
     const int first_key = n_swa > 0 ? (p1 - n_swa + 1 > 0 ? p1 - n_swa + 1 : 0) : 0;
     for (int h = 0; h < n_head; ++h) {
       const int64_t q_off = (static_cast<int64_t>(i) * n_head + h) * D;
       const int g = kv_head_for(h, n_head, kv.n_head_kv);
-      for (int d = 0; d < D; ++d) q16[d] = fp32_to_fp16(q[q_off + d]);
+      query.load(q + q_off, D);
 
       // Online softmax as ggml's flash-attention kernel: running max M, running sum S.
       float M = -INFINITY;
       float S = 0.0f;
       for (int d = 0; d < D; ++d) v_acc[d] = 0;
+      for (int d = 0; d < D; ++d) acc32[d] = 0.0f;
       for (int p0 = first_key; p0 <= p1; ++p0) {
         if (!key_visible(p0, p1, n_swa)) continue;
         assert(p0 >= kv.first_pos && "key evicted from the ring before its last query ran");
-        const int64_t off = (static_cast<int64_t>(p0 % kv.capacity) * kv.n_head_kv + g) * D;
-        const float s = attention_score(kv.k + off, q16.data(), D) * kq_scale;
+        const float s = query.score(kv.k_type, kv_row(kv, kv.k, kv.k_type, g, p0), D) * kq_scale;
         const float M_old = M;
         float ms = 1.0f;  // rescales what was accumulated under the old max
         float vs = 1.0f;  // weight of this key's value
         if (s > M) {
           M = s;
           ms = expf(M_old - M);
-          for (int d = 0; d < D; ++d) v_acc[d] = fp32_to_fp16(fp16_to_fp32(v_acc[d]) * ms);
+          for (int d = 0; d < D; ++d) {
+            if (v_f16) {
+              v_acc[d] = fp32_to_fp16(fp16_to_fp32(v_acc[d]) * ms);
+            } else {
+              acc32[d] *= ms;
+            }
+          }
         } else {
           vs = expf(s - M);
         }
-        const uint16_t* v = kv.v + off;
-        for (int d = 0; d < D; ++d) v_acc[d] = fp32_to_fp16(std::fma(fp16_to_fp32(v[d]), vs, fp16_to_fp32(v_acc[d])));
+        const uint8_t* v = kv_row(kv, kv.v, kv.v_type, g, p0);
+        if (v_f16) {
+          for (int d = 0; d < D; ++d) {
+            v_acc[d] = fp32_to_fp16(std::fma(fp16_to_fp32(halves(v)[d]), vs, fp16_to_fp32(v_acc[d])));
+          }
+        } else {
+          const Status converted = dequantize_row(kv.v_type, v, v32.data(), D);
+          assert(converted.ok());
+          (void)converted;
+          for (int d = 0; d < D; ++d) acc32[d] = fma_f32(v32[d], vs, acc32[d]);
+        }
         S = S * ms + vs;
       }
       const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
-      for (int d = 0; d < D; ++d) out[q_off + d] = fp16_to_fp32(v_acc[d]) * S_inv;
+      for (int d = 0; d < D; ++d) out[q_off + d] = (v_f16 ? fp16_to_fp32(v_acc[d]) : acc32[d]) * S_inv;
     }
   }
 }

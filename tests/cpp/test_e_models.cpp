@@ -303,8 +303,8 @@ TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors 
   // Position 2's K of layer 1 (one KV head of 32) is what the cache's view of layer 1 holds.
   const lf::KvView view = sa.kv.view(1, 0, 4);
   for (int d = 0; d < 32; ++d) {
-    CHECK(rows.values[2 * 64 + d] == view.k[2 * 32 + d]);
-    CHECK(rows.values[2 * 64 + 32 + d] == view.v[2 * 32 + d]);
+    CHECK(rows.values[2 * 64 + d] == lf::halves(view.k)[2 * 32 + d]);
+    CHECK(rows.values[2 * 64 + 32 + d] == lf::halves(view.v)[2 * 32 + d]);
   }
 
   struct Case {

@@ -1,0 +1,142 @@
+// attention_tiled_quantized: lf::attention's arithmetic for a cache with a Q8_0 or Q4_0 K or V,
+// reorganized so that a tile of (query row, query head) pairs sharing one KV head unpacks each
+// K row and converts each V row once. Each pair keeps the reference's order over keys and its
+// operations, so the bytes are the same (docs/attention.md, "Quantized cache").
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/attention_steps.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+
+namespace lf {
+namespace {
+
+using namespace attn_steps;
+
+// One key of a dot's online softmax with an f32 accumulator (a quantized V): score s, value
+// v [D] -> acc [D], running max M and running sum S, as ggml's ggml_vec_scale_f32 and
+// ggml_vec_mad_f32 (fused on every x86 build of it that has FMA).
+void softmax_step_f32(float s, const float* v, int D, float* acc, float& M, float& S) {
+  const float M_old = M;
+  float ms = 1.0f;
+  float vs = 1.0f;
+  if (s > M) {
+    M = s;
+    ms = expf(M_old - M);
+    for (int d = 0; d < D; ++d) acc[d] *= ms;
+  } else {
+    vs = expf(s - M);
+  }
+  for (int d = 0; d < D; ++d) acc[d] = fma_f32(v[d], vs, acc[d]);
+  S = S * ms + vs;
+}
+
+// One tile: query rows [i0, i1) × the `group` query heads of KV head g.
+class QuantizedTile : TileShape {
+ public:
+  QuantizedTile(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
+                AttentionWorkspace& ws, int g, int i0, int i1)
+      : TileShape(q, pos0, n_head, kv, n_swa, kq_scale, ws, g, i0, i1) {}
+
+  void run(float* out) {
+    load_queries();
+    const int p_first = pos0_ + i0_;
+    const int first_key = n_swa_ > 0 ? std::max(0, p_first - n_swa_ + 1) : 0;
+    const int last_key = pos0_ + i1_ - 1;
+    for (int p = first_key; p <= last_key; ++p) {
+      load_key(p);
+      for (int i = i0_; i < i1_; ++i) {
+        if (!key_visible(p, pos0_ + i, n_swa_)) continue;
+        for (int hh = 0; hh < group_; ++hh) step(dot_index(i, hh));
+      }
+    }
+    store(out);
+  }
+
+ private:
+  int n_dots() const { return (i1_ - i0_) * group_; }
+  const int nb_ = D_ / QK8_0;
+
+  void load_queries() {
+    for (int i = i0_; i < i1_; ++i) {
+      for (int hh = 0; hh < group_; ++hh) {
+        const float* qd = q_ + q_offset(i, hh);
+        const int j = dot_index(i, hh);
+        if (kv_.k_type == GgmlType::F16) {
+          for (int d = 0; d < D_; ++d) ws_.q16[static_cast<int64_t>(j) * D_ + d] = fp32_to_fp16(qd[d]);
+        } else {
+          quantize_row_q8_0_x86(qd, ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_);
+        }
+      }
+    }
+    std::fill(ws_.acc.begin(), ws_.acc.begin() + static_cast<int64_t>(n_dots()) * D_, 0.0f);
+    std::fill(ws_.max.begin(), ws_.max.begin() + n_dots(), -INFINITY);
+    std::fill(ws_.sum.begin(), ws_.sum.begin() + n_dots(), 0.0f);
+  }
+
+  // Key p: K unpacked into k8 / k_scale (a quantized K), V -> v [D] f32 (and v64 for an f16 V).
+  void load_key(int p) {
+    k_row_ = kv_row(kv_, kv_.k, kv_.k_type, g_, p);
+    if (kv_.k_type != GgmlType::F16) unpack_kv_blocks(kv_.k_type, k_row_, D_, ws_.k8.data(), ws_.k_scale.data());
+    const uint8_t* v_row = kv_row(kv_, kv_.v, kv_.v_type, g_, p);
+    if (kv_.v_type == GgmlType::F16) {
+      halves_to_f32(halves(v_row), ws_.v.data(), D_);
+      promote(ws_.v.data(), ws_.v64.data(), D_);
+    } else {
+      const Status converted = dequantize_row(kv_.v_type, v_row, ws_.v.data(), D_);
+      assert(converted.ok());
+      (void)converted;
+    }
+  }
+
+  // Dot j's steps for the key load_key loaded.
+  void step(int j) {
+    const float score = kv_.k_type == GgmlType::F16
+                            ? attention_score(halves(k_row_), ws_.q16.data() + static_cast<int64_t>(j) * D_, D_)
+                            : attention_score_blocks(ws_.k8.data(), ws_.k_scale.data(),
+                                                     ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_);
+    const float s = score * kq_scale_;
+    float* acc = ws_.acc.data() + static_cast<int64_t>(j) * D_;
+    if (kv_.v_type == GgmlType::F16) {
+      softmax_step(s, ws_.v.data(), ws_.v64.data(), D_, acc, ws_.max[j], ws_.sum[j]);
+    } else {
+      softmax_step_f32(s, ws_.v.data(), D_, acc, ws_.max[j], ws_.sum[j]);
+    }
+  }
+
+  void store(float* out) const {
+    for (int i = i0_; i < i1_; ++i) {
+      for (int hh = 0; hh < group_; ++hh) {
+        const int j = dot_index(i, hh);
+        store_output(ws_.acc.data() + static_cast<int64_t>(j) * D_, ws_.sum[j], D_, out + q_offset(i, hh));
+      }
+    }
+  }
+
+  const uint8_t* k_row_ = nullptr;
+};
+
+}  // namespace
+
+void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa,
+                               float kq_scale, float* out, AttentionWorkspace* ws) {
+  const int D = kv.head_dim;
+  const int group = n_head / kv.n_head_kv;
+  const int rows_per_tile = std::max(1, kTileDots / group);
+  const size_t dots = static_cast<size_t>(rows_per_tile) * group;
+  ws->fit(D, static_cast<int>(dots));
+  ws->q8.resize(dots * (D / QK8_0));
+  ws->q16.resize(dots * D);
+  ws->k8.resize(D);
+  ws->k_scale.resize(D / QK8_0);
+  for (int g = 0; g < kv.n_head_kv; ++g) {
+    for (int i0 = 0; i0 < n_q; i0 += rows_per_tile) {
+      QuantizedTile(q, pos0, n_head, kv, n_swa, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile)).run(out);
+    }
+  }
+}
+
+}  // namespace lf
