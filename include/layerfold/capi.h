@@ -58,7 +58,7 @@ LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, 
                                                                  int with_embedding, int with_head, int per_layer_rows);
 /* The bytes such a node holds (model/node_needs.h): {"tensor_bytes", "kv_bytes_per_session" (one
  * session at max_ctx; 0: the model's n_ctx_train), "scratch_bytes" (a forward of max_tokens rows,
- * top-K FFN included) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
+ * top-K FFN included; the cache in types k_type and v_type, as lf_model_set_kv_types names them) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
  * loading only, freed before any session exists), "per_layer_row_bytes" (the first node of a
  * model with per-layer embeddings: one token's row of per_layer_token_embd, what a cache of rows
  * is budgeted by; else 0), "kv_rows_in" and "kv_rows_out" (shared KV across nodes: the source
@@ -67,7 +67,8 @@ LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, 
  * lf_node_tensors_json)}. */
 LF_EXPORT(lf_node_needs_json) const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                              int with_embedding, int with_head, int max_ctx,
-                                                             int max_tokens, int per_layer_rows);
+                                                             int max_tokens, int per_layer_rows, const char* k_type,
+                                                             const char* v_type);
 
 /* --- a node's model: the host places tensor bytes in memory, then loads a layer range --- */
 LF_EXPORT(lf_model_create) lf_model* lf_model_create(void);
@@ -90,6 +91,11 @@ LF_EXPORT(lf_model_set_ffn_down_layout) int lf_model_set_ffn_down_layout(lf_mode
  * lf_per_layer_inputs_from_rows the rows of its tokens. 0 (default): the table is placed whole.
  * Before lf_model_load only. The inputs' bytes are the same either way. */
 LF_EXPORT(lf_model_set_per_layer_rows) int lf_model_set_per_layer_rows(lf_model* model, int from_host);
+/* The KV cache types of the sessions lf_session_create makes on this model, by llama.cpp's
+ * names: "f16" (default), "q8_0" or "q4_0" for K and for V (docs/attention.md, "Quantized
+ * cache"); any other name is refused naming it. Before lf_session_create; sessions made earlier
+ * keep theirs. */
+LF_EXPORT(lf_model_set_kv_types) int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_type);
 LF_EXPORT(lf_model_n_embd) int lf_model_n_embd(const lf_model* model);
 LF_EXPORT(lf_model_n_vocab) int lf_model_n_vocab(const lf_model* model);
 LF_EXPORT(lf_model_n_layer) int lf_model_n_layer(const lf_model* model);
@@ -164,19 +170,21 @@ LF_EXPORT(lf_session_set_per_layer_inputs) int lf_session_set_per_layer_inputs(l
 /* Shared KV across nodes (docs/forward-pass.md, "Shared KV across nodes"): a node holding
  * shared-KV layers without their source layer is given the source's K/V rows with each forward
  * (lf_node_needs_json's kv_rows_in), and the node of the source hands them out (kv_rows_out).
- * The next forward's rows of source layer `layer` for positions [pos0, pos0 + n): values
- * [n, 2 (K, V), n_head_kv * head_dim] f16, as lf_session_kv_rows gave them, copied (a second call
- * for the layer replaces them). Required for each such layer before every forward, consumed by a
- * successful one; the forward refuses missing, mis-sized or non-finite rows and rows of other
- * positions than its own, by name. lf_session_clear_kv_rows drops rows set and not consumed. */
+ * The next forward's rows of source layer `layer` for positions [pos0, pos0 + n): n_bytes bytes,
+ * per position the n_head_kv K rows then the n_head_kv V rows of head_dim values each, in the
+ * cache's types (f16 values, or q8_0 / q4_0 blocks: lf_model_set_kv_types), as
+ * lf_session_kv_rows gave them, copied (a second call for the layer replaces them). Required for
+ * each such layer before every forward, consumed by a successful one; the forward refuses
+ * missing, mis-sized or non-finite rows and rows of other positions than its own, by name.
+ * lf_session_clear_kv_rows drops rows set and not consumed. */
 LF_EXPORT(lf_session_set_kv_rows) int lf_session_set_kv_rows(lf_session* session, int layer, int pos0, int n,
-                                                             const uint16_t* values, int n_values);
+                                                             const uint8_t* bytes, double n_bytes);
 LF_EXPORT(lf_session_clear_kv_rows) void lf_session_clear_kv_rows(lf_session* session);
 /* After a successful forward, the call's new rows of source layer `layer` (one of kv_rows_out),
- * laid out as above and owned by the session until its next forward: their value count, and
- * their first value; -1 and NULL (with the last error set) for a layer it hands out no rows of. */
-LF_EXPORT(lf_session_kv_rows_values) int lf_session_kv_rows_values(const lf_session* session, int layer);
-LF_EXPORT(lf_session_kv_rows) const uint16_t* lf_session_kv_rows(const lf_session* session, int layer);
+ * laid out as above and owned by the session until its next forward: their byte count, and
+ * their first byte; -1 and NULL (with the last error set) for a layer it hands out no rows of. */
+LF_EXPORT(lf_session_kv_rows_bytes) double lf_session_kv_rows_bytes(const lf_session* session, int layer);
+LF_EXPORT(lf_session_kv_rows) const uint8_t* lf_session_kv_rows(const lf_session* session, int layer);
 /* in [n, n_embd] at positions start_pos.. -> out [n or 1 (last_only), n_embd] */
 LF_EXPORT(lf_forward) int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in,
                                      int n, float* out, int last_only);

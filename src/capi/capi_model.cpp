@@ -30,6 +30,7 @@ struct lf_model {
   int n_threads = 1;
   bool ffn_down_feature_major = false;
   bool per_layer_rows_from_host = false;
+  lf::GgmlType kv_k_type = lf::GgmlType::F16, kv_v_type = lf::GgmlType::F16;  // lf_model_set_kv_types
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
   mutable std::vector<lf::Status> batch_statuses;  // the entries' outcomes of the last finished batch
   lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips
@@ -135,6 +136,17 @@ int lf_model_set_per_layer_rows(lf_model* model, int from_host) {
   return 1;
 }
 
+int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_type) {
+  lf::GgmlType k = lf::GgmlType::F16, v = lf::GgmlType::F16;
+  if (!lf::capi::record(lf::parse_kv_type(k_type ? k_type : "", "K", &k)) ||
+      !lf::capi::record(lf::parse_kv_type(v_type ? v_type : "", "V", &v))) {
+    return 0;
+  }
+  model->kv_k_type = k;
+  model->kv_v_type = v;
+  return 1;
+}
+
 int lf_model_threads(const lf_model* model) {
   return model->loaded ? model->model.pool->size() : model->n_threads;
 }
@@ -153,6 +165,8 @@ lf_session* lf_session_create(const lf_model* model, int max_ctx) {
   auto session = std::make_unique<lf_session>();
   lf::KvCacheOptions options;
   options.max_ctx = max_ctx;
+  options.k_type = model->kv_k_type;
+  options.v_type = model->kv_v_type;
   if (!lf::capi::record(lf::Session::create(model->model, options, &session->session))) return nullptr;
   return session.release();
 }
@@ -228,14 +242,14 @@ int lf_session_set_per_layer_inputs(lf_session* session, const float* in, int n_
   return 1;
 }
 
-int lf_session_set_kv_rows(lf_session* session, int layer, int pos0, int n, const uint16_t* values, int n_values) {
-  if (n < 0 || n_values < 0 || (n_values > 0 && !values)) {
-    return lf::capi::record(Status(Code::invalid_argument, "K/V rows need n >= 0, n_values >= 0 and a buffer"));
+int lf_session_set_kv_rows(lf_session* session, int layer, int pos0, int n, const uint8_t* bytes, double n_bytes) {
+  if (n < 0 || !(n_bytes >= 0 && n_bytes <= static_cast<double>(SIZE_MAX)) || (n_bytes > 0 && !bytes)) {
+    return lf::capi::record(Status(Code::invalid_argument, "K/V rows need n >= 0, n_bytes >= 0 and a buffer"));
   }
   std::vector<lf::KvRows>& given = session->session.kv_rows_in;
   auto it = std::find_if(given.begin(), given.end(), [layer](const lf::KvRows& r) { return r.layer == layer; });
   if (it == given.end()) it = given.insert(given.end(), lf::KvRows{});
-  *it = lf::KvRows{layer, pos0, n, std::vector<uint16_t>(values, values + n_values)};
+  *it = lf::KvRows{layer, pos0, n, std::vector<uint8_t>(bytes, bytes + static_cast<size_t>(n_bytes))};
   return 1;
 }
 
@@ -253,14 +267,14 @@ const lf::KvRows* kv_rows_out(const lf_session* session, int layer) {
 
 }  // namespace
 
-int lf_session_kv_rows_values(const lf_session* session, int layer) {
+double lf_session_kv_rows_bytes(const lf_session* session, int layer) {
   const lf::KvRows* rows = kv_rows_out(session, layer);
-  return rows ? static_cast<int>(rows->values.size()) : -1;
+  return rows ? static_cast<double>(rows->bytes.size()) : -1;
 }
 
-const uint16_t* lf_session_kv_rows(const lf_session* session, int layer) {
+const uint8_t* lf_session_kv_rows(const lf_session* session, int layer) {
   const lf::KvRows* rows = kv_rows_out(session, layer);
-  return rows ? rows->values.data() : nullptr;
+  return rows ? rows->bytes.data() : nullptr;
 }
 
 int lf_forward(const lf_model* model, lf_session* session, int start_pos, const float* in, int n, float* out,

@@ -7,6 +7,7 @@
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
 #include "model/model_config.h"
+#include "model/kv_cache.h"
 #include "model/node_needs.h"
 
 namespace {
@@ -63,10 +64,14 @@ const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, 
 }
 
 const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head,
-                               int max_ctx, int max_tokens, int per_layer_rows) {
+                               int max_ctx, int max_tokens, int per_layer_rows, const char* k_type, const char* v_type) {
   lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head, per_layer_rows);
   shape.max_ctx = max_ctx;
   shape.max_tokens = max_tokens;
+  if (!lf::capi::record(lf::parse_kv_type(k_type ? k_type : "", "K", &shape.k_type)) ||
+      !lf::capi::record(lf::parse_kv_type(v_type ? v_type : "", "V", &shape.v_type))) {
+    return nullptr;
+  }
   lf::NodeNeeds needs;
   if (!lf::capi::record(lf::node_needs(gguf->file, shape, &needs))) return nullptr;
   nlohmann::ordered_json out;

@@ -51,16 +51,15 @@ Status check_kv_rows(const Model& m, const Session& s, int start_pos, int n) {
                     which + " are for positions [" + std::to_string(rows->pos0) + ", " + std::to_string(rows->pos0 + rows->n) +
                         "), but the call runs positions [" + std::to_string(start_pos) + ", " + std::to_string(start_pos + n) + ")");
     }
-    const uint64_t expected = 2 * static_cast<uint64_t>(n) * static_cast<uint64_t>(m.config.layers[il].kv_dim());
-    if (rows->values.size() != expected) {
-      return Status(Code::invalid_argument, which + " hold " + std::to_string(rows->values.size()) +
-                                                " f16 values, expected n x 2 x n_head_kv x head_dim = " + std::to_string(expected));
+    const uint64_t expected = static_cast<uint64_t>(n) * s.kv.row_bytes(il);
+    if (rows->bytes.size() != expected) {
+      return Status(Code::invalid_argument, which + " hold " + std::to_string(rows->bytes.size()) +
+                                                " bytes, expected n x n_head_kv x (K row + V row) = " + std::to_string(expected) +
+                                                " (K " + kv_type_name(s.kv.k_type()) + ", V " + kv_type_name(s.kv.v_type()) + ")");
     }
-    for (size_t i = 0; i < rows->values.size(); ++i) {
-      if ((rows->values[i] & 0x7c00) == 0x7c00) {
-        return Status(Code::invalid_argument, which + " hold a non-finite value at position " +
-                                                  std::to_string(rows->pos0 + static_cast<int>(i / (expected / n))));
-      }
+    const int bad = s.kv.first_non_finite(*rows);
+    if (bad >= 0) {
+      return Status(Code::invalid_argument, which + " hold a non-finite value at position " + std::to_string(rows->pos0 + bad));
     }
   }
   return Status();
@@ -72,6 +71,10 @@ Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float
   const Session& s = *e.session;
   if (s.range().begin != m.range.begin || s.range().end != m.range.end) {
     return Status(Code::invalid_argument, "session was created for another layer range");
+  }
+  if (s.approx.truncated_attention && (s.kv.k_type() != GgmlType::F16 || s.kv.v_type() != GgmlType::F16)) {
+    return Status(Code::invalid_argument, "truncated attention runs over an f16 KV cache only; this session's is K " +
+                                              std::string(kv_type_name(s.kv.k_type())) + ", V " + kv_type_name(s.kv.v_type()));
   }
   if (e.start_pos != s.n_past()) {
     return Status(Code::failed_precondition, "start_pos " + std::to_string(e.start_pos) +

@@ -1,5 +1,6 @@
-// One session's K and V rows for every layer of a node, in f16 (llama.cpp's default cache type,
-// docs/forward-pass.md, "Numerics").
+// One session's K and V rows for every layer of a node, each in its cache type: f16 (llama.cpp's
+// default, docs/forward-pass.md, "Numerics"), q8_0 or q4_0, stored as llama.cpp stores them
+// (docs/attention.md, "Quantized cache").
 //
 // Global layers keep every position up to max_ctx. Sliding layers keep a ring of
 // n_swa + attn_chunk - 1 slots: the engine writes at most attn_chunk new positions before it
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -23,15 +25,30 @@ namespace lf {
 struct KvCacheOptions {
   int max_ctx = 0;      // positions a session may hold; 0: the model's n_ctx_train
   int attn_chunk = 64;  // queries attended per step (sizes the sliding rings)
+  GgmlType k_type = GgmlType::F16;  // F16, Q8_0 or Q4_0 (kv_type_supported)
+  GgmlType v_type = GgmlType::F16;
 };
 
+// A cache type by llama.cpp's name ("f16", "q8_0", "q4_0"); any other name is refused naming it
+// and the supported ones. `which` ("K" or "V") goes into the message.
+Status parse_kv_type(const std::string& name, const char* which, GgmlType* out);
+const char* kv_type_name(GgmlType type);  // "f16", "q8_0" or "q4_0"
+
+// llama.cpp's Hadamard rotation with a quantized cache (llama_kv_cache: attn_rot_k / attn_rot_v,
+// on when the type is quantized and the head dim a multiple of 64): the block size Q and K (or
+// V, and the attention's output) are rotated in for a layer of head dim D, 0 for none. K's block
+// is the largest power of two dividing D, V's is 64.
+int kv_k_rotation(GgmlType k_type, int D);
+int kv_v_rotation(GgmlType v_type, int D);
+
 // One source layer's K and V rows of positions [pos0, pos0 + n) exactly as its cache holds them
-// (f16 after the norms and RoPE): per position K [n_head_kv, head_dim], then V [n_head_kv, head_dim].
+// (after the norms, RoPE and any rotation, in the cache's types): per position K [n_head_kv] rows,
+// then V [n_head_kv] rows.
 struct KvRows {
   int layer = 0;
   int pos0 = 0;
   int n = 0;
-  std::vector<uint16_t> values;  // [n, 2, n_head_kv · head_dim]
+  std::vector<uint8_t> bytes;  // [n, n_head_kv · (kv_row_bytes(k_type, D) + kv_row_bytes(v_type, D))]
 };
 
 // The ring slots a forward call overwrites while they may still hold live keys, kept so that a
@@ -39,7 +56,7 @@ struct KvRows {
 // layers need it: a global layer's slots past n_past hold nothing yet.
 struct KvUndo {
   int pos0 = 0, n_slots = 0;
-  std::vector<std::vector<uint16_t>> k, v;  // [layer of the range][n_head_kv, n_slots, head_dim]
+  std::vector<std::vector<uint8_t>> k, v;  // [layer of the range][n_head_kv, n_slots] rows
 };
 
 class KvCache {
@@ -52,11 +69,16 @@ class KvCache {
   int max_ctx() const { return max_ctx_; }
   int attn_chunk() const { return attn_chunk_; }
   LayerRange range() const { return range_; }
+  GgmlType k_type() const { return k_type_; }
+  GgmlType v_type() const { return v_type_; }
   uint64_t bytes() const;
-  // FNV-1a 64-bit over every K and V value held, in layer order (lf_session_kv_digest).
+  // FNV-1a 64-bit over every byte of K and V held, in layer order (lf_session_kv_digest).
   uint64_t digest() const;
+  // Bytes of one position's K and V rows of layer il (KvRows).
+  uint64_t row_bytes(int il) const;
 
-  // k, v [head_dim] of KV head kv_head of layer il at position pos -> f16 slot pos % capacity.
+  // k, v [head_dim] of KV head kv_head of layer il at position pos -> slot pos % capacity, in the
+  // cache's types (quantized as ggml's CPU set_rows does: quantize_row_q8_0_x86, quantize_row_q4_0_ref).
   // Each head has its own slots, so workers owning different heads never share a cache line.
   void store(int il, int kv_head, int pos, const float* k, const float* v);
   // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
@@ -67,6 +89,9 @@ class KvCache {
   // Positions [rows.pos0, rows.pos0 + rows.n) of layer rows.layer (one the cache holds) from
   // shipped rows, and the other way round; the sizes were checked by the caller.
   void store_rows(const KvRows& rows);
+  // The first position (from 0) of rows of the right size with a non-finite f16 value or block
+  // scale, -1 when there is none.
+  int first_non_finite(const KvRows& rows) const;
   void read_rows(int il, int pos0, int n, KvRows* out) const;
 
   // The shortest length a session of n_past positions can be cut back to (Session::truncate)
@@ -84,16 +109,17 @@ class KvCache {
     int capacity = 0;
     int n_head_kv = 0, head_dim = 0;
     bool sliding = false;
-    std::vector<uint16_t> k, v;  // [n_head_kv, capacity, head_dim]
+    size_t k_row = 0, v_row = 0;  // bytes of one head's row
+    std::vector<uint8_t> k, v;    // [n_head_kv, capacity] rows
   };
-  // Calls copy(offset in the layer's k/v, offset in the undo's) for undo slot j of every KV head:
-  // ring slot (pos0 + j) % capacity.
+  // Calls copy(row index in the layer's k/v, row index in the undo's) for undo slot j of every
+  // KV head: ring slot (pos0 + j) % capacity.
   template <typename Copy>
   static void for_each_slot(const LayerKv& kv, const KvUndo& undo, Copy copy) {
     for (size_t h = 0; h < static_cast<size_t>(kv.n_head_kv); ++h) {
       for (int j = 0; j < undo.n_slots; ++j) {
         const size_t slot = static_cast<size_t>((undo.pos0 + j) % kv.capacity);
-        copy((h * kv.capacity + slot) * kv.head_dim, (h * undo.n_slots + j) * kv.head_dim);
+        copy(h * kv.capacity + slot, h * undo.n_slots + j);
       }
     }
   }
@@ -107,6 +133,7 @@ class KvCache {
   int max_ctx_ = 0;
   int attn_chunk_ = 0;
   int n_swa_ = 0;
+  GgmlType k_type_ = GgmlType::F16, v_type_ = GgmlType::F16;
   std::vector<LayerKv> layers_;  // [range.end - first_]: layers before range.begin not mirrored hold nothing
 };
 

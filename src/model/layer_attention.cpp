@@ -104,13 +104,24 @@ void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, Attentio
   ho.resize(hq.size());
   for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
   KvCache& cache = g.s->kv;
+  // With a quantized cache, llama.cpp rotates Q and K (and V, then the output back) by a
+  // Hadamard matrix before they meet (kv_k_rotation): the rotation spreads outliers over a block
+  // so that they quantize better. A rotation is its own inverse.
+  const int k_rot = kv_k_rotation(cache.k_type(), D), v_rot = kv_v_rotation(cache.v_type(), D);
+  std::vector<float> k_row(D), v_row(D);
   // A shared-KV layer attends over the cache its source layer filled earlier in this call.
   const int kv_layer = l.kv_layer;
   for (int c0 = 0; c0 < g.n; c0 += cache.attn_chunk()) {
     const int c1 = std::min(g.n, c0 + cache.attn_chunk());
     for (int t = c0; t < c1 && !l.shares_kv; ++t) {
       for (int h = kv.kv0; h < kv.kv1; ++h) {
-        cache.store(c.il, h, g.pos0 + t, row(c.b.k, g.x0 + t, l.kv_dim()) + h * D, row(c.b.v, g.x0 + t, l.kv_dim()) + h * D);
+        const float* k = row(c.b.k, g.x0 + t, l.kv_dim()) + h * D;
+        const float* v = row(c.b.v, g.x0 + t, l.kv_dim()) + h * D;
+        k_row.assign(k, k + D);
+        v_row.assign(v, v + D);
+        if (k_rot > 0) hadamard_rotate(k_row.data(), D, k_rot);
+        if (v_rot > 0) hadamard_rotate(v_row.data(), D, v_rot);
+        cache.store(c.il, h, g.pos0 + t, k_row.data(), v_row.data());
       }
     }
     const int first = std::max(c0, g.row0), last = std::min(c1, g.row0 + g.n_act());
@@ -123,7 +134,9 @@ void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, Attentio
         const float* src = row(c.b.q, a_first + i, l.q_dim()) + col;
         std::copy(src, src + head_cols, hq.data() + i * head_cols);
       }
+      if (k_rot > 0) hadamard_rotate(hq.data(), n_rows * static_cast<int>(head_cols), k_rot);
       attend(c, g, hq.data(), n_rows, first, h, cache.view(kv_layer, h, g.pos0 + c1), workspace, ho.data());
+      if (v_rot > 0) hadamard_rotate(ho.data(), n_rows * static_cast<int>(head_cols), v_rot);
       for (int i = 0; i < n_rows; ++i) {
         const float* src = ho.data() + i * head_cols;
         std::copy(src, src + head_cols, row(c.b.attn_out, a_first + i, l.q_dim()) + col);

@@ -92,6 +92,8 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   }
   KvCacheOptions kv;
   kv.max_ctx = shape.max_ctx;
+  kv.k_type = shape.k_type;
+  kv.v_type = shape.v_type;
   LF_RETURN_IF_ERROR(KvCache::bytes_for(c, shape.range, kv, &needs.kv_bytes_per_session));
   std::vector<LayerScratchShape> layers(static_cast<size_t>(shape.range.end - shape.range.begin));
   for (int il = shape.range.begin; il < shape.range.end; ++il) {
@@ -116,7 +118,11 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
   auto kv_layers = [&](const std::vector<int>& layers) {
     std::vector<NodeNeeds::KvLayer> out;
-    for (int il : layers) out.push_back({il, 2 * sizeof(uint16_t) * static_cast<uint64_t>(c.layers[il].kv_dim())});
+    for (int il : layers) {
+      const int D = c.layers[il].head_dim;
+      out.push_back({il, static_cast<uint64_t>(c.layers[il].n_head_kv) *
+                             (kv_row_bytes(shape.k_type, D) + kv_row_bytes(shape.v_type, D))});
+    }
     return out;
   };
   needs.kv_rows_in = kv_layers(kv_layers_mirrored(c, shape.range.begin, shape.range.end));

@@ -23,6 +23,8 @@ struct NodeShape {
   // The first node of a model with per-layer embeddings reads per_layer_token_embd by rows
   // (ModelLoadOptions::per_layer_rows_from_host) instead of holding it.
   bool per_layer_rows = false;
+  GgmlType k_type = GgmlType::F16;  // the KV cache's types (KvCacheOptions)
+  GgmlType v_type = GgmlType::F16;
 };
 
 struct NodeNeeds {
@@ -39,7 +41,7 @@ struct NodeNeeds {
   uint64_t per_layer_row_bytes = 0;
   // Shared KV across nodes (kv_layers_mirrored, kv_layers_shipped): the source layers whose rows
   // the node is given (their mirror is in kv_bytes_per_session) and those whose rows it hands
-  // out, with one position's bytes of each (K and V in f16).
+  // out, with one position's bytes of each (K and V in the cache's types).
   struct KvLayer {
     int layer = 0;
     uint64_t bytes_per_token = 0;

@@ -73,6 +73,12 @@ void unpack_kv_blocks(GgmlType type, const void* row, int D, int8_t* q, float* s
 // key a query can see must be in the view (asserted).
 void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out);
 
+// --- Hadamard rotation (ops/hadamard.cpp) ---
+// x [n / block, block] in place: each block times the Sylvester Hadamard matrix of its size (a
+// power of two) scaled by 1/sqrt(block), as llama.cpp rotates Q, K and V for a quantized cache
+// (its own inverse: applying it twice gives x back up to rounding).
+void hadamard_rotate(float* x, int n, int block);
+
 // --- matmul (ops/matmul.cpp) ---
 // X [n_tok, n_in] f32 -> Xc [n_tok, activation_row_bytes(W.type, n_in)] in W's vec_dot type.
 // Done once per activation; every output row then reuses it.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "model/reference_forward.h"
 
 namespace {
+
+// f16 value i of shipped rows (an f16 cache) set to bits h
+void set_half(lf::KvRows* rows, size_t i, uint16_t h) { std::memcpy(rows->bytes.data() + 2 * i, &h, sizeof h); }
 
 using lf::Code;
 using lf::Model;
@@ -200,7 +204,17 @@ struct Pipeline {
   std::vector<Session> sessions;
 };
 
-Pipeline pipeline(const FixtureModel& f, const std::vector<int>& cuts, int threads, int attn_chunk = 64) {
+// Sessions of 32 positions with K and V in kv_type.
+Session typed_session(const Model& m, int attn_chunk, lf::GgmlType kv_type) {
+  lf::KvCacheOptions o{32, attn_chunk};
+  o.k_type = o.v_type = kv_type;
+  Session s;
+  lf::test::require_ok(Session::create(m, o, &s));
+  return s;
+}
+
+Pipeline pipeline(const FixtureModel& f, const std::vector<int>& cuts, int threads, int attn_chunk = 64,
+                  lf::GgmlType kv_type = lf::GgmlType::F16) {
   Pipeline p;
   std::vector<int> bounds{0};
   bounds.insert(bounds.end(), cuts.begin(), cuts.end());
@@ -208,7 +222,7 @@ Pipeline pipeline(const FixtureModel& f, const std::vector<int>& cuts, int threa
   p.nodes.reserve(bounds.size() - 1);
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     p.nodes.push_back(load(f, {{bounds[i], bounds[i + 1]}, threads}));
-    p.sessions.push_back(session(p.nodes.back(), 32, attn_chunk));
+    p.sessions.push_back(typed_session(p.nodes.back(), attn_chunk, kv_type));
   }
   return p;
 }
@@ -284,6 +298,41 @@ TEST_CASE("a split anywhere ships the sources' K/V rows and gives one node's byt
   }
 }
 
+TEST_CASE("a split ships K/V rows in the cache's quantized types and gives one node's bytes", "[e_model][kv_ship]") {
+  EFixtureOptions o;
+  o.format = WeightFormat::mixed;
+  const FixtureModel f = e_fixture(o);
+  const int n = 11;
+  const Model whole = load(f);
+  const Embedded in = embed_tokens(whole, token_sequence(n, 11, 5));
+  for (const lf::GgmlType type : {lf::GgmlType::Q8_0, lf::GgmlType::Q4_0}) {
+    INFO(lf::kv_type_name(type));
+    Session s0 = typed_session(whole, 64, type);
+    std::vector<float> expected = run(whole, s0, in, n, 0, 8);
+    for (int t = 8; t < n; ++t) {
+      const std::vector<float> row = run(whole, s0, in, n, t, 1);
+      expected.insert(expected.end(), row.begin(), row.end());
+    }
+    for (const std::vector<int>& cuts : every_split()) {
+      INFO("cuts at " << cuts_text(cuts));
+      Pipeline p = pipeline(f, cuts, 2, 64, type);
+      std::vector<float> got = run_at(p, in, n, 0, 8);
+      for (int t = 8; t < n; ++t) {
+        const std::vector<float> row = run_at(p, in, n, t, 1);
+        got.insert(got.end(), row.begin(), row.end());
+      }
+      CHECK(got == expected);
+      // Each position's rows: a K and a V row per KV head, in blocks of the type.
+      for (const Session& s : p.sessions) {
+        for (const lf::KvRows& rows : s.last.kv_rows_out) {
+          const lf::LayerConfig& l = whole.config.layers[rows.layer];
+          CHECK(rows.bytes.size() == static_cast<size_t>(rows.n * l.n_head_kv) * 2 * lf::kv_row_bytes(type, l.head_dim));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors is in its needs", "[e_model][kv_ship]") {
   const FixtureModel f = e_fixture();
   const Model whole = load(f);
@@ -299,13 +348,11 @@ TEST_CASE("the rows a node hands out are its cache's bytes; what a node mirrors 
   CHECK(rows.layer == 1);
   CHECK(rows.pos0 == 0);
   CHECK(rows.n == 4);
-  REQUIRE(rows.values.size() == 4 * 2 * 32);
-  // Position 2's K of layer 1 (one KV head of 32) is what the cache's view of layer 1 holds.
+  REQUIRE(rows.bytes.size() == 4 * 2 * 32 * 2);
+  // Position 2's K of layer 1 (one KV head of 32 f16) is what the cache's view of layer 1 holds.
   const lf::KvView view = sa.kv.view(1, 0, 4);
-  for (int d = 0; d < 32; ++d) {
-    CHECK(rows.values[2 * 64 + d] == lf::halves(view.k)[2 * 32 + d]);
-    CHECK(rows.values[2 * 64 + 32 + d] == lf::halves(view.v)[2 * 32 + d]);
-  }
+  CHECK(std::memcmp(rows.bytes.data() + 2 * 128, lf::halves(view.k) + 2 * 32, 64) == 0);
+  CHECK(std::memcmp(rows.bytes.data() + 2 * 128 + 64, lf::halves(view.v) + 2 * 32, 64) == 0);
 
   struct Case {
     lf::LayerRange range;
@@ -369,13 +416,13 @@ TEST_CASE("shipped K/V rows that are missing, mis-sized, non-finite or of other 
   refused({}, Code::invalid_argument, "layer 1's K/V rows are missing");
   refused({good[0]}, Code::invalid_argument, "layer 2's K/V rows are missing");
   std::vector<lf::KvRows> rows = good;
-  rows[1].values.pop_back();
-  refused(rows, Code::invalid_argument, "layer 2's K/V rows hold 511 f16 values, expected n x 2 x n_head_kv x head_dim = 512");
+  rows[1].bytes.pop_back();
+  refused(rows, Code::invalid_argument, "layer 2's K/V rows hold 1023 bytes, expected n x n_head_kv x (K row + V row) = 1024 (K f16, V f16)");
   rows = good;
-  rows[0].values[3 * 64 + 40] = 0x7e00;  // NaN in position 3's V
+  set_half(&rows[0], 3 * 64 + 40, 0x7e00);  // NaN in position 3's V
   refused(rows, Code::invalid_argument, "layer 1's K/V rows hold a non-finite value at position 3");
   rows = good;
-  rows[1].values[5] = 0xfc00;  // -inf
+  set_half(&rows[1], 5, 0xfc00);  // -inf
   refused(rows, Code::invalid_argument, "layer 2's K/V rows hold a non-finite value at position 0");
   rows = good;
   rows[0].pos0 = 1;
