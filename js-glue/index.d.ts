@@ -153,6 +153,9 @@ export interface LayerNodeOptions {
   maxBatchRows?: number;
   /** 'features': ffn_down feature-major, so the top-K gate FFN reads only the kept features (same bytes out) */
   ffnDownLayout?: 'units' | 'features';
+  /** the KV cache's K and V types, as llama.cpp's -ctk / -ctv (default 'f16'); counted in the memory budget */
+  cacheTypeK?: CacheType;
+  cacheTypeV?: CacheType;
   /** the model's header as read before (readModelHeader, Pipeline.header): not read again */
   header?: ModelHeader;
   /** first node with per-layer embeddings: 'rows' (default) reads the table's rows of the tokens seen, by range, cached; 'whole' loads it */
@@ -187,8 +190,10 @@ export interface ForwardRequest {
   kvRows?: KvRows | null;
 }
 
-/** Source layers' K/V rows of a call's n positions: layer -> [n, bytesPerToken / 2] f16 (docs/forward-pass.md, "Shared KV across nodes"). */
-export type KvRows = Record<number, Uint16Array>;
+/** A KV cache type: llama.cpp's f16 (default), q8_0 or q4_0 */
+export type CacheType = 'f16' | 'q8_0' | 'q4_0';
+/** Source layers' K/V rows of a call's n positions: layer -> [n, bytesPerToken] bytes in the cache's types (docs/forward-pass.md, "Shared KV across nodes"). */
+export type KvRows = Record<number, Uint8Array>;
 
 /** A source layer whose K/V rows a node takes or hands out, and their bytes per position. */
 export interface KvLayer {
@@ -269,6 +274,9 @@ export interface NodeShape {
   readonly kvRowsIn: KvLayer[];
   /** the source layers whose new K/V rows each forward hands out */
   readonly kvRowsOut: KvLayer[];
+  /** the types its KV cache holds K and V in, which its K/V rows travel in */
+  readonly cacheTypeK: CacheType;
+  readonly cacheTypeV: CacheType;
   /** true when forwards of one session called at once run in call order (a LayerNode's batcher); false for a RemoteNode */
   readonly keepsForwardOrder: boolean;
 }
@@ -383,6 +391,9 @@ export interface PipelineOptions {
   nodes?: string;
   threads?: number;
   build?: 'threaded' | 'single';
+  /** the KV cache types of local nodes (LayerNodeOptions) */
+  cacheTypeK?: CacheType;
+  cacheTypeV?: CacheType;
   cacheDir?: string;
   onProgress?: (progress: Progress, node: number) => void;
   /** bearer token for remote nodes */
@@ -539,6 +550,9 @@ export interface ServeOptions {
   shutdownTimeoutMs?: number;
   /** how ffn_down is laid out (LayerNodeOptions.ffnDownLayout); default 'units' */
   ffnDownLayout?: 'units' | 'features';
+  /** LayerNodeOptions.cacheTypeK / cacheTypeV; default 'f16' */
+  cacheTypeK?: CacheType;
+  cacheTypeV?: CacheType;
   /** LayerNodeOptions.perLayerRowCacheBytes */
   perLayerRowCacheBytes?: number;
   /** one structured log line per event; default JSON lines on stdout (readable lines when stdout is a terminal) */

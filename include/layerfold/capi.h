@@ -58,7 +58,8 @@ LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, 
                                                                  int with_embedding, int with_head, int per_layer_rows);
 /* The bytes such a node holds (model/node_needs.h): {"tensor_bytes", "kv_bytes_per_session" (one
  * session at max_ctx; 0: the model's n_ctx_train), "scratch_bytes" (a forward of max_tokens rows,
- * top-K FFN included; the cache in types k_type and v_type, as lf_model_set_kv_types names them) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
+ * top-K FFN included; the cache in types k_type and v_type, as lf_model_set_kv_types names them,
+ * NULL: f16) plus "scratch_bytes_per_worker" for each thread, "relayout_bytes" (while
  * loading only, freed before any session exists), "per_layer_row_bytes" (the first node of a
  * model with per-layer embeddings: one token's row of per_layer_token_embd, what a cache of rows
  * is budgeted by; else 0), "kv_rows_in" and "kv_rows_out" (shared KV across nodes: the source

@@ -26,6 +26,8 @@ export async function openPipeline(model, options, approx = {}) {
       nodes: options.nodes,
       threads: options.threads,
       build: options.build,
+      cacheTypeK: options['cache-type-k'],
+      cacheTypeV: options['cache-type-v'],
       cacheDir: modelCacheDir(model, options),
       onProgress: progress.onProgress,
       authToken: process.env.AUTH_TOKEN,

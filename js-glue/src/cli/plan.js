@@ -7,9 +7,10 @@
 // single-thread module (an edge isolate): weights, one session's KV cache at that context
 // (mirrors of shared-KV sources included), a forward of --max-tokens rows, the module. The first
 // node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
-// the table (node/per_layer_rows.js).
+// the table (node/per_layer_rows.js), and its KV cache in --cache-type-k / --cache-type-v; each
+// node is then also told the longest context it could hold within --memory (fits_context).
 import { withModelHeader } from '../gguf/model_header.js';
-import { ALLOW_UNVALIDATED_SOURCE, JSON_OUTPUT } from './options/shared.js';
+import { ALLOW_UNVALIDATED_SOURCE, CACHE_TYPE_K, CACHE_TYPE_V, JSON_OUTPUT } from './options/shared.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { redactUrl } from '../log/redact.js';
@@ -23,6 +24,8 @@ export const PLAN_OPTIONS = {
     default: DEFAULT_ROW_CACHE_BYTES, shown: `${DEFAULT_ROW_CACHE_BYTES / 2 ** 20}MiB` },
   'max-context': { kind: 'integer', min: 0, value: 'N', help: 'count each node\'s whole memory as its budget check does, one session at N positions (0: the model\'s), not its weights alone' },
   'max-tokens': { kind: 'integer', min: 1, value: 'N', help: 'with --max-context: the rows of a forward counted', default: 512 },
+  'cache-type-k': { ...CACHE_TYPE_K, help: 'with --max-context: the K cache type counted' },
+  'cache-type-v': { ...CACHE_TYPE_V, help: 'with --max-context: the V cache type counted' },
   json: JSON_OUTPUT,
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
 };
@@ -56,21 +59,39 @@ export function balance(n, k, cost) {
 // cache of rows alone or (whole) all it needs as its memory budget check counts it
 // (node/memory_budget.js), the module being released after the header. Each range is asked of
 // the engine once, and only the ranges balance() tries.
-function nodeCost(lf, gguf, info, { whole, maxContext, maxTokens, cacheBytes }) {
-  const baseBytes = lf.bytes().length;
+function nodeCost(lf, gguf, info, { whole, maxContext, ...shape }) {
   const n = info.n_layer;
   const known = new Map();
   return (b, e) => {
     const key = b * (n + 1) + e;
-    if (!known.has(key)) {
-      const needs = nodeMemoryNeeds(lf, gguf, info, {
-        layers: [b, e], withEmbedding: b === 0, withHead: e === n, maxContext, maxTokens, threads: 1,
-        perLayerRows: b === 0 && info.n_embd_per_layer > 0, rowCacheBytes: cacheBytes,
-      });
-      known.set(key, whole ? neededBytes(needs, baseBytes) : needs.weights + needs.rowCache);
-    }
+    if (!known.has(key)) known.set(key, nodeBytes(lf, gguf, info, [b, e], { whole, maxContext, ...shape }));
     return known.get(key);
   };
+}
+
+function nodeBytes(lf, gguf, info, [b, e], { whole, maxContext, maxTokens, cacheBytes, cacheTypeK, cacheTypeV }) {
+  const needs = nodeMemoryNeeds(lf, gguf, info, {
+    layers: [b, e], withEmbedding: b === 0, withHead: e === info.n_layer, maxContext, maxTokens, threads: 1,
+    perLayerRows: b === 0 && info.n_embd_per_layer > 0, rowCacheBytes: cacheBytes, cacheTypeK, cacheTypeV,
+  });
+  return whole ? neededBytes(needs, lf.bytes().length) : needs.weights + needs.rowCache;
+}
+
+// The most positions, up to the model's n_ctx_train, one session of a node of layers [b, e) can
+// hold with all it needs within `memory` (0: not even one). A node's bytes grow with the context
+// (the global layers' caches; a sliding ring stops at its window), so a binary search finds it.
+function fitsContext(lf, gguf, info, range, memory, shape) {
+  const fits = (context) => nodeBytes(lf, gguf, info, range, { ...shape, whole: true, maxContext: context }) <= memory;
+  if (!fits(1)) return 0;
+  let lo = 1;
+  let hi = info.n_ctx_train;
+  if (fits(hi)) return hi;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid;
+  }
+  return lo;
 }
 
 export async function plan(options, [model]) {
@@ -79,22 +100,30 @@ export async function plan(options, [model]) {
   if (k === undefined) throw new Error('plan needs --nodes K');
   // With --max-context a node's whole memory is counted, else its weights.
   const whole = options['max-context'] !== undefined;
-  const shape = { maxContext: options['max-context'] ?? 0, maxTokens: options['max-tokens'], cacheBytes };
+  const shape = {
+    maxContext: options['max-context'] ?? 0, maxTokens: options['max-tokens'], cacheBytes,
+    cacheTypeK: options['cache-type-k'], cacheTypeV: options['cache-type-v'],
+  };
   // Shared-KV layers need not stay with their source: a node without the source mirrors its
   // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
   const nodes = await withModelHeader(model, { allowUnvalidatedSource: options['allow-unvalidated-source'] },
     (lf, gguf, { info }) => {
       if (k > info.n_layer) throw new Error(`${k} nodes for ${info.n_layer} layers: at most one node per layer`);
       const cost = nodeCost(lf, gguf, info, { whole, ...shape });
-      return balance(info.n_layer, k, cost).map(([b, e]) => ({ layers: [b, e - 1], bytes: cost(b, e) }));
+      return balance(info.n_layer, k, cost).map(([b, e]) => ({
+        layers: [b, e - 1], bytes: cost(b, e), ...(whole ? { fits_context: fitsContext(lf, gguf, info, [b, e], memory, shape) } : {}),
+      }));
     });
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
   const tooBig = nodes.filter((nd) => nd.bytes > memory);
-  const counted = whole ? { counts: 'memory', max_context: shape.maxContext, max_tokens: shape.maxTokens } : { counts: 'weights' };
+  const counted = whole
+    ? { counts: 'memory', max_context: shape.maxContext, max_tokens: shape.maxTokens, cache_type_k: shape.cacheTypeK, cache_type_v: shape.cacheTypeV }
+    : { counts: 'weights' };
   if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, ...counted, nodes, spec }));
   else {
     for (const [i, nd] of nodes.entries()) {
-      console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${(nd.bytes / GIB).toFixed(2)} GiB${nd.bytes > memory ? '  (over the budget)' : ''}`);
+      const fits = whole ? `  (${nd.fits_context} tokens fit)` : '';
+      console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${(nd.bytes / GIB).toFixed(2)} GiB${nd.bytes > memory ? '  (over the budget)' : ''}${fits}`);
     }
     console.log(`--nodes ${spec}`);
   }

@@ -3,7 +3,7 @@
 // `ptr` is 0 before the load and once closed: the node's other parts tell a closed node by it.
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkSample } from '../sources/unvalidated.js';
-import { cString } from './wasm_copies.js';
+import { cString, withCStrings } from './wasm_copies.js';
 
 /**
  * The error of a call still waiting when the node was closed: its engine is gone.
@@ -28,21 +28,22 @@ export class EngineModel {
   /**
    * Reads the tensors `names` of the header's table from the source into WASM memory and loads
    * layers [begin, end) from them (with the token embedding and the head as withEmbedding and
-   * withHead say); then nEmbd, nVocab and nLayer are the engine's.
-   * @example await model.load(source, gguf, header, { names: needs.tensors, layers: [0, 2], withEmbedding: true, withHead: false, ffnDownLayout: 'units', perLayerRows: false });
+   * withHead say); then nEmbd, nVocab and nLayer are the engine's. Its sessions' KV caches hold
+   * K and V in cacheTypeK and cacheTypeV ('f16', 'q8_0' or 'q4_0').
+   * @example await model.load(source, gguf, header, { names: needs.tensors, layers: [0, 2], withEmbedding: true, withHead: false, ffnDownLayout: 'units', perLayerRows: false, cacheTypeK: 'f16', cacheTypeV: 'f16' });
    */
-  async load(source, gguf, header, { names, layers: [begin, end], withEmbedding, withHead, ffnDownLayout, perLayerRows }) {
+  async load(source, gguf, header, { names, layers: [begin, end], withEmbedding, withHead, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV }) {
     const lf = this.#lf;
     const byName = new Map(header.tensors.map((t) => [t.name, t]));
     this.ptr = lf.fn.lf_model_create();
     if (!lf.fn.lf_model_set_threads(this.ptr, lf.threads)) throw lf.lastError();
     if (!lf.fn.lf_model_set_per_layer_rows(this.ptr, perLayerRows ? 1 : 0)) throw lf.lastError();
-    const layout = cString(lf, ffnDownLayout);
-    try {
+    withCStrings(lf, [ffnDownLayout], ([layout]) => {
       if (!lf.fn.lf_model_set_ffn_down_layout(this.ptr, layout)) throw lf.lastError();
-    } finally {
-      lf.free(layout);
-    }
+    });
+    withCStrings(lf, [cacheTypeK, cacheTypeV], ([k, v]) => {
+      if (!lf.fn.lf_model_set_kv_types(this.ptr, k, v)) throw lf.lastError();
+    });
     const placed = [];
     for (const name of names) {
       const info = byName.get(name);

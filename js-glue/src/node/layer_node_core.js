@@ -35,14 +35,17 @@ export class LayerNode {
    * per_layer_token_embd for the tokens it sees, by range from the source (which the node then
    * keeps open until close()), into a least-recently-used cache of perLayerRowCacheBytes
    * (node/per_layer_rows.js; counted in the memory budget); 'whole' loads the table like any
-   * tensor. The inputs' bytes are the same either way. onProgress gets the load's progress
+   * tensor. The inputs' bytes are the same either way. cacheTypeK / cacheTypeV: the KV cache's
+   * types, 'f16' (default), 'q8_0' or 'q4_0', stored and attended over as llama.cpp does
+   * (docs/attention.md, "Quantized cache"); counted in the memory budget. onProgress gets the load's progress
    * (sources/progress.js: {bytes, totalBytes, rate, etaSeconds}, at most every progressIntervalMs)
    * against the bytes of the tensors this node reads, so its last report is at totalBytes: 100%
    * of this node's load.
    * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
    *          memoryBudgetBytes?: number, maxTokens?: number, maxBatchRows?: number, ffnDownLayout?: 'units'|'features',
-   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number, onProgress?: (p: object) => void,
+   *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number, cacheTypeK?: 'f16'|'q8_0'|'q4_0',
+   *          cacheTypeV?: 'f16'|'q8_0'|'q4_0', onProgress?: (p: object) => void,
    *          progressIntervalMs?: number}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
@@ -62,7 +65,7 @@ export class LayerNode {
 
   /** The parts of an opened node (opening.js openParts); LayerNode.open makes them. */
   constructor({ lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes, maxBatchRows, memory,
-    kvRowsIn, kvRowsOut, ffnDownLayout, model, tokenizer, rows }) {
+    kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model, tokenizer, rows }) {
     this.#lf = lf;
     this.#header = header;
     this.#model = model;
@@ -74,7 +77,7 @@ export class LayerNode {
     // Tokenizer when opened withTokenizer.
     Object.assign(this, {
       model: name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes, memory, maxBatchRows, kvRowsIn, kvRowsOut,
-      ffnDownLayout, bytesLoaded: model.bytesLoaded, nEmbd: model.nEmbd, nVocab: model.nVocab, nLayer: model.nLayer,
+      ffnDownLayout, cacheTypeK, cacheTypeV, bytesLoaded: model.bytesLoaded, nEmbd: model.nEmbd, nVocab: model.nVocab, nLayer: model.nLayer,
       nEmbdPerLayer: header.info.n_embd_per_layer ?? 0, tokenizer,
     });
     this.#sessions = new SessionTable(lf, model, { maxContext, maxSessions, maxKvBytes });

@@ -3,6 +3,7 @@
 // before any tensor is read, then its tensors loaded, its tokenizer and its reader of per-layer
 // rows made. The node (layer_node_core.js) is built from what this returns.
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
+import { CACHE_TYPES } from '../protocol/kv_rows.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMaxRows } from './batcher.js';
@@ -12,9 +13,14 @@ import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
 import { withProgress } from '../sources/progress.js';
 
 // The options refused before anything is read.
-function checkOptions({ perLayerTable, maxSessions, maxKvBytes, perLayerRowCacheBytes, maxBatchRows }) {
+function checkOptions({ perLayerTable, maxSessions, maxKvBytes, perLayerRowCacheBytes, maxBatchRows, cacheTypeK, cacheTypeV }) {
   if (perLayerTable !== 'rows' && perLayerTable !== 'whole') {
     throw new LayerfoldError('invalid_argument', `perLayerTable "${perLayerTable}": expected rows or whole`);
+  }
+  for (const [name, type] of [['cacheTypeK', cacheTypeK], ['cacheTypeV', cacheTypeV]]) {
+    if (!CACHE_TYPES.includes(type)) {
+      throw new LayerfoldError('invalid_argument', `${name} ${JSON.stringify(type)} is not a supported cache type: expected ${CACHE_TYPES.join(', ')}`);
+    }
   }
   if (!(Number.isSafeInteger(maxSessions) && maxSessions >= 1)) {
     throw new LayerfoldError('invalid_argument', `maxSessions must be a whole number of sessions >= 1, not ${maxSessions}`);
@@ -52,7 +58,7 @@ function loadProgress(source, header, names, { onProgress, progressIntervalMs })
 /**
  * The parts of a node opened as LayerNode.open describes (its options and defaults are these):
  * { lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes,
- * maxBatchRows, memory, kvRowsIn, kvRowsOut, ffnDownLayout, model: EngineModel, tokenizer, rows:
+ * maxBatchRows, memory, kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model: EngineModel, tokenizer, rows:
  * PerLayerRows | null }. The module and the source are handed over: on failure (a refused
  * option too) both are closed; on success the source is closed too, unless the node keeps
  * reading per-layer rows from it.
@@ -60,14 +66,15 @@ function loadProgress(source, header, names, { onProgress, progressIntervalMs })
  */
 export async function openParts({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
   maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, maxBatchRows = maxTokens, ffnDownLayout = 'units',
-  perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES, onProgress, progressIntervalMs }) {
+  perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES, cacheTypeK = 'f16', cacheTypeV = 'f16', onProgress,
+  progressIntervalMs }) {
   const model = new EngineModel(lf);
   let tokenizer = null;
   try {
     let gguf = 0;
     let keepSource = false;
     try {
-      checkOptions({ perLayerTable, maxSessions, maxKvBytes, perLayerRowCacheBytes, maxBatchRows });
+      checkOptions({ perLayerTable, maxSessions, maxKvBytes, perLayerRowCacheBytes, maxBatchRows, cacheTypeK, cacheTypeV });
       const opened = header ? { gguf: reparseHandedHeader(lf, header, source), header } : await openModelHeader(lf, source);
       gguf = opened.gguf;
       const { info } = opened.header;
@@ -75,7 +82,7 @@ export async function openParts({ lf, source, header, name = source.name, layers
       const shape = { layers: [begin, end], withEmbedding: begin === 0, withHead: end === info.n_layer };
       const perLayerRows = perLayerTable === 'rows' && shape.withEmbedding && info.n_embd_per_layer > 0;
       const needs = nodeMemoryNeeds(lf, gguf, info, {
-        ...shape, maxContext, maxTokens, threads: lf.threads, perLayerRows, rowCacheBytes: perLayerRowCacheBytes,
+        ...shape, maxContext, maxTokens, threads: lf.threads, perLayerRows, rowCacheBytes: perLayerRowCacheBytes, cacheTypeK, cacheTypeV,
       });
       if (maxKvBytes !== undefined && maxKvBytes < needs.kvCache) {
         // Every session would be refused: say so now, with the numbers, rather than at each forward.
@@ -86,7 +93,7 @@ export async function openParts({ lf, source, header, name = source.name, layers
         ? { memory: null, kvBytes: Infinity }
         : reserveMemory(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: shape.layers, maxTokens });
       await model.load(loadProgress(source, opened.header, needs.tensors, { onProgress, progressIntervalMs }), gguf, opened.header,
-        { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows });
+        { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV });
       tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
       let rows = null;
       if (perLayerRows) {
@@ -96,7 +103,8 @@ export async function openParts({ lf, source, header, name = source.name, layers
       }
       return {
         lf, header: opened.header, name, ...shape, maxContext, maxSessions, maxKvBytes: maxKvBytes ?? budget.kvBytes, maxBatchRows,
-        memory: budget.memory, kvRowsIn: needs.kvRowsIn, kvRowsOut: needs.kvRowsOut, ffnDownLayout, model, tokenizer, rows,
+        memory: budget.memory, kvRowsIn: needs.kvRowsIn, kvRowsOut: needs.kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model,
+        tokenizer, rows,
       };
     } finally {
       if (gguf) lf.fn.lf_gguf_free(gguf);

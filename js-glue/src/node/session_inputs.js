@@ -24,10 +24,10 @@ function setPerLayer(lf, handle, perLayer) {
 function setKvRows(lf, handle, kvRowsIn, kvRows, startPos, n) {
   lf.fn.lf_session_clear_kv_rows(handle);
   for (const { layer } of kvRowsIn) {
-    const values = kvRows?.[layer];
-    if (!values) continue;
-    withCopies(lf, [values], ([ptr]) => {
-      if (!lf.fn.lf_session_set_kv_rows(handle, layer, startPos, n, ptr, values.length)) throw lf.lastError();
+    const bytes = kvRows?.[layer];
+    if (!bytes) continue;
+    withCopies(lf, [bytes], ([ptr]) => {
+      if (!lf.fn.lf_session_set_kv_rows(handle, layer, startPos, n, ptr, bytes.byteLength)) throw lf.lastError();
     });
   }
 }
@@ -45,16 +45,16 @@ export function setCallInputs(lf, handle, { startPos, rows, approx, exitState, p
 
 /**
  * What a finished forward of the session handed out of the kvRowsOut layers, copied out of
- * WASM memory: { [layer]: Uint16Array }.
+ * WASM memory: { [layer]: Uint8Array } (the rows in the cache's types, protocol/kv_rows.js).
  * @example const rows = readKvRows(lf, handle, node.kvRowsOut);
  */
 export function readKvRows(lf, handle, kvRowsOut) {
   const rows = {};
   for (const { layer } of kvRowsOut) {
-    const count = lf.fn.lf_session_kv_rows_values(handle, layer);
+    const count = lf.fn.lf_session_kv_rows_bytes(handle, layer);
     if (count < 0) throw lf.lastError();
     const ptr = lf.fn.lf_session_kv_rows(handle, layer);
-    rows[layer] = new Uint16Array(lf.bytes().slice(ptr, ptr + 2 * count).buffer);
+    rows[layer] = lf.bytes().slice(ptr, ptr + count);
   }
   return rows;
 }

@@ -13,6 +13,20 @@ export function cString(lf, text) {
 }
 
 /**
+ * Runs fn(pointers) with each of `texts` as a NUL-terminated C string in WASM memory; returns
+ * what fn returns.
+ * @example withCStrings(lf, ['q8_0', 'f16'], ([k, v]) => lf.fn.lf_model_set_kv_types(model, k, v));
+ */
+export function withCStrings(lf, texts, fn) {
+  const ptrs = texts.map((text) => cString(lf, text));
+  try {
+    return fn(ptrs);
+  } finally {
+    for (const ptr of ptrs) lf.free(ptr);
+  }
+}
+
+/**
  * Runs fn(pointers) with each typed array of `arrays` copied into WASM memory; returns what fn
  * returns. An empty array still gets an allocation of its own, so its pointer is never null.
  * @example withCopies(lf, [ids], ([idsPtr]) => lf.fn.lf_embed(model, idsPtr, ids.length, outPtr));

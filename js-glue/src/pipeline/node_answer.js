@@ -5,6 +5,7 @@
 // is read and a body without one is cut off as soon as it runs over: a node can make the
 // gateway hold no more than the answer it was asked for. Every value must then be a number the
 // next step can compute with. docs/gateway.md, "What a node may answer".
+import { firstNonFiniteKvByte } from '../protocol/kv_rows.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 /**
@@ -17,9 +18,6 @@ export const MAX_ABS_VALUE = 1e15;
 
 /** Bound of a node's JSON answer or error body (its /v1/info, a truncate's answer, an error). */
 export const MAX_JSON_BYTES = 1 << 20;
-
-// f16 exponent bits all set: an infinity or a NaN.
-const F16_EXPONENT = 0x7c00;
 
 function badAnswer(message) {
   return new LayerfoldError('bad_response', message);
@@ -128,11 +126,14 @@ export function checkValues(floats, width, what) {
 }
 
 /**
- * Throws 'bad_response' naming the first f16 value of a layer's K/V rows that is an infinity or a NaN.
- * @example checkF16Values(kvRows[13], 'layer 13 K/V rows');
+ * Throws 'bad_response' naming the first f16 of a layer's K/V rows (bytesPerToken a position, in
+ * the cache types of `types`) that is an infinity or a NaN.
+ * @example checkKvRowValues(kvRows[13], 1024, { cacheTypeK: 'q8_0', cacheTypeV: 'q8_0' }, 'layer 13 K/V rows');
  */
-export function checkF16Values(values, what) {
-  for (let i = 0; i < values.length; i++) {
-    if ((values[i] & F16_EXPONENT) === F16_EXPONENT) throw badAnswer(`${what}: f16 value ${i} (0x${values[i].toString(16)}) is not finite`);
+export function checkKvRowValues(bytes, bytesPerToken, types, what) {
+  const at = firstNonFiniteKvByte(bytes, bytesPerToken, types);
+  if (at >= 0) {
+    const bits = bytes[at] | (bytes[at + 1] << 8);
+    throw badAnswer(`${what}: the f16 at byte ${at} (0x${bits.toString(16)}) is not finite`);
   }
 }

@@ -27,7 +27,7 @@ export class Pipeline extends PipelineCore {
    *   from node to node.
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
-  static async open({ model, nodes: spec, threads, build, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
+  static async open({ model, nodes: spec, threads, build, cacheTypeK, cacheTypeV, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
     perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {} }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir, allowUnvalidatedSource });
     const entries = parseNodesSpec(spec ?? `local:0-${header.info.n_layer - 1}`);
@@ -38,7 +38,7 @@ export class Pipeline extends PipelineCore {
           ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
             // The header read above: the node parses its bytes instead of reading them again.
-            model, header, layers: [entry.begin, entry.end], threads, build, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource,
+            model, header, layers: [entry.begin, entry.end], threads, build, cacheTypeK, cacheTypeV, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource,
             // The top-K FFN reads only the kept features' columns of a feature-major ffn_down.
             ffnDownLayout: approx.ffnTopK > 0 || approx.ffnTopKLayers ? 'features' : 'units',
             onProgress: onProgress && ((progress) => onProgress(progress, i)),

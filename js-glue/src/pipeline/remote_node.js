@@ -17,7 +17,7 @@ import { decodeNodeInfo } from '../protocol/node_info.js';
 import { formatTraceparent, TRACEPARENT } from '../protocol/traceparent.js';
 import { inSpan, SpanKind } from '../telemetry/spans.js';
 import { LayerfoldError } from '../wasm/capi.js';
-import { checkF16Values, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
+import { checkKvRowValues, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
 const READY_POLL_MS = 200;
 // A session's DELETE is clean-up after a request that already ended: it may wait this long for
@@ -86,9 +86,9 @@ export class RemoteNode {
 
   // The sizes every later answer is checked against (decodeNodeInfo refuses what are not sizes).
   #setInfo(info) {
-    const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, ...rest } = decodeNodeInfo(info);
+    const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, ...rest } = decodeNodeInfo(info);
     this.#info = rest;
-    Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut });
+    Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV });
   }
 
   /**
@@ -230,7 +230,9 @@ export class RemoteNode {
     const answer = await readExact(response, forwardAnswerBytes(this, n, { lastOnly }), what + kvNote, signal);
     const { hidden: out, kvRows: kvRowsOut } = decodeForwardAnswer(answer, this, n, { lastOnly });
     checkValues(out, this.nEmbd, `${what}: hidden states`);
-    for (const [layer, values] of Object.entries(kvRowsOut ?? {})) checkF16Values(values, `${what}: layer ${layer}'s K/V rows`);
+    for (const { layer, bytesPerToken } of kvRowsOut ? this.kvRowsOut : []) {
+      checkKvRowValues(kvRowsOut[layer], bytesPerToken, this, `${what}: layer ${layer}'s K/V rows`);
+    }
     const approxStats = decodeApproxStats(response.headers.get(APPROX_STATS), what);
     // Only an answer that passed every check leaves a trace here.
     this.#layerMs.set(session, decodeLayerMs(response.headers.get(LAYER_MS)));

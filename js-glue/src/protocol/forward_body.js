@@ -36,7 +36,7 @@ export function forwardRowBytes({ nEmbd, perLayerFloats = 0, kvRowsIn = [] }) {
 
 /**
  * A forward request's body: hidden [n, nEmbd], perLayer [layers, n, nPl] (or null), kvRows
- * { [layer]: Uint16Array } of the shape's kvRowsIn (packKvRows refuses missing or odd-sized rows).
+ * { [layer]: Uint8Array } of the shape's kvRowsIn (packKvRows refuses missing or odd-sized rows).
  * @example const body = encodeForwardBody({ hidden, perLayer: null, kvRows: null }, { nEmbd: 64, kvRowsIn: [] });
  */
 export function encodeForwardBody({ hidden, perLayer = null, kvRows = null }, { nEmbd, kvRowsIn = [] }) {

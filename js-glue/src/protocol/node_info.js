@@ -1,7 +1,7 @@
 // What a layer node says of itself, GET /v1/info (docs/http-api.md): its layers and sizes, which
 // every later answer is checked against, its limits, and its K/V layers (kv_rows.js).
 import { LayerfoldError } from '../wasm/capi.js';
-import { kvLayersFromWire, kvLayersToWire } from './kv_rows.js';
+import { CACHE_TYPES, kvLayersFromWire, kvLayersToWire } from './kv_rows.js';
 
 /**
  * A node (LayerNode's shape) and the server's limits as /v1/info's JSON object; `model` as it
@@ -16,6 +16,7 @@ export function encodeNodeInfo(node, { model, maxContext, maxTokens, maxLogitsBy
     sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
     max_sessions: node.maxSessions, max_context: maxContext, max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
     kv_rows_in: kvLayersToWire(node.kvRowsIn), kv_rows_out: kvLayersToWire(node.kvRowsOut),
+    cache_type_k: node.cacheTypeK, cache_type_v: node.cacheTypeV,
   };
 }
 
@@ -26,10 +27,18 @@ function count(info, field) {
   return value;
 }
 
+// A cache type named by the field, f16 when absent, or 'bad_response' naming the field.
+function cacheType(info, field) {
+  const value = info?.[field] ?? 'f16';
+  if (!CACHE_TYPES.includes(value)) throw new LayerfoldError('bad_response', `GET /v1/info: ${field} is ${JSON.stringify(value)?.slice(0, 40)}, not one of ${CACHE_TYPES.join(', ')}`);
+  return value;
+}
+
 /**
  * The other way: the parsed JSON -> { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead,
- * kvRowsIn, kvRowsOut, model, build, threads, sessions, kvBytes, wasmMemoryBytes }. The sizes
- * must be sizes and the layers a range within n_layer, else 'bad_response' naming the field.
+ * kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, model, build, threads, sessions, kvBytes,
+ * wasmMemoryBytes }. The sizes must be sizes, the layers a range within n_layer and the cache
+ * types known ('f16' when not said), else 'bad_response' naming the field.
  * @example const info = decodeNodeInfo(await response.json());
  */
 export function decodeNodeInfo(info) {
@@ -42,7 +51,7 @@ export function decodeNodeInfo(info) {
     layers: [begin, end], nLayer, nEmbd: count(info, 'n_embd'), nVocab: count(info, 'n_vocab'),
     withEmbedding: info.has_embed, withHead: info.has_head,
     kvRowsIn: kvLayersFromWire(info.kv_rows_in), kvRowsOut: kvLayersFromWire(info.kv_rows_out),
-    model: info.model, build: info.build, threads: info.threads, sessions: info.sessions,
+    cacheTypeK: cacheType(info, 'cache_type_k'), cacheTypeV: cacheType(info, 'cache_type_v'), model: info.model, build: info.build, threads: info.threads, sessions: info.sessions,
     kvBytes: info.kv_bytes, wasmMemoryBytes: info.wasm_memory_bytes,
   };
 }

@@ -9,7 +9,7 @@ import path from "node:path";
 import {describe, test} from "node:test";
 
 import {withModelHeader} from "../../../js-glue/src/gguf/model_header.js";
-import {presetHeader, presetNames, root} from "../support/models.mjs";
+import {model, presetHeader, presetNames, root} from "../support/models.mjs";
 
 const cli = path.join(root, "js-glue", "bin", "layerfold.js");
 // plan's default cache of per_layer_token_embd rows on the first node.
@@ -26,7 +26,7 @@ function plan(file, nodes) {
 function engineWeights(lf, gguf, info, begin, end) {
   const n = info.n_layer;
   const byRows = begin === 0 && info.n_embd_per_layer > 0;
-  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, begin === 0 ? 1 : 0, end === n ? 1 : 0, 0, 1, byRows ? 1 : 0));
+  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, begin === 0 ? 1 : 0, end === n ? 1 : 0, 0, 1, byRows ? 1 : 0, 0, 0));
   if (!byRows) return needs.tensor_bytes;
   const rowBytes = needs.per_layer_row_bytes;
   return needs.tensor_bytes + Math.min(Math.floor(ROW_CACHE / rowBytes), info.n_vocab) * rowBytes;
@@ -55,4 +55,37 @@ describe("plan without --max-context agrees with the engine's node_needs", () =>
       }
     });
   }
+});
+
+describe("plan --max-context: how many tokens fit each node", () => {
+  const run = (file, args) => {
+    const r = spawnSync(process.execPath, [cli, "plan", file, "--nodes", "1", "--json", ...args], {encoding: "utf8"});
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  // One node's whole memory at a context, as plan counts it.
+  const bytesAt = (file, context, types = []) => run(file, ["--max-context", String(context), "--memory", String(2 ** 40), ...types]).nodes[0].bytes;
+
+  test("the longest context whose memory is within the budget, for each cache type", () => {
+    const file = model("small-q4", "small", ["--type", "Q4_0"]);
+    const budget = bytesAt(file, 300);
+    const fits = {};
+    for (const [name, types] of [["f16", []], ["q8_0", ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]], ["q4_0", ["--cache-type-k", "q4_0", "--cache-type-v", "q4_0"]]]) {
+      const out = run(file, ["--max-context", "64", "--memory", String(budget), ...types]);
+      assert.equal(out.counts, "memory");
+      assert.equal(out.cache_type_k, name);
+      fits[name] = out.nodes[0].fits_context;
+      assert.ok(bytesAt(file, fits[name], types) <= budget, `${name}: ${fits[name]} tokens fit`);
+      if (fits[name] < 1024) assert.ok(bytesAt(file, fits[name] + 1, types) > budget, `${name}: ${fits[name] + 1} tokens do not`);
+    }
+    assert.equal(fits.f16, 300);
+    assert.ok(fits.q8_0 > fits.f16 && fits.q4_0 >= fits.q8_0, JSON.stringify(fits));
+  });
+
+  test("a node that cannot hold one token fits 0", () => {
+    const file = model("small-q4", "small", ["--type", "Q4_0"]);
+    const r = spawnSync(process.execPath, [cli, "plan", file, "--nodes", "1", "--json", "--max-context", "16", "--memory", "1000"], {encoding: "utf8"});
+    assert.equal(r.status, 1);
+    assert.equal(JSON.parse(r.stdout).nodes[0].fits_context, 0);
+  });
 });

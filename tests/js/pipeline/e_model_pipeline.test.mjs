@@ -105,14 +105,14 @@ describe("E-model pipelines", () => {
       const perLayer = await source.perLayerInputs(tokens, hidden);
       const out = await source.forward({session: "s", startPos: 0, hidden, perLayer: perLayer.subarray(0, 3 * 3 * 32)});
       const kvRows = source.kvRowsOf(out);
-      assert.equal(kvRows[1].length, 3 * 2 * kvDim(1));
-      assert.equal(kvRows[2].length, 3 * 2 * kvDim(2));
+      assert.equal(kvRows[1].length, 3 * 2 * 2 * kvDim(1));
+      assert.equal(kvRows[2].length, 3 * 2 * 2 * kvDim(2));
       const tail = perLayer.subarray(3 * 3 * 32);
       await assert.rejects(mirror.forward({session: "m", startPos: 0, hidden: out, perLayer: tail}), /layer 1's K\/V rows are missing/);
       await assert.rejects(mirror.forward({session: "m", startPos: 0, hidden: out, perLayer: tail, kvRows: {1: kvRows[1], 2: kvRows[2].subarray(1)}}),
-        new RegExp(`layer 2's K/V rows hold ${3 * 2 * kvDim(2) - 1} f16 values, expected n x 2 x n_head_kv x head_dim = ${3 * 2 * kvDim(2)}`));
-      const nan = Uint16Array.from(kvRows[1]);
-      nan[2 * kvDim(1) + 3] = 0x7e00;
+        new RegExp(`layer 2's K/V rows hold ${3 * 2 * 2 * kvDim(2) - 1} bytes, expected n x n_head_kv x \\(K row \\+ V row\\) = ${3 * 2 * 2 * kvDim(2)} \\(K f16, V f16\\)`));
+      const nan = Uint8Array.from(kvRows[1]);
+      new DataView(nan.buffer).setUint16(2 * (2 * kvDim(1) + 3), 0x7e00, true);
       await assert.rejects(mirror.forward({session: "m", startPos: 0, hidden: out, perLayer: tail, kvRows: {1: nan, 2: kvRows[2]}}),
         /layer 1's K\/V rows hold a non-finite value at position 1/);
       assert.equal(mirror.sessionLength("m"), null);

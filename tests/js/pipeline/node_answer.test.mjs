@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {checkF16Values, checkValues, MAX_ABS_VALUE, readExact, readJson, readText} from "../../../js-glue/src/pipeline/node_answer.js";
+import {checkKvRowValues, checkValues, MAX_ABS_VALUE, readExact, readJson, readText} from "../../../js-glue/src/pipeline/node_answer.js";
 
 const CHUNK = 1024;
 
@@ -98,11 +98,28 @@ describe("a node's answer", () => {
   });
 
   test("K/V rows' f16 infinities and NaNs are refused", () => {
-    const values = new Uint16Array([0x3c00, 0xbc00, 0x7bff]);  // 1, -1, the largest finite
-    checkF16Values(values, "layer 13");
+    // Two positions of one f16 K value and one f16 V value: 1, -1, the largest finite, 0.
+    const bytes = new Uint8Array(Uint16Array.of(0x3c00, 0xbc00, 0x7bff, 0x0000).buffer);
+    checkKvRowValues(bytes, 4, {cacheTypeK: "f16", cacheTypeV: "f16"}, "layer 13");
     for (const bad of [0x7c00, 0xfc00, 0x7e00]) {
-      values[1] = bad;
-      assert.throws(() => checkF16Values(values, "layer 13"), refused(/layer 13: f16 value 1/));
+      new DataView(bytes.buffer).setUint16(6, bad, true);
+      assert.throws(() => checkKvRowValues(bytes, 4, {cacheTypeK: "f16", cacheTypeV: "f16"}, "layer 13"),
+        refused(new RegExp(`^layer 13: the f16 at byte 6 \\(0x${bad.toString(16)}\\) is not finite`)));
     }
+  });
+
+  test("quantized K/V rows: only the blocks' f16 scales are read as f16", () => {
+    // One position: a q8_0 K block (34 bytes: scale, 32 values), then a q4_0 V block (18 bytes).
+    const bytes = new Uint8Array(34 + 18).fill(0xff);  // the values: any bytes, 0xff 0xff included
+    const view = new DataView(bytes.buffer);
+    view.setUint16(0, 0x3c00, true);
+    view.setUint16(34, 0x2e66, true);
+    const types = {cacheTypeK: "q8_0", cacheTypeV: "q4_0"};
+    checkKvRowValues(bytes, 52, types, "layer 2");
+    view.setUint16(34, 0x7c00, true);
+    assert.throws(() => checkKvRowValues(bytes, 52, types, "layer 2"), refused(/^layer 2: the f16 at byte 34 \(0x7c00\) is not finite/));
+    // Read as f16 rows, the same bytes hold NaNs from the first value on.
+    view.setUint16(34, 0x2e66, true);
+    assert.throws(() => checkKvRowValues(bytes, 52, {cacheTypeK: "f16", cacheTypeV: "f16"}, "layer 2"), refused(/byte 2 /));
   });
 });

@@ -11,7 +11,8 @@ import {kvLayersFromWire, kvLayersToWire, packKvRows} from "../../../js-glue/src
 
 const buffer = (bytes) => bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
 const floats = (n, start) => Float32Array.from({length: n}, (_, i) => start + i / 4);
-const halves = (n, start) => Uint16Array.from({length: n}, (_, i) => start + i);
+// n f16 values from `start` on, as the K/V rows' bytes (little-endian)
+const halves = (n, start) => new Uint8Array(Uint16Array.from({length: n}, (_, i) => start + i).buffer);
 
 // A node of n_embd 4, two layers of per-layer width 3, mirroring two source layers.
 const shape = {

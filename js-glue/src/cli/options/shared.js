@@ -15,6 +15,10 @@ export const BUILD = {
   shown: 'threaded where the runtime has threads',
 };
 
+/** The KV cache's types of a local node (docs/attention.md, "Quantized cache"), as llama.cpp's -ctk / -ctv. */
+export const CACHE_TYPE_K = { kind: 'choice', choices: ['f16', 'q8_0', 'q4_0'], value: 'TYPE', help: 'K cache type of a local node', default: 'f16' };
+export const CACHE_TYPE_V = { ...CACHE_TYPE_K, help: 'V cache type of a local node' };
+
 export const CACHE_DIR = { kind: 'string', value: 'DIR', help: 'disk cache of a remote model', shown: 'none' };
 
 export const ALLOW_UNVALIDATED_SOURCE = {
@@ -42,6 +46,8 @@ export const PIPELINE_OPTIONS = {
   threads: THREADS,
   nodes: { kind: 'string', value: 'SPEC', help: 'the pipeline\'s nodes (SPEC below)', shown: 'one local node of every layer' },
   build: BUILD,
+  'cache-type-k': CACHE_TYPE_K,
+  'cache-type-v': CACHE_TYPE_V,
   'cache-dir': { ...CACHE_DIR, shown: 'objects/ under the layerfold cache directory' },
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
   json: JSON_OUTPUT,
