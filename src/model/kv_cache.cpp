@@ -33,7 +33,12 @@ Status check_options(const ModelConfig& c, LayerRange range, const KvCacheOption
   if (*max_ctx <= 0) return Status(Code::invalid_argument, "max_ctx must be positive");
   if (options.attn_chunk <= 0) return Status(Code::invalid_argument, "attn_chunk must be positive");
   LF_RETURN_IF_ERROR(check_type(c, range, options.k_type, "K"));
-  return check_type(c, range, options.v_type, "V");
+  LF_RETURN_IF_ERROR(check_type(c, range, options.v_type, "V"));
+  for (int il = range.begin; il < range.end; ++il) {
+    KvRotation rotation;
+    LF_RETURN_IF_ERROR(kv_rotation(c, il, options.k_type, options.v_type, &rotation));
+  }
+  return Status();
 }
 
 // Whether a later layer of the model attends over layer il's cache.
@@ -94,11 +99,22 @@ const char* kv_type_name(GgmlType type) {
   return type == GgmlType::F16 ? "f16" : type == GgmlType::Q8_0 ? "q8_0" : type == GgmlType::Q4_0 ? "q4_0" : "?";
 }
 
-int kv_k_rotation(GgmlType k_type, int D) {
-  return k_type != GgmlType::F16 && D % 64 == 0 ? largest_power_of_two_dividing(D) : 0;
+Status kv_rotation(const ModelConfig& c, int il, GgmlType k_type, GgmlType v_type, KvRotation* out) {
+  *out = KvRotation();
+  const LayerConfig& l = c.layers[il];
+  for (const LayerConfig& other : c.layers) {
+    if (other.sliding == l.sliding && !other.shares_kv && other.head_dim != l.head_dim) return Status();
+  }
+  if (c.layers[0].head_dim % 64 != 0) return Status();
+  const int D = l.head_dim;
+  if ((k_type != GgmlType::F16 || v_type != GgmlType::F16) && D % 64 != 0) {
+    return Status(Code::unsupported, "a quantized KV cache of layer " + std::to_string(il) + " (head dim " + std::to_string(D) +
+                                         "): llama.cpp would rotate it in blocks of 64 across its heads, which is not supported");
+  }
+  if (k_type != GgmlType::F16) out->k = largest_power_of_two_dividing(D);
+  if (v_type != GgmlType::F16) out->v = 64;
+  return Status();
 }
-
-int kv_v_rotation(GgmlType v_type, int D) { return v_type != GgmlType::F16 && D % 64 == 0 ? 64 : 0; }
 
 Status KvCache::bytes_for(const ModelConfig& c, LayerRange range, const KvCacheOptions& options, uint64_t* bytes) {
   int max_ctx = 0;
@@ -132,6 +148,7 @@ Status KvCache::create(const ModelConfig& c, LayerRange range, const KvCacheOpti
     kv.n_head_kv = c.layers[il].n_head_kv;
     kv.head_dim = c.layers[il].head_dim;
     kv.sliding = c.layers[il].sliding;
+    LF_RETURN_IF_ERROR(kv_rotation(c, il, options.k_type, options.v_type, &kv.rotation));
     kv.k_row = kv_row_bytes(options.k_type, kv.head_dim);
     kv.v_row = kv_row_bytes(options.v_type, kv.head_dim);
     uint64_t k = 0, v = 0;

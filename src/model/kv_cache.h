@@ -34,12 +34,17 @@ struct KvCacheOptions {
 Status parse_kv_type(const std::string& name, const char* which, GgmlType* out);
 const char* kv_type_name(GgmlType type);  // "f16", "q8_0" or "q4_0"
 
-// llama.cpp's Hadamard rotation with a quantized cache (llama_kv_cache: attn_rot_k / attn_rot_v,
-// on when the type is quantized and the head dim a multiple of 64): the block size Q and K (or
-// V, and the attention's output) are rotated in for a layer of head dim D, 0 for none. K's block
-// is the largest power of two dividing D, V's is 64.
-int kv_k_rotation(GgmlType k_type, int D);
-int kv_v_rotation(GgmlType v_type, int D);
+// llama.cpp's Hadamard rotation with a quantized cache (llama_kv_cache: attn_rot_k, attn_rot_v):
+// the blocks a layer's Q and K (k), and its V and attention output (v), are rotated in; 0: none.
+struct KvRotation {
+  int k = 0, v = 0;
+};
+// On for a quantized K (V) type when the layers of il's kind holding a cache (sliding or global:
+// llama.cpp keeps one cache for each) share one head dim D, and layer 0's head dim is a multiple
+// of 64 (llama_hparams::n_embd_head_k() without a layer is layer 0's). K's block is the largest
+// power of two dividing D, V's 64. Where layer 0's head dim is a multiple of 64 and D is not,
+// llama.cpp's blocks would straddle heads: refused naming the layer.
+Status kv_rotation(const ModelConfig& c, int il, GgmlType k_type, GgmlType v_type, KvRotation* out);
 
 // One source layer's K and V rows of positions [pos0, pos0 + n) exactly as its cache holds them
 // (after the norms, RoPE and any rotation, in the cache's types): per position K [n_head_kv] rows,
@@ -71,6 +76,8 @@ class KvCache {
   LayerRange range() const { return range_; }
   GgmlType k_type() const { return k_type_; }
   GgmlType v_type() const { return v_type_; }
+  // The rotation of the queries and keys attending over layer il's cache (one it holds).
+  KvRotation rotation(int il) const { return layer(il).rotation; }
   uint64_t bytes() const;
   // FNV-1a 64-bit over every byte of K and V held, in layer order (lf_session_kv_digest).
   uint64_t digest() const;
@@ -110,6 +117,7 @@ class KvCache {
     int n_head_kv = 0, head_dim = 0;
     bool sliding = false;
     size_t k_row = 0, v_row = 0;  // bytes of one head's row
+    KvRotation rotation;
     std::vector<uint8_t> k, v;    // [n_head_kv, capacity] rows
   };
   // Calls copy(row index in the layer's k/v, row index in the undo's) for undo slot j of every

@@ -104,13 +104,13 @@ void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, Attentio
   ho.resize(hq.size());
   for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
   KvCache& cache = g.s->kv;
-  // With a quantized cache, llama.cpp rotates Q and K (and V, then the output back) by a
-  // Hadamard matrix before they meet (kv_k_rotation): the rotation spreads outliers over a block
-  // so that they quantize better. A rotation is its own inverse.
-  const int k_rot = kv_k_rotation(cache.k_type(), D), v_rot = kv_v_rotation(cache.v_type(), D);
-  std::vector<float> k_row(D), v_row(D);
   // A shared-KV layer attends over the cache its source layer filled earlier in this call.
   const int kv_layer = l.kv_layer;
+  // With a quantized cache, llama.cpp rotates Q and K (and V, then the output back) by a
+  // Hadamard matrix before they meet (kv_rotation): the rotation spreads outliers over a block
+  // so that they quantize better. A rotation is its own inverse.
+  const int k_rot = cache.rotation(kv_layer).k, v_rot = cache.rotation(kv_layer).v;
+  std::vector<float> k_row(D), v_row(D);
   for (int c0 = 0; c0 < g.n; c0 += cache.attn_chunk()) {
     const int c1 = std::min(g.n, c0 + cache.attn_chunk());
     for (int t = c0; t < c1 && !l.shares_kv; ++t) {

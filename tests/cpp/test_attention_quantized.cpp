@@ -187,8 +187,8 @@ TEST_CASE("attention over a quantized V: one key gives its value, two equal keys
       v[p].qs[j] = static_cast<int8_t>(p == 0 ? j : -3 * j);
     }
   }
-  std::vector<float> q(D);
-  for (int d = 0; d < D; ++d) q[d] = 0.01f * static_cast<float>(d % 5);
+  std::vector<float> q(2 * D);  // [2 positions, 1 head, D], the same query twice
+  for (int d = 0; d < 2 * D; ++d) q[d] = 0.01f * static_cast<float>(d % D % 5);
   lf::KvView view;
   view.k = k;
   view.v = v;

@@ -77,16 +77,44 @@ TEST_CASE("cache types are named as llama.cpp names them; others are refused by 
   }
 }
 
-TEST_CASE("the rotation is llama.cpp's: on for quantized types at head dims of multiples of 64", "[kv_types]") {
-  CHECK(lf::kv_k_rotation(GgmlType::F16, 256) == 0);
-  CHECK(lf::kv_k_rotation(GgmlType::Q8_0, 256) == 256);
-  CHECK(lf::kv_k_rotation(GgmlType::Q4_0, 512) == 512);
-  CHECK(lf::kv_k_rotation(GgmlType::Q8_0, 192) == 64);
-  CHECK(lf::kv_k_rotation(GgmlType::Q8_0, 96) == 0);
-  CHECK(lf::kv_k_rotation(GgmlType::Q8_0, 32) == 0);
-  CHECK(lf::kv_v_rotation(GgmlType::Q4_0, 512) == 64);
-  CHECK(lf::kv_v_rotation(GgmlType::F16, 512) == 0);
-  CHECK(lf::kv_v_rotation(GgmlType::Q8_0, 32) == 0);
+TEST_CASE("the rotation is llama.cpp's: quantized types, one head dim per kind, layer 0's a multiple of 64", "[kv_types]") {
+  // Layers 0, 2 sliding, 1 global.
+  lf::ModelConfig c;
+  c.layers.resize(3);
+  for (int il = 0; il < 3; ++il) c.layers[il].sliding = il != 1;
+  auto rotation = [&](int sliding_D, int global_D, int il, GgmlType k, GgmlType v) {
+    for (int j = 0; j < 3; ++j) c.layers[j].head_dim = j == 1 ? global_D : sliding_D;
+    lf::KvRotation r;
+    require_ok(lf::kv_rotation(c, il, k, v, &r));
+    return std::pair{r.k, r.v};
+  };
+  const GgmlType f16 = GgmlType::F16, q8 = GgmlType::Q8_0, q4 = GgmlType::Q4_0;
+  CHECK(rotation(256, 512, 0, q8, q8) == std::pair{256, 64});
+  CHECK(rotation(256, 512, 1, q4, q8) == std::pair{512, 64});
+  CHECK(rotation(256, 512, 1, f16, f16) == std::pair{0, 0});
+  CHECK(rotation(256, 512, 0, q8, f16) == std::pair{256, 0});
+  CHECK(rotation(256, 512, 0, f16, q4) == std::pair{0, 64});
+  // Layer 0 decides for every layer: a global head dim of 64 rotates beside sliding 128, not
+  // beside sliding 32 (as llama.cpp's log of attn_rot_k says for such models).
+  CHECK(rotation(128, 64, 1, q8, q8) == std::pair{64, 64});
+  CHECK(rotation(32, 64, 1, q8, q8) == std::pair{0, 0});
+  CHECK(rotation(192, 384, 0, q8, q8) == std::pair{64, 64});
+  CHECK(rotation(192, 384, 1, q8, q8) == std::pair{128, 64});
+  CHECK(rotation(96, 160, 0, q8, q8) == std::pair{0, 0});
+  // A kind with two head dims has no rotation (llama.cpp's n_embd_head_k_all of -1).
+  c.layers.resize(4);
+  c.layers[3].sliding = true;
+  c.layers[3].head_dim = 64;
+  c.layers[0].head_dim = c.layers[2].head_dim = 128;
+  lf::KvRotation r;
+  require_ok(lf::kv_rotation(c, 0, q8, q8, &r));
+  CHECK(r.k == 0);
+  // Layer 0's head dim a multiple of 64 and this one's not: llama.cpp's blocks straddle heads.
+  c.layers.resize(3);
+  c.layers[1].head_dim = 96;
+  const Status st = lf::kv_rotation(c, 1, q8, f16, &r);
+  CHECK(st.code() == lf::Code::unsupported);
+  CHECK(st.message() == "a quantized KV cache of layer 1 (head dim 96): llama.cpp would rotate it in blocks of 64 across its heads, which is not supported");
 }
 
 TEST_CASE("the Hadamard rotation is the scaled Sylvester matrix, and its own inverse", "[kv_types]") {
