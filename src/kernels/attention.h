@@ -30,8 +30,7 @@ struct AttentionWorkspace {
   std::vector<float> keep_above;   // [tile dots] a truncated row keeps the keys scoring above this
   std::vector<uint8_t> keeps_all;  // [tile dots] 1: the row runs the exact computation
   // a quantized K or V only (kernels/attention_quantized.cpp):
-  std::vector<block_q8_0> q8;     // [tile dots, D / 32] the tile's queries in K's vec_dot type
-  std::vector<uint16_t> q16;      // [tile dots, D] or as f16, for an f16 K
+  std::vector<block_q8_0> q8;     // [tile dots, D / 32] the tile's queries in K's vec_dot type (q above for an f16 K)
   std::vector<int8_t> k8;         // [D] one key's values
   std::vector<float> k_scale;     // [D / 32] and its block scales
 

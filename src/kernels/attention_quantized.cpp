@@ -8,7 +8,6 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_steps.h"
-#include "ops/ops.h"
 #include "quant/quant.h"
 
 namespace lf {
@@ -66,7 +65,7 @@ class QuantizedTile : TileShape {
         const float* qd = q_ + q_offset(i, hh);
         const int j = dot_index(i, hh);
         if (kv_.k_type == GgmlType::F16) {
-          for (int d = 0; d < D_; ++d) ws_.q16[static_cast<int64_t>(j) * D_ + d] = fp32_to_fp16(qd[d]);
+          load_query(qd, D_, ws_.q.data() + static_cast<int64_t>(j) * D_);
         } else {
           quantize_row_q8_0_x86(qd, ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_);
         }
@@ -77,10 +76,15 @@ class QuantizedTile : TileShape {
     std::fill(ws_.sum.begin(), ws_.sum.begin() + n_dots(), 0.0f);
   }
 
-  // Key p: K unpacked into k8 / k_scale (a quantized K), V -> v [D] f32 (and v64 for an f16 V).
+  // Key p: K unpacked into k8 / k_scale (a quantized K) or alone in a block of attention_tiled's
+  // transposed keys (an f16 K, scored as that kernel scores it); V -> v [D] f32 (and v64 for an
+  // f16 V).
   void load_key(int p) {
-    k_row_ = kv_row(kv_, kv_.k, kv_.k_type, g_, p);
-    if (kv_.k_type != GgmlType::F16) unpack_kv_blocks(kv_.k_type, k_row_, D_, ws_.k8.data(), ws_.k_scale.data());
+    if (kv_.k_type == GgmlType::F16) {
+      load_keys_transposed(kv_, g_, p, 1, ws_.k32.data(), ws_.k.data());
+    } else {
+      unpack_kv_blocks(kv_.k_type, kv_row(kv_, kv_.k, kv_.k_type, g_, p), D_, ws_.k8.data(), ws_.k_scale.data());
+    }
     const uint8_t* v_row = kv_row(kv_, kv_.v, kv_.v_type, g_, p);
     if (kv_.v_type == GgmlType::F16) {
       halves_to_f32(halves(v_row), ws_.v.data(), D_);
@@ -94,11 +98,14 @@ class QuantizedTile : TileShape {
 
   // Dot j's steps for the key load_key loaded.
   void step(int j) {
-    const float score = kv_.k_type == GgmlType::F16
-                            ? attention_score(halves(k_row_), ws_.q16.data() + static_cast<int64_t>(j) * D_, D_)
-                            : attention_score_blocks(ws_.k8.data(), ws_.k_scale.data(),
-                                                     ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_);
-    const float s = score * kq_scale_;
+    float s = 0.0f;
+    if (kv_.k_type == GgmlType::F16) {
+      float block[kKeyBlock];
+      score_block(ws_.q.data() + static_cast<int64_t>(j) * D_, ws_.k.data(), D_, kq_scale_, block);
+      s = block[0];
+    } else {
+      s = vec_dot_q8_0_lanes(ws_.k8.data(), ws_.k_scale.data(), ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_) * kq_scale_;
+    }
     float* acc = ws_.acc.data() + static_cast<int64_t>(j) * D_;
     if (kv_.v_type == GgmlType::F16) {
       softmax_step(s, ws_.v.data(), ws_.v64.data(), D_, acc, ws_.max[j], ws_.sum[j]);
@@ -115,8 +122,6 @@ class QuantizedTile : TileShape {
       }
     }
   }
-
-  const uint8_t* k_row_ = nullptr;
 };
 
 }  // namespace
@@ -129,7 +134,6 @@ void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, co
   const size_t dots = static_cast<size_t>(rows_per_tile) * group;
   ws->fit(D, static_cast<int>(dots));
   ws->q8.resize(dots * (D / QK8_0));
-  ws->q16.resize(dots * D);
   ws->k8.resize(D);
   ws->k_scale.resize(D / QK8_0);
   for (int g = 0; g < kv.n_head_kv; ++g) {

@@ -23,42 +23,6 @@ float attention_score(const uint16_t* k, const uint16_t* q, int D) {
   return static_cast<float>(sum);
 }
 
-// Each lane's int32 is exact in f32 (|sum| <= 4·128·127), d_k·d_q (two f16) too, so the lane's
-// _mm256_fmadd_ps is fma_f32. hsum_float_8 adds the upper 128 bits to the lower, then lanes
-// {2, 3} to {0, 1}, then lane 1 to lane 0.
-float attention_score_blocks(const int8_t* k, const float* k_scale, const block_q8_0* q, int D) {
-  float lane[kBlockScoreLanes] = {};
-  for (int b = 0; b < D / QK8_0; ++b) {
-    const float d = k_scale[b] * fp16_to_fp32(q[b].d);
-    for (int l = 0; l < kBlockScoreLanes; ++l) {
-      int32_t sum = 0;
-      for (int i = 4 * l; i < 4 * l + 4; ++i) sum += k[b * QK8_0 + i] * q[b].qs[i];
-      lane[l] = fma_f32(d, static_cast<float>(sum), lane[l]);
-    }
-  }
-  for (int half = kBlockScoreLanes / 2; half >= 1; half /= 2) {
-    for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
-  }
-  return lane[0];
-}
-
-void unpack_kv_blocks(GgmlType type, const void* row, int D, int8_t* q, float* scale) {
-  for (int b = 0; b < D / QK8_0; ++b) {
-    if (type == GgmlType::Q8_0) {
-      const block_q8_0& block = static_cast<const block_q8_0*>(row)[b];
-      std::memcpy(q + b * QK8_0, block.qs, QK8_0);
-      scale[b] = fp16_to_fp32(block.d);
-    } else {
-      const block_q4_0& block = static_cast<const block_q4_0*>(row)[b];
-      for (int i = 0; i < QK4_0 / 2; ++i) {
-        q[b * QK4_0 + i] = static_cast<int8_t>((block.qs[i] & 0x0F) - 8);
-        q[b * QK4_0 + i + QK4_0 / 2] = static_cast<int8_t>((block.qs[i] >> 4) - 8);
-      }
-      scale[b] = fp16_to_fp32(block.d);
-    }
-  }
-}
-
 namespace {
 
 // One (query row, query head)'s query as K's vec_dot type holds it: f16 values for an f16 K,
@@ -89,7 +53,7 @@ struct Query {
   float score(GgmlType type, const uint8_t* k_row, int D) {
     if (type == GgmlType::F16) return attention_score(halves(k_row), q16.data(), D);
     unpack_kv_blocks(type, k_row, D, k.data(), k_scale.data());
-    return attention_score_blocks(k.data(), k_scale.data(), blocks.data(), D);
+    return vec_dot_q8_0_lanes(k.data(), k_scale.data(), blocks.data(), D);
   }
 };
 

@@ -55,16 +55,6 @@ void softcap(float* x, int n, float cap);
 // the rest of the products added to that in double, the total rounded to f32.
 float attention_score(const uint16_t* k, const uint16_t* q, int D);
 
-// A quantized K's score (ggml_vec_dot_q8_0_q8_0 / _q4_0_q8_0 as llama.cpp's AVX2 and AVX-512
-// builds run them): per 32-value block, lane l of 8 takes the integer sum of the products of
-// values 4l .. 4l+3, and lane += d_k·d_q · that sum in one fused step; the lanes are then reduced
-// as hsum_float_8 (l + 4, l + 2, l + 1). k [D] values and k_scale [D / 32] block scales (a K row
-// unpacked by unpack_kv_blocks) · q [D / 32] Q8_0 blocks -> the score.
-constexpr int kBlockScoreLanes = 8;
-float attention_score_blocks(const int8_t* k, const float* k_scale, const block_q8_0* q, int D);
-// A Q8_0 or Q4_0 row [D / 32 blocks] -> q [D] its integer values (Q4_0's minus 8), scale [D / 32].
-void unpack_kv_blocks(GgmlType type, const void* row, int D, int8_t* q, float* scale);
-
 // q [n_q, n_head, head_dim] at positions pos0 .. pos0+n_q-1 -> out [n_q, n_head, head_dim].
 // llama.cpp's one-chunk flash-attention path (the one it takes for every cache type we hold):
 // q converted to K's vec_dot type (f16, or Q8_0 blocks for a quantized K), s = the score·kq_scale,

@@ -97,4 +97,15 @@ Status convert_activation_row(GgmlType weight_type, const float* x, void* dst, i
 // block dots").
 float vec_dot_ref(GgmlType weight_type, const void* w_row, const void* a_row, int64_t n);
 
+// --- a quantized K/V cache's rows (the attention's, docs/attention.md "Quantized cache") ---
+// A Q8_0 or Q4_0 row [n / 32 blocks] -> q [n] its integer values (Q4_0's minus 8), scale [n / 32].
+void unpack_kv_blocks(GgmlType type, const void* row, int n, int8_t* q, float* scale);
+// x [n] values with block scales x_scale [n / 32] (a row unpack_kv_blocks unpacked) · y [n / 32]
+// Q8_0 blocks, as ggml_vec_dot_q8_0_q8_0 / _q4_0_q8_0 sum on llama.cpp's AVX2 and AVX-512
+// builds: per block, lane l of 8 takes the integer sum of the products of values 4l .. 4l+3,
+// and lane += d_x·d_y · that sum in one fused step; the lanes are then reduced as hsum_float_8
+// (l + 4, l + 2, l + 1).
+constexpr int kVecDotLanes = 8;
+float vec_dot_q8_0_lanes(const int8_t* x, const float* x_scale, const block_q8_0* y, int64_t n);
+
 }  // namespace lf

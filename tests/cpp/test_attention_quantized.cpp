@@ -21,7 +21,7 @@ using lf::GgmlType;
 const char* name(GgmlType t) { return t == GgmlType::F16 ? "f16" : t == GgmlType::Q8_0 ? "q8_0" : "q4_0"; }
 
 // ggml_vec_dot_q8_0_q8_0 / _q4_0_q8_0 under __AVX2__ (ggml-cpu/arch/x86/quants.c), written from
-// that source apart from lf::attention_score_blocks: x [nb] rows as int8 values with scales
+// that source apart from lf::vec_dot_q8_0_lanes: x [nb] rows as int8 values with scales
 // dx, y [nb] Q8_0 blocks. mul_sum_i8_pairs_float: maddubs of |x| and sign(y, x) into 16 int16
 // (pairs), madd with ones into 8 int32 (quads), to float; acc = fmadd(d, q, acc); then
 // hsum_float_8: the high 128 bits onto the low, movehl (lanes 2, 3 onto 0, 1), movehdup (lane 1
@@ -148,7 +148,7 @@ TEST_CASE("a quantized key's score sums as ggml's AVX2 block dot", "[attention]"
         std::vector<int8_t> values(D);
         std::vector<float> scales(D / 32);
         lf::unpack_kv_blocks(t, row.data(), D, values.data(), scales.data());
-        const float got = lf::attention_score_blocks(values.data(), scales.data(), qb.data(), D);
+        const float got = lf::vec_dot_q8_0_lanes(values.data(), scales.data(), qb.data(), D);
         REQUIRE(lf::f32_bits(got) == lf::f32_bits(avx2_vec_dot_blocks(values.data(), scales.data(), qb.data(), D / 32)));
       }
     }
