@@ -2,6 +2,7 @@
 // once per isolate: a bad value is an error naming the variable and what was expected.
 import { layerRange } from '../src/pipeline/nodes_spec.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../src/node/per_layer_rows.js';
+import { CACHE_TYPES } from '../src/protocol/kv_rows.js';
 import { checkAuthToken } from '../src/server/app.js';
 
 /** An isolate's memory on Workers-style runtimes (128 MB), the default budget of a node. */
@@ -13,6 +14,14 @@ function integer(env, name, fallback, min) {
   const value = Number(raw);
   if (!Number.isSafeInteger(value) || value < min) throw new Error(`${name}=${JSON.stringify(String(raw))}: expected an integer ≥ ${min}`);
   return value;
+}
+
+// CACHE_TYPE_K / CACHE_TYPE_V as `layerfold serve` takes them; f16 when unset.
+function cacheType(env, name) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return 'f16';
+  if (!CACHE_TYPES.includes(raw)) throw new Error(`${name}=${JSON.stringify(String(raw))}: expected one of ${CACHE_TYPES.join(', ')}`);
+  return raw;
 }
 
 // LAYERS as `layerfold serve --layers` takes it; undefined for every layer.
@@ -27,7 +36,8 @@ function layers(raw) {
  * The node's settings: the R2 binding MODEL, MODEL_KEY (required), LAYERS, MEMORY_BUDGET_BYTES,
  * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE,
  * PER_LAYER_ROW_CACHE_BYTES (the first node of a model with per-layer embeddings: the rows of
- * per_layer_token_embd it keeps; default node/per_layer_rows.js's), and the AUTH_TOKEN secret.
+ * per_layer_token_embd it keeps; default node/per_layer_rows.js's), CACHE_TYPE_K and
+ * CACHE_TYPE_V (the KV cache's types: f16, q8_0, q4_0; default f16), and the AUTH_TOKEN secret.
  * @example edgeConfig({ MODEL: env.MODEL, MODEL_KEY: 'tiny.gguf', LAYERS: '0-0' }).layers // [0, 1]
  */
 export function edgeConfig(env) {
@@ -43,6 +53,8 @@ export function edgeConfig(env) {
     maxSessions: integer(env, 'MAX_SESSIONS', 16, 1),
     maxQueue: integer(env, 'MAX_QUEUE', 16, 0),
     perLayerRowCacheBytes: integer(env, 'PER_LAYER_ROW_CACHE_BYTES', DEFAULT_ROW_CACHE_BYTES, 0),
+    cacheTypeK: cacheType(env, 'CACHE_TYPE_K'),
+    cacheTypeV: cacheType(env, 'CACHE_TYPE_V'),
     // Set but empty would serve the node open: refused like a token with whitespace.
     authToken: checkAuthToken(env.AUTH_TOKEN),
   };

@@ -22,7 +22,7 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * memoryBudgetBytes.
  * @param {{module: WebAssembly.Module, relaxedModule?: WebAssembly.Module, bucket: object, key: string, layers?: [number, number],
  *          memoryBudgetBytes?: number, maxContext?: number, maxTokens?: number, maxSessions?: number,
- *          perLayerRowCacheBytes?: number, onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
+ *          perLayerRowCacheBytes?: number, cacheTypeK?: string, cacheTypeV?: string, onProgress?: (p: {bytes: number, totalBytes: number}) => void}} options
  * @example
  * import wasm from 'layerfold/dist/layerfold_wasi.wasm';
  * import wasmRelaxed from 'layerfold/dist/layerfold_wasi_relaxed.wasm';
@@ -31,7 +31,7 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * const out = await node.forward({ session: 'a', startPos: 0, hidden: node.embed([2, 818]) });
  */
 export async function openEdgeNode({ module, relaxedModule, bucket, key, layers, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES,
-  maxContext = 0, maxTokens = 256, maxSessions = 16, perLayerRowCacheBytes, onProgress }) {
+  maxContext = 0, maxTokens = 256, maxSessions = 16, perLayerRowCacheBytes, cacheTypeK, cacheTypeV, onProgress }) {
   const relaxed = Boolean(relaxedModule) && relaxedSimdSupported();
   const lf = await instantiateSingleThreadModule(relaxed ? relaxedModule : module, relaxedModule ? { relaxed, forced: false } : undefined);
   let source;
@@ -43,6 +43,6 @@ export async function openEdgeNode({ module, relaxedModule, bucket, key, layers,
   }
   return LayerNode.open({
     lf, source: onProgress ? withProgress(source, onProgress) : source, layers,
-    memoryBudgetBytes, maxContext, maxTokens, maxSessions, perLayerRowCacheBytes,
+    memoryBudgetBytes, maxContext, maxTokens, maxSessions, perLayerRowCacheBytes, cacheTypeK, cacheTypeV,
   });
 }

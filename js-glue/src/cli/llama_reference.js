@@ -3,7 +3,8 @@
 //
 // Settings that change numbers are llama.cpp's own defaults, passed explicitly so they stay put:
 //   - KV cache F16 for K and V (K/V are rounded to f16 when stored: docs/gemma-architecture.md,
-//     "F16 KV cache");
+//     "F16 KV cache"), unless the handle asks for q8_0 or q4_0 (docs/attention.md, "Quantized
+//     cache");
 //   - flash attention "auto" (resolves to on for the CPU backend: docs/gemma-architecture.md,
 //     "Flash attention");
 //   - SWA layers keep only their window (swaFullCache false), as llama.cpp does by default;
@@ -61,18 +62,19 @@ export async function cpuBackend() {
 }
 
 /**
- * Loads a GGUF model. Each evaluation later gets a fresh context of `contextSize` tokens.
+ * Loads a GGUF model. Each evaluation later gets a fresh context of `contextSize` tokens, its KV
+ * cache in cacheTypeK / cacheTypeV (our names: 'f16', 'q8_0', 'q4_0').
  * @param {string} modelPath
- * @param {{threads?: number, contextSize?: number}} [options]
- * @returns {Promise<{model: object, nVocab: number, threads: number, contextSize: number}>}
- * @example const h = await loadLlama("tiny.gguf", {threads: 2, contextSize: 256});
+ * @param {{threads?: number, contextSize?: number, cacheTypeK?: string, cacheTypeV?: string}} [options]
+ * @returns {Promise<{model: object, nVocab: number, threads: number, contextSize: number, cacheTypeK: string, cacheTypeV: string}>}
+ * @example const h = await loadLlama("tiny.gguf", {threads: 2, contextSize: 256, cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
  */
-export async function loadLlama(modelPath, {threads = 2, contextSize = 512} = {}) {
+export async function loadLlama(modelPath, {threads = 2, contextSize = 512, cacheTypeK = "f16", cacheTypeV = "f16"} = {}) {
   const llama = await sharedLlama();
   const model = await llama.loadModel({modelPath, gpuLayers: 0});
   // The binding has no vocabulary-size getter; the GGUF's token list is authoritative anyway.
   const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
-  return {model, nVocab, threads, contextSize};
+  return {model, nVocab, threads, contextSize, cacheTypeK, cacheTypeV};
 }
 
 /**
@@ -102,8 +104,9 @@ async function withFreshSequence(handle, fn) {
     contextSize: handle.contextSize,
     threads: handle.threads,
     flashAttention: "auto",
-    experimentalKvCacheKeyType: "F16",
-    experimentalKvCacheValueType: "F16",
+    // node-llama-cpp spells ggml's type names in capitals.
+    experimentalKvCacheKeyType: handle.cacheTypeK.toUpperCase(),
+    experimentalKvCacheValueType: handle.cacheTypeV.toUpperCase(),
     swaFullCache: false,
   });
   try {

@@ -19,3 +19,11 @@ test("other settings are checked by name", () => {
   assert.throws(() => edgeConfig(env({MAX_TOKENS: "0"})), /MAX_TOKENS="0": expected an integer ≥ 1/);
   assert.throws(() => edgeConfig({MODEL_KEY: "m.gguf"}), /no R2 binding MODEL/);
 });
+
+test("CACHE_TYPE_K / CACHE_TYPE_V: f16 unless set, an unknown type refused by name", () => {
+  assert.equal(edgeConfig(env({})).cacheTypeK, "f16");
+  assert.equal(edgeConfig(env({})).cacheTypeV, "f16");
+  const config = edgeConfig(env({CACHE_TYPE_K: "q8_0", CACHE_TYPE_V: "q4_0"}));
+  assert.deepEqual([config.cacheTypeK, config.cacheTypeV], ["q8_0", "q4_0"]);
+  assert.throws(() => edgeConfig(env({CACHE_TYPE_V: "q5_1"})), /^Error: CACHE_TYPE_V="q5_1": expected one of f16, q8_0, q4_0$/);
+});

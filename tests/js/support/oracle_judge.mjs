@@ -56,16 +56,18 @@ export async function llamaKernels() {
 
 /**
  * Whether llama.cpp with these kernels computes what we compute for a model whose matrices have
- * these ggml types and whose largest head dim is maxHeadDim, on a prompt of n tokens: its f16
- * dot sums a score in our lanes with AVX-512, and in AVX2's from a head dim of 32 up; its Q4_0
- * kernels fuse the block step on every x86 with AVX2, its Q8_0 kernels only with AMX; prompts of
- * 64 rows and more take its tiled flash attention. F16, BF16 and K-quant weights go through
- * lanes we do not mirror.
+ * these ggml types and whose largest head dim is maxHeadDim, on a prompt of n tokens, with its KV
+ * cache in cacheTypeK / cacheTypeV: its f16 dot sums a score in our lanes with AVX-512, and in
+ * AVX2's from a head dim of 32 up (a quantized K's block dot in ours on every AVX2 build); its
+ * Q4_0 kernels fuse the block step on every x86 with AVX2, its Q8_0 kernels only with AMX;
+ * prompts of 64 rows and more take its tiled flash attention when K and V are both f16. F16,
+ * BF16 and K-quant weights go through lanes we do not mirror.
  */
-export function mirrors(kernels, {types, maxHeadDim, n}) {
-  const scoreLanes = kernels.avx512 || (kernels.avx2 && maxHeadDim < 32);
+export function mirrors(kernels, {types, maxHeadDim, n, cacheTypeK = "f16", cacheTypeV = "f16"}) {
+  const scoreLanes = cacheTypeK !== "f16" || kernels.avx512 || (kernels.avx2 && maxHeadDim < 32);
   const fused = [...types].every((t) => t === GGML_Q4_0 || (t === GGML_Q8_0 && kernels.amx));
-  return kernels.avx2 && scoreLanes && fused && n < 64;
+  const oneChunk = n < 64 || cacheTypeK !== "f16" || cacheTypeV !== "f16";
+  return kernels.avx2 && scoreLanes && fused && oneChunk;
 }
 
 /** The F64Reference's description of its model, as mirrors() takes it. */

@@ -1,0 +1,86 @@
+// The oracle with a quantized KV cache: next-token distributions and 16 greedy tokens of both
+// WASM builds with K and V in q8_0 / q4_0 (and mixed with f16) against llama.cpp's with the same
+// cache types (node-llama-cpp's experimentalKvCacheKeyType / ValueType), on prompts that wrap
+// every sliding window many times: without the Hadamard rotation (a sliding head dim of 32),
+// with it (128 / 64, and E2B's 256 / 512 shapes), and across shared-KV layers. Judged where the
+// engine mirrors llama.cpp's kernels on this host (tests/js/support/oracle_judge.mjs); elsewhere
+// skipped, the float64 reference holding no quantized cache to judge by.
+import {after, before, describe, test} from "node:test";
+
+import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
+import {logSoftmax, topK} from "../../../js-glue/src/tokens/logits.js";
+import {F64Reference} from "../support/f64_reference.mjs";
+import * as llama from "../support/llama_oracle.mjs";
+import {model} from "../support/models.mjs";
+import {judge, llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
+
+const GREEDY_STEPS = 16;
+const prompt = (n) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 37 + 77) % 500))];
+
+// Windows of 4 (tiny presets) and 8: a prompt of 40 or 72 wraps them 5 to 10 times.
+const CONFIGS = [
+  {name: "tiny", preset: "tiny", extra: [], n: 40},
+  {name: "tiny-rotated", preset: "tiny", extra: ["--head-dim-swa", "128", "--head-dim-global", "64"], n: 40},
+  {name: "shared-kv2-q4", preset: "tiny-shared-kv2", extra: [], n: 40},
+  {name: "e2b-shape-w8", preset: "e2b-shape", extra: ["--sliding-window", "8"], n: 72},
+];
+const TYPES = [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "f16"], ["f16", "q4_0"]];
+
+async function ours(node, tokens) {
+  const session = `s${Math.random()}`;
+  const forward = async (startPos, ids) => {
+    const hidden = node.embed(ids);
+    const perLayer = node.nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden) : null;
+    return node.forward({session, startPos, hidden, lastOnly: true, perLayer});
+  };
+  let hidden = await forward(0, tokens);
+  const logProbs = logSoftmax(node.logits(hidden));
+  const greedy = [topK(logProbs, 1)[0]];
+  while (greedy.length < GREEDY_STEPS) {
+    hidden = await forward(tokens.length + greedy.length - 1, [greedy.at(-1)]);
+    greedy.push(topK(node.logits(hidden), 1)[0]);
+  }
+  node.dropSession(session);
+  return {logProbs, greedy};
+}
+
+describe("with a quantized KV cache, the next-token distribution matches llama.cpp's", () => {
+  let kernels;
+  const measured = [];
+  before(async () => {
+    kernels = await llamaKernels();
+    console.log(kernels.line);
+  });
+  after(() => console.log(`agreement per config, cache types and build: ${JSON.stringify(measured)}`));
+
+  for (const config of CONFIGS) {
+    for (const [cacheTypeK, cacheTypeV] of TYPES) {
+      const what = `${config.name}, K ${cacheTypeK}, V ${cacheTypeV}`;
+      test(what, {timeout: 600_000}, async (t) => {
+        const file = model(`${config.name}-q4_0`, config.preset, ["--type", "Q4_0", ...config.extra]);
+        const reference = F64Reference.open(file);
+        const traits = modelTraits(reference, config.n);
+        reference.close();
+        if (!mirrors(kernels, {...traits, cacheTypeK, cacheTypeV})) {
+          t.skip(`llama.cpp's ${kernels.variant} kernels are not the engine's here`);
+          return;
+        }
+        const tokens = prompt(config.n);
+        const handle = await llama.loadLlama(file, {threads: 2, contextSize: 256, cacheTypeK, cacheTypeV});
+        t.after(() => llama.close(handle));
+        const theirs = {logProbs: await llama.nextTokenLogProbs(handle, tokens), greedy: await llama.greedy(handle, tokens, GREEDY_STEPS)};
+        for (const build of ["threaded", "single"]) {
+          const node = await LayerNode.open({model: file, build, threads: 2, cacheTypeK, cacheTypeV});
+          try {
+            await judge({
+              what: `${what}, wasm ${build}`, mirrored: true, handle, exact: null, record: (f) => measured.push(f),
+              runs: [{label: config.n, tokens, ours: await ours(node, tokens), theirs}],
+            });
+          } finally {
+            node.close();
+          }
+        }
+      });
+    }
+  }
+});
