@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '../gateway/app.js';
 import { serveGateway } from '../gateway/host.js';
-import { DEFAULT_SPECULATIVE, speculativeOptions } from '../gateway/prompt_lookup.js';
+import { DEFAULT_SPECULATIVE, speculativeOptions } from '../generation/prompt_lookup.js';
 import { DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { startOtlpExport } from '../telemetry/otlp.js';
 import { defaultModel } from './default_model.js';
@@ -14,7 +14,7 @@ import { ALLOW_UNVALIDATED_SOURCE, BUILD, CACHE_DIR, fromEnv, MODEL, PORT, THREA
 import { stopRequested } from './stop_requested.js';
 
 // The longest draft a cut can always take back, and the longest n-gram prompt lookup matches
-// (gateway/prompt_lookup.js).
+// (generation/prompt_lookup.js).
 const MAX_DRAFT = 64;
 const MAX_NGRAM = 5;
 

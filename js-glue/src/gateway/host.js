@@ -11,8 +11,8 @@ import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '.
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
-import { GrammarThread } from './grammar_thread.js';
-import { TokenizerThread } from './tokenizer_thread.js';
+import { GrammarThread } from '../generation/grammar_thread.js';
+import { TokenizerThread } from '../generation/tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 

@@ -8,7 +8,7 @@
 // prefilled once, and each later choice starts from the prompt's logits in the session cut back
 // to the prompt (a node that cannot cut in place rebuilds it by replay, docs/gateway.md).
 import { OpenAIError } from './errors.js';
-import { generate } from './generation.js';
+import { generate } from './decode.js';
 
 export class Run {
   #ends;
