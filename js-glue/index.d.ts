@@ -332,11 +332,19 @@ export class LayerNode {
   /** a digest of every byte of the session's KV cache; null for an unknown session */
   kvDigest(session: string): number | null;
   /**
-   * Cuts the session back to its first nPast positions, after the forwards issued before it;
-   * refused (session unchanged) beyond its length or deeper than a wrapped sliding ring allows
-   * (failed_precondition, naming the shortest cut). Resolves with nPast.
+   * Cuts the session back to its first nPast positions, after the forwards issued before it.
+   * Deeper than a wrapped sliding ring allows, it returns to the latest checkpoint before nPast
+   * instead, and the caller forwards the positions from there again; refused (session
+   * unchanged) beyond its length or with no such checkpoint (failed_precondition, naming the
+   * shortest cut). Resolves with the positions the session then holds.
    */
   truncate(session: string, nPast: number): Promise<number>;
+  /**
+   * keeps a checkpoint of the session at its length (at most `keep`, 1 to 8, default 4; the oldest
+   * dropped beyond): a later truncate deeper than the sliding rings allow returns to the latest
+   * checkpoint before it and resolves with its position. -> the position checkpointed
+   */
+  checkpoint(session: string, options?: { keep?: number }): Promise<number>;
   dropSession(session: string): boolean;
   info(): LayerNodeInfo;
   close(): void;
@@ -371,6 +379,8 @@ export class RemoteNode {
   approxStats(session: string): ApproxStats | null;
   /** POST /v1/sessions/{id}/truncate: LayerNode.truncate on the node (errors carry the node's code) */
   truncate(session: string, nPast: number): Promise<number>;
+  /** POST /v1/sessions/{id}/checkpoint: LayerNode.checkpoint on the node */
+  checkpoint(session: string, options?: { keep?: number }): Promise<number>;
   dropSession(session: string): Promise<boolean>;
   info(): Omit<LayerNodeInfo, 'bytesLoaded'> & { url: string };
   close(): void;
@@ -417,7 +427,9 @@ export class Pipeline {
    * bytes a step ending there gives). After a failed step, step(session, []) finishes it. Steps
    * of different sessions run concurrently through the nodes; a session's own steps run in call order.
    */
-  step(session: string, tokens: number[], options?: { allRows?: boolean }): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  step(session: string, tokens: number[], options?: { allRows?: boolean; logits?: true }): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  /** with `logits: false` the positions only go into the caches (a prompt prefilled in parts): no head runs */
+  step(session: string, tokens: number[], options: { logits: false }): Promise<{ logits: null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
   /**
    * Cuts the session back to its first n positions on every node and in its history, after its
    * steps asked for before. A node that refuses the cut (a wrapped sliding ring) or lost the
@@ -425,6 +437,12 @@ export class Pipeline {
    * nodes are listed in `rebuilt`. Refused for an unknown session, beyond its length, and with early exit on.
    */
   truncate(session: string, n: number): Promise<{ nPast: number; rebuilt: number[] }>;
+  /**
+   * keeps a checkpoint of the session on every node (LayerNode.checkpoint), so that a later cut
+   * deeper than the sliding rings allow costs a replay from the checkpoint, not from the start.
+   * -> the indices of the nodes that took one
+   */
+  checkpoint(session: string, options?: { keep?: number }): Promise<number[]>;
   /** forgets the session on every node once its steps asked for before have ended */
   dropSession(session: string): Promise<void>;
   /** drops every session once its steps under way have ended, then closes the local nodes */
@@ -596,6 +614,8 @@ export interface GatewayAppOptions {
   maxQueue?: number;
   /** finished requests' sessions kept for prefix reuse; default 16 */
   maxCachedSessions?: number;
+  /** checkpoints a chat's session keeps on each node (Model's); default 4 */
+  checkpoints?: number;
   /** a request's deadline (504 deadline_exceeded); default 600000 */
   requestTimeoutMs?: number;
   /** request body limit; default 4 MiB */
@@ -782,6 +802,8 @@ export interface ModelOptions {
   maxCachedSessions?: number;
   /** decode with drafts by prompt lookup; default off */
   speculative?: SpeculativeOptions | null;
+  /** checkpoints a chat's session keeps on each node, one where each prompt opens the model's turn (0: none; default 4, at most 8) */
+  checkpoints?: number;
 }
 
 /**
@@ -842,6 +864,8 @@ export interface GatewayOptions {
   allowUnvalidatedSource?: boolean;
   maxQueue?: number;
   maxCachedSessions?: number;
+  /** checkpoints a chat's session keeps on each node (Model's); default 4 */
+  checkpoints?: number;
   /** sessions a local node holds */
   maxSessions?: number;
   requestTimeoutMs?: number;

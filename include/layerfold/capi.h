@@ -105,10 +105,19 @@ LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
  * order, its top 53 bits, so that the value is exact in a double. For tests that a refused call
  * left the cache as it was; not while a forward on the session runs. */
 LF_EXPORT(lf_session_kv_digest) double lf_session_kv_digest(const lf_session* session);
-/* Cuts the session back to its first n_past positions (docs/forward-pass.md, "The KV cache"): the next lf_forward continues at n_past as if the rest had never been sent. Refused
- * (failed_precondition, the session unchanged) beyond what the sliding layers' rings still hold:
- * once a ring has wrapped, at most the session's attn_chunk positions (64 by default). */
+/* Cuts the session back to its first n_past positions (docs/forward-pass.md, "The KV cache"): the
+ * next lf_forward continues at n_past as if the rest had never been sent. Beyond what the sliding
+ * layers' rings still hold (once a ring has wrapped, at most the session's attn_chunk positions,
+ * 64 by default), the session returns to its latest checkpoint at or before n_past instead, and
+ * the caller feeds the positions from there to n_past again. Returns the length the session then
+ * holds (n_past, or the checkpoint's position), or -1 (failed_precondition, the session unchanged)
+ * when neither can be done. */
 LF_EXPORT(lf_session_truncate) int lf_session_truncate(lf_session* session, int n_past);
+/* Keeps a checkpoint of the session at its length: the sliding rings' rows a continuation from
+ * there reads, copied (counted in lf_session_bytes), so that a later cut to any position from
+ * there on can return to it. At most max_count are kept; the oldest is dropped beyond. Returns 1,
+ * or 0 with the last error. Not while a forward on the session runs. */
+LF_EXPORT(lf_session_checkpoint) int lf_session_checkpoint(lf_session* session, int max_count);
 /* Where the session's last forward spent its time, as JSON owned by the session until the next
  * call: {"layer_ms": [per layer of the range; empty before any forward], "attention_ms", "ffn_ms",
  * "serial_ms" (outside the workers)}, the phases summed over its layers (docs/threads.md). */

@@ -163,8 +163,17 @@ void lf_session_free(lf_session* session) { delete session; }
 double lf_session_kv_digest(const lf_session* session) { return static_cast<double>(session->session.kv.digest() >> 11); }
 
 int lf_session_truncate(lf_session* session, int n_past) {
-  if (!session) return lf::capi::record(Status(Code::invalid_argument, "lf_session_truncate needs a session"));
-  return lf::capi::record(session->session.truncate(n_past));
+  if (!session) {
+    lf::capi::record(Status(Code::invalid_argument, "lf_session_truncate needs a session"));
+    return -1;
+  }
+  int reached = 0;
+  return lf::capi::record(session->session.truncate(n_past, &reached)) ? reached : -1;
+}
+
+int lf_session_checkpoint(lf_session* session, int max_count) {
+  if (!session) return lf::capi::record(Status(Code::invalid_argument, "lf_session_checkpoint needs a session"));
+  return lf::capi::record(session->session.checkpoint(max_count));
 }
 
 const char* lf_session_timings_json(const lf_session* session) {

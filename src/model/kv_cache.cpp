@@ -100,6 +100,27 @@ int KvCache::shortest_cut(int n_past) const {
   return shortest;
 }
 
+uint64_t KvCheckpoint::bytes() const {
+  uint64_t total = 0;
+  for (const KvRows& rows : rings) total += rows.values.size() * sizeof(uint16_t);
+  return total;
+}
+
+void KvCache::save_checkpoint(int n_past, KvCheckpoint* out) const {
+  out->pos = n_past;
+  out->rings.clear();
+  const int n = std::min(n_past, n_swa_ - 1);
+  for (int il = range_.begin; il < range_.end; ++il) {
+    const LayerKv& kv = layer(il);
+    if (!kv.sliding || kv.capacity == 0 || kv.capacity >= max_ctx_ || n <= 0) continue;
+    read_rows(il, n_past - n, n, &out->rings.emplace_back());
+  }
+}
+
+void KvCache::restore_checkpoint(const KvCheckpoint& checkpoint) {
+  for (const KvRows& rows : checkpoint.rings) store_rows(rows);
+}
+
 uint64_t KvCache::bytes() const {
   uint64_t total = 0;
   for (const LayerKv& kv : layers_) total += (kv.k.size() + kv.v.size()) * sizeof(uint16_t);

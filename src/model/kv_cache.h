@@ -42,6 +42,16 @@ struct KvUndo {
   std::vector<std::vector<uint16_t>> k, v;  // [layer of the range][n_head_kv, n_slots, head_dim]
 };
 
+// The sliding rings' rows a continuation from position pos reads (the last n_swa - 1 positions
+// before it, in each ring layer), copied: putting them back returns a session that has moved on
+// to pos, whatever its rings hold since (llama.cpp's context checkpoints).
+struct KvCheckpoint {
+  int pos = 0;
+  std::vector<KvRows> rings;
+
+  uint64_t bytes() const;
+};
+
 class KvCache {
  public:
   // Allocates the whole cache up front (bytes() tells how much).
@@ -74,6 +84,10 @@ class KvCache {
   // [n_past - C, n_past) once it has wrapped, and a query at position p reads keys from
   // p - n_swa + 1 on. 0 where no ring has wrapped.
   int shortest_cut(int n_past) const;
+
+  // The checkpoint of a session of n_past positions, and back to it (the caller sets n_past).
+  void save_checkpoint(int n_past, KvCheckpoint* out) const;
+  void restore_checkpoint(const KvCheckpoint& checkpoint);
 
   // What storing positions [pos0, pos0 + n) will overwrite, to put back with restore().
   void save_overwritten(int pos0, int n, KvUndo* undo) const;

@@ -38,7 +38,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
  * The gateway app. `state` is a NodeState whose node is the Pipeline (set once it is open);
  * modelId names the model in /v1/models and must be the request's model. maxQueue: requests
  * admitted besides one (429 beyond); maxCachedSessions: finished chats' sessions kept for
- * prefix reuse; requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
+ * prefix reuse; checkpoints: the checkpoints a chat's session keeps per node (Model's); requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
  * read nothing of a stream before closeConnection(c) cuts it; speculative: prompt lookup's
  * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null;
  * encodePrompt(input): a prompt's tokens from tokens/prompt_input.js's input, off the event loop
@@ -52,7 +52,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
  * @example
  * const app = createGatewayApp({ state: NodeState.of(pipeline), modelId: 'tiny', authToken: process.env.AUTH_TOKEN });
  */
-export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
+export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, checkpoints, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
   speculative = null, encodePrompt, openGrammar = null, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
@@ -61,7 +61,7 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   const ready = () => {
     if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
     if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
-    if (model?.pipeline !== state.node) model = new Model(state.node, { id: modelId, maxQueue, maxCachedSessions, speculative, encodePrompt, openGrammar });
+    if (model?.pipeline !== state.node) model = new Model(state.node, { id: modelId, maxQueue, maxCachedSessions, checkpoints, speculative, encodePrompt, openGrammar });
     return model;
   };
 

@@ -7,7 +7,8 @@
 // next step and frees its session on every node.
 import { isSynthetic } from '../gguf/header.js';
 import { approxModesOn } from '../protocol/approx_options.js';
-import { stopIds } from '../tokens/chat.js';
+import { DEFAULT_CHECKPOINTS } from '../protocol/checkpoints.js';
+import { stopIds, turnStartIds } from '../tokens/chat.js';
 import { Answer } from './answer.js';
 import { isObject } from './body_values.js';
 import { callConstraints } from './call_constraints.js';
@@ -44,12 +45,13 @@ export class Model {
    * reuse; speculative: prompt lookup's options ({minNgram, maxNgram, maxDraft}) to decode with
    * drafts; encodePrompt(input): tokenizes a prompt elsewhere (the gateway's tokenizer thread);
    * openGrammar(pipeline, endIds): the grammar engine for response_format and enforced tool
-   * calls (default none: those are refused with a 400); onClose: what close() does (openModel:
-   * close the pipeline it opened).
+   * calls (default none: those are refused with a 400); checkpoints: the checkpoints a chat's
+   * session keeps on each node, one where each prompt opens the model's turn (0: none; Run);
+   * onClose: what close() does (openModel: close the pipeline it opened).
    * @example const model = new Model(pipeline, { id: 'tiny' });
    */
   constructor(pipeline, { id = pipeline.header.metadata['general.name'] ?? 'model', maxQueue = 16, maxCachedSessions = 16, speculative = null,
-    encodePrompt, openGrammar = null, onClose = async () => {} } = {}) {
+    encodePrompt, openGrammar = null, checkpoints = DEFAULT_CHECKPOINTS, onClose = async () => {} } = {}) {
     this.pipeline = pipeline;
     this.id = id;
     this.synthetic = isSynthetic(pipeline.header);
@@ -58,6 +60,8 @@ export class Model {
     this.sessions = new SessionCache(maxCachedSessions);
     this.endIds = stopIds(pipeline.tokenizer);
     this.markers = channelMarkers(pipeline.tokenizer);
+    this.checkpoints = checkpoints;
+    this.turnStarts = turnStartIds(pipeline.tokenizer);
     this.grammar = openGrammar ? openGrammar(pipeline, this.endIds) : null;
     // Drafts need cuts, which approximate modes do not allow (early exit keeps no state at a cut)
     // or would make depend on the rows fed.
@@ -85,7 +89,7 @@ export class Model {
       const constraints = choiceOutputs(this.tokenizer, this.markers, request,
         await callConstraints(this.grammar, request) ?? await responseConstraints(this.grammar, request.responseFormat ?? null, request.n));
       const run = new Run({ coordinator: this.coordinator, sessions: this.sessions, tokenizer: this.tokenizer, endIds: this.endIds, drafter: this.#lookup,
-        constraints, ticket, request, prompt, maxTokens, deadlineMs, clientSignal: signal, trace, observer });
+        constraints, ticket, request, prompt, maxTokens, checkpoint: this.#checkpointOf(request, prompt), deadlineMs, clientSignal: signal, trace, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: this.id, kind: request.kind },
         (id) => this.tokenizer.decode([id]), request.logprobs);
       return new Reply(run, new Answer(shapes, () => chatOutputReader(request, this.markers !== null), request));
@@ -93,6 +97,14 @@ export class Model {
       ticket.release();
       throw error;
     }
+  }
+
+  // A chat's checkpoint: where its prompt opens the model's turn. Approximate modes take none
+  // (early exit keeps no state at a cut).
+  #checkpointOf(request, prompt) {
+    if (request.kind !== 'chat' || this.checkpoints === 0 || approxModesOn(this.pipeline.approx)) return null;
+    const at = prompt.findLastIndex((id) => this.turnStarts.has(id));
+    return at > 0 ? { at, keep: this.checkpoints } : null;
   }
 
   /**

@@ -9,7 +9,7 @@ const EXPORTS = [
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
   'lf_model_set_threads', 'lf_model_threads', 'lf_model_set_ffn_down_layout', 'lf_model_set_per_layer_rows',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
-  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_kv_digest', 'lf_session_free', 'lf_session_truncate', 'lf_session_timings_json',
+  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_kv_digest', 'lf_session_free', 'lf_session_truncate', 'lf_session_checkpoint', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',
   'lf_embed', 'lf_per_layer_inputs', 'lf_per_layer_inputs_from_rows', 'lf_session_set_per_layer_inputs',
   'lf_session_set_kv_rows', 'lf_session_clear_kv_rows', 'lf_session_kv_rows_values', 'lf_session_kv_rows', 'lf_forward',
