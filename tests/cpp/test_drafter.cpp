@@ -122,6 +122,11 @@ TEST_CASE("a drafter reads the target's last sliding and global layers' caches",
     CHECK(c.layers[il].head_dim == target.config.layers[kv_layer[il]].head_dim);
   }
   CHECK(c.final_softcap == 0.0f);
+  // llama.cpp tells the two widths apart by their differing: make_model writes no such drafter.
+  lf::make_model::AssistantShape same_width;
+  same_width.n_embd = 64;
+  lf::GgufWriter w;
+  refused(lf::make_model::add_assistant(pair.target_config, same_width, {}, &w), "not the target's (64)");
   // A drafter is not a model of its own.
   lf::ModelConfig alone;
   refused(lf::load_model_config(pair.drafter.file, &alone), "is a drafter");
@@ -173,9 +178,10 @@ TEST_CASE("a drafter for another target, or with a missing or mis-shaped tensor,
 TEST_CASE("a draft step agrees with the plain reference and reads the target's cache", "[drafter]") {
   // F32 weights: the engine's f16 queries and f16 value sums in attention, the GELU table and f32
   // sums are what differ from the reference. Q4_0 adds the activations' Q8_0 rounding. Bounds
-  // about 1.5x the measured errors (ln p 1.0e-3 and 2.6e-2, h_next 4.3e-4 and 1.1e-2).
+  // about 1.5x the largest errors measured over both steps (ln p 2.1e-3 and 4.7e-2, h_next
+  // 4.7e-4 and 2.0e-2).
   struct Case { const char* type; double ln_p_tol, h_tol; };
-  for (const Case& k : {Case{"F32", 1.5e-3, 7e-4}, Case{"Q4_0", 4e-2, 1.7e-2}}) {
+  for (const Case& k : {Case{"F32", 3e-3, 7e-4}, Case{"Q4_0", 7e-2, 3e-2}}) {
     INFO("type " << k.type);
     const DrafterPair pair = drafter_pair(target_args(k.type));
     Prompted p = prompt(pair.target, 9);  // past the window of 4

@@ -17,6 +17,12 @@ Status assistant_config(const ModelConfig& target, const AssistantShape& shape, 
   if (shape.pattern.empty() || shape.pattern.find_first_not_of("SG") != std::string::npos) {
     return Status(Code::invalid_argument, "the drafter's layer pattern '" + shape.pattern + "' must be S and G only");
   }
+  // llama.cpp tells the target's width from the drafter's by their differing.
+  if (shape.n_embd <= 0 || shape.n_embd == target.n_embd || shape.n_ff <= 0) {
+    return Status(Code::invalid_argument, "the drafter's width (" + std::to_string(shape.n_embd) +
+                                              ") and FFN width must be positive, and the width not the target's (" +
+                                              std::to_string(target.n_embd) + ")");
+  }
   ModelConfig c;
   c.arch = Arch::gemma4;
   c.n_embd = shape.n_embd;
@@ -56,6 +62,8 @@ MakeSettings assistant_settings(const ModelConfig& target, const ModelConfig& c,
   s.layers.rope_base = global.rope_base;
   s.layers.rope_base_swa = sliding.rope_base;
   s.tensor_types.clear();
+  // Its own weights, not the target's under the names both have (token_embd, output_norm).
+  s.seed = mix64(settings.seed ^ fnv1a(kAssistantArch));
   return s;
 }
 
@@ -67,6 +75,7 @@ Status add_assistant(const ModelConfig& target, const AssistantShape& shape, con
   const MakeSettings s = assistant_settings(target, c, settings);
   Vocab vocab;
   LF_RETURN_IF_ERROR(make_vocab(s, c.n_vocab, &vocab));
+  c.n_vocab = static_cast<int>(vocab.tokens.size());
   write_arch_metadata(c, s, *w, kAssistantArch);
   const std::string a = std::string(kAssistantArch) + ".";
   // The converter writes the target's width and every layer as an MTP layer.

@@ -1,0 +1,69 @@
+// The MTP drafter (gemma4-assistant) against llama.cpp's: for a synthetic target and its
+// drafter, the same prompt and drafted tokens, every draft step's distribution and next hidden
+// state from the native build (lf_run --drafter, 1 to 3 threads) against llama.cpp's
+// draft-mtp steps (support/llama_mtp_draft.mjs). Configurations where the engine mirrors
+// llama.cpp's kernels for the target too (docs/forward-pass.md, "Agreement"), so the bound is the
+// engine's: 1.5e-6 in ln p (measured at most 2.4e-7).
+import assert from "node:assert/strict";
+import {execFileSync} from "node:child_process";
+import path from "node:path";
+import {describe, test} from "node:test";
+
+import {logSoftmax} from "../../../js-glue/src/tokens/logits.js";
+import {llamaMtpDraft} from "../support/llama_mtp_draft.mjs";
+import {model, root} from "../support/models.mjs";
+
+const lfRun = path.join(root, "build", "native", "lf_run");
+const LN_P_BOUND = 1.5e-6;
+const H_BOUND = 1e-6;  // the largest difference in h_next over the largest |value|
+
+const prompt = (n) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 37) % 500))];
+
+// Prompts past every sliding window; drafters with sliding and global layers in several orders.
+const CONFIGS = [
+  {name: "tiny-ssg", target: ["--preset", "tiny", "--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"],
+   drafter: [], n: 9},
+  {name: "tiny-q8-sgs", target: ["--preset", "tiny", "--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q8_0"],
+   drafter: ["--assistant-layers", "SGS", "--assistant-n-embd", "96", "--assistant-n-ff", "128"], n: 11},
+  {name: "small", target: ["--preset", "small", "--type", "Q4_0"],
+   drafter: ["--assistant-layers", "SSSG", "--assistant-n-embd", "128", "--assistant-n-ff", "256"], n: 20},
+  // Shared-KV targets: the drafter reads the caches of the layers their last layers share.
+  {name: "shared-kv2", target: ["--preset", "tiny-shared-kv2", "--type", "Q8_0"], drafter: [], n: 13},
+  {name: "e2b-shape", target: ["--preset", "e2b-shape", "--type", "Q4_0"], drafter: ["--assistant-layers", "SSSG"], n: 9},
+  {name: "31b-shape", target: ["--preset", "31b-shape", "--type", "Q4_0"],
+   drafter: ["--assistant-layers", "SSSG", "--assistant-n-embd", "1024", "--assistant-n-ff", "4096"], n: 6},
+];
+const DRAFT_TOKENS = [5, 17, 300];
+
+function maxAbsDiff(a, b) {
+  let worst = 0;
+  for (let i = 0; i < a.length; ++i) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+  return worst;
+}
+
+function relDiff(got, want) {
+  return maxAbsDiff(got, want) / Math.max(...want.map(Math.abs));
+}
+
+describe("the MTP drafter agrees with llama.cpp's", () => {
+  for (const c of CONFIGS) {
+    test(c.name, () => {
+      const target = model(`mtp-${c.name}-target`, c.target[1], c.target.slice(2));
+      const drafter = model(`mtp-${c.name}-drafter`, c.target[1], [...c.target.slice(2), "--assistant", ...c.drafter]);
+      const tokens = prompt(c.n);
+      const want = llamaMtpDraft(target, drafter, tokens, DRAFT_TOKENS);
+      assert.equal(want.steps.length, DRAFT_TOKENS.length);
+      for (const threads of [1, 2, 3]) {
+        const got = JSON.parse(execFileSync(lfRun, ["--model", target, "--tokens", tokens.join(","), "--drafter", drafter,
+          "--draft-tokens", DRAFT_TOKENS.join(","), "--threads", String(threads)], {maxBuffer: 1 << 28}).toString());
+        assert.ok(relDiff(got.h, want.h) <= H_BOUND, `${threads} threads: the target's state differs by ${relDiff(got.h, want.h)}`);
+        got.draft.forEach((step, k) => {
+          const lnP = maxAbsDiff(logSoftmax(step.logits), logSoftmax(want.steps[k].logits));
+          const h = relDiff(step.h_next, want.steps[k].h_next);
+          assert.ok(lnP <= LN_P_BOUND, `${threads} threads, step ${k}: ln p differs by ${lnP}`);
+          assert.ok(h <= H_BOUND, `${threads} threads, step ${k}: h_next differs by ${h}`);
+        });
+      }
+    });
+  }
+});
