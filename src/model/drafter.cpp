@@ -100,7 +100,7 @@ struct DraftCall {
 
 // Rows [0, n_out) of W · Xc shared out by rows (each a whole dot product, so the bytes do not
 // depend on the thread count); ends on a barrier.
-void shared_rows(const DraftCall& call, ThreadPool& pool, int worker, const WeightView& W, const uint8_t* Xc, float* y) {
+void shared_rows(ThreadPool& pool, int worker, const WeightView& W, const uint8_t* Xc, float* y) {
   const Share rows = share(W.n_out, worker, pool.size());
   if (rows.begin < rows.end) matmul_rows(W, Xc, 1, y, rows.begin, rows.end);
   pool.barrier();
@@ -110,7 +110,7 @@ void run_draft(DraftCall& call, int worker) {
   const Model& m = call.d.model;
   Scratch& b = call.scratch;
   ThreadPool& pool = *m.pool;
-  shared_rows(call, pool, worker, call.d.pre_projection, call.xc_in.data(), b.x.data());
+  shared_rows(pool, worker, call.d.pre_projection, call.xc_in.data(), b.x.data());
   for (int il = 0; il < m.config.n_layer; ++il) {
     const LayerCall layer{m, b, pool, residual(b, il), residual(b, il + 1), worker, il, call.rows};
     run_drafter_layer(layer, call.target_kv, call.pos);  // ends on a barrier
@@ -121,7 +121,7 @@ void run_draft(DraftCall& call, int worker) {
     b.errors[0] = convert_activations(call.d.post_projection, call.normed.data(), 1, &call.xc_out);
   }
   pool.barrier();
-  if (b.errors[0].ok()) shared_rows(call, pool, worker, call.d.post_projection, call.xc_out.data(), call.h_next);
+  if (b.errors[0].ok()) shared_rows(pool, worker, call.d.post_projection, call.xc_out.data(), call.h_next);
 }
 
 }  // namespace
