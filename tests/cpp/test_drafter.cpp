@@ -122,11 +122,15 @@ TEST_CASE("a drafter reads the target's last sliding and global layers' caches",
     CHECK(c.layers[il].head_dim == target.config.layers[kv_layer[il]].head_dim);
   }
   CHECK(c.final_softcap == 0.0f);
-  // llama.cpp tells the two widths apart by their differing: make_model writes no such drafter.
+  // llama.cpp tells the two widths apart by their differing: make_model writes no such drafter,
   lf::make_model::AssistantShape same_width;
   same_width.n_embd = 64;
   lf::GgufWriter w;
   refused(lf::make_model::add_assistant(pair.target_config, same_width, {}, &w), "not the target's (64)");
+  // nor a layer pattern of other letters.
+  lf::make_model::CliArgs args;
+  refused(lf::make_model::parse_cli({"--preset", "tiny", "--assistant", "--assistant-layers", "SXG", "--out", "x.gguf"}, &args),
+          "--assistant-layers must be a string of S (sliding) and G (global), got 'SXG'");
   // A drafter is not a model of its own.
   lf::ModelConfig alone;
   refused(lf::load_model_config(pair.drafter.file, &alone), "is a drafter");
@@ -161,6 +165,11 @@ TEST_CASE("a drafter for another target, or with a missing or mis-shaped tensor,
     FixtureModel f = pair.drafter;
     std::erase_if(f.file.tensors, [](const lf::GgufTensorInfo& t) { return t.name == "nextn.post_projection.weight"; });
     refused(load_drafter_of(f, target, 1, &d), "missing required tensor 'nextn.post_projection.weight'");
+  }
+  {  // a missing key
+    FixtureModel f = pair.drafter;
+    std::erase_if(f.file.kv, [](const auto& kv) { return kv.first == "gemma4-assistant.embedding_length_out"; });
+    refused(load_drafter_of(f, target, 1, &d), "missing required key 'gemma4-assistant.embedding_length_out'");
   }
   {  // a mis-shaped one
     FixtureModel f = pair.drafter;

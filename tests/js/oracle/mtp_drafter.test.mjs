@@ -12,7 +12,7 @@ import {before, describe, test} from "node:test";
 
 import {logSoftmax} from "../../../js-glue/src/tokens/logits.js";
 import {llamaMtpDraft} from "../support/llama_mtp_draft.mjs";
-import {model, root} from "../support/models.mjs";
+import {modelWithDrafter, root} from "../support/models.mjs";
 import {llamaKernels, mirrors} from "../support/oracle_judge.mjs";
 
 const lfRun = path.join(root, "build", "native", "lf_run");
@@ -22,23 +22,24 @@ const H_BOUND = 1e-6;  // the largest difference in h_next over the largest |val
 const prompt = (n) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 37) % 500))];
 
 // Prompts past the sliding windows (but E2B's 512); drafters with sliding and global layers in
-// several orders. type: the ggml type of every matrix; maxHeadDim: the target's largest.
+// several orders. target: make-model's options after the preset; type: the ggml type of every
+// matrix; maxHeadDim: the target's largest.
 const Q4_0 = 2, Q8_0 = 8;
 const CONFIGS = [
-  {name: "tiny-ssg", target: ["--preset", "tiny", "--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"],
+  {name: "tiny-ssg", preset: "tiny", target: ["--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"],
    drafter: [], n: 9, type: Q4_0, maxHeadDim: 64},
-  {name: "tiny-q8-sgs", target: ["--preset", "tiny", "--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q8_0"],
+  {name: "tiny-q8-sgs", preset: "tiny", target: ["--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q8_0"],
    drafter: ["--assistant-layers", "SGS", "--assistant-n-embd", "96", "--assistant-n-ff", "128"], n: 11, type: Q8_0,
    maxHeadDim: 64},
-  {name: "small", target: ["--preset", "small", "--type", "Q4_0"],
+  {name: "small", preset: "small", target: ["--type", "Q4_0"],
    drafter: ["--assistant-layers", "SSSG", "--assistant-n-embd", "128", "--assistant-n-ff", "256"], n: 20, type: Q4_0,
    maxHeadDim: 128},
   // Shared-KV targets: the drafter reads the caches of the layers their last layers share.
-  {name: "shared-kv2-gsg", target: ["--preset", "tiny-shared-kv2", "--type", "Q4_0"], drafter: ["--assistant-layers", "GSG"],
+  {name: "shared-kv2-gsg", preset: "tiny-shared-kv2", target: ["--type", "Q4_0"], drafter: ["--assistant-layers", "GSG"],
    n: 13, type: Q4_0, maxHeadDim: 64},
-  {name: "e2b-shape", target: ["--preset", "e2b-shape", "--type", "Q4_0"], drafter: ["--assistant-layers", "SSSG"], n: 9,
+  {name: "e2b-shape", preset: "e2b-shape", target: ["--type", "Q4_0"], drafter: ["--assistant-layers", "SSSG"], n: 9,
    type: Q4_0, maxHeadDim: 512},
-  {name: "31b-shape", target: ["--preset", "31b-shape", "--type", "Q4_0"],
+  {name: "31b-shape", preset: "31b-shape", target: ["--type", "Q4_0"],
    drafter: ["--assistant-layers", "SSSG", "--assistant-n-embd", "1024", "--assistant-n-ff", "4096"], n: 6, type: Q4_0,
    maxHeadDim: 512},
 ];
@@ -66,8 +67,7 @@ describe("the MTP drafter agrees with llama.cpp's", () => {
         t.skip(`llama.cpp's ${kernels.variant} kernels do not compute what ours do for this configuration`);
         return;
       }
-      const target = model(`mtp-${c.name}-target`, c.target[1], c.target.slice(2));
-      const drafter = model(`mtp-${c.name}-drafter`, c.target[1], [...c.target.slice(2), "--assistant", ...c.drafter]);
+      const {target, drafter} = modelWithDrafter(`mtp-${c.name}`, c.preset, c.target, c.drafter);
       const tokens = prompt(c.n);
       const want = llamaMtpDraft(target, drafter, tokens, DRAFT_TOKENS);
       assert.equal(want.steps.length, DRAFT_TOKENS.length);

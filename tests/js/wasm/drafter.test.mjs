@@ -9,11 +9,12 @@ import {describe, test} from "node:test";
 
 import {cString, withCopies} from "../../../js-glue/src/node/wasm_copies.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../../js-glue/src/wasm/load_node.js";
-import {model, root} from "../support/models.mjs";
+import {modelWithDrafter, root} from "../support/models.mjs";
 
-const TARGET_ARGS = ["--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"];
-const targetFile = () => model("mtp-capi-target", "tiny", TARGET_ARGS);
-const drafterFile = () => model("mtp-capi-drafter", "tiny", [...TARGET_ARGS, "--assistant", "--assistant-layers", "SGS"]);
+const files = () => modelWithDrafter("mtp-capi", "tiny", ["--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"],
+  ["--assistant-layers", "SGS"]);
+const targetFile = () => files().target;
+const drafterFile = () => files().drafter;
 const PROMPT = [2, 10, 47, 84, 121, 158, 195, 232, 269];
 const DRAFT_TOKENS = [5, 17, 300];
 
