@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -175,14 +174,14 @@ Status draft_step(const Drafter& d, const Session& target_session, int32_t token
   const float scale = sqrtf(static_cast<float>(B));
   for (int j = 0; j < B; ++j) xh[j] *= scale;
   std::copy(h, h + B, xh.begin() + B);
-  auto call = std::make_shared<DraftCall>(d, kv, n_past, h_next);
-  LF_RETURN_IF_ERROR(convert_activations(d.pre_projection, xh.data(), 1, &call->xc_in));
+  DraftCall call(d, kv, n_past, h_next);
+  LF_RETURN_IF_ERROR(convert_activations(d.pre_projection, xh.data(), 1, &call.xc_in));
 
-  if (!d.model.pool->run([call](int worker) { run_draft(*call, worker); })) {
+  if (!d.model.pool->run([&call](int worker) { run_draft(call, worker); })) {
     return Status(Code::failed_precondition, kPoolBusy);
   }
-  for (const Status& s : call->scratch.errors) LF_RETURN_IF_ERROR(s);
-  const std::vector<float>& last = residual(call->scratch, c.n_layer);
+  for (const Status& s : call.scratch.errors) LF_RETURN_IF_ERROR(s);
+  const std::vector<float>& last = residual(call.scratch, c.n_layer);
   LF_RETURN_IF_ERROR(check_norm_input_rows({last.data(), static_cast<size_t>(c.n_embd)}, c.n_embd,
                                            "the drafter's last hidden state"));
   LF_RETURN_IF_ERROR(check_finite_rows({h_next, static_cast<size_t>(B)}, B, "the drafter's next hidden state"));
