@@ -154,7 +154,7 @@ Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& s
     if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos) {
       return Status(Code::unsupported, "mixture-of-experts tensor '" + t.name + "' is not supported");
     }
-    // E-model drafters' masked-embedding head, which llama.cpp loads but never computes with.
+    // An E-model drafter's masked-embedding head, which llama.cpp loads but never computes with.
     if (arch == kAssistantArch && (t.name == "masked_embd_centroids.weight" || t.name == "masked_embd_ordering")) continue;
     return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a " + arch + " model)");
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -182,6 +183,31 @@ TEST_CASE("a drafter for another target, or with a missing or mis-shaped tensor,
     const Model first = load(pair.target, {{0, 1}});
     refused(load_drafter_of(pair.drafter, first, 1, &d), "load it beside the node holding the target's head");
   }
+}
+
+TEST_CASE("an E-model drafter's masked-embedding centroids are accepted and never read", "[drafter]") {
+  std::vector<std::string> args = target_args();
+  args.insert(args.end(), {"--out", "unused.gguf"});
+  lf::make_model::CliArgs parsed;
+  require_ok(lf::make_model::parse_cli(args, &parsed));
+  lf::GgufWriter target, drafter;
+  require_ok(lf::make_model::add_model(&parsed.model, parsed.settings, &target));
+  require_ok(lf::make_model::add_assistant(parsed.model, {}, parsed.settings, &drafter));
+  // NaN everywhere: a load that bound them would refuse them as non-finite.
+  require_ok(drafter.add_tensor("masked_embd_centroids.weight", lf::GgmlType::F32, {32, 8}, [](uint8_t* dst, uint64_t n) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (uint64_t i = 0; i + 4 <= n; i += 4) std::memcpy(dst + i, &nan, 4);
+  }));
+  const FixtureModel t = lf::test::parsed_fixture(target), with_centroids = lf::test::parsed_fixture(drafter);
+  const Model m = load(t);
+  Drafter d;
+  require_ok(load_drafter_of(with_centroids, m, 1, &d));
+  // Another unexpected tensor is refused by name.
+  FixtureModel renamed = with_centroids;
+  for (lf::GgufTensorInfo& info : renamed.file.tensors) {
+    if (info.name == "masked_embd_centroids.weight") info.name = "masked_embd_extra.weight";
+  }
+  refused(load_drafter_of(renamed, m, 1, &d), "unexpected tensor 'masked_embd_extra.weight' (not part of a gemma4-assistant model)");
 }
 
 TEST_CASE("a draft step agrees with the plain reference and reads the target's cache", "[drafter]") {
