@@ -158,13 +158,10 @@ Status draft_step(const Drafter& d, const Session& target_session, int32_t token
   const int n_past = target_session.n_past();
   if (n_past < 1) return Status(Code::failed_precondition, "the target session holds no position to draft after");
   const KvCache& kv = target_session.kv;
-  const std::vector<int>& mirrored = kv.mirrored();
   for (const LayerConfig& l : c.layers) {
-    const bool held = (l.kv_layer >= kv.range().begin && l.kv_layer < kv.range().end) ||
-                      std::find(mirrored.begin(), mirrored.end(), l.kv_layer) != mirrored.end();
-    if (!held) {
-      return Status(Code::failed_precondition,
-                    "the target session does not hold layer " + std::to_string(l.kv_layer) + "'s cache, which the drafter reads");
+    if (!kv.holds(l.kv_layer, l.n_head_kv, l.head_dim)) {
+      return Status(Code::failed_precondition, "the session does not hold the target's layer " + std::to_string(l.kv_layer) +
+                                                   " cache the drafter reads (" + describe(l) + "): not a session of its target");
     }
   }
 

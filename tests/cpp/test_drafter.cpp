@@ -269,4 +269,10 @@ TEST_CASE("a draft step refuses bad input and stops on non-finite states", "[dra
   refused(lf::draft_step(d, p.s, 1, huge.data(), logits.data(), h_next.data()), "the drafter's");
   Session empty = lf::test::session(p.m, 64);
   refused(lf::draft_step(d, empty, 1, p.h.data(), logits.data(), h_next.data()), "holds no position to draft after");
+  // A session of another model: its layer 1 has another head dim.
+  const DrafterPair other = drafter_pair({"--preset", "tiny", "--n-layer", "3", "--swa-pattern", "SSG", "--head-dim-swa", "16",
+                                          "--type", "F32"});
+  Prompted elsewhere = prompt(other.target, 5);
+  refused(lf::draft_step(d, elsewhere.s, 1, p.h.data(), logits.data(), h_next.data()),
+          "the session does not hold the target's layer 1 cache the drafter reads (sliding, head dim 32, 2 KV heads)");
 }
