@@ -239,6 +239,28 @@ LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n
 LF_EXPORT(lf_head_async) int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logits,
                                            int32_t* done_flag);
 
+/* --- Gemma 4's MTP drafter (gemma4-assistant; docs/gemma-architecture.md, "The MTP drafter"),
+ * loaded beside the node that holds its target's head; each returns 1 / a handle, 0 / NULL on error --- */
+typedef struct lf_drafter lf_drafter;
+LF_EXPORT(lf_drafter_create) lf_drafter* lf_drafter_create(void);
+/* As lf_model_place_tensor, for the drafter's file; the bytes must outlive the drafter. */
+LF_EXPORT(lf_drafter_place_tensor) int lf_drafter_place_tensor(lf_drafter* drafter, const char* name, const uint8_t* data);
+/* Workers of the drafter's own pool; before lf_drafter_load. */
+LF_EXPORT(lf_drafter_set_threads) int lf_drafter_set_threads(lf_drafter* drafter, int n_threads);
+/* Reads the drafter's header (gguf) beside a loaded target node, which must hold the target's head
+ * and the caches the drafter reads, and must outlive the drafter. Refused by name: a missing or
+ * mis-shaped tensor, or a drafter for another target (width, vocabulary, window, layer shapes). */
+LF_EXPORT(lf_drafter_load) int lf_drafter_load(lf_drafter* drafter, lf_gguf* gguf, const lf_model* target);
+/* One draft step at the target session's n_past: token (the last one, not yet in the target's
+ * cache) and h [target n_embd] (the target's output-normed hidden state of the row before it, or
+ * the previous step's h_next) -> logits [n_vocab], h_next [target n_embd]. Every step of a draft
+ * runs at the same position and only reads the target's cache. Refused (0) for a bad token, a
+ * non-finite h, a session without the layers read or without a position, and when the drafter's
+ * states turn non-finite (drafting should stop there). Not while the target session runs a forward. */
+LF_EXPORT(lf_drafter_step) int lf_drafter_step(const lf_drafter* drafter, const lf_session* target_session, int32_t token,
+                                               const float* h, float* logits, float* h_next);
+LF_EXPORT(lf_drafter_free) void lf_drafter_free(lf_drafter* drafter);
+
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
 typedef struct lf_tokenizer lf_tokenizer;
 /* Reads tokenizer.ggml.* from a parsed header; NULL on error. Independent of gguf afterwards. */

@@ -184,6 +184,12 @@ void KvCache::read_rows(int il, int pos0, int n, KvRows* out) const {
   }
 }
 
+bool KvCache::holds(int il, int n_head_kv, int head_dim) const {
+  if (il < first_ || il >= range_.end) return false;
+  const LayerKv& kv = layer(il);
+  return kv.capacity > 0 && kv.n_head_kv == n_head_kv && kv.head_dim == head_dim;
+}
+
 KvView KvCache::view(int il, int kv_head, int end_pos) const {
   const LayerKv& kv = layer(il);
   const size_t off = static_cast<size_t>(kv_head) * kv.capacity * kv.head_dim;

@@ -71,6 +71,9 @@ class KvCache {
   void store(int il, int kv_head, int pos, const float* k, const float* v);
   // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
   KvView view(int il, int kv_head, int end_pos) const;
+  // Whether the cache holds layer il's K/V rows of that shape (a session of another model, or a
+  // node without the layer, does not).
+  bool holds(int il, int n_head_kv, int head_dim) const;
 
   // The source layers before range().begin this cache mirrors (kv_layers_mirrored).
   const std::vector<int>& mirrored() const { return mirrored_; }
