@@ -340,11 +340,19 @@ export class LayerNode {
   /** a digest of every byte of the session's KV cache; null for an unknown session */
   kvDigest(session: string): number | null;
   /**
-   * Cuts the session back to its first nPast positions, after the forwards issued before it;
-   * refused (session unchanged) beyond its length or deeper than a wrapped sliding ring allows
-   * (failed_precondition, naming the shortest cut). Resolves with nPast.
+   * Cuts the session back to its first nPast positions, after the forwards issued before it.
+   * Deeper than a wrapped sliding ring allows, it returns to the latest checkpoint before nPast
+   * instead, and the caller forwards the positions from there again; refused (session
+   * unchanged) beyond its length or with no such checkpoint (failed_precondition, naming the
+   * shortest cut). Resolves with the positions the session then holds.
    */
   truncate(session: string, nPast: number): Promise<number>;
+  /**
+   * keeps a checkpoint of the session at its length (at most `keep`, 1 to 8, default 4; the oldest
+   * dropped beyond): a later truncate deeper than the sliding rings allow returns to the latest
+   * checkpoint before it and resolves with its position. -> the position checkpointed
+   */
+  checkpoint(session: string, options?: { keep?: number }): Promise<number>;
   dropSession(session: string): boolean;
   info(): LayerNodeInfo;
   close(): void;
@@ -379,6 +387,8 @@ export class RemoteNode {
   approxStats(session: string): ApproxStats | null;
   /** POST /v1/sessions/{id}/truncate: LayerNode.truncate on the node (errors carry the node's code) */
   truncate(session: string, nPast: number): Promise<number>;
+  /** POST /v1/sessions/{id}/checkpoint: LayerNode.checkpoint on the node */
+  checkpoint(session: string, options?: { keep?: number }): Promise<number>;
   dropSession(session: string): Promise<boolean>;
   info(): Omit<LayerNodeInfo, 'bytesLoaded'> & { url: string };
   close(): void;
@@ -428,7 +438,9 @@ export class Pipeline {
    * bytes a step ending there gives). After a failed step, step(session, []) finishes it. Steps
    * of different sessions run concurrently through the nodes; a session's own steps run in call order.
    */
-  step(session: string, tokens: number[], options?: { allRows?: boolean }): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  step(session: string, tokens: number[], options?: { allRows?: boolean; logits?: true }): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  /** with `logits: false` the positions only go into the caches (a prompt prefilled in parts): no head runs */
+  step(session: string, tokens: number[], options: { logits: false }): Promise<{ logits: null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
   /**
    * Cuts the session back to its first n positions on every node and in its history, after its
    * steps asked for before. A node that refuses the cut (a wrapped sliding ring) or lost the
@@ -436,6 +448,12 @@ export class Pipeline {
    * nodes are listed in `rebuilt`. Refused for an unknown session, beyond its length, and with early exit on.
    */
   truncate(session: string, n: number): Promise<{ nPast: number; rebuilt: number[] }>;
+  /**
+   * keeps a checkpoint of the session on every node (LayerNode.checkpoint), so that a later cut
+   * deeper than the sliding rings allow costs a replay from the checkpoint, not from the start.
+   * -> the indices of the nodes that took one
+   */
+  checkpoint(session: string, options?: { keep?: number }): Promise<number[]>;
   /** forgets the session on every node once its steps asked for before have ended */
   dropSession(session: string): Promise<void>;
   /** drops every session once its steps under way have ended, then closes the local nodes */
@@ -610,6 +628,8 @@ export interface GatewayAppOptions {
   maxQueue?: number;
   /** finished requests' sessions kept for prefix reuse; default 16 */
   maxCachedSessions?: number;
+  /** checkpoints a chat's session keeps on each node (Model's); default 4 */
+  checkpoints?: number;
   /** a request's deadline (504 deadline_exceeded); default 600000 */
   requestTimeoutMs?: number;
   /** request body limit; default 4 MiB */
@@ -641,6 +661,200 @@ export interface SpeculativeOptions {
   maxDraft?: number;
 }
 
+/** OpenAI's error shape: what Model.chat/complete reject with and the gateway sends ({error: {...}}). */
+export class OpenAIError extends Error {
+  constructor(status: number, message: string, more?: { param?: string | null; code?: string | null; headers?: Record<string, string> });
+  /** the HTTP status the gateway answers with: 400 a bad field, 429 the line is full, 502 a node failed, … */
+  readonly status: number;
+  readonly type: string;
+  /** the request field at fault, e.g. "temperature" or "messages[0].role" */
+  readonly param: string | null;
+  readonly code: string | null;
+  toJSON(): { error: { message: string; type: string; param: string | null; code: string | null } };
+}
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface Tool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
+export type ChatMessage =
+  | { role: 'system' | 'developer' | 'user'; content: string | Array<{ type: 'text'; text: string }>; name?: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: ToolCall[]; reasoning_content?: string; name?: string }
+  | { role: 'tool'; content: string; tool_call_id?: string; name?: string };
+
+/** What the declarations need of an AbortSignal (they name no DOM or Node types); pass a real one. */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason?: unknown;
+}
+
+/** The fields of OpenAI's request bodies both calls take (the gateway's, docs/gateway.md), and the signal that stops the request. */
+export interface GenerationOptions {
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  min_p?: number;
+  presence_penalty?: number;
+  frequency_penalty?: number;
+  repetition_penalty?: number;
+  /** {"token id": bias in [-100, 100]} */
+  logit_bias?: Record<string, number>;
+  /** the same request with the same seed samples the same tokens */
+  seed?: number;
+  stop?: string | string[];
+  /** choices, 1 to 8, sampled one after another on one prefill */
+  n?: number;
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  /** an AbortSignal: stops the request at its next step; the call rejects with the signal's reason */
+  signal?: AbortSignalLike;
+}
+
+export interface ChatOptions extends GenerationOptions {
+  tools?: Tool[];
+  tool_choice?: 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+  parallel_tool_calls?: boolean;
+  response_format?: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown>; strict?: boolean } };
+  logprobs?: boolean;
+  top_logprobs?: number;
+  /** Gemma 4's thinking switch: "none" off, any other effort on */
+  reasoning_effort?: 'none' | 'minimal' | 'low' | 'medium' | 'high';
+  chat_template_kwargs?: { enable_thinking?: boolean };
+  /** the thought channel closed after this many tokens (llama.cpp's name; thinking_budget_tokens too) */
+  reasoning_budget_tokens?: number;
+  thinking_budget_tokens?: number;
+  reasoning_budget_message?: string;
+}
+
+export interface CompletionOptions extends GenerationOptions {
+  /** the alternatives per token, 0 to 5 (OpenAI's legacy field) */
+  logprobs?: number;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+  completion_tokens_details: { accepted_prediction_tokens: number; rejected_prediction_tokens: number };
+}
+
+/** llama.cpp's server timings (docs/gateway.md, "Timings") */
+export interface Timings {
+  cache_n: number;
+  prompt_n: number;
+  prompt_ms: number;
+  prompt_per_token_ms: number;
+  prompt_per_second: number;
+  predicted_n: number;
+  predicted_ms: number;
+  predicted_per_token_ms: number;
+  predicted_per_second: number;
+  draft_n?: number;
+  draft_n_accepted?: number;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ToolCall[]; refusal: null };
+    logprobs: unknown;
+    finish_reason: FinishReason;
+  }>;
+  usage: Usage;
+  timings: Timings;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    delta: { role?: 'assistant'; content?: string | null; reasoning_content?: string; tool_calls?: Array<ToolCall & { index: number }> };
+    logprobs?: unknown;
+    finish_reason: FinishReason | null;
+  }>;
+  /** on the usage chunk (stream_options.include_usage) */
+  usage?: Usage | null;
+  /** on the stream's last chunk */
+  timings?: Timings;
+}
+
+export interface TextCompletion {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: Array<{ index: number; text: string; logprobs: unknown; finish_reason: FinishReason | null }>;
+  usage?: Usage | null;
+  timings?: Timings;
+}
+
+export interface ModelOptions {
+  /** the model's name in the answers; default general.name */
+  id?: string;
+  /** requests admitted besides one (a 429 OpenAIError beyond); default 16 */
+  maxQueue?: number;
+  /** finished conversations' sessions kept for prefix reuse; default 16 */
+  maxCachedSessions?: number;
+  /** decode with drafts by prompt lookup; default off */
+  speculative?: SpeculativeOptions | null;
+  /** checkpoints a chat's session keeps on each node, one where each prompt opens the model's turn (0: none; default 4, at most 8) */
+  checkpoints?: number;
+}
+
+/**
+ * A model to chat with over an open pipeline (local nodes, remote ones or both): OpenAI's
+ * request fields in, its response objects out, whole or streamed; the gateway serves the same.
+ * A later turn of a conversation continues the earlier turn's session (only the new tokens are
+ * prefilled); requests run concurrently.
+ */
+export class Model {
+  /** over a pipeline the caller opened and closes; openGrammar as GatewayAppOptions' (response_format, enforced tool calls) */
+  constructor(pipeline: Pipeline, options?: ModelOptions & { openGrammar?: (pipeline: Pipeline, endIds: Set<number>) => unknown; onClose?: () => Promise<void> });
+  readonly id: string;
+  readonly pipeline: Pipeline;
+  readonly tokenizer: Tokenizer;
+  /** whether make-model made the model (random weights) */
+  readonly synthetic: boolean;
+  chat(messages: ChatMessage[], options: ChatOptions & { stream: true }): AsyncIterable<ChatCompletionChunk>;
+  chat(messages: ChatMessage[], options?: ChatOptions & { stream?: false }): Promise<ChatCompletion>;
+  /** text (BOS added, control tokens parsed, as llama.cpp's server does) or token ids */
+  complete(prompt: string | number[], options: CompletionOptions & { stream: true }): AsyncIterable<TextCompletion>;
+  complete(prompt: string | number[], options?: CompletionOptions & { stream?: false }): Promise<TextCompletion>;
+  /** openModel's: closes its pipeline; a constructed Model's: its onClose */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the pipeline (Pipeline.open's options) and a Model over it, its grammar engine on a
+ * worker thread.
+ * @example
+ * const model = await openModel({ model: 'gemma.gguf' });
+ * for await (const chunk of model.chat([{ role: 'user', content: 'Hi' }], { stream: true, max_tokens: 64 })) {
+ *   process.stdout.write(chunk.choices[0]?.delta.content ?? '');
+ * }
+ * await model.close();
+ */
+export function openModel(options: PipelineOptions & ModelOptions): Promise<Model>;
+
 /** The OpenAI-compatible API (docs/gateway.md) as a Hono app: web-standard fetch(Request) -> Response. */
 export function createGatewayApp(options: GatewayAppOptions): LayerNodeApp;
 
@@ -664,6 +878,8 @@ export interface GatewayOptions {
   allowUnvalidatedSource?: boolean;
   maxQueue?: number;
   maxCachedSessions?: number;
+  /** checkpoints a chat's session keeps on each node (Model's); default 4 */
+  checkpoints?: number;
   /** sessions a local node holds */
   maxSessions?: number;
   requestTimeoutMs?: number;

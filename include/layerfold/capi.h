@@ -112,10 +112,19 @@ LF_EXPORT(lf_session_free) void lf_session_free(lf_session* session);
  * order, its top 53 bits, so that the value is exact in a double. For tests that a refused call
  * left the cache as it was; not while a forward on the session runs. */
 LF_EXPORT(lf_session_kv_digest) double lf_session_kv_digest(const lf_session* session);
-/* Cuts the session back to its first n_past positions (docs/forward-pass.md, "The KV cache"): the next lf_forward continues at n_past as if the rest had never been sent. Refused
- * (failed_precondition, the session unchanged) beyond what the sliding layers' rings still hold:
- * once a ring has wrapped, at most the session's attn_chunk positions (64 by default). */
+/* Cuts the session back to its first n_past positions (docs/forward-pass.md, "The KV cache"): the
+ * next lf_forward continues at n_past as if the rest had never been sent. Beyond what the sliding
+ * layers' rings still hold (once a ring has wrapped, at most the session's attn_chunk positions,
+ * 64 by default), the session returns to its latest checkpoint at or before n_past instead, and
+ * the caller feeds the positions from there to n_past again. Returns the length the session then
+ * holds (n_past, or the checkpoint's position), or -1 (failed_precondition, the session unchanged)
+ * when neither can be done. */
 LF_EXPORT(lf_session_truncate) int lf_session_truncate(lf_session* session, int n_past);
+/* Keeps a checkpoint of the session at its length: the sliding rings' rows a continuation from
+ * there reads, copied (counted in lf_session_bytes), so that a later cut to any position from
+ * there on can return to it. At most max_count are kept; the oldest is dropped beyond. Returns 1,
+ * or 0 with the last error. Not while a forward on the session runs. */
+LF_EXPORT(lf_session_checkpoint) int lf_session_checkpoint(lf_session* session, int max_count);
 /* Where the session's last forward spent its time, as JSON owned by the session until the next
  * call: {"layer_ms": [per layer of the range; empty before any forward], "attention_ms", "ffn_ms",
  * "serial_ms" (outside the workers)}, the phases summed over its layers (docs/threads.md). */
@@ -238,6 +247,28 @@ LF_EXPORT(lf_head) int lf_head(const lf_model* model, const float* hidden, int n
  * then *done_flag flips to 1 (success) or 2 (error: lf_forward_async_result() gives it). */
 LF_EXPORT(lf_head_async) int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logits,
                                            int32_t* done_flag);
+
+/* --- Gemma 4's MTP drafter (gemma4-assistant; docs/gemma-architecture.md, "The MTP drafter"),
+ * loaded beside the node that holds its target's head; each returns 1 / a handle, 0 / NULL on error --- */
+typedef struct lf_drafter lf_drafter;
+LF_EXPORT(lf_drafter_create) lf_drafter* lf_drafter_create(void);
+/* As lf_model_place_tensor, for the drafter's file; the bytes must outlive the drafter. */
+LF_EXPORT(lf_drafter_place_tensor) int lf_drafter_place_tensor(lf_drafter* drafter, const char* name, const uint8_t* data);
+/* Workers of the drafter's own pool; before lf_drafter_load. */
+LF_EXPORT(lf_drafter_set_threads) int lf_drafter_set_threads(lf_drafter* drafter, int n_threads);
+/* Reads the drafter's header (gguf) beside a loaded target node, which must hold the target's head
+ * and the caches the drafter reads, and must outlive the drafter. Refused by name: a missing or
+ * mis-shaped tensor, or a drafter for another target (width, vocabulary, window, layer shapes). */
+LF_EXPORT(lf_drafter_load) int lf_drafter_load(lf_drafter* drafter, lf_gguf* gguf, const lf_model* target);
+/* One draft step at the target session's n_past: token (the last one, not yet in the target's
+ * cache) and h [target n_embd] (the target's output-normed hidden state of the row before it, or
+ * the previous step's h_next) -> logits [n_vocab], h_next [target n_embd]. Every step of a draft
+ * runs at the same position and only reads the target's cache. Refused (0) for a bad token, a
+ * non-finite h, a session without the layers read or without a position, and when the drafter's
+ * states turn non-finite (drafting should stop there). Not while the target session runs a forward. */
+LF_EXPORT(lf_drafter_step) int lf_drafter_step(const lf_drafter* drafter, const lf_session* target_session, int32_t token,
+                                               const float* h, float* logits, float* h_next);
+LF_EXPORT(lf_drafter_free) void lf_drafter_free(lf_drafter* drafter);
 
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
 typedef struct lf_tokenizer lf_tokenizer;

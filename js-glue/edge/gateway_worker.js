@@ -10,7 +10,7 @@
 import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
-import { speculativeOptions } from '../src/gateway/prompt_lookup.js';
+import { speculativeOptions } from '../src/generation/prompt_lookup.js';
 import { NodeState } from '../src/server/node_state.js';
 import { GrammarEngine } from '../src/tokens/grammar/engine.js';
 import { openEdgePipeline } from './edge_gateway.js';

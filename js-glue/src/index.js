@@ -9,5 +9,8 @@ export { openSource } from './sources/open_source.js';
 export { logSoftmax, topK } from './tokens/logits.js';
 export { createLayerNodeApp } from './server/app.js';
 export { serve } from './server/node_host.js';
+export { Model } from './generation/model.js';
+export { openModel } from './generation/open_model.js';
+export { OpenAIError } from './generation/errors.js';
 export { createGatewayApp } from './gateway/app.js';
 export { serveGateway } from './gateway/host.js';

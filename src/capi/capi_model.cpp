@@ -23,26 +23,6 @@
 #include <emscripten/threading.h>
 #endif
 
-struct lf_model {
-  std::map<std::string, const uint8_t*, std::less<>> placed;
-  lf::Model model;
-  bool loaded = false;
-  int n_threads = 1;
-  bool ffn_down_feature_major = false;
-  bool per_layer_rows_from_host = false;
-  lf::GgmlType kv_k_type = lf::GgmlType::F16, kv_v_type = lf::GgmlType::F16;  // lf_model_set_kv_types
-  lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
-  mutable std::vector<lf::Status> batch_statuses;  // the entries' outcomes of the last finished batch
-  lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips
-  bool probed = false;
-  mutable std::string timings_json, probe_json, batch_json;  // the last answers of the JSON getters
-};
-
-struct lf_session {
-  lf::Session session;
-  mutable std::string approx_stats_json, timings_json;  // the last answers of the JSON getters
-};
-
 namespace {
 
 using lf::Code;
@@ -177,8 +157,17 @@ void lf_session_free(lf_session* session) { delete session; }
 double lf_session_kv_digest(const lf_session* session) { return static_cast<double>(session->session.kv.digest() >> 11); }
 
 int lf_session_truncate(lf_session* session, int n_past) {
-  if (!session) return lf::capi::record(Status(Code::invalid_argument, "lf_session_truncate needs a session"));
-  return lf::capi::record(session->session.truncate(n_past));
+  if (!session) {
+    lf::capi::record(Status(Code::invalid_argument, "lf_session_truncate needs a session"));
+    return -1;
+  }
+  int reached = 0;
+  return lf::capi::record(session->session.truncate(n_past, &reached)) ? reached : -1;
+}
+
+int lf_session_checkpoint(lf_session* session, int max_count) {
+  if (!session) return lf::capi::record(Status(Code::invalid_argument, "lf_session_checkpoint needs a session"));
+  return lf::capi::record(session->session.checkpoint(max_count));
 }
 
 const char* lf_session_timings_json(const lf_session* session) {

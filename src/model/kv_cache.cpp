@@ -170,6 +170,27 @@ int KvCache::shortest_cut(int n_past) const {
   return shortest;
 }
 
+uint64_t KvCheckpoint::bytes() const {
+  uint64_t total = 0;
+  for (const KvRows& rows : rings) total += rows.bytes.size();
+  return total;
+}
+
+void KvCache::save_checkpoint(int n_past, KvCheckpoint* out) const {
+  out->pos = n_past;
+  out->rings.clear();
+  const int n = std::min(n_past, n_swa_ - 1);
+  for (int il = range_.begin; il < range_.end; ++il) {
+    const LayerKv& kv = layer(il);
+    if (!kv.sliding || kv.capacity == 0 || kv.capacity >= max_ctx_ || n <= 0) continue;
+    read_rows(il, n_past - n, n, &out->rings.emplace_back());
+  }
+}
+
+void KvCache::restore_checkpoint(const KvCheckpoint& checkpoint) {
+  for (const KvRows& rows : checkpoint.rings) store_rows(rows);
+}
+
 uint64_t KvCache::bytes() const {
   uint64_t total = 0;
   for (const LayerKv& kv : layers_) total += kv.k.size() + kv.v.size();
@@ -280,6 +301,12 @@ void KvCache::read_rows(int il, int pos0, int n, KvRows* out) const {
       std::copy_n(kv.v.begin() + (h * kv.capacity + slot) * kv.v_row, kv.v_row, v + h * kv.v_row);
     }
   }
+}
+
+bool KvCache::holds(int il, int n_head_kv, int head_dim) const {
+  if (il < first_ || il >= range_.end) return false;
+  const LayerKv& kv = layer(il);
+  return kv.capacity > 0 && kv.n_head_kv == n_head_kv && kv.head_dim == head_dim;
 }
 
 KvView KvCache::view(int il, int kv_head, int end_pos) const {

@@ -64,6 +64,16 @@ struct KvUndo {
   std::vector<std::vector<uint8_t>> k, v;  // [layer of the range][n_head_kv, n_slots] rows
 };
 
+// The sliding rings' rows a continuation from position pos reads (the last n_swa - 1 positions
+// before it, in each ring layer), copied: putting them back returns a session that has moved on
+// to pos, whatever its rings hold since (llama.cpp's context checkpoints).
+struct KvCheckpoint {
+  int pos = 0;
+  std::vector<KvRows> rings;
+
+  uint64_t bytes() const;
+};
+
 class KvCache {
  public:
   // Allocates the whole cache up front (bytes() tells how much).
@@ -90,6 +100,9 @@ class KvCache {
   void store(int il, int kv_head, int pos, const float* k, const float* v);
   // KV head kv_head of layer il as the attention op reads it, once positions < end_pos are stored.
   KvView view(int il, int kv_head, int end_pos) const;
+  // Whether the cache holds layer il's K/V rows of that shape (a session of another model, or a
+  // node without the layer, does not).
+  bool holds(int il, int n_head_kv, int head_dim) const;
 
   // The source layers before range().begin this cache mirrors (kv_layers_mirrored).
   const std::vector<int>& mirrored() const { return mirrored_; }
@@ -106,6 +119,10 @@ class KvCache {
   // [n_past - C, n_past) once it has wrapped, and a query at position p reads keys from
   // p - n_swa + 1 on. 0 where no ring has wrapped.
   int shortest_cut(int n_past) const;
+
+  // The checkpoint of a session of n_past positions, and back to it (the caller sets n_past).
+  void save_checkpoint(int n_past, KvCheckpoint* out) const;
+  void restore_checkpoint(const KvCheckpoint& checkpoint);
 
   // What storing positions [pos0, pos0 + n) will overwrite, to put back with restore().
   void save_overwritten(int pos0, int n, KvUndo* undo) const;

@@ -102,6 +102,10 @@ void project_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc,
 // y [n] *= gemma4's layer_output_scale, where the layer has one.
 void apply_output_scale(const WeightView& layer_output_scale, int n, float* y);
 
+// q [n_act, n_head, D], the query heads of KV heads [kv0, kv1): projection, per-head norm, RoPE
+// at each row's position (model/layer_attention.cpp).
+void project_queries(const LayerCall& c, int kv0, int kv1);
+
 // Runs layer il on this worker; ends on a barrier.
 void run_layer(const LayerCall& c, FfnVariant ffn);
 

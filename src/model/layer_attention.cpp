@@ -147,6 +147,8 @@ void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, Attentio
 
 }  // namespace
 
+void project_queries(const LayerCall& c, int kv0, int kv1) { queries(c, KvHeads{kv0, kv1}); }
+
 // Every row's pre-attention norm (K and V of every position go to the cache), this worker's
 // rows, converted for the Q/K/V projections.
 void attention_input(const LayerCall& c) {

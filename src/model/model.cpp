@@ -147,8 +147,19 @@ void relayout_expert_strips(int n_expert, WeightView* W, std::vector<uint8_t>* s
 }  // namespace
 
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out) {
+  ModelConfig config;
+  LF_RETURN_IF_ERROR(load_model_config(file, &config));
+  return load_model_with_config(file, locate, std::move(config), options, out);
+}
+
+Status locate_tensor(const GgufFile& file, const TensorLocator& locate, const std::string& name, WeightView* out) {
+  return Binder(file, locate).bind(name, true, out);
+}
+
+Status load_model_with_config(const GgufFile& file, const TensorLocator& locate, ModelConfig config,
+                              const ModelLoadOptions& options, Model* out) {
   Model m;
-  LF_RETURN_IF_ERROR(load_model_config(file, &m.config));
+  m.config = std::move(config);
   const ModelConfig& c = m.config;
   const LayerRange r = options.range;
   if (r.begin < 0 || r.end > c.n_layer || r.begin > r.end) {

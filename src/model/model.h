@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gguf/ggml_type.h"
@@ -134,6 +135,13 @@ struct ModelLoadOptions {
 // Reads the configuration (load_model_config) and locates every tensor the node needs.
 // A needed tensor the locator returns nullptr for is an error naming it.
 Status load_model(const GgufFile& file, const TensorLocator& locate, const ModelLoadOptions& options, Model* out);
+// load_model with the configuration already read and checked against the file (a drafter's,
+// model/drafter.h).
+Status load_model_with_config(const GgufFile& file, const TensorLocator& locate, ModelConfig config,
+                              const ModelLoadOptions& options, Model* out);
+// A required tensor's view onto the host's bytes, refused by name when absent, not loaded or
+// not finite.
+Status locate_tensor(const GgufFile& file, const TensorLocator& locate, const std::string& name, WeightView* out);
 
 // Replaces the model's pool by one of n_threads workers (1 .. kMaxThreads). The output of
 // forward() is byte-identical for every count. Not while a forward runs on the model.

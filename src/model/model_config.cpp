@@ -183,20 +183,22 @@ Status assign_kv_layers(const std::string& key, ModelConfig* c) {
   return Status();
 }
 
-Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) {
+// assistant: a gemma4-assistant drafter's own layers (model/drafter.h), which llama.cpp reads
+// without per-layer inputs, shared-KV layers, experts or a final soft-cap.
+Status read_gemma4(const KeyReader& keys, const GgufFile& file, bool assistant, ModelConfig* c) {
   CommonKeys ck;
   LF_RETURN_IF_ERROR(read_common(keys, c, &ck));
   const int n_layer = c->n_layer;
 
   // llama.cpp requires the per-layer width; shared_kv_layers defaults to 0.
-  LF_RETURN_IF_ERROR(keys.get_int("embedding_length_per_layer_input", &c->n_embd_per_layer));
+  if (!assistant) LF_RETURN_IF_ERROR(keys.get_int("embedding_length_per_layer_input", &c->n_embd_per_layer));
   if (c->n_embd_per_layer > kMaxWidth) {
     return Status(Code::unsupported, keys.full("embedding_length_per_layer_input") + " = " +
                                          std::to_string(c->n_embd_per_layer) + " is above the largest width supported, " +
                                          std::to_string(kMaxWidth));
   }
   bool found = false;
-  LF_RETURN_IF_ERROR(keys.get_int("attention.shared_kv_layers", &c->n_shared_kv, &found));
+  if (!assistant) LF_RETURN_IF_ERROR(keys.get_int("attention.shared_kv_layers", &c->n_shared_kv, &found));
 
   const int default_head_dim = ck.n_head[0] > 0 ? c->n_embd / ck.n_head[0] : 0;
   int key_length = default_head_dim, value_length = default_head_dim, key_length_swa = 0, value_length_swa = 0;
@@ -226,8 +228,8 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
   LF_RETURN_IF_ERROR(read_rope_freq_scale(keys, &freq_scale));
 
   // llama.cpp keeps its default cap of 30 when the key is absent.
-  c->final_softcap = 30.0f;
-  LF_RETURN_IF_ERROR(keys.get_float("final_logit_softcapping", &c->final_softcap, &found));
+  c->final_softcap = assistant ? 0.0f : 30.0f;
+  if (!assistant) LF_RETURN_IF_ERROR(keys.get_float("final_logit_softcapping", &c->final_softcap, &found));
   c->query_scale = 1.0f;
 
   c->layers.resize(n_layer);
@@ -246,7 +248,7 @@ Status read_gemma4(const KeyReader& keys, const GgufFile& file, ModelConfig* c) 
     l.has_output_scale = file.tensor(layer_tensor_name(il, "layer_output_scale")) != nullptr;
   }
   LF_RETURN_IF_ERROR(assign_kv_layers(keys.full("attention.shared_kv_layers"), c));
-  return read_moe(keys, file, c);
+  return assistant ? Status() : read_moe(keys, file, c);
 }
 
 Status read_gemma3(const KeyReader& keys, ModelConfig* c) {
@@ -365,7 +367,10 @@ Status load_model_config(const GgufFile& file, ModelConfig* out) {
   const KeyReader keys(file, arch);
   if (arch == "gemma4") {
     c.arch = Arch::gemma4;
-    LF_RETURN_IF_ERROR(read_gemma4(keys, file, &c));
+    LF_RETURN_IF_ERROR(read_gemma4(keys, file, false, &c));
+  } else if (arch == kAssistantArch) {
+    return Status(Code::unsupported, "architecture '" + arch +
+                                         "' is a drafter (MTP assistant): load it beside its target model with load_drafter");
   } else if (arch == "gemma3") {
     c.arch = Arch::gemma3;
     LF_RETURN_IF_ERROR(read_gemma3(keys, &c));
@@ -376,6 +381,50 @@ Status load_model_config(const GgufFile& file, ModelConfig* out) {
   LF_RETURN_IF_ERROR(read_n_vocab(file, &c));
   c.tied_output = file.tensor("output.weight") == nullptr;
   LF_RETURN_IF_ERROR(check_tensors(file, c));
+  *out = std::move(c);
+  return Status();
+}
+
+Status load_assistant_config(const GgufFile& file, ModelConfig* out, int* n_embd_backbone) {
+  std::string arch;
+  if (!file.get_string("general.architecture", &arch) || arch != kAssistantArch) {
+    return Status(Code::unsupported, "a drafter must have general.architecture '" + std::string(kAssistantArch) + "'" +
+                                         (arch.empty() ? "" : ", not '" + arch + "'"));
+  }
+  ModelConfig c;
+  c.arch = Arch::gemma4;
+  const KeyReader keys(file, arch);
+  LF_RETURN_IF_ERROR(read_gemma4(keys, file, true, &c));
+  // The target's width: the drafter's input rows and its next hidden state.
+  LF_RETURN_IF_ERROR(keys.get_int("embedding_length_out", n_embd_backbone));
+  if (*n_embd_backbone <= 0 || *n_embd_backbone > kMaxWidth || *n_embd_backbone == c.n_embd) {
+    return Status(Code::malformed, keys.full("embedding_length_out") + " = " + std::to_string(*n_embd_backbone) +
+                                       " must be the target's width, positive, at most " + std::to_string(kMaxWidth) +
+                                       " and (as llama.cpp requires) not the drafter's own width " +
+                                       std::to_string(c.n_embd));
+  }
+  // llama.cpp runs nextn_predict_layers of the block_count layers; the converter writes both equal.
+  int n_nextn = c.n_layer;
+  bool found = false;
+  LF_RETURN_IF_ERROR(keys.get_int("nextn_predict_layers", &n_nextn, &found));
+  if (n_nextn != c.n_layer) {
+    return Status(Code::unsupported, keys.full("nextn_predict_layers") + " = " + std::to_string(n_nextn) +
+                                         " differs from block_count = " + std::to_string(c.n_layer) +
+                                         ", which is not supported");
+  }
+  for (LayerConfig& l : c.layers) {
+    // Queries only, over the target's cache; which layer of it is known beside the target.
+    l.shares_kv = true;
+    l.kv_layer = -1;
+    if (l.sliding && c.n_swa < 2) {
+      return Status(Code::unsupported, keys.full("attention.sliding_window") + " = " + std::to_string(c.n_swa) +
+                                           ": a drafter's sliding layers need a window of at least 2");
+    }
+  }
+  LF_RETURN_IF_ERROR(check_layer_shapes(c));
+  LF_RETURN_IF_ERROR(read_n_vocab(file, &c));
+  c.tied_output = true;
+  LF_RETURN_IF_ERROR(check_tensor_specs(file, assistant_tensors(c, *n_embd_backbone), kAssistantArch));
   *out = std::move(c);
   return Status();
 }

@@ -64,4 +64,13 @@ struct ModelConfig {
 // missing key, the unsupported feature, or the tensor with its expected and actual shape.
 Status load_model_config(const GgufFile& file, ModelConfig* out);
 
+// The architecture name of Gemma 4's MTP drafters (docs/gemma-architecture.md, "The MTP drafter").
+inline constexpr const char* kAssistantArch = "gemma4-assistant";
+
+// A drafter's own configuration, read as gemma4 layers: every layer computes only Q (shares_kv;
+// kv_layer is set when it is loaded beside a target, model/drafter.h), no final soft-cap, the LM
+// head tied to its token_embd; *n_embd_backbone is its target's width (embedding_length_out).
+// Errors name the key or tensor, as load_model_config's.
+Status load_assistant_config(const GgufFile& file, ModelConfig* out, int* n_embd_backbone);
+
 }  // namespace lf

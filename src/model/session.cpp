@@ -1,5 +1,6 @@
 #include "model/session.h"
 
+#include <algorithm>
 #include <string>
 
 namespace lf {
@@ -15,21 +16,49 @@ Status Session::create(const Model& model, const KvCacheOptions& options, Sessio
   return Status();
 }
 
-Status Session::truncate(int n_past) {
+uint64_t Session::bytes() const {
+  uint64_t total = kv.bytes();
+  for (const KvCheckpoint& checkpoint : checkpoints_) total += checkpoint.bytes();
+  return total;
+}
+
+Status Session::checkpoint(int max_count) {
+  if (max_count < 1) {
+    return Status(Code::invalid_argument, "a checkpoint needs room for at least 1, not " + std::to_string(max_count));
+  }
+  if (!checkpoints_.empty() && checkpoints_.back().pos == n_past_) return Status();
+  while (static_cast<int>(checkpoints_.size()) >= max_count) checkpoints_.erase(checkpoints_.begin());
+  kv.save_checkpoint(n_past_, &checkpoints_.emplace_back());
+  return Status();
+}
+
+Status Session::truncate(int n_past, int* reached) {
   if (n_past < 0 || n_past > n_past_) {
     return Status(Code::invalid_argument, "cannot cut a session of " + std::to_string(n_past_) + " positions to " +
                                               std::to_string(n_past) + ": the length must be in [0, " +
                                               std::to_string(n_past_) + "]");
   }
+  int to = n_past;
   const int shortest = kv.shortest_cut(n_past_);
   if (n_past < shortest) {
-    return Status(Code::failed_precondition,
-                  "cannot cut a session of " + std::to_string(n_past_) + " positions to " + std::to_string(n_past) +
-                      ": a sliding layer's ring no longer holds the keys a continuation from there reads "
-                      "(the shortest cut is to " + std::to_string(shortest) + "; once a ring has wrapped, at most "
-                      "attn_chunk = " + std::to_string(kv.attn_chunk()) + " positions can be cut)");
+    const auto after = std::upper_bound(checkpoints_.begin(), checkpoints_.end(), n_past,
+                                        [](int pos, const KvCheckpoint& c) { return pos < c.pos; });
+    if (reached == nullptr || after == checkpoints_.begin()) {
+      return Status(Code::failed_precondition,
+                    "cannot cut a session of " + std::to_string(n_past_) + " positions to " + std::to_string(n_past) +
+                        ": a sliding layer's ring no longer holds the keys a continuation from there reads "
+                        "(the shortest cut is to " + std::to_string(shortest) + "; once a ring has wrapped, at most "
+                        "attn_chunk = " + std::to_string(kv.attn_chunk()) + " positions can be cut)" +
+                        (reached == nullptr ? "" : ", and no checkpoint is at or before " + std::to_string(n_past)));
+    }
+    kv.restore_checkpoint(*(after - 1));
+    to = (after - 1)->pos;
   }
-  n_past_ = n_past;
+  checkpoints_.erase(std::upper_bound(checkpoints_.begin(), checkpoints_.end(), to,
+                                      [](int pos, const KvCheckpoint& c) { return pos < c.pos; }),
+                     checkpoints_.end());
+  n_past_ = to;
+  if (reached != nullptr) *reached = to;
   return Status();
 }
 

@@ -47,15 +47,26 @@ class Session {
   int n_past() const { return n_past_; }
   int max_ctx() const { return kv.max_ctx(); }
   LayerRange range() const { return kv.range(); }
-  uint64_t bytes() const { return kv.bytes(); }
+  // The cache and the checkpoints kept.
+  uint64_t bytes() const;
   // Only the engine moves n_past, after a whole forward call succeeded.
   void set_n_past(int n_past) { n_past_ = n_past; }
-  void reset() { n_past_ = 0; }
+  void reset() {
+    n_past_ = 0;
+    checkpoints_.clear();
+  }
+  // Keeps a checkpoint at n_past (KvCheckpoint), at most max_count of them: the oldest is
+  // dropped beyond. A later cut to any position from here on can then return here.
+  Status checkpoint(int max_count);
+  int n_checkpoints() const { return static_cast<int>(checkpoints_.size()); }
   // Cuts the session back to its first n_past positions, so the next forward continues from
-  // there as if the rest had never been sent. Refused (failed_precondition, the session
-  // unchanged) when a sliding layer's ring no longer holds the keys the next queries read:
-  // at most attn_chunk positions can be cut once a ring has wrapped (KvCache::shortest_cut).
-  Status truncate(int n_past);
+  // there as if the rest had never been sent. When a sliding layer's ring no longer holds the
+  // keys the next queries read (at most attn_chunk positions can be cut once a ring has
+  // wrapped: KvCache::shortest_cut), the session returns to its latest checkpoint at or before
+  // n_past instead, if `reached` is given: *reached is the length it then holds, and the caller
+  // feeds positions [*reached, n_past) again. Refused (failed_precondition, the session
+  // unchanged) when neither can be done. Checkpoints past the new length are dropped.
+  Status truncate(int n_past, int* reached = nullptr);
 
   KvCache kv;
 
@@ -78,6 +89,7 @@ class Session {
 
  private:
   int n_past_ = 0;
+  std::vector<KvCheckpoint> checkpoints_;  // by position, ascending
 };
 
 }  // namespace lf

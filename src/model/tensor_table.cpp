@@ -108,7 +108,45 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
 }
 
 Status check_tensors(const GgufFile& file, const ModelConfig& c) {
-  const std::vector<TensorSpec> specs = expected_tensors(c);
+  return check_tensor_specs(file, expected_tensors(c), c.arch == Arch::gemma4 ? "gemma4" : "gemma3");
+}
+
+std::vector<TensorSpec> assistant_tensors(const ModelConfig& c, int n_embd_backbone) {
+  using R = TensorRole;
+  std::vector<TensorSpec> specs;
+  const int64_t n_embd = c.n_embd, n_b = n_embd_backbone;
+  specs.push_back({"token_embd.weight", n_embd, c.n_vocab, R::matmul, true});
+  specs.push_back({"output_norm.weight", n_embd, 1, R::f32_vector, true});
+  // [target token embedding; target hidden state] -> the drafter's width, and back.
+  specs.push_back({"nextn.pre_projection.weight", 2 * n_b, n_embd, R::matmul, true});
+  specs.push_back({"nextn.post_projection.weight", n_embd, n_b, R::matmul, true});
+  for (const LayerConfig& l : c.layers) {
+    if (l.use_freq_factors) {
+      specs.push_back({"rope_freqs.weight", l.head_dim / 2, 1, R::f32_vector, true});
+      break;
+    }
+  }
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerConfig& l = c.layers[il];
+    auto add = [&](const char* name, int64_t ne0, int64_t ne1, R role) {
+      specs.push_back({layer_tensor_name(il, name), ne0, ne1, role, true});
+    };
+    add("attn_norm", n_embd, 1, R::f32_vector);
+    add("attn_q", n_embd, l.q_dim(), R::matmul);
+    add("attn_output", l.q_dim(), n_embd, R::matmul);
+    add("attn_q_norm", l.head_dim, 1, R::f32_vector);
+    add("post_attention_norm", n_embd, 1, R::f32_vector);
+    add("layer_output_scale", 1, 1, R::f32_vector);
+    add("ffn_norm", n_embd, 1, R::f32_vector);
+    add("ffn_gate", n_embd, l.n_ff, R::matmul);
+    add("ffn_up", n_embd, l.n_ff, R::matmul);
+    add("ffn_down", l.n_ff, n_embd, R::matmul);
+    add("post_ffw_norm", n_embd, 1, R::f32_vector);
+  }
+  return specs;
+}
+
+Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& specs, const std::string& arch) {
   for (const GgufTensorInfo& t : file.tensors) {
     bool known = false;
     for (const TensorSpec& s : specs) known = known || s.name == t.name;
@@ -116,8 +154,9 @@ Status check_tensors(const GgufFile& file, const ModelConfig& c) {
     if (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos) {
       return Status(Code::unsupported, "mixture-of-experts tensor '" + t.name + "' is not supported");
     }
-    return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a " +
-                                         (c.arch == Arch::gemma4 ? "gemma4" : "gemma3") + " model)");
+    // An E-model drafter's masked-embedding head, which llama.cpp loads but never computes with.
+    if (arch == kAssistantArch && (t.name == "masked_embd_centroids.weight" || t.name == "masked_embd_ordering")) continue;
+    return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a " + arch + " model)");
   }
   for (const TensorSpec& s : specs) {
     const GgufTensorInfo* t = file.tensor(s.name);

@@ -38,4 +38,10 @@ std::string layer_tensor_name(int il, const char* short_name, const char* suffix
 // role accepts, and every required one is there; errors name the tensor.
 Status check_tensors(const GgufFile& file, const ModelConfig& config);
 
+// The tensors of a gemma4-assistant drafter (model/drafter.h) whose target is n_embd_backbone wide.
+std::vector<TensorSpec> assistant_tensors(const ModelConfig& config, int n_embd_backbone);
+
+// check_tensors against a list of specs; arch names the model in the error of an unexpected tensor.
+Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& specs, const std::string& arch);
+
 }  // namespace lf

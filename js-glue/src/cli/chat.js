@@ -16,9 +16,9 @@ import { didYouMean } from './options/did_you_mean.js';
 import { MODEL, PIPELINE_OPTIONS, SAMPLING_OPTIONS, samplingOf } from './options/shared.js';
 import { noteSynthetic } from './synthetic_note.js';
 import { timingsReport } from './timings_report.js';
-import { Coordinator } from '../gateway/coordinator.js';
-import { tokenBudget } from '../gateway/prompt.js';
-import { channelMarkers } from '../gateway/thought_channel.js';
+import { Coordinator } from '../generation/coordinator.js';
+import { tokenBudget } from '../generation/prompt.js';
+import { channelMarkers } from '../generation/thought_channel.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 
 // A terminal chat prints text, never JSON.

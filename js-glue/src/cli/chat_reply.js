@@ -1,18 +1,18 @@
 // One reply of `layerfold chat`, generated as the gateway generates a chat answer: the prompt
-// run by gateway/run.js (the kept session continued past the prefix it shares with the prompt,
+// run by generation/run.js (the kept session continued past the prefix it shares with the prompt,
 // tokens sampled until an end-of-turn token or the budget) and its text read by the gateway's
-// chat reader (gateway/chat_output.js: Gemma 4's thought channel apart from the content). The
+// chat reader (generation/chat_output.js: Gemma 4's thought channel apart from the content). The
 // text is written as it comes, thoughts through dim(); only the content is the reply the
 // conversation keeps, as the template keeps no thought. A signal that fires (Ctrl-C) ends the
 // reply at its next step: the content written so far is the reply.
-import { chatOutputReader } from '../gateway/chat_output.js';
-import { Run } from '../gateway/run.js';
-import { timings } from '../gateway/timings.js';
+import { chatOutputReader } from '../generation/chat_output.js';
+import { Run } from '../generation/run.js';
+import { timings } from '../generation/timings.js';
 
 /**
- * -> {content, stopped: whether the signal ended it, timings: llama.cpp's (gateway/timings.js),
+ * -> {content, stopped: whether the signal ended it, timings: llama.cpp's (generation/timings.js),
  * null for a stopped reply}.
- * job: {coordinator (gateway/coordinator.js), sessions (chat_session.js), tokenizer, endIds,
+ * job: {coordinator (generation/coordinator.js), sessions (chat_session.js), tokenizer, endIds,
  * gemma4: whether the model writes Gemma 4's output format, prompt, request: {n: 1, sampling,
  * stop, logprobs: false}, maxTokens, signal}.
  * @example const { content } = await reply(job, { write: (s) => process.stdout.write(s), dim: (s) => s });

@@ -4,8 +4,8 @@
 // drops the thought channel, and with thinking off its generation prompt holds an empty one that
 // the rendered turn does not), so the session is cut back to the shared prefix however short it
 // is: unlike the gateway's SessionCache, there is no other chat to keep it for. It is what Run
-// (gateway/run.js) asks of a session cache: take, newSession, keep.
-import { sharedPrefix } from '../gateway/sessions.js';
+// (generation/run.js) asks of a session cache: take, newSession, keep.
+import { sharedPrefix } from '../generation/sessions.js';
 
 export class ChatSession {
   #kept = null;  // {session, history: the tokens its cache holds}

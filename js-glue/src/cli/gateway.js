@@ -6,7 +6,8 @@ import path from 'node:path';
 
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '../gateway/app.js';
 import { serveGateway } from '../gateway/host.js';
-import { DEFAULT_SPECULATIVE, speculativeOptions } from '../gateway/prompt_lookup.js';
+import { DEFAULT_SPECULATIVE, speculativeOptions } from '../generation/prompt_lookup.js';
+import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
 import { DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { startOtlpExport } from '../telemetry/otlp.js';
 import { defaultModel } from './default_model.js';
@@ -14,7 +15,7 @@ import { ALLOW_UNVALIDATED_SOURCE, BUILD, CACHE_DIR, fromEnv, MODEL, PORT, THREA
 import { stopRequested } from './stop_requested.js';
 
 // The longest draft a cut can always take back, and the longest n-gram prompt lookup matches
-// (gateway/prompt_lookup.js).
+// (generation/prompt_lookup.js).
 const MAX_DRAFT = 64;
 const MAX_NGRAM = 5;
 
@@ -30,6 +31,8 @@ export const GATEWAY_OPTIONS = fromEnv({
   'max-queue': { kind: 'integer', min: 0, value: 'N', help: 'requests admitted besides one; beyond, 429', default: 16 },
   'max-cached-sessions': { kind: 'integer', min: 0, value: 'N', help: 'finished requests\' sessions kept for prefix reuse', default: 16 },
   'max-sessions': { kind: 'integer', min: 1, value: 'N', help: 'sessions a local node holds', default: 64 },
+  'ctx-checkpoints': { kind: 'integer', min: 0, max: MAX_CHECKPOINTS, value: 'N', help: 'checkpoints a chat\'s session keeps on each node, one per turn (0: none)',
+    default: DEFAULT_CHECKPOINTS },
   'request-timeout-ms': timeoutMs(1, 'a request\'s deadline', DEFAULT_REQUEST_TIMEOUT_MS),
   'send-timeout-ms': timeoutMs(1, 'how long a stream may wait for its client to read', DEFAULT_SEND_TIMEOUT_MS),
   'shutdown-timeout-ms': timeoutMs(0, 'how long a drain waits', 10_000),
@@ -62,6 +65,7 @@ export async function gatewayConfig(values, env) {
     maxQueue: values['max-queue'],
     maxCachedSessions: values['max-cached-sessions'],
     maxSessions: values['max-sessions'],
+    checkpoints: values['ctx-checkpoints'],
     requestTimeoutMs: values['request-timeout-ms'],
     sendTimeoutMs: values['send-timeout-ms'],
     shutdownTimeoutMs: values['shutdown-timeout-ms'],

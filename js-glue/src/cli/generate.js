@@ -3,7 +3,7 @@
 // Several prompts (--prompt repeated, --prompt-file) generate concurrently, each a session of its
 // own with its own sampler, so the pipeline keeps them all in flight and each continuation is
 // the one its prompt gives alone; they are printed in prompt order. Every prompt's timings are
-// llama.cpp's server's (gateway/timings.js), so they read as the gateway's do.
+// llama.cpp's server's (generation/timings.js), so they read as the gateway's do.
 import fs from 'node:fs';
 
 import { APPROX_CLI_OPTIONS, approxFromFlags } from './approx.js';
@@ -14,7 +14,7 @@ import { noteSynthetic } from './synthetic_note.js';
 import { timingsReport } from './timings_report.js';
 // The prompt when none is given: validate's, whose continuation a real Gemma model knows.
 import { DEFAULT_PROMPT } from './validate.js';
-import { timings } from '../gateway/timings.js';
+import { timings } from '../generation/timings.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
 import { Sampler } from '../tokens/sampler.js';

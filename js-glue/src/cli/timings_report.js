@@ -1,4 +1,4 @@
-// A generation's timings (gateway/timings.js, llama.cpp's server's) as the lines of a text
+// A generation's timings (generation/timings.js, llama.cpp's server's) as the lines of a text
 // report, in the words of llama.cpp's: the prompt's tokens a kept session already held (when
 // some did), those processed, those predicted.
 

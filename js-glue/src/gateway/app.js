@@ -1,10 +1,9 @@
 // The OpenAI-compatible gateway as a Hono app over web-standard Request and Response only, so
 // the Node host (host.js) and an edge worker can mount the same app: /v1/models,
-// /v1/completions and /v1/chat/completions, streamed (server-sent events) or whole. Requests
-// are admitted into a bounded line (429 with Retry-After beyond it) before their body is read,
-// step through the pipeline concurrently (coordinator.js), continue the session of an earlier
-// turn when their prompt extends it (sessions.js), and stop at the next step when their client
-// goes away or their deadline passes.
+// /v1/completions and /v1/chat/completions, streamed (server-sent events) or whole, each
+// answered by the library's Model (generation/model.js) over the open pipeline. Requests are
+// admitted into the Model's bounded line (429 with Retry-After beyond it) before their body is
+// read, and stop at the next step when their client goes away or their deadline passes.
 import { Hono } from 'hono';
 import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
@@ -13,24 +12,12 @@ import { streamedResponse } from '../server/answer_stream.js';
 import { checkAuthToken, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { checkDeclaredLength, readBody } from '../server/request_body.js';
 import { isSynthetic } from '../gguf/header.js';
-import { stopIds } from '../tokens/chat.js';
-import { approxModesOn } from '../protocol/approx_options.js';
 import { TRACEPARENT } from '../protocol/traceparent.js';
 import { endRequestSpan, nameRequestSpan, serverSpan } from '../telemetry/spans.js';
-import { Answer } from './answer.js';
-import { callConstraints } from './call_constraints.js';
-import { chatOutputReader } from './chat_output.js';
-import { Coordinator } from './coordinator.js';
-import { OpenAIError, toOpenAIError } from './errors.js';
-import { chatRequest, checkLogitBias, completionRequest } from './params.js';
-import { promptTokens, tokenBudget } from './prompt.js';
-import { PromptLookup } from './prompt_lookup.js';
-import { responseConstraints } from './response_format.js';
-import { responseId, ResponseShapes } from './responses.js';
-import { Run } from './run.js';
-import { SessionCache } from './sessions.js';
+import { OpenAIError, toOpenAIError } from '../generation/errors.js';
+import { chatRequest, completionRequest } from '../generation/params.js';
+import { Model } from '../generation/model.js';
 import { SSE_HEADERS, sseEvent } from './sse.js';
-import { channelMarkers, choiceOutputs } from './thought_channel.js';
 
 // A browser page may send another site a text/plain or form body without asking first; a JSON
 // content type makes it ask (a CORS preflight, which the gateway never grants), so a generation
@@ -47,30 +34,11 @@ export const DEFAULT_MAX_BODY_BYTES = 4 << 20;
 /** Default deadline of a whole request, prompt to last token. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
 
-// What the gateway builds once over a loaded pipeline. Drafts need cuts, which approximate
-// modes do not allow (early exit keeps no state at a cut) or would make depend on the rows fed.
-function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, openGrammar }) {
-  const coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
-  const endIds = stopIds(pipeline.tokenizer);
-  const markers = channelMarkers(pipeline.tokenizer);
-  return {
-    pipeline,
-    coordinator,
-    sessions: new SessionCache(maxCachedSessions),
-    tokenizer: pipeline.tokenizer,
-    endIds,
-    markers,
-    grammar: openGrammar ? openGrammar(pipeline, endIds) : null,
-    drafter: lookup && !approxModesOn(pipeline.approx) ? lookup : null,
-    pieceOf: (id) => pipeline.tokenizer.decode([id]),
-  };
-}
-
 /**
  * The gateway app. `state` is a NodeState whose node is the Pipeline (set once it is open);
  * modelId names the model in /v1/models and must be the request's model. maxQueue: requests
  * admitted besides one (429 beyond); maxCachedSessions: finished chats' sessions kept for
- * prefix reuse; requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
+ * prefix reuse; checkpoints: the checkpoints a chat's session keeps per node (Model's); requestTimeoutMs: a request's deadline; sendTimeoutMs: how long a client may
  * read nothing of a stream before closeConnection(c) cuts it; speculative: prompt lookup's
  * options ({minNgram, maxNgram, maxDraft}: PromptLookup) to decode with drafts, or null;
  * encodePrompt(input): a prompt's tokens from tokens/prompt_input.js's input, off the event loop
@@ -84,18 +52,17 @@ function engineOf(pipeline, { maxQueue, maxCachedSessions, lookup, openGrammar }
  * @example
  * const app = createGatewayApp({ state: NodeState.of(pipeline), modelId: 'tiny', authToken: process.env.AUTH_TOKEN });
  */
-export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
+export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, checkpoints, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
   speculative = null, encodePrompt, openGrammar = null, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
-  const lookup = speculative ? new PromptLookup(speculative) : null;
   const app = new Hono();
-  let engine = null;
+  let model = null;
   const ready = () => {
     if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
     if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
-    if (engine?.pipeline !== state.node) engine = engineOf(state.node, { maxQueue, maxCachedSessions, lookup, openGrammar });
-    return engine;
+    if (model?.pipeline !== state.node) model = new Model(state.node, { id: modelId, maxQueue, maxCachedSessions, checkpoints, speculative, encodePrompt, openGrammar });
+    return model;
   };
 
   // Each request continues its caller's trace (traceparent) or starts one, in a span of its own
@@ -150,11 +117,11 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
   });
 
   const generation = (parse) => async (c) => {
-    const e = ready();
+    const m = ready();
     checkJsonContentType(c.req.raw);
     checkDeclaredLength(c.req.raw, maxBodyBytes, () => `the limit is ${maxBodyBytes} bytes`);
-    const ticket = e.coordinator.admit();
-    let run;
+    const ticket = m.admit();
+    let request;
     try {
       const bytes = await readBody(c.req.raw, { maxBytes: maxBodyBytes, timeoutMs: bodyTimeoutMs, describeLimit: () => `the limit is ${maxBodyBytes} bytes` });
       let body;
@@ -163,67 +130,44 @@ export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, max
       } catch (error) {
         throw new OpenAIError(400, `the request body is not JSON: ${error.message}`);
       }
-      const request = parse(body);
+      request = parse(body);
       if (request.model !== modelId) throw modelNotFound(request.model);
-      checkLogitBias(request, e.tokenizer.nVocab);
-      const prompt = await promptTokens(e.pipeline, request, encodePrompt);
-      const maxTokens = tokenBudget(e.pipeline, request, prompt.length);
-      const constraints = choiceOutputs(e.tokenizer, e.markers, request,
-        await callConstraints(e.grammar, request) ?? await responseConstraints(e.grammar, request.responseFormat ?? null, request.n));
-      nameRequestSpan(c, c.get('trace'));
-      run = new Run({ ...e, constraints, ticket, request, prompt, maxTokens, deadlineMs: requestTimeoutMs, clientSignal: c.req.raw.signal, trace: c.get('trace'), observer });
-      c.set('spanOwnedByRun', true);
-      const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: modelId, kind: request.kind }, e.pieceOf, request.logprobs);
-      const answer = new Answer(shapes, () => chatOutputReader(request, e.markers !== null), request);
-      return await (request.stream ? streamed(c, run, answer) : whole(run, answer));
     } catch (error) {
-      if (!run) ticket.release();
+      ticket.release();
       throw error;
     }
+    nameRequestSpan(c, c.get('trace'));
+    const reply = await m.start(request, { ticket, signal: c.req.raw.signal, deadlineMs: requestTimeoutMs, trace: c.get('trace'), observer });
+    c.set('spanOwnedByRun', true);
+    return request.stream ? streamed(c, reply) : Response.json(await state.track(reply.whole()));
   };
 
-  // stream: false — the whole answer once generation ends.
-  const whole = async (run, answer) => {
-    for (;;) {
-      const { value, done } = await state.track(run.events.next());
-      if (done) return Response.json(answer.complete(value));
-      answer.add(value);
-    }
-  };
-
-  // stream: true — an event per visible delta, pulled as the client reads; a client that goes
-  // away (or stops reading for sendTimeoutMs) stops the generation and frees its session.
-  const streamed = (c, run, answer) => {
-    const pending = answer.first().map(sseEvent);
+  // stream: true — an event per chunk, pulled as the client reads; a client that goes away (or
+  // stops reading for sendTimeoutMs) stops the generation and frees its session.
+  const streamed = (c, reply) => {
+    const chunks = reply.chunks();
     let over = false;
-    const pull = async () => {
-      try {
-        const { value, done } = await state.track(run.events.next());
-        if (done) {
-          pending.push(...answer.last(value).map(sseEvent), sseEvent('[DONE]'));
-          over = true;
-          return;
-        }
-        pending.push(...answer.next(value).map(sseEvent));
-      } catch (error) {
-        const reply = toOpenAIError(error);
-        observer.error?.(reply.type, reply.code, reply.message);
-        pending.push(sseEvent(reply.toJSON()));
-        over = true;
-      }
-    };
     return streamedResponse({
       headers: SSE_HEADERS,
       sendTimeoutMs,
       onStall: closeConnection && (() => closeConnection(c)),
       next: async () => {
-        while (pending.length === 0 && !over) await pull();
-        return pending.shift() ?? null;
+        if (over) return null;
+        try {
+          const { value, done } = await state.track(chunks.next());
+          if (!done) return sseEvent(value);
+          over = true;
+          return sseEvent('[DONE]');
+        } catch (error) {
+          over = true;
+          const answer = toOpenAIError(error);
+          observer.error?.(answer.type, answer.code, answer.message);
+          return sseEvent(answer.toJSON());
+        }
       },
       end: (outcome, error) => {
         if (outcome === 'done') return;
-        run.abort(Object.assign(new Error(`the stream was ${outcome}: ${error?.message ?? error ?? ''}`), { code: 'client_closed' }));
-        state.track(run.close()).catch(() => {});
+        state.track(reply.cancel(Object.assign(new Error(`the stream was ${outcome}: ${error?.message ?? error ?? ''}`), { code: 'client_closed' }))).catch(() => {});
       },
     });
   };

@@ -11,8 +11,8 @@ import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '.
 import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
-import { GrammarThread } from './grammar_thread.js';
-import { TokenizerThread } from './tokenizer_thread.js';
+import { GrammarThread } from '../generation/grammar_thread.js';
+import { TokenizerThread } from '../generation/tokenizer_thread.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 
@@ -22,18 +22,18 @@ import { gatewayMetrics } from './metrics.js';
  * `shutdown()` drains and resolves with the number of requests it had to abandon.
  * @param {{model: string, nodes?: string, modelId: string, threads?: number, build?: string, cacheDir?: string,
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
- *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, requestTimeoutMs?: number,
+ *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, checkpoints?: number, requestTimeoutMs?: number,
  *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, allowUnvalidatedSource?: boolean,
  *          log?: Function}} options
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
-  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative,
+  insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative,
   allowUnvalidatedSource = false, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
-    maxSessions, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative }) });
+    maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative }) });
   warnIfOpen({ authToken, host, port }, log);
 
   const state = new NodeState();
@@ -54,7 +54,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   // prompt or a large schema would stall the event loop.
   let tokenizerThread = null;
   let grammarThread = null;
-  const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, requestTimeoutMs, sendTimeoutMs, speculative, observer,
+  const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, speculative, observer,
     encodePrompt: (input) => tokenizerThread.encode(input), openGrammar: () => grammarThread, closeConnection: (c) => c.env?.outgoing?.destroy() });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.

@@ -6,6 +6,7 @@
 // class is a front over parts with one job each: opening.js (options, header, memory budget,
 // load), engine_model.js, sessions.js (and eviction), steps.js (forward calls batched into
 // engine steps), head_passes.js, token_inputs.js (embeddings, per-layer inputs), engine_reports.js.
+import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { EngineReports } from './engine_reports.js';
 import { HeadPasses } from './head_passes.js';
@@ -128,7 +129,7 @@ export class LayerNode {
    * early-exit state the last row arrives in: the previous node's approxStats().early_exit.
    * perLayer: a model with per-layer embeddings needs this node's layers' inputs,
    * [layers, n, nEmbdPerLayer] (perLayerInputs()). kvRows: a node with kvRowsIn needs each of
-   * those layers' K/V rows of the call's positions, { [layer]: Uint16Array [n, bytesPerToken / 2] },
+   * those layers' K/V rows of the call's positions, { [layer]: Uint8Array [n, bytesPerToken] } in the cache's types,
    * as the source's node handed them out (kvRowsOf); rows of other layers are ignored.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
@@ -138,7 +139,7 @@ export class LayerNode {
 
   /**
    * The K/V rows of the kvRowsOut layers the forward that answered `out` handed out, every
-   * position of the call (also with lastOnly): { [layer]: Uint16Array [n, bytesPerToken / 2] },
+   * position of the call (also with lastOnly): { [layer]: Uint8Array [n, bytesPerToken] } in the cache's types,
    * the kvRows of the later nodes that mirror those layers; null for a node with no kvRowsOut.
    * @example const kvRows = node.kvRowsOf(await node.forward({ session: 'a', startPos: 0, hidden }));
    */
@@ -291,18 +292,36 @@ export class LayerNode {
 
   /**
    * Cuts the session back to its first nPast positions (docs/forward-pass.md, "Cutting a session
-   * back"): its next forward continues at nPast, as if the rest had never been sent. Runs alone,
-   * after the forward calls issued before it, so no step is cut mid-run. Cutting to the length
-   * it holds changes nothing. Refused, with the session unchanged: an unknown session
-   * ('unknown_session', or 'evicted'), nPast beyond its length ('invalid_argument'), a cut deeper
-   * than a wrapped sliding ring allows ('failed_precondition', naming the shortest cut). -> nPast
-   * @example await node.truncate('chat-1', 12); // node.sessionLength('chat-1') === 12
+   * back"): its next forward continues at nPast, as if the rest had never been sent. A cut
+   * deeper than a wrapped sliding ring allows returns to the session's latest checkpoint at or
+   * before nPast instead (checkpoint()); the caller then forwards the positions from there to
+   * nPast again. Runs alone, after the forward calls issued before it, so no step is cut
+   * mid-run. Cutting to the length it holds changes nothing. Refused, with the session
+   * unchanged: an unknown session ('unknown_session', or 'evicted'), nPast beyond its length
+   * ('invalid_argument'), a cut deeper than a wrapped ring allows with no checkpoint before it
+   * ('failed_precondition', naming the shortest cut). -> the positions the session then holds
+   * @example const held = await node.truncate('chat-1', 12); // 12, or a checkpoint's position before it
    */
   truncate(id, nPast) {
     if (!(Number.isInteger(nPast) && nPast >= 0 && nPast <= 0x7fffffff)) {
       return Promise.reject(new LayerfoldError('invalid_argument', `truncate("${id}"): nPast must be a whole number of positions >= 0, not ${nPast}`));
     }
     return this.#steps.exclusive(() => this.#sessions.truncate(id, nPast));
+  }
+
+  /**
+   * Keeps a checkpoint of the session at the length it holds once the forward calls issued
+   * before this one have run (docs/forward-pass.md, "Checkpoints"): the rows of its sliding
+   * rings a continuation from there reads, copied and counted in its bytes, so that a later cut
+   * to any position from there on can return to it. At most `keep` (1 to MAX_CHECKPOINTS) are
+   * kept; the oldest is dropped beyond. -> the position checkpointed
+   * @example await node.checkpoint('chat-1', { keep: 4 });
+   */
+  checkpoint(id, { keep = DEFAULT_CHECKPOINTS } = {}) {
+    if (!(Number.isInteger(keep) && keep >= 1 && keep <= MAX_CHECKPOINTS)) {
+      return Promise.reject(new LayerfoldError('invalid_argument', `checkpoint("${id}"): keep must be a whole number in [1, ${MAX_CHECKPOINTS}], not ${keep}`));
+    }
+    return this.#steps.exclusive(() => this.#sessions.checkpoint(id, keep));
   }
 
   /**

@@ -139,16 +139,32 @@ export class SessionTable {
     return session;
   }
 
-  /** Cuts the held session to nPast positions, between steps (LayerNode.truncate). -> nPast */
-  truncate(id, nPast) {
-    if (!this.#model.ptr) throw closedError('truncate');
+  // The held session for a call between steps (truncate, checkpoint).
+  #between(id, what) {
+    if (!this.#model.ptr) throw closedError(what);
     const session = this.#held.get(id);
     if (session === undefined) {
-      if (this.#evicted.has(id)) throw new LayerfoldError('evicted', `truncate: session "${id}" was evicted (least recently used): start it again from position 0`);
-      throw new LayerfoldError('unknown_session', `truncate: session "${id}" is unknown to this node`);
+      if (this.#evicted.has(id)) throw new LayerfoldError('evicted', `${what}: session "${id}" was evicted (least recently used): start it again from position 0`);
+      throw new LayerfoldError('unknown_session', `${what}: session "${id}" is unknown to this node`);
     }
-    if (!this.#lf.fn.lf_session_truncate(session, nPast)) throw this.#lf.lastError();
-    return nPast;
+    return session;
+  }
+
+  /**
+   * Cuts the held session to nPast positions, or back to its latest checkpoint before them, between
+   * steps (LayerNode.truncate). -> the positions it then holds
+   */
+  truncate(id, nPast) {
+    const reached = this.#lf.fn.lf_session_truncate(this.#between(id, 'truncate'), nPast);
+    if (reached < 0) throw this.#lf.lastError();
+    return reached;
+  }
+
+  /** Keeps a checkpoint of the held session at its length, at most `keep` (LayerNode.checkpoint). -> its length */
+  checkpoint(id, keep) {
+    const session = this.#between(id, 'checkpoint');
+    if (!this.#lf.fn.lf_session_checkpoint(session, keep)) throw this.#lf.lastError();
+    return this.#lf.fn.lf_session_n_past(session);
   }
 
   /** Positions the session holds (null when unknown); while it runs, those held before the step. */

@@ -1,7 +1,8 @@
 // What a pipeline has sent one node for one session, kept so that a node that lost the session
 // gets its cache rebuilt by replaying it: one entry record per step that reached the node, in
 // order, and how many positions the node has run. Nodes always run whole entries, so the
-// positions run fall on an entry boundary.
+// positions run fall on an entry boundary; the positions a node still holds after a cut that
+// returned to a checkpoint (held) need not, and a replay from there starts mid-entry (runFrom).
 
 /**
  * An entry: { input, rows, exitState, perLayer, kvRows }. input: the step's token ids (first
@@ -13,7 +14,10 @@
 export class NodeHistory {
   entries = [];
   positions = 0;  // positions the node has run (its cache length as far as we know)
-  lost = false;   // the node's session was dropped (a refused cut): the next forward replays first
+  // null, or the positions the node's session holds of those when it holds fewer: 0 when it was
+  // dropped (a refused cut), a checkpoint's position when a cut returned there. The next forward
+  // replays the rest first.
+  held = null;
 
   /** Positions in the entries. */
   get available() {
@@ -44,29 +48,49 @@ export class NodeHistory {
     let k = 0;
     for (; k < this.entries.length && start < n; k++) {
       const entry = this.entries[k];
-      if (start + entry.rows > n) this.entries[k] = firstRowsOf(entry, n - start, nPl);
+      if (start + entry.rows > n) this.entries[k] = rowsOf(entry, 0, n - start, nPl);
       start += entry.rows;
     }
     this.entries.length = k;
     this.positions = Math.min(this.positions, n);
   }
+
+  /**
+   * The positions [from, positions) as {startPos, entry}: the entry across `from` as its rows
+   * from there on.
+   * @example for (const { startPos, entry } of history.runFrom(history.held, nPl)) replay(startPos, entry);
+   */
+  runFrom(from, nPl) {
+    const out = [];
+    let start = 0;
+    for (const entry of this.entries) {
+      if (start >= this.positions) break;
+      if (start + entry.rows > from) {
+        out.push(start >= from ? { startPos: start, entry } : { startPos: from, entry: rowsOf(entry, from - start, entry.rows, nPl) });
+      }
+      start += entry.rows;
+    }
+    return out;
+  }
 }
 
-// The entry with only its first `keep` rows.
-function firstRowsOf({ input, rows, exitState, perLayer, kvRows }, keep, nPl) {
+// The entry's rows [begin, end).
+function rowsOf({ input, rows, exitState, perLayer, kvRows }, begin, end, nPl) {
+  const slice = (values) => values.slice(begin * (values.length / rows), end * (values.length / rows));
   return {
-    input: input.slice(0, keep * (input.length / rows)),
-    rows: keep,
+    input: slice(input),
+    rows: end - begin,
     exitState,
-    perLayer: perLayer && firstRows(perLayer, rows, keep, nPl),
-    kvRows: kvRows && Object.fromEntries(Object.entries(kvRows).map(([layer, values]) => [layer, values.slice(0, keep * (values.length / rows))])),
+    perLayer: perLayer && layerRows(perLayer, rows, begin, end, nPl),
+    kvRows: kvRows && Object.fromEntries(Object.entries(kvRows).map(([layer, values]) => [layer, slice(values)])),
   };
 }
 
-// The first `keep` of `rows` rows of each layer of per-layer inputs [n_layer, rows, nPl].
-function firstRows(perLayer, rows, keep, nPl) {
+// Rows [begin, end) of each layer of per-layer inputs [n_layer, rows, nPl].
+function layerRows(perLayer, rows, begin, end, nPl) {
   const layers = perLayer.length / (rows * nPl);
+  const keep = end - begin;
   const out = new Float32Array(layers * keep * nPl);
-  for (let l = 0; l < layers; l++) out.set(perLayer.subarray(l * rows * nPl, (l * rows + keep) * nPl), l * keep * nPl);
+  for (let l = 0; l < layers; l++) out.set(perLayer.subarray((l * rows + begin) * nPl, (l * rows + end) * nPl), l * keep * nPl);
   return out;
 }

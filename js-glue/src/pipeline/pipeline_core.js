@@ -26,12 +26,13 @@ const REPLAY_CHUNK = 512;
 // may evict a session again while it is being replayed (between a remote node's requests).
 const MAX_REBUILDS = 3;
 
-// Replay chunks {startPos, hidden} merged into runs of at most REPLAY_CHUNK positions.
-function mergeChunks(chunks, nEmbd) {
+// Replay chunks {startPos, hidden} of the positions from `from` on merged into runs of at most
+// REPLAY_CHUNK positions.
+function mergeChunks(chunks, nEmbd, from) {
   const all = concat(chunks.map((c) => c.hidden), nEmbd);
   const merged = [];
   for (let p = 0; p < all.length / nEmbd; p += REPLAY_CHUNK) {
-    merged.push({ startPos: p, hidden: all.subarray(p * nEmbd, Math.min(all.length, (p + REPLAY_CHUNK) * nEmbd)) });
+    merged.push({ startPos: from + p, hidden: all.subarray(p * nEmbd, Math.min(all.length, (p + REPLAY_CHUNK) * nEmbd)) });
   }
   return merged;
 }
@@ -133,7 +134,8 @@ export class PipelineCore {
    * how long each node and layer took. With `allRows`, `logits` holds every position's of the
    * step, [tokens.length, n_vocab], each row the bytes a step ending there gives (a drafted
    * continuation verified in one forward: docs/gateway.md, "Speculative decoding by prompt
-   * lookup"). When a step fails, what the nodes before the failure did is kept:
+   * lookup"); with `logits` false, none (null): the positions only go into the sessions' caches
+   * (a prompt prefilled in parts). When a step fails, what the nodes before the failure did is kept:
    * step(session, []) later finishes it, sending each node only what it has not run yet. Calls
    * for other sessions need not wait for this one: they go through the nodes concurrently; calls
    * for the same session run in call order. signal: when it fires, the step ends with its
@@ -141,19 +143,19 @@ export class PipelineCore {
    * (protocol/traceparent.js), which a remote node's calls carry in their traceparent header.
    * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  step(session, tokens, { allRows = false, signal, trace = null } = {}) {
+  step(session, tokens, { allRows = false, logits = true, signal, trace = null } = {}) {
     const state = this.#session(session);
     return this.#inTurn(state, async () => {
       this.#stepping++;
       try {
-        return await this.#step(state, session, tokens, allRows, signal, trace);
+        return await this.#step(state, session, tokens, allRows, logits, signal, trace);
       } finally {
         this.#stepping--;
       }
     });
   }
 
-  async #step(state, session, tokens, allRows, signal, trace) {
+  async #step(state, session, tokens, allRows, wantLogits, signal, trace) {
     if (tokens.length > 0) {
       state.nodes[0].entries.push({ input: Array.from(tokens), rows: tokens.length, exitState: null, perLayer: null, kvRows: null });
     }
@@ -187,6 +189,7 @@ export class PipelineCore {
       });
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
+    if (!wantLogits) return { logits: null, timings, embedMs: embed.ms, headMs: 0 };
     const th = performance.now();
     signal?.throwIfAborted();
     const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden, { signal, trace }), signal);
@@ -227,21 +230,23 @@ export class PipelineCore {
       session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
       perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows, signal, trace,
     };
-    if (history.lost && history.positions === 0) history.lost = false;
-    if (!history.lost) {
+    if (history.held === history.positions) history.held = null;
+    if (history.held === null) {
       try {
         return await node.forward(args);
       } catch (error) {
         if (!LOST_SESSION.has(error.code) || history.positions === 0) throw error;
+        history.held = 0;
       }
     }
     for (let attempt = 1; ; attempt++) {
       try {
         const out = await this.#rebuild(i, state, args);
-        history.lost = false;
+        history.held = null;
         return out;
       } catch (error) {
         if (!LOST_SESSION.has(error.code)) throw error;
+        history.held = 0;
         if (attempt === MAX_REBUILDS) {
           error.message += ` (lost again while being replayed, ${attempt} times: does the node hold fewer sessions than are in flight?)`;
           throw error;
@@ -250,7 +255,8 @@ export class PipelineCore {
     }
   }
 
-  // Node i's session replayed from its history, then the forward `args`. Replays send the
+  // Node i's session replayed from its history (from the positions it holds: none after it was
+  // lost, a checkpoint's after a cut returned there), then the forward `args`. Replays send the
   // entries as they were sent when early exit is on (each entry's last row exited on its own),
   // the model has per-layer inputs or the entries carry K/V rows; otherwise merged chunks a node accepts, which give the same
   // cache in fewer calls. A node that keeps its forwards' order (a local one) gets every call at once, and a
@@ -261,17 +267,15 @@ export class PipelineCore {
   async #rebuild(i, state, args) {
     const node = this.nodes[i];
     const history = state.nodes[i];
-    await node.dropSession(state.wireId, { signal: args.signal, trace: args.trace });
+    const from = history.held;
+    if (from === 0) await node.dropSession(state.wireId, { signal: args.signal, trace: args.trace });
     const chunks = [];
-    let p = 0;
-    for (const entry of history.entries) {
-      if (p >= history.positions) break;
+    for (const { startPos, entry } of history.runFrom(from, this.header.info.n_embd_per_layer ?? 0)) {
       const input = await this.#hiddenOf(i, entry, { ms: 0 }, args.signal, args.trace);
-      chunks.push({ startPos: p, hidden: input.hidden, exitState: entry.exitState, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
-      p += entry.rows;
+      chunks.push({ startPos, hidden: input.hidden, exitState: entry.exitState, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
     }
     const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
-    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal, trace: args.trace })), args];
+    const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd, from)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal, trace: args.trace })), args];
     this.replays += 1;
     if (!node.keepsForwardOrder) {
       let out;
@@ -300,9 +304,11 @@ export class PipelineCore {
   /**
    * Cuts the session back to its first n positions, once its steps asked for before have ended:
    * every node's history keeps its first n positions, and every node's session is cut to what
-   * it then holds. A node that refuses the cut (a sliding ring that has moved on) or no longer
-   * holds the session has it dropped, and the next step rebuilds it from the shortened history;
-   * those nodes are `rebuilt`. Either way the next step continues at n with the bytes a session
+   * it then holds. A node whose sliding rings have moved on returns to its latest checkpoint
+   * before n (checkpoint()), and the next step feeds it the positions from there to n again from
+   * its history. A node that refuses the cut (no checkpoint before n) or no longer holds the
+   * session has it dropped, and the next step rebuilds it from the shortened history; those
+   * nodes are `rebuilt`. Either way the next step continues at n with the bytes a session
    * fed only those n positions gives. Refused, before anything changes, beyond the positions the
    * session holds, for a session the pipeline does not hold ('unknown_session'), and with early
    * exit on (the state a cut entry's last row exits in is not kept). Any other failure of a node's cut drops its session too (so the next step rebuilds it) and
@@ -326,21 +332,46 @@ export class PipelineCore {
       const rebuilt = [];
       await Promise.all(this.nodes.map(async (node, i) => {
         const history = state.nodes[i];
-        const ran = history.positions;
+        const holds = history.held ?? history.positions;
         history.cut(n, nPl);
-        if (ran === history.positions) return;
+        if (holds <= history.positions) return;
         try {
-          await this.#call(i, () => node.truncate(state.wireId, history.positions, { signal, trace }), signal);
+          // A node that returns to a checkpoint before n is fed the rest again at the next step.
+          const reached = await this.#call(i, () => node.truncate(state.wireId, history.positions, { signal, trace }), signal);
+          history.held = reached < history.positions ? reached : null;
         } catch (error) {
           // The node's session no longer matches its history either way: the next step replays it.
           rebuilt.push(i);
-          history.lost = true;
+          history.held = 0;
           // Under the caller's signal: a request that ended does not wait here for a hanging node.
           await Promise.resolve().then(() => node.dropSession(state.wireId, { signal, trace })).catch(() => {});
           if (!CUT_REFUSED.has(error.code) && !LOST_SESSION.has(error.code)) throw error;
         }
       }));
       return { nPast: n, rebuilt: rebuilt.sort((a, b) => a - b) };
+    });
+  }
+
+  /**
+   * Keeps a checkpoint of the session on every node at the positions its steps asked for before
+   * leave it (LayerNode.checkpoint, at most `keep` per node), so that a later cut to any position
+   * from there on costs a replay from there rather than from the start (docs/forward-pass.md,
+   * "Checkpoints"). A node still to be fed positions again (a cut that returned to an earlier
+   * checkpoint) takes none. -> the node indices that took one
+   * @example await pipeline.checkpoint('chat-0', { keep: 4 });
+   */
+  checkpoint(session, { keep, signal, trace = null } = {}) {
+    const state = this.#sessions.get(session);
+    if (!state) return Promise.reject(new LayerfoldError('unknown_session', `checkpoint: the pipeline holds no session "${session}"`));
+    return this.#inTurn(state, async () => {
+      const taken = [];
+      await Promise.all(this.nodes.map(async (node, i) => {
+        const history = state.nodes[i];
+        if (history.held !== null || history.positions === 0) return;
+        await this.#call(i, () => node.checkpoint(state.wireId, { keep, signal, trace }), signal);
+        taken.push(i);
+      }));
+      return taken.sort((a, b) => a - b);
     });
   }
 

@@ -274,16 +274,30 @@ export class RemoteNode {
   }
 
   /**
-   * Cuts the session back to its first nPast positions, as LayerNode.truncate (a repeat changes
-   * nothing, so a retry is safe); the node's refusals keep their codes (unknown_session,
-   * cut_refused, bad_parameter). -> nPast
+   * Cuts the session back to its first nPast positions, or to its latest checkpoint before them,
+   * as LayerNode.truncate (a repeat changes nothing, so a retry is safe); the node's refusals
+   * keep their codes (unknown_session, cut_refused, bad_parameter). -> the positions it then holds
    */
   async truncate(session, nPast, { signal, trace } = {}) {
     const what = 'POST /v1/sessions/{id}/truncate';
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`, { signal, trace });
     const answer = await readJson(response, MAX_JSON_BYTES, what, signal);
-    if (answer?.n_past !== nPast) throw new LayerfoldError('bad_response', `${what}: asked to cut to ${nPast}, answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
-    return nPast;
+    if (!(Number.isInteger(answer?.n_past) && answer.n_past >= 0 && answer.n_past <= nPast)) {
+      throw new LayerfoldError('bad_response', `${what}: asked to cut to ${nPast}, answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
+    }
+    return answer.n_past;
+  }
+
+  /** Keeps a checkpoint of the session, as LayerNode.checkpoint (a repeat changes nothing). -> the position checkpointed */
+  async checkpoint(session, { keep, signal, trace } = {}) {
+    const what = 'POST /v1/sessions/{id}/checkpoint';
+    const query = keep === undefined ? '' : `?keep=${keep}`;
+    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/checkpoint${query}`, { signal, trace });
+    const answer = await readJson(response, MAX_JSON_BYTES, what, signal);
+    if (!(Number.isInteger(answer?.n_past) && answer.n_past >= 0)) {
+      throw new LayerfoldError('bad_response', `${what}: answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
+    }
+    return answer.n_past;
   }
 
   /**

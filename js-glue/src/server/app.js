@@ -12,6 +12,7 @@ import { routePath } from 'hono/route';
 import { timingSafeEqual } from 'hono/utils/buffer';
 
 import { approxFromQuery, approxModesOn } from '../protocol/approx_options.js';
+import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
 import { decodeEmbedRequest, encodeEmbedAnswer } from '../protocol/embed_body.js';
 import { decodeForwardBody, encodeForwardAnswer, forwardRowBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeExitState, encodeApproxStats, encodeLayerMs, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
@@ -241,16 +242,30 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
         throw new HttpError('bad_parameter', `n_past ${nPast} but session "${id}" holds ${length} positions: a cut keeps at most what it holds`, { extra: { n_past: length } });
       }
       if (nPast === length) return length;
+      let reached;
       try {
-        await n.truncate(id, nPast);
+        reached = await n.truncate(id, nPast);
       } catch (error) {
         if (error.code !== 'failed_precondition') throw error;
         throw new HttpError('cut_refused', `session "${id}": ${error.message}`, { extra: { n_past: length } });
       }
       records.truncated(id);
-      return nPast;
+      return reached;
     }, id));
     return c.json({ id, n_past: cut });
+  });
+
+  // In the session's line, after its forwards: the checkpoint is of the length they leave.
+  app.post('/v1/sessions/:id/checkpoint', async (c) => {
+    const id = sessionId(c.req.param('id'));
+    const raw = c.req.query('keep');
+    const keep = raw === undefined ? DEFAULT_CHECKPOINTS : position(raw, 'keep');
+    if (keep < 1 || keep > MAX_CHECKPOINTS) throw new HttpError('bad_parameter', `keep=${keep}: a session keeps 1 to ${MAX_CHECKPOINTS} checkpoints`);
+    const nPast = await state.track(queue.run(async () => {
+      held(id);
+      return state.node.checkpoint(id, { keep });
+    }, id));
+    return c.json({ id, n_past: nPast, kv_bytes: state.node.sessionBytes(id) });
   });
 
   app.post('/v1/sessions/:id/forward', async (c) => {
@@ -360,7 +375,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   });
 
   // A known path with another method: 405 naming the allowed ones.
-  for (const [path, allow] of [['/v1/info', 'GET'], ['/v1/sessions/:id', 'GET, DELETE'], ['/v1/sessions/:id/forward', 'POST'], ['/v1/sessions/:id/truncate', 'POST'],
+  for (const [path, allow] of [['/v1/info', 'GET'], ['/v1/sessions/:id', 'GET, DELETE'], ['/v1/sessions/:id/forward', 'POST'], ['/v1/sessions/:id/truncate', 'POST'], ['/v1/sessions/:id/checkpoint', 'POST'],
     ['/v1/embed', 'POST'], ['/v1/logits', 'POST'], ['/healthz', 'GET'], ['/readyz', 'GET'], ['/metrics', 'GET']]) {
     app.all(path, (c) => {
       throw new HttpError('method_not_allowed', `${c.req.method} ${path}: allowed ${allow}`, { headers: { allow } });

@@ -29,10 +29,24 @@ const llamaDictsort = (source) => source.replace(/\|\s*dictsort\b(?!\s*\()/g, '|
  * @example stopIds(pipeline.tokenizer).has(id)
  */
 export function stopIds(tokenizer) {
-  const ids = new Set([tokenizer.eos]);
-  for (const text of ['<turn|>', '<end_of_turn>', '<|tool_response>']) {
+  return new Set([tokenizer.eos, ...controlIds(tokenizer, ['<turn|>', '<end_of_turn>', '<|tool_response>'])]);
+}
+
+/**
+ * The ids that open a turn in the Gemma chat formats the vocabulary has (<|turn> of Gemma 4,
+ * <start_of_turn> of Gemma 3): a rendered chat's last one opens the model's turn.
+ * @example const opens = turnStartIds(tokenizer); prompt.findLastIndex((id) => opens.has(id))
+ */
+export function turnStartIds(tokenizer) {
+  return new Set(controlIds(tokenizer, ['<|turn>', '<start_of_turn>']));
+}
+
+// The ids of those texts that are one token of the vocabulary.
+function controlIds(tokenizer, texts) {
+  const ids = [];
+  for (const text of texts) {
     const encoded = tokenizer.encode(text, { addBos: false, parseSpecial: true });
-    if (encoded.length === 1 && tokenizer.piece(encoded[0]) === text) ids.add(encoded[0]);
+    if (encoded.length === 1 && tokenizer.piece(encoded[0]) === text) ids.push(encoded[0]);
   }
   return ids;
 }

@@ -9,12 +9,14 @@ const EXPORTS = [
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
   'lf_model_set_threads', 'lf_model_threads', 'lf_model_set_ffn_down_layout', 'lf_model_set_per_layer_rows', 'lf_model_set_kv_types',
   'lf_model_n_embd', 'lf_model_n_vocab', 'lf_model_n_layer', 'lf_model_free',
-  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_kv_digest', 'lf_session_free', 'lf_session_truncate', 'lf_session_timings_json',
+  'lf_session_create', 'lf_session_n_past', 'lf_session_bytes', 'lf_session_kv_digest', 'lf_session_free', 'lf_session_truncate', 'lf_session_checkpoint', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_set_approx', 'lf_session_set_exit_state', 'lf_session_approx_stats',
   'lf_embed', 'lf_per_layer_inputs', 'lf_per_layer_inputs_from_rows', 'lf_session_set_per_layer_inputs',
   'lf_session_set_kv_rows', 'lf_session_clear_kv_rows', 'lf_session_kv_rows_bytes', 'lf_session_kv_rows', 'lf_forward',
   'lf_forward_async', 'lf_forward_async_result', 'lf_forward_batch', 'lf_forward_batch_async', 'lf_forward_batch_result_json',
   'lf_head', 'lf_head_async',
+  'lf_drafter_create', 'lf_drafter_place_tensor', 'lf_drafter_set_threads', 'lf_drafter_load', 'lf_drafter_step',
+  'lf_drafter_free',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_tokenize_untrusted', 'lf_detokenize', 'lf_tokenizer_n_vocab',
   'lf_tokenizer_max_token_bytes', 'lf_tokenizer_bos', 'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
@@ -25,7 +27,7 @@ const POINTER_RESULTS = new Set([
   'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json',
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_session_create', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_forward_batch_result_json', 'lf_tokenizer_create',
-  'lf_tokenizer_piece', 'lf_session_kv_rows',
+  'lf_tokenizer_piece', 'lf_session_kv_rows', 'lf_drafter_create',
 ]);
 
 export class LayerfoldError extends Error {

@@ -3,6 +3,11 @@
 //
 //   lf_run --model M.gguf --tokens 2,818,5279 [--split 1,3] [--top-k 50] [--logprobs] [--greedy 16] [--threads N]
 //   lf_run --model M.gguf --bench 8,128 [--threads 1,2] [--reps 3]
+//   lf_run --model M.gguf --tokens 2,818,5279 --drafter D.gguf --draft-tokens 7,9
+// --drafter loads a gemma4-assistant drafter beside the last node and, after the prompt, runs one
+// draft step per --draft-tokens entry (the first: the token after the prompt; the others: drafted
+// tokens fed back), each from the previous step's hidden state, printing "h" (the target's
+// output-normed last row) and "draft": [{"logits", "h_next"}] (the oracle's llama_mtp_draft).
 // --relayout reads the file into memory instead of mapping it, and lets the engine lay out the
 // weights as its kernels read them (ModelLoadOptions::relayout_in_place).
 // --bench times the layers instead (scripts/bench-threads): for each prompt length, a prompt of
@@ -22,12 +27,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/drafter.h"
 #include "model/forward.h"
 #include "model/per_layer_embd.h"
 #include "gguf/gguf_reader.h"
 #include "model/session.h"
 #include "native/mapped_file.h"
 #include "model/model.h"
+#include "ops/ops.h"
 
 namespace {
 
@@ -42,6 +49,8 @@ struct Args {
   std::vector<int> bench;  // prompt lengths to time
   int reps = 3;
   bool relayout = false;
+  std::string drafter;
+  std::vector<int32_t> draft_tokens;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -84,6 +93,8 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--bench") args.bench = parse_ints(value());
     else if (flag == "--reps") args.reps = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--relayout") args.relayout = true;
+    else if (flag == "--drafter") args.drafter = value();
+    else if (flag == "--draft-tokens") { for (int t : parse_ints(value())) args.draft_tokens.push_back(t); }
     else fail("unknown argument " + flag);
   }
   if (args.model.empty() || (args.tokens.empty() && args.bench.empty())) {
@@ -91,6 +102,7 @@ Args parse_args(int argc, char** argv) {
          "       lf_run --model M.gguf --bench 8,128 [--threads 1,2,..] [--reps R] [--relayout]");
   }
   if (args.threads.empty() || (args.bench.empty() && args.threads.size() != 1)) fail("--threads takes one count (a list with --bench)");
+  if (args.drafter.empty() != args.draft_tokens.empty()) fail("--drafter and --draft-tokens go together");
   return args;
 }
 
@@ -178,6 +190,27 @@ std::vector<nlohmann::json> bench(lf::Model& model, const Args& args) {
   return out;
 }
 
+// The drafter's steps after the prompt, from the tail node's session.
+nlohmann::json draft(const Args& args, const Node& tail, const std::vector<float>& last_hidden) {
+  lf::MappedFile file;
+  check(lf::MappedFile::open(args.drafter, &file));
+  lf::GgufFile gguf;
+  check(lf::gguf_parse(file.data(), file.size(), file.size(), &gguf));
+  lf::Drafter drafter;
+  check(lf::load_drafter(gguf, [&](const lf::GgufTensorInfo& t) { return file.data() + gguf.data_offset + t.offset; },
+                         tail.model, args.threads.front(), &drafter));
+  const lf::ModelConfig& c = tail.model.config;
+  std::vector<float> h(c.n_embd), logits(drafter.model.config.n_vocab), h_next(c.n_embd);
+  lf::rmsnorm(last_hidden.data(), tail.model.output_norm.f32(), c.n_embd, c.norm_eps, h.data());
+  nlohmann::json out = {{"h", h}, {"draft", nlohmann::json::array()}};
+  for (int32_t token : args.draft_tokens) {
+    check(lf::draft_step(drafter, tail.session, token, h.data(), logits.data(), h_next.data()));
+    out["draft"].push_back({{"logits", logits}, {"h_next", h_next}});
+    h = h_next;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,6 +254,7 @@ int main(int argc, char** argv) {
   }
 
   const int n_embd = config.n_embd;
+  std::vector<float> last_hidden;  // the last step's last row into the head
   // tokens -> last position's logits, through every node.
   auto step = [&](const std::vector<int32_t>& tokens) {
     int n = static_cast<int>(tokens.size());
@@ -253,6 +287,7 @@ int main(int argc, char** argv) {
     }
     std::vector<float> logits(config.n_vocab);
     check(lf::head(nodes.back().model, hidden.data(), 1, logits.data()));
+    last_hidden = hidden;
     return logits;
   };
 
@@ -269,6 +304,7 @@ int main(int argc, char** argv) {
   out["top"] = nlohmann::json::array();
   for (int i = 0; i < k; ++i) out["top"].push_back({{"id", order[i]}, {"logprob", logprobs[order[i]]}});
   if (args.logprobs) out["logprobs"] = logprobs;
+  if (!args.drafter.empty()) out.update(draft(args, nodes.back(), last_hidden));
 
   if (args.greedy > 0) {
     std::vector<int32_t> generated = {order[0]};

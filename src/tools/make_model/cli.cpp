@@ -205,6 +205,19 @@ const std::vector<Option>& options() {
       {"--seed", true, [](const std::string& v, CliArgs& a) { return parse_u64("--seed", v, &a.settings.seed); }},
       {"--softcap", true, number("--softcap", &MakeSettings::softcap)},
       {"--eps", true, number("--eps", &ModelConfig::norm_eps)},
+      {"--assistant", false, [](const std::string&, CliArgs& a) { a.assistant = true; return Status(); }},
+      {"--assistant-layers", true,
+       [](const std::string& v, CliArgs& a) {
+         if (v.empty() || v.find_first_not_of("SG") != std::string::npos) {
+           return bad("--assistant-layers must be a string of S (sliding) and G (global), got '" + v + "'");
+         }
+         a.assistant_shape.pattern = v;
+         return Status();
+       }},
+      {"--assistant-n-embd", true,
+       [](const std::string& v, CliArgs& a) { return parse_int("--assistant-n-embd", v, &a.assistant_shape.n_embd); }},
+      {"--assistant-n-ff", true,
+       [](const std::string& v, CliArgs& a) { return parse_int("--assistant-n-ff", v, &a.assistant_shape.n_ff); }},
       {"--header-only", false, [](const std::string&, CliArgs& a) { a.header_only = true; return Status(); }},
       {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
       {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
@@ -288,7 +301,11 @@ std::string usage_text() {
          "--vocab gguf --vocab-gguf FILE: the tokenizer keys and chat template of a GGUF (llama.cpp's\n"
          "  models/ggml-vocab-gemma-4.gguf: the real Gemma 4 vocabulary; preset gemma4-vocab).\n"
          "--chat-template FILE: FILE's text as tokenizer.chat_template (default: the vocabulary's own, or a\n"
-         "  minimal turn template).\n";
+         "  minimal turn template).\n"
+         "--assistant: write the MTP drafter (gemma4-assistant) of the model the other options describe,\n"
+         "  not the model: --assistant-layers PATTERN (default SSG; S reads the target's layer n-2, G layer\n"
+         "  n-1), --assistant-n-embd N (default 32), --assistant-n-ff N (default 64); same vocabulary,\n"
+         "  types and seed as the target's file.\n";
 }
 
 }  // namespace lf::make_model

@@ -6,6 +6,7 @@
 
 #include "base/status.h"
 #include "model/model_config.h"
+#include "assistant_file.h"
 #include "settings.h"
 
 namespace lf::make_model {
@@ -17,6 +18,10 @@ struct CliArgs {
   // The header alone, the file sized as the whole model with its data unwritten (a sparse file
   // of zeros): for what reads only headers (`layerfold plan`) at a real model's size.
   bool header_only = false;
+  // Writes the drafter (gemma4-assistant) of the model the rest of the line describes, instead
+  // of that model.
+  bool assistant = false;
+  AssistantShape assistant_shape;
   bool list_presets = false;
   bool help = false;
 };

@@ -1,5 +1,6 @@
 // make_model: writes a synthetic Gemma 3 / Gemma 4 GGUF that llama.cpp loads, for tests.
 //   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...] [--header-only]
+//   make_model --preset tiny --assistant --out tiny-drafter.gguf   (the same target's MTP drafter)
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "cli.h"
 #include "gguf/gguf_writer.h"
+#include "assistant_file.h"
 #include "model_file.h"
 #include "presets.h"
 
@@ -30,14 +32,20 @@ Status write_header_only(const lf::GgufWriter& w, const std::string& path) {
   return Status();
 }
 
-Status make_model(lf::ModelConfig model, const MakeSettings& settings, const std::string& out_path, bool header_only) {
+Status make_model(const CliArgs& args) {
   lf::GgufWriter w;
-  LF_RETURN_IF_ERROR(add_model(&model, settings, &w));
+  lf::ModelConfig model = args.model;
+  if (args.assistant) {
+    LF_RETURN_IF_ERROR(add_assistant(model, args.assistant_shape, args.settings, &w));
+  } else {
+    LF_RETURN_IF_ERROR(add_model(&model, args.settings, &w));
+  }
+  const std::string& out_path = args.out_path;
 
   // Written under a temporary name so an interrupted run never leaves a file that a cache
   // would take for a finished model.
   const std::string partial = out_path + ".partial";
-  LF_RETURN_IF_ERROR(header_only ? write_header_only(w, partial) : w.write_file(partial));
+  LF_RETURN_IF_ERROR(args.header_only ? write_header_only(w, partial) : w.write_file(partial));
   if (std::rename(partial.c_str(), out_path.c_str()) != 0) {
     std::remove(partial.c_str());
     return Status(lf::Code::io_error, "cannot rename '" + partial + "' to '" + out_path + "'");
@@ -63,14 +71,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status made = make_model(args.model, args.settings, args.out_path, args.header_only);
+  const Status made = make_model(args);
   if (!made.ok()) {
     std::fprintf(stderr, "make_model: %s: %s\n", lf::code_name(made.code()), made.message().c_str());
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "make_model: wrote %s (%s, %d layers %s) in %.2f s\n", args.out_path.c_str(),
-               args.model.arch == lf::Arch::gemma4 ? "gemma4" : "gemma3", args.model.n_layer,
-               args.settings.layers.swa_pattern.c_str(), seconds);
+  if (args.assistant) {
+    std::fprintf(stderr, "make_model: wrote %s (gemma4-assistant, %zu layers %s, for a %d-layer target) in %.2f s\n",
+                 args.out_path.c_str(), args.assistant_shape.pattern.size(), args.assistant_shape.pattern.c_str(),
+                 args.model.n_layer, seconds);
+  } else {
+    std::fprintf(stderr, "make_model: wrote %s (%s, %d layers %s) in %.2f s\n", args.out_path.c_str(),
+                 args.model.arch == lf::Arch::gemma4 ? "gemma4" : "gemma3", args.model.n_layer,
+                 args.settings.layers.swa_pattern.c_str(), seconds);
+  }
   return 0;
 }

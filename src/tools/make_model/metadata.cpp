@@ -29,13 +29,14 @@ bool ffn_widths_vary(const ModelConfig& m) {
 
 }  // namespace
 
-void write_arch_metadata(const ModelConfig& m, const MakeSettings& s, GgufWriter& w) {
+void write_arch_metadata(const ModelConfig& m, const MakeSettings& s, GgufWriter& w, const std::string& arch) {
   const LayerKinds& k = s.layers;
   const bool g4 = m.arch == Arch::gemma4;
-  const std::string a = g4 ? "gemma4." : "gemma3.";
+  const std::string name = !arch.empty() ? arch : g4 ? "gemma4" : "gemma3";
+  const std::string a = name + ".";
   const auto u32 = [](int v) { return static_cast<uint32_t>(v); };
-  w.set_string("general.architecture", g4 ? "gemma4" : "gemma3");
-  w.set_string("general.name", "layerfold synthetic " + std::string(g4 ? "gemma4" : "gemma3"));
+  w.set_string("general.architecture", name);
+  w.set_string("general.name", "layerfold synthetic " + name);
   w.set_u32(a + "context_length", u32(m.n_ctx_train));
   w.set_u32(a + "embedding_length", u32(m.n_embd));
   w.set_u32(a + "block_count", u32(m.n_layer));

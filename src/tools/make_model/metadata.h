@@ -2,6 +2,8 @@
 // "gemma3 keys") and the tokenizer section (docs/gguf.md, "Tokenizer keys").
 #pragma once
 
+#include <string>
+
 #include "gguf/gguf_writer.h"
 #include "model/model_config.h"
 #include "settings.h"
@@ -9,7 +11,9 @@
 
 namespace lf::make_model {
 
-void write_arch_metadata(const ModelConfig& model, const MakeSettings& settings, GgufWriter& w);
+// arch: the key prefix and general.architecture; empty: the model's own ("gemma4", "gemma3").
+void write_arch_metadata(const ModelConfig& model, const MakeSettings& settings, GgufWriter& w,
+                         const std::string& arch = "");
 void write_tokenizer_metadata(const ModelConfig& model, const Vocab& vocab, GgufWriter& w);
 
 }  // namespace lf::make_model

@@ -22,15 +22,15 @@ Status read_text_file(const std::string& path, std::string* out) {
 
 }  // namespace
 
+Status make_vocab(const MakeSettings& settings, int n_vocab, Vocab* vocab) {
+  if (settings.vocab == VocabKind::gemma) return load_gemma_vocab(settings.tokenizer_json, vocab);
+  if (settings.vocab == VocabKind::gguf) return load_gguf_vocab(settings.vocab_gguf, vocab);
+  return build_synthetic_vocab(static_cast<uint32_t>(n_vocab), vocab);
+}
+
 Status add_model(ModelConfig* model, const MakeSettings& settings, GgufWriter* w) {
   Vocab vocab;
-  if (settings.vocab == VocabKind::gemma) {
-    LF_RETURN_IF_ERROR(load_gemma_vocab(settings.tokenizer_json, &vocab));
-  } else if (settings.vocab == VocabKind::gguf) {
-    LF_RETURN_IF_ERROR(load_gguf_vocab(settings.vocab_gguf, &vocab));
-  } else {
-    LF_RETURN_IF_ERROR(build_synthetic_vocab(static_cast<uint32_t>(model->n_vocab), &vocab));
-  }
+  LF_RETURN_IF_ERROR(make_vocab(settings, model->n_vocab, &vocab));
   const std::string tokenizer_model = model->arch == Arch::gemma4 ? "gemma4" : "llama";
   if (!vocab.tokenizer_model.empty() && vocab.tokenizer_model != tokenizer_model) {
     return Status(Code::invalid_argument, "'" + settings.vocab_gguf + "' holds a " + vocab.tokenizer_model +

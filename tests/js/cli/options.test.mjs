@@ -46,7 +46,7 @@ const OUT_OF_RANGE = {
     "per-layer-row-cache-bytes": "-1",
   },
   gateway: {
-    threads: "300", port: "-1", "max-queue": "-1", "max-cached-sessions": "-1", "max-sessions": "0", "request-timeout-ms": "0",
+    threads: "300", port: "-1", "max-queue": "-1", "max-cached-sessions": "-1", "max-sessions": "0", "ctx-checkpoints": "9", "request-timeout-ms": "0",
     "send-timeout-ms": "0", "shutdown-timeout-ms": "-1", "draft-max": "65", "draft-min-ngram": "6",
   },
 };
@@ -185,7 +185,7 @@ describe("--help shows each option's default", () => {
     plan: {memory: "4GiB", "per-layer-row-cache": "8MiB", "max-tokens": "512"},
     serve: {port: "8080", host: '"0.0.0.0"', "max-sessions": "64", "max-tokens": "2048", "max-queue": "16", "shutdown-timeout-ms": "10000",
       "ffn-down-layout": "units"},
-    gateway: {port: "8000", host: '"127.0.0.1"', "max-queue": "16", "max-cached-sessions": "16", "request-timeout-ms": "600000",
+    gateway: {port: "8000", host: '"127.0.0.1"', "max-queue": "16", "max-cached-sessions": "16", "ctx-checkpoints": "4", "request-timeout-ms": "600000",
       speculative: "off", "draft-max": "8", "draft-min-ngram": "3"},
   };
   for (const [command, defaults] of Object.entries(DEFAULTS)) {

@@ -11,7 +11,7 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
-import {chatRequest} from "../../../js-glue/src/gateway/params.js";
+import {chatRequest} from "../../../js-glue/src/generation/params.js";
 import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
 import {NodeState} from "../../../js-glue/src/server/node_state.js";
 import {assemble} from "../support/chat_stream.mjs";

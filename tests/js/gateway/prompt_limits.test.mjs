@@ -1,4 +1,4 @@
-// The gateway's prompts on the way in (js-glue/src/gateway/prompt.js): a prompt whose bytes
+// The gateway's prompts on the way in (js-glue/src/generation/prompt.js): a prompt whose bytes
 // cannot fit the context is refused before it is tokenized; prompts are tokenized off the event
 // loop, so /healthz answers quickly while long ones arrive; message text that holds the
 // noncharacters chat.js marks it with is refused naming the message.

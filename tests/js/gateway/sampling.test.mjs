@@ -62,9 +62,12 @@ describe("gateway sampling fields", () => {
     assert.notEqual(new Set(expected.map((e) => e.ids.join())).size, 1, "the three seeds drew the same tokens: the test shows nothing");
     assert.equal(r.usage.prompt_tokens, prompt.length);
     assert.equal(r.usage.completion_tokens, expected.reduce((n, e) => n + e.sampled, 0));
-    // One prefill: a single step of more than one token, then one token per step, no replay.
-    assert.deepEqual(fed.filter((n) => n > 1), [prompt.length]);
-    assert.equal(fed.length, 1 + expected.reduce((n, e) => n + e.sampled - 1, 0));
+    // One prefill, in two steps around the checkpoint where the model's turn opens (its last
+    // <|turn>), then one token per step, no replay.
+    const [turn] = pipeline.tokenizer.encode("<|turn>", {addBos: false, parseSpecial: true});
+    const opens = prompt.lastIndexOf(turn);
+    assert.deepEqual(fed.filter((n) => n > 1), [opens, prompt.length - opens]);
+    assert.equal(fed.length, 2 + expected.reduce((n, e) => n + e.sampled - 1, 0));
     assert.equal(pipeline.replays, 0);
   });
 

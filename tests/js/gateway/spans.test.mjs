@@ -66,10 +66,13 @@ test("a chat request's spans: the gateway's request, steps and node calls, and e
   const steps = mine.filter((s) => s.name === "pipeline step");
   assert.ok(steps.length >= 3, `prefill and a step per token after the first: ${steps.length}`);
   for (const step of steps) assert.equal(step.parentSpanContext.spanId, request.spanContext().spanId);
-  const stepIds = new Set(steps.map((s) => s.spanContext().spanId));
+  // The prefill's checkpoint calls each node too (Pipeline.checkpoint).
+  const checkpoints = mine.filter((s) => s.name === "pipeline checkpoint");
+  assert.equal(checkpoints.length, 1);
+  const stepIds = new Set([...steps, ...checkpoints].map((s) => s.spanContext().spanId));
   const calls = mine.filter((s) => s.kind === SpanKind.CLIENT);
-  for (const call of calls) assert.ok(stepIds.has(call.parentSpanContext.spanId), `${call.name} outside a step`);
-  assert.deepEqual(new Set(calls.map((s) => s.name)), new Set(["POST /v1/embed", "POST /v1/sessions/{id}/forward", "POST /v1/logits"]));
+  for (const call of calls) assert.ok(stepIds.has(call.parentSpanContext.spanId), `${call.name} outside a step or checkpoint`);
+  assert.deepEqual(new Set(calls.map((s) => s.name)), new Set(["POST /v1/embed", "POST /v1/sessions/{id}/forward", "POST /v1/sessions/{id}/checkpoint", "POST /v1/logits"]));
   const callIds = new Set(calls.map((s) => s.spanContext().spanId));
 
   // A node exports what it has left when it stops.

@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {gatewayConfigOf as gatewayConfig} from "../support/cli_config.mjs";
-import {DraftPolicy} from "../../../js-glue/src/gateway/draft_policy.js";
-import {PromptLookup} from "../../../js-glue/src/gateway/prompt_lookup.js";
+import {DraftPolicy} from "../../../js-glue/src/generation/draft_policy.js";
+import {PromptLookup} from "../../../js-glue/src/generation/prompt_lookup.js";
 import {Pipeline} from "../../../js-glue/src/pipeline/pipeline.js";
 import {greedy, handChatPrompt, nodeSessions, startGateway, tiny} from "../support/gateway_fixture.mjs";
 import {startServer} from "../support/server_process.mjs";

@@ -1,5 +1,5 @@
 // The thought channel's end through the gateway and the official openai client
-// (js-glue/src/gateway/thought_channel.js): with thinking on and a json_schema, the constraint
+// (js-glue/src/generation/thought_channel.js): with thinking on and a json_schema, the constraint
 // starts once the channel closes, so the thought is free text in reasoning_content and the
 // content is JSON that validates (ajv, which the gateway does not use); a thinking budget closes
 // the channel after N thought tokens by forcing `<channel|>`, and the answer goes on. The model
@@ -11,7 +11,7 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {createGatewayApp} from "../../../js-glue/src/gateway/app.js";
-import {ThoughtChannel} from "../../../js-glue/src/gateway/thought_channel.js";
+import {ThoughtChannel} from "../../../js-glue/src/generation/thought_channel.js";
 import {startHttpServer} from "../../../js-glue/src/server/node_process.js";
 import {NodeState} from "../../../js-glue/src/server/node_state.js";
 import {GrammarEngine} from "../../../js-glue/src/tokens/grammar/engine.js";

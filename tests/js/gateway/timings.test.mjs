@@ -1,10 +1,10 @@
-// js-glue/src/gateway/timings.js: llama.cpp's server `timings` object, its figures worked out by
+// js-glue/src/generation/timings.js: llama.cpp's server `timings` object, its figures worked out by
 // hand from the counts and times given; then the gateway's answers through the openai client,
 // their timings held against their usage as llama.cpp defines both.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {timings} from "../../../js-glue/src/gateway/timings.js";
+import {timings} from "../../../js-glue/src/generation/timings.js";
 import {startGateway} from "../support/gateway_fixture.mjs";
 
 test("per-token and per-second figures; the predicted ones over the tokens after the first", () => {

@@ -4,9 +4,9 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {gatewayConfigOf as gatewayConfig} from "../support/cli_config.mjs";
-import {chatRequest, completionRequest} from "../../../js-glue/src/gateway/params.js";
-import {SessionCache} from "../../../js-glue/src/gateway/sessions.js";
-import {StopText} from "../../../js-glue/src/gateway/stop_text.js";
+import {chatRequest, completionRequest} from "../../../js-glue/src/generation/params.js";
+import {SessionCache} from "../../../js-glue/src/generation/sessions.js";
+import {StopText} from "../../../js-glue/src/generation/stop_text.js";
 
 describe("stop sequences", () => {
   test("a tail that may still become a stop sequence is held back until the text settles it", () => {

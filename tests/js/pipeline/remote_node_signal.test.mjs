@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import {describe, test} from "node:test";
 
-import {toOpenAIError} from "../../../js-glue/src/gateway/errors.js";
+import {toOpenAIError} from "../../../js-glue/src/generation/errors.js";
 import {NodeShare} from "../../../js-glue/src/pipeline/node_share.js";
 import {RemoteNode} from "../../../js-glue/src/pipeline/remote_node.js";
 import {LayerfoldError} from "../../../js-glue/src/wasm/capi.js";

@@ -12,8 +12,9 @@ const LEAVES = ["tokens", "chat", "sources", "log", "wasm"];
 // Folder -> the other folders of js-glue/src its files may import (index.js, the package's
 // front, sits on top and is not listed).
 const MAY_IMPORT = {
-  cli: ["gateway", "server", "pipeline", "node", "gguf", "telemetry", "protocol", ...LEAVES],
-  gateway: ["server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
+  cli: ["gateway", "generation", "server", "pipeline", "node", "gguf", "telemetry", "protocol", ...LEAVES],
+  gateway: ["generation", "server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
+  generation: ["server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
   server: ["node", "telemetry", "protocol", ...LEAVES],
   pipeline: ["node", "gguf", "telemetry", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],

@@ -1,8 +1,8 @@
 // The npm package as it ships: `npm pack` in js-glue, the tarball installed into an empty folder
 // with no checkout above it, and what a user runs there: `npx layerfold --help`, `validate` on
 // the built-in default model (which the installed package generates itself), `inspect` of that
-// model, the edge entry with the wasm module it needs, imported through the exports map, and
-// `pull` of an hf:// file from a hub-like server.
+// model, the edge entry with the wasm module it needs, imported through the exports map, `pull`
+// of an hf:// file from a hub-like server, and the library's chat on that file.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import crypto from "node:crypto";
@@ -12,6 +12,8 @@ import os from "node:os";
 import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
+import {Pipeline} from "../../../js-glue/src/index.js";
+import {greedy, handChatPrompt} from "../support/gateway_fixture.mjs";
 import {startHub} from "../support/hub_server.mjs";
 import {model, root} from "../support/models.mjs";
 import {runAsync} from "../support/run_async.mjs";
@@ -161,6 +163,34 @@ describe("the packed package, installed on its own", () => {
       const out = JSON.parse(r.stdout);
       assert.equal(out.sha256, sha256(file));
       assert.equal(out.cache_dir, path.join(cache, "objects"));
+    } finally {
+      await hub.close();
+    }
+  });
+
+  test("the library's chat streams an answer from an hf:// model, the tokens of greedy decoding", async () => {
+    const file = model("tiny", "tiny", ["--type", "Q4_0"]);
+    const messages = [{role: "user", content: "The capital of France is"}];
+    const pipeline = await Pipeline.open({model: file, build: "single"});
+    const expected = await greedy(pipeline, handChatPrompt(pipeline.tokenizer, messages), 6);
+    await pipeline.close();
+    const script = path.join(app, "chat_check.mjs");
+    fs.writeFileSync(script, `
+      import {openModel} from "layerfold";
+      const model = await openModel({model: "hf://me/tiny/tiny.gguf", build: "single"});
+      let text = "";
+      for await (const chunk of model.chat(${JSON.stringify(messages)}, {stream: true, max_tokens: 6, temperature: 0})) {
+        text += chunk.choices[0]?.delta.content ?? "";
+      }
+      await model.close();
+      console.log(JSON.stringify({text}));
+    `);
+    const hub = await startHub();
+    try {
+      hub.publish("me/tiny/tiny.gguf", fs.readFileSync(file));
+      const r = await runAsync(process.execPath, [script], {cwd: app, env: {...env, HF_ENDPOINT: hub.hub}});
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(JSON.parse(r.stdout).text, expected.text);
     } finally {
       await hub.close();
     }

@@ -52,6 +52,8 @@ export function llamaSourceTree(dirs) {
 }
 
 const bins = path.join(root, "js-glue", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64");
+/** The directory of the oracle's prebuilt libraries and CPU backends (a program's BACKEND_DIR). */
+export const llamaBins = bins;
 
 /**
  * A small C++ program (`source`) built against the oracle's prebuilt libllama-common, libllama

@@ -33,6 +33,18 @@ export function model(name, preset, extra = []) {
 }
 
 /**
+ * A target made with `make-model --preset preset ...extra` and its MTP drafter (the same line
+ * with `--assistant ...drafterExtra`), as {target, drafter} paths.
+ * @example const {target, drafter} = modelWithDrafter("mtp-tiny", "tiny", ["--type", "Q4_0"], ["--assistant-layers", "SGS"]);
+ */
+export function modelWithDrafter(name, preset, extra = [], drafterExtra = []) {
+  return {
+    target: model(`${name}-target`, preset, extra),
+    drafter: model(`${name}-drafter`, preset, [...extra, "--assistant", ...drafterExtra]),
+  };
+}
+
+/**
  * The names of every preset make-model has (`--list-presets`), so a test over them all covers
  * a preset added later.
  * @example for (const preset of presetNames()) model(`${preset}-header`, preset, ["--header-only"]);

@@ -3,7 +3,7 @@
 // real Gemma 4 vocabulary and chat template (models/ggml-vocab-gemma-4.gguf of the oracle's
 // llama.cpp source) with a step that answers, for each session, logits whose largest entry is
 // the next token of the script, then the end of the turn. A session's first step after it is
-// made or cut holds the rest of a prompt; the script starts after it.
+// made, cut or checkpointed holds the rest of a prompt; the script starts after it.
 import fs from "node:fs";
 
 import {reparseModelHeader} from "../../../js-glue/src/gguf/header.js";
@@ -13,7 +13,7 @@ import {llamaSourceFile} from "./llama_source.mjs";
 import {recordPrompts} from "./prompt_recorder.mjs";
 
 /**
- * {tokenizer, header, step, truncate, dropSession, script(text), scriptIds(ids)}: script(text) sets
+ * {tokenizer, header, step, truncate, checkpoint, dropSession, script(text), scriptIds(ids)}: script(text) sets
  * what every new session writes (text tokenized with its markers as tokens, then <turn|>);
  * scriptIds(ids) the same for tokens given one by one, to choose where the text is cut; prompts
  * holds each prompt as the gateway rendered it (prompt_recorder.mjs).
@@ -55,6 +55,10 @@ export async function scriptedGemma4Pipeline() {
     async truncate(session, n) {
       sessions.set(session, {positions: n, promptEnd: null});
       return {rebuilt: []};
+    },
+    async checkpoint(session) {
+      sessions.get(session).promptEnd = null;
+      return [0];
     },
     async dropSession(session) {
       sessions.delete(session);

@@ -27,7 +27,7 @@ export const ALLOW_UNVALIDATED_SOURCE = {
 
 export const JSON_OUTPUT = { kind: 'boolean', help: 'print JSON' };
 
-/** How tokens are drawn (tokens/sampler.js), within the gateway's bounds on the same settings (gateway/params.js), as the OpenAI API has them. */
+/** How tokens are drawn (tokens/sampler.js), within the gateway's bounds on the same settings (generation/params.js), as the OpenAI API has them. */
 export const SAMPLING_OPTIONS = {
   temperature: { kind: 'number', min: 0, max: 2, value: 'T', help: 'sampling temperature, 0 greedy', default: 0 },
   'top-k': { kind: 'integer', min: 0, value: 'K', help: 'sample among the K most likely, 0 all', default: 40 },

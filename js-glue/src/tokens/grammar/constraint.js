@@ -2,7 +2,7 @@
 // language. Before each sampling the logits of the others become -Infinity, so the sampler
 // (whatever it does) can only pick an allowed token; the token picked then advances the state.
 // Where the constrained output starts (after a thought channel) is the caller's to say
-// (gateway/thought_channel.js): it asks for masks and accepts tokens from there on.
+// (generation/thought_channel.js): it asks for masks and accepts tokens from there on.
 
 /**
  * Sets to -Infinity, in place, the logits of the tokens a bitmask refuses: bit (id % 32) of word
@@ -28,7 +28,7 @@ export function applyBitmask(logits, bitmask) {
 
 /**
  * What every constraint offers the generation loop, whether its engine runs here (Constraint)
- * or on a thread of its own (gateway/grammar_thread.js): the calls are asynchronous so either
+ * or on a thread of its own (generation/grammar_thread.js): the calls are asynchronous so either
  * can serve them. accept(id) answers whether the grammar takes the token, except on a thread,
  * where it answers true and a refusal fails the constraint's next call.
  * @typedef {{mask(logits: Float32Array): Promise<void>, accept(id: number): Promise<boolean>,

@@ -8,21 +8,24 @@
 // prefilled once, and each later choice starts from the prompt's logits in the session cut back
 // to the prompt (a node that cannot cut in place rebuilds it by replay, docs/gateway.md).
 import { OpenAIError } from './errors.js';
-import { generate } from './generation.js';
+import { generate } from './decode.js';
 
 export class Run {
   #ends;
 
   /**
    * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, constraints?: object[], ticket, request,
-   *          prompt: number[], maxTokens: number, deadlineMs?: number, clientSignal?: AbortSignal, trace?: object, observer?: object}} options
+   *          prompt: number[], maxTokens: number, checkpoint?: {at: number, keep: number}, deadlineMs?: number,
+   *          clientSignal?: AbortSignal, trace?: object, observer?: object}} options
+   *   checkpoint: where the prompt's prefill stops for the session to keep a checkpoint (the
+   *   model's turn opening), at most `keep` per node; null for none
    *   deadlineMs: none for a run only its caller stops (abort(): `layerfold chat`'s Ctrl-C)
    *   trace: the request's (protocol/traceparent.js requestTrace), carried to every node it calls
    *   constraints: one grammar state or thought channel per choice (tokens/grammar/constraint.js,
    *   thought_channel.js), or null; closed when the request ends
    */
-  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, deadlineMs, clientSignal, trace = null,
-    observer = {} }) {
+  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, checkpoint = null, deadlineMs,
+    clientSignal, trace = null, observer = {} }) {
     this.controller = new AbortController();
     const taken = sessions.take(prompt);
     this.session = taken.session;
@@ -41,7 +44,7 @@ export class Run {
     const signal = this.controller.signal;
     const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows, trace });
     const cut = (n) => coordinator.truncate(this.session, n, signal, trace);
-    this.#ends = { coordinator, sessions, ticket, constraints };
+    this.#ends = { coordinator, sessions, ticket, constraints, checkpoint };
     this.finished = false;
     this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, tokenizer, prompt, endIds, request, maxTokens, signal }));
   }
@@ -66,12 +69,13 @@ export class Run {
       }
     }
     this.observer.promptTokens?.(this.promptTokens, this.reused);
+    const prefilled = await this.#toCheckpoint(job);
     const prefill = job.request.n > 1 ? { logits: null } : null;
     const total = { completionTokens: 0, drafted: 0, accepted: 0 };
     let result = null;
     let firstTokenAt = null;
     for (let index = 0; index < job.request.n; index++) {
-      const reused = index === 0 ? this.reused : await this.#backToPrompt(job);
+      const reused = index === 0 ? prefilled : await this.#backToPrompt(job);
       const constraint = this.#ends.constraints?.[index] ?? null;
       const choice = generate({ ...job, reused, prefill: index === 0 || reused === job.prompt.length ? prefill : null, index, constraint });
       try {
@@ -91,6 +95,20 @@ export class Run {
       firstTokenAt ??= result.firstTokenAt;
     }
     return { ...result, ...total, startedAt, firstTokenAt };
+  }
+
+  // The prompt prefilled up to the checkpoint's position, where the session keeps one: a later
+  // request whose prompt parts from this one's anywhere after it (an edited message, a reply the
+  // template renders otherwise than it was generated) returns there on every node, however far
+  // the sliding rings have moved on (docs/gateway.md, "Sessions and prefix reuse"). Split there,
+  // the prefill gives the bytes of one step. -> the positions the session then holds
+  async #toCheckpoint(job) {
+    const checkpoint = this.#ends.checkpoint;
+    if (checkpoint === null || checkpoint.at <= this.reused) return this.reused;
+    const { coordinator } = this.#ends;
+    await coordinator.step(this.session, job.prompt.slice(this.reused, checkpoint.at), job.signal, { logits: false, trace: this.trace });
+    await coordinator.checkpoint(this.session, checkpoint.keep, job.signal, this.trace);
+    return checkpoint.at;
   }
 
   // The session cut back to the whole prompt for the next choice -> the positions it keeps; a

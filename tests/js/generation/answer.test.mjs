@@ -1,13 +1,13 @@
-// js-glue/src/gateway/answer.js with chat_output.js's reader: a Gemma 4 answer with tools as the
+// js-glue/src/generation/answer.js with chat_output.js's reader: a Gemma 4 answer with tools as the
 // request fields params.js gives (tools, toolChoice, parallelToolCalls), turned into OpenAI's
 // whole message and stream chunks; the expected objects are OpenAI's documented shapes written
 // out by hand.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
-import {Answer} from "../../../js-glue/src/gateway/answer.js";
-import {chatOutputReader} from "../../../js-glue/src/gateway/chat_output.js";
-import {ResponseShapes} from "../../../js-glue/src/gateway/responses.js";
+import {Answer} from "../../../js-glue/src/generation/answer.js";
+import {chatOutputReader} from "../../../js-glue/src/generation/chat_output.js";
+import {ResponseShapes} from "../../../js-glue/src/generation/responses.js";
 
 const Q = '<|"|>';
 const tool = (name) => ({type: "function", function: {name, parameters: {type: "object"}}});

@@ -26,7 +26,7 @@ export function channelMarkers(tokenizer) {
 }
 
 /**
- * One choice's thought channel, with the interface generation.js asks of a constraint (mask,
+ * One choice's thought channel, with the interface decode.js asks of a constraint (mask,
  * accept, validPrefix), over the choice's constraint or none: the constraint is asked only from
  * the answer's first token on.
  */

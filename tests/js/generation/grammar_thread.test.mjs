@@ -1,4 +1,4 @@
-// The grammar engine on a thread of its own (js-glue/src/gateway/grammar_thread.js), as the Node
+// The grammar engine on a thread of its own (js-glue/src/generation/grammar_thread.js), as the Node
 // gateway runs it: the event loop keeps turning while the engine opens and a schema compiles,
 // the thread's constraints mask, accept and check drafts exactly as the engine's own do (a token
 // the grammar refuses failing the next call), a refused schema comes back as the SchemaError
@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import {after, before, describe, test} from "node:test";
 
-import {GrammarThread} from "../../../js-glue/src/gateway/grammar_thread.js";
+import {GrammarThread} from "../../../js-glue/src/generation/grammar_thread.js";
 import {readModelTokenizer} from "../../../js-glue/src/gguf/model_header.js";
 import {stopIds} from "../../../js-glue/src/tokens/chat.js";
 import {GrammarEngine} from "../../../js-glue/src/tokens/grammar/engine.js";

@@ -35,23 +35,28 @@ export class Coordinator {
 
   /**
    * Runs tokens of `session` through the pipeline beside the other requests' steps -> the last
-   * position's logits, or with allRows every position's (Pipeline.step). A request whose signal
-   * fired while it waited for its turn of the event loop is not run; one whose signal fires
+   * position's logits, or with allRows every position's, or with logits false none (Pipeline.step).
+   * A request whose signal fired while it waited for its turn of the event loop is not run; one whose signal fires
    * during the step ends with the signal's reason as soon as the remote call under way sees it.
    * Only an admitted request (admit()) asks for steps; trace: the request's, carried to the nodes.
    * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  async step(session, tokens, signal, { allRows = false, trace = null } = {}) {
+  async step(session, tokens, signal, { allRows = false, logits = true, trace = null } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
     const attributes = { 'layerfold.session': session, 'layerfold.tokens': tokens.length };
-    return (await inSpan(trace, 'pipeline step', attributes, (span) => this.pipeline.step(session, tokens, { allRows, signal, trace: span }))).logits;
+    return (await inSpan(trace, 'pipeline step', attributes, (span) => this.pipeline.step(session, tokens, { allRows, logits, signal, trace: span }))).logits;
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */
   truncate(session, n, signal, trace = null) {
     return inSpan(trace, 'pipeline truncate', { 'layerfold.session': session, 'layerfold.n_past': n }, (span) => this.pipeline.truncate(session, n, { signal, trace: span }));
+  }
+
+  /** Keeps a checkpoint of the session on every node, at most `keep` (Pipeline.checkpoint), after its steps under way. */
+  checkpoint(session, keep, signal, trace = null) {
+    return inSpan(trace, 'pipeline checkpoint', { 'layerfold.session': session }, (span) => this.pipeline.checkpoint(session, { keep, signal, trace: span }));
   }
 
   /** Forgets the session on every node, after its steps under way (the pipeline orders them). */
