@@ -231,3 +231,26 @@ TEST_CASE("a quantized cache refuses truncated attention and head dims that are 
   CHECK(lf::KvCache::bytes_for(odd, m.range, o, &bytes).message() ==
         "a q4_0 V cache needs head dims that are multiples of 32; layer 1's is 48");
 }
+
+TEST_CASE("a checkpoint of a quantized cache returns a cut session to a cold prefill's bytes", "[kv_types]") {
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const Model m = load(f);
+  const int n = 22;
+  const std::vector<float> x = embed_tokens(m, token_sequence(n, 7, 2)).x;
+  for (const Types t : kQuantized) {
+    INFO(describe(t));
+    // Window 4, attn_chunk 3: rings of 6 slots, wrapped many times.
+    Session s = typed_session(m, t, 3);
+    for (int t0 = 0; t0 < 8; t0 += 4) lf::test::forward_rows(m, s, x, t0, 4);
+    require_ok(s.checkpoint(2));  // at 8
+    for (int t0 = 8; t0 < 20; t0 += 4) lf::test::forward_rows(m, s, x, t0, 4);
+    int reached = -1;
+    require_ok(s.truncate(10, &reached));
+    REQUIRE(reached == 8);
+    const std::vector<float> continued = lf::test::forward_rows(m, s, x, 8, n - 8);
+    Session cold = typed_session(m, t, 3);
+    lf::test::forward_rows(m, cold, x, 0, 8);
+    CHECK(continued == lf::test::forward_rows(m, cold, x, 8, n - 8));
+    CHECK(s.kv.digest() == cold.kv.digest());
+  }
+}
