@@ -7,6 +7,7 @@ import {describe, test} from "node:test";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {Pipeline} from "../../../js-glue/src/pipeline/pipeline.js";
 import {model} from "../support/models.mjs";
+import {withNode} from "../support/nodes.mjs";
 
 // tiny: a sliding layer of head dim 32 (2 KV heads) and a global one of 64 (1 KV head).
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
@@ -15,18 +16,11 @@ const prompt = [2, 17, 300, 5, 41, 88, 9, 120, 7, 64];
 // Bytes of 32 values: f16, a q8_0 block, a q4_0 block.
 const PER_32 = {f16: 64, q8_0: 34, q4_0: 18};
 
-async function withNode(options, fn) {
-  const node = await LayerNode.open({model: tiny(), build: "single", ...options});
-  try {
-    return await fn(node);
-  } finally {
-    node.close();
-  }
-}
+const withTinyNode = (options, fn) => withNode({model: tiny(), build: "single", ...options}, fn);
 
 // The prompt's last hidden row and the session's KV bytes.
 async function run(options) {
-  return withNode(options, async (node) => {
+  return withTinyNode(options, async (node) => {
     const hidden = await node.forward({session: "s", startPos: 0, hidden: node.embed(prompt)});
     const step = await node.forward({session: "s", startPos: prompt.length, hidden: node.embed([33])});
     return {hidden, step, kvBytes: node.info().kvBytes, types: [node.cacheTypeK, node.cacheTypeV]};
@@ -60,7 +54,7 @@ describe("KV cache types", () => {
   });
 
   test("the memory estimate counts the types", async () => {
-    const needs = async (options) => withNode({memoryBudgetBytes: 2 ** 31, maxContext: 512, ...options}, (node) => node.memory.kvCache);
+    const needs = async (options) => withTinyNode({memoryBudgetBytes: 2 ** 31, maxContext: 512, ...options}, (node) => node.memory.kvCache);
     const f16 = await needs({});
     assert.equal(await needs({cacheTypeK: "q8_0", cacheTypeV: "q8_0"}) * 64, f16 * 34);
     assert.equal(await needs({cacheTypeK: "q4_0", cacheTypeV: "q8_0"}) * 128, f16 * (18 + 34));
