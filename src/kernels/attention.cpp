@@ -90,15 +90,6 @@ class Tile : TileShape {
       }
     }
   }
-
-  void store(float* out) const {
-    for (int i = i0_; i < i1_; ++i) {
-      for (int hh = 0; hh < group_; ++hh) {
-        const int j = dot_index(i, hh);
-        store_output(ws_.acc.data() + static_cast<int64_t>(j) * D_, ws_.sum[j], D_, out + q_offset(i, hh));
-      }
-    }
-  }
 };
 
 }  // namespace

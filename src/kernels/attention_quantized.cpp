@@ -113,15 +113,6 @@ class QuantizedTile : TileShape {
       softmax_step_f32(s, ws_.v.data(), D_, acc, ws_.max[j], ws_.sum[j]);
     }
   }
-
-  void store(float* out) const {
-    for (int i = i0_; i < i1_; ++i) {
-      for (int hh = 0; hh < group_; ++hh) {
-        const int j = dot_index(i, hh);
-        store_output(ws_.acc.data() + static_cast<int64_t>(j) * D_, ws_.sum[j], D_, out + q_offset(i, hh));
-      }
-    }
-  }
 };
 
 }  // namespace

@@ -264,6 +264,16 @@ class TileShape {
   // Index of that (row, head) among the tile's dot products.
   int dot_index(int i, int hh) const { return (i - i0_) * group_ + hh; }
 
+  // Every dot's accumulator over its sum into out, once the tile's keys are done.
+  void store(float* out) const {
+    for (int i = i0_; i < i1_; ++i) {
+      for (int hh = 0; hh < group_; ++hh) {
+        const int j = dot_index(i, hh);
+        store_output(ws_.acc.data() + static_cast<int64_t>(j) * D_, ws_.sum[j], D_, out + q_offset(i, hh));
+      }
+    }
+  }
+
   const float* q_;
   int pos0_, n_head_;
   const KvView& kv_;
