@@ -8,10 +8,10 @@
 import {after, before, describe, test} from "node:test";
 
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
-import {logSoftmax, topK} from "../../../js-glue/src/tokens/logits.js";
 import {F64Reference} from "../support/f64_reference.mjs";
 import * as llama from "../support/llama_oracle.mjs";
 import {model} from "../support/models.mjs";
+import {nodeGreedy} from "../support/node_greedy.mjs";
 import {judge, llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
 
 const GREEDY_STEPS = 16;
@@ -25,24 +25,6 @@ const CONFIGS = [
   {name: "e2b-shape-w8", preset: "e2b-shape", extra: ["--sliding-window", "8"], n: 72},
 ];
 const TYPES = [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "f16"], ["f16", "q4_0"]];
-
-async function ours(node, tokens) {
-  const session = `s${Math.random()}`;
-  const forward = async (startPos, ids) => {
-    const hidden = node.embed(ids);
-    const perLayer = node.nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden) : null;
-    return node.forward({session, startPos, hidden, lastOnly: true, perLayer});
-  };
-  let hidden = await forward(0, tokens);
-  const logProbs = logSoftmax(node.logits(hidden));
-  const greedy = [topK(logProbs, 1)[0]];
-  while (greedy.length < GREEDY_STEPS) {
-    hidden = await forward(tokens.length + greedy.length - 1, [greedy.at(-1)]);
-    greedy.push(topK(node.logits(hidden), 1)[0]);
-  }
-  node.dropSession(session);
-  return {logProbs, greedy};
-}
 
 describe("with a quantized KV cache, the next-token distribution matches llama.cpp's", () => {
   let kernels;
@@ -74,7 +56,7 @@ describe("with a quantized KV cache, the next-token distribution matches llama.c
           try {
             await judge({
               what: `${what}, wasm ${build}`, mirrored: true, handle, exact: null, record: (f) => measured.push(f),
-              runs: [{label: config.n, tokens, ours: await ours(node, tokens), theirs}],
+              runs: [{label: config.n, tokens, ours: await nodeGreedy(node, tokens, GREEDY_STEPS), theirs}],
             });
           } finally {
             node.close();

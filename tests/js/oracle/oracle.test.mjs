@@ -10,10 +10,11 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
-import {logSoftmax, topK} from "../../../js-glue/src/tokens/logits.js";
+import {topK} from "../../../js-glue/src/tokens/logits.js";
 import {F64Reference} from "../support/f64_reference.mjs";
 import * as llama from "../support/llama_oracle.mjs";
 import {model, root} from "../support/models.mjs";
+import {nodeGreedy} from "../support/node_greedy.mjs";
 import {TOP_N, judge, llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
 
 const GREEDY_STEPS = 16;
@@ -73,28 +74,6 @@ function nativeRun(file, tokens) {
   return {logProbs: Float64Array.from(native.logprobs), greedy: native.greedy};
 }
 
-// Greedy continuation through a LayerNode (embed -> forward -> logits per step); a model with
-// per-layer embeddings gets their inputs with each forward.
-async function wasmRun(node, tokens, steps) {
-  const session = `s${Math.random()}`;
-  const forward = async (startPos, ids) => {
-    const hidden = node.embed(ids);
-    const perLayer = node.nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden) : null;
-    return node.forward({session, startPos, hidden, lastOnly: true, perLayer});
-  };
-  let hidden = await forward(0, tokens);
-  const first = logSoftmax(node.logits(hidden));
-  const generated = [topK(first, 1)[0]];
-  let pos = tokens.length;
-  while (generated.length < steps) {
-    hidden = await forward(pos++, [generated.at(-1)]);
-    const logits = node.logits(hidden);
-    generated.push(topK(logits, 1)[0]);
-  }
-  node.dropSession(session);
-  return {logProbs: first, greedy: generated};
-}
-
 describe("next-token distribution matches llama.cpp", () => {
   let kernels;
   const measured = [];
@@ -137,7 +116,7 @@ describe("next-token distribution matches llama.cpp", () => {
         const node = await LayerNode.open({model: file, build, threads: 2});
         try {
           const ours = [];
-          for (const r of theirs) ours.push(await wasmRun(node, r.tokens, GREEDY_STEPS));
+          for (const r of theirs) ours.push(await nodeGreedy(node, r.tokens, GREEDY_STEPS));
           await judged(`wasm ${build}`, ours);
         } finally {
           node.close();
