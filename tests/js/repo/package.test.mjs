@@ -2,7 +2,7 @@
 // with no checkout above it, and what a user runs there: `npx layerfold --help`, `validate` on
 // the built-in default model (which the installed package generates itself), `inspect` of that
 // model, the edge entry with the wasm module it needs, imported through the exports map, `pull`
-// of an hf:// file from a hub-like server, and the library's chat on that file.
+// of an hf:// file from a hub-like server, and `chat` in a terminal and through the library on that file.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import crypto from "node:crypto";
@@ -163,6 +163,25 @@ describe("the packed package, installed on its own", () => {
       const out = JSON.parse(r.stdout);
       assert.equal(out.sha256, sha256(file));
       assert.equal(out.cache_dir, path.join(cache, "objects"));
+    } finally {
+      await hub.close();
+    }
+  });
+
+  test("npx layerfold chat answers typed lines on an hf:// model with the tokens of greedy decoding", async () => {
+    const file = model("tiny", "tiny", ["--type", "Q4_0"]);
+    const pipeline = await Pipeline.open({model: file, build: "single"});
+    const expected = await greedy(pipeline, handChatPrompt(pipeline.tokenizer, [{role: "user", content: "Hi"}]), 6);
+    await pipeline.close();
+    const hub = await startHub();
+    try {
+      hub.publish("me/tiny/tiny.gguf", fs.readFileSync(file));
+      const chat = runAsync("npx", ["layerfold", "chat", "--model", "hf://me/tiny/tiny.gguf", "--build", "single", "--max-tokens", "6"],
+        {cwd: app, env: {...env, HF_ENDPOINT: hub.hub}, stdio: ["pipe", "pipe", "pipe"]});
+      chat.child.stdin.end("Hi\n");
+      const r = await chat;
+      assert.equal(r.status, 0, r.stderr);
+      assert.ok(r.stdout.includes(`${expected.text}\n`), `the reply ${JSON.stringify(expected.text)} is not in ${JSON.stringify(r.stdout)}`);
     } finally {
       await hub.close();
     }
