@@ -2,8 +2,8 @@
 // `ollama run` and `llama-cli -cnv` have it. Each turn renders the whole conversation with the
 // model's chat template (tokens/chat.js, as `generate --chat` and the gateway do) and continues
 // the session of the turn before from the prefix the two share (chat_session.js), so only the
-// new turn's tokens are prefilled; the reply is generated and read as the gateway's
-// (chat_reply.js) and streamed as it comes. What is typed is read by chat_input.js: messages
+// new turn's tokens are prefilled; the reply is asked of the library's Model, as the gateway's
+// are (chat_reply.js), and streamed as it comes. What is typed is read by chat_input.js: messages
 // (several lines between `"""`), commands (/help lists them), Ctrl-C to stop a reply, Ctrl-D to leave.
 import { styleText } from 'node:util';
 
@@ -13,13 +13,10 @@ import { ChatSession } from './chat_session.js';
 import { defaultModel } from './default_model.js';
 import { openPipeline } from './open_pipeline.js';
 import { didYouMean } from './options/did_you_mean.js';
-import { MODEL, PIPELINE_OPTIONS, SAMPLING_OPTIONS, samplingOf } from './options/shared.js';
+import { MODEL, PIPELINE_OPTIONS, SAMPLING_OPTIONS } from './options/shared.js';
 import { noteSynthetic } from './synthetic_note.js';
 import { timingsReport } from './timings_report.js';
-import { Coordinator } from '../generation/coordinator.js';
-import { tokenBudget } from '../generation/prompt.js';
-import { channelMarkers } from '../generation/thought_channel.js';
-import { chatTokens, stopIds } from '../tokens/chat.js';
+import { Model } from '../generation/model.js';
 
 // A terminal chat prints text, never JSON.
 const { json: _json, ...PIPELINE } = PIPELINE_OPTIONS;
@@ -65,16 +62,14 @@ export async function chat(options, _positionals, { input = process.stdin, outpu
 // The conversation: what is typed, read and answered, until the input ends or /exit.
 async function converse(pipeline, options, input, output) {
   const write = (text) => output.write(text);
-  const job = {
-    coordinator: new Coordinator(pipeline),
-    sessions: new ChatSession(),
-    tokenizer: pipeline.tokenizer,
-    endIds: stopIds(pipeline.tokenizer),
-    gemma4: channelMarkers(pipeline.tokenizer) !== null,
-    request: { n: 1, sampling: samplingOf(options), stop: [], logprobs: false },
+  const sessions = new ChatSession();
+  const model = new Model(pipeline, { sessions });
+  const fields = {
+    max_tokens: options['max-tokens'], temperature: options.temperature, top_k: options['top-k'], top_p: options['top-p'], seed: options.seed,
+    chat_template_kwargs: { enable_thinking: options.think === true },
   };
   const dim = output.isTTY ? (text) => styleText('dim', text) : (text) => text;
-  const state = { system: options.system ?? '', turns: [], forget: () => job.sessions.forget((session) => pipeline.dropSession(session)) };
+  const state = { system: options.system ?? '', turns: [], forget: () => sessions.forget((session) => pipeline.dropSession(session)) };
   write('(/help lists the commands; Ctrl-D or /exit leaves)\n');
   try {
     for (;;) {
@@ -90,14 +85,12 @@ async function converse(pipeline, options, input, output) {
         continue;
       }
       const messages = [...(state.system === '' ? [] : [{ role: 'system', content: state.system }]), ...state.turns, { role: 'user', content: entry.message }];
-      const turn = turnPrompt(pipeline, messages, options);
-      if (turn.refusal) {
-        write(`${turn.refusal}\n`);
+      const stop = new AbortController();
+      const answer = await input.whileReplying(() => stop.abort(), () => reply(model, messages, { ...fields, signal: stop.signal }, { write, dim }));
+      if (answer.refusal) {
+        write(`${answer.refusal}\n`);
         continue;
       }
-      const stop = new AbortController();
-      const answer = await input.whileReplying(() => stop.abort(), () =>
-        reply({ ...job, ...turn, signal: stop.signal }, { write, dim }));
       state.turns.push({ role: 'user', content: entry.message }, { role: 'assistant', content: answer.content });
       write(answer.stopped ? '\n(stopped)\n' : '\n');
       if (options.verbose && answer.timings) write(timingsReport(answer.timings));
@@ -120,21 +113,5 @@ async function command({ command: name, argument }, state, write) {
   } else {
     const near = didYouMean(name, COMMANDS);
     write(`unknown command /${name}${near ? ` (did you mean /${near}?)` : ''}; /help lists the commands\n`);
-  }
-}
-
-// The turn's prompt (the conversation with the model's turn opened) and the tokens its reply
-// may take, or the refusal that says why the conversation cannot go on as it is.
-function turnPrompt(pipeline, messages, options) {
-  let prompt;
-  try {
-    prompt = chatTokens(pipeline.header, pipeline.tokenizer, messages, { enableThinking: options.think });
-  } catch (error) {
-    return { refusal: `the chat template cannot render this conversation: ${error.message}` };
-  }
-  try {
-    return { prompt, maxTokens: tokenBudget(pipeline, { maxTokens: options['max-tokens'] }, prompt.length) };
-  } catch (error) {
-    return { refusal: `${error.message}: /reset starts the conversation over` };
   }
 }

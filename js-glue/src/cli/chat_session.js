@@ -3,8 +3,8 @@
 // is new is prefilled. The template does not always render a turn as the model wrote it (Gemma 4
 // drops the thought channel, and with thinking off its generation prompt holds an empty one that
 // the rendered turn does not), so the session is cut back to the shared prefix however short it
-// is: unlike the gateway's SessionCache, there is no other chat to keep it for. It is what Run
-// (generation/run.js) asks of a session cache: take, newSession, keep.
+// is: unlike the gateway's SessionCache, there is no other chat to keep it for. It is what a
+// Model's runs ask of its sessions (generation/run.js): take, newSession, keep.
 import { sharedPrefix } from '../generation/sessions.js';
 
 export class ChatSession {

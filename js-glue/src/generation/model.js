@@ -47,17 +47,19 @@ export class Model {
    * openGrammar(pipeline, endIds): the grammar engine for response_format and enforced tool
    * calls (default none: those are refused with a 400); checkpoints: the checkpoints a chat's
    * session keeps on each node, one where each prompt opens the model's turn (0: none; Run);
-   * onClose: what close() does (openModel: close the pipeline it opened).
+   * sessions: which session a request continues (default a SessionCache of maxCachedSessions;
+   * `layerfold chat` keeps its one conversation's); onClose: what close() does (openModel: close
+   * the pipeline it opened).
    * @example const model = new Model(pipeline, { id: 'tiny' });
    */
   constructor(pipeline, { id = pipeline.header.metadata['general.name'] ?? 'model', maxQueue = 16, maxCachedSessions = 16, speculative = null,
-    encodePrompt, openGrammar = null, checkpoints = DEFAULT_CHECKPOINTS, onClose = async () => {} } = {}) {
+    encodePrompt, openGrammar = null, checkpoints = DEFAULT_CHECKPOINTS, sessions = new SessionCache(maxCachedSessions), onClose = async () => {} } = {}) {
     this.pipeline = pipeline;
     this.id = id;
     this.synthetic = isSynthetic(pipeline.header);
     this.tokenizer = pipeline.tokenizer;
     this.coordinator = new Coordinator(pipeline, { maxWaiting: maxQueue });
-    this.sessions = new SessionCache(maxCachedSessions);
+    this.sessions = sessions;
     this.endIds = stopIds(pipeline.tokenizer);
     this.markers = channelMarkers(pipeline.tokenizer);
     this.checkpoints = checkpoints;
