@@ -64,8 +64,11 @@ int main(int argc, char** argv) {
   lf::Model model;
   check(lf::load_model(gguf, [&](const lf::GgufTensorInfo& t) { return file.data() + gguf.data_offset + t.offset; },
                        options, &model));
+  lf::KvCacheOptions cache;  // LF_CACHE_TYPE_K / _V: llama.cpp's names, as llama_dump reads them
+  if (const char* k = std::getenv("LF_CACHE_TYPE_K")) check(lf::parse_kv_type(k, "K", &cache.k_type));
+  if (const char* v = std::getenv("LF_CACHE_TYPE_V")) check(lf::parse_kv_type(v, "V", &cache.v_type));
   lf::Session session;
-  check(lf::Session::create(model, {}, &session));
+  check(lf::Session::create(model, cache, &session));
   session.debug_hook = [&](const char* name, int il, const float* x, int rows, int cols) {
     write_tensor(outdir + "/" + name + "-" + std::to_string(il) + ".bin", cols, rows, x);
   };

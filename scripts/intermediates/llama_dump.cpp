@@ -8,7 +8,8 @@
 // OUTDIR/<name>.bin per f32/f16 tensor the graph names (attn_norm-0, Qcur-0, kqv_out-0, l_out-1,
 // ...; '/' and ' ' in a name become '_'): four int64 ne, then the values as f32. The last
 // position's logits go to OUTDIR/final_logits.bin. The context settings are the oracle's
-// (js-glue/src/cli/llama_reference.js): F16 K/V, flash attention auto, SWA cache not full.
+// (js-glue/src/cli/llama_reference.js): F16 K/V unless LF_CACHE_TYPE_K / _V name q8_0 or q4_0,
+// flash attention auto, SWA cache not full.
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -55,6 +56,17 @@ bool on_tensor(ggml_tensor* t, bool ask, void*) {
 
 }  // namespace
 
+// A cache type by llama.cpp's name from the environment (lf_dump reads the same variables); f16
+// when unset.
+static ggml_type cache_type(const char* variable) {
+  const char* name = std::getenv(variable);
+  if (!name || std::string(name) == "f16") return GGML_TYPE_F16;
+  if (std::string(name) == "q8_0") return GGML_TYPE_Q8_0;
+  if (std::string(name) == "q4_0") return GGML_TYPE_Q4_0;
+  std::fprintf(stderr, "%s: unsupported cache type %s\n", variable, name);
+  std::exit(2);
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: llama_dump MODEL.gguf TOKENS OUTDIR BACKEND_DIR [threads]\n");
@@ -83,8 +95,8 @@ int main(int argc, char** argv) {
   cp.n_threads = threads;
   cp.n_threads_batch = threads;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
-  cp.type_k = GGML_TYPE_F16;
-  cp.type_v = GGML_TYPE_F16;
+  cp.type_k = cache_type("LF_CACHE_TYPE_K");
+  cp.type_v = cache_type("LF_CACHE_TYPE_V");
   cp.swa_full = false;
   cp.cb_eval = on_tensor;
   llama_context* ctx = llama_init_from_model(model, cp);
