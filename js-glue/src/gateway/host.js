@@ -63,6 +63,10 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   const t0 = performance.now();
   const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource, draftModel }).then(async (pipeline) => {
     try {
+      // Refused at open, not at every request: the Model is made at the first one.
+      if (speculative?.mtp && !pipeline.drafts) {
+        throw new Error('--speculative mtp: the last node has no draft model (--draft-model, or serve --draft-model on a remote last node)');
+      }
       tokenizerThread = await TokenizerThread.open(pipeline.header);
       grammarThread = new GrammarThread(pipeline.header, pipeline.tokenizer.nVocab);
     } catch (error) {

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
 import {gatewayConfigOf as gatewayConfig} from "../support/cli_config.mjs";
+import {serveGateway} from "../../../js-glue/src/gateway/host.js";
 import {openModel} from "../../../js-glue/src/generation/open_model.js";
 import {Pipeline} from "../../../js-glue/src/pipeline/pipeline.js";
 import {greedy, handChatPrompt, nodeSessions, startGateway} from "../support/gateway_fixture.mjs";
@@ -112,6 +113,10 @@ describe("MTP options", () => {
     assert.equal(config.draftModel, drafter);
     assert.equal((await gatewayConfig({model: target}, {SPECULATIVE: "mtp", DRAFT_MODEL: drafter})).draftModel, drafter);
     await assert.rejects(gatewayConfig({model: target, speculative: "medusa"}, {}), /--speculative must be one of prompt-lookup, mtp, off, got "medusa"/);
+    // The gateway refuses at open, the library at the Model: a last node without a draft model cannot draft by MTP.
+    const refused = await serveGateway({model: target, nodes: NODES, modelId: "tiny", build: "single", port: 0, host: "127.0.0.1", speculative: mtp, log: () => {}});
+    await assert.rejects(refused.opened, /--speculative mtp: the last node has no draft model/);
+    await refused.shutdown();
     // The library: a last node without a draft model cannot draft by MTP.
     await assert.rejects(openModel({model: target, build: "single", speculative: mtp}), /speculative mtp: the pipeline's last node has no draft model/);
     const model = await openModel({model: target, nodes: NODES, build: "single", draftModel: drafter, speculative: mtp});
