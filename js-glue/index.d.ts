@@ -164,6 +164,20 @@ export interface LayerNodeOptions {
   perLayerRowCacheBytes?: number;
   /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
   allowUnvalidatedSource?: boolean;
+  /** the node holding the head: Gemma 4's MTP drafter (gemma4-assistant) of this model, loaded beside it and counted in the budget */
+  draftModel?: ModelLocation;
+  /** an already opened draft model's source, handed over (edge workers), and its threads */
+  draftSource?: ObjectSource;
+  drafterThreads?: number;
+}
+
+/** MTP drafts after a step (LayerNode.draftAfter): assuming each row's argmax is sampled, `after` drafted rows kept, then `token`, then `ids`. */
+export interface StepDraft {
+  after: number;
+  token: number;
+  ids: number[];
+  /** why the session's drafts stopped (a non-finite drafter state); ids is then empty */
+  stopped?: string;
 }
 
 export interface BatchReport {
@@ -259,6 +273,8 @@ export interface LayerNodeInfo {
   sessions: number;
   wasmMemoryBytes: number;
   kvBytes: number;
+  /** the draft model beside the head; null without one */
+  drafter: { model: string; bytesLoaded: number } | null;
 }
 
 /** What every node of a pipeline, local or remote, says of itself. */
@@ -279,6 +295,10 @@ export interface NodeShape {
   readonly cacheTypeV: CacheType;
   /** true when forwards of one session called at once run in call order (a LayerNode's batcher); false for a RemoteNode */
   readonly keepsForwardOrder: boolean;
+  /** true on the node holding the head with a draft model: logitsAndDraft() drafts */
+  readonly drafts: boolean;
+  /** a step's logits, and up to k MTP drafts after it (null without a draft model), in one call */
+  logitsAndDraft(hidden: Float32Array, options: { session: string; tokens: number[]; k: number }): Promise<{ logits: Float32Array; draft: StepDraft | null }>;
 }
 
 export interface LayerNode extends NodeShape {}
@@ -298,7 +318,7 @@ export class LayerNode {
   /** the memory estimate checked against memoryBudgetBytes, when one was given */
   readonly memory: { budgetBytes: number; neededBytes: number; baseBytes: number; maxTokens: number;
                      weights: number; kvCache: number; scratch: number; relayout: number;
-                     rowBytes: number; rowCache: number } | null;
+                     rowBytes: number; rowCache: number; drafter?: number } | null;
   /** token ids -> hidden [n, n_embd] (first node) */
   embed(tokens: ArrayLike<number>): Float32Array;
   /** per-layer embedding width (gemma4 E2B/E4B); 0: the model has none */
@@ -324,6 +344,13 @@ export class LayerNode {
   logitsAsync(hidden: Float32Array): Promise<Float32Array>;
   /** the LM-head passes of logitsAsync so far */
   headStats(): { passes: number; calls: number; rows: number };
+  /**
+   * up to k MTP drafts after session's step of `tokens` that just ran here (its rows' hidden
+   * [rows, n_embd] and logits [rows, n_vocab]); null without a draft model
+   */
+  draftAfter(session: string, step: { tokens: number[]; hidden: Float32Array; logits: Float32Array; k: number }): StepDraft | null;
+  /** the drafts so far; null without a draft model */
+  draftStats(): { drafts: number; ids: number; stopped: number; stoppedSessions: number } | null;
   layerTimings(session: string): number[];
   phaseTimings(session: string): { attention: number; ffn: number; serial: number } | null;
   /** each engine thread's time in the last finished forward, and of it the time waiting at barriers */
@@ -419,6 +446,8 @@ export interface PipelineOptions {
   approx?: ApproxOptions;
   /** load from a server that sends neither ETag nor Last-Modified (refused otherwise; a sample is read again after the load) */
   allowUnvalidatedSource?: boolean;
+  /** Gemma 4's MTP drafter, loaded beside the head by the last node, which must be local */
+  draftModel?: ModelLocation;
 }
 
 export class Pipeline {
@@ -438,9 +467,11 @@ export class Pipeline {
    * bytes a step ending there gives). After a failed step, step(session, []) finishes it. Steps
    * of different sessions run concurrently through the nodes; a session's own steps run in call order.
    */
-  step(session: string, tokens: number[], options?: { allRows?: boolean; logits?: true }): Promise<{ logits: Float32Array; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  step(session: string, tokens: number[], options?: { allRows?: boolean; logits?: true; draft?: number }): Promise<{ logits: Float32Array; draft: StepDraft | null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
   /** with `logits: false` the positions only go into the caches (a prompt prefilled in parts): no head runs */
-  step(session: string, tokens: number[], options: { logits: false }): Promise<{ logits: null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  step(session: string, tokens: number[], options: { logits: false }): Promise<{ logits: null; draft: null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  /** true when the last node holds a draft model: step() with `draft: k` answers k MTP drafts after the step */
+  readonly drafts: boolean;
   /**
    * Cuts the session back to its first n positions on every node and in its history, after its
    * steps asked for before. A node that refuses the cut (a wrapped sliding ring) or lost the
@@ -573,6 +604,8 @@ export interface ServeOptions {
   cacheTypeV?: CacheType;
   /** LayerNodeOptions.perLayerRowCacheBytes */
   perLayerRowCacheBytes?: number;
+  /** LayerNodeOptions.draftModel: the MTP drafter beside the head (the node serving the last layer) */
+  draftModel?: ModelLocation;
   /** one structured log line per event; default JSON lines on stdout (readable lines when stdout is a terminal) */
   log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
 }
@@ -659,6 +692,8 @@ export interface SpeculativeOptions {
   minNgram?: number;
   maxNgram?: number;
   maxDraft?: number;
+  /** draft with the MTP drafter on the pipeline's last node too (its draftModel, or a remote node's serve --draft-model) */
+  mtp?: boolean;
 }
 
 /** OpenAI's error shape: what Model.chat/complete reject with and the gateway sends ({error: {...}}). */
@@ -888,6 +923,8 @@ export interface GatewayOptions {
   shutdownTimeoutMs?: number;
   /** decode with drafts by prompt lookup; default null: off */
   speculative?: SpeculativeOptions | null;
+  /** with speculative.mtp: the MTP drafter the local last node loads */
+  draftModel?: ModelLocation;
   log?: (severity: string, message: string, fields?: Record<string, unknown>) => void;
 }
 

@@ -268,6 +268,14 @@ LF_EXPORT(lf_drafter_load) int lf_drafter_load(lf_drafter* drafter, lf_gguf* ggu
  * states turn non-finite (drafting should stop there). Not while the target session runs a forward. */
 LF_EXPORT(lf_drafter_step) int lf_drafter_step(const lf_drafter* drafter, const lf_session* target_session, int32_t token,
                                                const float* h, float* logits, float* h_next);
+/* n_draft greedy steps at position pos of the target session, as llama.cpp's draft-mtp picks: token
+ * (the one at pos) and hidden [target n_embd] (the target's hidden state at pos - 1 before its
+ * output norm: the tail node's forward output for that row) -> ids [n_draft], each the argmax of a
+ * step's logits, fed to the next. pos lies in [1, n_past] and no deeper than a cut of the session
+ * could go; keys at pos and after are not read, so a step whose last drafted rows were rejected
+ * drafts from its last kept row before the session is cut back. Refused (0) as lf_drafter_step. */
+LF_EXPORT(lf_drafter_draft) int lf_drafter_draft(const lf_drafter* drafter, const lf_session* target_session, int pos,
+                                                 int32_t token, const float* hidden, int n_draft, int32_t* ids);
 LF_EXPORT(lf_drafter_free) void lf_drafter_free(lf_drafter* drafter);
 
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */

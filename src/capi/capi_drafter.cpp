@@ -67,6 +67,13 @@ int lf_drafter_step(const lf_drafter* drafter, const lf_session* target_session,
   return lf::capi::record(lf::draft_step(drafter->drafter, target_session->session, token, h, logits, h_next));
 }
 
+int lf_drafter_draft(const lf_drafter* drafter, const lf_session* target_session, int pos, int32_t token,
+                     const float* hidden, int n_draft, int32_t* ids) {
+  if (!check_loaded(drafter)) return 0;
+  if (!target_session) return lf::capi::record(Status(Code::invalid_argument, "lf_drafter_draft needs the target's session"));
+  return lf::capi::record(lf::draft_greedy(drafter->drafter, target_session->session, pos, token, hidden, n_draft, ids));
+}
+
 void lf_drafter_free(lf_drafter* drafter) {
   // Stop the workers before the rest goes.
   if (drafter != nullptr) drafter->drafter.model.pool.reset();

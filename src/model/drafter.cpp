@@ -141,12 +141,17 @@ Status load_drafter(const GgufFile& file, const TensorLocator& locate, const Mod
   LF_RETURN_IF_ERROR(locate_tensor(file, locate, "nextn.post_projection.weight", &d.post_projection));
   d.n_embd_backbone = n_embd_backbone;
   d.target_embd = target.output;
+  d.target_norm = target.output_norm;
+  d.target_norm_eps = target.config.norm_eps;
   *out = std::move(d);
   return Status();
 }
 
-Status draft_step(const Drafter& d, const Session& target_session, int32_t token, const float* h, float* logits,
-                  float* h_next) {
+namespace {
+
+// One draft step at pos (draft_step's, at any position draft_greedy allows).
+Status step_at(const Drafter& d, const Session& target_session, int pos, int32_t token, const float* h, float* logits,
+               float* h_next) {
   const ModelConfig& c = d.model.config;
   const int B = d.n_embd_backbone;
   if (!h || !logits || !h_next) return Status(Code::invalid_argument, "draft_step needs h, logits and h_next buffers");
@@ -155,8 +160,7 @@ Status draft_step(const Drafter& d, const Session& target_session, int32_t token
                                               std::to_string(c.n_vocab) + ")");
   }
   LF_RETURN_IF_ERROR(check_finite_rows({h, static_cast<size_t>(B)}, B, "the drafter's input hidden state"));
-  const int n_past = target_session.n_past();
-  if (n_past < 1) return Status(Code::failed_precondition, "the target session holds no position to draft after");
+  if (pos < 1) return Status(Code::failed_precondition, "the target session holds no position to draft after");
   const KvCache& kv = target_session.kv;
   for (const LayerConfig& l : c.layers) {
     if (!kv.holds(l.kv_layer, l.n_head_kv, l.head_dim)) {
@@ -171,7 +175,7 @@ Status draft_step(const Drafter& d, const Session& target_session, int32_t token
   const float scale = sqrtf(static_cast<float>(B));
   for (int j = 0; j < B; ++j) xh[j] *= scale;
   std::copy(h, h + B, xh.begin() + B);
-  DraftCall call(d, kv, n_past, h_next);
+  DraftCall call(d, kv, pos, h_next);
   LF_RETURN_IF_ERROR(convert_activations(d.pre_projection, xh.data(), 1, &call.xc_in));
 
   if (!d.model.pool->run([&call](int worker) { run_draft(call, worker); })) {
@@ -183,6 +187,36 @@ Status draft_step(const Drafter& d, const Session& target_session, int32_t token
                                            "the drafter's last hidden state"));
   LF_RETURN_IF_ERROR(check_finite_rows({h_next, static_cast<size_t>(B)}, B, "the drafter's next hidden state"));
   return head(d.model, last.data(), 1, logits);
+}
+
+}  // namespace
+
+Status draft_step(const Drafter& d, const Session& target_session, int32_t token, const float* h, float* logits,
+                  float* h_next) {
+  return step_at(d, target_session, target_session.n_past(), token, h, logits, h_next);
+}
+
+Status draft_greedy(const Drafter& d, const Session& target_session, int pos, int32_t token, const float* hidden,
+                    int n_draft, int32_t* ids) {
+  const int B = d.n_embd_backbone;
+  if (!hidden || (n_draft > 0 && !ids)) return Status(Code::invalid_argument, "draft_greedy needs hidden and ids buffers");
+  if (n_draft < 0) return Status(Code::invalid_argument, "draft count " + std::to_string(n_draft) + " is negative");
+  const int n_past = target_session.n_past();
+  const int shortest = target_session.kv.shortest_cut(n_past);
+  if (pos > n_past || pos < shortest) {
+    return Status(Code::invalid_argument, "draft position " + std::to_string(pos) + " is outside [" + std::to_string(shortest) +
+                                              ", " + std::to_string(n_past) + "], the positions the session's cache can draft at");
+  }
+  LF_RETURN_IF_ERROR(check_norm_input_rows({hidden, static_cast<size_t>(B)}, B, "the target's hidden state"));
+  std::vector<float> h(B), logits(d.model.config.n_vocab), h_next(B);
+  rmsnorm(hidden, d.target_norm.f32(), B, d.target_norm_eps, h.data());
+  for (int i = 0; i < n_draft; ++i) {
+    LF_RETURN_IF_ERROR(step_at(d, target_session, pos, token, h.data(), logits.data(), h_next.data()));
+    token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    ids[i] = token;
+    h.swap(h_next);
+  }
+  return Status();
 }
 
 }  // namespace lf

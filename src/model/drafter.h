@@ -19,6 +19,8 @@ struct Drafter {
   Model model;
   int n_embd_backbone = 0;    // B: the target's width
   WeightView target_embd;     // [n_vocab, B] the target's token embedding (its tied head)
+  WeightView target_norm;     // [B] the target's output_norm, which its hidden state takes before drafting
+  float target_norm_eps = 0;
   WeightView pre_projection;  // [n_embd, 2·B]: [target embedding; target hidden] -> the drafter's width
   WeightView post_projection; // [B, n_embd]: the normed output -> the next step's hidden state
 };
@@ -41,5 +43,16 @@ Status load_drafter(const GgufFile& file, const TensorLocator& locate, const Mod
 // Not while the target session runs a forward.
 Status draft_step(const Drafter& drafter, const Session& target_session, int32_t token, const float* h,
                   float* logits, float* h_next);
+
+// n_draft greedy draft steps at position pos, as llama.cpp's draft-mtp picks them: token (the
+// token at pos) and hidden [B] (the target's hidden state at pos - 1 BEFORE its output norm: a
+// node's forward output, which this normalizes) -> ids [n_draft], each the argmax of a step's
+// logits (the lowest id among equals), fed to the next step with its h_next. pos lies in
+// [1, n_past] and no deeper than the session could be cut back to (KvCache::shortest_cut): keys at
+// pos and after are never read, so a verified step whose last drafted rows were rejected drafts
+// from its last kept row before the session is cut. Refused as draft_step, and when a step's
+// state turns non-finite (the ids then unspecified).
+Status draft_greedy(const Drafter& drafter, const Session& target_session, int pos, int32_t token, const float* hidden,
+                    int n_draft, int32_t* ids);
 
 }  // namespace lf

@@ -34,12 +34,12 @@ std::vector<std::string> target_args(const char* type = "F32") {
   return {"--preset", "tiny", "--n-layer", "3", "--swa-pattern", "SSG", "--type", type};
 }
 
-// The target after a prompt: its node, a session, and the output-normed hidden state of the
-// last prompt row (what the target hands its drafter).
+// The target after a prompt: its node, a session, the last prompt row's hidden state before the
+// output norm (the node's forward output) and output-normed (what the target hands its drafter).
 struct Prompted {
   Model m;
   Session s;
-  std::vector<float> h;
+  std::vector<float> hidden, h;
 };
 
 Prompted prompt(const FixtureModel& target, int n, int n_threads = 1) {
@@ -48,9 +48,9 @@ Prompted prompt(const FixtureModel& target, int n, int n_threads = 1) {
   p.s = lf::test::session(p.m, 64);
   const std::vector<int32_t> tokens = lf::test::token_sequence(n, 7, 3, p.m.config.n_vocab);
   const lf::test::Embedded in = lf::test::embed_tokens(p.m, tokens);
-  const std::vector<float> last = lf::test::forward_rows(p.m, p.s, in.x, 0, n, true);
-  p.h.resize(last.size());
-  lf::rmsnorm(last.data(), p.m.output_norm.f32(), p.m.config.n_embd, p.m.config.norm_eps, p.h.data());
+  p.hidden = lf::test::forward_rows(p.m, p.s, in.x, 0, n, true);
+  p.h.resize(p.hidden.size());
+  lf::rmsnorm(p.hidden.data(), p.m.output_norm.f32(), p.m.config.n_embd, p.m.config.norm_eps, p.h.data());
   return p;
 }
 
@@ -275,4 +275,57 @@ TEST_CASE("a draft step refuses bad input and stops on non-finite states", "[dra
   Prompted elsewhere = prompt(other.target, 5);
   refused(lf::draft_step(d, elsewhere.s, 1, p.h.data(), logits.data(), h_next.data()),
           "the session does not hold the target's layer 1 cache the drafter reads (sliding, head dim 32, 2 KV heads)");
+}
+
+TEST_CASE("greedy drafting takes each step's argmax from the normed hidden state", "[drafter]") {
+  const DrafterPair pair = drafter_pair(target_args("Q4_0"));
+  Prompted p = prompt(pair.target, 9);
+  const Drafter d = drafter_beside(pair.drafter, p.m);
+  // The steps one by one, from the state normed here.
+  std::vector<int32_t> want;
+  std::vector<float> h = p.h;
+  int32_t token = 17;
+  for (int i = 0; i < 4; ++i) {
+    const Step s = step(d, p.s, token, h);
+    token = argmax(s.logits);
+    want.push_back(token);
+    h = s.h_next;
+  }
+  std::vector<int32_t> got(4, -1);
+  require_ok(lf::draft_greedy(d, p.s, 9, 17, p.hidden.data(), 4, got.data()));
+  CHECK(got == want);
+  std::vector<int32_t> fewer(2, -1);
+  require_ok(lf::draft_greedy(d, p.s, 9, 17, p.hidden.data(), 2, fewer.data()));
+  CHECK(fewer == std::vector<int32_t>(want.begin(), want.begin() + 2));
+}
+
+TEST_CASE("greedy drafting before the session's end reads no key from there on", "[drafter]") {
+  const DrafterPair pair = drafter_pair(target_args("Q4_0"));
+  Prompted p = prompt(pair.target, 9);
+  const Drafter d = drafter_beside(pair.drafter, p.m);
+  std::vector<int32_t> want(3, -1);
+  require_ok(lf::draft_greedy(d, p.s, 9, 17, p.hidden.data(), 3, want.data()));
+  // The same prompt and two rejected rows after it: drafting at 9 is drafting after the prompt.
+  Model& m = p.m;
+  Session longer = lf::test::session(m, 64);
+  std::vector<int32_t> tokens = lf::test::token_sequence(9, 7, 3, m.config.n_vocab);
+  tokens.insert(tokens.end(), {400, 401});
+  const lf::test::Embedded in = lf::test::embed_tokens(m, tokens);
+  lf::test::forward_rows(m, longer, in.x, 0, 11);
+  std::vector<int32_t> got(3, -1);
+  require_ok(lf::draft_greedy(d, longer, 9, 17, p.hidden.data(), 3, got.data()));
+  CHECK(got == want);
+
+  refused(lf::draft_greedy(d, longer, 12, 17, p.hidden.data(), 3, got.data()), "draft position 12 is outside [0, 11]");
+  refused(lf::draft_greedy(d, longer, 0, 17, p.hidden.data(), 3, got.data()), "holds no position to draft after");
+  refused(lf::draft_greedy(d, longer, 9, 17, p.hidden.data(), -1, got.data()), "draft count -1 is negative");
+  std::vector<float> nan_hidden = p.hidden;
+  nan_hidden[5] = std::numeric_limits<float>::quiet_NaN();
+  refused(lf::draft_greedy(d, longer, 9, 17, nan_hidden.data(), 3, got.data()), "the target's hidden state");
+
+  // Sliding rings of the window and one slot more (attention in chunks of 1 position) have
+  // overwritten the keys position 9 reads.
+  Session tight = lf::test::session(m, 64, 1);
+  lf::test::forward_rows(m, tight, in.x, 0, 11);
+  refused(lf::draft_greedy(d, tight, 9, 17, p.hidden.data(), 3, got.data()), "draft position 9 is outside [10, 11]");
 }

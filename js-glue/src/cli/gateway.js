@@ -36,8 +36,9 @@ export const GATEWAY_OPTIONS = fromEnv({
   'request-timeout-ms': timeoutMs(1, 'a request\'s deadline', DEFAULT_REQUEST_TIMEOUT_MS),
   'send-timeout-ms': timeoutMs(1, 'how long a stream may wait for its client to read', DEFAULT_SEND_TIMEOUT_MS),
   'shutdown-timeout-ms': timeoutMs(0, 'how long a drain waits', 10_000),
-  speculative: { kind: 'choice', choices: ['prompt-lookup', 'off'], value: 'MODE', help: 'decode with drafted tokens (docs/gateway.md)',
+  speculative: { kind: 'choice', choices: ['prompt-lookup', 'mtp', 'off'], value: 'MODE', help: 'decode with drafted tokens (docs/gateway.md)',
     default: DEFAULT_SPECULATIVE },
+  'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the MTP drafter (gemma4-assistant) the local last node loads, for --speculative mtp' },
   'draft-max': { kind: 'integer', min: 1, max: MAX_DRAFT, value: 'N', help: 'the most tokens drafted at once', default: 8 },
   'draft-min-ngram': { kind: 'integer', min: 1, max: MAX_NGRAM, value: 'N', help: 'the shortest recurring n-gram a draft is taken from', default: 3 },
   'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
@@ -71,6 +72,7 @@ export async function gatewayConfig(values, env) {
     shutdownTimeoutMs: values['shutdown-timeout-ms'],
     speculative: speculativeOptions({ mode: values.speculative, maxDraft: values['draft-max'], minNgram: values['draft-min-ngram'] },
       (name) => `--${name}`),
+    draftModel: values['draft-model'],
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients
     // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, and only it: a node never
     // sees the key clients hold, so one leaked credential does not open the other door.

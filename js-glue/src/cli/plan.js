@@ -9,7 +9,13 @@
 // node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
 // the table (node/per_layer_rows.js), and its KV cache in --cache-type-k / --cache-type-v; each
 // node is then also told the longest context it could hold within --memory (fits_context).
+// With --draft-model (Gemma 4's MTP drafter) the last node also holds the drafter's tensors and
+// always serves the layers whose caches it reads; more nodes than that leaves room for are
+// refused naming those layers.
+import { openGgufHeader } from '../gguf/header.js';
 import { withModelHeader } from '../gguf/model_header.js';
+import { openSource } from '../sources/open_source.js';
+import { loadSingleThreadModule } from '../wasm/load_node.js';
 import { ALLOW_UNVALIDATED_SOURCE, CACHE_TYPE_K, CACHE_TYPE_V, JSON_OUTPUT } from './options/shared.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
@@ -26,9 +32,39 @@ export const PLAN_OPTIONS = {
   'max-tokens': { kind: 'integer', min: 1, value: 'N', help: 'with --max-context: the rows of a forward counted', default: 512 },
   'cache-type-k': { ...CACHE_TYPE_K, help: 'with --max-context: the K cache type counted' },
   'cache-type-v': { ...CACHE_TYPE_V, help: 'with --max-context: the V cache type counted' },
+  'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the MTP drafter (gemma4-assistant) the last node loads beside the head: its bytes and the caches it reads' },
   json: JSON_OUTPUT,
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
 };
+
+// The bytes of a draft model's tensors, from its header.
+async function draftModelBytes(draftModel, sourceOptions) {
+  const lf = await loadSingleThreadModule();
+  const source = await openSource(draftModel, sourceOptions);
+  try {
+    const { gguf, header } = await openGgufHeader(lf, source);
+    lf.fn.lf_gguf_free(gguf);
+    return header.tensors.reduce((sum, t) => sum + t.n_bytes, 0);
+  } finally {
+    await source.close();
+    lf.close();
+  }
+}
+
+/**
+ * The layers whose caches Gemma 4's MTP drafter reads (its sliding layers the target's layer
+ * n_layer - 2's, its global ones layer n_layer - 1's, through the shared-KV mapping: model/drafter.cpp)
+ * that a last node of layers [begin, n_layer) holds neither itself nor as a mirror of the source
+ * of a shared-KV layer it serves -> { reads, missing }.
+ * @example drafterCaches(info, 2) // { reads: [1, 2], missing: [1] }: the last node serves layer 2 only
+ */
+export function drafterCaches(info, begin) {
+  const n = info.n_layer;
+  const reads = [...new Set([n - 2, n - 1].filter((l) => l >= 0).map((l) => info.layers[l].kv_layer))].sort((a, b) => a - b);
+  const held = new Set();
+  for (let l = begin; l < n; l++) held.add(l).add(info.layers[l].kv_layer);
+  return { reads, missing: reads.filter((l) => !held.has(l)) };
+}
 
 // Smallest per-node maximum of cost(begin, end) (growing with the range) over contiguous splits
 // of n layers into at most k ranges (greedy fill per budget, binary search on the budget).
@@ -106,12 +142,29 @@ export async function plan(options, [model]) {
   };
   // Shared-KV layers need not stay with their source: a node without the source mirrors its
   // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
-  const nodes = await withModelHeader(model, { allowUnvalidatedSource: options['allow-unvalidated-source'] },
+  const sourceOptions = { allowUnvalidatedSource: options['allow-unvalidated-source'] };
+  const draftModel = options['draft-model'];
+  const drafter = draftModel === undefined ? 0 : await draftModelBytes(draftModel, sourceOptions);
+  const nodes = await withModelHeader(model, sourceOptions,
     (lf, gguf, { info }) => {
       if (k > info.n_layer) throw new Error(`${k} nodes for ${info.n_layer} layers: at most one node per layer`);
-      const cost = nodeCost(lf, gguf, info, { whole, ...shape });
-      return balance(info.n_layer, k, cost).map(([b, e]) => ({
-        layers: [b, e - 1], bytes: cost(b, e), ...(whole ? { fits_context: fitsContext(lf, gguf, info, [b, e], memory, shape) } : {}),
+      const layerCost = nodeCost(lf, gguf, info, { whole, ...shape });
+      const n = info.n_layer;
+      const cost = (b, e) => layerCost(b, e) + (e === n ? drafter : 0);
+      // With a draft model the last node starts no later than `last`: layers [last, n) are
+      // balanced as one unit, so every split found holds the caches the drafter reads.
+      let last = n - 1;
+      while (draftModel !== undefined && last > 0 && drafterCaches(info, last).missing.length > 0) last--;
+      const units = last + 1;
+      if (k > units) {
+        const { reads } = drafterCaches(info, last);
+        throw new Error(`${k} nodes: the draft model reads the caches of layers ${reads.join(' and ')}, which the last node must hold ` +
+          `(layers ${last}-${n - 1} at least), so at most ${units} nodes`);
+      }
+      const end = (e) => (e === units ? n : e);
+      const ranges = balance(units, k, (b, e) => cost(b, end(e))).map(([b, e]) => [b, end(e)]);
+      return ranges.map(([b, e]) => ({
+        layers: [b, e - 1], bytes: cost(b, e), ...(whole ? { fits_context: fitsContext(lf, gguf, info, [b, e], memory - (e === n ? drafter : 0), shape) } : {}),
       }));
     });
   const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');

@@ -35,6 +35,7 @@ export const SERVE_OPTIONS = fromEnv({
     default: DEFAULT_ROW_CACHE_BYTES },
   'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
+  'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the node serving the last layer: the MTP drafter (gemma4-assistant) beside its head (docs/gateway.md)' },
 });
 
 // --layers / LAYERS -> [first, last + 1), or an error naming it.
@@ -77,6 +78,7 @@ export function serveConfig(values, env) {
     authToken: env.AUTH_TOKEN,
     insecureNoAuth: values['insecure-no-auth'],
     allowUnvalidatedSource: values['allow-unvalidated-source'],
+    draftModel: values['draft-model'],
   };
 }
 

@@ -23,17 +23,17 @@ import { gatewayMetrics } from './metrics.js';
  * @param {{model: string, nodes?: string, modelId: string, threads?: number, build?: string, cacheDir?: string,
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, checkpoints?: number, requestTimeoutMs?: number,
- *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, allowUnvalidatedSource?: boolean,
+ *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, draftModel?: string, allowUnvalidatedSource?: boolean,
  *          log?: Function}} options
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
   insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative,
-  allowUnvalidatedSource = false, log: write = processLog() }) {
+  draftModel, allowUnvalidatedSource = false, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
-    maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative }) });
+    maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative, draftModel }) });
   warnIfOpen({ authToken, host, port }, log);
 
   const state = new NodeState();
@@ -61,8 +61,12 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
 
   const t0 = performance.now();
-  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource }).then(async (pipeline) => {
+  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource, draftModel }).then(async (pipeline) => {
     try {
+      // Refused at open, not at every request: the Model is made at the first one.
+      if (speculative?.mtp && !pipeline.drafts) {
+        throw new Error('--speculative mtp: the last node has no draft model (--draft-model, or serve --draft-model on a remote last node)');
+      }
       tokenizerThread = await TokenizerThread.open(pipeline.header);
       grammarThread = new GrammarThread(pipeline.header, pipeline.tokenizer.nVocab);
     } catch (error) {

@@ -34,19 +34,22 @@ export class Coordinator {
   }
 
   /**
-   * Runs tokens of `session` through the pipeline beside the other requests' steps -> the last
-   * position's logits, or with allRows every position's, or with logits false none (Pipeline.step).
+   * Runs tokens of `session` through the pipeline beside the other requests' steps -> {logits, draft}:
+   * the last position's logits, or with allRows every position's, or with logits false none, and
+   * with draft k > 0 the last node's MTP drafts after the step, or null (Pipeline.step).
    * A request whose signal fired while it waited for its turn of the event loop is not run; one whose signal fires
    * during the step ends with the signal's reason as soon as the remote call under way sees it.
    * Only an admitted request (admit()) asks for steps; trace: the request's, carried to the nodes.
-   * @example const logits = await coordinator.step('chat-0', promptIds, controller.signal);
+   * @example const { logits } = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  async step(session, tokens, signal, { allRows = false, logits = true, trace = null } = {}) {
+  async step(session, tokens, signal, { allRows = false, logits = true, draft = 0, trace = null } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
     const attributes = { 'layerfold.session': session, 'layerfold.tokens': tokens.length };
-    return (await inSpan(trace, 'pipeline step', attributes, (span) => this.pipeline.step(session, tokens, { allRows, logits, signal, trace: span }))).logits;
+    const { logits: answered, draft: drafted } = await inSpan(trace, 'pipeline step', attributes,
+      (span) => this.pipeline.step(session, tokens, { allRows, logits, draft, signal, trace: span }));
+    return { logits: answered, draft: drafted };
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */

@@ -1,11 +1,15 @@
 // One request's generation: the prompt prefilled (past what its reused session already holds),
 // then tokens step by step, sampled, checked against the end-of-turn ids and the stop strings,
-// decoded and handed out as text deltas. With a drafter (prompt lookup), a decoding step also
-// feeds the drafted tokens its policy finds worth verifying (draft_policy.js) and samples each
-// position's logits in turn, keeping drafted tokens while they are what was sampled; the
-// positions past the last one kept are cut from the session on every node. The sampler is
-// called once per generated token in the same order either way, so the tokens are those of
-// plain decoding, greedy or seeded (docs/gateway.md, "Speculative decoding by prompt lookup").
+// decoded and handed out as text deltas. With drafts (prompt lookup's, the MTP drafter's on the
+// last node, or both), a decoding step also feeds the drafted tokens a policy finds worth
+// verifying (draft_policy.js) and samples each position's logits in turn, keeping drafted tokens
+// while they are what was sampled; the positions past the last one kept are cut from the
+// session on every node. The sampler is called once per generated token in the same order
+// either way, so the tokens are those of plain decoding, greedy or seeded (docs/gateway.md,
+// "Speculative decoding by prompt lookup" and "Speculative decoding by MTP"). The MTP drafts of
+// a step come with its logits, made assuming each row's argmax is sampled: the next step uses
+// them only where the sampler did just that. When both sources propose, each source's policy
+// says how many of its tokens to verify and what they are expected to gain; the larger gain wins.
 // The loop looks at the request's signal before every step, so a client that went away (or a
 // deadline) stops it at the next step. The choices of a request with n > 1 share its prefill:
 // the first keeps the prompt's last logits in `prefill`, the next ones start from them in the
@@ -25,22 +29,25 @@ import { StopText } from './stop_text.js';
  * {finishReason: 'stop'|'length', completionTokens (sampled tokens, an end-of-turn one included),
  * history: every token the session's cache now holds, drafted, accepted: drafted tokens fed and kept,
  * firstTokenAt, lastTokenAt: performance.now() when the first and the last token were sampled}.
- * step(tokens, allRows) answers the last position's logits, or with allRows every position's
- * [tokens.length, n_vocab]; cut(n) keeps the session's first n positions (both on every node).
+ * step(tokens, allRows, draft) answers {logits, draft}: the last position's logits, or with allRows every position's
+ * [tokens.length, n_vocab], and with draft k > 0 the last node's MTP drafts after the step
+ * ({after, token, ids}, pipeline_core.js; null when none); cut(n) keeps the session's first n positions (both on every node).
+ * mtp: {maxDraft}, the most tokens the last node drafts at once, when the pipeline drafts by MTP; else null.
  * prefill: {logits} the logits after the whole prompt, set here when null, used in place of a
  * step when reused is the whole prompt (the session holds exactly it); index: the choice, whose
  * sampler draws from seed + index.
  * constraint: the choice's tokens/grammar/constraint.js TokenConstraint or thought_channel.js
  * ThoughtChannel (the same mask, accept and validPrefix), or null.
- * @param {{step: (tokens: number[], allRows?: boolean) => Promise<Float32Array>, cut?: (n: number) => Promise<unknown>,
+ * @param {{step: (tokens: number[], allRows?: boolean, draft?: number) => Promise<{logits: Float32Array, draft: object|null}>,
+ *          cut?: (n: number) => Promise<unknown>, mtp?: {maxDraft: number},
  *          constraint?: import('../tokens/grammar/constraint.js').TokenConstraint | import('./thought_channel.js').ThoughtChannel,
  *          drafter?: import('./prompt_lookup.js').PromptLookup, tokenizer, prompt: number[], reused: number,
  *          endIds: Set<number>, request: object, maxTokens: number, signal?: AbortSignal,
  *          prefill?: {logits: Float32Array | null}, index?: number}} job
  * @example for await (const { text } of generate(job)) write(text);
  */
-export async function* generate({ step, cut, drafter = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal, prefill = null, index = 0,
-  constraint = null }) {
+export async function* generate({ step, cut, drafter = null, mtp = null, tokenizer, prompt, reused, endIds, request, maxTokens, signal, prefill = null,
+  index = 0, constraint = null }) {
   const sampler = new Sampler({ ...request.sampling, seed: (request.sampling.seed + index) >>> 0 });
   sampler.notePrompt(prompt);
   const stop = new StopText(request.stop);
@@ -53,19 +60,28 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
   let sampled = 0;  // the end-of-turn token counts, as llama.cpp's server counts it
   let firstTokenAt = null;
   let lastTokenAt = null;
-  const policy = drafter ? new DraftPolicy() : null;
+  const lookup = drafter ? { policy: new DraftPolicy(), propose: (limit) => drafter.draft([...history, ...input], limit) } : null;
+  // The last step's MTP drafts, of use when the sampler kept `after` drafted rows and then `token`.
+  let mtpDraft = null;
+  let kept = 0;
+  const fromMtp = mtp ? { policy: new DraftPolicy(), propose: (limit) => (mtpDraft && mtpDraft.after === kept && mtpDraft.token === input[0] ? mtpDraft.ids.slice(0, limit) : []) } : null;
+  const sources = [lookup, fromMtp].filter((source) => source !== null);
   let drafted = 0;
   let accepted = 0;
   while (finishReason === null && generated.length < maxTokens) {
     signal?.throwIfAborted();
     // Drafts only after the prompt: verifying them costs a row each, a prompt's rows are paid already.
-    const decoding = policy && input.length === 1;
-    const found = decoding ? drafter.draft([...history, ...input], maxTokens - generated.length - 1) : [];
-    const proposed = found.slice(0, decoding ? policy.length(found.length) : 0);
+    const decoding = sources.length > 0 && input.length === 1;
+    const { source, proposed } = decoding ? chooseDraft(sources, maxTokens - generated.length - 1) : { source: null, proposed: [] };
     const draft = constraint ? proposed.slice(0, await constraint.validPrefix(proposed)) : proposed;
     const fed = [...input, ...draft];
+    // As many MTP drafts as its policy would verify at the next step, so a drafter whose drafts
+    // are rejected costs no drafting until its estimate recovers.
+    const askMtp = fromMtp && input.length > 0 ? fromMtp.policy.length(mtp.maxDraft) : 0;
     const t0 = performance.now();
-    const logits = input.length === 0 ? prefill.logits : await step(fed, draft.length > 0);
+    const answered = input.length === 0 ? { logits: prefill.logits, draft: null } : await step(fed, draft.length > 0, askMtp);
+    const { logits } = answered;
+    mtpDraft = answered.draft;
     let stepMs = performance.now() - t0;
     history.push(...fed);
     const nVocab = logits.length / (draft.length > 0 ? fed.length : 1);
@@ -114,11 +130,30 @@ export async function* generate({ step, cut, drafter = null, tokenizer, prompt, 
       await cut(history.length);
       stepMs += performance.now() - t1;
     }
-    if (decoding) policy.stepped(draft.length, r, stepMs);
+    kept = r;
+    if (decoding) {
+      for (const other of sources) {
+        if (draft.length === 0) other.policy.stepped(0, 0, stepMs);
+        else if (other === source) other.policy.stepped(draft.length, r, stepMs);
+        else other.policy.passed();
+      }
+    }
     drafted += draft.length;
     accepted += r;
   }
   // What was held back as a possible start of a stop sequence is text after all.
   if (full.length > shown) yield { text: full.slice(shown), token: null };
   return { finishReason: finishReason ?? 'length', completionTokens: sampled, history, drafted, accepted, firstTokenAt, lastTokenAt };
+}
+
+// Of the sources' proposals (each at most `limit` tokens), the one whose policy expects the most
+// from verifying it, and as much of it as that policy would verify; the first source wins a tie.
+function chooseDraft(sources, limit) {
+  let best = { source: null, proposed: [], gain: 1 };
+  for (const source of sources) {
+    const found = source.propose(Math.max(0, limit));
+    const { length, gain } = source.policy.choose(found.length);
+    if (length > 0 && gain > best.gain) best = { source, proposed: found.slice(0, length), gain };
+  }
+  return best;
 }

@@ -23,17 +23,30 @@ export class DraftPolicy {
 
   /** Of `available` drafted tokens, how many to verify now (0: a plain step). */
   length(available) {
-    let best = 0;
-    let bestGain = MIN_GAIN;
+    return this.choose(available).length;
+  }
+
+  /**
+   * Of `available` drafted tokens, how many to verify now and the expected tokens per plain
+   * step's time they give ({length: 0, gain: 1} for a plain step), to weigh drafts of two
+   * sources against each other.
+   */
+  choose(available) {
+    let best = { length: 0, gain: 1 };
     let expected = 1;
     let qd = 1;
     for (let d = 1; d <= available; d++) {
       qd *= this.#q;
       expected += qd;
       const gain = expected / (1 + this.#rowCost * d);
-      if (gain > bestGain) [best, bestGain] = [d, gain];
+      if (gain > Math.max(MIN_GAIN, best.gain)) best = { length: d, gain };
     }
     return best;
+  }
+
+  /** A decoding step verified another source's draft: none of this one's, and no plain step's time. */
+  passed() {
+    this.#q += RECOVERY * (PRIOR_Q - this.#q);
   }
 
   /**

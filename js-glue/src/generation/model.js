@@ -36,6 +36,7 @@ function requestFields(options, call) {
 
 export class Model {
   #lookup;
+  #mtp;
   #onClose;
 
   /**
@@ -43,7 +44,8 @@ export class Model {
    * the answers (default: general.name); maxQueue: requests admitted besides one (a 429
    * OpenAIError beyond it); maxCachedSessions: finished conversations' sessions kept for prefix
    * reuse; speculative: prompt lookup's options ({minNgram, maxNgram, maxDraft}) to decode with
-   * drafts; encodePrompt(input): tokenizes a prompt elsewhere (the gateway's tokenizer thread);
+   * drafts, and with mtp: true the MTP drafter's on the pipeline's last node too (at most maxDraft
+   * at once; refused when that node has no draft model); encodePrompt(input): tokenizes a prompt elsewhere (the gateway's tokenizer thread);
    * openGrammar(pipeline, endIds): the grammar engine for response_format and enforced tool
    * calls (default none: those are refused with a 400); checkpoints: the checkpoints a chat's
    * session keeps on each node, one where each prompt opens the model's turn (0: none; Run);
@@ -67,7 +69,12 @@ export class Model {
     this.grammar = openGrammar ? openGrammar(pipeline, this.endIds) : null;
     // Drafts need cuts, which approximate modes do not allow (early exit keeps no state at a cut)
     // or would make depend on the rows fed.
-    this.#lookup = speculative && !approxModesOn(pipeline.approx) ? new PromptLookup(speculative) : null;
+    const drafting = speculative && !approxModesOn(pipeline.approx);
+    this.#lookup = drafting ? new PromptLookup(speculative) : null;
+    this.#mtp = drafting && speculative.mtp ? { maxDraft: this.#lookup.maxDraft } : null;
+    if (this.#mtp && !pipeline.drafts) {
+      throw new Error('speculative mtp: the pipeline\'s last node has no draft model (draftModel, or serve --draft-model on a remote node)');
+    }
     this.encodePrompt = encodePrompt;
     this.#onClose = onClose;
   }
@@ -91,7 +98,7 @@ export class Model {
       const constraints = choiceOutputs(this.tokenizer, this.markers, request,
         await callConstraints(this.grammar, request) ?? await responseConstraints(this.grammar, request.responseFormat ?? null, request.n));
       const run = new Run({ coordinator: this.coordinator, sessions: this.sessions, tokenizer: this.tokenizer, endIds: this.endIds, drafter: this.#lookup,
-        constraints, ticket, request, prompt, maxTokens, checkpoint: this.#checkpointOf(request, prompt), deadlineMs, clientSignal: signal, trace, observer });
+        mtp: this.#mtp, constraints, ticket, request, prompt, maxTokens, checkpoint: this.#checkpointOf(request, prompt), deadlineMs, clientSignal: signal, trace, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: this.id, kind: request.kind },
         (id) => this.tokenizer.decode([id]), request.logprobs);
       return new Reply(run, new Answer(shapes, () => chatOutputReader(request, this.markers !== null), request));

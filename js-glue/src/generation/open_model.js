@@ -6,7 +6,8 @@ import { GrammarThread } from './grammar_thread.js';
 import { Model } from './model.js';
 
 /**
- * options: Pipeline.open's, and the Model's (id, maxQueue, maxCachedSessions, speculative).
+ * options: Pipeline.open's (draftModel too: the MTP drafter beside a local last node), and the
+ * Model's (id, maxQueue, maxCachedSessions, speculative: {mtp: true} drafts with it).
  * @example
  * const model = await openModel({ model: 'gemma.gguf' });
  * const answer = await model.chat([{ role: 'user', content: 'Hi' }], { max_tokens: 32 });

@@ -9,18 +9,19 @@
 export const DEFAULT_SPECULATIVE = 'off';
 
 /**
- * A gateway's speculative settings -> PromptLookup's options, or null when off. mode:
- * 'prompt-lookup' or 'off' (undefined: DEFAULT_SPECULATIVE); name(setting) names a setting in
- * errors as its host spells it. Drafts stay within the positions a sliding layer's ring can
- * always cut back (its attn_chunk, 64: docs/gateway.md, "Sessions and prefix reuse"), so a
- * rejection never makes a node rebuild the session.
+ * A gateway's speculative settings -> the Model's speculative options, or null when off. mode:
+ * 'prompt-lookup', 'mtp' (the MTP drafter's drafts on the last node, with prompt lookup's where
+ * it finds a match: docs/gateway.md, "Speculative decoding by MTP") or 'off' (undefined:
+ * DEFAULT_SPECULATIVE); name(setting) names a setting in errors as its host spells it. Drafts
+ * stay within the positions a sliding layer's ring can always cut back (its attn_chunk, 64:
+ * docs/gateway.md, "Sessions and prefix reuse"), so a rejection never makes a node rebuild the session.
  * @example speculativeOptions({ mode: 'prompt-lookup', maxDraft: 8 }, (s) => s) // { maxDraft: 8, minNgram: 3 }
  */
 export function speculativeOptions({ mode = DEFAULT_SPECULATIVE, maxDraft = 8, minNgram = 3 }, name) {
-  if (mode !== 'prompt-lookup' && mode !== 'off') throw new Error(`${name('speculative')}: "${mode}" is not prompt-lookup or off`);
+  if (!['prompt-lookup', 'mtp', 'off'].includes(mode)) throw new Error(`${name('speculative')}: "${mode}" is not prompt-lookup, mtp or off`);
   if (mode === 'off') return null;
   if (maxDraft > 64) throw new Error(`${name('draft-max')}: ${maxDraft} is above 64, the positions a cut can always take back`);
-  return { maxDraft, minNgram };
+  return mode === 'mtp' ? { maxDraft, minNgram, mtp: true } : { maxDraft, minNgram };
 }
 
 export class PromptLookup {

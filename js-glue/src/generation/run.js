@@ -14,17 +14,18 @@ export class Run {
   #ends;
 
   /**
-   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, constraints?: object[], ticket, request,
+   * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, mtp?: {maxDraft: number}, constraints?: object[], ticket, request,
    *          prompt: number[], maxTokens: number, checkpoint?: {at: number, keep: number}, deadlineMs?: number,
    *          clientSignal?: AbortSignal, trace?: object, observer?: object}} options
    *   checkpoint: where the prompt's prefill stops for the session to keep a checkpoint (the
    *   model's turn opening), at most `keep` per node; null for none
    *   deadlineMs: none for a run only its caller stops (abort(): `layerfold chat`'s Ctrl-C)
    *   trace: the request's (protocol/traceparent.js requestTrace), carried to every node it calls
+   *   drafter: prompt lookup's; mtp: the last node's MTP drafts, at most maxDraft at once (decode.js)
    *   constraints: one grammar state or thought channel per choice (tokens/grammar/constraint.js,
    *   thought_channel.js), or null; closed when the request ends
    */
-  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, constraints = null, ticket, request, prompt, maxTokens, checkpoint = null, deadlineMs,
+  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, mtp = null, constraints = null, ticket, request, prompt, maxTokens, checkpoint = null, deadlineMs,
     clientSignal, trace = null, observer = {} }) {
     this.controller = new AbortController();
     const taken = sessions.take(prompt);
@@ -42,11 +43,11 @@ export class Run {
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
-    const step = (tokens, allRows) => coordinator.step(this.session, tokens, signal, { allRows, trace });
+    const step = (tokens, allRows, draft) => coordinator.step(this.session, tokens, signal, { allRows, draft, trace });
     const cut = (n) => coordinator.truncate(this.session, n, signal, trace);
     this.#ends = { coordinator, sessions, ticket, constraints, checkpoint };
     this.finished = false;
-    this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, tokenizer, prompt, endIds, request, maxTokens, signal }));
+    this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, mtp, tokenizer, prompt, endIds, request, maxTokens, signal }));
   }
 
   // The generation, once a kept session that holds more than the shared prefix has been cut back

@@ -44,23 +44,38 @@ function parse(lf, bytes, fileSize) {
 
 /**
  * Reads the header of `source` ({size, read(start, end)}) by growing ranges from byte 0 until
- * the parser accepts it. -> { gguf: the lf_gguf* (free it with lf.fn.lf_gguf_free), header }
- * @example const { gguf, header } = await openModelHeader(lf, source); header.info.n_layer
+ * the parser accepts it, whatever the file's architecture (a drafter's too). -> { gguf: the
+ * lf_gguf* (free it with lf.fn.lf_gguf_free), header: its table and metadata, without info }
+ * @example const { gguf, header } = await openGgufHeader(lf, source); header.tensors.length
  */
-export async function openModelHeader(lf, source) {
+export async function openGgufHeader(lf, source) {
   let want = Math.min(source.size, FIRST_READ);
   for (;;) {
     const bytes = await source.read(0, want);
     const gguf = parse(lf, bytes, source.size);
     if (gguf) {
       try {
-        return { gguf, header: { ...lf.json(lf.fn.lf_gguf_json(gguf, 0)), info: readModelInfo(lf, gguf), bytes, identity: source.identity } };
+        return { gguf, header: { ...lf.json(lf.fn.lf_gguf_json(gguf, 0)), bytes, identity: source.identity } };
       } catch (error) {
         lf.fn.lf_gguf_free(gguf);
         throw error;
       }
     }
     want = Math.min(source.size, Math.max(lf.fn.lf_gguf_needed_bytes(), want * 2));
+  }
+}
+
+/**
+ * openGgufHeader for a model the engine runs, with its configuration as header.info.
+ * @example const { gguf, header } = await openModelHeader(lf, source); header.info.n_layer
+ */
+export async function openModelHeader(lf, source) {
+  const { gguf, header } = await openGgufHeader(lf, source);
+  try {
+    return { gguf, header: { ...header, info: readModelInfo(lf, gguf) } };
+  } catch (error) {
+    lf.fn.lf_gguf_free(gguf);
+    throw error;
   }
 }
 

@@ -14,6 +14,9 @@ export class LayerNode extends CoreLayerNode {
    * {bytes, totalBytes, rate, etaSeconds} of the load, totalBytes the bytes of the tensors this
    * node reads (its layers' share of the file), the last report at 100%; sourceOptions: more
    * openSource options (retries, S3 endpoint and credentials, maxCacheBytes, progressIntervalMs...).
+   * draftModel, on the node holding the head: Gemma 4's MTP drafter of this model (a path, URL or
+   * binding as `model`, read through the same cache and source options), loaded beside the head
+   * with as many threads of its own (the threaded module gets a pthread for each).
    * An already loaded module `lf` or opened `source` may be passed instead. The other options
    * (header, maxSessions, maxKvBytes, memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's. allowUnvalidatedSource: load from
    * a server that sends neither ETag nor Last-Modified (refused otherwise; sources/unvalidated.js).
@@ -21,7 +24,7 @@ export class LayerNode extends CoreLayerNode {
    *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
    *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object,
    *          maxSessions?: number, maxKvBytes?: number, memoryBudgetBytes?: number, maxTokens?: number,
-   *          lf?: object, source?: object, allowUnvalidatedSource?: boolean}} options
+   *          lf?: object, source?: object, allowUnvalidatedSource?: boolean, draftModel?: string|{bucket: object, key: string}}} options
    * @example const node = await LayerNode.open({ model: 'https://example.com/tiny.gguf', layers: [0, 2], cacheDir: '.cache' });
    */
   static async open(options) {
@@ -35,17 +38,26 @@ export class LayerNode extends CoreLayerNode {
     }
   }
 
-  static async #openOnce({ model, threads, build, cacheDir, sourceOptions, allowUnvalidatedSource, lf, source, ...options }) {
+  static async #openOnce({ model, threads, build, cacheDir, sourceOptions, allowUnvalidatedSource, lf, source, draftModel, ...options }) {
     const useThreads = build ? build === 'threaded' : threadsAvailable();
-    const module = lf ?? (useThreads ? await loadThreadedModule({ threads }) : await loadSingleThreadModule());
+    const module = lf ?? (useThreads
+      ? await loadThreadedModule({ threads, withDrafter: draftModel !== undefined })
+      : await loadSingleThreadModule());
+    const sourceOf = (name) => openSource(name, { ...sourceOptions, cacheDir, allowUnvalidatedSource });
     let opened;
+    let draftSource = null;
     try {
-      opened = source ?? await openSource(model, { ...sourceOptions, cacheDir, allowUnvalidatedSource });
+      opened = source ?? await sourceOf(model);
+      draftSource = draftModel === undefined ? null : await sourceOf(draftModel);
     } catch (error) {
+      if (!source) await opened?.close();
       module.close();
       throw error;
     }
-    // The name info() reports travels to logs and answers: never with a URL's credentials.
-    return super.open({ ...options, progressIntervalMs: sourceOptions?.progressIntervalMs, lf: module, source: opened, name: redactSecrets(model === undefined ? opened.name : modelName(model)) });
+    // The names info() reports travel to logs and answers: never with a URL's credentials.
+    return super.open({
+      ...options, progressIntervalMs: sourceOptions?.progressIntervalMs, lf: module, source: opened, name: redactSecrets(model === undefined ? opened.name : modelName(model)),
+      draftSource, draftName: draftModel === undefined ? undefined : redactSecrets(modelName(draftModel)), drafterThreads: module.threads,
+    });
   }
 }

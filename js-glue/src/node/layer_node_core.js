@@ -10,6 +10,7 @@ import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js
 import { LayerfoldError } from '../wasm/capi.js';
 import { EngineReports } from './engine_reports.js';
 import { HeadPasses } from './head_passes.js';
+import { greedyContinuation } from './drafter.js';
 import { openParts } from './opening.js';
 import { SessionTable } from './sessions.js';
 import { Steps } from './steps.js';
@@ -41,13 +42,16 @@ export class LayerNode {
    * (docs/attention.md, "Quantized cache"); counted in the memory budget. onProgress gets the load's progress
    * (sources/progress.js: {bytes, totalBytes, rate, etaSeconds}, at most every progressIntervalMs)
    * against the bytes of the tensors this node reads, so its last report is at totalBytes: 100%
-   * of this node's load.
+   * of this node's load. draftSource, on the node holding the head: the source of Gemma 4's MTP
+   * drafter for this model (node/drafter.js), loaded beside the head on drafterThreads workers of
+   * its own and counted in the memory budget; refused by name when it is another target's or
+   * reads a layer's cache this node does not hold (draftAfter() drafts with it).
    * @param {{lf: object, source: object, header?: object, name?: string, layers?: [number, number],
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
    *          memoryBudgetBytes?: number, maxTokens?: number, maxBatchRows?: number, ffnDownLayout?: 'units'|'features',
    *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number, cacheTypeK?: 'f16'|'q8_0'|'q4_0',
    *          cacheTypeV?: 'f16'|'q8_0'|'q4_0', onProgress?: (p: object) => void,
-   *          progressIntervalMs?: number}} options
+   *          progressIntervalMs?: number, draftSource?: object, drafterThreads?: number}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
    */
@@ -63,13 +67,15 @@ export class LayerNode {
   #heads;     // HeadPasses
   #inputs;    // TokenInputs
   #reports;   // EngineReports
+  #drafter;   // NodeDrafter | null
 
   /** The parts of an opened node (opening.js openParts); LayerNode.open makes them. */
   constructor({ lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes, maxBatchRows, memory,
-    kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model, tokenizer, rows }) {
+    kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model, tokenizer, rows, drafter = null }) {
     this.#lf = lf;
     this.#header = header;
     this.#model = model;
+    this.#drafter = drafter;
     // Its shape and limits, as index.d.ts lists them. memory: the budget check's figures in bytes
     // (null without a budget); maxBatchRows: the rows of one engine step; kvRowsIn / kvRowsOut:
     // the source layers whose K/V rows each forward takes (kvRows) and hands out (kvRowsOf),
@@ -198,6 +204,58 @@ export class LayerNode {
     return this.#heads.logitsAsync(hidden);
   }
 
+  /**
+   * True on a node with a draft model (draftSource): draftAfter() drafts.
+   */
+  get drafts() {
+    return this.#drafter !== null;
+  }
+
+  /**
+   * Up to k tokens drafted by the MTP drafter after a step of session `id` that just ran here
+   * (docs/gateway.md, "Speculative decoding by MTP"): tokens, the step's input tokens of its
+   * rows (the first sampled, the rest drafted), hidden [rows, n_embd] its forward's output and
+   * logits [rows, n_vocab] its rows' logits. The drafts assume each row's argmax is what is
+   * sampled: -> { after, token, ids }, `after` drafted rows kept, `token` sampled next, `ids`
+   * drafted after it (node/drafter.js greedyContinuation). ids is [] with k 0 and once the session's
+   * drafts stopped (a non-finite drafter state: `stopped` then says why); null on a node
+   * without a draft model. Refused: an unknown session, or a step whose rows do not match.
+   * @example const { after, token, ids } = node.draftAfter('chat-1', { tokens: [17], hidden, logits, k: 4 });
+   */
+  draftAfter(id, { tokens, hidden, logits, k }) {
+    const drafter = this.#drafter;
+    if (!drafter) return null;
+    const { nEmbd, nVocab } = this;
+    const rows = tokens.length;
+    if (!(rows >= 1 && hidden.length === rows * nEmbd && logits.length === rows * nVocab)) {
+      throw new LayerfoldError('invalid_argument', `draftAfter("${id}"): ${rows} tokens, ${hidden.length / nEmbd} hidden rows and ` +
+        `${logits.length / nVocab} logits rows: a step's rows, one of each per token`);
+    }
+    if (!(Number.isInteger(k) && k >= 0)) throw new LayerfoldError('invalid_argument', `draftAfter("${id}"): k must be a whole number >= 0, not ${k}`);
+    const handle = this.#sessions.idle(id, 'draftAfter');
+    if (handle === undefined) throw new LayerfoldError('unknown_session', `draftAfter: session "${id}" is unknown to this node`);
+    const { after, token } = greedyContinuation(tokens, logits, nVocab);
+    const pos = this.#sessions.length(id) - rows + after + 1;
+    const ids = drafter.draft(id, handle, { pos, token, hidden: hidden.subarray(after * nEmbd, (after + 1) * nEmbd), k });
+    const stopped = drafter.stoppedWhy(id);
+    return { after, token, ids, ...(stopped ? { stopped } : {}) };
+  }
+
+  /**
+   * logitsAsync(hidden) for session `id`'s step of `tokens` just run here, then draftAfter() its
+   * k drafts (null without a draft model): one call, as a remote node answers both.
+   * @example const { logits, draft } = await node.logitsAndDraft(hidden, { session: 'chat-1', tokens: [17], k: 4 });
+   */
+  async logitsAndDraft(hidden, { session, tokens, k }) {
+    const logits = await this.logitsAsync(hidden);
+    return { logits, draft: this.draftAfter(session, { tokens, hidden, logits, k }) };
+  }
+
+  /** The drafts so far (null without a draft model): { drafts, ids, stopped, stoppedSessions }. */
+  draftStats() {
+    return this.#drafter?.stats() ?? null;
+  }
+
   /** The LM-head passes of logitsAsync so far: { passes, calls, rows }. */
   headStats() {
     return this.#heads.stats();
@@ -287,6 +345,7 @@ export class LayerNode {
    * once the step is done with it; a later call for it starts a new one.
    */
   dropSession(id) {
+    this.#drafter?.forget(id);
     return this.#sessions.drop(id);
   }
 
@@ -338,6 +397,7 @@ export class LayerNode {
       threads: this.#model.ptr ? lf.fn.lf_model_threads(this.#model.ptr) : lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: ids.length, wasmMemoryBytes: lf.bytes().length,
       kvBytes: ids.reduce((sum, id) => sum + this.sessionBytes(id), 0),
+      drafter: this.#drafter && { model: this.#drafter.name, bytesLoaded: this.#drafter.bytes },
     };
   }
 
@@ -348,6 +408,7 @@ export class LayerNode {
   close() {
     this.tokenizer?.close();
     this.#sessions.dropAll();
+    this.#drafter?.close();
     this.#model.close();
     this.#inputs.close();
     this.#lf.close();

@@ -71,8 +71,8 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
  * What a node of these needs holds at its peak, on a module of baseBytes before loading.
  * @example const bytes = neededBytes(nodeMemoryNeeds(lf, gguf, info, shape), lf.bytes().length);
  */
-export function neededBytes({ weights, kvCache, scratch, relayout = 0, rowCache = 0 }, baseBytes) {
-  return baseBytes + weights + rowCache + Math.max(kvCache + scratch, relayout);
+export function neededBytes({ weights, kvCache, scratch, relayout = 0, rowCache = 0, drafter = 0 }, baseBytes) {
+  return baseBytes + weights + drafter + rowCache + Math.max(kvCache + scratch, relayout);
 }
 
 /**
@@ -80,15 +80,15 @@ export function neededBytes({ weights, kvCache, scratch, relayout = 0, rowCache 
  * module's memory before loading) plus the needs exceed budgetBytes; returns the total otherwise.
  * @example checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: 128 * 2 ** 20, layers: [0, 2] });
  */
-export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, rowCache = 0 }, { baseBytes, budgetBytes, layers }) {
-  const needed = neededBytes({ weights, kvCache, scratch, relayout, rowCache }, baseBytes);
+export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, rowCache = 0, drafter = 0 }, { baseBytes, budgetBytes, layers }) {
+  const needed = neededBytes({ weights, kvCache, scratch, relayout, rowCache, drafter }, baseBytes);
   if (needed <= budgetBytes) return needed;
   const error = new LayerfoldError('over_budget', `layers [${layers[0]}, ${layers[1]}) need ${needed} bytes (${mib(needed)}: ` +
-    `weights ${mib(weights)}, ${rowCache ? `per-layer embedding rows cached ${mib(rowCache)}, ` : ''}` +
+    `weights ${mib(weights)}, ${drafter ? `draft model ${mib(drafter)}, ` : ''}${rowCache ? `per-layer embedding rows cached ${mib(rowCache)}, ` : ''}` +
     `KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)} ` +
     `(or, while loading, ${mib(relayout)} to lay out one projection), ` +
     `module ${mib(baseBytes)}), but the memory budget is ${budgetBytes} bytes (${mib(budgetBytes)}): ` +
-    `give this node fewer layers, a smaller max context or max tokens${rowCache ? ', a smaller per-layer row cache' : ''}, or a larger budget`);
+    `give this node fewer layers, a smaller max context or max tokens${rowCache ? ', a smaller per-layer row cache' : ''}${drafter ? ', no draft model' : ''}, or a larger budget`);
   error.neededBytes = needed;
   error.availableBytes = budgetBytes;
   throw error;

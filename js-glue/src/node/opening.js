@@ -7,6 +7,7 @@ import { CACHE_TYPES } from '../protocol/kv_rows.js';
 import { Tokenizer } from '../tokens/tokenizer.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMaxRows } from './batcher.js';
+import { NodeDrafter } from './drafter.js';
 import { EngineModel } from './engine_model.js';
 import { nodeMemoryNeeds, reserveMemory } from './memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES, PerLayerRows } from './per_layer_rows.js';
@@ -55,21 +56,35 @@ function loadProgress(source, header, names, { onProgress, progressIntervalMs })
   return withProgress(source, onProgress, { totalBytes, intervalMs: progressIntervalMs });
 }
 
+// The drafter of draftSource (handed over) with its header read, on the node holding the head only.
+async function openDrafter(lf, draftSource, draftName, shape, nLayer) {
+  if (!draftSource) return null;
+  if (!shape.withHead) {
+    await draftSource.close();
+    throw new LayerfoldError('invalid_argument', `a draft model goes on the node holding the head (layer ${nLayer - 1}); ` +
+      `this node serves layers ${shape.layers[0]}-${shape.layers[1] - 1}`);
+  }
+  return NodeDrafter.open(lf, draftSource, draftName ?? draftSource.name);
+}
+
 /**
  * The parts of a node opened as LayerNode.open describes (its options and defaults are these):
  * { lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes,
  * maxBatchRows, memory, kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model: EngineModel, tokenizer, rows:
- * PerLayerRows | null }. The module and the source are handed over: on failure (a refused
- * option too) both are closed; on success the source is closed too, unless the node keeps
- * reading per-layer rows from it.
+ * PerLayerRows | null, drafter: NodeDrafter | null }. The module and the sources are handed over: on failure (a refused
+ * option too) all are closed; on success the sources are closed too, unless the node keeps
+ * reading per-layer rows from its model's. draftSource: a draft model's (node/drafter.js; draftName
+ * what errors and info() call it), loaded beside the head on drafterThreads workers and counted
+ * in the budget.
  * @example const node = new LayerNode(await openParts({ lf, source, layers: [0, 2] }));
  */
 export async function openParts({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
   maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, maxBatchRows = maxTokens, ffnDownLayout = 'units',
   perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES, cacheTypeK = 'f16', cacheTypeV = 'f16', onProgress,
-  progressIntervalMs }) {
+  progressIntervalMs, draftSource = null, draftName, drafterThreads = 1 }) {
   const model = new EngineModel(lf);
   let tokenizer = null;
+  let drafter = null;
   try {
     let gguf = 0;
     let keepSource = false;
@@ -84,6 +99,10 @@ export async function openParts({ lf, source, header, name = source.name, layers
       const needs = nodeMemoryNeeds(lf, gguf, info, {
         ...shape, maxContext, maxTokens, threads: lf.threads, perLayerRows, rowCacheBytes: perLayerRowCacheBytes, cacheTypeK, cacheTypeV,
       });
+      const drafterSource = draftSource;
+      draftSource = null;
+      drafter = await openDrafter(lf, drafterSource, draftName, shape, info.n_layer);
+      if (drafter) needs.drafter = drafter.needs({ nVocab: info.n_vocab, nEmbd: info.n_embd });
       if (maxKvBytes !== undefined && maxKvBytes < needs.kvCache) {
         // Every session would be refused: say so now, with the numbers, rather than at each forward.
         throw new LayerfoldError('invalid_argument', `maxKvBytes ${maxKvBytes} is below the ${needs.kvCache} bytes one session's KV cache needs ` +
@@ -94,6 +113,7 @@ export async function openParts({ lf, source, header, name = source.name, layers
         : reserveMemory(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: shape.layers, maxTokens });
       await model.load(loadProgress(source, opened.header, needs.tensors, { onProgress, progressIntervalMs }), gguf, opened.header,
         { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV });
+      await drafter?.load(model, { threads: drafterThreads });
       tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
       let rows = null;
       if (perLayerRows) {
@@ -104,14 +124,16 @@ export async function openParts({ lf, source, header, name = source.name, layers
       return {
         lf, header: opened.header, name, ...shape, maxContext, maxSessions, maxKvBytes: maxKvBytes ?? budget.kvBytes, maxBatchRows,
         memory: budget.memory, kvRowsIn: needs.kvRowsIn, kvRowsOut: needs.kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model,
-        tokenizer, rows,
+        tokenizer, rows, drafter,
       };
     } finally {
       if (gguf) lf.fn.lf_gguf_free(gguf);
       if (!keepSource) await source.close();
     }
   } catch (error) {
+    await draftSource?.close();
     tokenizer?.close();
+    drafter?.close();
     model.close();
     lf.close();
     throw error;

@@ -24,13 +24,18 @@ export class Pipeline extends PipelineCore {
    *   allowUnvalidatedSource: read a model from a server without ETag or Last-Modified (openSource); approx: approximate modes for
    *   every forward of every node (docs/approximate.md; default off), replays included, so a
    *   rebuilt cache is the one the node had; with earlyExit the last row's exit state travels
-   *   from node to node.
+   *   from node to node. draftModel: Gemma 4's MTP drafter of the model, loaded beside the head
+   *   by the last node, which must be local (a remote one is given its own: serve --draft-model).
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
   static async open({ model, nodes: spec, threads, build, cacheTypeK, cacheTypeV, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
-    perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {} }) {
+    perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {}, draftModel }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir, allowUnvalidatedSource });
     const entries = parseNodesSpec(spec ?? `local:0-${header.info.n_layer - 1}`);
+    if (draftModel !== undefined && entries.at(-1).kind === 'remote') {
+      tokenizer.close();
+      throw new Error(`a draft model is loaded by the node holding the head, here the remote ${entries.at(-1).url}: start it with serve --draft-model`);
+    }
     const opened = [];
     try {
       for (const [i, entry] of entries.entries()) {
@@ -39,6 +44,7 @@ export class Pipeline extends PipelineCore {
           : await LayerNode.open({
             // The header read above: the node parses its bytes instead of reading them again.
             model, header, layers: [entry.begin, entry.end], threads, build, cacheTypeK, cacheTypeV, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource,
+            ...(draftModel !== undefined && i === entries.length - 1 ? { draftModel } : {}),
             // The top-K FFN reads only the kept features' columns of a feature-major ffn_down.
             ffnDownLayout: approx.ffnTopK > 0 || approx.ffnTopKLayers ? 'features' : 'units',
             onProgress: onProgress && ((progress) => onProgress(progress, i)),

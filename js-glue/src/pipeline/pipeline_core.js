@@ -141,21 +141,29 @@ export class PipelineCore {
    * for the same session run in call order. signal: when it fires, the step ends with its
    * reason (a local node's forward under way runs to its end first). trace: the request's
    * (protocol/traceparent.js), which a remote node's calls carry in their traceparent header.
+   * draft: with a draft model on the last node (drafts), k tokens drafted after the step, answered
+   * with its logits in the same call as `draft` (LayerNode.draftAfter: {after, token, ids}, the
+   * ids drafted assuming each row's argmax is sampled); null when not asked or not drafted.
    * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
-  step(session, tokens, { allRows = false, logits = true, signal, trace = null } = {}) {
+  step(session, tokens, { allRows = false, logits = true, draft = 0, signal, trace = null } = {}) {
     const state = this.#session(session);
     return this.#inTurn(state, async () => {
       this.#stepping++;
       try {
-        return await this.#step(state, session, tokens, allRows, logits, signal, trace);
+        return await this.#step(state, session, tokens, allRows, logits, draft, signal, trace);
       } finally {
         this.#stepping--;
       }
     });
   }
 
-  async #step(state, session, tokens, allRows, wantLogits, signal, trace) {
+  /** True when the last node holds a draft model: step() drafts after a step when asked. */
+  get drafts() {
+    return this.nodes.at(-1).drafts === true;
+  }
+
+  async #step(state, session, tokens, allRows, wantLogits, draftK, signal, trace) {
     if (tokens.length > 0) {
       state.nodes[0].entries.push({ input: Array.from(tokens), rows: tokens.length, exitState: null, perLayer: null, kvRows: null });
     }
@@ -189,11 +197,15 @@ export class PipelineCore {
       });
     }
     if (hidden === null) throw new Error(`step: session "${session}" has no new tokens`);
-    if (!wantLogits) return { logits: null, timings, embedMs: embed.ms, headMs: 0 };
+    if (!wantLogits) return { logits: null, draft: null, timings, embedMs: embed.ms, headMs: 0 };
     const th = performance.now();
     signal?.throwIfAborted();
-    const logits = await this.#call(this.nodes.length - 1, () => this.nodes.at(-1).logitsAsync(hidden, { signal, trace }), signal);
-    return { logits, timings, embedMs: embed.ms, headMs: performance.now() - th };
+    const tail = this.nodes.at(-1);
+    const rows = hidden.length / tail.nEmbd;
+    const { logits, draft } = await this.#call(this.nodes.length - 1, () => (draftK > 0 && this.drafts && tokens.length >= rows
+      ? tail.logitsAndDraft(hidden, { session: state.wireId, tokens: tokens.slice(tokens.length - rows), k: draftK, signal, trace })
+      : tail.logitsAsync(hidden, { signal, trace }).then((only) => ({ logits: only, draft: null }))), signal);
+    return { logits, draft, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 
   // An entry's input as {hidden, perLayer, kvRows}: the first node's tokens embedded (embed.ms

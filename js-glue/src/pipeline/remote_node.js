@@ -10,6 +10,7 @@
 // names, so the node's span of the call is its child.
 import { redactUrl } from '../log/redact.js';
 import { approxQuery } from '../protocol/approx_options.js';
+import { decodeDraft, DRAFT, draftQuery } from '../protocol/draft.js';
 import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
 import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
@@ -89,6 +90,8 @@ export class RemoteNode {
     const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, ...rest } = decodeNodeInfo(info);
     this.#info = rest;
     Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV });
+    /** True on a node with a draft model: logitsAndDraft() drafts. */
+    this.drafts = rest.drafter !== null;
   }
 
   /**
@@ -256,6 +259,21 @@ export class RemoteNode {
     const logits = new Float32Array(await readExact(response, 4 * rows * this.nVocab, 'POST /v1/logits', signal));
     checkValues(logits, this.nVocab, 'POST /v1/logits');
     return logits;
+  }
+
+  /**
+   * A step's logits and MTP drafts after it in one call, as LayerNode.logitsAndDraft: the drafts
+   * travel in the answer's x-layerfold-draft header (protocol/draft.js).
+   * @example const { logits, draft } = await node.logitsAndDraft(hidden, { session, tokens: [17], k: 4, signal });
+   */
+  async logitsAndDraft(hidden, { session, tokens, k, signal, trace } = {}) {
+    const query = new URLSearchParams(draftQuery({ session, tokens, k }));
+    const response = await this.#request('POST', `/v1/logits?${query}`, { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
+    const rows = hidden.length / this.nEmbd;
+    const draft = decodeDraft(response.headers.get(DRAFT), { rows, k, nVocab: this.nVocab });
+    const logits = new Float32Array(await readExact(response, 4 * rows * this.nVocab, 'POST /v1/logits', signal));
+    checkValues(logits, this.nVocab, 'POST /v1/logits');
+    return { logits, draft };
   }
 
   /** logits(), as a LayerNode's logitsAsync: the node's server shares LM-head passes among concurrent requests. */

@@ -17,6 +17,7 @@ export function encodeNodeInfo(node, { model, maxContext, maxTokens, maxLogitsBy
     max_sessions: node.maxSessions, max_context: maxContext, max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
     kv_rows_in: kvLayersToWire(node.kvRowsIn), kv_rows_out: kvLayersToWire(node.kvRowsOut),
     cache_type_k: node.cacheTypeK, cache_type_v: node.cacheTypeV,
+    drafter: info.drafter ? { model: info.drafter.model, bytes_loaded: info.drafter.bytesLoaded } : null,
   };
 }
 
@@ -37,7 +38,7 @@ function cacheType(info, field) {
 /**
  * The other way: the parsed JSON -> { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead,
  * kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, model, build, threads, sessions, kvBytes,
- * wasmMemoryBytes }. The sizes must be sizes, the layers a range within n_layer and the cache
+ * wasmMemoryBytes, drafter: {model, bytesLoaded} | null }. The sizes must be sizes, the layers a range within n_layer and the cache
  * types known ('f16' when not said), else 'bad_response' naming the field.
  * @example const info = decodeNodeInfo(await response.json());
  */
@@ -52,6 +53,15 @@ export function decodeNodeInfo(info) {
     withEmbedding: info.has_embed, withHead: info.has_head,
     kvRowsIn: kvLayersFromWire(info.kv_rows_in), kvRowsOut: kvLayersFromWire(info.kv_rows_out),
     cacheTypeK: cacheType(info, 'cache_type_k'), cacheTypeV: cacheType(info, 'cache_type_v'), model: info.model, build: info.build, threads: info.threads, sessions: info.sessions,
-    kvBytes: info.kv_bytes, wasmMemoryBytes: info.wasm_memory_bytes,
+    kvBytes: info.kv_bytes, wasmMemoryBytes: info.wasm_memory_bytes, drafter: drafterOf(info.drafter),
   };
+}
+
+// The draft model a node holds beside its head ({model, bytesLoaded}), null when none.
+function drafterOf(drafter) {
+  if (drafter === undefined || drafter === null) return null;
+  if (typeof drafter !== 'object' || !Number.isSafeInteger(drafter.bytes_loaded)) {
+    throw new LayerfoldError('bad_response', `GET /v1/info: drafter is ${JSON.stringify(drafter)?.slice(0, 60)}, not {"model", "bytes_loaded"}`);
+  }
+  return { model: String(drafter.model), bytesLoaded: drafter.bytes_loaded };
 }

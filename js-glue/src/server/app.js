@@ -13,6 +13,7 @@ import { timingSafeEqual } from 'hono/utils/buffer';
 
 import { approxFromQuery, approxModesOn } from '../protocol/approx_options.js';
 import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
+import { DRAFT, encodeDraft, readDraftQuery } from '../protocol/draft.js';
 import { decodeEmbedRequest, encodeEmbedAnswer } from '../protocol/embed_body.js';
 import { decodeForwardBody, encodeForwardAnswer, forwardRowBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeExitState, encodeApproxStats, encodeLayerMs, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
@@ -333,12 +334,30 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     });
   });
 
+  // A drafting call's query (protocol/draft.js), or null; a bad one is a 400 naming it.
+  const draftAsked = (c, n, k) => {
+    let asked;
+    try {
+      asked = readDraftQuery({ draft: c.req.query('draft'), session: c.req.query('session'), tokens: c.req.query('tokens') }, n.nVocab);
+    } catch (error) {
+      throw new HttpError('bad_parameter', error.message);
+    }
+    if (asked === null) return null;
+    if (k !== null) throw new HttpError('bad_parameter', 'draft and top_k: a drafting step answers its whole logits');
+    if (!n.drafts) throw new HttpError('bad_parameter', 'draft: this node has no draft model (serve --draft-model)');
+    return { ...asked, session: sessionId(asked.session) };
+  };
+
   // Logits are computed chunkRows() rows per engine call; the binary answer streams them as the
-  // client pulls, so the node holds one chunk of it at a time whatever the request's size.
+  // client pulls, so the node holds one chunk of it at a time whatever the request's size. A
+  // drafting call (draft=k) is a decode step's few rows (at most MAX_DRAFT + 1): its logits are
+  // held whole, then its drafts made in the session's line (after its forwards) and sent in the
+  // x-layerfold-draft header before them.
   app.post('/v1/logits', async (c) => {
     const n = state.node;
     if (!n.withHead) throw new HttpError('not_found', `this node serves layers ${n.layers[0]}-${n.layers[1] - 1}: the output head is on the node serving the last layer`);
     const k = topKParameter(c.req.query('top_k'), n.nVocab);
+    const draft = draftAsked(c, n, k);
     contentType(c.req.header('content-type'), OCTETS);
     return withBody(c, async (body, ticket) => {
       const hidden = hiddenStates(body, n.nEmbd);
@@ -348,6 +367,17 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
       // Its own line: concurrent requests' chunks reach the node together and share LM-head passes.
       const line = Symbol('a logits request');
       const logitsFrom = (r) => engine(ticket, () => n.logitsAsync(hidden.subarray(r * n.nEmbd, Math.min(rows, r + step) * n.nEmbd)), line);
+      if (draft !== null) {
+        if (draft.tokens.length !== rows) throw new HttpError('bad_parameter', `tokens: ${draft.tokens.length} tokens for a step of ${rows} rows`);
+        const logits = new Float32Array(rows * n.nVocab);
+        for (let r = 0; r < rows; r += step) logits.set(await logitsFrom(r), r * n.nVocab);
+        const drafted = await engine(ticket, async () => {
+          held(draft.session);
+          return n.draftAfter(draft.session, { tokens: draft.tokens, hidden, logits, k: draft.k });
+        }, draft.session);
+        const bytes = new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength);
+        return answer(c, ticket, bytes, { 'content-type': OCTETS, [DRAFT]: encodeDraft(drafted) });
+      }
       if (k !== null) {
         const top = [];
         for (let r = 0; r < rows; r += step) top.push(...topKRows(await logitsFrom(r), n.nVocab, k));

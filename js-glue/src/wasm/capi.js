@@ -16,7 +16,7 @@ const EXPORTS = [
   'lf_forward_async', 'lf_forward_async_result', 'lf_forward_batch', 'lf_forward_batch_async', 'lf_forward_batch_result_json',
   'lf_head', 'lf_head_async',
   'lf_drafter_create', 'lf_drafter_place_tensor', 'lf_drafter_set_threads', 'lf_drafter_load', 'lf_drafter_step',
-  'lf_drafter_free',
+  'lf_drafter_draft', 'lf_drafter_free',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_tokenize_untrusted', 'lf_detokenize', 'lf_tokenizer_n_vocab',
   'lf_tokenizer_max_token_bytes', 'lf_tokenizer_bos', 'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',

@@ -26,11 +26,12 @@ export { threadsAvailable };
  * forward, the JS thread only hands it over and awaits it (docs/threads.md). Where the engine
  * validates relaxed SIMD and fuses f32x4.relaxed_madd (Node 22+ on x86 with FMA3 or ARM64), the
  * variant with the relaxed-SIMD Q4_0 kernel is loaded: same results, bit for bit (docs/kernels.md).
- * @param {{threads?: number, relaxedSimd?: boolean}} [options] pool size (default: the
- *   machine's parallelism); relaxedSimd: force the variant (default: by capability)
+ * @param {{threads?: number, withDrafter?: boolean, relaxedSimd?: boolean}} [options] the engine's
+ *   threads (default: the machine's parallelism); withDrafter: as many more pthreads, for an MTP
+ *   drafter's pool of its own; relaxedSimd: force the variant (default: by capability)
  * @example const lf = await loadThreadedModule({ threads: 4 });
  */
-export async function loadThreadedModule({ threads = os.availableParallelism(), relaxedSimd } = {}) {
+export async function loadThreadedModule({ threads = os.availableParallelism(), withDrafter = false, relaxedSimd } = {}) {
   if (!threadsAvailable()) throw new Error('this runtime has no SharedArrayBuffer: use loadSingleThreadModule');
   const relaxed = relaxedSimd ?? relaxedSimdSupported();
   const variant = relaxed ? 'layerfold_mt_relaxed' : 'layerfold_mt';
@@ -39,7 +40,7 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
   const wasmBinary = await readFile(distFile(`${variant}.wasm`));
   const module = await createLayerfold({
     wasmBinary,
-    lfThreads: threads,
+    lfThreads: withDrafter ? 2 * threads : threads,
     locateFile: (path) => distFile(path),
     print: (line) => process.stdout.write(`${line}\n`),
     printErr: (line) => process.stderr.write(`${line}\n`),

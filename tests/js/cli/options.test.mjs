@@ -117,7 +117,7 @@ describe("choices", () => {
     ["generate", "build", "fast", "threaded, single"],
     ["calibrate-exit", "build", "fast", "threaded, single"],
     ["gateway", "build", "fast", "threaded, single"],
-    ["gateway", "speculative", "medusa", "prompt-lookup, off"],
+    ["gateway", "speculative", "medusa", "prompt-lookup, mtp, off"],
     ["serve", "ffn-down-layout", "rows", "units, features"],
   ];
   for (const [command, option, value, choices] of cases) {

@@ -5,11 +5,12 @@
 // embedding rows where the model has them.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
+import fs from "node:fs";
 import path from "node:path";
 import {describe, test} from "node:test";
 
 import {withModelHeader} from "../../../js-glue/src/gguf/model_header.js";
-import {model, presetHeader, presetNames, root} from "../support/models.mjs";
+import {model, modelWithDrafter, presetHeader, presetNames, root} from "../support/models.mjs";
 
 const cli = path.join(root, "js-glue", "bin", "layerfold.js");
 // plan's default cache of per_layer_token_embd rows on the first node.
@@ -87,5 +88,26 @@ describe("plan --max-context: how many tokens fit each node", () => {
     const r = spawnSync(process.execPath, [cli, "plan", file, "--nodes", "1", "--json", "--max-context", "16", "--memory", "1000"], {encoding: "utf8"});
     assert.equal(r.status, 1);
     assert.equal(JSON.parse(r.stdout).nodes[0].fits_context, 0);
+  });
+});
+
+describe("plan with a draft model", () => {
+  // gemma4, layers SSG: the drafter reads the caches of layers 1 (its sliding layers) and 2.
+  const pair = () => modelWithDrafter("mtp-plan", "tiny", ["--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"]);
+  const run = (file, nodes, more = []) => spawnSync(process.execPath, [cli, "plan", file, "--nodes", String(nodes), "--json", ...more], {encoding: "utf8"});
+
+  test("the last node serves the layers the drafter reads and counts its bytes; more nodes are refused naming them", () => {
+    const {target, drafter} = pair();
+    const r = run(target, 2, ["--draft-model", drafter]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).spec, "local:0-0,local:1-2");
+    // One node: the same layers, and the drafter's tensors (its file less its header) beside them.
+    const alone = JSON.parse(run(target, 1).stdout).nodes[0].bytes;
+    const withDrafter = JSON.parse(run(target, 1, ["--draft-model", drafter]).stdout).nodes[0].bytes;
+    assert.ok(withDrafter - alone > 0 && withDrafter - alone < fs.statSync(drafter).size,
+      `${withDrafter - alone} bytes of a ${fs.statSync(drafter).size}-byte drafter file`);
+    const refused = run(target, 3, ["--draft-model", drafter]);
+    assert.equal(refused.status, 2);
+    assert.match(refused.stderr, /3 nodes: the draft model reads the caches of layers 1 and 2, which the last node must hold \(layers 1-2 at least\), so at most 2 nodes/);
   });
 });

@@ -82,7 +82,7 @@ describe("prompt lookup drafts and the policy that verifies them", () => {
     const model = tiny();
     assert.equal((await gatewayConfig({model, speculative: "off"}, {})).speculative, null);
     assert.deepEqual((await gatewayConfig({model}, {SPECULATIVE: "prompt-lookup", DRAFT_MAX: "5", DRAFT_MIN_NGRAM: "2"})).speculative, {maxDraft: 5, minNgram: 2});
-    await assert.rejects(gatewayConfig({model, speculative: "medusa"}, {}), /--speculative must be one of prompt-lookup, off, got "medusa"/);
+    await assert.rejects(gatewayConfig({model, speculative: "medusa"}, {}), /--speculative must be one of prompt-lookup, mtp, off, got "medusa"/);
     await assert.rejects(gatewayConfig({model, speculative: "prompt-lookup", "draft-max": "65"}, {}), /--draft-max must be an integer from 1 to 64, got "65"/);
   });
 });
