@@ -9,9 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "layerfold/capi.h"
 #include "model/member.h"
 #include "model/member_forward.h"
 #include "support/engine_checks.h"
@@ -182,83 +179,4 @@ TEST_CASE("a group of members gives a MoE node's bytes", "[tensor_parallel]") {
 TEST_CASE("a group of members gives an E-model node's bytes", "[tensor_parallel]") {
   SECTION("f32") { require_group_matches_node(lf::test::e_fixture()); }
   SECTION("quantized") { require_group_matches_node(lf::test::e_fixture(WeightFormat::mixed)); }
-}
-
-TEST_CASE("the C ABI drives a group of members to a node's bytes", "[tensor_parallel]") {
-  const FixtureModel f = lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed);
-  const Model node = lf::test::load(f);
-  const std::vector<int32_t> tokens = lf::test::token_sequence(7, 5, 1, node.config.n_vocab);
-  const Embedded in = lf::test::embed_tokens(node, tokens);
-  Session ref = lf::test::session(node);
-  const std::vector<float> prompt = lf::test::forward_rows(node, ref, in.x, 0, 5);
-  const std::vector<float> decode = lf::test::forward_rows(node, ref, in.x, 5, 1);
-  const std::vector<float> again = lf::test::forward_rows(node, ref, in.x, 6, 1);
-
-  constexpr int S = 3;
-  lf_gguf* gguf = lf_gguf_parse(f.bytes.data(), static_cast<double>(f.bytes.size()), static_cast<double>(f.bytes.size()));
-  REQUIRE(gguf != nullptr);
-  std::vector<std::vector<std::vector<uint8_t>>> placed(S);
-  std::vector<lf_member*> members;
-  std::vector<lf_session*> sessions;
-  const uint8_t* base = f.bytes.data() + f.file.data_offset;
-  for (int i = 0; i < S; ++i) {
-    const char* json = lf_member_tensors_json(gguf, 0, node.config.n_layer, i, S);
-    REQUIRE(json != nullptr);
-    const nlohmann::json j = nlohmann::json::parse(json);
-    lf_member* m = lf_member_create();
-    for (const nlohmann::json& t : j["tensors"]) {
-      std::vector<uint8_t>& bytes = placed[i].emplace_back();
-      const uint8_t* src = base + f.file.tensor(t["name"].get<std::string>())->offset;
-      for (const nlohmann::json& r : t["ranges"]) {
-        bytes.insert(bytes.end(), src + r[0].get<uint64_t>(), src + r[0].get<uint64_t>() + r[1].get<uint64_t>());
-      }
-      bytes.reserve(1);  // a tensor of no rows still has an address
-      REQUIRE(lf_member_place_tensor(m, t["name"].get<std::string>().c_str(), bytes.data()) == 1);
-    }
-    INFO(lf_last_error_message());
-    REQUIRE(lf_member_load(m, gguf, 0, node.config.n_layer, i, S, 1) == 1);
-    members.push_back(m);
-    sessions.push_back(lf_member_session_create(m, 32));
-    REQUIRE(sessions.back() != nullptr);
-  }
-  auto run = [&](int start, int n) {
-    const size_t E = static_cast<size_t>(node.config.n_embd);
-    std::vector<lf_member_call*> calls;
-    for (int i = 0; i < S; ++i) {
-      calls.push_back(lf_member_begin(members[i], sessions[i], start, in.x.data() + start * E, n));
-      REQUIRE(calls.back() != nullptr);
-    }
-    while (lf_member_call_layer(calls[0]) >= 0) {
-      std::vector<std::vector<float>> pieces;
-      for (int j = 0; j < S; ++j) {
-        const float* p = lf_member_piece(calls[j]);
-        pieces.emplace_back(p, p + lf_member_piece_floats(calls[0], j));
-      }
-      // A piece of the wrong size is refused and changes nothing.
-      REQUIRE(lf_member_put_piece(calls[0], 0, pieces[0].data(), static_cast<int>(pieces[0].size()) + 1) == 0);
-      REQUIRE(std::string(lf_last_error_message()).find("floats, expected") != std::string::npos);
-      for (int i = 0; i < S; ++i) {
-        for (int j = 0; j < S; ++j) REQUIRE(lf_member_put_piece(calls[i], j, pieces[j].data(), static_cast<int>(pieces[j].size())) == 1);
-        REQUIRE(lf_member_step(calls[i]) == 1);
-      }
-    }
-    std::vector<float> out(lf_member_output(calls[0]), lf_member_output(calls[0]) + static_cast<size_t>(n) * E);
-    for (lf_member_call* c : calls) lf_member_call_free(c);
-    return out;
-  };
-  REQUIRE(lf::test::same_bytes(run(0, 5), prompt));
-  REQUIRE(lf::test::same_bytes(run(5, 1), decode));
-
-  // A call abandoned after its first phase leaves every session as it was: the step then runs
-  // to the node's bytes.
-  std::vector<lf_member_call*> calls;
-  for (int i = 0; i < S; ++i) calls.push_back(lf_member_begin(members[i], sessions[i], 6, in.x.data() + 6 * node.config.n_embd, 1));
-  for (lf_member_call* c : calls) REQUIRE(c != nullptr);
-  for (lf_member_call* c : calls) lf_member_call_free(c);
-  for (lf_session* s : sessions) REQUIRE(lf_session_n_past(s) == 6);
-  REQUIRE(lf::test::same_bytes(run(6, 1), again));
-
-  for (lf_session* s : sessions) lf_session_free(s);
-  for (lf_member* m : members) lf_member_free(m);
-  lf_gguf_free(gguf);
 }
