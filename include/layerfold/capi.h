@@ -250,6 +250,47 @@ LF_EXPORT(lf_head_async) int lf_head_async(lf_model* model, const float* hidden,
 
 /* --- Gemma 4's MTP drafter (gemma4-assistant; docs/gemma-architecture.md, "The MTP drafter"),
  * loaded beside the node that holds its target's head; each returns 1 / a handle, 0 / NULL on error --- */
+/* --- a member of a tensor-parallel group (docs/tensor-parallel.md) ---
+ * S members serve layers [begin, end) together, each holding its slices of every layer; the
+ * host runs each call phase by phase and hands every member all members' pieces in between. */
+typedef struct lf_member lf_member;
+typedef struct lf_member_call lf_member_call;
+/* What member i of n_members places: {"tensors": [{"name", "n_bytes", "ranges": [[offset, size],
+ * ...]}], "weight_bytes"}, each tensor's ranges relative to the file tensor's first byte, to be
+ * placed one after another (NULL and the last error on a refused split). Owned by gguf. */
+LF_EXPORT(lf_member_tensors_json) const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end,
+                                                                     int member, int n_members);
+LF_EXPORT(lf_member_create) lf_member* lf_member_create(void);
+/* Records where tensor `name`'s member bytes (its ranges, end to end) live; they must outlive it. */
+LF_EXPORT(lf_member_place_tensor) int lf_member_place_tensor(lf_member* member, const char* name, const uint8_t* data);
+LF_EXPORT(lf_member_load) int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_end,
+                                             int index, int n_members, int n_threads);
+/* A session of the member: its KV heads' cache only; freed with lf_session_free. */
+LF_EXPORT(lf_member_session_create) lf_session* lf_member_session_create(const lf_member* member, int max_ctx);
+LF_EXPORT(lf_member_free) void lf_member_free(lf_member* member);
+/* Starts a call of n rows in [n, n_embd] (the same on every member) at start_pos and runs its
+ * first phase; NULL and the last error when refused (the session untouched). */
+LF_EXPORT(lf_member_begin) lf_member_call* lf_member_begin(const lf_member* member, lf_session* session, int start_pos,
+                                                           const float* in, int n);
+/* The current layer and phase (0 attention, 1 attn_output, 2 ffn, 3 ffn_down); -1 once done. */
+LF_EXPORT(lf_member_call_layer) int lf_member_call_layer(const lf_member_call* call);
+LF_EXPORT(lf_member_call_phase) int lf_member_call_phase(const lf_member_call* call);
+/* This member's piece of the current phase (owned by call, valid until the next step), and the
+ * float count of member j's. */
+LF_EXPORT(lf_member_piece) const float* lf_member_piece(const lf_member_call* call);
+LF_EXPORT(lf_member_piece_floats) int lf_member_piece_floats(const lf_member_call* call, int member);
+/* Member j's piece of the current phase, n_floats floats (checked: size, finite values). */
+LF_EXPORT(lf_member_put_piece) int lf_member_put_piece(lf_member_call* call, int member, const float* piece,
+                                                       int n_floats);
+/* Every piece in: the next phase. Returns 1, or 0 with the last error: a piece missing leaves the
+ * call waiting for it; a failure in the phase ends the call, its session as it was. After the
+ * last layer the call is done and its output ready. */
+LF_EXPORT(lf_member_step) int lf_member_step(lf_member_call* call);
+/* The output [n, n_embd] once done (lf_member_call_layer -1), else NULL. */
+LF_EXPORT(lf_member_output) const float* lf_member_output(const lf_member_call* call);
+/* Frees the call; one not done is abandoned and its session left as it was. */
+LF_EXPORT(lf_member_call_free) void lf_member_call_free(lf_member_call* call);
+
 typedef struct lf_drafter lf_drafter;
 LF_EXPORT(lf_drafter_create) lf_drafter* lf_drafter_create(void);
 /* As lf_model_place_tensor, for the drafter's file; the bytes must outlive the drafter. */

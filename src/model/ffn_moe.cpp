@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "model/layer.h"
+#include "model/moe_steps.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
@@ -39,7 +40,8 @@ void choose_experts(const float* p, int n_expert, int k, int32_t* chosen) {
   }
 }
 
-// This worker's rows t: the router's probabilities, choices and weights, and the experts' input.
+}  // namespace
+
 void route(const LayerCall& c) {
   const LayerWeights& w = c.w();
   MoeScratch& b = moe(c);
@@ -70,7 +72,6 @@ void route(const LayerCall& c) {
   }
 }
 
-// Worker 0: the slots grouped by expert, each expert's in token order.
 void group_slots(const LayerCall& c) {
   if (c.worker != 0) return;
   MoeScratch& b = moe(c);
@@ -88,8 +89,6 @@ void group_slots(const LayerCall& c) {
   }
 }
 
-// This worker's share of the slots: x row -> Xc row s in W's vec_dot type, where x is per token
-// (by_token: slot s reads its token's row, the experts' input) or per slot (their activations).
 // A slot of the same token as the slot before it copies that slot's bytes: in decode all n_used
 // slots are the one token's, converted once.
 void convert_slots(const LayerCall& c, const WeightView& W, const std::vector<float>& x, bool by_token,
@@ -107,6 +106,8 @@ void convert_slots(const LayerCall& c, const WeightView& W, const std::vector<fl
     c.check(convert_activation_row(W.type, x.data() + src * W.n_in, dst, W.n_in));
   }
 }
+
+namespace {
 
 // Calls fn(e, slot0, count, r0, r1) for this worker's rows [r0, r1) of each chosen expert's
 // n_rows-row matrix: every expert's rows weighted by its slot count, laid end to end in expert
@@ -130,7 +131,8 @@ void for_my_expert_rows(const LayerCall& c, int64_t n_rows, Fn fn) {
   }
 }
 
-// This worker's expert rows of gate and up -> act = gelu(gate) · up for the same features.
+}  // namespace
+
 void gate_up(const LayerCall& c) {
   const LayerWeights& w = c.w();
   MoeScratch& b = moe(c);
@@ -165,38 +167,46 @@ void gate_up(const LayerCall& c) {
   });
 }
 
-// This worker's expert rows of ffn_down -> down [slots, n_embd].
 void down(const LayerCall& c) {
   const LayerWeights& w = c.w();
   MoeScratch& b = moe(c);
-  const int E = c.E();
-  const uint64_t xc_row = activation_row_bytes(w.ffn_down_exps.type, c.c().n_ff_exp);
-  for_my_expert_rows(c, E, [&](int e, int64_t slot0, int64_t count, int64_t r0, int64_t r1) {
-    matmul_rows_strided(expert_rows(w.ffn_down_exps, e, E), b.xc_act.data() + xc_row * static_cast<uint64_t>(slot0),
-                        xc_row, static_cast<int>(count), b.down.data() + slot0 * E, r0, r1);
+  const int64_t rows = w.ffn_down_exps.n_out / c.c().n_expert;
+  const uint64_t xc_row = activation_row_bytes(w.ffn_down_exps.type, w.ffn_down_exps.n_in);
+  for_my_expert_rows(c, rows, [&](int e, int64_t slot0, int64_t count, int64_t r0, int64_t r1) {
+    matmul_rows_strided(expert_rows(w.ffn_down_exps, e, rows), b.xc_act.data() + xc_row * static_cast<uint64_t>(slot0),
+                        xc_row, static_cast<int>(count), b.down.data() + slot0 * rows, r0, r1);
   });
 }
 
-// This worker's rows t: out = post_ffw_norm_2(Σ_j (down · scale[e_j]) · weight_j), summed in
-// the router's order as llama.cpp adds its expert views.
-void combine(const LayerCall& c) {
+void weigh_experts(const LayerCall& c, int64_t t, int64_t width, float* out) {
   const LayerWeights& w = c.w();
-  MoeScratch& b = moe(c);
-  const int E = c.E(), k = n_used(c);
+  const MoeScratch& b = moe(c);
+  const int k = n_used(c);
   const float* scale = w.ffn_down_exps_scale.present() ? w.ffn_down_exps_scale.f32() : nullptr;
+  for (int j = 0; j < k; ++j) {
+    const int e = b.chosen[t * k + j];
+    const float weight = b.weights[t * k + j];
+    const float* y = b.down.data() + b.slot_of[t * k + j] * width;
+    for (int64_t i = 0; i < width; ++i) {
+      const float v = (scale ? y[i] * scale[e] : y[i]) * weight;
+      out[i] = j == 0 ? v : out[i] + v;
+    }
+  }
+}
+
+void norm_experts(const LayerCall& c, int64_t t) {
+  float* out = row(moe(c).out, t, c.E());
+  rmsnorm(out, c.w().post_ffw_norm_2.f32(), c.E(), c.c().norm_eps, out);
+}
+
+namespace {
+
+// This worker's rows t: out = post_ffw_norm_2(the experts' weighted sum).
+void combine(const LayerCall& c) {
   const Share rows = c.my_share(c.n_act());
   for (int64_t t = rows.begin; t < rows.end; ++t) {
-    float* out = row(b.out, t, E);
-    for (int j = 0; j < k; ++j) {
-      const int e = b.chosen[t * k + j];
-      const float weight = b.weights[t * k + j];
-      const float* y = row(b.down, b.slot_of[t * k + j], E);
-      for (int i = 0; i < E; ++i) {
-        const float v = (scale ? y[i] * scale[e] : y[i]) * weight;
-        out[i] = j == 0 ? v : out[i] + v;
-      }
-    }
-    rmsnorm(out, w.post_ffw_norm_2.f32(), E, c.c().norm_eps, out);
+    weigh_experts(c, t, c.E(), row(moe(c).out, t, c.E()));
+    norm_experts(c, t);
   }
 }
 

@@ -73,6 +73,8 @@ void top_k_ffn(const LayerCall& c);  // the top-K gate FFN of approx.h (model/ff
 void moe_ffn(const LayerCall& c);
 // The features [f0, f1) of this worker's FFN units (empty when it has none).
 std::pair<int64_t, int64_t> my_features(const LayerCall& c);
+// dense_ffn without the conversion: this worker's features [f0, f1) of act = gelu(gate) · up.
+std::pair<int64_t, int64_t> geglu_features(const LayerCall& c);
 
 // Activations converted to a weight's vec_dot type (model/layer_activations.cpp).
 // X rows [rows) [W.n_in] -> those rows of Xc.
@@ -90,6 +92,9 @@ void convert_act(const LayerCall& c, int64_t f0, int64_t f1);
 // The layer's steps, in order (model/layer.cpp runs them).
 void attention_input(const LayerCall& c);     // attn_norm of every row, converted for Q/K/V
 void attention_heads(const LayerCall& c);     // this worker's KV heads: Q/K/V, norms, RoPE, cache, attention
+// attention_heads without the conversion for attn_output: this worker's KV heads [kv0, kv1)
+// and their query heads' columns of attn_out.
+std::pair<int, int> attend_units(const LayerCall& c);
 void attention_residual(const LayerCall& c, int64_t t);  // x1 = post_attention_norm(W_o ·) + x; ffn_in
 void ffn_residual(const LayerCall& c, int64_t t);        // x_next = post_ffw_norm(W_down ·) + x1, scaled
 // A MoE layer's: x_next = post_ffw_norm(post_ffw_norm_1(W_down ·) + experts) + x1, scaled.
@@ -98,6 +103,9 @@ void moe_residual(const LayerCall& c, int64_t t);
 // (model/layer_projection.cpp).
 void project_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc,
                   void (*finish_row)(const LayerCall& c, int64_t t));
+// This worker's share of W's output rows, in the row strips' grain: Y [n_act, W.n_out] = W · Xc
+// there.
+void project_my_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc, float* Y);
 
 // y [n] *= gemma4's layer_output_scale, where the layer has one.
 void apply_output_scale(const WeightView& layer_output_scale, int n, float* y);

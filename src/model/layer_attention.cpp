@@ -165,16 +165,23 @@ void attention_input(const LayerCall& c) {
   }
 }
 
-// This worker's attention units -> their columns of attn_out [n_act, n_head · D], converted for
-// attn_output (whole once project_rows has passed its first barrier).
-void attention_heads(const LayerCall& c) {
+std::pair<int, int> attend_units(const LayerCall& c) {
   const Share units = c.my_share(c.plan().attn.n_units);
-  if (units.begin == units.end) return;
+  if (units.begin == units.end) return {0, 0};
   const KvHeads kv{static_cast<int>(units.begin) * c.plan().kv_per_unit, static_cast<int>(units.end) * c.plan().kv_per_unit};
   queries(c, kv);
   if (!c.l().shares_kv) keys_and_values(c, kv);
   AttentionWorkspace workspace;
   for (const Segment& g : c.rows.segments) cache_and_attend(c, g, kv, &workspace);
+  return {kv.kv0, kv.kv1};
+}
+
+// This worker's attention units -> their columns of attn_out [n_act, n_head · D], converted for
+// attn_output (whole once project_rows has passed its first barrier).
+void attention_heads(const LayerCall& c) {
+  const auto [kv0, kv1] = attend_units(c);
+  if (kv0 == kv1) return;
+  const KvHeads kv{kv0, kv1};
   const int64_t cols_per_kv = static_cast<int64_t>(c.l().n_head / c.l().n_head_kv) * c.l().head_dim;
   c.check(convert_columns(c.w().attn_output, c.b.attn_out.data(), c.n_act(), kv.kv0 * cols_per_kv, kv.kv1 * cols_per_kv,
                           c.b.xc_o.data()));

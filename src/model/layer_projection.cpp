@@ -16,15 +16,18 @@ constexpr int64_t kRowGrain = 4;
 // Then each token's row is finished by one worker.
 void project_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc,
                   void (*finish_row)(const LayerCall& c, int64_t t)) {
-  const int E = c.E(), n_act = c.n_act();
   c.sync();
-  const Share grains = c.my_share((E + kRowGrain - 1) / kRowGrain);
-  const int64_t r0 = grains.begin * kRowGrain, r1 = std::min<int64_t>(grains.end * kRowGrain, E);
-  if (n_act > 0 && r0 < r1) matmul_rows(W, Xc, n_act, c.b.proj.data(), r0, r1);
+  project_my_rows(c, W, Xc, c.b.proj.data());
   c.sync();
-  const Share rows = c.my_share(n_act);
+  const Share rows = c.my_share(c.n_act());
   for (int64_t t = rows.begin; t < rows.end; ++t) finish_row(c, t);
   c.sync();
+}
+
+void project_my_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc, float* Y) {
+  const Share grains = c.my_share((W.n_out + kRowGrain - 1) / kRowGrain);
+  const int64_t r0 = grains.begin * kRowGrain, r1 = std::min<int64_t>(grains.end * kRowGrain, W.n_out);
+  if (c.n_act() > 0 && r0 < r1) matmul_rows(W, Xc, c.n_act(), Y, r0, r1);
 }
 
 }  // namespace lf

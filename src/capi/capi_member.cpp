@@ -1,0 +1,136 @@
+// C ABI over a tensor-parallel member (docs/tensor-parallel.md): what it places, its load, its
+// sessions, and its forward call driven phase by phase.
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "capi/capi_internal.h"
+#include "layerfold/capi.h"
+#include "model/member.h"
+#include "model/member_forward.h"
+
+struct lf_member {
+  std::map<std::string, const uint8_t*, std::less<>> placed;
+  lf::Member member;
+  bool loaded = false;
+};
+
+struct lf_member_call {
+  std::unique_ptr<lf::MemberForward> forward;
+};
+
+namespace {
+
+using lf::Code;
+using lf::Status;
+
+bool check_loaded(const lf_member* member) {
+  if (member->loaded) return true;
+  return lf::capi::record(Status(Code::failed_precondition, "member is not loaded: call lf_member_load first"));
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int member, int n_members) {
+  lf::ModelConfig full;
+  lf::MemberSplit split;
+  std::vector<lf::MemberTensor> tensors;
+  if (!lf::capi::record(lf::load_model_config(gguf->file, &full)) ||
+      !lf::capi::record(lf::split_members(gguf->file, full, {layer_begin, layer_end}, n_members, &split))) {
+    return nullptr;
+  }
+  if (member < 0 || member >= n_members) {
+    lf::capi::record(Status(Code::invalid_argument, "member " + std::to_string(member) + " is not one of " + std::to_string(n_members)));
+    return nullptr;
+  }
+  if (!lf::capi::record(lf::member_tensors(gguf->file, full, split, member, &tensors))) return nullptr;
+  nlohmann::ordered_json out, list = nlohmann::ordered_json::array();
+  uint64_t total = 0;
+  for (const lf::MemberTensor& t : tensors) {
+    nlohmann::ordered_json ranges = nlohmann::ordered_json::array();
+    for (const lf::ByteRange& r : t.ranges) ranges.push_back({r.offset, r.size});
+    list.push_back({{"name", t.info.name}, {"n_bytes", t.info.n_bytes}, {"ranges", ranges}});
+    total += t.info.n_bytes;
+  }
+  out["tensors"] = list;
+  out["weight_bytes"] = total;
+  gguf->json = out.dump();
+  return gguf->json.c_str();
+}
+
+lf_member* lf_member_create(void) { return new lf_member(); }
+
+int lf_member_place_tensor(lf_member* member, const char* name, const uint8_t* data) {
+  if (member->loaded) return lf::capi::record(Status(Code::failed_precondition, "tensors cannot be placed after lf_member_load"));
+  member->placed[name] = data;
+  return 1;
+}
+
+int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_end, int index, int n_members,
+                   int n_threads) {
+  if (member->loaded) return lf::capi::record(Status(Code::failed_precondition, "the member is loaded already"));
+  auto locate = [member](const lf::GgufTensorInfo& info) -> const uint8_t* {
+    auto it = member->placed.find(info.name);
+    return it == member->placed.end() ? nullptr : it->second;
+  };
+  const lf::MemberLoadOptions options{{layer_begin, layer_end}, index, n_members, n_threads};
+  if (!lf::capi::record(lf::load_member(gguf->file, locate, options, &member->member))) return 0;
+  member->loaded = true;
+  return 1;
+}
+
+lf_session* lf_member_session_create(const lf_member* member, int max_ctx) {
+  if (!check_loaded(member)) return nullptr;
+  auto session = std::make_unique<lf_session>();
+  lf::KvCacheOptions options;
+  options.max_ctx = max_ctx;
+  if (!lf::capi::record(lf::Session::create(member->member.model, options, &session->session))) return nullptr;
+  return session.release();
+}
+
+void lf_member_free(lf_member* member) { delete member; }
+
+lf_member_call* lf_member_begin(const lf_member* member, lf_session* session, int start_pos, const float* in, int n) {
+  if (!check_loaded(member)) return nullptr;
+  if (!in || n <= 0) {
+    lf::capi::record(Status(Code::invalid_argument, "a member call needs n > 0 rows of input"));
+    return nullptr;
+  }
+  auto call = std::make_unique<lf_member_call>();
+  const size_t floats = static_cast<size_t>(n) * static_cast<size_t>(member->member.full.n_embd);
+  if (!lf::capi::record(lf::MemberForward::begin(member->member, session->session, start_pos, {in, floats}, n, &call->forward))) {
+    return nullptr;
+  }
+  return call.release();
+}
+
+int lf_member_call_layer(const lf_member_call* call) { return call->forward->done() ? -1 : call->forward->layer(); }
+int lf_member_call_phase(const lf_member_call* call) {
+  return call->forward->done() ? -1 : static_cast<int>(call->forward->phase());
+}
+
+const float* lf_member_piece(const lf_member_call* call) { return call->forward->piece().data(); }
+
+int lf_member_piece_floats(const lf_member_call* call, int member) {
+  if (call->forward->done()) return 0;
+  return static_cast<int>(call->forward->piece_floats(member));
+}
+
+int lf_member_put_piece(lf_member_call* call, int member, const float* piece, int n_floats) {
+  if (!piece && n_floats > 0) return lf::capi::record(Status(Code::invalid_argument, "no piece given"));
+  return lf::capi::record(call->forward->put_piece(member, {piece, static_cast<size_t>(n_floats < 0 ? 0 : n_floats)}));
+}
+
+int lf_member_step(lf_member_call* call) { return lf::capi::record(call->forward->step()); }
+
+const float* lf_member_output(const lf_member_call* call) {
+  return call->forward->done() ? call->forward->output().data() : nullptr;
+}
+
+void lf_member_call_free(lf_member_call* call) { delete call; }
+
+}  // extern "C"

@@ -1,0 +1,319 @@
+#include "model/member_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "model/forward_checks.h"
+#include "model/layer.h"
+#include "model/moe_steps.h"
+#include "model/run_layers.h"
+#include "model/scratch.h"
+#include "quant/finite_check.h"
+#include "quant/quant.h"
+
+namespace lf {
+
+struct MemberForward::State {
+  State(const Member& m, Session& session, int pos, int rows, const ScratchShape& shape)
+      : member(m), s(session), start_pos(pos), n(rows), b(shape, m.model.pool->size()) {}
+
+  const Member& member;
+  Session& s;
+  int start_pos, n;
+  Scratch b;
+  BatchRows rows;
+  KvUndo undo;
+  // The gathered vectors that have no place in Scratch, at their whole widths.
+  std::vector<float> attn_full;     // [n, q_dim] the attention output
+  std::vector<float> act_full;      // [n, n_ff] gelu(gate) · up
+  std::vector<float> exp_act_full;  // [n · n_used, n_ff_exp] the experts' activations
+  // This member's rows of the closing projections.
+  std::vector<float> proj_piece;    // [n, its n_embd rows] W_o or W_down
+  std::vector<float> exp_piece;     // [n, its n_embd rows] the experts' weighted sum
+
+  const Model& model() const { return member.model; }
+  const LayerConfig& full_layer(int il) const { return member.full.layers[il]; }
+  int slots() const { return n * member.full.n_expert_used; }
+};
+
+namespace {
+
+using State = MemberForward::State;
+
+// One piece's part: rows × the member's columns `cols` of a vector `width` wide at dst.
+struct Part {
+  int64_t rows = 0;
+  RowRange cols;
+  int64_t width = 0;
+  float* dst = nullptr;
+};
+
+std::vector<Part> parts(State& st, int il, MemberPhase phase, int member) {
+  const MemberLayerSlice& s = st.member.split.slice(member, il);
+  const LayerConfig& l = st.full_layer(il);
+  const int64_t E = st.member.full.n_embd, n = st.n;
+  switch (phase) {
+    case MemberPhase::attention: {
+      const int64_t cols = static_cast<int64_t>(l.n_head / l.n_head_kv) * l.head_dim;
+      return {{n, {s.kv_heads.begin * cols, s.kv_heads.end * cols}, l.q_dim(), st.attn_full.data()}};
+    }
+    case MemberPhase::attn_output:
+      return {{n, s.embd, E, st.b.proj.data()}};
+    case MemberPhase::ffn:
+      if (!l.moe) return {{n, s.ff, l.n_ff, st.act_full.data()}};
+      return {{n, s.ff, l.n_ff, st.act_full.data()}, {st.slots(), s.ff_exp, st.member.full.n_ff_exp, st.exp_act_full.data()}};
+    case MemberPhase::ffn_down:
+      if (!l.moe) return {{n, s.embd, E, st.b.proj.data()}};
+      return {{n, s.embd, E, st.b.proj.data()}, {n, s.embd, E, st.b.moe.out.data()}};
+  }
+  return {};
+}
+
+// Where this member's own values of each part are, rows of the part's column count.
+std::vector<const float*> own_values(const State& st, int il, MemberPhase phase) {
+  switch (phase) {
+    case MemberPhase::attention: return {st.b.attn_out.data()};
+    case MemberPhase::attn_output: return {st.proj_piece.data()};
+    case MemberPhase::ffn: return {st.b.act.data(), st.b.moe.act.data()};
+    case MemberPhase::ffn_down: return {st.proj_piece.data(), st.exp_piece.data()};
+  }
+  (void)il;
+  return {};
+}
+
+// The phases' work on one worker of the member's pool (model/layer.h's steps on the member's
+// slices and on the gathered vectors).
+void attention(const LayerCall& c) {
+  attention_input(c);
+  c.sync();
+  attend_units(c);
+}
+
+void attn_output(const LayerCall& c, State& st) {
+  c.check(convert_rows(c.w().attn_output, st.attn_full.data(), c.my_share(c.n_act()), c.b.xc_o.data()));
+  c.sync();
+  project_my_rows(c, c.w().attn_output, c.b.xc_o.data(), st.proj_piece.data());
+}
+
+void ffn(const LayerCall& c) {
+  const Share rows = c.my_share(c.n_act());
+  for (int64_t t = rows.begin; t < rows.end; ++t) attention_residual(c, t);
+  c.sync();
+  geglu_features(c);
+  if (!c.l().moe) return;
+  route(c);
+  c.sync();
+  group_slots(c);
+  c.sync();
+  const LayerWeights& w = c.w();
+  const WeightView& gate = c.c().fused_gate_up ? w.ffn_gate_up_exps : w.ffn_gate_exps;
+  convert_slots(c, gate, c.b.moe.exp_in, true, &c.b.moe.xc_exp);
+  if (!c.c().fused_gate_up && up_needs_own_activations(gate.type, w.ffn_up_exps.type)) {
+    convert_slots(c, w.ffn_up_exps, c.b.moe.exp_in, true, &c.b.moe.xc_exp_up);
+  }
+  c.sync();
+  gate_up(c);
+}
+
+void ffn_down(const LayerCall& c, State& st) {
+  const Share rows = c.my_share(c.n_act());
+  c.check(convert_rows(c.w().ffn_down, st.act_full.data(), rows, c.b.xc_down.data()));
+  if (c.l().moe) convert_slots(c, c.w().ffn_down_exps, st.exp_act_full, false, &c.b.moe.xc_act);
+  c.sync();
+  project_my_rows(c, c.w().ffn_down, c.b.xc_down.data(), st.proj_piece.data());
+  if (!c.l().moe) return;
+  down(c);
+  c.sync();
+  const int64_t width = c.w().ffn_down.n_out;
+  for (int64_t t = rows.begin; t < rows.end; ++t) weigh_experts(c, t, width, st.exp_piece.data() + t * width);
+}
+
+// The layer's output from the gathered W_down rows (and experts): its residual, per token.
+void finish_layer(const LayerCall& c) {
+  const Share rows = c.my_share(c.n_act());
+  for (int64_t t = rows.begin; t < rows.end; ++t) {
+    if (c.l().moe) {
+      norm_experts(c, t);
+      moe_residual(c, t);
+    } else {
+      ffn_residual(c, t);
+    }
+  }
+}
+
+}  // namespace
+
+const char* member_phase_name(MemberPhase phase) {
+  static const char* const names[kMemberPhases] = {"attention", "attn_output", "ffn", "ffn_down"};
+  return names[static_cast<int>(phase)];
+}
+
+Status MemberForward::begin(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                            std::unique_ptr<MemberForward>* out) {
+  const Model& m = member.model;
+  if (!m.pool) return Status(Code::failed_precondition, "the member has no threads: load it with load_member");
+  if (n <= 0) return Status(Code::invalid_argument, "n must be positive, got " + std::to_string(n));
+  const ApproxOptions& approx = session.approx;
+  if (approx.truncated_attention || approx.early_exit || approx.top_k_ffn_on()) {
+    return Status(Code::unsupported, "a tensor-parallel member runs the exact engine only: no approximate modes");
+  }
+  if (in.size() != static_cast<size_t>(n) * static_cast<size_t>(m.config.n_embd)) {
+    return Status(Code::invalid_argument, "input has " + std::to_string(in.size()) + " floats, expected n * n_embd = " +
+                                              std::to_string(static_cast<size_t>(n) * m.config.n_embd));
+  }
+  LF_RETURN_IF_ERROR(validate_entry(m, BatchEntry{&session, start_pos, n, false}, in));
+
+  ScratchShape shape = scratch_shape(m, n, false);
+  size_t q_dim = 0, n_ff = 0;
+  for (int il = m.range.begin; il < m.range.end; ++il) {
+    q_dim = std::max(q_dim, static_cast<size_t>(member.full.layers[il].q_dim()));
+    n_ff = std::max(n_ff, static_cast<size_t>(member.full.layers[il].n_ff));
+    // The experts' activations are converted whole, at every expert's full width.
+    const WeightView& down_exps = m.layer(il).ffn_down_exps;
+    if (down_exps.present()) shape.moe.down_row = activation_row_bytes(down_exps.type, down_exps.n_in);
+  }
+  auto f = std::unique_ptr<MemberForward>(new MemberForward());
+  f->state_ = std::make_unique<State>(member, session, start_pos, n, shape);
+  State& st = *f->state_;
+  const size_t rows = static_cast<size_t>(n), E = static_cast<size_t>(member.full.n_embd);
+  st.attn_full.resize(rows * q_dim);
+  st.act_full.resize(rows * n_ff);
+  st.exp_act_full.resize(static_cast<size_t>(st.slots()) * static_cast<size_t>(member.full.n_ff_exp));
+  st.proj_piece.resize(rows * E);
+  st.exp_piece.resize(rows * E);
+  st.rows.segments.push_back(Segment{&session, start_pos, n});
+  st.rows.lay_out();
+  std::copy(in.begin(), in.end(), st.b.x.begin());
+  session.kv.save_overwritten(start_pos, n, &st.undo);
+  f->layer_ = m.range.begin;
+  f->phase_ = MemberPhase::attention;
+  LF_RETURN_IF_ERROR(f->run_phase());
+  *out = std::move(f);
+  return Status();
+}
+
+MemberForward::~MemberForward() {
+  if (state_ && !done_) abandon();
+}
+
+void MemberForward::abandon() {
+  state_->s.kv.restore(state_->undo);
+  done_ = true;
+}
+
+size_t MemberForward::piece_floats(int member) const {
+  size_t floats = 0;
+  for (const Part& p : parts(*state_, layer_, phase_, member)) floats += static_cast<size_t>(p.rows * p.cols.size());
+  return floats;
+}
+
+Status MemberForward::put_piece(int member, std::span<const float> piece) {
+  const int n_members = state_->member.split.n_members;
+  if (done_) return Status(Code::failed_precondition, "the call is over: no piece is expected");
+  if (member < 0 || member >= n_members) {
+    return Status(Code::invalid_argument, "member " + std::to_string(member) + " is not one of the group's " +
+                                              std::to_string(n_members));
+  }
+  const std::string which = std::string(member_phase_name(phase_)) + " piece of member " + std::to_string(member) +
+                            " in layer " + std::to_string(layer_);
+  if (piece.size() != piece_floats(member)) {
+    return Status(Code::invalid_argument, "the " + which + " has " + std::to_string(piece.size()) + " floats, expected " +
+                                              std::to_string(piece_floats(member)));
+  }
+  for (size_t i = 0; i < piece.size(); ++i) {
+    if (!std::isfinite(piece[i])) return Status(Code::invalid_argument, "the " + which + " holds a non-finite value at " + std::to_string(i));
+  }
+  const float* src = piece.data();
+  for (const Part& p : parts(*state_, layer_, phase_, member)) {
+    const int64_t w = p.cols.size();
+    for (int64_t r = 0; r < p.rows; ++r, src += w) std::copy(src, src + w, p.dst + r * p.width + p.cols.begin);
+  }
+  received_[static_cast<size_t>(member)] = true;
+  return Status();
+}
+
+Status MemberForward::step() {
+  if (done_) return Status(Code::failed_precondition, "the call is over: there is no next phase");
+  for (size_t j = 0; j < received_.size(); ++j) {
+    if (!received_[j]) {
+      return Status(Code::failed_precondition, std::string("the ") + member_phase_name(phase_) + " piece of member " +
+                                                   std::to_string(j) + " in layer " + std::to_string(layer_) + " is missing");
+    }
+  }
+  if (phase_ != MemberPhase::ffn_down) {
+    phase_ = static_cast<MemberPhase>(static_cast<int>(phase_) + 1);
+  } else {
+    ++layer_;
+    phase_ = MemberPhase::attention;
+  }
+  return run_phase();
+}
+
+std::span<const float> MemberForward::output() const {
+  if (!done_ || !state_) return {};
+  const Model& m = state_->model();
+  const std::vector<float>& x = residual(state_->b, m.range.end - m.range.begin);
+  return {x.data(), static_cast<size_t>(state_->n) * static_cast<size_t>(m.config.n_embd)};
+}
+
+// The current phase on the member's pool: after W_down's gather the finished layer's residual
+// first, then (but past the last layer) the phase's own work; then this member's piece.
+Status MemberForward::run_phase() {
+  State& st = *state_;
+  const Model& m = st.model();
+  const int first = m.range.begin;
+  const bool finishes = phase_ == MemberPhase::attention && layer_ > first;
+  const bool last = layer_ == m.range.end;
+  const int il = layer_;
+  const bool ran = m.pool->run([&](int worker) {
+    if (finishes) {
+      const int prev = il - 1;
+      finish_layer(LayerCall{m, st.b, *m.pool, residual(st.b, prev - first), residual(st.b, prev - first + 1), worker,
+                             prev, st.rows});
+      if (last) return;
+      m.pool->barrier();
+    }
+    const LayerCall c{m, st.b, *m.pool, residual(st.b, il - first), residual(st.b, il - first + 1), worker, il, st.rows};
+    switch (phase_) {
+      case MemberPhase::attention: attention(c); break;
+      case MemberPhase::attn_output: attn_output(c, st); break;
+      case MemberPhase::ffn: ffn(c); break;
+      case MemberPhase::ffn_down: ffn_down(c, st); break;
+    }
+  });
+  if (!ran) {
+    abandon();
+    return Status(Code::failed_precondition, kPoolBusy);
+  }
+  for (const Status& e : st.b.errors) {
+    if (!e.ok()) {
+      abandon();
+      return e;
+    }
+  }
+  if (last) {
+    const std::vector<float>& x = residual(st.b, m.range.end - first);
+    const Status finite = check_norm_input_rows({x.data(), static_cast<size_t>(st.n) * m.config.n_embd}, m.config.n_embd,
+                                                "output of the member's layers");
+    if (!finite.ok()) {
+      abandon();
+      return finite;
+    }
+    st.s.set_n_past(st.start_pos + st.n);
+    st.s.per_layer_in.clear();
+    done_ = true;
+    piece_.clear();
+    return Status();
+  }
+  piece_.clear();
+  const std::vector<Part> mine = parts(st, il, phase_, st.member.index);
+  const std::vector<const float*> values = own_values(st, il, phase_);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    piece_.insert(piece_.end(), values[k], values[k] + mine[k].rows * mine[k].cols.size());
+  }
+  received_.assign(static_cast<size_t>(st.member.split.n_members), false);
+  return Status();
+}
+
+}  // namespace lf

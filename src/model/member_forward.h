@@ -1,0 +1,70 @@
+// A forward call of one tensor-parallel member (docs/tensor-parallel.md), run phase by phase so
+// that the host can exchange the members' pieces between them, in memory or over a network.
+// Each layer has four exchange points; at each, every member produces its piece of a vector
+// and, once given all members' pieces, continues from the whole vector:
+//   attention    this member's heads' columns of the attention output   [n, its q columns]
+//   attn_output  its rows of W_o · attn_out                             [n, its n_embd rows]
+//   ffn          its features of gelu(gate) · up                        [n, its n_ff rows]
+//                and on a MoE layer its rows of each chosen expert's    [n · n_used, its n_ff_exp rows]
+//   ffn_down     its rows of W_down · act                               [n, its n_embd rows]
+//                and on a MoE layer its rows of the experts' weighted sum [n, its n_embd rows]
+// Norms, residuals and the router run on every member from the whole vectors, identically, so
+// the members stay in step and the output is a single node's bytes for any member count.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "model/member.h"
+#include "model/session.h"
+
+namespace lf {
+
+enum class MemberPhase { attention = 0, attn_output = 1, ffn = 2, ffn_down = 3 };
+inline constexpr int kMemberPhases = 4;
+const char* member_phase_name(MemberPhase phase);  // "attention", "attn_output", "ffn", "ffn_down"
+
+class MemberForward {
+ public:
+  // Starts a call of n positions start_pos .. start_pos+n-1: in [n, n_embd] (every member the same
+  // rows) through a session of member.model, and runs the first layer's attention. The call is
+  // checked as forward() checks it (position, room, input, per-layer inputs); a refused call,
+  // like a call abandoned or failed before its end, leaves the session as it was. The session
+  // runs the exact engine: approximate modes are refused. Member and session must outlive it.
+  static Status begin(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                      std::unique_ptr<MemberForward>* out);
+  ~MemberForward();
+
+  int layer() const { return layer_; }
+  MemberPhase phase() const { return phase_; }
+  bool done() const { return done_; }
+
+  // This member's piece of the current phase, and how many floats member j's piece holds.
+  std::span<const float> piece() const { return piece_; }
+  size_t piece_floats(int member) const;
+  // Member j's piece of the current phase (this member's own too), checked for its size.
+  Status put_piece(int member, std::span<const float> piece);
+  // Once every member's piece is in: the whole vector's steps and the next phase (or, after the
+  // last layer, the end of the call: its output checked and the session moved on).
+  Status step();
+  // The call's output [n, n_embd], once done().
+  std::span<const float> output() const;
+
+  struct State;
+
+ private:
+  MemberForward() = default;
+  Status run_phase();
+  void abandon();
+
+  std::unique_ptr<State> state_;
+  int layer_ = 0;
+  MemberPhase phase_ = MemberPhase::attention;
+  bool done_ = false;
+  std::vector<float> piece_;
+  std::vector<bool> received_;  // [members] this phase's pieces put
+};
+
+}  // namespace lf

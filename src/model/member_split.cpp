@@ -1,0 +1,160 @@
+#include "model/member_split.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "model/shard_plan.h"
+#include "model/tensor_table.h"
+
+namespace lf {
+namespace {
+
+int64_t block_elems(GgmlType type) {
+  TypeTraits traits{};
+  return type_traits(static_cast<uint32_t>(type), &traits) ? traits.block_elems : 1;
+}
+
+GgmlType tensor_type(const GgufFile& file, const std::string& name) {
+  const GgufTensorInfo* t = file.tensor(name);
+  return t ? t->type : GgmlType::F32;
+}
+
+// Member i's share of n rows dealt in grains (the last grain may be narrower).
+RowRange grain_share(int64_t n, int64_t grain, int member, int n_members) {
+  const Share s = share((n + grain - 1) / grain, member, n_members);
+  return {std::min(n, s.begin * grain), std::min(n, s.end * grain)};
+}
+
+// Rows of a tensor of layer il a member holds: what it multiplies by, by the tensor's short name.
+// Whole (false) for norms, the router, the per-layer branch and anything else.
+bool member_rows(const LayerConfig& l, const MemberLayerSlice& s, const std::string& short_name, RowRange* rows,
+                 bool* per_expert) {
+  const int64_t D = l.head_dim, group = l.n_head_kv > 0 ? l.n_head / l.n_head_kv : 0;
+  *per_expert = false;
+  if (short_name == "attn_q") *rows = {s.kv_heads.begin * group * D, s.kv_heads.end * group * D};
+  else if (short_name == "attn_k" || short_name == "attn_v") *rows = {s.kv_heads.begin * D, s.kv_heads.end * D};
+  else if (short_name == "attn_output" || short_name == "ffn_down") *rows = s.embd;
+  else if (short_name == "ffn_gate" || short_name == "ffn_up") *rows = s.ff;
+  else if (short_name == "ffn_gate_exps" || short_name == "ffn_up_exps" || short_name == "ffn_gate_up_exps") {
+    *rows = s.ff_exp;
+    *per_expert = true;
+  } else if (short_name == "ffn_down_exps") {
+    *rows = s.embd;
+    *per_expert = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange range, int n_members, MemberSplit* out) {
+  if (n_members < 1 || n_members > kMaxMembers) {
+    return Status(Code::invalid_argument, "member count " + std::to_string(n_members) + " is outside [1, " +
+                                              std::to_string(kMaxMembers) + "]");
+  }
+  if (range.begin < 0 || range.end > c.n_layer || range.begin >= range.end) {
+    return Status(Code::invalid_argument, "layer range [" + std::to_string(range.begin) + ", " +
+                                              std::to_string(range.end) + ") is not a non-empty part of [0, " +
+                                              std::to_string(c.n_layer) + ")");
+  }
+  MemberSplit split;
+  split.n_members = n_members;
+  split.range = range;
+  split.slices.assign(static_cast<size_t>(n_members), std::vector<MemberLayerSlice>(static_cast<size_t>(range.end - range.begin)));
+  for (int il = range.begin; il < range.end; ++il) {
+    const LayerConfig& l = c.layers[il];
+    const GgmlType down = tensor_type(file, layer_tensor_name(il, "ffn_down"));
+    LayerShards plan;
+    LF_RETURN_IF_ERROR(plan_layer_shards(l, tensor_type(file, layer_tensor_name(il, "attn_output")), down, &plan));
+    const int64_t ff_grain = std::max(kMemberRowGrain, block_elems(down));
+    const int64_t exp_grain = std::max(kMemberRowGrain, block_elems(tensor_type(file, layer_tensor_name(il, "ffn_down_exps"))));
+    for (int i = 0; i < n_members; ++i) {
+      MemberLayerSlice& s = split.slices[i][il - range.begin];
+      const Share units = share(plan.attn.n_units, i, n_members);
+      s.kv_heads = {units.begin * plan.kv_per_unit, units.end * plan.kv_per_unit};
+      s.embd = grain_share(c.n_embd, kMemberRowGrain, i, n_members);
+      s.ff = grain_share(l.n_ff, ff_grain, i, n_members);
+      if (l.moe) s.ff_exp = grain_share(c.n_ff_exp, exp_grain, i, n_members);
+    }
+    // A shared-KV layer reads its source's cache slice: the same heads must be the member's.
+    if (l.shares_kv && l.kv_layer >= range.begin) {
+      for (int i = 0; i < n_members; ++i) {
+        const RowRange a = split.slice(i, il).kv_heads, b = split.slice(i, l.kv_layer).kv_heads;
+        if (a.begin != b.begin || a.end != b.end) {
+          return Status(Code::unsupported, "layer " + std::to_string(il) + " shares layer " + std::to_string(l.kv_layer) +
+                                               "'s KV cache but their KV heads split differently over " +
+                                               std::to_string(n_members) + " members");
+        }
+      }
+    } else if (l.shares_kv) {
+      return Status(Code::unsupported, "layer " + std::to_string(il) + " reads layer " + std::to_string(l.kv_layer) +
+                                           "'s KV cache, outside the group's layers [" + std::to_string(range.begin) +
+                                           ", " + std::to_string(range.end) + "): a group holds its source layers");
+    }
+  }
+  *out = std::move(split);
+  return Status();
+}
+
+ModelConfig member_config(const ModelConfig& c, const MemberSplit& split, int member) {
+  ModelConfig m = c;
+  for (int il = split.range.begin; il < split.range.end; ++il) {
+    LayerConfig& l = m.layers[il];
+    const MemberLayerSlice& s = split.slice(member, il);
+    const int group = l.n_head / l.n_head_kv;
+    l.n_head_kv = static_cast<int>(s.kv_heads.size());
+    l.n_head = l.n_head_kv * group;
+    l.n_ff = static_cast<int>(s.ff.size());
+    if (l.moe) m.n_ff_exp = static_cast<int>(s.ff_exp.size());
+  }
+  return m;
+}
+
+Status member_tensor(const ModelConfig& c, const MemberSplit& split, int member, const GgufTensorInfo& t,
+                     MemberTensor* out) {
+  MemberTensor mt;
+  mt.info = t;
+  mt.ranges = {ByteRange{0, t.n_bytes}};
+  int il = -1;
+  char rest[64] = {}, suffix[16] = {};
+  if (std::sscanf(t.name.c_str(), "blk.%d.%63[^.].%15s", &il, rest, suffix) != 3 || suffix != std::string("weight") ||
+      il < split.range.begin || il >= split.range.end) {
+    *out = std::move(mt);
+    return Status();
+  }
+  RowRange rows;
+  bool per_expert = false;
+  if (!member_rows(c.layers[il], split.slice(member, il), rest, &rows, &per_expert)) {
+    *out = std::move(mt);
+    return Status();
+  }
+  TypeTraits traits{};
+  if (!type_traits(static_cast<uint32_t>(t.type), &traits)) {
+    return Status(Code::unsupported, "tensor '" + t.name + "' has an unknown type");
+  }
+  const uint64_t row_bytes = lf::row_bytes(traits, static_cast<uint64_t>(t.ne[0]));
+  const int64_t n_matrices = per_expert ? t.ne[2] : 1;
+  const int64_t n_out = per_expert ? t.ne[1] : t.ne[1] * t.ne[2];
+  // A fused gate/up expert is [gate rows | up rows]: the member's rows of each half.
+  const bool fused = rest == std::string("ffn_gate_up_exps");
+  const int64_t half = fused ? n_out / 2 : n_out;
+  if (rows.end > half) return Status(Code::malformed, "tensor '" + t.name + "' has fewer rows than its layer's split");
+  mt.ranges.clear();
+  for (int64_t e = 0; e < n_matrices; ++e) {
+    for (int64_t h = 0; h < (fused ? 2 : 1); ++h) {
+      const uint64_t first = static_cast<uint64_t>(e * n_out + h * half + rows.begin);
+      if (rows.size() > 0) mt.ranges.push_back({first * row_bytes, static_cast<uint64_t>(rows.size()) * row_bytes});
+    }
+  }
+  const int64_t member_rows_per_matrix = rows.size() * (fused ? 2 : 1);
+  mt.info.ne[1] = member_rows_per_matrix;
+  if (!per_expert && t.ne[2] != 1) return Status(Code::malformed, "tensor '" + t.name + "' is not a matrix");
+  mt.info.n_bytes = static_cast<uint64_t>(member_rows_per_matrix * n_matrices) * row_bytes;
+  *out = std::move(mt);
+  return Status();
+}
+
+}  // namespace lf

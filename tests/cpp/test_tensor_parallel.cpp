@@ -1,0 +1,182 @@
+// Tensor parallelism (docs/tensor-parallel.md): a group of S members, each holding its slices of
+// every layer, exchanging pieces in memory between phases, gives the single node's bytes for
+// every S, prompt and decode, dense, MoE and E-model layers, at 1 and 2 threads per member.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/member.h"
+#include "model/member_forward.h"
+#include "support/engine_checks.h"
+#include "support/engine_setup.h"
+#include "support/fixture_moe.h"
+
+namespace {
+
+using lf::Member;
+using lf::MemberForward;
+using lf::MemberTensor;
+using lf::Model;
+using lf::Session;
+using lf::Status;
+using lf::test::Embedded;
+using lf::test::FixtureModel;
+using lf::test::WeightFormat;
+using lf::test::require_ok;
+
+// One member's weights as a host places them: each tensor's ranges of the file, end to end.
+struct MemberBytes {
+  std::map<std::string, std::vector<uint8_t>> tensors;
+  uint64_t total = 0;
+
+  lf::TensorLocator locator() const {
+    return [this](const lf::GgufTensorInfo& t) -> const uint8_t* {
+      static const float kEmpty = 0.0f;  // a tensor of no rows still has an address
+      const auto it = tensors.find(t.name);
+      if (it == tensors.end()) return nullptr;
+      return it->second.empty() ? reinterpret_cast<const uint8_t*>(&kEmpty) : it->second.data();
+    };
+  }
+};
+
+struct Group {
+  std::vector<std::unique_ptr<MemberBytes>> bytes;
+  std::vector<std::unique_ptr<Member>> members;
+  std::vector<Session> sessions;
+};
+
+Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int n_threads) {
+  Group g;
+  for (int i = 0; i < n_members; ++i) {
+    auto mb = std::make_unique<MemberBytes>();
+    lf::ModelConfig full;
+    require_ok(lf::load_model_config(f.file, &full));
+    lf::MemberSplit split;
+    require_ok(lf::split_members(f.file, full, range, n_members, &split));
+    std::vector<MemberTensor> tensors;
+    require_ok(lf::member_tensors(f.file, full, split, i, &tensors));
+    const uint8_t* base = f.bytes.data() + f.file.data_offset;
+    for (const MemberTensor& t : tensors) {
+      std::vector<uint8_t>& dst = mb->tensors[t.info.name];
+      const uint8_t* src = base + f.file.tensor(t.info.name)->offset;
+      for (const lf::ByteRange& r : t.ranges) dst.insert(dst.end(), src + r.offset, src + r.offset + r.size);
+      REQUIRE(dst.size() == t.info.n_bytes);
+      mb->total += dst.size();
+    }
+    auto member = std::make_unique<Member>();
+    require_ok(lf::load_member(f.file, mb->locator(), lf::MemberLoadOptions{range, i, n_members, n_threads}, member.get()));
+    Session s;
+    require_ok(Session::create(member->model, lf::KvCacheOptions{32, 64}, &s));
+    g.sessions.push_back(std::move(s));
+    g.bytes.push_back(std::move(mb));
+    g.members.push_back(std::move(member));
+  }
+  return g;
+}
+
+// The group's forward of rows [start, start + n) of x: every member's pieces handed to every
+// member at each phase. Every member's output must be the same bytes; member 0's is returned.
+std::vector<float> group_forward(Group& g, const std::vector<float>& x, int start, int n,
+                                 const std::vector<float>& per_layer_in = {}) {
+  const size_t E = static_cast<size_t>(g.members[0]->full.n_embd);
+  const size_t S = g.members.size();
+  std::vector<std::unique_ptr<MemberForward>> calls(S);
+  for (size_t i = 0; i < S; ++i) {
+    g.sessions[i].per_layer_in = per_layer_in;
+    require_ok(MemberForward::begin(*g.members[i], g.sessions[i], start, {x.data() + start * E, n * E}, n, &calls[i]));
+  }
+  int phases = 0;
+  while (!calls[0]->done()) {
+    std::vector<std::vector<float>> pieces;
+    for (size_t j = 0; j < S; ++j) {
+      REQUIRE(calls[j]->piece().size() == calls[0]->piece_floats(static_cast<int>(j)));
+      pieces.emplace_back(calls[j]->piece().begin(), calls[j]->piece().end());
+    }
+    for (size_t i = 0; i < S; ++i) {
+      for (size_t j = 0; j < S; ++j) require_ok(calls[i]->put_piece(static_cast<int>(j), pieces[j]));
+      require_ok(calls[i]->step());
+    }
+    ++phases;
+  }
+  const lf::LayerRange r = g.members[0]->model.range;
+  REQUIRE(phases == lf::kMemberPhases * (r.end - r.begin));
+  std::vector<float> out(calls[0]->output().begin(), calls[0]->output().end());
+  for (size_t i = 1; i < S; ++i) {
+    REQUIRE(calls[i]->done());
+    REQUIRE(std::memcmp(calls[i]->output().data(), out.data(), out.size() * sizeof(float)) == 0);
+  }
+  for (Session& s : g.sessions) REQUIRE(s.n_past() == start + n);
+  return out;
+}
+
+// Layers [begin, end)'s per-layer inputs of tokens [t0, t0 + n), from every layer's [L, n_all, n_pl].
+std::vector<float> per_layer_slice(const Model& first, const Embedded& in, int n_all, lf::LayerRange r, int t0, int n) {
+  const int n_pl = first.config.n_embd_per_layer;
+  std::vector<float> out;
+  for (int l = r.begin; l < r.end && n_pl > 0; ++l) {
+    const float* src = in.per_layer.data() + (static_cast<size_t>(l) * n_all + t0) * n_pl;
+    out.insert(out.end(), src, src + static_cast<size_t>(n) * n_pl);
+  }
+  return out;
+}
+
+// A prompt of 5 then three decode steps and a 2-row step, through the single node and through
+// groups of 1 .. 4 members at 1 and 2 threads: every step's output bytes the same.
+void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0, -1}) {
+  const Model whole = lf::test::load(f);
+  const lf::LayerRange r{range.begin, range.end < 0 ? whole.config.n_layer : range.end};
+  const Model node = lf::test::load(f, lf::test::NodeOptions{r});
+  const int n_all = 10;
+  const std::vector<int32_t> tokens = lf::test::token_sequence(n_all, 7, 3, whole.config.n_vocab);
+  const Embedded in = lf::test::embed_tokens(whole, tokens);
+  const std::vector<std::pair<int, int>> steps = {{0, 5}, {5, 1}, {6, 1}, {7, 1}, {8, 2}};
+  Session ref = lf::test::session(node);
+  std::vector<std::vector<float>> expected;
+  for (const auto& [t0, n] : steps) {
+    ref.per_layer_in = per_layer_slice(whole, in, n_all, r, t0, n);
+    expected.push_back(lf::test::forward_rows(node, ref, in.x, t0, n));
+  }
+  for (int threads : {1, 2}) {
+    for (int S : {1, 2, 3, 4}) {
+      INFO("members " << S << ", threads " << threads);
+      Group g = make_group(f, r, S, threads);
+      for (size_t k = 0; k < steps.size(); ++k) {
+        const auto [t0, n] = steps[k];
+        INFO("step at " << t0 << " of " << n);
+        const std::vector<float> out = group_forward(g, in.x, t0, n, per_layer_slice(whole, in, n_all, r, t0, n));
+        REQUIRE(lf::test::same_bytes(out, expected[k]));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a group of members gives a dense node's bytes", "[tensor_parallel]") {
+  SECTION("gemma4, f32") { require_group_matches_node(lf::test::fixture(lf::Arch::gemma4)); }
+  SECTION("gemma4, quantized") { require_group_matches_node(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed)); }
+  SECTION("gemma3, quantized") { require_group_matches_node(lf::test::fixture(lf::Arch::gemma3, WeightFormat::mixed)); }
+  SECTION("a range of the layers") { require_group_matches_node(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed), {1, 3}); }
+}
+
+TEST_CASE("a group of members gives a MoE node's bytes", "[tensor_parallel]") {
+  for (bool fused : {true, false}) {
+    lf::test::MoeFixture moe;
+    moe.fused = fused;
+    moe.exps_type = lf::GgmlType::Q8_0;
+    lf::test::FixtureOptions o;
+    o.format = WeightFormat::mixed;
+    lf::test::add_moe(moe, &o);
+    INFO("fused " << fused);
+    require_group_matches_node(lf::test::fixture(o));
+  }
+}
+
+TEST_CASE("a group of members gives an E-model node's bytes", "[tensor_parallel]") {
+  SECTION("f32") { require_group_matches_node(lf::test::e_fixture()); }
+  SECTION("quantized") { require_group_matches_node(lf::test::e_fixture(WeightFormat::mixed)); }
+}
