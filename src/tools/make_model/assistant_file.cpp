@@ -1,5 +1,6 @@
 #include "assistant_file.h"
 
+#include "gguf_header.h"
 #include "metadata.h"
 #include "model_file.h"
 #include "tensor_adder.h"
@@ -7,6 +8,20 @@
 
 namespace lf::make_model {
 namespace {
+
+// Google's drafters by their target's width, from each checkpoint's config.json (the
+// converter, conversion/gemma.py's Gemma4AssistantModel, writes them as they are): four layers,
+// three sliding and one global.
+struct GoogleDrafter {
+  int n_embd_target;
+  AssistantShape shape;
+};
+const GoogleDrafter kGoogleDrafters[] = {
+    {5376, {1024, 8192, 32, "SSSG"}},  // gemma-4-31B-it-assistant
+    {2816, {1024, 8192, 16, "SSSG"}},  // gemma-4-26B-A4B-it-assistant: a dense FFN beside a MoE target
+    {2560, {256, 2048, 4, "SSSG"}},    // gemma-4-E4B-it-assistant
+    {1536, {256, 2048, 4, "SSSG"}},    // gemma-4-E2B-it-assistant
+};
 
 // The drafter's configuration: each layer's attention shaped as the target layer it reads
 // (llama.cpp's sharing rule: sliding layers layer n-2, global ones n-1), its own width and FFN.
@@ -18,9 +33,9 @@ Status assistant_config(const ModelConfig& target, const AssistantShape& shape, 
     return Status(Code::invalid_argument, "the drafter's layer pattern '" + shape.pattern + "' must be S and G only");
   }
   // llama.cpp tells the target's width from the drafter's by their differing.
-  if (shape.n_embd <= 0 || shape.n_embd == target.n_embd || shape.n_ff <= 0) {
+  if (shape.n_embd <= 0 || shape.n_embd == target.n_embd || shape.n_ff <= 0 || shape.n_head <= 0) {
     return Status(Code::invalid_argument, "the drafter's width (" + std::to_string(shape.n_embd) +
-                                              ") and FFN width must be positive, and the width not the target's (" +
+                                              "), FFN width and head count must be positive, and the width not the target's (" +
                                               std::to_string(target.n_embd) + ")");
   }
   ModelConfig c;
@@ -39,7 +54,14 @@ Status assistant_config(const ModelConfig& target, const AssistantShape& shape, 
                                                 std::to_string(target.n_layer - (kind == 'S' ? 2 : 1)) + " is not " +
                                                 (kind == 'S' ? "sliding" : "global") + ", as a drafter needs");
     }
+    if (shape.n_head % src.n_head_kv != 0) {
+      return Status(Code::invalid_argument, "the drafter's " + std::to_string(shape.n_head) +
+                                                " query heads are not a multiple of the target's layer " +
+                                                std::to_string(target.n_layer - (kind == 'S' ? 2 : 1)) + "'s " +
+                                                std::to_string(src.n_head_kv) + " KV heads");
+    }
     LayerConfig l = src;
+    l.n_head = shape.n_head;
     l.n_ff = shape.n_ff;
     l.shares_kv = true;
     l.has_v = false;
@@ -69,7 +91,20 @@ MakeSettings assistant_settings(const ModelConfig& target, const ModelConfig& c,
 
 }  // namespace
 
-Status add_assistant(const ModelConfig& target, const AssistantShape& shape, const MakeSettings& settings, GgufWriter* w) {
+AssistantShape assistant_shape(const ModelConfig& target, const AssistantShape& given) {
+  AssistantShape s{32, 64, target.layers.empty() ? 0 : target.layers.back().n_head, "SSG"};
+  for (const GoogleDrafter& g : kGoogleDrafters) {
+    if (g.n_embd_target == target.n_embd) s = g.shape;
+  }
+  if (given.n_embd > 0) s.n_embd = given.n_embd;
+  if (given.n_ff > 0) s.n_ff = given.n_ff;
+  if (given.n_head > 0) s.n_head = given.n_head;
+  if (!given.pattern.empty()) s.pattern = given.pattern;
+  return s;
+}
+
+Status add_assistant(const ModelConfig& target, const AssistantShape& given, const MakeSettings& settings, GgufWriter* w) {
+  const AssistantShape shape = assistant_shape(target, given);
   ModelConfig c;
   LF_RETURN_IF_ERROR(assistant_config(target, shape, &c));
   const MakeSettings s = assistant_settings(target, c, settings);
@@ -86,6 +121,16 @@ Status add_assistant(const ModelConfig& target, const AssistantShape& shape, con
   LF_RETURN_IF_ERROR(t.linear("nextn.pre_projection.weight", 2 * static_cast<int64_t>(target.n_embd), c.n_embd));
   LF_RETURN_IF_ERROR(t.linear("nextn.post_projection.weight", c.n_embd, target.n_embd));
   return add_weight_tensors(c, s, *w);
+}
+
+Status read_assistant_target(const std::string& path, ModelConfig* target, MakeSettings* settings) {
+  GgufFile file;
+  LF_RETURN_IF_ERROR(read_gguf_header(path, &file));
+  const Status read = load_model_config(file, target);
+  if (!read.ok()) return Status(read.code(), "'" + path + "': " + read.message());
+  settings->vocab = VocabKind::gguf;
+  settings->vocab_gguf = path;
+  return Status();
 }
 
 }  // namespace lf::make_model

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 
 #include "complete_config.h"
 #include "presets.h"
@@ -92,6 +93,14 @@ MakeSettings& part(CliArgs& a) { return a.settings; }
 template <typename T>
 Setter integer(const char* opt, int T::*field) {
   return [opt, field](const std::string& v, CliArgs& a) { return parse_int(opt, v, &(part<T>(a).*field)); };
+}
+
+// The drafter's own sizes: 0 would mean "left to assistant_shape", never a size one asked for.
+Setter positive(const char* opt, int AssistantShape::*field) {
+  return [opt, field](const std::string& v, CliArgs& a) {
+    LF_RETURN_IF_ERROR(parse_int(opt, v, &(a.assistant_shape.*field)));
+    return a.assistant_shape.*field > 0 ? Status() : bad(std::string(opt) + " must be positive, got '" + v + "'");
+  };
 }
 
 template <typename T>
@@ -214,10 +223,15 @@ const std::vector<Option>& options() {
          a.assistant_shape.pattern = v;
          return Status();
        }},
-      {"--assistant-n-embd", true,
-       [](const std::string& v, CliArgs& a) { return parse_int("--assistant-n-embd", v, &a.assistant_shape.n_embd); }},
-      {"--assistant-n-ff", true,
-       [](const std::string& v, CliArgs& a) { return parse_int("--assistant-n-ff", v, &a.assistant_shape.n_ff); }},
+      {"--assistant-n-embd", true, positive("--assistant-n-embd", &AssistantShape::n_embd)},
+      {"--assistant-n-ff", true, positive("--assistant-n-ff", &AssistantShape::n_ff)},
+      {"--assistant-n-head", true, positive("--assistant-n-head", &AssistantShape::n_head)},
+      {"--assistant-for", true,
+       [](const std::string& v, CliArgs& a) {
+         a.assistant = true;
+         a.assistant_for = v;
+         return Status();
+       }},
       {"--header-only", false, [](const std::string&, CliArgs& a) { a.header_only = true; return Status(); }},
       {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
       {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
@@ -247,6 +261,20 @@ Status apply_options(const std::vector<std::string>& args, CliArgs* a) {
   return Status();
 }
 
+// What a line with --assistant-for may set besides it: the target comes from its file.
+Status check_assistant_for(const std::vector<std::string>& args) {
+  static const char* const kAllowed[] = {"--out", "--assistant", "--assistant-for", "--assistant-layers", "--assistant-n-embd",
+                                         "--assistant-n-ff", "--assistant-n-head", "--type", "--tensor-type", "--seed",
+                                         "--header-only"};
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0) continue;
+    if (std::find(std::begin(kAllowed), std::end(kAllowed), arg) == std::end(kAllowed)) {
+      return bad(arg + " describes a target; --assistant-for reads the target from its file");
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status parse_cli(const std::vector<std::string>& args, CliArgs* out) {
@@ -268,8 +296,14 @@ Status parse_cli(const std::vector<std::string>& args, CliArgs* out) {
     *out = a;
     return Status();
   }
-  if (preset == nullptr) return bad("--preset is required (see --list-presets)");
   if (a.out_path.empty()) return bad("--out FILE is required");
+  if (!a.assistant_for.empty()) {
+    // The target's configuration and vocabulary are read from its header by make_model.
+    LF_RETURN_IF_ERROR(check_assistant_for(args));
+    *out = a;
+    return Status();
+  }
+  if (preset == nullptr) return bad("--preset is required (see --list-presets)");
   if (a.settings.vocab == VocabKind::gemma && a.settings.tokenizer_json.empty()) {
     return bad("--vocab gemma needs --tokenizer-json FILE (a Gemma tokenizer.json)");
   }
@@ -303,9 +337,13 @@ std::string usage_text() {
          "--chat-template FILE: FILE's text as tokenizer.chat_template (default: the vocabulary's own, or a\n"
          "  minimal turn template).\n"
          "--assistant: write the MTP drafter (gemma4-assistant) of the model the other options describe,\n"
-         "  not the model: --assistant-layers PATTERN (default SSG; S reads the target's layer n-2, G layer\n"
-         "  n-1), --assistant-n-embd N (default 32), --assistant-n-ff N (default 64); same vocabulary,\n"
-         "  types and seed as the target's file.\n";
+         "  not the model. For a target of gemma-4-31B's, 26B-A4B's, E4B's or E2B's width (the *-shape\n"
+         "  presets) the drafter has Google's drafter's shape, else width 32, FFN 64, layers SSG and the\n"
+         "  target's query heads; --assistant-layers PATTERN (S reads the target's layer n-2, G layer n-1),\n"
+         "  --assistant-n-embd N, --assistant-n-ff N and --assistant-n-head N set them. Same vocabulary,\n"
+         "  types and seed as the target's file.\n"
+         "--assistant-for TARGET.gguf: the drafter of the target in that file, its shapes and vocabulary\n"
+         "  read from the file's header (no --preset; --type, --seed and the --assistant-* options apply).\n";
 }
 
 }  // namespace lf::make_model

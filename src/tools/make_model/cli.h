@@ -22,6 +22,9 @@ struct CliArgs {
   // of that model.
   bool assistant = false;
   AssistantShape assistant_shape;
+  // --assistant-for: the target's GGUF, whose header gives model and the vocabulary (make_model
+  // reads it; parse_cli leaves model as the default then).
+  std::string assistant_for;
   bool list_presets = false;
   bool help = false;
 };

@@ -1,6 +1,7 @@
 // make_model: writes a synthetic Gemma 3 / Gemma 4 GGUF that llama.cpp loads, for tests.
 //   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...] [--header-only]
 //   make_model --preset tiny --assistant --out tiny-drafter.gguf   (the same target's MTP drafter)
+//   make_model --assistant-for target.gguf --out drafter.gguf       (the drafter of a target file)
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -32,13 +33,16 @@ Status write_header_only(const lf::GgufWriter& w, const std::string& path) {
   return Status();
 }
 
-Status make_model(const CliArgs& args) {
+Status make_model(const CliArgs& args, lf::ModelConfig* target) {
   lf::GgufWriter w;
-  lf::ModelConfig model = args.model;
+  lf::ModelConfig& model = *target;
+  model = args.model;
+  MakeSettings settings = args.settings;
+  if (!args.assistant_for.empty()) LF_RETURN_IF_ERROR(read_assistant_target(args.assistant_for, &model, &settings));
   if (args.assistant) {
-    LF_RETURN_IF_ERROR(add_assistant(model, args.assistant_shape, args.settings, &w));
+    LF_RETURN_IF_ERROR(add_assistant(model, args.assistant_shape, settings, &w));
   } else {
-    LF_RETURN_IF_ERROR(add_model(&model, args.settings, &w));
+    LF_RETURN_IF_ERROR(add_model(&model, settings, &w));
   }
   const std::string& out_path = args.out_path;
 
@@ -71,16 +75,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status made = make_model(args);
+  lf::ModelConfig target;
+  const Status made = make_model(args, &target);
   if (!made.ok()) {
     std::fprintf(stderr, "make_model: %s: %s\n", lf::code_name(made.code()), made.message().c_str());
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (args.assistant) {
-    std::fprintf(stderr, "make_model: wrote %s (gemma4-assistant, %zu layers %s, for a %d-layer target) in %.2f s\n",
-                 args.out_path.c_str(), args.assistant_shape.pattern.size(), args.assistant_shape.pattern.c_str(),
-                 args.model.n_layer, seconds);
+    const AssistantShape shape = assistant_shape(target, args.assistant_shape);
+    std::fprintf(stderr,
+                 "make_model: wrote %s (gemma4-assistant, %zu layers %s, width %d, FFN %d, %d heads, for a %d-layer "
+                 "target of width %d) in %.2f s\n",
+                 args.out_path.c_str(), shape.pattern.size(), shape.pattern.c_str(), shape.n_embd, shape.n_ff,
+                 shape.n_head, target.n_layer, target.n_embd, seconds);
   } else {
     std::fprintf(stderr, "make_model: wrote %s (%s, %d layers %s) in %.2f s\n", args.out_path.c_str(),
                  args.model.arch == lf::Arch::gemma4 ? "gemma4" : "gemma3", args.model.n_layer,

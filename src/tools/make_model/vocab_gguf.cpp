@@ -1,10 +1,6 @@
 // The vocabulary of a GGUF's tokenizer keys (docs/gguf.md, "Tokenizer keys"), for synthetic models
 // that tokenize exactly as a real one: llama.cpp's models/ggml-vocab-gemma-4.gguf holds Gemma 4's.
-#include <fstream>
-#include <iterator>
-#include <vector>
-
-#include "gguf/gguf_reader.h"
+#include "gguf_header.h"
 #include "vocab.h"
 
 namespace lf::make_model {
@@ -17,12 +13,8 @@ Status missing(const std::string& path, const std::string& key, const char* what
 }  // namespace
 
 Status load_gguf_vocab(const std::string& path, Vocab* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(Code::io_error, "cannot read vocabulary GGUF '" + path + "'");
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   GgufFile file;
-  const Status parsed = gguf_parse(bytes.data(), bytes.size(), bytes.size(), &file);
-  if (!parsed.ok()) return Status(Code::malformed, "'" + path + "': " + parsed.message());
+  LF_RETURN_IF_ERROR(read_gguf_header(path, &file));
 
   const std::string t = "tokenizer.ggml.";
   Vocab v;

@@ -366,7 +366,7 @@ test("bad arguments fail with a clear message", () => {
     [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "attn_q=IQ4_NL"], /--tensor-type's TYPE must be one of .*got 'IQ4_NL'/],
     [["--preset", "tiny-kquant", "--out", out, "--tensor-type", "attn_q"], /--tensor-type needs PATTERN=TYPE, got 'attn_q'/],
     [["--preset", "gemma4-vocab", "--out", out], /--vocab gguf needs --vocab-gguf FILE/],
-    [["--preset", "tiny", "--out", out, "--vocab", "gguf", "--vocab-gguf", path.join(tmpDir, "absent.gguf")], /cannot read vocabulary GGUF/],
+    [["--preset", "tiny", "--out", out, "--vocab", "gguf", "--vocab-gguf", path.join(tmpDir, "absent.gguf")], /cannot read GGUF/],
     [["--preset", "tiny", "--out", out, "--vocab", "gguf", "--vocab-gguf", makeModelScript], /bad magic: the file does not start with "GGUF"/],
     [["--preset", "tiny-gemma3", "--out", out, "--vocab", "gguf", "--vocab-gguf", GEMMA4_VOCAB()], /holds a gemma4 vocabulary; a gemma3 model needs a llama one/],
     [["--preset", "tiny", "--out", out, "--chat-template", path.join(tmpDir, "absent.jinja")], /cannot read chat template/],
