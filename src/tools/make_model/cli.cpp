@@ -218,6 +218,12 @@ const std::vector<Option>& options() {
        [](const std::string& v, CliArgs& a) { return parse_int("--assistant-n-embd", v, &a.assistant_shape.n_embd); }},
       {"--assistant-n-ff", true,
        [](const std::string& v, CliArgs& a) { return parse_int("--assistant-n-ff", v, &a.assistant_shape.n_ff); }},
+      {"--mmproj", false, [](const std::string&, CliArgs& a) { a.mmproj = true; return Status(); }},
+      {"--vision-tower", true, [](const std::string& v, CliArgs& a) { a.vision_shape.tower = v; return Status(); }},
+      {"--vision-layers", true,
+       [](const std::string& v, CliArgs& a) { return parse_int("--vision-layers", v, &a.vision_shape.n_layer); }},
+      {"--vision-type", true,
+       [](const std::string& v, CliArgs& a) { return parse_type("--vision-type", v, &a.vision_shape.type); }},
       {"--header-only", false, [](const std::string&, CliArgs& a) { a.header_only = true; return Status(); }},
       {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
       {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
@@ -305,7 +311,11 @@ std::string usage_text() {
          "--assistant: write the MTP drafter (gemma4-assistant) of the model the other options describe,\n"
          "  not the model: --assistant-layers PATTERN (default SSG; S reads the target's layer n-2, G layer\n"
          "  n-1), --assistant-n-embd N (default 32), --assistant-n-ff N (default 64); same vocabulary,\n"
-         "  types and seed as the target's file.\n";
+         "  types and seed as the target's file.\n"
+         "--mmproj: write the Gemma 4 vision projector (gemma4v) of the model the other options describe:\n"
+         "  --vision-tower auto|e2b|31b|tiny (default auto: E-models' 768-wide tower, the others' 1152-wide\n"
+         "  one; tiny: 64 wide, 2 layers, clipped linears and standardization), --vision-layers N (fewer\n"
+         "  layers), --vision-type T (the matrices' type, default F16; the patch kernel stays F16).\n";
 }
 
 }  // namespace lf::make_model

@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "model/model_config.h"
 #include "assistant_file.h"
+#include "mmproj_file.h"
 #include "settings.h"
 
 namespace lf::make_model {
@@ -22,6 +23,9 @@ struct CliArgs {
   // of that model.
   bool assistant = false;
   AssistantShape assistant_shape;
+  // Writes the vision projector (mmproj, gemma4v) of the model the rest of the line describes.
+  bool mmproj = false;
+  VisionShape vision_shape;
   bool list_presets = false;
   bool help = false;
 };

@@ -1,6 +1,7 @@
 // make_model: writes a synthetic Gemma 3 / Gemma 4 GGUF that llama.cpp loads, for tests.
 //   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...] [--header-only]
 //   make_model --preset tiny --assistant --out tiny-drafter.gguf   (the same target's MTP drafter)
+//   make_model --preset e2b --mmproj --vision-tower tiny --out mmproj.gguf   (its vision projector)
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "cli.h"
 #include "gguf/gguf_writer.h"
 #include "assistant_file.h"
+#include "mmproj_file.h"
 #include "model_file.h"
 #include "presets.h"
 
@@ -35,7 +37,9 @@ Status write_header_only(const lf::GgufWriter& w, const std::string& path) {
 Status make_model(const CliArgs& args) {
   lf::GgufWriter w;
   lf::ModelConfig model = args.model;
-  if (args.assistant) {
+  if (args.mmproj) {
+    LF_RETURN_IF_ERROR(add_mmproj(model, args.vision_shape, args.settings, &w));
+  } else if (args.assistant) {
     LF_RETURN_IF_ERROR(add_assistant(model, args.assistant_shape, args.settings, &w));
   } else {
     LF_RETURN_IF_ERROR(add_model(&model, args.settings, &w));
@@ -77,7 +81,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (args.assistant) {
+  if (args.mmproj) {
+    std::fprintf(stderr, "make_model: wrote %s (gemma4v projector for a %d-wide model) in %.2f s\n", args.out_path.c_str(),
+                 args.model.n_embd, seconds);
+  } else if (args.assistant) {
     std::fprintf(stderr, "make_model: wrote %s (gemma4-assistant, %zu layers %s, for a %d-layer target) in %.2f s\n",
                  args.out_path.c_str(), args.assistant_shape.pattern.size(), args.assistant_shape.pattern.c_str(),
                  args.model.n_layer, seconds);
