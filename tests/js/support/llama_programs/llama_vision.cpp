@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   const clip_image_f32& input = out.entries[0];
   const int n_tokens = clip_n_output_tokens(ctx, &input);
   const int n_embd = clip_n_mmproj_embd(ctx);
-  std::vector<float> embd;
+  // clip_image_encode copies into the vector's existing storage only.
+  std::vector<float> embd(static_cast<size_t>(n_tokens) * n_embd);
   if (!clip_image_encode(ctx, threads, &input, embd)) {
     std::fprintf(stderr, "clip_image_encode failed\n");
     return 1;
