@@ -5,8 +5,9 @@
 namespace lf {
 namespace {
 
-std::string shape_string(int64_t ne0, int64_t ne1, int64_t ne2) {
-  return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + (ne2 != 1 ? ", " + std::to_string(ne2) : "") + "]";
+std::string shape_string(int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+  return "[" + std::to_string(ne0) + ", " + std::to_string(ne1) + (ne2 != 1 || ne3 != 1 ? ", " + std::to_string(ne2) : "") +
+         (ne3 != 1 ? ", " + std::to_string(ne3) : "") + "]";
 }
 
 bool matmul_type_supported(GgmlType t) {
@@ -156,6 +157,8 @@ Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& s
     }
     // An E-model drafter's masked-embedding head, which llama.cpp loads but never computes with.
     if (arch == kAssistantArch && (t.name == "masked_embd_centroids.weight" || t.name == "masked_embd_ordering")) continue;
+    // A projector's audio encoder, beside the vision tower in one file, is not the tower's.
+    if (arch == kVisionArch && (t.name.rfind("a.", 0) == 0 || t.name.rfind("mm.a.", 0) == 0)) continue;
     return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a " + arch + " model)");
   }
   for (const TensorSpec& s : specs) {
@@ -164,10 +167,9 @@ Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& s
       if (s.required) return Status(Code::unsupported, "missing required tensor '" + s.name + "'");
       continue;
     }
-    if (t->ne[0] != s.ne0 || t->ne[1] != s.ne1 || t->ne[2] != s.ne2 || t->ne[3] != 1) {
-      return Status(Code::malformed, "tensor '" + s.name + "' has ne " + shape_string(t->ne[0], t->ne[1], t->ne[2]) +
-                                         (t->ne[3] != 1 ? " (4-D)" : "") + ", expected " +
-                                         shape_string(s.ne0, s.ne1, s.ne2));
+    if (t->ne[0] != s.ne0 || t->ne[1] != s.ne1 || t->ne[2] != s.ne2 || t->ne[3] != s.ne3) {
+      return Status(Code::malformed, "tensor '" + s.name + "' has ne " + shape_string(t->ne[0], t->ne[1], t->ne[2], t->ne[3]) +
+                                         ", expected " + shape_string(s.ne0, s.ne1, s.ne2, s.ne3));
     }
     if (s.role == TensorRole::f32_vector && t->type != GgmlType::F32) {
       return Status(Code::unsupported, "tensor '" + s.name + "' has type " + type_name(t->type) + ", expected F32");

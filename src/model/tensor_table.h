@@ -24,6 +24,7 @@ struct TensorSpec {
   TensorRole role = TensorRole::matmul;
   bool required = true;
   int64_t ne2 = 1;  // experts of a 3-D expert tensor [ne0, ne1, n_expert]
+  int64_t ne3 = 1;  // a 4-D tensor's last axis (the vision tower's patch kernels)
 };
 
 // Every tensor a model of this configuration may contain, with its expected shape.
@@ -41,6 +42,9 @@ Status check_tensors(const GgufFile& file, const ModelConfig& config);
 // The tensors of a gemma4-assistant drafter (model/drafter.h) whose target is n_embd_backbone wide.
 std::vector<TensorSpec> assistant_tensors(const ModelConfig& config, int n_embd_backbone);
 
+// The name check_tensor_specs knows a Gemma 4 projector's vision tower by (vision/vision_weights.h):
+// the projector type its file gives.
+inline constexpr const char* kVisionArch = "gemma4v";
 // check_tensors against a list of specs; arch names the model in the error of an unexpected tensor.
 Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& specs, const std::string& arch);
 

@@ -20,6 +20,16 @@ const std::vector<uint16_t>& gelu_f16_table() {
   return table;
 }
 
+// ggml's quick-GELU table, built as the GELU one.
+const std::vector<uint16_t>& gelu_quick_f16_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp32_to_fp16(gelu_quick_exact(fp16_to_fp32(static_cast<uint16_t>(i))));
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
 
 float gelu_exact(float x) { return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x))); }
@@ -36,6 +46,14 @@ void geglu(const float* gate, const float* up, int n, float* out) {
     // ggml multiplies the untouched gate (not gelu(gate)) when gate >= 10.
     out[i] = gelu_table(gate[i]) * up[i];
   }
+}
+
+float gelu_quick_exact(float x) { return x * (1.0f / (1.0f + expf(-1.702f * x))); }
+
+float gelu_quick_table(float x) { return fp16_to_fp32(gelu_quick_f16_table()[fp32_to_fp16(x)]); }
+
+void geglu_quick(const float* gate, const float* up, int n, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = gelu_quick_table(gate[i]) * up[i];
 }
 
 }  // namespace lf

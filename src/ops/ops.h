@@ -39,6 +39,10 @@ float gelu_exact(float x);  // 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x�
 float gelu_table(float x);  // ggml CPU: 0 for x <= -10, x for x >= 10, else f16 table at f16(x)
 // gate [n], up [n] -> out [n] = gelu_table(gate) · up (ggml_vec_geglu_f32)
 void geglu(const float* gate, const float* up, int n, float* out);
+float gelu_quick_exact(float x);  // x · 1/(1 + exp(-1.702·x)) in f32
+float gelu_quick_table(float x);  // ggml CPU: f16 table at f16(x), every x (no cut-offs)
+// gate [n], up [n] -> out [n] = gelu_quick_table(gate) · up (ggml_vec_geglu_quick_f32)
+void geglu_quick(const float* gate, const float* up, int n, float* out);
 
 // --- softmax and soft-cap (ops/softmax.cpp) ---
 // x [n] in place: exp(x - max) / Σ, sum in double.

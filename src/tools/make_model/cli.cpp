@@ -232,6 +232,12 @@ const std::vector<Option>& options() {
          a.assistant_for = v;
          return Status();
        }},
+      {"--mmproj", false, [](const std::string&, CliArgs& a) { a.mmproj = true; return Status(); }},
+      {"--vision-tower", true, [](const std::string& v, CliArgs& a) { a.vision_shape.tower = v; return Status(); }},
+      {"--vision-layers", true,
+       [](const std::string& v, CliArgs& a) { return parse_int("--vision-layers", v, &a.vision_shape.n_layer); }},
+      {"--vision-type", true,
+       [](const std::string& v, CliArgs& a) { return parse_type("--vision-type", v, &a.vision_shape.type); }},
       {"--header-only", false, [](const std::string&, CliArgs& a) { a.header_only = true; return Status(); }},
       {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
       {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
@@ -343,7 +349,12 @@ std::string usage_text() {
          "  --assistant-n-embd N, --assistant-n-ff N and --assistant-n-head N set them. Same vocabulary,\n"
          "  types and seed as the target's file.\n"
          "--assistant-for TARGET.gguf: the drafter of the target in that file, its shapes and vocabulary\n"
-         "  read from the file's header (no --preset; --type, --seed and the --assistant-* options apply).\n";
+         "  read from the file's header (no --preset; --type, --seed and the --assistant-* options apply).\n"
+
+         "--mmproj: write the Gemma 4 vision projector (gemma4v) of the model the other options describe:\n"
+         "  --vision-tower auto|e2b|31b|tiny (default auto: E-models' 768-wide tower, the others' 1152-wide\n"
+         "  one; tiny: 64 wide, 2 layers, clipped linears and standardization), --vision-layers N (fewer\n"
+         "  layers), --vision-type T (the matrices' type, default F16; the patch kernel stays F16).\n";
 }
 
 }  // namespace lf::make_model

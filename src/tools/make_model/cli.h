@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "model/model_config.h"
 #include "assistant_file.h"
+#include "mmproj_file.h"
 #include "settings.h"
 
 namespace lf::make_model {
@@ -25,6 +26,9 @@ struct CliArgs {
   // --assistant-for: the target's GGUF, whose header gives model and the vocabulary (make_model
   // reads it; parse_cli leaves model as the default then).
   std::string assistant_for;
+  // Writes the vision projector (mmproj, gemma4v) of the model the rest of the line describes.
+  bool mmproj = false;
+  VisionShape vision_shape;
   bool list_presets = false;
   bool help = false;
 };

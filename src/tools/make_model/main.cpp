@@ -2,6 +2,7 @@
 //   make_model --preset tiny --out tiny.gguf [--type Q8_0 --seed 7 ...] [--header-only]
 //   make_model --preset tiny --assistant --out tiny-drafter.gguf   (the same target's MTP drafter)
 //   make_model --assistant-for target.gguf --out drafter.gguf       (the drafter of a target file)
+//   make_model --preset e2b --mmproj --vision-tower tiny --out mmproj.gguf   (its vision projector)
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "cli.h"
 #include "gguf/gguf_writer.h"
 #include "assistant_file.h"
+#include "mmproj_file.h"
 #include "model_file.h"
 #include "presets.h"
 
@@ -39,7 +41,9 @@ Status make_model(const CliArgs& args, lf::ModelConfig* target) {
   model = args.model;
   MakeSettings settings = args.settings;
   if (!args.assistant_for.empty()) LF_RETURN_IF_ERROR(read_assistant_target(args.assistant_for, &model, &settings));
-  if (args.assistant) {
+  if (args.mmproj) {
+    LF_RETURN_IF_ERROR(add_mmproj(model, args.vision_shape, settings, &w));
+  } else if (args.assistant) {
     LF_RETURN_IF_ERROR(add_assistant(model, args.assistant_shape, settings, &w));
   } else {
     LF_RETURN_IF_ERROR(add_model(&model, settings, &w));
@@ -82,7 +86,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (args.assistant) {
+  if (args.mmproj) {
+    std::fprintf(stderr, "make_model: wrote %s (gemma4v projector for a %d-wide model) in %.2f s\n", args.out_path.c_str(),
+                 target.n_embd, seconds);
+  } else if (args.assistant) {
     const AssistantShape shape = assistant_shape(target, args.assistant_shape);
     std::fprintf(stderr,
                  "make_model: wrote %s (gemma4-assistant, %zu layers %s, width %d, FFN %d, %d heads, for a %d-layer "

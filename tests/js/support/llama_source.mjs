@@ -74,3 +74,26 @@ export function llamaProgram(source) {
   fs.renameSync(`${out}.part`, out);
   return out;
 }
+
+/**
+ * llamaProgram for a program that uses llama.cpp's multimodal library, which node-llama-cpp does
+ * not ship: mtmd's clip loader, image preprocessing and graph builders (tools/mtmd) are compiled
+ * into the program from the same source, against the oracle's prebuilt libggml. Built once per
+ * content of the program (a couple of minutes: every projector's graph is in clip.cpp's reach).
+ * @example const program = llamaMtmdProgram(path.join(here, "llama_programs", "llama_vision.cpp"));
+ */
+export function llamaMtmdProgram(source) {
+  const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).update("mtmd").digest("hex").slice(0, 16);
+  const out = path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`);
+  if (fs.existsSync(out)) return out;
+  const src = llamaSourceTree(["tools/mtmd", "include", "ggml/include", "vendor"]);
+  const mtmd = path.join(src, "tools", "mtmd");
+  const models = fs.readdirSync(path.join(mtmd, "models")).filter((f) => f.endsWith(".cpp")).map((f) => path.join(mtmd, "models", f));
+  fs.mkdirSync(path.dirname(out), {recursive: true});
+  execFileSync("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
+    `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
+    `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", `${out}.part`],
+  {stdio: ["ignore", "ignore", "inherit"]});
+  fs.renameSync(`${out}.part`, out);
+  return out;
+}

@@ -1,0 +1,27 @@
+// Gemma 4's vision tower and projector on the engine's pool (docs/vision.md, "The tower"): the
+// patches embedded with their learned x/y positions, n_layer ViT layers (RMS norms, Q/K norms,
+// 2-D NEOX RoPE, V norm, non-causal attention, clamped linears, a gated quick-GELU FFN), the
+// average-pooling merger, standardization and the projection into the language model's width.
+// Workers share each matrix's output rows and the attention's queries, so the bytes of the
+// embeddings do not depend on the thread count.
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "vision/image_preprocess.h"
+#include "vision/vision_config.h"
+#include "vision/vision_weights.h"
+
+namespace lf {
+
+// Soft tokens an input gives: (n_patches_x / n_merge) · (n_patches_y / n_merge).
+int vision_tokens(const VisionConfig& c, const VisionInput& in);
+
+// in -> embd [vision_tokens, n_embd_text], the rows the language model receives, row-major in
+// the pooled grid's order (y, then x).
+Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionInput& in, ThreadPool* pool,
+                    std::vector<float>* embd);
+
+}  // namespace lf

@@ -1,0 +1,55 @@
+// Gemma 4's vision tower against llama.cpp's (docs/vision.md, "Agreement"): synthetic projectors
+// (make-model --mmproj), images of odd sizes, a tiny one and one past the token budget, through
+// the native build (lf_vision, 1 to 3 threads) and mtmd (support/llama_vision.mjs). The
+// preprocessed size and the soft-token count must be llama.cpp's exactly, the embeddings within
+// VISION_BOUND of its largest |value|, and our bytes the same at every thread count.
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {llamaVision, lfVisionRun, rgbImage} from "../support/llama_vision.mjs";
+import {model} from "../support/models.mjs";
+
+// The largest |ours - llama.cpp's| over the largest |llama.cpp's|, per image. llama.cpp's CPU
+// attention over 64 or more patches is its tiled flash attention (f32 accumulators), ours the
+// one-chunk kernel's f16 accumulators: docs/vision.md, "Agreement", for the measurements.
+const VISION_BOUND = 2e-2;
+
+const PROJECTORS = [
+  {name: "mmproj-tiny", preset: "tiny", extra: ["--mmproj", "--vision-tower", "tiny"]},
+  {name: "mmproj-tiny-q8", preset: "tiny", extra: ["--mmproj", "--vision-tower", "tiny", "--vision-type", "Q8_0", "--seed", "5"]},
+  {name: "mmproj-e2b-1l", preset: "e2b-shape", extra: ["--mmproj", "--vision-tower", "e2b", "--vision-layers", "1"]},
+  {name: "mmproj-31b-1l", preset: "tiny", extra: ["--mmproj", "--vision-tower", "31b", "--vision-layers", "1"]},
+];
+
+// [width, height, max tokens (0: the model's 1120)]
+const IMAGES = [[37, 23, 0], [3, 2, 0], [200, 120, 80], [1000, 700, 90]];
+
+function relativeError(ours, ref) {
+  let diff = 0, scale = 0;
+  for (let i = 0; i < ref.length; i++) {
+    diff = Math.max(diff, Math.abs(ours[i] - ref[i]));
+    scale = Math.max(scale, Math.abs(ref[i]));
+  }
+  return diff / scale;
+}
+
+describe("vision tower vs llama.cpp", () => {
+  for (const p of PROJECTORS) {
+    const small = p.name.startsWith("mmproj-tiny");
+    for (const [w, h, maxTokens] of small ? IMAGES : IMAGES.slice(0, 1)) {
+      test(`${p.name} ${w}x${h}${maxTokens ? ` max ${maxTokens}` : ""}`, () => {
+        const mmproj = model(p.name, p.preset, p.extra);
+        const image = rgbImage(w, h);
+        const ref = llamaVision(mmproj, image, w, h, {maxTokens: maxTokens || -1});
+        const runs = [1, 2, 3].map((threads) => lfVisionRun(mmproj, image, w, h, {threads, maxTokens}));
+        const ours = runs[0];
+        assert.deepEqual([ours.width, ours.height, ours.n_tokens, ours.n_embd], [ref.width, ref.height, ref.n_tokens, ref.n_embd]);
+        assert.equal(ours.embd.length, ref.embd.length);
+        const err = relativeError(ours.embd, ref.embd);
+        console.log(`${p.name} ${w}x${h}: ${ref.width}x${ref.height}, ${ref.n_tokens} tokens, relative error ${err.toExponential(2)}`);
+        assert.ok(err <= VISION_BOUND, `relative error ${err} over ${VISION_BOUND}`);
+        for (const r of runs.slice(1)) assert.equal(r.raw, ours.raw, "bytes differ across thread counts");
+      });
+    }
+  }
+});
