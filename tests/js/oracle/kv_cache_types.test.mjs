@@ -21,7 +21,10 @@ const prompt = (n) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 37
 const CONFIGS = [
   {name: "tiny", preset: "tiny", extra: [], n: 40},
   {name: "tiny-rotated", preset: "tiny", extra: ["--head-dim-swa", "128", "--head-dim-global", "64"], n: 40},
-  {name: "shared-kv2-q4", preset: "tiny-shared-kv2", extra: [], n: 40},
+  // A per-layer input of 64, not the preset's 32: with rows of one Q4_0 block (blk.N.proj is
+  // [32 -> 64]) llama.cpp's sapphirerapids build computes the per-layer branch far from the float64 model
+  // (docs/forward-pass.md, "Agreement"), and this test judges only where llama.cpp is exact.
+  {name: "shared-kv2-q4", preset: "tiny-shared-kv2", extra: ["--n-embd-per-layer", "64"], n: 40},
   {name: "e2b-shape-w8", preset: "e2b-shape", extra: ["--sliding-window", "8"], n: 72},
 ];
 const TYPES = [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "f16"], ["f16", "q4_0"]];

@@ -17,6 +17,7 @@ const MAY_IMPORT = {
   generation: ["server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
   server: ["node", "telemetry", "protocol", ...LEAVES],
   pipeline: ["node", "gguf", "telemetry", "protocol", ...LEAVES],
+  group: ["node", "gguf", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],
   gguf: ["sources", "tokens", "wasm"],
   telemetry: ["protocol", "log", "wasm"],
