@@ -133,11 +133,12 @@ export class MemberGroup {
 
   /**
    * hidden [n, n_embd] at positions startPos.. of session `id` (made on first use) -> hidden
-   * [n, n_embd], the bytes one node of these layers gives. A refused or failed call leaves the
-   * session as it was on every member.
+   * [n, n_embd], the bytes one node of these layers gives. perLayer: a model with per-layer
+   * embeddings needs the range's layers' inputs, [layers, n, nEmbdPerLayer], as LayerNode.forward
+   * takes them. A refused or failed call leaves the session as it was on every member.
    * @example const out = group.forward({ session: 'a', startPos: 0, hidden });
    */
-  forward({ session: id, startPos, hidden }) {
+  forward({ session: id, startPos, hidden, perLayer = null }) {
     const n = hidden.length / this.#nEmbd;
     if (!(hidden instanceof Float32Array) || !Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden must be a Float32Array of a positive multiple of n_embd ${this.#nEmbd} floats`);
@@ -147,6 +148,8 @@ export class MemberGroup {
     try {
       for (const m of members) {
         const session = m.session(id, this.#maxContext);
+        const values = perLayer ?? new Float32Array(0);
+        if (!m.withFloats(values, (ptr) => m.lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw m.lf.lastError();
         const call = m.withFloats(hidden, (ptr) => m.lf.fn.lf_member_begin(m.ptr, session, startPos, ptr, n));
         if (!call) throw m.lf.lastError();
         calls.push(call);

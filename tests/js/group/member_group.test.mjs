@@ -13,24 +13,33 @@ const CONFIGS = [
   {name: "tiny", file: () => model("tiny", "tiny", ["--type", "Q4_0"]), layers: [0, 2]},
   {name: "tiny-gemma3, layers 1-2", file: () => model("tiny-gemma3", "tiny-gemma3", ["--type", "Q4_0"]), layers: [1, 3]},
   {name: "moe-tiny", file: () => model("moe-tiny-q8", "moe-tiny", ["--type", "Q8_0"]), layers: [0, 2]},
+  // Per-layer inputs, shared-KV layers reading their sources' cache slices, one KV head per layer.
+  {name: "tiny-shared-kv2", file: () => model("tiny-shared-kv2-q8", "tiny-shared-kv2", ["--type", "Q8_0"]), layers: [0, 5]},
 ];
 const PROMPT = [2, 17, 300, 5, 41, 88, 9];
 const DECODE = [33, 250];
 
 const bytesOf = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength);
 
-// The embeddings of the prompt and decode tokens, and one node's outputs for them.
-async function reference(file, layers, build) {
+// The calls of the prompt and decode tokens (their embeddings, and the range's per-layer inputs
+// on a model with them), and one node's outputs for them.
+async function reference(file, [begin, end], build) {
   const embedder = await LayerNode.open({model: file, layers: [0, 1], build: "single"});
-  const inputs = [embedder.embed(PROMPT), ...DECODE.map((t) => embedder.embed([t]))];
+  const inputs = [];
+  for (const tokens of [PROMPT, ...DECODE.map((t) => [t])]) {
+    const hidden = embedder.embed(tokens);
+    const nPl = embedder.nEmbdPerLayer;
+    const perLayer = nPl ? (await embedder.perLayerInputs(tokens, hidden)).slice(begin * tokens.length * nPl, end * tokens.length * nPl) : null;
+    inputs.push({hidden, perLayer});
+  }
   embedder.close();
-  const node = await LayerNode.open({model: file, layers, build, threads: 2});
+  const node = await LayerNode.open({model: file, layers: [begin, end], build, threads: 2});
   try {
     const outputs = [];
     let pos = 0;
-    for (const hidden of inputs) {
-      outputs.push(await node.forward({session: "s", startPos: pos, hidden}));
-      pos += hidden.length / node.nEmbd;
+    for (const input of inputs) {
+      outputs.push(await node.forward({session: "s", startPos: pos, ...input}));
+      pos += input.hidden.length / node.nEmbd;
     }
     return {inputs, outputs, nEmbd: node.nEmbd};
   } finally {
@@ -48,10 +57,10 @@ describe("a group of members gives one node's bytes", () => {
           const group = await MemberGroup.open({model: file, layers: config.layers, members, build, threads: build === "threaded" ? 2 : 1, maxContext: 64});
           try {
             let pos = 0;
-            inputs.forEach((hidden, i) => {
-              const out = group.forward({session: "s", startPos: pos, hidden});
+            inputs.forEach((input, i) => {
+              const out = group.forward({session: "s", startPos: pos, ...input});
               assert.ok(bytesOf(out).equals(bytesOf(outputs[i])), `${members} members, call ${i}: the node's bytes`);
-              pos += hidden.length / nEmbd;
+              pos += input.hidden.length / nEmbd;
             });
             assert.equal(group.sessionLength("s"), pos);
             if (members > 1) assert.ok(Math.max(...group.weightBytes) < 0.8 * group.weightBytes.reduce((a, b) => a + b), "each member holds a share");
@@ -79,13 +88,13 @@ describe("refusals", () => {
     const {inputs, outputs} = await reference(file, [0, 2], "single");
     const group = await MemberGroup.open({model: file, layers: [0, 2], members: 2, build: "single", maxContext: 64});
     try {
-      group.forward({session: "s", startPos: 0, hidden: inputs[0]});
-      assert.throws(() => group.forward({session: "s", startPos: 3, hidden: inputs[1]}), (e) => e.code === "failed_precondition" || e.code === "invalid_argument");
-      const bad = Float32Array.from(inputs[1]);
+      group.forward({session: "s", startPos: 0, hidden: inputs[0].hidden});
+      assert.throws(() => group.forward({session: "s", startPos: 3, hidden: inputs[1].hidden}), (e) => e.code === "failed_precondition" || e.code === "invalid_argument");
+      const bad = Float32Array.from(inputs[1].hidden);
       bad[5] = NaN;
       assert.throws(() => group.forward({session: "s", startPos: PROMPT.length, hidden: bad}), (e) => /finite/.test(e.message));
       assert.equal(group.sessionLength("s"), PROMPT.length);
-      const out = group.forward({session: "s", startPos: PROMPT.length, hidden: inputs[1]});
+      const out = group.forward({session: "s", startPos: PROMPT.length, hidden: inputs[1].hidden});
       assert.ok(bytesOf(out).equals(bytesOf(outputs[1])));
       assert.throws(() => group.forward({session: "s", startPos: 0, hidden: new Float32Array(5)}), RangeError);
     } finally {
