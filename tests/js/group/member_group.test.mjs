@@ -1,13 +1,21 @@
-// A tensor-parallel group in one process: S members in modules of their own give, call by call,
-// the bytes one LayerNode of the same layers gives (a prompt, then decode steps), in both builds,
-// for dense gemma4 and gemma3 layers and MoE layers; refusals by name; a refused call leaves
-// every member's session as it was.
+// A tensor-parallel group gives, call by call, the bytes one LayerNode of the same layers gives
+// (a prompt, then decode steps): S members in modules of this process, in both builds, and
+// members in servers of their own reached over loopback WebSockets; dense gemma4 and gemma3
+// layers, MoE layers, the E-model fixture. Refusals by name: a bad member count or split, a
+// member of another group or position, a wrong token, a member answering NaNs, wrong lengths or
+// late; a refused call leaves every member's session as it was.
 import assert from "node:assert/strict";
-import {describe, test} from "node:test";
+import {createRequire} from "node:module";
+import path from "node:path";
+import {after, before, describe, test} from "node:test";
 
 import {MemberGroup} from "../../../js-glue/src/group/member_group.js";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
-import {model} from "../support/models.mjs";
+import {decodeFrame, encodeFrame} from "../../../js-glue/src/protocol/member_frames.js";
+import {serveMember} from "../../../js-glue/src/server/member_host.js";
+import {model, root} from "../support/models.mjs";
+
+const {WebSocketServer} = createRequire(path.join(root, "js-glue", "package.json"))("ws");
 
 const CONFIGS = [
   {name: "tiny", file: () => model("tiny", "tiny", ["--type", "Q4_0"]), layers: [0, 2]},
@@ -16,53 +24,66 @@ const CONFIGS = [
   // Per-layer inputs, shared-KV layers reading their sources' cache slices, one KV head per layer.
   {name: "tiny-shared-kv2", file: () => model("tiny-shared-kv2-q8", "tiny-shared-kv2", ["--type", "Q8_0"]), layers: [0, 5]},
 ];
+const tiny = () => CONFIGS[0].file();
 const PROMPT = [2, 17, 300, 5, 41, 88, 9];
 const DECODE = [33, 250];
+const quiet = () => {};
 
 const bytesOf = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength);
 
-// The calls of the prompt and decode tokens (their embeddings, and the range's per-layer inputs
-// on a model with them), and one node's outputs for them.
+// The calls of the prompt and decode tokens ({startPos, hidden, perLayer}: their embeddings, and
+// the range's per-layer inputs on a model with them), and one node's outputs for them.
 async function reference(file, [begin, end], build) {
   const embedder = await LayerNode.open({model: file, layers: [0, 1], build: "single"});
   const inputs = [];
+  let startPos = 0;
   for (const tokens of [PROMPT, ...DECODE.map((t) => [t])]) {
     const hidden = embedder.embed(tokens);
     const nPl = embedder.nEmbdPerLayer;
     const perLayer = nPl ? (await embedder.perLayerInputs(tokens, hidden)).slice(begin * tokens.length * nPl, end * tokens.length * nPl) : null;
-    inputs.push({hidden, perLayer});
+    inputs.push({startPos, hidden, perLayer});
+    startPos += tokens.length;
   }
   embedder.close();
   const node = await LayerNode.open({model: file, layers: [begin, end], build, threads: 2});
   try {
     const outputs = [];
-    let pos = 0;
-    for (const input of inputs) {
-      outputs.push(await node.forward({session: "s", startPos: pos, ...input}));
-      pos += input.hidden.length / node.nEmbd;
-    }
-    return {inputs, outputs, nEmbd: node.nEmbd};
+    for (const input of inputs) outputs.push(await node.forward({session: "s", ...input}));
+    return {inputs, outputs};
   } finally {
     node.close();
   }
 }
 
-describe("a group of members gives one node's bytes", () => {
+// Runs every call through the group, holding each output to the node's bytes.
+async function runCalls(group, {inputs, outputs}, what) {
+  for (const [i, input] of inputs.entries()) {
+    const out = await group.forward({session: "s", ...input});
+    assert.ok(bytesOf(out).equals(bytesOf(outputs[i])), `${what}, call ${i}: the node's bytes`);
+  }
+  assert.equal(await group.sessionLength("s"), PROMPT.length + DECODE.length);
+}
+
+// Member servers of layers for a group of `members`, started on loopback ports.
+async function memberServers(file, layers, members, options = {}) {
+  const servers = [];
+  for (let i = 0; i < members; ++i) {
+    servers.push(await serveMember({model: file, layers, shard: [i, members], build: "single", port: 0, host: "127.0.0.1", log: quiet, ...options}));
+  }
+  await Promise.all(servers.map((s) => s.loaded));
+  return servers;
+}
+
+describe("a group in one process gives one node's bytes", () => {
   for (const config of CONFIGS) {
     for (const build of ["single", "threaded"]) {
       test(`${config.name}, ${build}`, {timeout: 300_000}, async () => {
         const file = config.file();
-        const {inputs, outputs, nEmbd} = await reference(file, config.layers, build);
+        const expected = await reference(file, config.layers, build);
         for (const members of [1, 2, 3]) {
           const group = await MemberGroup.open({model: file, layers: config.layers, members, build, threads: build === "threaded" ? 2 : 1, maxContext: 64});
           try {
-            let pos = 0;
-            inputs.forEach((input, i) => {
-              const out = group.forward({session: "s", startPos: pos, ...input});
-              assert.ok(bytesOf(out).equals(bytesOf(outputs[i])), `${members} members, call ${i}: the node's bytes`);
-              pos += input.hidden.length / nEmbd;
-            });
-            assert.equal(group.sessionLength("s"), pos);
+            await runCalls(group, expected, `${members} members`);
             if (members > 1) assert.ok(Math.max(...group.weightBytes) < 0.8 * group.weightBytes.reduce((a, b) => a + b), "each member holds a share");
           } finally {
             group.close();
@@ -73,10 +94,30 @@ describe("a group of members gives one node's bytes", () => {
   }
 });
 
+describe("a group of member servers over loopback WebSockets gives one node's bytes", () => {
+  for (const config of [CONFIGS[0], CONFIGS[2], CONFIGS[3]]) {
+    test(config.name, {timeout: 300_000}, async () => {
+      const file = config.file();
+      const expected = await reference(file, config.layers, "single");
+      for (const members of [2, 3]) {
+        const servers = await memberServers(file, config.layers, members);
+        const group = await MemberGroup.connect(servers.map((s) => s.url));
+        try {
+          await runCalls(group, expected, `${members} remote members`);
+          await group.dropSession("s");
+          assert.equal(await group.sessionLength("s"), 0);
+        } finally {
+          group.close();
+          await Promise.all(servers.map((s) => s.shutdown()));
+        }
+      }
+    });
+  }
+});
+
 describe("refusals", () => {
   test("a member count that is not a whole number, a split of a shared-KV layer without its source", async () => {
-    const file = model("tiny", "tiny", ["--type", "Q4_0"]);
-    await assert.rejects(MemberGroup.open({model: file, layers: [0, 2], members: 0, build: "single"}),
+    await assert.rejects(MemberGroup.open({model: tiny(), layers: [0, 2], members: 0, build: "single"}),
       (e) => e.code === "invalid_argument" && /members must be a whole number >= 1, not 0/.test(e.message));
     const shared = model("tiny-shared-kv1", "tiny-shared-kv1", ["--type", "Q4_0"]);
     await assert.rejects(MemberGroup.open({model: shared, layers: [3, 4], members: 2, build: "single"}),
@@ -84,21 +125,86 @@ describe("refusals", () => {
   });
 
   test("a call at the wrong position or with a non-finite row is refused and leaves every member's session as it was", async () => {
-    const file = model("tiny", "tiny", ["--type", "Q4_0"]);
-    const {inputs, outputs} = await reference(file, [0, 2], "single");
-    const group = await MemberGroup.open({model: file, layers: [0, 2], members: 2, build: "single", maxContext: 64});
+    const {inputs, outputs} = await reference(tiny(), [0, 2], "single");
+    const group = await MemberGroup.open({model: tiny(), layers: [0, 2], members: 2, build: "single", maxContext: 64});
     try {
-      group.forward({session: "s", startPos: 0, hidden: inputs[0].hidden});
-      assert.throws(() => group.forward({session: "s", startPos: 3, hidden: inputs[1].hidden}), (e) => e.code === "failed_precondition" || e.code === "invalid_argument");
+      await group.forward({session: "s", ...inputs[0]});
+      await assert.rejects(group.forward({session: "s", startPos: 3, hidden: inputs[1].hidden}), (e) => /start_pos|position/.test(e.message));
       const bad = Float32Array.from(inputs[1].hidden);
       bad[5] = NaN;
-      assert.throws(() => group.forward({session: "s", startPos: PROMPT.length, hidden: bad}), (e) => /finite/.test(e.message));
-      assert.equal(group.sessionLength("s"), PROMPT.length);
-      const out = group.forward({session: "s", startPos: PROMPT.length, hidden: inputs[1].hidden});
+      await assert.rejects(group.forward({session: "s", startPos: PROMPT.length, hidden: bad}), (e) => /finite/.test(e.message));
+      assert.equal(await group.sessionLength("s"), PROMPT.length);
+      const out = await group.forward({session: "s", startPos: PROMPT.length, hidden: inputs[1].hidden});
       assert.ok(bytesOf(out).equals(bytesOf(outputs[1])));
-      assert.throws(() => group.forward({session: "s", startPos: 0, hidden: new Float32Array(5)}), RangeError);
+      await assert.rejects(group.forward({session: "s", startPos: 0, hidden: new Float32Array(5)}), RangeError);
     } finally {
       group.close();
+    }
+  });
+
+  describe("remote members", () => {
+    let servers;
+    before(async () => {
+      servers = await memberServers(tiny(), [0, 2], 2, {authToken: "member-secret-token"});
+    });
+    after(async () => {
+      await Promise.all(servers.map((s) => s.shutdown()));
+    });
+
+    test("a wrong or missing token, members out of order, a member of another group size", async () => {
+      const urls = servers.map((s) => s.url);
+      await assert.rejects(MemberGroup.connect(urls, {authToken: "wrong"}),
+        (e) => e.code === "unauthenticated" && /member 0 .*HTTP 401/.test(e.message) && !/member-secret-token/.test(e.message));
+      await assert.rejects(MemberGroup.connect(urls), (e) => e.code === "unauthenticated");
+      await assert.rejects(MemberGroup.connect([urls[1], urls[0]], {authToken: "member-secret-token"}),
+        (e) => /member 0 \(.*\) is member 1 of 2, not 0 of 2/.test(e.message));
+      await assert.rejects(MemberGroup.connect([urls[0]], {authToken: "member-secret-token"}), (e) => /is member 0 of 2, not 0 of 1/.test(e.message));
+    });
+
+    test("a refused call over the wire leaves both members' sessions as they were", async () => {
+      const {inputs, outputs} = await reference(tiny(), [0, 2], "single");
+      const group = await MemberGroup.connect(servers.map((s) => s.url), {authToken: "member-secret-token"});
+      try {
+        await group.forward({session: "r", ...inputs[0]});
+        await assert.rejects(group.forward({session: "r", ...inputs[1], startPos: 1}), (e) => /member 0/.test(e.message));
+        const out = await group.forward({session: "r", ...inputs[1]});
+        assert.ok(bytesOf(out).equals(bytesOf(outputs[1])));
+      } finally {
+        group.close();
+      }
+    });
+
+    // A member server that answers info as member 1 of 2 and then each frame as `misbehave` says.
+    async function fakeMember(misbehave) {
+      const wss = new WebSocketServer({port: 0, host: "127.0.0.1"});
+      await new Promise((resolve) => wss.once("listening", resolve));
+      wss.on("connection", (ws) => ws.on("message", (data) => {
+        const {header} = decodeFrame(new Uint8Array(data), "test");
+        if (header.op === "info") ws.send(encodeFrame({op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, weight_bytes: 1}));
+        else if (header.op === "abandon") ws.send(encodeFrame({op: "ok"}));
+        else misbehave(ws, header);
+      }));
+      return {url: `ws://127.0.0.1:${wss.address().port}`, close: () => new Promise((resolve) => wss.close(resolve))};
+    }
+
+    for (const [what, misbehave, pattern] of [
+      ["NaNs in its piece", (ws) => ws.send(encodeFrame({op: "piece"}, [new Float32Array([1, NaN, 2])])), /member 1 \(.*\)'s piece holds a non-finite value at 1/],
+      ["a piece of the wrong length", (ws) => ws.send(encodeFrame({op: "piece"}, [new Float32Array(3)])), /piece of member 1 in layer 0 has 3 floats, expected/],
+      ["a frame that is not one", (ws) => ws.send(new Uint8Array([1, 2])), /member 1 \(.*\): a frame shorter than its header length/],
+      ["nothing, past the deadline", () => {}, /member 1 \(.*\) did not answer begin within 300 ms/],
+    ]) {
+      test(`a member answering ${what} fails the call naming it, and the good member's session stays as it was`, async () => {
+        const {inputs} = await reference(tiny(), [0, 2], "single");
+        const fake = await fakeMember(misbehave);
+        const group = await MemberGroup.connect([servers[0].url, fake.url], {authToken: "member-secret-token", deadlineMs: 300});
+        try {
+          await assert.rejects(group.forward({session: "f", ...inputs[0]}), (e) => pattern.test(e.message));
+          assert.equal(await group.sessionLength("f"), 0);
+        } finally {
+          group.close();
+          await fake.close();
+        }
+      });
     }
   });
 });

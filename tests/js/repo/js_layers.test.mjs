@@ -15,7 +15,7 @@ const MAY_IMPORT = {
   cli: ["gateway", "generation", "server", "pipeline", "node", "gguf", "telemetry", "protocol", ...LEAVES],
   gateway: ["generation", "server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
   generation: ["server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
-  server: ["node", "telemetry", "protocol", ...LEAVES],
+  server: ["group", "node", "telemetry", "protocol", ...LEAVES],
   pipeline: ["node", "gguf", "telemetry", "protocol", ...LEAVES],
   group: ["node", "gguf", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],

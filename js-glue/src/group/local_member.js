@@ -1,0 +1,178 @@
+// One member of a tensor-parallel group in a WASM module of this process: its slices of the
+// range's tensors (the byte ranges lf_member_tensors_json lists, read from the source and placed
+// end to end), its sessions' caches of its KV heads, and at most one call at a time, driven
+// phase by phase (docs/tensor-parallel.md).
+import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
+import { LayerfoldError } from '../wasm/capi.js';
+import { loadSingleThreadModule, loadThreadedModule } from '../wasm/load_node.js';
+import { withCStrings } from '../node/wasm_copies.js';
+
+export class LocalMember {
+  #lf;
+  #ptr = 0;
+  #buffers = [];
+  #sessions = new Map();  // session id -> lf_session*
+  #call = 0;              // the lf_member_call* under way
+  #rows = 0;              // its rows
+  #maxContext;
+
+  constructor(lf, { index, members, layers, nEmbd, maxContext, weightBytes }) {
+    this.#lf = lf;
+    this.index = index;
+    this.members = members;
+    this.layers = layers;
+    this.nEmbd = nEmbd;
+    this.weightBytes = weightBytes;
+    this.#maxContext = maxContext;
+  }
+
+  /**
+   * Member `index` of `members` serving layers [begin, end) of the model in `source`, in a module
+   * of its own ('threaded' with `threads` engine threads, or 'single'). header: the model's, when
+   * read before (a group's first member reads it). A split the engine refuses is refused by name
+   * before any weight is read.
+   * @example const m = await LocalMember.open({ source, index: 0, members: 2, layers: [0, 2], threaded: false });
+   */
+  static async open({ source, header = null, index, members, layers: [begin, end], threaded, threads = 1, maxContext = 4096 }) {
+    if (!(Number.isSafeInteger(maxContext) && maxContext >= 1)) {
+      throw new LayerfoldError('invalid_argument', `maxContext must be a whole number >= 1, not ${maxContext}`);
+    }
+    const lf = threaded ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
+    const opened = header ? { gguf: reparseModelHeader(lf, header), header } : await openModelHeader(lf, source);
+    const member = new LocalMember(lf, { index, members, layers: [begin, end], nEmbd: opened.header.info.n_embd, maxContext, weightBytes: 0 });
+    member.header = opened.header;
+    try {
+      member.weightBytes = await member.#load(source, opened, threaded ? threads : 1);
+      return member;
+    } catch (error) {
+      member.close();
+      throw error;
+    } finally {
+      lf.fn.lf_gguf_free(opened.gguf);
+    }
+  }
+
+  async #load(source, { header, gguf }, threads) {
+    const lf = this.#lf;
+    const [begin, end] = this.layers;
+    const { tensors } = lf.json(lf.fn.lf_member_tensors_json(gguf, begin, end, this.index, this.members));
+    const offsets = new Map(header.tensors.map((t) => [t.name, t.offset]));
+    this.#ptr = lf.fn.lf_member_create();
+    for (const t of tensors) {
+      const ptr = lf.alloc(t.n_bytes);
+      this.#buffers.push(ptr);
+      let at = ptr;
+      for (const [offset, size] of t.ranges) {
+        const from = offsets.get(t.name) + offset;
+        await source.readInto(from, from + size, lf.bytes().subarray(at, at + size));
+        at += size;
+      }
+      withCStrings(lf, [t.name], ([name]) => lf.fn.lf_member_place_tensor(this.#ptr, name, ptr));
+    }
+    if (!lf.fn.lf_member_load(this.#ptr, gguf, begin, end, this.index, this.members, threads)) throw lf.lastError();
+    return tensors.reduce((sum, t) => sum + t.n_bytes, 0);
+  }
+
+  /**
+   * Starts a call of hidden [n, n_embd] at startPos of session `id` (made on first use), with an
+   * E-model's per-layer inputs of the range; its first piece. A call under way is abandoned.
+   * @example const piece = await member.begin({ session: 'a', startPos: 0, hidden });
+   */
+  async begin({ session: id, startPos, hidden, perLayer = null }) {
+    this.abandon();
+    const lf = this.#lf;
+    const n = hidden.length / this.nEmbd;
+    if (!Number.isInteger(n) || n < 1) {
+      throw new LayerfoldError('invalid_argument', `hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
+    }
+    const session = this.#session(id);
+    const values = perLayer ?? new Float32Array(0);
+    if (!this.#withFloats(values, (ptr) => lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw lf.lastError();
+    this.#call = this.#withFloats(hidden, (ptr) => lf.fn.lf_member_begin(this.#ptr, session, startPos, ptr, n));
+    if (!this.#call) throw lf.lastError();
+    this.#rows = n;
+    return this.#piece();
+  }
+
+  /**
+   * Every member's piece of the current phase, in member order -> {piece} of the next phase, or
+   * {output} [n, n_embd] once the call is done (then it is over).
+   * @example const next = await member.exchange(pieces);
+   */
+  async exchange(pieces) {
+    const lf = this.#lf;
+    if (!this.#call) throw new LayerfoldError('failed_precondition', `member ${this.index}: no call under way`);
+    try {
+      pieces.forEach((piece, j) => {
+        if (!this.#withFloats(piece, (ptr) => lf.fn.lf_member_put_piece(this.#call, j, ptr, piece.length))) throw lf.lastError();
+      });
+      if (!lf.fn.lf_member_step(this.#call)) throw lf.lastError();
+    } catch (error) {
+      this.abandon();
+      throw error;
+    }
+    if (lf.fn.lf_member_call_layer(this.#call) !== -1) return { piece: this.#piece() };
+    const output = this.#floats(lf.fn.lf_member_output(this.#call), this.#rows * this.nEmbd);
+    this.abandon();
+    return { output };
+  }
+
+  /** Ends the call under way, if any, leaving its session as it was before the call. */
+  abandon() {
+    if (this.#call) this.#lf.fn.lf_member_call_free(this.#call);
+    this.#call = 0;
+  }
+
+  /** The positions session `id` holds (0 for one never used). */
+  sessionLength(id) {
+    const s = this.#sessions.get(id);
+    return s ? this.#lf.fn.lf_session_n_past(s) : 0;
+  }
+
+  dropSession(id) {
+    const s = this.#sessions.get(id);
+    if (s) this.#lf.fn.lf_session_free(s);
+    this.#sessions.delete(id);
+  }
+
+  close() {
+    this.abandon();
+    for (const id of [...this.#sessions.keys()]) this.dropSession(id);
+    if (this.#ptr) this.#lf.fn.lf_member_free(this.#ptr);
+    for (const ptr of this.#buffers) this.#lf.free(ptr);
+    this.#buffers = [];
+    this.#ptr = 0;
+    this.#lf.close();
+  }
+
+  #session(id) {
+    let s = this.#sessions.get(id);
+    if (!s) {
+      s = this.#lf.fn.lf_member_session_create(this.#ptr, this.#maxContext);
+      if (!s) throw this.#lf.lastError();
+      this.#sessions.set(id, s);
+    }
+    return s;
+  }
+
+  #piece() {
+    const lf = this.#lf;
+    return this.#floats(lf.fn.lf_member_piece(this.#call), lf.fn.lf_member_piece_floats(this.#call, this.index));
+  }
+
+  #floats(ptr, n) {
+    return new Float32Array(this.#lf.bytes().slice(ptr, ptr + 4 * n).buffer);
+  }
+
+  // Copies floats into the module's memory for the time of fn(ptr).
+  #withFloats(floats, fn) {
+    const lf = this.#lf;
+    const ptr = lf.alloc(Math.max(4, floats.byteLength));
+    try {
+      lf.bytes().set(new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength), ptr);
+      return fn(ptr);
+    } finally {
+      lf.free(ptr);
+    }
+  }
+}

@@ -1,0 +1,180 @@
+// A member of a tensor-parallel group served by another process (server/member_host.js), reached
+// over one WebSocket: LocalMember's shape, each call one frame out and one frame back
+// (protocol/member_frames.js). A member that does not answer a phase within the deadline fails
+// the call naming it, and its connection is closed: the member then abandons the call, so no
+// cache keeps half of it. An answer is held to what the leader asked (a piece, an output of the
+// call's rows, finite values) before anyone uses it.
+import WebSocket from 'ws';
+
+import { redactUrl } from '../log/redact.js';
+import { decodeFrame, encodeFrame, isCount } from '../protocol/member_frames.js';
+import { LayerfoldError } from '../wasm/capi.js';
+
+export const DEFAULT_DEADLINE_MS = 30_000;
+export const MEMBER_PATH = '/v1/member';
+// The largest frame a member may send: a piece or output of a long prompt's rows.
+const MAX_FRAME_BYTES = 1 << 30;
+
+// The member's WebSocket address at `url` (http(s):// or ws(s)://, its path replaced).
+function socketUrl(url) {
+  const u = new URL(url);
+  if (u.protocol === 'http:') u.protocol = 'ws:';
+  if (u.protocol === 'https:') u.protocol = 'wss:';
+  if (u.protocol !== 'ws:' && u.protocol !== 'wss:') throw new LayerfoldError('invalid_argument', `member URL ${redactUrl(url)}: expected http(s):// or ws(s)://`);
+  u.pathname = MEMBER_PATH;
+  return u.toString();
+}
+
+export class RemoteMember {
+  #ws;
+  #deadlineMs;
+  #pending = null;  // {resolve, reject, timer} of the frame awaited
+  #rows = 0;        // the call's rows
+  #closedError = null;
+
+  constructor(ws, { url, index, deadlineMs }) {
+    this.#ws = ws;
+    this.url = redactUrl(url);
+    this.index = index;
+    this.#deadlineMs = deadlineMs;
+    this.name = `member ${index} (${this.url})`;
+    ws.on('message', (data, isBinary) => this.#received(data, isBinary));
+    ws.on('close', () => this.#fail(new LayerfoldError('unavailable', `${this.name} closed the connection`)));
+    ws.on('error', (error) => this.#fail(new LayerfoldError('unavailable', `${this.name}: ${error.message}`)));
+  }
+
+  /**
+   * Connects to the member server at `url` and checks it is member `index` of `members`.
+   * @example const m = await RemoteMember.connect('http://a:8080', { index: 0, members: 2, authToken });
+   */
+  static async connect(url, { index, members, authToken, deadlineMs = DEFAULT_DEADLINE_MS }) {
+    const ws = new WebSocket(socketUrl(url), {
+      headers: authToken ? { authorization: `Bearer ${authToken}` } : {},
+      maxPayload: MAX_FRAME_BYTES,
+      handshakeTimeout: deadlineMs,
+      perMessageDeflate: false,
+    });
+    ws.binaryType = 'nodebuffer';
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('unexpected-response', (req, res) => reject(new LayerfoldError(res.statusCode === 401 ? 'unauthenticated' : 'unavailable',
+        `member ${index} (${redactUrl(url)}) refused the connection: HTTP ${res.statusCode}`)));
+      ws.once('error', (error) => reject(new LayerfoldError('unavailable', `member ${index} (${redactUrl(url)}): ${error.message}`)));
+    });
+    const member = new RemoteMember(ws, { url, index, deadlineMs });
+    try {
+      const { header } = await member.#request({ op: 'info' });
+      const { layers, n_embd: nEmbd } = header;
+      if (header.index !== index || header.members !== members) {
+        throw new LayerfoldError('invalid_argument', `${member.name} is member ${header.index} of ${header.members}, not ${index} of ${members}`);
+      }
+      if (!Array.isArray(layers) || layers.length !== 2 || !layers.every(isCount) || !isCount(nEmbd) || nEmbd === 0) {
+        throw new LayerfoldError('bad_response', `${member.name}: its info has no layers and width`);
+      }
+      Object.assign(member, { members, layers, nEmbd, weightBytes: header.weight_bytes });
+      return member;
+    } catch (error) {
+      member.close();
+      throw error;
+    }
+  }
+
+  /** LocalMember.begin's over the wire. */
+  async begin({ session, startPos, hidden, perLayer = null }) {
+    this.#rows = hidden.length / this.nEmbd;
+    const values = perLayer ?? new Float32Array(0);
+    return this.#piece(await this.#request({ op: 'begin', session, startPos, rows: this.#rows, perLayer: values.length }, [hidden, values]));
+  }
+
+  /** LocalMember.exchange's over the wire. */
+  async exchange(pieces) {
+    const answer = await this.#request({ op: 'exchange', floats: pieces.map((p) => p.length) }, pieces);
+    if (answer.header.op === 'output') {
+      if (answer.payload.length !== this.#rows * this.nEmbd) {
+        throw new LayerfoldError('bad_response', `${this.name}: an output of ${answer.payload.length} floats for ${this.#rows} rows of ${this.nEmbd}`);
+      }
+      return { output: checkFinite(answer.payload, `${this.name}'s output`) };
+    }
+    return { piece: this.#piece(answer) };
+  }
+
+  /** Ends the call under way on the member (its session as it was); never throws. */
+  async abandon() {
+    if (this.#closedError) return;
+    await this.#request({ op: 'abandon' }).catch(() => {});
+  }
+
+  async sessionLength(session) {
+    const { header } = await this.#request({ op: 'length', session });
+    if (!isCount(header.n_past)) throw new LayerfoldError('bad_response', `${this.name}: a session length that is not a count`);
+    return header.n_past;
+  }
+
+  async dropSession(session) {
+    await this.#request({ op: 'drop', session });
+  }
+
+  close() {
+    this.#fail(new LayerfoldError('unavailable', `${this.name}: the group was closed`));
+    this.#ws.terminate();
+  }
+
+  // A piece answer's floats; its size is held by every member it goes to (lf_member_put_piece).
+  #piece({ header, payload }) {
+    if (header.op !== 'piece') throw new LayerfoldError('bad_response', `${this.name}: answered ${JSON.stringify(header.op)} where a piece was due`);
+    return checkFinite(payload, `${this.name}'s piece`);
+  }
+
+  // Sends one frame and awaits the member's one answer, within the deadline.
+  #request(header, arrays = []) {
+    if (this.#closedError) return Promise.reject(this.#closedError);
+    if (this.#pending) return Promise.reject(new LayerfoldError('internal', `${this.name}: a request while another is under way`));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#fail(new LayerfoldError('deadline_exceeded', `${this.name} did not answer ${header.op} within ${this.#deadlineMs} ms`));
+        this.#ws.terminate();
+      }, this.#deadlineMs);
+      this.#pending = { resolve, reject, timer };
+      this.#ws.send(encodeFrame(header, arrays), { binary: true });
+    });
+  }
+
+  #received(data, isBinary) {
+    const pending = this.#pending;
+    if (!pending) {
+      this.#fail(new LayerfoldError('bad_response', `${this.name} sent a frame nobody asked for`));
+      this.#ws.terminate();
+      return;
+    }
+    this.#pending = null;
+    clearTimeout(pending.timer);
+    try {
+      if (!isBinary) throw new LayerfoldError('bad_frame', `${this.name}: a text frame`);
+      const frame = decodeFrame(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), this.name);
+      if (frame.header.op === 'error') {
+        pending.reject(new LayerfoldError(String(frame.header.code ?? 'internal'), `${this.name}: ${String(frame.header.message ?? 'failed')}`));
+      } else {
+        pending.resolve(frame);
+      }
+    } catch (error) {
+      pending.reject(error);
+    }
+  }
+
+  #fail(error) {
+    this.#closedError ??= error;
+    const pending = this.#pending;
+    this.#pending = null;
+    if (pending) {
+      clearTimeout(pending.timer);
+      pending.reject(error);
+    }
+  }
+}
+
+function checkFinite(floats, what) {
+  for (let i = 0; i < floats.length; ++i) {
+    if (!Number.isFinite(floats[i])) throw new LayerfoldError('bad_response', `${what} holds a non-finite value at ${i}`);
+  }
+  return floats;
+}

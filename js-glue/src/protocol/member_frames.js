@@ -1,0 +1,56 @@
+// The frames a tensor-parallel group's leader and its members exchange over one WebSocket per
+// member (docs/tensor-parallel.md, "Across processes"): a little-endian u32 byte count of a JSON
+// header, the header, then float32 payload. Encoded and decoded here for both ends.
+import { LayerfoldError } from '../wasm/capi.js';
+
+/**
+ * A frame of header (a JSON object) and the floats of `arrays`, one after another.
+ * @example ws.send(encodeFrame({ op: 'begin', session: 'a', startPos: 0, rows: 1, perLayer: 0 }, [hidden]));
+ */
+export function encodeFrame(header, arrays = []) {
+  const json = new TextEncoder().encode(JSON.stringify(header));
+  const floats = arrays.reduce((n, a) => n + a.length, 0);
+  const out = new Uint8Array(4 + json.length + 4 * floats);
+  new DataView(out.buffer).setUint32(0, json.length, true);
+  out.set(json, 4);
+  let at = 4 + json.length;
+  for (const a of arrays) {
+    out.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at);
+    at += a.byteLength;
+  }
+  return out;
+}
+
+/**
+ * A received frame -> {header, payload: Float32Array}; what is not a frame is a bad_frame error
+ * naming what is wrong (`from`: whose frame, for the message).
+ * @example const { header, payload } = decodeFrame(data, 'member 1');
+ */
+export function decodeFrame(bytes, from) {
+  const bad = (what) => new LayerfoldError('bad_frame', `${from}: ${what}`);
+  if (!(bytes instanceof Uint8Array) || bytes.length < 4) throw bad('a frame shorter than its header length');
+  const length = new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true);
+  if (4 + length > bytes.length) throw bad(`a header of ${length} bytes in a frame of ${bytes.length}`);
+  let header;
+  try {
+    header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(4, 4 + length)));
+  } catch {
+    throw bad('a header that is not JSON');
+  }
+  if (header === null || typeof header !== 'object' || Array.isArray(header) || typeof header.op !== 'string') {
+    throw bad('a header without its op');
+  }
+  const rest = bytes.length - 4 - length;
+  if (rest % 4 !== 0) throw bad(`a payload of ${rest} bytes, not whole floats`);
+  // Copied: the payload's offset in the frame need not be a float's.
+  const payload = new Float32Array(bytes.slice(4 + length).buffer);
+  return { header, payload };
+}
+
+/**
+ * Whether n is a count of floats a frame may state (a whole number from 0 up).
+ * @example if (!isCount(header.rows)) throw ...
+ */
+export function isCount(n) {
+  return Number.isSafeInteger(n) && n >= 0;
+}
