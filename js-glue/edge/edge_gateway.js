@@ -40,7 +40,10 @@ export async function readEdgeModel(module, bucket, key) {
 export async function openEdgePipeline({ module, bucket, key, nodes: spec, authToken, nodeTimeoutMs, nodeReadyTimeoutMs }) {
   const entries = parseNodesSpec(spec ?? '');
   const local = entries.find((entry) => entry.kind !== 'remote');
-  if (local) throw new Error(`NODES: local:${local.begin}-${local.end - 1} cannot run in an edge isolate; give the URLs of layer nodes`);
+  if (local) {
+    const what = local.kind === 'group' ? 'a tensor-parallel group' : `local:${local.begin}-${local.end - 1}`;
+    throw new Error(`NODES: ${what} cannot run in an edge isolate; give the URLs of layer nodes`);
+  }
   const { header, tokenizer } = await readEdgeModel(module, bucket, key);
   const opened = [];
   try {

@@ -7,6 +7,7 @@ import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { layerRange } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
+import { serveMember } from '../server/member_host.js';
 import { serve } from '../server/node_host.js';
 import { startOtlpExport } from '../telemetry/otlp.js';
 import { stopRequested } from './stop_requested.js';
@@ -36,7 +37,17 @@ export const SERVE_OPTIONS = fromEnv({
   'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the node serving the last layer: the MTP drafter (gemma4-assistant) beside its head (docs/gateway.md)' },
+  shard: { kind: 'string', value: 'I/S', help: 'serve member I (0-based) of a tensor-parallel group of S over --layers, for --nodes tp(...) (docs/tensor-parallel.md)' },
 });
+
+// --shard / SHARD -> [index, members], or an error naming it.
+function shard(text) {
+  const m = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(text);
+  if (!m || Number(m[2]) < 1 || Number(m[1]) >= Number(m[2])) {
+    throw new Error(`--shard / SHARD must be I/S, member I (0-based) of a group of S >= 1, got ${JSON.stringify(text)}`);
+  }
+  return [Number(m[1]), Number(m[2])];
+}
 
 // --layers / LAYERS -> [first, last + 1), or an error naming it.
 function layers(text) {
@@ -79,7 +90,14 @@ export function serveConfig(values, env) {
     insecureNoAuth: values['insecure-no-auth'],
     allowUnvalidatedSource: values['allow-unvalidated-source'],
     draftModel: values['draft-model'],
+    shard: values.shard === undefined ? undefined : shard(values.shard),
   };
+}
+
+// A group member's serveMember() options from serve's: those a member has, the others refused.
+function memberConfig({ shard: memberShard, model, layers: range, threads, port, host, cacheDir, maxContext, authToken, insecureNoAuth, draftModel }) {
+  if (draftModel !== undefined) throw new Error('--draft-model goes on the node holding the head, not on a group member (--shard)');
+  return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, authToken, insecureNoAuth };
 }
 
 /**
@@ -91,7 +109,13 @@ export async function serveCommand(values) {
   const config = serveConfig(values, process.env);
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
   const telemetry = await startOtlpExport(process.env, 'layerfold-node');
-  const node = await serve(defined);
+  let node;
+  if (config.shard) {
+    if (!defined.layers) throw new Error('--shard needs --layers A-B: the range the group serves');
+    node = await serveMember(Object.fromEntries(Object.entries(memberConfig(defined)).filter(([, v]) => v !== undefined)));
+  } else {
+    node = await serve(defined);
+  }
   const outcome = await new Promise((resolve) => {
     stopRequested().then(resolve);
     node.loaded.catch(() => resolve('load failed'));

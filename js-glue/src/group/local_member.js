@@ -16,12 +16,14 @@ export class LocalMember {
   #rows = 0;              // its rows
   #maxContext;
 
-  constructor(lf, { index, members, layers, nEmbd, maxContext, weightBytes }) {
+  constructor(lf, { index, members, layers, info, maxContext, weightBytes }) {
     this.#lf = lf;
     this.index = index;
     this.members = members;
     this.layers = layers;
-    this.nEmbd = nEmbd;
+    this.nEmbd = info.n_embd;
+    this.nLayer = info.n_layer;
+    this.nVocab = info.n_vocab;
     this.weightBytes = weightBytes;
     this.#maxContext = maxContext;
   }
@@ -33,13 +35,13 @@ export class LocalMember {
    * before any weight is read.
    * @example const m = await LocalMember.open({ source, index: 0, members: 2, layers: [0, 2], threaded: false });
    */
-  static async open({ source, header = null, index, members, layers: [begin, end], threaded, threads = 1, maxContext = 4096 }) {
-    if (!(Number.isSafeInteger(maxContext) && maxContext >= 1)) {
-      throw new LayerfoldError('invalid_argument', `maxContext must be a whole number >= 1, not ${maxContext}`);
+  static async open({ source, header = null, index, members, layers: [begin, end], threaded, threads = 1, maxContext = 0 }) {
+    if (!(Number.isSafeInteger(maxContext) && maxContext >= 0)) {
+      throw new LayerfoldError('invalid_argument', `maxContext must be a whole number of positions (0: the model's n_ctx_train), not ${maxContext}`);
     }
     const lf = threaded ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
     const opened = header ? { gguf: reparseModelHeader(lf, header), header } : await openModelHeader(lf, source);
-    const member = new LocalMember(lf, { index, members, layers: [begin, end], nEmbd: opened.header.info.n_embd, maxContext, weightBytes: 0 });
+    const member = new LocalMember(lf, { index, members, layers: [begin, end], info: opened.header.info, maxContext, weightBytes: 0 });
     member.header = opened.header;
     try {
       member.weightBytes = await member.#load(source, opened, threaded ? threads : 1);
@@ -75,12 +77,18 @@ export class LocalMember {
 
   /**
    * Starts a call of hidden [n, n_embd] at startPos of session `id` (made on first use), with an
-   * E-model's per-layer inputs of the range; its first piece. A call under way is abandoned.
+   * E-model's per-layer inputs of the range; its first piece. A call under way is abandoned. A
+   * session that holds other than startPos positions (this member restarted, or lost it) is a
+   * position_mismatch, which a pipeline answers by replaying the session.
    * @example const piece = await member.begin({ session: 'a', startPos: 0, hidden });
    */
   async begin({ session: id, startPos, hidden, perLayer = null }) {
     this.abandon();
     const lf = this.#lf;
+    const held = this.sessionLength(id);
+    if (startPos !== held) {
+      throw new LayerfoldError('position_mismatch', `member ${this.index}: start_pos ${startPos} but session "${id}" holds ${held} positions`);
+    }
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new LayerfoldError('invalid_argument', `hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);

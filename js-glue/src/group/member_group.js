@@ -11,13 +11,16 @@ import { RemoteMember } from './remote_member.js';
 
 export class MemberGroup {
   #members;
-  #queue = Promise.resolve();  // calls run one at a time, in call order
+  #reconnect;  // member index -> a new connection to it (remote members)
+  #queue = Promise.resolve();  // the group's calls, one at a time, in call order
 
-  constructor(members) {
+  constructor(members, reconnect = null) {
     this.#members = members;
-    this.layers = members[0].layers;
-    this.nEmbd = members[0].nEmbd;
+    this.#reconnect = reconnect;
+    const [first] = members;
+    Object.assign(this, { layers: first.layers, nEmbd: first.nEmbd, nLayer: first.nLayer, nVocab: first.nVocab });
     this.weightBytes = members.map((m) => m.weightBytes);
+    this.names = members.map((m) => m.name ?? `member ${m.index} (local)`);
   }
 
   /**
@@ -27,7 +30,7 @@ export class MemberGroup {
    *          threads?: number, maxContext?: number, cacheDir?: string}} options
    * @example const group = await MemberGroup.open({ model: 'tiny.gguf', layers: [0, 2], members: 2 });
    */
-  static async open({ model, layers, members: n, build, threads = 1, maxContext = 4096, cacheDir }) {
+  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, cacheDir }) {
     checkMemberCount(n);
     const threaded = build ? build === 'threaded' : threadsAvailable();
     const source = await openSource(model, { cacheDir });
@@ -54,7 +57,8 @@ export class MemberGroup {
    */
   static async connect(urls, { authToken, deadlineMs } = {}) {
     checkMemberCount(urls.length);
-    const settled = await Promise.allSettled(urls.map((url, index) => RemoteMember.connect(url, { index, members: urls.length, authToken, deadlineMs })));
+    const connect = (index) => RemoteMember.connect(urls[index], { index, members: urls.length, authToken, deadlineMs });
+    const settled = await Promise.allSettled(urls.map((_, index) => connect(index)));
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) {
       for (const s of settled) if (s.status === 'fulfilled') s.value.close();
@@ -68,7 +72,7 @@ export class MemberGroup {
       throw new LayerfoldError('invalid_argument', `member ${other.index} (${other.url}) serves layers ${other.layers.join('-')} of width ${other.nEmbd}, ` +
         `member 0 layers ${first.layers.join('-')} of width ${first.nEmbd}: not one group`);
     }
-    return new MemberGroup(members);
+    return new MemberGroup(members, connect);
   }
 
   /**
@@ -83,13 +87,27 @@ export class MemberGroup {
     if (!(call.hidden instanceof Float32Array) || call.hidden.length === 0 || call.hidden.length % this.nEmbd !== 0) {
       return Promise.reject(new RangeError(`hidden must be a Float32Array of a positive multiple of n_embd ${this.nEmbd} floats`));
     }
-    const run = this.#queue.then(() => this.#forward(call));
+    return this.#inTurn(() => this.#forward(call));
+  }
+
+  // A member answers one request at a time: every call of the group waits for the one before.
+  #inTurn(job) {
+    const run = this.#queue.then(job);
     this.#queue = run.catch(() => {});
     return run;
   }
 
+  // Members whose connection is gone are connected again (a restarted member has lost its
+  // sessions: its next call is a position_mismatch, on which a pipeline replays the session).
+  async #connected() {
+    await Promise.all(this.#members.map(async (m, i) => {
+      if (m.closed && this.#reconnect) this.#members[i] = await this.#reconnect(i);
+    }));
+    return this.#members;
+  }
+
   async #forward(call) {
-    const members = this.#members;
+    const members = await this.#connected();
     try {
       let pieces = await Promise.all(members.map((m) => m.begin(call)));
       for (;;) {
@@ -105,13 +123,15 @@ export class MemberGroup {
   }
 
   /** The positions session `id` holds (0 for one never used), as member 0 counts them. */
-  async sessionLength(id) {
-    return this.#members[0].sessionLength(id);
+  sessionLength(id) {
+    return this.#inTurn(async () => (await this.#connected())[0].sessionLength(id));
   }
 
   /** Frees session `id` on every member. */
-  async dropSession(id) {
-    await Promise.all(this.#members.map((m) => m.dropSession(id)));
+  dropSession(id) {
+    return this.#inTurn(async () => {
+      await Promise.all((await this.#connected()).map((m) => m.dropSession(id)));
+    });
   }
 
   close() {

@@ -64,19 +64,24 @@ export class RemoteMember {
     const member = new RemoteMember(ws, { url, index, deadlineMs });
     try {
       const { header } = await member.#request({ op: 'info' });
-      const { layers, n_embd: nEmbd } = header;
+      const { layers, n_embd: nEmbd, n_layer: nLayer, n_vocab: nVocab } = header;
       if (header.index !== index || header.members !== members) {
         throw new LayerfoldError('invalid_argument', `${member.name} is member ${header.index} of ${header.members}, not ${index} of ${members}`);
       }
-      if (!Array.isArray(layers) || layers.length !== 2 || !layers.every(isCount) || !isCount(nEmbd) || nEmbd === 0) {
-        throw new LayerfoldError('bad_response', `${member.name}: its info has no layers and width`);
+      if (!Array.isArray(layers) || layers.length !== 2 || ![...layers, nEmbd, nLayer, nVocab].every(isCount) || nEmbd === 0) {
+        throw new LayerfoldError('bad_response', `${member.name}: its info lacks its layers and the model's sizes`);
       }
-      Object.assign(member, { members, layers, nEmbd, weightBytes: header.weight_bytes });
+      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes });
       return member;
     } catch (error) {
       member.close();
       throw error;
     }
+  }
+
+  /** Whether the connection is gone (closed by either end, or cut for a missed deadline). */
+  get closed() {
+    return this.#closedError !== null;
   }
 
   /** LocalMember.begin's over the wire. */

@@ -1,7 +1,52 @@
 // --nodes SPEC: comma-separated nodes in pipeline order, each "local:FIRST-LAST" (inclusive
-// layer range, run in this process) or an http(s) URL of a layer node, which says itself which
-// layers it serves. Together they must cover the model's layers in order, with no gap and no
-// overlap (checkCoverage, once the remote nodes have answered).
+// layer range, run in this process), an http(s) URL of a layer node, which says itself which
+// layers it serves, or a tensor-parallel group (docs/tensor-parallel.md): "tp(URL,URL,...)", the
+// URLs of its members' servers in member order, or "tp(local:FIRST-LAST*S)", S members in this
+// process. Together they must cover the model's layers in order, with no gap and no overlap
+// (checkCoverage, once the remote nodes have answered).
+
+const URL_PATTERN = /^https?:\/\/[^\s/]+\/?$/i;
+
+// SPEC's entries: split at the commas outside parentheses.
+function entriesOf(spec) {
+  const entries = [];
+  let depth = 0;
+  let from = 0;
+  for (let i = 0; i < spec.length; ++i) {
+    if (spec[i] === '(') depth++;
+    if (spec[i] === ')') depth--;
+    if (depth < 0) throw new Error(`bad --nodes "${spec}": a ")" without its "("`);
+    if (spec[i] === ',' && depth === 0) {
+      entries.push(spec.slice(from, i));
+      from = i + 1;
+    }
+  }
+  if (depth !== 0) throw new Error(`bad --nodes "${spec}": a "(" without its ")"`);
+  entries.push(spec.slice(from));
+  return entries;
+}
+
+// "FIRST-LAST" of local:FIRST-LAST -> [FIRST, LAST + 1), or throws naming the entry.
+function localRange(entry, first, last) {
+  if (Number(last) < Number(first)) throw new Error(`bad node "${entry}": last layer before first`);
+  return [Number(first), Number(last) + 1];
+}
+
+// tp(...)'s inside -> a group entry.
+function groupEntry(entry, inside) {
+  const local = /^local:(\d+)-(\d+)\*(\d+)$/.exec(inside.trim());
+  if (local) {
+    const [begin, end] = localRange(entry, local[1], local[2]);
+    const members = Number(local[3]);
+    if (members < 1) throw new Error(`bad node "${entry}": a group of at least 1 member`);
+    return { kind: 'group', begin, end, members };
+  }
+  const urls = inside.split(',').map((url) => url.trim());
+  if (!urls.every((url) => URL_PATTERN.test(url))) {
+    throw new Error(`bad node "${entry}": expected tp(URL,URL,...) of the members' servers or tp(local:FIRST-LAST*S)`);
+  }
+  return { kind: 'group', urls: urls.map((url) => url.replace(/\/$/, '')) };
+}
 
 /**
  * A node's layers as `serve --layers` and an edge worker's LAYERS give them: "FIRST-LAST",
@@ -14,19 +59,21 @@ export function layerRange(text) {
 }
 
 /**
- * @returns {({kind: 'local', begin: number, end: number} | {kind: 'remote', url: string})[]} end exclusive
- * @example parseNodesSpec('local:0-1,http://10.0.0.7:8080') // [{kind:'local',begin:0,end:2}, {kind:'remote',url:'http://10.0.0.7:8080'}]
+ * @returns {({kind: 'local', begin: number, end: number} | {kind: 'remote', url: string} |
+ *   {kind: 'group', urls: string[]} | {kind: 'group', begin: number, end: number, members: number})[]} end exclusive
+ * @example parseNodesSpec('local:0-1,tp(http://a:8080,http://b:8080),http://c:8080')
+ *   // [{kind:'local',begin:0,end:2}, {kind:'group',urls:['http://a:8080','http://b:8080']}, {kind:'remote',url:'http://c:8080'}]
  */
 export function parseNodesSpec(spec) {
-  return spec.split(',').map((entry) => {
+  return entriesOf(spec).map((entry) => {
     const text = entry.trim();
-    if (/^https?:\/\/[^\s/]+\/?$/i.test(text)) return { kind: 'remote', url: text.replace(/\/$/, '') };
+    if (URL_PATTERN.test(text)) return { kind: 'remote', url: text.replace(/\/$/, '') };
+    const group = /^tp\((.*)\)$/.exec(text);
+    if (group) return groupEntry(entry, group[1]);
     const m = /^local:(\d+)-(\d+)$/.exec(text);
-    if (!m) throw new Error(`bad node "${entry}": expected local:FIRST-LAST or http(s)://HOST:PORT`);
-    const first = Number(m[1]);
-    const last = Number(m[2]);
-    if (last < first) throw new Error(`bad node "${entry}": last layer before first`);
-    return { kind: 'local', begin: first, end: last + 1 };
+    if (!m) throw new Error(`bad node "${entry}": expected local:FIRST-LAST, http(s)://HOST:PORT or tp(...)`);
+    const [begin, end] = localRange(entry, m[1], m[2]);
+    return { kind: 'local', begin, end };
   });
 }
 

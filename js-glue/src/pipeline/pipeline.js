@@ -1,7 +1,9 @@
 // Pipeline.open: a pipeline from a model and a --nodes spec in Node, its local nodes loaded in
 // this process (the class itself, its steps and replay, is pipeline_core.js).
 import { LayerNode } from '../node/layer_node.js';
+import { MemberGroup } from '../group/member_group.js';
 import { readModelTokenizer } from '../gguf/model_header.js';
+import { GroupNode } from './group_node.js';
 import { parseNodesSpec } from './nodes_spec.js';
 import { checkNodes, PipelineCore } from './pipeline_core.js';
 import { RemoteNode } from './remote_node.js';
@@ -26,19 +28,30 @@ export class Pipeline extends PipelineCore {
    *   rebuilt cache is the one the node had; with earlyExit the last row's exit state travels
    *   from node to node. draftModel: Gemma 4's MTP drafter of the model, loaded beside the head
    *   by the last node, which must be local (a remote one is given its own: serve --draft-model).
+   *   A tensor-parallel group (tp(...) in nodes) goes between plain nodes: it holds neither the
+   *   embedding nor the head; memberDeadlineMs: how long its remote members may take over one
+   *   phase of a call (default nodeTimeoutMs's, else 30 s).
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
   static async open({ model, nodes: spec, threads, build, cacheTypeK, cacheTypeV, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
-    perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {}, draftModel }) {
+    perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {}, draftModel, memberDeadlineMs = nodeTimeoutMs }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir, allowUnvalidatedSource });
     const entries = parseNodesSpec(spec ?? `local:0-${header.info.n_layer - 1}`);
-    if (draftModel !== undefined && entries.at(-1).kind === 'remote') {
+    const refusal = entriesRefusal(entries, draftModel);
+    if (refusal) {
       tokenizer.close();
-      throw new Error(`a draft model is loaded by the node holding the head, here the remote ${entries.at(-1).url}: start it with serve --draft-model`);
+      throw new Error(refusal);
     }
     const opened = [];
     try {
       for (const [i, entry] of entries.entries()) {
+        if (entry.kind === 'group') {
+          const group = entry.urls
+            ? await MemberGroup.connect(entry.urls, { authToken, deadlineMs: memberDeadlineMs })
+            : await MemberGroup.open({ model, layers: [entry.begin, entry.end], members: entry.members, build, threads, cacheDir });
+          opened.push(new GroupNode(group, entry.urls ? `tp(${entry.urls.join(',')})` : `tp(local*${entry.members})`));
+          continue;
+        }
         opened.push(entry.kind === 'remote'
           ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
@@ -58,4 +71,17 @@ export class Pipeline extends PipelineCore {
     }
     return new Pipeline(opened, header, tokenizer, approx);
   }
+}
+
+// What --nodes asks that no pipeline can do, said before anything opens: a group at either end
+// (the first node embeds, the last holds the head), a draft model for a remote last node.
+function entriesRefusal(entries, draftModel) {
+  const ends = entries.length === 1 ? [0] : [0, entries.length - 1];
+  if (ends.some((i) => entries[i].kind === 'group')) {
+    return 'a tensor-parallel group holds neither the embedding nor the head: put a plain node before it and after it';
+  }
+  if (draftModel !== undefined && entries.at(-1).kind === 'remote') {
+    return `a draft model is loaded by the node holding the head, here the remote ${entries.at(-1).url}: start it with serve --draft-model`;
+  }
+  return null;
 }

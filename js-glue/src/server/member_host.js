@@ -32,7 +32,7 @@ const MAX_FRAME_BYTES = 1 << 30;
  * @example const m = await serveMember({ model: 'tiny.gguf', layers: [0, 2], shard: [0, 2], port: 0, host: '127.0.0.1' });
  */
 export async function serveMember({ model, layers, shard: [index, members], threads = 1, build, port = 8080, host = '0.0.0.0',
-  cacheDir, maxContext = 4096, authToken, insecureNoAuth = false, log: write = processLog() }) {
+  cacheDir, maxContext = 0, authToken, insecureNoAuth = false, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' a group member', 'the member');
   log('INFO', 'starting', { config: redactConfig({ model, layers, shard: `${index}/${members}`, threads, build, port, host, cacheDir, maxContext, authToken }) });
@@ -91,7 +91,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
   async function run(ws, header, payload) {
     const { op } = header;
     if (op === 'info') {
-      return encodeFrame({ op: 'info', index, members, layers, n_embd: member.nEmbd, weight_bytes: member.weightBytes });
+      return encodeFrame({ op: 'info', index, members, layers, n_embd: member.nEmbd, n_layer: member.nLayer, n_vocab: member.nVocab, weight_bytes: member.weightBytes });
     }
     if (op === 'begin') {
       if (owner && owner !== ws) throw new LayerfoldError('unavailable', `member ${index} is running another leader's call`);

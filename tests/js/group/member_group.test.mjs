@@ -180,7 +180,7 @@ describe("refusals", () => {
       await new Promise((resolve) => wss.once("listening", resolve));
       wss.on("connection", (ws) => ws.on("message", (data) => {
         const {header} = decodeFrame(new Uint8Array(data), "test");
-        if (header.op === "info") ws.send(encodeFrame({op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, weight_bytes: 1}));
+        if (header.op === "info") ws.send(encodeFrame({op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, n_layer: 2, n_vocab: 1024, weight_bytes: 1}));
         else if (header.op === "abandon") ws.send(encodeFrame({op: "ok"}));
         else misbehave(ws, header);
       }));

@@ -16,7 +16,7 @@ const MAY_IMPORT = {
   gateway: ["generation", "server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
   generation: ["server", "pipeline", "gguf", "telemetry", "protocol", ...LEAVES],
   server: ["group", "node", "telemetry", "protocol", ...LEAVES],
-  pipeline: ["node", "gguf", "telemetry", "protocol", ...LEAVES],
+  pipeline: ["group", "node", "gguf", "telemetry", "protocol", ...LEAVES],
   group: ["node", "gguf", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],
   gguf: ["sources", "tokens", "wasm"],

@@ -1,0 +1,57 @@
+// A tensor-parallel group (group/member_group.js) as one node of a pipeline: its layers, sizes
+// and forward as LayerNode's, between plain nodes (the group holds neither the embedding nor the
+// head). It runs the exact engine only, and keeps no checkpoints: a cut into its layers' session
+// is refused, and the pipeline replays the session from its history instead; a member that
+// restarted answers position_mismatch, on which the pipeline replays it too.
+import { approxModesOn } from '../protocol/approx_options.js';
+import { LayerfoldError } from '../wasm/capi.js';
+
+export class GroupNode {
+  #group;
+
+  /** Over an open MemberGroup; `url` names it in errors and timings (its members' addresses). */
+  constructor(group, url) {
+    this.#group = group;
+    this.url = url;
+    Object.assign(this, { layers: group.layers, nEmbd: group.nEmbd, nLayer: group.nLayer, nVocab: group.nVocab });
+  }
+
+  /** The group runs its calls in call order, as a local node does. */
+  get keepsForwardOrder() {
+    return true;
+  }
+
+  /**
+   * LayerNode.forward's call: hidden [n, n_embd] -> [n or 1, n_embd]. kvRows of other layers are
+   * not the group's (it holds its shared-KV layers' sources); approximate modes are refused.
+   * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: false });
+   */
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, perLayer = null, signal }) {
+    if (approxModesOn(approx)) {
+      throw new LayerfoldError('unsupported', 'a tensor-parallel group runs the exact engine only: no approximate modes');
+    }
+    signal?.throwIfAborted();
+    const out = await this.#group.forward({ session, startPos, hidden, perLayer });
+    return lastOnly ? out.slice(out.length - this.nEmbd) : out;
+  }
+
+  truncate() {
+    return Promise.reject(new LayerfoldError('cut_refused', 'a tensor-parallel group keeps no checkpoints to cut back to'));
+  }
+
+  dropSession(session) {
+    return this.#group.dropSession(session);
+  }
+
+  layerTimings() {
+    return [];
+  }
+
+  approxStats() {
+    return null;
+  }
+
+  close() {
+    this.#group.close();
+  }
+}

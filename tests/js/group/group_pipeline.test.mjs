@@ -1,0 +1,127 @@
+// A tensor-parallel group as a pipeline node (--nodes tp(...)): the logits of every step and 16
+// greedy tokens equal those of a pipeline of plain nodes, for groups of 1 to 4 members in this
+// process and of member servers over loopback, on dense and MoE layers; a member killed
+// mid-generation and started again, after which the stream goes on with the same tokens (the
+// pipeline replays the session into it); a cut into the group's session replays it too; groups
+// at the ends and bad specs refused by name.
+import assert from "node:assert/strict";
+import {describe, test} from "node:test";
+
+import {Pipeline} from "../../../js-glue/src/pipeline/pipeline.js";
+import {serveMember} from "../../../js-glue/src/server/member_host.js";
+import {model} from "../support/models.mjs";
+
+const small = () => model("small", "small", ["--type", "Q4_0"]);
+const moeWide = () => model("moe-wide-q8", "moe-wide", ["--type", "Q8_0"]);
+const PROMPT = [2, 17, 300, 5, 41, 88, 9, 120];
+const STEPS = 16;
+const quiet = () => {};
+
+const argmax = (logits) => logits.reduce((best, x, i) => (x > logits[best] ? i : best), 0);
+const bytesOf = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength);
+
+// Greedy decoding: {tokens, logits: every step's logits}. between(i): awaited before step i.
+async function greedy(pipeline, {session = "g", between = async () => {}} = {}) {
+  const tokens = [];
+  const logits = [];
+  let input = PROMPT;
+  for (let i = 0; i < STEPS; ++i) {
+    await between(i);
+    const out = (await pipeline.step(session, input)).logits;
+    logits.push(out);
+    input = [argmax(out)];
+    tokens.push(input[0]);
+  }
+  return {tokens, logits};
+}
+
+async function withPipeline(options, fn) {
+  const pipeline = await Pipeline.open({build: "single", ...options});
+  try {
+    return await fn(pipeline);
+  } finally {
+    await pipeline.close();
+  }
+}
+
+function assertSameRun(ours, plain, what) {
+  assert.deepEqual(ours.tokens, plain.tokens, `${what}: the greedy tokens`);
+  ours.logits.forEach((l, i) => assert.ok(bytesOf(l).equals(bytesOf(plain.logits[i])), `${what}: step ${i}'s logits`));
+}
+
+async function memberServers(file, layers, members) {
+  const servers = [];
+  for (let i = 0; i < members; ++i) {
+    servers.push(await serveMember({model: file, layers, shard: [i, members], build: "single", port: 0, host: "127.0.0.1", log: quiet}));
+  }
+  await Promise.all(servers.map((s) => s.loaded));
+  return servers;
+}
+
+describe("a group in a pipeline gives a pipeline of plain nodes' logits and tokens", () => {
+  for (const [name, file, before, range, after] of [
+    ["small (dense)", small, "local:0-1", "2-4", "local:5-5"],
+    ["moe-wide (MoE)", moeWide, "local:0-0", "1-1", "local:2-2"],
+  ]) {
+    test(`${name}, groups of 1 to 4 members in this process`, {timeout: 600_000}, async () => {
+      const plain = await withPipeline({model: file(), nodes: `${before},local:${range},${after}`}, (p) => greedy(p));
+      for (const members of [1, 2, 3, 4]) {
+        const ours = await withPipeline({model: file(), nodes: `${before},tp(local:${range}*${members}),${after}`}, (p) => greedy(p));
+        assertSameRun(ours, plain, `${members} members`);
+      }
+    });
+  }
+
+  test("a group of member servers over loopback, and a member killed and started again mid-generation", {timeout: 600_000}, async () => {
+    const plain = await withPipeline({model: small(), nodes: "local:0-1,local:2-4,local:5-5"}, (p) => greedy(p));
+    const servers = await memberServers(small(), [2, 5], 2);
+    try {
+      const nodes = `local:0-1,tp(${servers.map((s) => s.url).join(",")}),local:5-5`;
+      assertSameRun(await withPipeline({model: small(), nodes}, (p) => greedy(p)), plain, "2 remote members");
+      const restarted = await withPipeline({model: small(), nodes, memberDeadlineMs: 20_000}, async (p) => {
+        const run = await greedy(p, {
+          between: async (i) => {
+            if (i !== 8) return;
+            const port = servers[1].port;
+            await servers[1].shutdown();
+            servers[1] = await serveMember({model: small(), layers: [2, 5], shard: [1, 2], build: "single", port, host: "127.0.0.1", log: quiet});
+            await servers[1].loaded;
+          },
+        });
+        assert.equal(p.replays, 1, "the group's session replayed once, after the restart");
+        return run;
+      });
+      assertSameRun(restarted, plain, "member 1 restarted after 8 tokens");
+    } finally {
+      await Promise.all(servers.map((s) => s.shutdown()));
+    }
+  });
+
+  test("a cut into the group's session is replayed from the pipeline's history", {timeout: 300_000}, async () => {
+    await withPipeline({model: small(), nodes: "local:0-1,tp(local:2-4*2),local:5-5"}, async (p) => {
+      const first = (await p.step("c", PROMPT)).logits;
+      await p.step("c", [33, 44, 55]);
+      const {rebuilt} = await p.truncate("c", PROMPT.length - 1);
+      assert.deepEqual(rebuilt, [1]);
+      const again = (await p.step("c", PROMPT.slice(-1))).logits;
+      assert.ok(bytesOf(again).equals(bytesOf(first)));
+    });
+  });
+});
+
+describe("refusals", () => {
+  test("a group at either end, a bad group spec", async () => {
+    await assert.rejects(Pipeline.open({model: small(), nodes: "tp(local:0-4*2),local:5-5", build: "single"}),
+      /a tensor-parallel group holds neither the embedding nor the head/);
+    await assert.rejects(Pipeline.open({model: small(), nodes: "local:0-1,tp(local:2-5*2)", build: "single"}),
+      /a tensor-parallel group holds neither the embedding nor the head/);
+    await assert.rejects(Pipeline.open({model: small(), nodes: "local:0-1,tp(local:2-4),local:5-5", build: "single"}),
+      /bad node "tp\(local:2-4\)"/);
+  });
+
+  test("approximate modes on a group are refused by name", async () => {
+    await withPipeline({model: small(), nodes: "local:0-1,tp(local:2-4*2),local:5-5", approx: {ffnTopK: 0.5}}, async (p) => {
+      await assert.rejects(p.step("a", PROMPT), /node 1 \(tp\(local\*2\), layers 2-4\): a tensor-parallel group runs the exact engine only/);
+    });
+  });
+});
