@@ -421,10 +421,27 @@ export class RemoteNode {
   close(): void;
 }
 
+/** A tensor-parallel group (--nodes tp(...)) as one pipeline node: docs/tensor-parallel.md */
+export interface GroupNode {
+  /** tp(URL,...) of its members, or tp(local*S) */
+  readonly url: string;
+  readonly layers: [number, number];
+  readonly nEmbd: number;
+  readonly nLayer: number;
+  readonly nVocab: number;
+  forward(call: { session: string; startPos: number; hidden: Float32Array; lastOnly?: boolean; perLayer?: Float32Array | null }): Promise<Float32Array>;
+  dropSession(session: string): Promise<void>;
+  close(): void;
+}
+
 export interface PipelineOptions {
   /** the GGUF: its header gives the tokenizer and layer count; local nodes load tensors from it */
   model: string;
-  /** "local:0-29,http://10.0.0.7:8080" (local ranges inclusive; default one local node with every layer) */
+  /**
+   * "local:0-29,http://10.0.0.7:8080" (local ranges inclusive; default one local node with every
+   * layer); a tensor-parallel group between plain nodes: "tp(http://a:8080,http://b:8080)" (its
+   * members' servers, serve --shard) or "tp(local:10-19*2)" (members in this process)
+   */
   nodes?: string;
   threads?: number;
   build?: 'threaded' | 'single';
@@ -437,6 +454,8 @@ export interface PipelineOptions {
   authToken?: string;
   nodeTimeoutMs?: number;
   nodeReadyTimeoutMs?: number;
+  /** how long a group's remote member may take over one phase of a call (default nodeTimeoutMs, else 30 s) */
+  memberDeadlineMs?: number;
   /** per local node */
   maxSessions?: number;
   /** how the local first node reads per_layer_token_embd (LayerNodeOptions) */
@@ -452,7 +471,7 @@ export interface PipelineOptions {
 
 export class Pipeline {
   static open(options: PipelineOptions): Promise<Pipeline>;
-  readonly nodes: Array<LayerNode | RemoteNode>;
+  readonly nodes: Array<LayerNode | RemoteNode | GroupNode>;
   readonly tokenizer: Tokenizer;
   /** the model's header, read once and handed to the local nodes */
   readonly header: ModelHeader;
