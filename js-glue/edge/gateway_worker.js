@@ -6,8 +6,8 @@
 // nodes' URLs in pipeline order), MODEL_ID (default: the key without .gguf), MAX_QUEUE,
 // MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM (as the
 // gateway command's; SPECULATIVE=mtp needs a last node that drafts: an edge worker with
-// DRAFT_MODEL_KEY, or `serve --draft-model`), and the secrets AUTH_TOKEN (the clients' API key) and NODES_AUTH_TOKEN
-// (the nodes', never the clients' key).
+// DRAFT_MODEL_KEY, or `serve --draft-model`), and the secrets AUTH_TOKEN (the clients' API key)
+// and NODES_AUTH_TOKEN (the nodes', never the clients' key).
 import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
