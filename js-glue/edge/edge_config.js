@@ -37,7 +37,9 @@ function layers(raw) {
  * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE,
  * PER_LAYER_ROW_CACHE_BYTES (the first node of a model with per-layer embeddings: the rows of
  * per_layer_token_embd it keeps; default node/per_layer_rows.js's), CACHE_TYPE_K and
- * CACHE_TYPE_V (the KV cache's types: f16, q8_0, q4_0; default f16), and the AUTH_TOKEN secret.
+ * CACHE_TYPE_V (the KV cache's types: f16, q8_0, q4_0; default f16), DRAFT_MODEL_KEY (on the node
+ * serving the last layers: the key of Gemma 4's MTP drafter of the model in the same bucket,
+ * loaded beside the head and counted in the budget), and the AUTH_TOKEN secret.
  * @example edgeConfig({ MODEL: env.MODEL, MODEL_KEY: 'tiny.gguf', LAYERS: '0-0' }).layers // [0, 1]
  */
 export function edgeConfig(env) {
@@ -46,6 +48,7 @@ export function edgeConfig(env) {
   return {
     bucket: env.MODEL,
     key: env.MODEL_KEY,
+    draftKey: env.DRAFT_MODEL_KEY || undefined,
     layers: layers(env.LAYERS),
     memoryBudgetBytes: integer(env, 'MEMORY_BUDGET_BYTES', DEFAULT_MEMORY_BUDGET_BYTES, 1),
     maxContext: integer(env, 'MAX_CONTEXT', 0, 0),

@@ -15,6 +15,11 @@ export interface EdgeNodeOptions {
     get(key: string, options?: { range?: { offset: number; length: number } }): Promise<unknown>;
   };
   key: string;
+  /**
+   * on the node holding the head: the key in `bucket` of the model's MTP drafter (gemma4-assistant),
+   * loaded beside the head and counted in the budget; the node then drafts (`?draft=k` on /v1/logits)
+   */
+  draftKey?: string;
   /** layers [begin, end); default: all */
   layers?: [number, number];
   /** refuse ('over_budget') a node whose needs exceed this; default 128 MiB, an isolate's memory */

@@ -5,8 +5,9 @@
 // the R2 binding MODEL and MODEL_KEY (the GGUF, for its header and tokenizer), NODES (the layer
 // nodes' URLs in pipeline order), MODEL_ID (default: the key without .gguf), MAX_QUEUE,
 // MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM (as the
-// gateway command's), and the secrets AUTH_TOKEN (the clients' API key) and NODES_AUTH_TOKEN
-// (the nodes', never the clients' key).
+// gateway command's; SPECULATIVE=mtp needs a last node that drafts: an edge worker with
+// DRAFT_MODEL_KEY, or `serve --draft-model`), and the secrets AUTH_TOKEN (the clients' API key)
+// and NODES_AUTH_TOKEN (the nodes', never the clients' key).
 import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
@@ -40,7 +41,13 @@ function startIsolate(env) {
       openGrammar: (pipeline, endIds) => new GrammarEngine(async () => xgrammar, pipeline.tokenizer, endIds),
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
-    state.loaded(await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN }));
+    const pipeline = await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN });
+    // Refused at open, not at every request: the Model is made at the first one.
+    if (speculative?.mtp && !pipeline.drafts) {
+      await pipeline.close();
+      throw new Error('SPECULATIVE=mtp: the last node has no draft model (DRAFT_MODEL_KEY on the edge worker serving the last layers, or serve --draft-model)');
+    }
+    state.loaded(pipeline);
   })().catch((error) => {
     current.failure = error;
   });

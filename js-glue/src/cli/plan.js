@@ -9,14 +9,15 @@
 // node of a model with per-layer embeddings holds a cache of per_layer_token_embd's rows, not
 // the table (node/per_layer_rows.js), and its KV cache in --cache-type-k / --cache-type-v; each
 // node is then also told the longest context it could hold within --memory (fits_context).
-// With --draft-model (Gemma 4's MTP drafter) the last node also holds the drafter's tensors and
-// always serves the layers whose caches it reads; more nodes than that leaves room for are
+// With --draft-model (Gemma 4's MTP drafter) the last node also holds the drafter's tensors (and
+// with --max-context a draft's buffers and its parsed header, as its budget check counts them)
+// and always serves the layers whose caches it reads; more nodes than that leaves room for are
 // refused naming those layers.
 import { openGgufHeader } from '../gguf/header.js';
 import { withModelHeader } from '../gguf/model_header.js';
 import { openSource } from '../sources/open_source.js';
-import { loadSingleThreadModule } from '../wasm/load_node.js';
 import { ALLOW_UNVALIDATED_SOURCE, CACHE_TYPE_K, CACHE_TYPE_V, JSON_OUTPUT } from './options/shared.js';
+import { drafterBytes } from '../node/drafter.js';
 import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { redactUrl } from '../log/redact.js';
@@ -37,18 +38,22 @@ export const PLAN_OPTIONS = {
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
 };
 
-// The bytes of a draft model's tensors, from its header.
-async function draftModelBytes(draftModel, sourceOptions) {
-  const lf = await loadSingleThreadModule();
-  const source = await openSource(draftModel, sourceOptions);
-  try {
-    const { gguf, header } = await openGgufHeader(lf, source);
-    lf.fn.lf_gguf_free(gguf);
-    return header.tensors.reduce((sum, t) => sum + t.n_bytes, 0);
-  } finally {
-    await source.close();
-    lf.close();
-  }
+// A draft model's GGUF header, and the module memory its parse adds, which the last node holds
+// while loading and so counts (node/opening.js): measured as the node meets it, after the
+// target's header and a count of a last node.
+async function draftModelHeader(model, draftModel, sourceOptions, shape) {
+  return withModelHeader(model, sourceOptions, async (lf, gguf, { info }) => {
+    nodeBytes(lf, gguf, info, [info.n_layer - 1, info.n_layer], { ...shape, whole: true });
+    const before = lf.bytes().length;
+    const source = await openSource(draftModel, sourceOptions);
+    try {
+      const { gguf: draftGguf, header } = await openGgufHeader(lf, source);
+      lf.fn.lf_gguf_free(draftGguf);
+      return { header, headerBytes: lf.bytes().length - before };
+    } finally {
+      await source.close();
+    }
+  });
 }
 
 /**
@@ -144,10 +149,12 @@ export async function plan(options, [model]) {
   // cache from the K/V rows the source's node hands out (docs/forward-pass.md, "Shared KV across nodes").
   const sourceOptions = { allowUnvalidatedSource: options['allow-unvalidated-source'] };
   const draftModel = options['draft-model'];
-  const drafter = draftModel === undefined ? 0 : await draftModelBytes(draftModel, sourceOptions);
+  const draftHeader = draftModel === undefined ? null : await draftModelHeader(model, draftModel, sourceOptions, shape);
   const nodes = await withModelHeader(model, sourceOptions,
     (lf, gguf, { info }) => {
       if (k > info.n_layer) throw new Error(`${k} nodes for ${info.n_layer} layers: at most one node per layer`);
+      const draft = draftHeader && drafterBytes(draftHeader.header, { nVocab: info.n_vocab, nEmbd: info.n_embd });
+      const drafter = !draft ? 0 : draft.tensors + (whole ? draft.buffers + draftHeader.headerBytes : 0);
       const layerCost = nodeCost(lf, gguf, info, { whole, ...shape });
       const n = info.n_layer;
       const cost = (b, e) => layerCost(b, e) + (e === n ? drafter : 0);

@@ -8,7 +8,7 @@ import { openModelHeader } from './header.js';
 
 /**
  * fn(lf, gguf, header) on the model's parsed header, in a single-thread module; the module and
- * source are released after.
+ * source are released after (after its promise settles, for an async fn).
  * @example const needs = await withModelHeader('model.gguf', {}, (lf, gguf) => lf.json(lf.fn.lf_node_needs_json(gguf, 0, 2, 1, 0, 0, 64, 0, 0, 0)));
  */
 export async function withModelHeader(model, sourceOptions, fn) {
@@ -17,7 +17,7 @@ export async function withModelHeader(model, sourceOptions, fn) {
   try {
     const { gguf, header } = await openModelHeader(lf, source);
     try {
-      return fn(lf, gguf, header);
+      return await fn(lf, gguf, header);
     } finally {
       lf.fn.lf_gguf_free(gguf);
     }

@@ -36,6 +36,16 @@ export function greedyContinuation(tokens, logits, nVocab) {
   return { after, token };
 }
 
+/**
+ * What a drafter of GGUF header `header` adds to the node of its target (nVocab tokens, width
+ * nEmbd): `tensors`, its tensors' bytes as the header lists them, and `buffers`, a draft's (its
+ * logits and hidden states).
+ * @example drafterBytes(header, { nVocab: 262144, nEmbd: 1536 }).buffers // 1067008
+ */
+export function drafterBytes(header, { nVocab, nEmbd }) {
+  return { tensors: header.tensors.reduce((sum, t) => sum + t.n_bytes, 0), buffers: F32 * (nVocab + 3 * nEmbd) };
+}
+
 export class NodeDrafter {
   /** The lf_drafter* (0 before load() and once closed). */
   ptr = 0;
@@ -76,11 +86,11 @@ export class NodeDrafter {
   }
 
   /**
-   * The bytes the drafter adds to its node: its tensors (as its header lists them) and a draft's
-   * buffers (its logits and hidden states), for a target of nVocab tokens and width nEmbd.
+   * The bytes the drafter adds to its node (drafterBytes), for a target of nVocab tokens and width nEmbd.
    */
-  needs({ nVocab, nEmbd }) {
-    return this.#header.tensors.reduce((sum, t) => sum + t.n_bytes, 0) + F32 * (nVocab + 3 * nEmbd);
+  needs(target) {
+    const { tensors, buffers } = drafterBytes(this.#header, target);
+    return tensors + buffers;
   }
 
   /**

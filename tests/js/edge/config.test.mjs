@@ -27,3 +27,9 @@ test("CACHE_TYPE_K / CACHE_TYPE_V: f16 unless set, an unknown type refused by na
   assert.deepEqual([config.cacheTypeK, config.cacheTypeV], ["q8_0", "q4_0"]);
   assert.throws(() => edgeConfig(env({CACHE_TYPE_V: "q5_1"})), /^Error: CACHE_TYPE_V="q5_1": expected one of f16, q8_0, q4_0$/);
 });
+
+test("DRAFT_MODEL_KEY: the drafter's key in the MODEL bucket, none unless set", () => {
+  assert.equal(edgeConfig(env({})).draftKey, undefined);
+  assert.equal(edgeConfig(env({DRAFT_MODEL_KEY: ""})).draftKey, undefined);
+  assert.equal(edgeConfig(env({DRAFT_MODEL_KEY: "m-assistant.gguf"})).draftKey, "m-assistant.gguf");
+});

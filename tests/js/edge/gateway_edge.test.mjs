@@ -2,7 +2,8 @@
 // bundles the layer-node worker, the model's header from a seeded R2 bucket, two `layerfold
 // serve` nodes on loopback, and the official openai client against the worker's URL: the same
 // answers, whole and streamed, as the Node gateway's pipeline gives; with prompt lookup on
-// (SPECULATIVE), the same greedy text, drafts cut back on the nodes.
+// (SPECULATIVE), the same greedy text, drafts cut back on the nodes; SPECULATIVE=mtp refused
+// over nodes without a drafter (tests/js/edge/e2b_mtp.test.mjs drafts with one).
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import {createRequire} from "node:module";
@@ -79,5 +80,10 @@ describe("gateway in workerd", () => {
     assert.equal(r.choices[0].text, lookupExpected.text);
     assert.ok(r.usage.completion_tokens_details.accepted_prediction_tokens > 0 && r.usage.completion_tokens_details.rejected_prediction_tokens > 0,
       JSON.stringify(r.usage));
+
+    // MTP needs a last node that drafts: refused at open, naming where the drafter goes.
+    const noDrafter = await worker({SPECULATIVE: "mtp"});
+    await assert.rejects(noDrafter.client.models.list(), (error) => error.status === 503 &&
+      /SPECULATIVE=mtp: the last node has no draft model \(DRAFT_MODEL_KEY on the edge worker serving the last layers, or serve --draft-model\)/.test(error.message));
   });
 });

@@ -2,8 +2,8 @@
 // predicts from the GGUF header equals what the engine allocates, the whole estimate covers the
 // WASM memory of a forward of max_tokens tokens, and a node over budget is refused before any
 // tensor is read, with the bytes needed and available. `layerfold plan --max-context` counts a
-// node as that check does, so on an E2B-shaped model (35 layers, 20 shared-KV) it splits into
-// nodes that each fit 128 MiB.
+// node as that check does (with --draft-model the last node's MTP drafter too), so on an
+// E2B-shaped model (35 layers, 20 shared-KV) it splits into nodes that each fit 128 MiB.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import path from "node:path";
@@ -12,7 +12,7 @@ import {describe, test} from "node:test";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {openSource} from "../../../js-glue/src/sources/open_source.js";
 import {readModelHeader} from "../../../js-glue/src/gguf/model_header.js";
-import {model, root} from "../support/models.mjs";
+import {model, modelWithDrafter, root} from "../support/models.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
 const tinyGemma3 = () => model("tiny-gemma3", "tiny-gemma3");
@@ -86,6 +86,23 @@ describe("memory budget of a layer node", () => {
       } finally {
         node.close();
       }
+    }
+  });
+
+  test("plan --draft-model counts the last node as its budget check does, the drafter's tensors, buffers and header included", async () => {
+    const {target, drafter} = modelWithDrafter("e2b-shape", "e2b-shape");
+    const out = plan(target, "--nodes", "3", "--memory", "128MiB", "--max-context", "64", "--max-tokens", "16", "--draft-model", drafter);
+    const {layers: [first, last], bytes} = out.nodes.at(-1);
+    const alone = await LayerNode.open({model: target, layers: [first, last + 1], build: "single", memoryBudgetBytes: 2 ** 31, maxContext: 64, maxTokens: 16});
+    const node = await LayerNode.open({model: target, draftModel: drafter, layers: [first, last + 1], build: "single", memoryBudgetBytes: 2 ** 31,
+      maxContext: 64, maxTokens: 16});
+    try {
+      assert.equal(bytes, node.memory.neededBytes, `layers ${first}-${last}`);
+      assert.ok(node.memory.drafter > 0 && node.memory.neededBytes >= alone.memory.neededBytes + node.memory.drafter);
+      assert.ok(node.info().wasmMemoryBytes <= node.memory.neededBytes);
+    } finally {
+      node.close();
+      alone.close();
     }
   });
 
