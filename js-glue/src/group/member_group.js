@@ -101,7 +101,13 @@ export class MemberGroup {
   // sessions: its next call is a position_mismatch, on which a pipeline replays the session).
   async #connected() {
     await Promise.all(this.#members.map(async (m, i) => {
-      if (m.closed && this.#reconnect) this.#members[i] = await this.#reconnect(i);
+      if (!m.closed || !this.#reconnect) return;
+      const again = await this.#reconnect(i);
+      if (again.layers[0] !== this.layers[0] || again.layers[1] !== this.layers[1]) {
+        again.close();
+        throw new LayerfoldError('invalid_argument', `${again.name} came back serving layers ${again.layers.join('-')}, not the group's ${this.layers.join('-')}`);
+      }
+      this.#members[i] = again;
     }));
     return this.#members;
   }
@@ -109,9 +115,9 @@ export class MemberGroup {
   async #forward(call) {
     const members = await this.#connected();
     try {
-      let pieces = await Promise.all(members.map((m) => m.begin(call)));
+      let pieces = await everyAnswer(members.map((m) => m.begin(call)));
       for (;;) {
-        const answers = await Promise.all(members.map((m) => m.exchange(pieces)));
+        const answers = await everyAnswer(members.map((m) => m.exchange(pieces)));
         if (answers.every((a) => a.output)) return answers[0].output;
         if (answers.some((a) => a.output)) throw new LayerfoldError('internal', 'the members ended the call at different phases');
         pieces = answers.map((a) => a.piece);
@@ -138,6 +144,15 @@ export class MemberGroup {
     for (const m of this.#members) m.close();
     this.#members = [];
   }
+}
+
+// Every member's answer, once all have answered or failed (so that none is still under way when
+// the call is abandoned), or the first failure.
+async function everyAnswer(requests) {
+  const settled = await Promise.allSettled(requests);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => s.value);
 }
 
 function checkMemberCount(n) {
