@@ -21,18 +21,21 @@ import { checkOpenAccess, listen, warnIfOpen } from './node_process.js';
 
 const MAX_SESSION_ID = 256;
 const MAX_FRAME_BYTES = 1 << 30;
+const CLOSE_WAIT_MS = 1000;
 
 /**
  * Serves member `index` of a group of `members` over layers [begin, end) of `model`. Returns at
  * once with the listening server; `loaded` settles when the member's slices are in (or failed),
- * `shutdown()` closes every connection (abandoning a call under way) and frees the member.
+ * `shutdown()` stops accepting leaders and new calls, waits up to shutdownTimeoutMs for the call
+ * under way to end, then closes every connection (abandoning a call still running) and frees the
+ * member; it resolves with the number of calls abandoned (0 or 1).
  * @param {{model: string, layers: [number, number], shard: [number, number], threads?: number,
  *          build?: 'threaded'|'single', port?: number, host?: string, cacheDir?: string, maxContext?: number,
  *          authToken?: string, insecureNoAuth?: boolean, log?: Function}} options
  * @example const m = await serveMember({ model: 'tiny.gguf', layers: [0, 2], shard: [0, 2], port: 0, host: '127.0.0.1' });
  */
 export async function serveMember({ model, layers, shard: [index, members], threads = 1, build, port = 8080, host = '0.0.0.0',
-  cacheDir, maxContext = 0, authToken, insecureNoAuth = false, log: write = processLog() }) {
+  cacheDir, maxContext = 0, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' a group member', 'the member');
   log('INFO', 'starting', { config: redactConfig({ model, layers, shard: `${index}/${members}`, threads, build, port, host, cacheDir, maxContext, authToken }) });
@@ -40,6 +43,8 @@ export async function serveMember({ model, layers, shard: [index, members], thre
 
   let member = null;
   let owner = null;  // the socket whose call is under way
+  let draining = false;
+  let callEnded = () => {};  // resolves the drain's wait when the call under way ends
   const sockets = new Set();
   const http = createServer((req, res) => {
     const ready = req.url === '/healthz' && member !== null;
@@ -56,7 +61,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
       const match = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
       if (!match || !(await timingSafeEqual(authToken, match[1]))) return refuse(401, 'Unauthorized');
     }
-    if (!member) return refuse(503, 'Service Unavailable');
+    if (!member || draining) return refuse(503, 'Service Unavailable');
     wss.handleUpgrade(req, socket, head, (ws) => attach(ws));
   });
 
@@ -79,13 +84,21 @@ export async function serveMember({ model, layers, shard: [index, members], thre
   async function answer(ws, data, isBinary) {
     let reply;
     try {
-      if (!isBinary) throw new LayerfoldError('bad_frame', 'a text frame');
-      const { header, payload } = decodeFrame(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), 'the leader');
-      reply = await run(ws, header, payload);
-    } catch (error) {
-      reply = encodeFrame({ op: 'error', code: error.code ?? 'internal', message: error.message });
+      reply = await frameAnswer(ws, data, isBinary);
+    } finally {
+      if (owner === null) callEnded();
     }
     if (ws.readyState === ws.OPEN) ws.send(reply, { binary: true });
+  }
+
+  async function frameAnswer(ws, data, isBinary) {
+    try {
+      if (!isBinary) throw new LayerfoldError('bad_frame', 'a text frame');
+      const { header, payload } = decodeFrame(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), 'the leader');
+      return await run(ws, header, payload);
+    } catch (error) {
+      return encodeFrame({ op: 'error', code: error.code ?? 'internal', message: error.message });
+    }
   }
 
   async function run(ws, header, payload) {
@@ -94,6 +107,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
       return encodeFrame({ op: 'info', index, members, layers, n_embd: member.nEmbd, n_layer: member.nLayer, n_vocab: member.nVocab, weight_bytes: member.weightBytes });
     }
     if (op === 'begin') {
+      if (draining) throw new LayerfoldError('unavailable', `member ${index} is shutting down`);
       if (owner && owner !== ws) throw new LayerfoldError('unavailable', `member ${index} is running another leader's call`);
       const { session, startPos, rows, perLayer } = header;
       checkSession(session);
@@ -153,11 +167,28 @@ export async function serveMember({ model, layers, shard: [index, members], thre
   loaded.catch((error) => log('ERROR', 'load failed', { error: error.message }));
 
   async function shutdown() {
-    for (const ws of sockets) ws.terminate();
-    await new Promise((resolve) => http.close(resolve));
+    draining = true;
+    const closed = new Promise((resolve) => http.close(resolve));
+    let timer;
+    if (owner) {
+      await Promise.race([
+        new Promise((resolve) => { callEnded = resolve; }),
+        new Promise((resolve) => { timer = setTimeout(resolve, shutdownTimeoutMs); }),
+      ]);
+      clearTimeout(timer);
+    }
+    const abandoned = owner ? 1 : 0;
+    // A close frame after the answers already sent; a leader that does not close back is cut.
+    await Promise.all([...sockets].map((ws) => new Promise((resolve) => {
+      const cut = setTimeout(() => ws.terminate(), CLOSE_WAIT_MS);
+      ws.once('close', () => { clearTimeout(cut); resolve(); });
+      ws.close(1001, 'the member is shutting down');
+    })));
+    await closed;
     await loaded.catch(() => {});
     member?.close();
     member = null;
+    return abandoned;
   }
   return { port: boundPort, url: `http://${host.includes(':') ? `[${host}]` : host}:${boundPort}`, loaded, shutdown };
 }

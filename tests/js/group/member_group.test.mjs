@@ -10,6 +10,7 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {MemberGroup} from "../../../js-glue/src/group/member_group.js";
+import {RemoteMember} from "../../../js-glue/src/group/remote_member.js";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {decodeFrame, encodeFrame} from "../../../js-glue/src/protocol/member_frames.js";
 import {serveMember} from "../../../js-glue/src/server/member_host.js";
@@ -113,6 +114,26 @@ describe("a group of member servers over loopback WebSockets gives one node's by
       }
     });
   }
+});
+
+describe("a member server's shutdown", () => {
+  test("lets the call under way end, refuses new leaders meanwhile, then closes", {timeout: 120_000}, async () => {
+    const {inputs, outputs} = await reference(tiny(), [0, 2], "single");
+    const [server] = await memberServers(tiny(), [0, 2], 1);
+    const member = await RemoteMember.connect(server.url, {index: 0, members: 1});
+    try {
+      let piece = await member.begin({session: "d", ...inputs[0]});
+      const shutdown = server.shutdown();
+      await assert.rejects(RemoteMember.connect(server.url, {index: 0, members: 1}), (e) => e.code === "unavailable");
+      let output = null;
+      while (!output) ({piece, output} = await member.exchange([piece]));
+      assert.ok(bytesOf(output).equals(bytesOf(outputs[0])));
+      assert.equal(await shutdown, 0, "no call abandoned");
+      await assert.rejects(member.begin({session: "d", ...inputs[1]}), (e) => /closed the connection/.test(e.message));
+    } finally {
+      member.close();
+    }
+  });
 });
 
 describe("refusals", () => {
