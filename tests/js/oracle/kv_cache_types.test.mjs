@@ -26,6 +26,9 @@ const CONFIGS = [
   // (docs/forward-pass.md, "Agreement"), and this test judges only where llama.cpp is exact.
   {name: "shared-kv2-q4", preset: "tiny-shared-kv2", extra: ["--n-embd-per-layer", "64"], n: 40},
   {name: "e2b-shape-w8", preset: "e2b-shape", extra: ["--sliding-window", "8"], n: 72},
+  // A long prompt: 4096 positions through a window of 4 (a thousand wraps), the global layer's
+  // cache 4096 rows deep, both rotated.
+  {name: "tiny-rotated-4k", preset: "tiny", extra: ["--head-dim-swa", "128", "--head-dim-global", "64", "--ctx", "8192"], n: 4096},
 ];
 const TYPES = [["q8_0", "q8_0"], ["q4_0", "q4_0"], ["q8_0", "f16"], ["f16", "q4_0"]];
 
@@ -51,7 +54,7 @@ describe("with a quantized KV cache, the next-token distribution matches llama.c
           return;
         }
         const tokens = prompt(config.n);
-        const handle = await llama.loadLlama(file, {threads: 2, contextSize: 256, cacheTypeK, cacheTypeV});
+        const handle = await llama.loadLlama(file, {threads: 2, contextSize: Math.max(256, config.n + 2 * GREEDY_STEPS), cacheTypeK, cacheTypeV});
         t.after(() => llama.close(handle));
         const theirs = {logProbs: await llama.nextTokenLogProbs(handle, tokens), greedy: await llama.greedy(handle, tokens, GREEDY_STEPS)};
         for (const build of ["threaded", "single"]) {
