@@ -133,8 +133,8 @@ export async function* generate({ step, cut, drafter = null, mtp = null, tokeniz
     kept = r;
     if (decoding) {
       for (const other of sources) {
-        if (draft.length === 0) other.policy.stepped(0, 0, stepMs);
-        else if (other === source) other.policy.stepped(draft.length, r, stepMs);
+        if (draft.length === 0) other.policy.stepped(0, 0, stepMs, askMtp);
+        else if (other === source) other.policy.stepped(draft.length, r, stepMs, askMtp);
         else other.policy.passed();
       }
     }
