@@ -30,7 +30,9 @@ test("--quick: plain decoding and a row per acceptance rate, drafts kept as forc
     for (const ratio of [measured, predicted]) assert.match(ratio, /^\d+\.\d\d×$/);
     assert.match(best, /^\d+\.\d\d× \(k = [1-8]\)$/);
   }
-  // α 0: no drafted token is ever the continuation; α 1: every one is, so every verified draft is kept.
+  // α 0: no drafted token is ever the continuation; α 1: every one is, so every verified draft is
+  // kept (--quick's prompt gives a continuation that changes token early, so this also fails
+  // with drafts placed one position off).
   assert.equal(rows[1][2], "0%");
   assert.equal(rows[3][2], "100%");
   assert.ok(Number(rows[3][3]) > 0, "at α 1 the policy verifies drafts");
