@@ -50,6 +50,14 @@ export class DraftPolicy {
     return best;
   }
 
+  /**
+   * MTP drafts were made for a continuation the sampler did not take (at a temperature above 0):
+   * paid for, and of no use, as a draft rejected at its first token.
+   */
+  dropped() {
+    this.#q += DRAFT_WEIGHT * (0 - this.#q);
+  }
+
   /** A decoding step verified another source's draft: none of this one's, and no plain step's time. */
   passed() {
     this.#q += RECOVERY * (PRIOR_Q - this.#q);
