@@ -64,7 +64,8 @@ export async function* generate({ step, cut, drafter = null, mtp = null, tokeniz
   // The last step's MTP drafts, of use when the sampler kept `after` drafted rows and then `token`.
   let mtpDraft = null;
   let kept = 0;
-  const fromMtp = mtp ? { policy: new DraftPolicy(), propose: (limit) => (mtpDraft && mtpDraft.after === kept && mtpDraft.token === input[0] ? mtpDraft.ids.slice(0, limit) : []) } : null;
+  const mtpUsable = () => mtpDraft !== null && mtpDraft.after === kept && mtpDraft.token === input[0];
+  const fromMtp = mtp ? { policy: new DraftPolicy(), propose: (limit) => (mtpUsable() ? mtpDraft.ids.slice(0, limit) : []) } : null;
   const sources = [lookup, fromMtp].filter((source) => source !== null);
   let drafted = 0;
   let accepted = 0;
@@ -131,10 +132,12 @@ export async function* generate({ step, cut, drafter = null, mtp = null, tokeniz
       stepMs += performance.now() - t1;
     }
     kept = r;
+    // Drafts made for a continuation the sampler did not take cost as much as rejected ones.
+    if (fromMtp && finishReason === null && mtpDraft?.ids.length > 0 && !mtpUsable()) fromMtp.policy.dropped();
     if (decoding) {
       for (const other of sources) {
-        if (draft.length === 0) other.policy.stepped(0, 0, stepMs);
-        else if (other === source) other.policy.stepped(draft.length, r, stepMs);
+        if (draft.length === 0) other.policy.stepped(0, 0, stepMs, askMtp);
+        else if (other === source) other.policy.stepped(draft.length, r, stepMs, askMtp);
         else other.policy.passed();
       }
     }

@@ -7,7 +7,11 @@
 // a running estimate over the request's recent drafts: a draft rejected from its first token
 // pulls it down hard, so a text the lookup guesses wrong stops drafting within a few steps; plain
 // steps let it drift back toward its prior, so such a request tries again now and then (a probe
-// of one token) and one whose text turned repetitive finds out.
+// of one token) and one whose text turned repetitive finds out. β is a drafted step's time over
+// a plain step's: one that verifies nothing and has the last node draft nothing (MTP drafting
+// costs as much as the verified rows may, and a drafted step's time holds both); until such a
+// step was timed, a request makes one after its first draft (the prior β may be far off; that
+// first draft's own time, often a cold one, is not taken for β).
 
 const PRIOR_Q = 0.75;        // a first draft of one token is worth trying: 1.75 tokens for 1.5 steps
 const DRAFT_WEIGHT = 0.3;    // of a draft's outcome in q
@@ -20,6 +24,7 @@ export class DraftPolicy {
   #q = PRIOR_Q;
   #plainMs = null;
   #rowCost = PRIOR_ROW_COST;
+  #unpriced = false;  // a draft was verified before any plain step was timed
 
   /** Of `available` drafted tokens, how many to verify now (0: a plain step). */
   length(available) {
@@ -33,6 +38,7 @@ export class DraftPolicy {
    */
   choose(available) {
     let best = { length: 0, gain: 1 };
+    if (this.#unpriced) return best;
     let expected = 1;
     let qd = 1;
     for (let d = 1; d <= available; d++) {
@@ -44,25 +50,38 @@ export class DraftPolicy {
     return best;
   }
 
+  /**
+   * MTP drafts were made for a continuation the sampler did not take (at a temperature above 0):
+   * paid for, and of no use, as a draft rejected at its first token.
+   */
+  dropped() {
+    this.#q += DRAFT_WEIGHT * (0 - this.#q);
+  }
+
   /** A decoding step verified another source's draft: none of this one's, and no plain step's time. */
   passed() {
     this.#q += RECOVERY * (PRIOR_Q - this.#q);
   }
 
   /**
-   * A decoding step ended: `drafted` tokens verified (0: a plain step), `kept` of them sampled as
-   * drafted, `ms` its pipeline step and cut took.
+   * A decoding step ended: `drafted` tokens verified (0: none), `kept` of them sampled as
+   * drafted, `ms` its pipeline step and cut took, `asked` MTP drafts the last node made in it.
    */
-  stepped(drafted, kept, ms) {
+  stepped(drafted, kept, ms, asked = 0) {
     if (drafted === 0) {
       this.#q += RECOVERY * (PRIOR_Q - this.#q);
+      if (asked > 0) return;
       this.#plainMs = this.#plainMs === null ? ms : this.#plainMs + TIME_WEIGHT * (ms - this.#plainMs);
+      this.#unpriced = false;
       return;
     }
     // The draft's own estimate of q: kept tokens over the tries, a rejection being the last try.
     const observed = kept === drafted ? 1 : kept / (kept + 1);
     this.#q += DRAFT_WEIGHT * (observed - this.#q);
-    if (this.#plainMs === null) return;
+    if (this.#plainMs === null) {
+      this.#unpriced = true;
+      return;
+    }
     const rowCost = Math.min(2, Math.max(0.02, (ms / this.#plainMs - 1) / drafted));
     this.#rowCost += TIME_WEIGHT * (rowCost - this.#rowCost);
   }

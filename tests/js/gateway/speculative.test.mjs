@@ -72,6 +72,39 @@ describe("prompt lookup drafts and the policy that verifies them", () => {
     assert.ok(cheap >= 4 && dear === 0, `a row at 5% of a step: ${cheap} tokens; at 150%: ${dear}`);
   });
 
+  test("the policy times a plain step after its first draft: drafts dearer than they yield stop though every one is kept", () => {
+    // MTP drafts whenever the policy verifies, so without the plain step it asks for, no step would
+    // be plain and the prior row cost would stand. Here a drafted step of d tokens costs 1 + 1.5·d
+    // plain steps (its rows and the last node's d drafts): never worth it, even all kept.
+    const policy = new DraftPolicy();
+    const lengths = [];
+    for (let i = 0; i < 12; i++) {
+      const d = policy.length(8);
+      lengths.push(d);
+      policy.stepped(d, d, 100 * (1 + 1.5 * d), d);
+    }
+    assert.equal(lengths[0], 1, "a first draft at the prior");
+    assert.equal(lengths[1], 0, "then a plain step, timed");
+    // One more draft at the prior row cost (the first one's time is not taken), which prices it.
+    assert.ok(lengths[2] > 0 && lengths.slice(3).every((d) => d === 0), `no draft once the cost is known: ${lengths}`);
+  });
+
+  test("a step in which the last node drafted is not a plain step's time", () => {
+    const run = (askedOnPlainSteps) => {
+      const policy = new DraftPolicy();
+      policy.stepped(0, 0, 100);
+      // Plain steps that had the last node draft 4 tokens at 100 ms each: 5 times a plain step.
+      for (let i = 0; i < 10; i++) policy.stepped(0, 0, 500, askedOnPlainSteps);
+      // A drafted step of one token kept, at half a plain step a row (4 drafts made in it too).
+      for (let i = 0; i < 3; i++) policy.stepped(1, 1, 100 * (1 + 0.5) + 400, 4);
+      return policy.length(8);
+    };
+    // Timed against 100 ms, the drafted steps cost 4.5 rows a draft: no draft pays. Had the
+    // drafting steps counted as plain (500 ms), a row would seem nearly free and drafts long.
+    assert.equal(run(4), 0);
+    assert.ok(run(0) >= 4, "with the same times reported as plain steps, rows seem cheap");
+  });
+
   test("bad options are refused by name", () => {
     assert.throws(() => new PromptLookup({minNgram: 0}), /n-gram lengths 0\.\.5/);
     assert.throws(() => new PromptLookup({minNgram: 4, maxNgram: 3}), /n-gram lengths 4\.\.3/);
