@@ -12,9 +12,10 @@ namespace {
 
 // {x, sinf(x), cosf(x)} as bits, printed by glibc 2.36's sinf / cosf on this project's AVX-512
 // host (its FMA variant). The first 8 are RoPE angles (base 10000, n_rot 256, positions 1-3)
-// where Emscripten's musl gives another f32; the rest walk every path: below 2^-12 (and a
-// subnormal), below pi/4, the one-step reduction below 120, and the 4/pi-bits reduction up to
-// FLT_MAX, both signs.
+// where Emscripten's musl gives another f32; the next 4 lie near multiples of pi/2, where the
+// same computation without its fused steps gives another f32 (34 such inputs among all 2^32);
+// the rest walk every path: below 2^-12 (and a subnormal), below pi/4, the one-step reduction
+// below 120, and the 4/pi-bits reduction up to FLT_MAX, both signs.
 struct Expected {
   uint32_t x, sin, cos;
 };
@@ -27,6 +28,10 @@ constexpr Expected kGlibc[] = {
     {0x3f5247ea, 0x3f3b6b5c, 0x3f2e6274},  // 0x1.a48fd4p-1
     {0x3e8eea68, 0x3e8d1127, 0x3f76176c},  // 0x1.1dd4dp-2
     {0x3e399d14, 0x3e38994d, 0x3f7bce4f},  // 0x1.733a28p-3
+    {0x418a3adb, 0xbf800000, 0xb7b4f770},  // 0x1.1475b6p+4
+    {0x41bc76d9, 0xbf7fff80, 0xbb803f6b},  // 0x1.78edb2p+4
+    {0x4255b0a9, 0xbc7d08a9, 0xbf7ff82f},  // 0x1.ab6152p+5
+    {0x42a35c07, 0xbadaa3b4, 0x3f7fffe9},  // 0x1.46b80ep+6
     {0x00000000, 0x00000000, 0x3f800000},  // 0x0p+0
     {0x80000000, 0x80000000, 0x3f800000},  // -0x0p+0
     {0x3727c5ac, 0x3727c5ac, 0x3f800000},  // 0x1.4f8b58p-17
