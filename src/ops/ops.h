@@ -1,6 +1,6 @@
 // Model-agnostic transformer ops, scalar and written to match llama.cpp's CPU backend
 // (docs/gemma-architecture.md, "Primitive ops" and "CPU backend numerics"). One file per concern:
-// ops/rmsnorm.cpp, ops/rope.cpp, ops/gelu.cpp, ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp.
+// ops/rmsnorm.cpp, ops/sincos.cpp, ops/rope.cpp, ops/gelu.cpp, ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp.
 // Optimized kernels are tested against these.
 #pragma once
 
@@ -20,6 +20,12 @@ namespace lf {
 void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
 // x [n_rows, n] -> y [n_rows, n], each row normalized on its own (per head, per token).
 void rmsnorm_rows(const float* x, const float* w, int n_rows, int n, float eps, float* y);
+
+// --- sin / cos (ops/sincos.cpp) ---
+// sinf(x) and cosf(x) as glibc computes them on an x86-64 CPU with FMA (llama.cpp's RoPE cache
+// on its x86 hosts), the same bits in every build whatever its libm.
+float sin_f32(float x);
+float cos_f32(float x);
 
 // --- RoPE, NEOX layout (ops/rope.cpp) ---
 // x [n_head, head_dim] rotated in place at position pos: pairs (j, j + n_rot/2) for j < n_rot/2,

@@ -16,8 +16,9 @@ void rope_neox(float* x, int n_head, int head_dim, int n_rot, int pos, float fre
   for (int j = 0; j < half; ++j) {
     const float ff = freq_factors ? freq_factors[j] : 1.0f;
     const float angle = freq_scale * (theta / ff);
-    const float c = cosf(angle);
-    const float s = sinf(angle);
+    // Not libm's cosf / sinf: musl's (both WASM modules) differ from glibc's (llama.cpp's).
+    const float c = cos_f32(angle);
+    const float s = sin_f32(angle);
     theta *= theta_scale;
     for (int h = 0; h < n_head; ++h) {
       float* head = x + static_cast<int64_t>(h) * head_dim;

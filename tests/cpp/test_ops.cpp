@@ -124,7 +124,7 @@ TEST_CASE("rope_neox fuses the first product of each rotated value, as ggml's FM
   float theta = 7.0f;
   int fusion_matters = 0;
   for (int j = 0; j < 32; ++j) {
-    const float c = cosf(theta), s = sinf(theta);
+    const float c = lf::cos_f32(theta), s = lf::sin_f32(theta);
     theta *= theta_scale;
     const float y0 = lf::fma_f32(x0[j], c, -(x0[j + 32] * s)), y1 = lf::fma_f32(x0[j], s, x0[j + 32] * c);
     CHECK(std::memcmp(&x[j], &y0, sizeof y0) == 0);
