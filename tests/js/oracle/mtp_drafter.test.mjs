@@ -49,7 +49,7 @@ const CONFIGS = [
    maxHeadDim: 512},
 ];
 const BUILDS = [
-  {name: "threaded module", load: () => loadThreadedModule({threads: 3}), threads: [1, 2, 3]},
+  {name: "threaded module", load: () => loadThreadedModule({threads: 3, withDrafter: true}), threads: [1, 2, 3]},
   {name: "single-thread module", load: () => loadSingleThreadModule(), threads: [1]},
 ];
 const DRAFT_TOKENS = [5, 17, 300];

@@ -26,7 +26,7 @@ describe("the drafter through the C ABI", () => {
   const native = () => JSON.parse(execFileSync(path.join(root, "build", "native", "lf_run"), ["--model", targetFile(),
     "--tokens", PROMPT.join(","), "--drafter", drafterFile(), "--draft-tokens", DRAFT_TOKENS.join(",")]).toString());
 
-  for (const [name, threads, load] of [["threaded", 2, () => loadThreadedModule({threads: 2})],
+  for (const [name, threads, load] of [["threaded", 2, () => loadThreadedModule({threads: 2, withDrafter: true})],
     ["single-thread", 1, () => loadSingleThreadModule()]]) {
     test(`${name} module: the native engine's bytes`, {timeout: 120_000}, async () => {
       const want = native();
