@@ -5,7 +5,7 @@
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { loadSingleThreadModule, loadThreadedModule } from '../wasm/load_node.js';
-import { withCStrings } from '../node/wasm_copies.js';
+import { withCopies, withCStrings } from '../node/wasm_copies.js';
 
 export class LocalMember {
   #lf;
@@ -95,8 +95,8 @@ export class LocalMember {
     }
     const session = this.#session(id);
     const values = perLayer ?? new Float32Array(0);
-    if (!this.#withFloats(values, (ptr) => lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw lf.lastError();
-    this.#call = this.#withFloats(hidden, (ptr) => lf.fn.lf_member_begin(this.#ptr, session, startPos, ptr, n));
+    if (!withCopies(lf, [values], ([ptr]) => lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw lf.lastError();
+    this.#call = withCopies(lf, [hidden], ([ptr]) => lf.fn.lf_member_begin(this.#ptr, session, startPos, ptr, n));
     if (!this.#call) throw lf.lastError();
     this.#rows = n;
     return this.#piece();
@@ -112,7 +112,7 @@ export class LocalMember {
     if (!this.#call) throw new LayerfoldError('failed_precondition', `member ${this.index}: no call under way`);
     try {
       pieces.forEach((piece, j) => {
-        if (!this.#withFloats(piece, (ptr) => lf.fn.lf_member_put_piece(this.#call, j, ptr, piece.length))) throw lf.lastError();
+        if (!withCopies(lf, [piece], ([ptr]) => lf.fn.lf_member_put_piece(this.#call, j, ptr, piece.length))) throw lf.lastError();
       });
       if (!lf.fn.lf_member_step(this.#call)) throw lf.lastError();
     } catch (error) {
@@ -170,17 +170,5 @@ export class LocalMember {
 
   #floats(ptr, n) {
     return new Float32Array(this.#lf.bytes().slice(ptr, ptr + 4 * n).buffer);
-  }
-
-  // Copies floats into the module's memory for the time of fn(ptr).
-  #withFloats(floats, fn) {
-    const lf = this.#lf;
-    const ptr = lf.alloc(Math.max(4, floats.byteLength));
-    try {
-      lf.bytes().set(new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength), ptr);
-      return fn(ptr);
-    } finally {
-      lf.free(ptr);
-    }
   }
 }

@@ -7,13 +7,11 @@
 import WebSocket from 'ws';
 
 import { redactUrl } from '../log/redact.js';
-import { decodeFrame, encodeFrame, isCount } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, MAX_FRAME_BYTES } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 export const DEFAULT_DEADLINE_MS = 30_000;
 export const MEMBER_PATH = '/v1/member';
-// The largest frame a member may send: a piece or output of a long prompt's rows.
-const MAX_FRAME_BYTES = 1 << 30;
 
 // The member's WebSocket address at `url` (http(s):// or ws(s)://, its path replaced).
 function socketUrl(url) {

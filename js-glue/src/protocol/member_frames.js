@@ -3,6 +3,9 @@
 // header, the header, then float32 payload. Encoded and decoded here for both ends.
 import { LayerfoldError } from '../wasm/capi.js';
 
+// The largest frame either end takes: a piece or output of a long prompt's rows.
+export const MAX_FRAME_BYTES = 1 << 30;
+
 /**
  * A frame of header (a JSON object) and the floats of `arrays`, one after another.
  * @example ws.send(encodeFrame({ op: 'begin', session: 'a', startPos: 0, rows: 1, perLayer: 0 }, [hidden]));

@@ -13,14 +13,13 @@ import { MEMBER_PATH } from '../group/remote_member.js';
 import { redactConfig } from '../log/json_log.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { processLog } from '../log/readable_log.js';
-import { decodeFrame, encodeFrame, isCount } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, MAX_FRAME_BYTES } from '../protocol/member_frames.js';
 import { openSource } from '../sources/open_source.js';
 import { threadsAvailable } from '../wasm/load_node.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkOpenAccess, listen, warnIfOpen } from './node_process.js';
 
 const MAX_SESSION_ID = 256;
-const MAX_FRAME_BYTES = 1 << 30;
 const CLOSE_WAIT_MS = 1000;
 
 /**
