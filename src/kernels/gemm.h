@@ -31,8 +31,8 @@ void gemm_q8_K_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, i
 // True for F32, F16 and BF16 (gemm_float_strided, src/kernels/gemm_float.cpp).
 bool is_float_weight(GgmlType weight_type);
 
-// W [n_out, n_in] (F32, F16 or BF16) · Xc [n_tok, n_in] (rows of the same type, x_row bytes
-// apart) -> Y [n_tok, n_out], rows [r0, r1): several rows' reference sums side by side.
+// W [n_out, n_in] (F32, F16 or BF16) · Xc [n_tok, n_in] (f32 rows, x_row bytes apart) -> Y
+// [n_tok, n_out], rows [r0, r1): several rows' reference sums side by side.
 void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                         int64_t r1);
 

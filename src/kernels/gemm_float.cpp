@@ -1,5 +1,5 @@
-// GEMM of F32 / F16 / BF16 weights with activations of the same type (src/kernels/gemm.h), for
-// the small float matmuls such as the MoE router (ffn_gate_inp, F32: 128 × 2816 per token).
+// GEMM of F32 / F16 / BF16 weights with f32 activations (src/kernels/gemm.h), for the small float
+// matmuls such as the MoE router (ffn_gate_inp, F32: 128 × 2816 per token).
 //
 // vec_dot_ref keeps each row's sum in one double, every product rounded to f32 first, added in
 // element order: one dependent add per element, so a row at a time runs at the add's latency.
@@ -20,7 +20,7 @@ float f32_identity(float f) { return f; }
 
 // rows [r0, r1) of W (elements of type T) · one activation row a -> y [r0, r1)
 template <typename T, float (*ToF32)(T)>
-void gemv_float(const WeightView& W, const T* a, float* y, int64_t r0, int64_t r1) {
+void gemv_float(const WeightView& W, const float* a, float* y, int64_t r0, int64_t r1) {
   const int64_t n = W.n_in;
   int64_t r = r0;
   for (; r + kRows <= r1; r += kRows) {
@@ -31,7 +31,7 @@ void gemv_float(const WeightView& W, const T* a, float* y, int64_t r0, int64_t r
       sum[k] = 0.0;
     }
     for (int64_t i = 0; i < n; ++i) {
-      const float x = ToF32(a[i]);
+      const float x = a[i];
       for (int64_t k = 0; k < kRows; ++k) sum[k] += static_cast<double>(ToF32(w[k][i]) * x);
     }
     for (int64_t k = 0; k < kRows; ++k) y[r + k] = static_cast<float>(sum[k]);
@@ -42,7 +42,7 @@ void gemv_float(const WeightView& W, const T* a, float* y, int64_t r0, int64_t r
 template <typename T, float (*ToF32)(T)>
 void gemm_float(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0, int64_t r1) {
   for (int t = 0; t < n_tok; ++t) {
-    const auto* a = static_cast<const T*>(static_cast<const void*>(Xc + x_row * static_cast<uint64_t>(t)));
+    const auto* a = static_cast<const float*>(static_cast<const void*>(Xc + x_row * static_cast<uint64_t>(t)));
     gemv_float<T, ToF32>(W, a, Y + static_cast<int64_t>(t) * W.n_out, r0, r1);
   }
 }

@@ -19,12 +19,15 @@ namespace {
 
 float f32_identity(float f) { return f; }
 
-// w [n] · a [n] -> f32. As llama.cpp's scalar ggml_vec_dot_f32/_f16/_bf16: each product is
-// rounded to f32, the sum is kept in double (ggml_float) and rounded to f32 once at the end.
+// w [n] · a [n] f32 -> f32. As llama.cpp's scalar ggml_vec_dot_f32: each product is rounded to
+// f32, the sum is kept in double (ggml_float) and rounded to f32 once at the end. The activation
+// stays f32 for F16 and BF16 weights too, as llama.cpp's AMX build multiplies F16 weights: its
+// other builds round the activation to the weight's type first, which puts them further from the
+// model (docs/forward-pass.md, "What the engine computes").
 template <typename T, float (*ToF32)(T)>
-float dot_float(const T* w, const T* a, int64_t n) {
+float dot_float(const T* w, const float* a, int64_t n) {
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(ToF32(w[i]) * ToF32(a[i]));
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(ToF32(w[i]) * a[i]);
   return static_cast<float>(sum);
 }
 
@@ -169,16 +172,6 @@ bool has_reference_dot(GgmlType weight_type) {
   }
 }
 
-// x [n] f32 -> dst [n] of 16-bit floats
-template <uint16_t (*FromF32)(float)>
-void convert_halves(const float* x, void* dst, int64_t n) {
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t h = FromF32(x[i]);
-    std::memcpy(out + 2 * i, &h, sizeof h);
-  }
-}
-
 }  // namespace
 
 GgmlType vec_dot_type(GgmlType weight_type) {
@@ -193,7 +186,9 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K: return GgmlType::Q8_K;
-    default: return weight_type;  // F32, F16, BF16 (and types without a dot) pair with themselves
+    case GgmlType::F16:
+    case GgmlType::BF16: return GgmlType::F32;
+    default: return weight_type;  // F32 (and types without a dot) pair with themselves
   }
 }
 
@@ -213,8 +208,6 @@ Status convert_activation_row(GgmlType weight_type, const float* x, void* dst, i
   if (n == 0) return Status::ok_status();
   switch (act_type) {
     case GgmlType::F32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); break;
-    case GgmlType::F16: convert_halves<fp32_to_fp16>(x, dst, n); break;
-    case GgmlType::BF16: convert_halves<fp32_to_bf16>(x, dst, n); break;
     case GgmlType::Q8_0: quantize_row_q8_0_x86(x, static_cast<block_q8_0*>(dst), n); break;
     case GgmlType::Q8_1: quantize_row_q8_1_x86(x, static_cast<block_q8_1*>(dst), n); break;
     case GgmlType::Q8_K: quantize_row_q8_K_ref(x, static_cast<block_q8_K*>(dst), n); break;
@@ -234,11 +227,9 @@ float vec_dot_ref(GgmlType weight_type, const void* w_row, const void* a_row, in
     case GgmlType::F32:
       return dot_float<float, f32_identity>(static_cast<const float*>(w_row), static_cast<const float*>(a_row), n);
     case GgmlType::F16:
-      return dot_float<uint16_t, fp16_to_fp32>(static_cast<const uint16_t*>(w_row),
-                                               static_cast<const uint16_t*>(a_row), n);
+      return dot_float<uint16_t, fp16_to_fp32>(static_cast<const uint16_t*>(w_row), static_cast<const float*>(a_row), n);
     case GgmlType::BF16:
-      return dot_float<uint16_t, bf16_to_fp32>(static_cast<const uint16_t*>(w_row),
-                                               static_cast<const uint16_t*>(a_row), n);
+      return dot_float<uint16_t, bf16_to_fp32>(static_cast<const uint16_t*>(w_row), static_cast<const float*>(a_row), n);
     case GgmlType::Q4_0:
       return dot_fused_q8_0<block_q4_0, unpack_q4_0>(static_cast<const block_q4_0*>(w_row),
                                                      static_cast<const block_q8_0*>(a_row), nb);

@@ -87,7 +87,7 @@ void quantize_row_q6_K(const float* x, block_q6_K* y, int64_t n);
 // --- dot products: weight row (type) · activation row already converted to vec_dot_type(type) ---
 // llama.cpp converts the f32 activation to the weight's vec_dot type first (docs/gguf.md,
 // "Quantized matmul in llama.cpp's CPU backend").
-GgmlType vec_dot_type(GgmlType weight_type);  // Q4_0/Q5_0/Q8_0 -> Q8_0, K-quants -> Q8_K, F16 -> F16, ...
+GgmlType vec_dot_type(GgmlType weight_type);  // Q4_0/Q5_0/Q8_0 -> Q8_0, K-quants -> Q8_K, F16 -> F32, ...
 // Bytes needed to hold n activation values converted to vec_dot_type(weight_type).
 uint64_t activation_row_bytes(GgmlType weight_type, int64_t n);
 // x[n] f32 -> dst in vec_dot_type(weight_type), rounded as llama.cpp's x86 builds round it.

@@ -239,11 +239,12 @@ TEST_CASE("engine agrees with the reference forward", "[engine]") {
   // Stated tolerances (docs/forward-pass.md), about 1.5x the measured error: max relative error
   // per row of the final hidden state and max |d ln p| over the vocabulary. F32 weights: only
   // the f16 K/V/Q and the GELU table differ (measured gemma4 3.7e-3 / 0.011, gemma3 7.4e-4).
-  // Q8_0/Q4_0/F16 weights add Q8_0 activations (measured gemma4 6.2e-2 / 0.16, gemma3
-  // 1.9e-2 / 0.062); gemma4 is more sensitive because its attention has no 1/sqrt(D) scale.
+  // Q8_0/Q4_0/F16 weights add Q8_0 activations (measured gemma4 7.4e-2 / 0.25, gemma3
+  // 1.8e-2 / 0.054); gemma4 is more sensitive because its attention has no 1/sqrt(D) scale, so
+  // its ln p moves with any change of rounding (0.22 before F16 weights' activations stayed f32).
   struct Case { Arch arch; WeightFormat format; double hidden_tol, logp_tol; };
   const Case cases[] = {{Arch::gemma4, WeightFormat::f32, 6e-3, 0.02},
-                        {Arch::gemma4, WeightFormat::mixed, 0.1, 0.25},
+                        {Arch::gemma4, WeightFormat::mixed, 0.11, 0.375},
                         {Arch::gemma3, WeightFormat::f32, 2e-3, 0.01},
                         {Arch::gemma3, WeightFormat::mixed, 4e-2, 0.1}};
   for (const Case& c : cases) {

@@ -414,8 +414,13 @@ TEST_CASE("kernels: F32, F16 and BF16 GEMM equal the vec_dot_ref loop bit for bi
         Matrix W;
         W.bytes.resize(static_cast<size_t>(elem * n_in * n_out));
         describe(&W, type, n_in, n_out, elem * n_in);
-        for (int64_t r = 0; r < n_out; ++r) {
-          REQUIRE(lf::convert_activation_row(type, w.data() + r * n_in, W.bytes.data() + W.view.row_bytes * r, n_in).ok());
+        for (size_t i = 0; i < w.size(); ++i) {
+          if (type == lf::GgmlType::F32) {
+            std::memcpy(W.bytes.data() + 4 * i, &w[i], 4);
+          } else {
+            const uint16_t h = type == lf::GgmlType::F16 ? lf::fp32_to_fp16(w[i]) : lf::fp32_to_bf16(w[i]);
+            std::memcpy(W.bytes.data() + 2 * i, &h, 2);
+          }
         }
         if (type != lf::GgmlType::F32 && n_out == 9 && n_in <= 64) {  // arbitrary halves, NaN and infinity patterns included
           for (uint8_t& b : W.bytes) b = static_cast<uint8_t>(byte(rng));
