@@ -260,6 +260,13 @@ typedef struct lf_member_call lf_member_call;
  * placed one after another (NULL and the last error on a refused split). Owned by gguf. */
 LF_EXPORT(lf_member_tensors_json) const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                                      int member, int n_members);
+/* What member i of n_members holds, as lf_node_needs_json answers for a node: {"tensor_bytes",
+ * "kv_bytes_per_session" (f16 K/V of its KV heads at max_ctx, 0: the model's), "scratch_bytes"
+ * and "scratch_bytes_per_worker" (a call of max_tokens rows), "relayout_bytes": 0,
+ * "piece_floats" (the largest piece a call is handed), "per_layer_floats" (an E-model call's
+ * per-layer inputs), "tensors"} (NULL and the last error on a refused split). Owned by gguf. */
+LF_EXPORT(lf_member_needs_json) const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
+                                                                 int member, int n_members, int max_ctx, int max_tokens);
 LF_EXPORT(lf_member_create) lf_member* lf_member_create(void);
 /* Records where tensor `name`'s member bytes (its ranges, end to end) live; they must outlive it. */
 LF_EXPORT(lf_member_place_tensor) int lf_member_place_tensor(lf_member* member, const char* name, const uint8_t* data);

@@ -10,6 +10,7 @@
 #include "layerfold/capi.h"
 #include "model/member.h"
 #include "model/member_forward.h"
+#include "model/member_needs.h"
 
 struct lf_member {
   std::map<std::string, const uint8_t*, std::less<>> placed;
@@ -58,6 +59,24 @@ const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end
   }
   out["tensors"] = list;
   out["weight_bytes"] = total;
+  gguf->json = out.dump();
+  return gguf->json.c_str();
+}
+
+const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int member, int n_members, int max_ctx,
+                                 int max_tokens) {
+  lf::MemberNeeds needs;
+  const lf::MemberShape shape{{layer_begin, layer_end}, member, n_members, max_ctx, max_tokens};
+  if (!lf::capi::record(lf::member_needs(gguf->file, shape, &needs))) return nullptr;
+  nlohmann::ordered_json out;
+  out["tensor_bytes"] = needs.node.tensor_bytes;
+  out["kv_bytes_per_session"] = needs.node.kv_bytes_per_session;
+  out["scratch_bytes"] = needs.node.scratch_bytes;
+  out["scratch_bytes_per_worker"] = needs.node.scratch_bytes_per_worker;
+  out["relayout_bytes"] = needs.node.relayout_bytes;
+  out["piece_floats"] = needs.piece_floats;
+  out["per_layer_floats"] = needs.per_layer_floats;
+  out["tensors"] = needs.node.tensors;
   gguf->json = out.dump();
   return gguf->json.c_str();
 }

@@ -15,12 +15,13 @@
 namespace lf {
 
 struct MemberForward::State {
-  State(const Member& m, Session& session, int pos, int rows, const ScratchShape& shape)
-      : member(m), s(session), start_pos(pos), n(rows), b(shape, m.model.pool->size()) {}
+  State(const Member& m, Session& session, int pos, int rows, const ScratchShape& sizes)
+      : member(m), s(session), start_pos(pos), n(rows), shape(sizes), b(shape, m.model.pool->size()) {}
 
   const Member& member;
   Session& s;
   int start_pos, n;
+  ScratchShape shape;
   Scratch b;
   BatchRows rows;
   KvUndo undo;
@@ -33,8 +34,6 @@ struct MemberForward::State {
   std::vector<float> exp_piece;     // [n, its n_embd rows] the experts' weighted sum
 
   const Model& model() const { return member.model; }
-  const LayerConfig& full_layer(int il) const { return member.full.layers[il]; }
-  int slots() const { return n * member.full.n_expert_used; }
 };
 
 namespace {
@@ -49,25 +48,47 @@ struct Part {
   float* dst = nullptr;
 };
 
-std::vector<Part> parts(State& st, int il, MemberPhase phase, int member) {
-  const MemberLayerSlice& s = st.member.split.slice(member, il);
-  const LayerConfig& l = st.full_layer(il);
-  const int64_t E = st.member.full.n_embd, n = st.n;
+// Where the gathered vectors are (all null where only the parts' sizes are wanted).
+struct Gathered {
+  float* attn_full = nullptr;
+  float* proj = nullptr;
+  float* act_full = nullptr;
+  float* exp_act_full = nullptr;
+  float* moe_out = nullptr;
+};
+
+// Member `member`'s parts of layer il's vector at `phase`, in a call of n rows.
+std::vector<Part> parts(const ModelConfig& full, const MemberSplit& split, int n, int il, MemberPhase phase, int member,
+                        const Gathered& to) {
+  const MemberLayerSlice& s = split.slice(member, il);
+  const LayerConfig& l = full.layers[il];
+  const int64_t E = full.n_embd, slots = static_cast<int64_t>(n) * full.n_expert_used;
   switch (phase) {
     case MemberPhase::attention: {
       const int64_t cols = static_cast<int64_t>(l.n_head / l.n_head_kv) * l.head_dim;
-      return {{n, {s.kv_heads.begin * cols, s.kv_heads.end * cols}, l.q_dim(), st.attn_full.data()}};
+      return {{n, {s.kv_heads.begin * cols, s.kv_heads.end * cols}, l.q_dim(), to.attn_full}};
     }
     case MemberPhase::attn_output:
-      return {{n, s.embd, E, st.b.proj.data()}};
+      return {{n, s.embd, E, to.proj}};
     case MemberPhase::ffn:
-      if (!l.moe) return {{n, s.ff, l.n_ff, st.act_full.data()}};
-      return {{n, s.ff, l.n_ff, st.act_full.data()}, {st.slots(), s.ff_exp, st.member.full.n_ff_exp, st.exp_act_full.data()}};
+      if (!l.moe) return {{n, s.ff, l.n_ff, to.act_full}};
+      return {{n, s.ff, l.n_ff, to.act_full}, {slots, s.ff_exp, full.n_ff_exp, to.exp_act_full}};
     case MemberPhase::ffn_down:
-      if (!l.moe) return {{n, s.embd, E, st.b.proj.data()}};
-      return {{n, s.embd, E, st.b.proj.data()}, {n, s.embd, E, st.b.moe.out.data()}};
+      if (!l.moe) return {{n, s.embd, E, to.proj}};
+      return {{n, s.embd, E, to.proj}, {n, s.embd, E, to.moe_out}};
   }
   return {};
+}
+
+std::vector<Part> parts(State& st, int il, MemberPhase phase, int member) {
+  const Gathered to{st.attn_full.data(), st.b.proj.data(), st.act_full.data(), st.exp_act_full.data(), st.b.moe.out.data()};
+  return parts(st.member.full, st.member.split, st.n, il, phase, member, to);
+}
+
+size_t part_floats(const std::vector<Part>& ps) {
+  size_t floats = 0;
+  for (const Part& p : ps) floats += static_cast<size_t>(p.rows * p.cols.size());
+  return floats;
 }
 
 // Where this member's own values of each part are, rows of the part's column count.
@@ -149,6 +170,26 @@ const char* member_phase_name(MemberPhase phase) {
   return names[static_cast<int>(phase)];
 }
 
+uint64_t member_down_exps_row(GgmlType down_exps_type, const ModelConfig& full) {
+  return activation_row_bytes(down_exps_type, full.n_ff_exp);
+}
+
+MemberCallFloats member_call_floats(const ModelConfig& full, const MemberSplit& split, int member, int n) {
+  MemberCallFloats f;
+  const size_t rows = static_cast<size_t>(n), E = static_cast<size_t>(full.n_embd);
+  for (int il = split.range.begin; il < split.range.end; ++il) {
+    const LayerConfig& l = full.layers[il];
+    f.attn_full = std::max(f.attn_full, rows * static_cast<size_t>(l.q_dim()));
+    f.act_full = std::max(f.act_full, rows * static_cast<size_t>(l.n_ff));
+    for (int p = 0; p < kMemberPhases; ++p) {
+      f.piece = std::max(f.piece, part_floats(parts(full, split, n, il, static_cast<MemberPhase>(p), member, {})));
+    }
+  }
+  f.exp_act_full = rows * static_cast<size_t>(full.n_expert_used) * static_cast<size_t>(full.n_ff_exp);
+  f.proj_piece = f.exp_piece = rows * E;
+  return f;
+}
+
 Status MemberForward::begin(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
                             std::unique_ptr<MemberForward>* out) {
   const Model& m = member.model;
@@ -165,23 +206,20 @@ Status MemberForward::begin(const Member& member, Session& session, int start_po
   LF_RETURN_IF_ERROR(validate_entry(m, BatchEntry{&session, start_pos, n, false}, in));
 
   ScratchShape shape = scratch_shape(m, n, false);
-  size_t q_dim = 0, n_ff = 0;
   for (int il = m.range.begin; il < m.range.end; ++il) {
-    q_dim = std::max(q_dim, static_cast<size_t>(member.full.layers[il].q_dim()));
-    n_ff = std::max(n_ff, static_cast<size_t>(member.full.layers[il].n_ff));
-    // The experts' activations are converted whole, at every expert's full width.
     const WeightView& down_exps = m.layer(il).ffn_down_exps;
-    if (down_exps.present()) shape.moe.down_row = activation_row_bytes(down_exps.type, down_exps.n_in);
+    if (down_exps.present()) shape.moe.down_row = member_down_exps_row(down_exps.type, member.full);
   }
   auto f = std::unique_ptr<MemberForward>(new MemberForward());
   f->state_ = std::make_unique<State>(member, session, start_pos, n, shape);
   State& st = *f->state_;
-  const size_t rows = static_cast<size_t>(n), E = static_cast<size_t>(member.full.n_embd);
-  st.attn_full.resize(rows * q_dim);
-  st.act_full.resize(rows * n_ff);
-  st.exp_act_full.resize(static_cast<size_t>(st.slots()) * static_cast<size_t>(member.full.n_ff_exp));
-  st.proj_piece.resize(rows * E);
-  st.exp_piece.resize(rows * E);
+  const MemberCallFloats floats = member_call_floats(member.full, member.split, member.index, n);
+  st.attn_full.resize(floats.attn_full);
+  st.act_full.resize(floats.act_full);
+  st.exp_act_full.resize(floats.exp_act_full);
+  st.proj_piece.resize(floats.proj_piece);
+  st.exp_piece.resize(floats.exp_piece);
+  f->piece_.reserve(floats.piece);
   st.rows.segments.push_back(Segment{&session, start_pos, n});
   st.rows.lay_out();
   std::copy(in.begin(), in.end(), st.b.x.begin());
@@ -202,10 +240,13 @@ void MemberForward::abandon() {
   done_ = true;
 }
 
-size_t MemberForward::piece_floats(int member) const {
-  size_t floats = 0;
-  for (const Part& p : parts(*state_, layer_, phase_, member)) floats += static_cast<size_t>(p.rows * p.cols.size());
-  return floats;
+size_t MemberForward::piece_floats(int member) const { return part_floats(parts(*state_, layer_, phase_, member)); }
+
+uint64_t MemberForward::buffer_bytes() const {
+  const State& st = *state_;
+  const size_t floats = st.attn_full.size() + st.act_full.size() + st.exp_act_full.size() + st.proj_piece.size() +
+                        st.exp_piece.size() + piece_.capacity();
+  return st.shape.bytes(st.model().pool->size()) + sizeof(float) * floats;
 }
 
 Status MemberForward::put_piece(int member, std::span<const float> piece) {

@@ -26,6 +26,18 @@ enum class MemberPhase { attention = 0, attn_output = 1, ffn = 2, ffn_down = 3 }
 inline constexpr int kMemberPhases = 4;
 const char* member_phase_name(MemberPhase phase);  // "attention", "attn_output", "ffn", "ffn_down"
 
+// The buffers a member's call of n rows holds beside its Scratch, in floats: the gathered
+// vectors at their whole widths, this member's rows of the closing projections, and its largest
+// piece. What the call allocates, so that a host can count a member before loading it.
+struct MemberCallFloats {
+  size_t attn_full = 0, act_full = 0, exp_act_full = 0, proj_piece = 0, exp_piece = 0, piece = 0;
+  size_t total() const { return attn_full + act_full + exp_act_full + proj_piece + exp_piece + piece; }
+};
+MemberCallFloats member_call_floats(const ModelConfig& full, const MemberSplit& split, int member, int n);
+// A member converts the chosen experts' activations for ffn_down_exps whole, at every expert's
+// full width (its rows of the matrix have every column): the bytes of one slot's row.
+uint64_t member_down_exps_row(GgmlType down_exps_type, const ModelConfig& full);
+
 class MemberForward {
  public:
   // Starts a call of n positions start_pos .. start_pos+n-1: in [n, n_embd] (every member the same
@@ -51,6 +63,8 @@ class MemberForward {
   Status step();
   // The call's output [n, n_embd], once done().
   std::span<const float> output() const;
+  // Bytes of the call's buffers: its Scratch on the member's workers and member_call_floats'.
+  uint64_t buffer_bytes() const;
 
   struct State;
 

@@ -6,7 +6,6 @@
 #include "model/kv_cache.h"
 #include "model/kv_shipping.h"
 #include "model/per_layer_embd.h"
-#include "model/scratch.h"
 #include "model/shard_plan.h"
 #include "model/tensor_table.h"
 
@@ -21,8 +20,19 @@ int tensor_layer(const std::string& name) {
 
 constexpr const char* kMatmuls[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
-// What load_model makes of layer il's tensors, as far as the scratch is concerned.
-Status layer_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScratchShape* out) {
+// K/V weights a shared-KV layer's file may carry but load_model never binds.
+bool unread_kv_tensor(const LayerConfig& l, const std::string& name) {
+  if (!l.shares_kv) return false;
+  for (const char* kv : {".attn_k.weight", ".attn_v.weight", ".attn_k_norm.weight"}) {
+    const std::string suffix(kv);
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status layer_scratch_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScratchShape* out) {
   for (size_t i = 0; i < 7; ++i) {
     const GgufTensorInfo* t = file.tensor(layer_tensor_name(il, kMatmuls[i]));
     out->matmul_type[i] = t != nullptr ? t->type : GgmlType::F32;
@@ -38,18 +48,6 @@ Status layer_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScra
   LayerShards shards;  // refuses what load_model's plan refuses
   return plan_layer_shards(c.layers[il], out->matmul_type[3], out->matmul_type[6], &shards);
 }
-
-// K/V weights a shared-KV layer's file may carry but load_model never binds.
-bool unread_kv_tensor(const LayerConfig& l, const std::string& name) {
-  if (!l.shares_kv) return false;
-  for (const char* kv : {".attn_k.weight", ".attn_v.weight", ".attn_k_norm.weight"}) {
-    const std::string suffix(kv);
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeShape& shape, std::vector<std::string>* out) {
   const LayerRange r = shape.range;
@@ -97,7 +95,7 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   LF_RETURN_IF_ERROR(KvCache::bytes_for(c, shape.range, kv, &needs.kv_bytes_per_session));
   std::vector<LayerScratchShape> layers(static_cast<size_t>(shape.range.end - shape.range.begin));
   for (int il = shape.range.begin; il < shape.range.end; ++il) {
-    LF_RETURN_IF_ERROR(layer_shape(file, c, il, &layers[il - shape.range.begin]));
+    LF_RETURN_IF_ERROR(layer_scratch_shape(file, c, il, &layers[il - shape.range.begin]));
   }
   // The top-K FFN's keep mask is the largest mode-dependent buffer: counted, as a node may be asked for it.
   const ScratchShape scratch = scratch_shape(c, shape.range, layers, shape.max_tokens, true);

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "gguf/gguf_reader.h"
 #include "model/model.h"
+#include "model/scratch.h"
 
 namespace lf {
 
@@ -55,5 +56,9 @@ struct NodeNeeds {
 Status node_tensors(const GgufFile& file, const ModelConfig& config, const NodeShape& shape, std::vector<std::string>* out);
 
 Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out);
+
+// What load_model makes of layer il's tensors in `file`, configured as c, as far as a forward's
+// scratch is concerned (refused where load_model's plan of the layer's shards is).
+Status layer_scratch_shape(const GgufFile& file, const ModelConfig& c, int il, LayerScratchShape* out);
 
 }  // namespace lf

@@ -11,6 +11,7 @@
 
 #include "model/member.h"
 #include "model/member_forward.h"
+#include "model/member_needs.h"
 #include "support/engine_checks.h"
 #include "support/engine_setup.h"
 #include "support/fixture_moe.h"
@@ -154,7 +155,66 @@ void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0
   }
 }
 
+// member_needs, from the header alone, against loaded members of groups of 1 .. 3 at 1 and 2
+// threads: the bytes placed, the cache of a session at 32 positions, and the buffers of a call of
+// 1 and 5 rows (with the session's per-layer inputs).
+void require_needs_match_members(const FixtureModel& f, lf::LayerRange r) {
+  const Model whole = lf::test::load(f);
+  const int n_all = 5;
+  const Embedded in = lf::test::embed_tokens(whole, lf::test::token_sequence(n_all, 7, 3, whole.config.n_vocab));
+  for (int threads : {1, 2}) {
+    for (int S : {1, 2, 3}) {
+      Group g = make_group(f, r, S, threads);
+      for (int i = 0; i < S; ++i) {
+        for (int n : {1, n_all}) {
+          INFO("members " << S << ", member " << i << ", threads " << threads << ", rows " << n);
+          lf::MemberNeeds member;
+          require_ok(lf::member_needs(f.file, lf::MemberShape{r, i, S, 32, n}, &member));
+          const lf::NodeNeeds& needs = member.node;
+          CHECK(needs.tensor_bytes == g.bytes[i]->total);
+          CHECK(needs.tensors.size() == g.bytes[i]->tensors.size());
+          CHECK(needs.kv_bytes_per_session == g.sessions[i].kv.bytes());
+          CHECK(needs.relayout_bytes == 0);
+          Session& s = g.sessions[i];
+          s.per_layer_in = per_layer_slice(whole, in, n_all, r, 0, n);
+          std::unique_ptr<MemberForward> call;
+          require_ok(MemberForward::begin(*g.members[i], s, 0, {in.x.data(), n * in.x.size() / n_all}, n, &call));
+          CHECK(member.per_layer_floats == s.per_layer_in.size());
+          CHECK(call->buffer_bytes() + sizeof(float) * s.per_layer_in.size() ==
+                needs.scratch_bytes + static_cast<uint64_t>(threads) * needs.scratch_bytes_per_worker);
+          // Every member's first piece is one the call is handed.
+          CHECK(call->piece_floats(0) <= member.piece_floats);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("member_needs counts what a loaded member holds", "[tensor_parallel]") {
+  SECTION("dense, quantized") { require_needs_match_members(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed), {0, 3}); }
+  SECTION("a range of the layers") { require_needs_match_members(lf::test::fixture(lf::Arch::gemma3, WeightFormat::mixed), {1, 3}); }
+  SECTION("MoE") {
+    lf::test::MoeFixture moe;
+    moe.exps_type = lf::GgmlType::Q8_0;
+    lf::test::FixtureOptions o;
+    o.format = WeightFormat::mixed;
+    lf::test::add_moe(moe, &o);
+    require_needs_match_members(lf::test::fixture(o), {0, 2});
+  }
+  SECTION("E-model") { require_needs_match_members(lf::test::e_fixture(WeightFormat::mixed), {0, 2}); }
+  SECTION("refused by name") {
+    const FixtureModel f = lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed);
+    lf::MemberNeeds needs;
+    Status st = lf::member_needs(f.file, lf::MemberShape{{0, 2}, 2, 2, 32, 1}, &needs);
+    CHECK(st.message().find("member 2 is not one of 2") != std::string::npos);
+    st = lf::member_needs(f.file, lf::MemberShape{{0, 2}, 0, 2, 32, 0}, &needs);
+    CHECK(st.message().find("max_tokens") != std::string::npos);
+    st = lf::member_needs(f.file, lf::MemberShape{{0, 99}, 0, 2, 32, 1}, &needs);
+    CHECK_FALSE(st.ok());
+  }
+}
 
 TEST_CASE("a group of members gives a dense node's bytes", "[tensor_parallel]") {
   SECTION("gemma4, f32") { require_group_matches_node(lf::test::fixture(lf::Arch::gemma4)); }

@@ -13,20 +13,31 @@
 // with --max-context a draft's buffers and its parsed header, as its budget check counts them)
 // and always serves the layers whose caches it reads; more nodes than that leaves room for are
 // refused naming those layers.
+// A range between the first and the last node that no single node can hold within --memory is
+// proposed as a tensor-parallel group (docs/tensor-parallel.md) of the fewest members that each
+// fit, up to --max-members, each counted as the engine answers for it (lf_member_needs_json):
+// its slices of the layers' tensors, and with --max-context its f16 cache of its KV heads and a
+// call's buffers. The first and last nodes hold the embedding and the head and stay single;
+// --end-memory gives them a budget of their own (containers at the ends of a pipeline of edge
+// isolates).
 import { openGgufHeader } from '../gguf/header.js';
 import { withModelHeader } from '../gguf/model_header.js';
 import { openSource } from '../sources/open_source.js';
 import { ALLOW_UNVALIDATED_SOURCE, CACHE_TYPE_K, CACHE_TYPE_V, JSON_OUTPUT } from './options/shared.js';
 import { drafterBytes } from '../node/drafter.js';
-import { neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
+import { memberMemoryNeeds, neededBytes, nodeMemoryNeeds } from '../node/memory_budget.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { redactUrl } from '../log/redact.js';
+import { LayerfoldError } from '../wasm/capi.js';
 
 const GIB = 2 ** 30;
+// The engine's largest group (model/member_split.h).
+const MAX_MEMBERS = 64;
 
 export const PLAN_OPTIONS = {
   nodes: { kind: 'integer', min: 1, value: 'K', help: 'the nodes to split the layers over, at most one a layer (required)' },
   memory: { kind: 'bytes', min: 1, value: 'BYTES', help: 'each node\'s budget', default: 4 * GIB, shown: '4GiB, the wasm32 address space' },
+  'end-memory': { kind: 'bytes', min: 1, value: 'BYTES', help: 'the first and last nodes\' budget (they hold the embedding and the head)', shown: '--memory' },
   'per-layer-row-cache': { kind: 'bytes', min: 0, value: 'BYTES', help: 'E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table',
     default: DEFAULT_ROW_CACHE_BYTES, shown: `${DEFAULT_ROW_CACHE_BYTES / 2 ** 20}MiB` },
   'max-context': { kind: 'integer', min: 0, value: 'N', help: 'count each node\'s whole memory as its budget check does, one session at N positions (0: the model\'s), not its weights alone' },
@@ -34,6 +45,7 @@ export const PLAN_OPTIONS = {
   'cache-type-k': { ...CACHE_TYPE_K, help: 'with --max-context: the K cache type counted' },
   'cache-type-v': { ...CACHE_TYPE_V, help: 'with --max-context: the V cache type counted' },
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the MTP drafter (gemma4-assistant) the last node loads beside the head: its bytes and the caches it reads' },
+  'max-members': { kind: 'integer', min: 0, value: 'S', help: 'the largest tensor-parallel group proposed for a range one node cannot hold (0: none)', default: MAX_MEMBERS },
   json: JSON_OUTPUT,
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
 };
@@ -118,11 +130,35 @@ function nodeBytes(lf, gguf, info, [b, e], { whole, maxContext, maxTokens, cache
   return whole ? neededBytes(needs, lf.bytes().length) : needs.weights + needs.rowCache;
 }
 
-// The most positions, up to the model's n_ctx_train, one session of a node of layers [b, e) can
-// hold with all it needs within `memory` (0: not even one). A node's bytes grow with the context
-// (the global layers' caches; a sliding ring stops at its window), so a binary search finds it.
-function fitsContext(lf, gguf, info, range, memory, shape) {
-  const fits = (context) => nodeBytes(lf, gguf, info, range, { ...shape, whole: true, maxContext: context }) <= memory;
+// Member i of a group of `members` over layers [b, e): its weights, or (whole) all it holds.
+function memberBytes(lf, gguf, info, [b, e], member, members, { whole, maxContext, maxTokens }) {
+  const needs = memberMemoryNeeds(lf, gguf, info, { layers: [b, e], member, members, maxContext, maxTokens, threads: 1 });
+  return whole ? neededBytes(needs, lf.bytes().length) : needs.weights;
+}
+
+// The fewest members, 2 .. maxMembers, of a group over layers [b, e) that each fit `memory`
+// -> {members, bytes: [each member's]}, or null. A group size the engine cannot split the layers
+// into (a shared-KV layer whose source is split otherwise, or outside the range) is passed over.
+function smallestGroup(lf, gguf, info, range, memory, maxMembers, shape) {
+  for (let members = 2; members <= maxMembers; members++) {
+    let bytes;
+    try {
+      bytes = Array.from({ length: members }, (_, i) => memberBytes(lf, gguf, info, range, i, members, shape));
+    } catch (error) {
+      if (error instanceof LayerfoldError && error.code === 'unsupported') continue;
+      throw error;
+    }
+    if (Math.max(...bytes) <= memory) return { members, bytes };
+  }
+  return null;
+}
+
+// The most positions, up to the model's n_ctx_train, one session can hold with all that
+// bytesAt(context) counts within `memory` (0: not even one). A node's or member's bytes grow with
+// the context (the global layers' caches; a sliding ring stops at its window), so a binary
+// search finds it.
+function fitsContext(info, bytesAt, memory) {
+  const fits = (context) => bytesAt(context) <= memory;
   if (!fits(1)) return 0;
   let lo = 1;
   let hi = info.n_ctx_train;
@@ -138,6 +174,7 @@ function fitsContext(lf, gguf, info, range, memory, shape) {
 export async function plan(options, [model]) {
   if (!model) throw new Error('plan needs a MODEL path');
   const { nodes: k, memory, 'per-layer-row-cache': cacheBytes } = options;
+  const endMemory = options['end-memory'] ?? memory;
   if (k === undefined) throw new Error('plan needs --nodes K');
   // With --max-context a node's whole memory is counted, else its weights.
   const whole = options['max-context'] !== undefined;
@@ -170,26 +207,39 @@ export async function plan(options, [model]) {
       }
       const end = (e) => (e === units ? n : e);
       const ranges = balance(units, k, (b, e) => cost(b, end(e))).map(([b, e]) => [b, end(e)]);
-      return ranges.map(([b, e]) => ({
-        layers: [b, e - 1], bytes: cost(b, e), ...(whole ? { fits_context: fitsContext(lf, gguf, info, [b, e], memory - (e === n ? drafter : 0), shape) } : {}),
-      }));
+      return ranges.map(([b, e]) => {
+        const bytes = cost(b, e);
+        const group = bytes > memory && b > 0 && e < n ? smallestGroup(lf, gguf, info, [b, e], memory, options['max-members'], { whole, ...shape }) : null;
+        if (group) {
+          const memberAt = (i) => (context) => memberBytes(lf, gguf, info, [b, e], i, group.members, { whole: true, ...shape, maxContext: context });
+          const fits = whole ? { fits_context: Math.min(...group.bytes.map((_, i) => fitsContext(info, memberAt(i), memory))) } : {};
+          return { layers: [b, e - 1], bytes: Math.max(...group.bytes), members: group.members, member_bytes: group.bytes, ...fits };
+        }
+        const nodeAt = (context) => nodeBytes(lf, gguf, info, [b, e], { ...shape, whole: true, maxContext: context });
+        const budget = (b === 0 || e === n ? endMemory : memory) - (e === n ? drafter : 0);
+        return { layers: [b, e - 1], bytes, ...(whole ? { fits_context: fitsContext(info, nodeAt, budget) } : {}) };
+      });
     });
-  const spec = nodes.map((nd) => `local:${nd.layers[0]}-${nd.layers[1]}`).join(',');
-  const tooBig = nodes.filter((nd) => nd.bytes > memory);
+  const spec = nodes.map((nd) => (nd.members ? `tp(local:${nd.layers[0]}-${nd.layers[1]}*${nd.members})` : `local:${nd.layers[0]}-${nd.layers[1]}`)).join(',');
+  const budgetOf = (i) => (i === 0 || i === nodes.length - 1 ? endMemory : memory);
+  const tooBig = nodes.filter((nd, i) => nd.bytes > budgetOf(i));
   const counted = whole
     ? { counts: 'memory', max_context: shape.maxContext, max_tokens: shape.maxTokens, cache_type_k: shape.cacheTypeK, cache_type_v: shape.cacheTypeV }
     : { counts: 'weights' };
-  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, ...counted, nodes, spec }));
+  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, end_memory: endMemory, ...counted, nodes, spec }));
   else {
     for (const [i, nd] of nodes.entries()) {
       const fits = whole ? `  (${nd.fits_context} tokens fit)` : '';
-      console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${(nd.bytes / GIB).toFixed(2)} GiB${nd.bytes > memory ? '  (over the budget)' : ''}${fits}`);
+      const size = nd.members ? `a group of ${nd.members} members, ${(nd.bytes / GIB).toFixed(2)} GiB the largest` : `${(nd.bytes / GIB).toFixed(2)} GiB`;
+      console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${size}${nd.bytes > budgetOf(i) ? '  (over the budget)' : ''}${fits}`);
     }
     console.log(`--nodes ${spec}`);
   }
   if (tooBig.length) {
-    console.error(`layerfold plan: ${tooBig.length} node(s) need more than ${(memory / GIB).toFixed(2)} GiB: use more nodes` +
-      (whole ? ', a smaller --max-context or --max-tokens' : ''));
+    const ends = tooBig.some((nd) => nd === nodes[0] || nd === nodes.at(-1));
+    console.error(`layerfold plan: ${tooBig.length} node(s) need more than their budget: use more nodes` +
+      (whole ? ', a smaller --max-context or --max-tokens' : '') +
+      (ends ? ', or give the first and last nodes, which cannot be groups, more (--end-memory)' : ''));
     return 1;
   }
   return 0;

@@ -68,6 +68,31 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
 }
 
 /**
+ * What member `member` of a tensor-parallel group of `members` over layers [begin, end) needs,
+ * in nodeMemoryNeeds' terms (lf_member_needs_json): its slices of the layers' tensors, one
+ * session's cache of its KV heads at maxContext (f16, as a member's sessions hold it), a call of
+ * maxTokens rows on `threads` engine threads, and the host's copies in WASM memory (a call's
+ * input and output, the largest piece and the per-layer inputs it is handed). A member lays out
+ * nothing in place and ships no K/V rows.
+ * @example const needs = memberMemoryNeeds(lf, gguf, info, { layers: [2, 4], member: 0, members: 3, maxContext: 4096, maxTokens: 128, threads: 1 });
+ */
+export function memberMemoryNeeds(lf, gguf, info, { layers: [begin, end], member, members, maxContext, maxTokens, threads }) {
+  const needs = lf.json(lf.fn.lf_member_needs_json(gguf, begin, end, member, members, maxContext, maxTokens));
+  const host = F32 * (REQUEST_COPIES * maxTokens * info.n_embd + needs.piece_floats + needs.per_layer_floats);
+  return {
+    tensors: needs.tensors,
+    weights: needs.tensor_bytes,
+    kvCache: needs.kv_bytes_per_session,
+    scratch: needs.scratch_bytes + threads * needs.scratch_bytes_per_worker + host,
+    relayout: needs.relayout_bytes,
+    rowBytes: 0,
+    rowCache: 0,
+    kvRowsIn: [],
+    kvRowsOut: [],
+  };
+}
+
+/**
  * What a node of these needs holds at its peak, on a module of baseBytes before loading.
  * @example const bytes = neededBytes(nodeMemoryNeeds(lf, gguf, info, shape), lf.bytes().length);
  */

@@ -17,7 +17,7 @@ const EXPORTS = [
   'lf_head', 'lf_head_async',
   'lf_drafter_create', 'lf_drafter_place_tensor', 'lf_drafter_set_threads', 'lf_drafter_load', 'lf_drafter_step',
   'lf_drafter_draft', 'lf_drafter_free',
-  'lf_member_tensors_json', 'lf_member_create', 'lf_member_place_tensor', 'lf_member_load', 'lf_member_session_create',
+  'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create', 'lf_member_place_tensor', 'lf_member_load', 'lf_member_session_create',
   'lf_member_free', 'lf_member_begin', 'lf_member_call_layer', 'lf_member_call_phase', 'lf_member_piece',
   'lf_member_piece_floats', 'lf_member_put_piece', 'lf_member_step', 'lf_member_output', 'lf_member_call_free',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
@@ -30,7 +30,7 @@ const POINTER_RESULTS = new Set([
   'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json',
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_session_create', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_forward_batch_result_json', 'lf_tokenizer_create',
-  'lf_tokenizer_piece', 'lf_session_kv_rows', 'lf_drafter_create', 'lf_member_tensors_json', 'lf_member_create',
+  'lf_tokenizer_piece', 'lf_session_kv_rows', 'lf_drafter_create', 'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create',
   'lf_member_session_create', 'lf_member_begin', 'lf_member_piece', 'lf_member_output',
 ]);
 

@@ -1,0 +1,63 @@
+#include "model/member_needs.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/member.h"
+#include "model/member_forward.h"
+#include "model/per_layer_embd.h"
+#include "model/tensor_table.h"
+
+namespace lf {
+
+Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds* out) {
+  ModelConfig full;
+  LF_RETURN_IF_ERROR(load_model_config(file, &full));
+  MemberSplit split;
+  LF_RETURN_IF_ERROR(split_members(file, full, shape.range, shape.n_members, &split));
+  if (shape.member < 0 || shape.member >= shape.n_members) {
+    return Status(Code::invalid_argument, "member " + std::to_string(shape.member) + " is not one of " +
+                                              std::to_string(shape.n_members));
+  }
+  if (shape.max_tokens < 1) {
+    return Status(Code::invalid_argument, "max_tokens must be positive, got " + std::to_string(shape.max_tokens));
+  }
+  NodeNeeds needs;
+  std::vector<MemberTensor> tensors;
+  LF_RETURN_IF_ERROR(member_tensors(file, full, split, shape.member, &tensors));
+  for (const MemberTensor& t : tensors) {
+    needs.tensors.push_back(t.info.name);
+    needs.tensor_bytes += t.info.n_bytes;
+  }
+  const ModelConfig c = member_config(full, split, shape.member);
+  KvCacheOptions kv;
+  kv.max_ctx = shape.max_ctx;
+  LF_RETURN_IF_ERROR(KvCache::bytes_for(c, shape.range, kv, &needs.kv_bytes_per_session));
+
+  // The call's Scratch as MemberForward::begin sizes it: the member's layers, its experts'
+  // activations at their full width.
+  std::vector<LayerScratchShape> layers(static_cast<size_t>(shape.range.end - shape.range.begin));
+  for (int il = shape.range.begin; il < shape.range.end; ++il) {
+    LF_RETURN_IF_ERROR(layer_scratch_shape(file, c, il, &layers[il - shape.range.begin]));
+  }
+  ScratchShape scratch = scratch_shape(c, shape.range, layers, shape.max_tokens, false);
+  for (int il = shape.range.begin; il < shape.range.end; ++il) {
+    const GgufTensorInfo* down_exps = file.tensor(layer_tensor_name(il, "ffn_down_exps"));
+    if (down_exps != nullptr) scratch.moe.down_row = member_down_exps_row(down_exps->type, full);
+  }
+  MemberNeeds member;
+  member.per_layer_floats = per_layer_input_floats(c, shape.range.begin, shape.range.end, shape.max_tokens);
+  for (int j = 0; j < shape.n_members; ++j) {
+    member.piece_floats = std::max<uint64_t>(member.piece_floats, member_call_floats(full, split, j, shape.max_tokens).piece);
+  }
+  const MemberCallFloats floats = member_call_floats(full, split, shape.member, shape.max_tokens);
+  needs.scratch_bytes = scratch.bytes(0) + sizeof(float) * (floats.total() + member.per_layer_floats);
+  needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
+  member.node = std::move(needs);
+  *out = std::move(member);
+  return Status();
+}
+
+}  // namespace lf
