@@ -1,6 +1,6 @@
 // The edge worker's settings, from its environment (wrangler.toml vars and secrets), checked
 // once per isolate: a bad value is an error naming the variable and what was expected.
-import { layerRange } from '../src/pipeline/nodes_spec.js';
+import { layerRange, memberShard } from '../src/pipeline/nodes_spec.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../src/node/per_layer_rows.js';
 import { CACHE_TYPES } from '../src/protocol/kv_rows.js';
 import { checkAuthToken } from '../src/server/app.js';
@@ -32,6 +32,15 @@ function layers(raw) {
   return range;
 }
 
+// SHARD as `layerfold serve --shard` takes it; undefined for a layer node.
+function shard(raw, range) {
+  if (raw === undefined || raw === '') return undefined;
+  const value = memberShard(String(raw));
+  if (!value) throw new Error(`SHARD=${JSON.stringify(String(raw))}: expected I/S, member I (0-based) of a group of S >= 1`);
+  if (!range) throw new Error('SHARD needs LAYERS=FIRST-LAST: the range the group serves');
+  return value;
+}
+
 /**
  * The node's settings: the R2 binding MODEL, MODEL_KEY (required), LAYERS, MEMORY_BUDGET_BYTES,
  * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE,
@@ -39,7 +48,9 @@ function layers(raw) {
  * per_layer_token_embd it keeps; default node/per_layer_rows.js's), CACHE_TYPE_K and
  * CACHE_TYPE_V (the KV cache's types: f16, q8_0, q4_0; default f16), DRAFT_MODEL_KEY (on the node
  * serving the last layers: the key of Gemma 4's MTP drafter of the model in the same bucket,
- * loaded beside the head and counted in the budget), and the AUTH_TOKEN secret.
+ * loaded beside the head and counted in the budget), SHARD (I/S: serve member I of a
+ * tensor-parallel group of S over LAYERS instead of a node, docs/tensor-parallel.md), and the
+ * AUTH_TOKEN secret.
  * @example edgeConfig({ MODEL: env.MODEL, MODEL_KEY: 'tiny.gguf', LAYERS: '0-0' }).layers // [0, 1]
  */
 export function edgeConfig(env) {
@@ -50,6 +61,7 @@ export function edgeConfig(env) {
     key: env.MODEL_KEY,
     draftKey: env.DRAFT_MODEL_KEY || undefined,
     layers: layers(env.LAYERS),
+    shard: shard(env.SHARD, layers(env.LAYERS)),
     memoryBudgetBytes: integer(env, 'MEMORY_BUDGET_BYTES', DEFAULT_MEMORY_BUDGET_BYTES, 1),
     maxContext: integer(env, 'MAX_CONTEXT', 0, 0),
     maxTokens: integer(env, 'MAX_TOKENS', 256, 1),

@@ -8,15 +8,18 @@
 //
 // Workers cancel what a finished request left running, so the load is kept alive with
 // waitUntil, and the requests that need the node await it: concurrent first requests share one
-// load. /healthz answers at once; /readyz reports the load's progress.
+// load. /healthz answers at once; /readyz reports the load's progress. With SHARD=I/S the
+// isolate is a tensor-parallel group's member instead (member_isolate.js).
 import wasm from '../dist/layerfold_wasi.wasm';
 import wasmRelaxed from '../dist/layerfold_wasi_relaxed.wasm';
 import { createLayerNodeApp } from '../src/server/app.js';
 import { NodeState } from '../src/server/node_state.js';
 import { edgeConfig } from './edge_config.js';
 import { openEdgeNode } from './edge_node.js';
+import { memberIsolate } from './member_isolate.js';
 
 let isolate = null;  // { app, state, loading, failure }
+let member = null;   // SHARD set: this isolate's member's fetch handler
 
 // 503 with the reason the node could not load; over_budget is the protocol's name for a layer
 // range that does not fit the isolate, with the bytes needed and available.
@@ -47,6 +50,10 @@ export default {
    * @example const response = await worker.fetch(new Request('https://node.example/v1/info'), env, ctx);
    */
   async fetch(request, env, ctx) {
+    if (env.SHARD) {
+      member ??= memberIsolate(env, { module: wasm, relaxedModule: wasmRelaxed });
+      return member(request, ctx);
+    }
     // A failed load is tried again by the next request, unless it can never fit.
     if (isolate?.failure && isolate.failure.code !== 'over_budget') isolate = null;
     isolate ??= startIsolate(env);

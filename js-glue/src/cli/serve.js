@@ -4,7 +4,7 @@
 // npm's wrapper) shut down gracefully.
 import { ALLOW_UNVALIDATED_SOURCE, CACHE_DIR, CACHE_TYPE_K, CACHE_TYPE_V, fromEnv, PORT, THREADS, timeoutMs } from './options/shared.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
-import { layerRange } from '../pipeline/nodes_spec.js';
+import { layerRange, memberShard } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
 import { serveMember } from '../server/member_host.js';
@@ -42,11 +42,9 @@ export const SERVE_OPTIONS = fromEnv({
 
 // --shard / SHARD -> [index, members], or an error naming it.
 function shard(text) {
-  const m = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(text);
-  if (!m || Number(m[2]) < 1 || Number(m[1]) >= Number(m[2])) {
-    throw new Error(`--shard / SHARD must be I/S, member I (0-based) of a group of S >= 1, got ${JSON.stringify(text)}`);
-  }
-  return [Number(m[1]), Number(m[2])];
+  const value = memberShard(text);
+  if (!value) throw new Error(`--shard / SHARD must be I/S, member I (0-based) of a group of S >= 1, got ${JSON.stringify(text)}`);
+  return value;
 }
 
 // --layers / LAYERS -> [first, last + 1), or an error naming it.

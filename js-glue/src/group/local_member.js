@@ -1,10 +1,10 @@
-// One member of a tensor-parallel group in a WASM module of this process: its slices of the
-// range's tensors (the byte ranges lf_member_tensors_json lists, read from the source and placed
-// end to end), its sessions' caches of its KV heads, and at most one call at a time, driven
-// phase by phase (docs/tensor-parallel.md).
+// One member of a tensor-parallel group in a WASM module of this process or isolate: its slices
+// of the range's tensors (the byte ranges lf_member_tensors_json lists, read from the source and
+// placed end to end), its sessions' caches of its KV heads, and at most one call at a time,
+// driven phase by phase (docs/tensor-parallel.md).
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
-import { loadSingleThreadModule, loadThreadedModule } from '../wasm/load_node.js';
+import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
 import { withCopies, withCStrings } from '../node/wasm_copies.js';
 
 export class LocalMember {
@@ -26,31 +26,43 @@ export class LocalMember {
     this.nVocab = info.n_vocab;
     this.weightBytes = weightBytes;
     this.#maxContext = maxContext;
+    this.maxTokens = Infinity;  // rows of a call its memory budget was counted for
   }
 
   /**
-   * Member `index` of `members` serving layers [begin, end) of the model in `source`, in a module
-   * of its own ('threaded' with `threads` engine threads, or 'single'). header: the model's, when
-   * read before (a group's first member reads it). A split the engine refuses is refused by name
-   * before any weight is read.
-   * @example const m = await LocalMember.open({ source, index: 0, members: 2, layers: [0, 2], threaded: false });
+   * Member `index` of `members` serving layers [begin, end) of the model in `source`, in module
+   * `lf` (wasm/capi.js bound, its own: freed with the member or on failure) with `threads` engine
+   * threads (group/open_local_member.js loads one in Node; an edge isolate binds its own). header:
+   * the model's, when read before (a group's first member reads it). A split the engine refuses
+   * is refused by name before any weight is read. With memoryBudgetBytes the member is counted before any weight is
+   * read (node/memory_budget.js memberMemoryNeeds: a session at maxContext, calls of maxTokens
+   * rows) and refused 'over_budget' naming the bytes; its calls are then refused past maxTokens
+   * rows, as that count holds for no more.
+   * @example const m = await LocalMember.open(lf, { source, index: 1, members: 3, layers: [1, 2], memoryBudgetBytes: 128 * 2 ** 20 });
    */
-  static async open({ source, header = null, index, members, layers: [begin, end], threaded, threads = 1, maxContext = 0 }) {
-    if (!(Number.isSafeInteger(maxContext) && maxContext >= 0)) {
-      throw new LayerfoldError('invalid_argument', `maxContext must be a whole number of positions (0: the model's n_ctx_train), not ${maxContext}`);
-    }
-    const lf = threaded ? await loadThreadedModule({ threads }) : await loadSingleThreadModule();
-    const opened = header ? { gguf: reparseModelHeader(lf, header), header } : await openModelHeader(lf, source);
-    const member = new LocalMember(lf, { index, members, layers: [begin, end], info: opened.header.info, maxContext, weightBytes: 0 });
-    member.header = opened.header;
+  static async open(lf, { source, header = null, index, members, layers: [begin, end], threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens = 512 }) {
+    const member = new LocalMember(lf, { index, members, layers: [begin, end], info: header?.info ?? {}, maxContext, weightBytes: 0 });
+    let opened = null;
     try {
-      member.weightBytes = await member.#load(source, opened, threaded ? threads : 1);
+      if (!(Number.isSafeInteger(maxContext) && maxContext >= 0)) {
+        throw new LayerfoldError('invalid_argument', `maxContext must be a whole number of positions (0: the model's n_ctx_train), not ${maxContext}`);
+      }
+      opened = header ? { gguf: reparseModelHeader(lf, header), header } : await openModelHeader(lf, source);
+      const { info } = opened.header;
+      Object.assign(member, { header: opened.header, nEmbd: info.n_embd, nLayer: info.n_layer, nVocab: info.n_vocab });
+      if (memoryBudgetBytes !== undefined) {
+        const needs = memberMemoryNeeds(lf, opened.gguf, info, { layers: [begin, end], member: index, members, maxContext, maxTokens, threads });
+        checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: [begin, end],
+          who: `member ${index} of ${members} over layers [${begin}, ${end})` });
+        member.maxTokens = maxTokens;
+      }
+      member.weightBytes = await member.#load(source, opened, threads);
       return member;
     } catch (error) {
       member.close();
       throw error;
     } finally {
-      lf.fn.lf_gguf_free(opened.gguf);
+      if (opened) lf.fn.lf_gguf_free(opened.gguf);
     }
   }
 
@@ -93,6 +105,9 @@ export class LocalMember {
     if (!Number.isInteger(n) || n < 1) {
       throw new LayerfoldError('invalid_argument', `hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
     }
+    if (n > this.maxTokens) {
+      throw new LayerfoldError('invalid_argument', `member ${this.index}: a call of ${n} rows, more than the ${this.maxTokens} its memory budget was counted for`);
+    }
     const session = this.#session(id);
     const values = perLayer ?? new Float32Array(0);
     if (!withCopies(lf, [values], ([ptr]) => lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw lf.lastError();
@@ -129,6 +144,11 @@ export class LocalMember {
   abandon() {
     if (this.#call) this.#lf.fn.lf_member_call_free(this.#call);
     this.#call = 0;
+  }
+
+  /** The bytes of the member's module memory now. */
+  memoryBytes() {
+    return this.#lf.bytes().length;
   }
 
   /** The positions session `id` holds (0 for one never used). */

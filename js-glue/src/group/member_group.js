@@ -6,7 +6,7 @@
 import { openSource } from '../sources/open_source.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { threadsAvailable } from '../wasm/load_node.js';
-import { LocalMember } from './local_member.js';
+import { openLocalMember } from './open_local_member.js';
 import { RemoteMember } from './remote_member.js';
 
 export class MemberGroup {
@@ -25,19 +25,22 @@ export class MemberGroup {
 
   /**
    * A group of `members` members of layers [begin, end) of `model` (a path or URL, as LayerNode's),
-   * each in a module of its own: 'threaded' with `threads` engine threads, or 'single'.
+   * each in a module of its own: 'threaded' with `threads` engine threads, or 'single'. With
+   * memoryBudgetBytes each member is counted against it before loading, for calls of maxTokens
+   * rows (LocalMember.open).
    * @param {{model: string, layers: [number, number], members: number, build?: 'threaded'|'single',
-   *          threads?: number, maxContext?: number, cacheDir?: string}} options
+   *          threads?: number, maxContext?: number, memoryBudgetBytes?: number, maxTokens?: number, cacheDir?: string}} options
    * @example const group = await MemberGroup.open({ model: 'tiny.gguf', layers: [0, 2], members: 2 });
    */
-  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, cacheDir }) {
+  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens, cacheDir }) {
     checkMemberCount(n);
     const threaded = build ? build === 'threaded' : threadsAvailable();
     const source = await openSource(model, { cacheDir });
     const members = [];
     try {
       for (let index = 0; index < n; ++index) {
-        members.push(await LocalMember.open({ source, header: members[0]?.header, index, members: n, layers, threaded, threads, maxContext }));
+        members.push(await openLocalMember({ source, header: members[0]?.header, index, members: n, layers, threaded, threads, maxContext,
+          memoryBudgetBytes, maxTokens }));
       }
       return new MemberGroup(members);
     } catch (error) {
@@ -79,15 +82,31 @@ export class MemberGroup {
    * hidden [n, n_embd] at positions startPos.. of session `id` (made on first use) -> hidden
    * [n, n_embd], the bytes one node of these layers gives. perLayer: a model with per-layer
    * embeddings needs the range's layers' inputs, [layers, n, nEmbdPerLayer], as LayerNode.forward
-   * takes them. A call refused or failed on any member is abandoned on every member, leaving the
-   * session as it was on all of them.
+   * takes them. Rows go to the members in calls of at most the fewest rows any member takes
+   * (maxTokens: an edge member's budget was counted for so many), the same bytes as one call. A
+   * call refused or failed on any member is abandoned on every member, leaving the session as
+   * it was on all of them (a call of several such calls keeps the ones before it).
    * @example const out = await group.forward({ session: 'a', startPos: 0, hidden });
    */
   forward(call) {
     if (!(call.hidden instanceof Float32Array) || call.hidden.length === 0 || call.hidden.length % this.nEmbd !== 0) {
       return Promise.reject(new RangeError(`hidden must be a Float32Array of a positive multiple of n_embd ${this.nEmbd} floats`));
     }
-    return this.#inTurn(() => this.#forward(call));
+    return this.#inTurn(async () => {
+      const rows = call.hidden.length / this.nEmbd;
+      const most = Math.min(...this.#members.map((m) => m.maxTokens ?? Infinity));
+      if (rows <= most) return this.#forward(call);
+      const layers = this.layers[1] - this.layers[0];
+      const perRow = call.perLayer ? call.perLayer.length / (layers * rows) : 0;
+      const out = new Float32Array(call.hidden.length);
+      for (let r = 0; r < rows; r += most) {
+        const n = Math.min(most, rows - r);
+        const perLayer = call.perLayer && rowsOfEachLayer(call.perLayer, layers, rows, perRow, r, n);
+        const part = { ...call, startPos: call.startPos + r, hidden: call.hidden.subarray(r * this.nEmbd, (r + n) * this.nEmbd), perLayer };
+        out.set(await this.#forward(part), r * this.nEmbd);
+      }
+      return out;
+    });
   }
 
   // A member answers one request at a time: every call of the group waits for the one before.
@@ -153,6 +172,13 @@ async function everyAnswer(requests) {
   const failed = settled.find((s) => s.status === 'rejected');
   if (failed) throw failed.reason;
   return settled.map((s) => s.value);
+}
+
+// Rows [r, r + n) of each layer's [rows, width] block of values [layers, rows, width].
+function rowsOfEachLayer(values, layers, rows, width, r, n) {
+  const out = new Float32Array(layers * n * width);
+  for (let l = 0; l < layers; l++) out.set(values.subarray((l * rows + r) * width, (l * rows + r + n) * width), l * n * width);
+  return out;
 }
 
 function checkMemberCount(n) {

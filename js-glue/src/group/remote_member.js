@@ -7,11 +7,10 @@
 import WebSocket from 'ws';
 
 import { redactUrl } from '../log/redact.js';
-import { decodeFrame, encodeFrame, isCount, MAX_FRAME_BYTES } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, MAX_FRAME_BYTES, MEMBER_PATH } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 export const DEFAULT_DEADLINE_MS = 30_000;
-export const MEMBER_PATH = '/v1/member';
 
 // The member's WebSocket address at `url` (http(s):// or ws(s)://, its path replaced).
 function socketUrl(url) {
@@ -69,7 +68,11 @@ export class RemoteMember {
       if (!Array.isArray(layers) || layers.length !== 2 || ![...layers, nEmbd, nLayer, nVocab].every(isCount) || nEmbd === 0) {
         throw new LayerfoldError('bad_response', `${member.name}: its info lacks its layers and the model's sizes`);
       }
-      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes });
+      const maxTokens = header.max_tokens ?? Infinity;
+      if (maxTokens !== Infinity && !(isCount(maxTokens) && maxTokens > 0)) {
+        throw new LayerfoldError('bad_response', `${member.name}: a max_tokens that is not a positive count`);
+      }
+      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes, maxTokens });
       return member;
     } catch (error) {
       member.close();

@@ -103,12 +103,14 @@ export function neededBytes({ weights, kvCache, scratch, relayout = 0, rowCache 
 /**
  * Throws LayerfoldError 'over_budget' (with neededBytes and availableBytes) when baseBytes (the
  * module's memory before loading) plus the needs exceed budgetBytes; returns the total otherwise.
+ * `who` names what needs them in the message (default: the layers).
  * @example checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: 128 * 2 ** 20, layers: [0, 2] });
  */
-export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, rowCache = 0, drafter = 0 }, { baseBytes, budgetBytes, layers }) {
+export function checkMemoryBudget({ weights, kvCache, scratch, relayout = 0, rowCache = 0, drafter = 0 },
+  { baseBytes, budgetBytes, layers, who = `layers [${layers[0]}, ${layers[1]})` }) {
   const needed = neededBytes({ weights, kvCache, scratch, relayout, rowCache, drafter }, baseBytes);
   if (needed <= budgetBytes) return needed;
-  const error = new LayerfoldError('over_budget', `layers [${layers[0]}, ${layers[1]}) need ${needed} bytes (${mib(needed)}: ` +
+  const error = new LayerfoldError('over_budget', `${who} need ${needed} bytes (${mib(needed)}: ` +
     `weights ${mib(weights)}, ${drafter ? `draft model ${mib(drafter)}, ` : ''}${rowCache ? `per-layer embedding rows cached ${mib(rowCache)}, ` : ''}` +
     `KV cache of one session at max context ${mib(kvCache)}, scratch ${mib(scratch)} ` +
     `(or, while loading, ${mib(relayout)} to lay out one projection), ` +

@@ -59,6 +59,16 @@ export function layerRange(text) {
 }
 
 /**
+ * A group member as `serve --shard` and an edge worker's SHARD give it: "I/S", member I (0-based)
+ * of a group of S, spaces allowed -> [I, S]; null when it is not that.
+ * @example memberShard('1/3') // [1, 3]
+ */
+export function memberShard(text) {
+  const m = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(text);
+  return m && Number(m[2]) >= 1 && Number(m[1]) < Number(m[2]) ? [Number(m[1]), Number(m[2])] : null;
+}
+
+/**
  * @returns {({kind: 'local', begin: number, end: number} | {kind: 'remote', url: string} |
  *   {kind: 'group', urls: string[]} | {kind: 'group', begin: number, end: number, members: number})[]} end exclusive
  * @example parseNodesSpec('local:0-1,tp(http://a:8080,http://b:8080),http://c:8080')

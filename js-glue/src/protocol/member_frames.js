@@ -5,6 +5,8 @@ import { LayerfoldError } from '../wasm/capi.js';
 
 // The largest frame either end takes: a piece or output of a long prompt's rows.
 export const MAX_FRAME_BYTES = 1 << 30;
+// Where a member serves the WebSocket.
+export const MEMBER_PATH = '/v1/member';
 
 /**
  * A frame of header (a JSON object) and the floats of `arrays`, one after another.

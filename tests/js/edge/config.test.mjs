@@ -33,3 +33,11 @@ test("DRAFT_MODEL_KEY: the drafter's key in the MODEL bucket, none unless set", 
   assert.equal(edgeConfig(env({DRAFT_MODEL_KEY: ""})).draftKey, undefined);
   assert.equal(edgeConfig(env({DRAFT_MODEL_KEY: "m-assistant.gguf"})).draftKey, "m-assistant.gguf");
 });
+
+test("SHARD: a group member I of S over LAYERS, none unless set", () => {
+  assert.equal(edgeConfig(env({})).shard, undefined);
+  assert.deepEqual(edgeConfig(env({SHARD: "1/3", LAYERS: "2-2"})).shard, [1, 3]);
+  assert.throws(() => edgeConfig(env({SHARD: "1/3"})), /SHARD needs LAYERS=FIRST-LAST/);
+  assert.throws(() => edgeConfig(env({SHARD: "3/3", LAYERS: "2-2"})), /SHARD="3\/3": expected I\/S/);
+  assert.throws(() => edgeConfig(env({SHARD: "a", LAYERS: "2-2"})), /SHARD="a"/);
+});

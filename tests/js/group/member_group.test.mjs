@@ -95,6 +95,26 @@ describe("a group in one process gives one node's bytes", () => {
   }
 });
 
+describe("members counted for fewer rows than a call", () => {
+  test("take the call in parts of their rows, per-layer inputs split with them: one node's bytes", {timeout: 300_000}, async () => {
+    const config = CONFIGS[3];
+    const file = config.file();
+    const expected = await reference(file, config.layers, "single");
+    const group = await MemberGroup.open({model: file, layers: config.layers, members: 2, build: "single", maxContext: 64,
+      memoryBudgetBytes: 2 ** 31, maxTokens: 3});
+    try {
+      await runCalls(group, expected, "2 members of 3 rows, a prompt of 7");
+    } finally {
+      group.close();
+    }
+  });
+
+  test("over a budget: refused before loading, naming the member and its bytes", async () => {
+    await assert.rejects(MemberGroup.open({model: tiny(), layers: [0, 2], members: 2, build: "single", memoryBudgetBytes: 2 ** 20}),
+      (e) => e.code === "over_budget" && /^member 0 of 2 over layers \[0, 2\) need \d+ bytes/.test(e.message) && e.availableBytes === 2 ** 20);
+  });
+});
+
 describe("a group of member servers over loopback WebSockets gives one node's bytes", () => {
   for (const config of [CONFIGS[0], CONFIGS[2], CONFIGS[3]]) {
     test(config.name, {timeout: 300_000}, async () => {
