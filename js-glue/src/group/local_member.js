@@ -34,8 +34,8 @@ export class LocalMember {
    * `lf` (wasm/capi.js bound, its own: freed with the member or on failure) with `threads` engine
    * threads (group/open_local_member.js loads one in Node; an edge isolate binds its own). header:
    * the model's, when read before (a group's first member reads it). A split the engine refuses
-   * is refused by name before any weight is read. With memoryBudgetBytes the member is counted before any weight is
-   * read (node/memory_budget.js memberMemoryNeeds: a session at maxContext, calls of maxTokens
+   * is refused by name before any weight is read. With memoryBudgetBytes the member is counted
+   * first (node/memory_budget.js memberMemoryNeeds: a session at maxContext, calls of maxTokens
    * rows) and refused 'over_budget' naming the bytes; its calls are then refused past maxTokens
    * rows, as that count holds for no more.
    * @example const m = await LocalMember.open(lf, { source, index: 1, members: 3, layers: [1, 2], memoryBudgetBytes: 128 * 2 ** 20 });
