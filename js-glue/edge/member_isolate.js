@@ -22,7 +22,7 @@ export function memberIsolate(env, { module, relaxedModule }) {
   const loading = (async () => {
     config = edgeConfig(env);
     const member = await openEdgeMember({ module, relaxedModule, ...config });
-    service = new MemberService(member, { memoryBytes: () => member.memoryBytes() });
+    service = new MemberService(member);
   })().catch((error) => {
     failure = error;
   });

@@ -15,13 +15,12 @@ export class MemberService {
   #log;
 
   /**
-   * member: a LocalMember; memoryBytes() the module's memory now, reported in `info`.
+   * member: a LocalMember.
    * @example const service = new MemberService(member, { log });
    */
-  constructor(member, { log = () => {}, memoryBytes = () => 0 } = {}) {
+  constructor(member, { log = () => {} } = {}) {
     this.#member = member;
     this.#log = log;
-    this.memoryBytes = memoryBytes;
   }
 
   /** Whether a call is under way. */
@@ -78,7 +77,7 @@ export class MemberService {
     const { index, members } = member;
     if (op === 'info') {
       return encodeFrame({ op: 'info', index, members, layers: member.layers, n_embd: member.nEmbd, n_layer: member.nLayer,
-        n_vocab: member.nVocab, weight_bytes: member.weightBytes, memory_bytes: this.memoryBytes(),
+        n_vocab: member.nVocab, weight_bytes: member.weightBytes, memory_bytes: member.memoryBytes(),
         max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null });
     }
     if (op === 'begin') {

@@ -83,7 +83,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
     try {
       const threaded = build ? build === 'threaded' : threadsAvailable();
       member = await openLocalMember({ source, index, members, layers, threaded, threads, maxContext });
-      service = new MemberService(member, { log, memoryBytes: () => member.memoryBytes() });
+      service = new MemberService(member, { log });
       log('INFO', 'ready', { weightBytes: member.weightBytes });
     } finally {
       await source.close();
