@@ -33,6 +33,8 @@ test("the gateway in workerd runs a two-round agent loop over remote nodes, whol
     r2Buckets: ["MODEL"], compatibilityDate: "2025-01-01",
     // Drafts would ask the head for several rows a step; the proxy steers one.
     bindings: {MODEL_KEY: "tiny.gguf", NODES: `${servers[0].url},${proxy.url}`, SPECULATIVE: "off"},
+    // workerd's own messages (an isolate it ended, a request it dropped) into the test's output
+    handleRuntimeStdio(stdout, stderr) { for (const s of [stdout, stderr]) s.on("data", (d) => process.stderr.write(`workerd: ${d}`)); },
   });
   t.after(() => mf.dispose());
   await (await mf.getR2Bucket("MODEL")).put("tiny.gguf", fs.readFileSync(file));

@@ -17,15 +17,24 @@ const CALL_TEXT = `<|tool_call>call:get_weather{city:${Q}Paris${Q}}<tool_call|><
 const RESULT = "21 degrees, clear";
 const ANSWER = "It is 21 degrees and clear in Paris.";
 
+// The openai client says "Connection error." whatever failed: its cause names it.
+function withCause(error) {
+  const causes = [];
+  for (let c = error.cause; c; c = c.cause) causes.push(c.code ?? c.message ?? String(c));
+  if (causes.length) error.message += ` (${causes.join(": ")})`;
+  throw error;
+}
+
 // A completion's one choice as {message, usage}, whole or put together from its stream.
 async function complete(client, request, stream) {
   if (!stream) {
-    const r = await client.chat.completions.create(request);
+    const r = await client.chat.completions.create(request).catch(withCause);
     const [choice] = r.choices;
     return {content: choice.message.content, tool_calls: choice.message.tool_calls ?? [], finish_reason: choice.finish_reason, usage: r.usage};
   }
   const chunks = [];
-  for await (const chunk of await client.chat.completions.create({...request, stream: true, stream_options: {include_usage: true}})) chunks.push(chunk);
+  const reply = await client.chat.completions.create({...request, stream: true, stream_options: {include_usage: true}}).catch(withCause);
+  for await (const chunk of reply) chunks.push(chunk);
   const {content, tool_calls, finish_reason} = assemble(chunks);
   return {content: content || null, tool_calls, finish_reason, usage: chunks.at(-1).usage};
 }
