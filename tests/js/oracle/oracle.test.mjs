@@ -1,6 +1,8 @@
 // The external oracle: on synthetic gemma4 / gemma3 GGUFs our next-token distribution and greedy
-// tokens, from the native build and both WASM builds, against llama.cpp's (node-llama-cpp 3.21.1)
-// on the same file. Each config is judged by what llama.cpp runs for it on this host
+// tokens, from the native build and the threaded WASM module, against llama.cpp's (node-llama-cpp
+// 3.21.1) on the same file. The single-thread module and the relaxed-SIMD variants give the
+// threaded SIMD128 module's bytes on these configs (tests/js/wasm/variants.test.mjs), so they
+// are judged with it. Each config is judged by what llama.cpp runs for it on this host
 // (tests/js/support/oracle_judge.mjs; docs/forward-pass.md, "Agreement"): where the engine mirrors its
 // kernels, within 0.01 in ln p with the same greedy tokens on the config's prompt; elsewhere, over
 // eight prompts, about as close to a float64 reference of the model as llama.cpp is.
@@ -15,52 +17,15 @@ import {F64Reference} from "../support/f64_reference.mjs";
 import * as llama from "../support/llama_oracle.mjs";
 import {model, root} from "../support/models.mjs";
 import {nodeGreedy} from "../support/node_greedy.mjs";
+import {CONFIGS, GREEDY_STEPS, prompt} from "../support/oracle_configs.mjs";
 import {TOP_N, judge, llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
 
-const GREEDY_STEPS = 16;
 const lfRun = path.join(root, "build", "native", "lf_run");
 
-// Prompts: BOS then arbitrary ids, some longer than every sliding window involved. A config is
-// run on prompt(n, seed); where it is judged against the f64 reference, on seven more seeds too
-// (oracle_judge.mjs: a mean over eight prompts).
-const prompt = (n, seed = 7) => [2, ...Array.from({length: n - 1}, (_, i) => 10 + ((i * 37 + seed * 11) % 500))];
+// A config is run on prompt(n, seed); where it is judged against the f64 reference, on seven
+// more seeds too (oracle_judge.mjs: a mean over eight prompts).
 const SEEDS = [7, 1, 2, 4, 3, 5, 6, 8, 9];
 const F64_PROMPTS = 8;
-
-const CONFIGS = [
-  {name: "tiny", preset: "tiny", type: "Q4_0", n: 9},
-  {name: "tiny-q8", preset: "tiny", type: "Q8_0", n: 9},
-  {name: "tiny-gemma3", preset: "tiny-gemma3", type: "Q4_0", n: 11},
-  {name: "small-q8", preset: "small", type: "Q8_0", n: 40},
-  // One KV head everywhere, three query heads, an untied output matrix that makes the layers
-  // decide the answer, and a prompt three windows long.
-  {name: "odd-heads-untied", preset: "tiny", type: "Q8_0",
-   extra: ["--n-head", "3", "--n-head-kv-swa", "1", "--n-head-kv-global", "1", "--untied-output"], n: 13},
-  {name: "gemma3-untied", preset: "tiny-gemma3", type: "F16", extra: ["--untied-output"], n: 10},
-  {name: "31b-shape", preset: "31b-shape", type: "Q4_0", n: 6, slow: true},
-  // Gemma 4 E2B/E4B features: per-layer embeddings, shared-KV layers (one, and two of both
-  // kinds), per-layer FFN widths; prompts past the window, so the shared sliding layer's mask
-  // and its source's cache matter.
-  {name: "shared-kv1", preset: "tiny-shared-kv1", type: "Q8_0", n: 11},
-  {name: "shared-kv2", preset: "tiny-shared-kv2", type: "Q8_0", n: 13},
-  {name: "shared-kv2-untied", preset: "tiny-shared-kv2", type: "F16", extra: ["--untied-output"], n: 12, seed: 3},
-  {name: "e2b-shape", preset: "e2b-shape", type: "Q8_0", n: 20},
-  // Mixture of experts (measured 3e-7 to 2e-3): fused gate/up with the per-expert down scale,
-  // top-3 of 7; separate gate/up, top-1 of 5, in Q8_0 and F16; 20 experts, top-6, three
-  // layers; and the gemma-4-26B-A4B layer shapes (128 experts of width 704, 8 used).
-  {name: "moe-tiny", preset: "moe-tiny", type: "Q4_0", n: 9},
-  {name: "moe-top1-q8", preset: "moe-top1", type: "Q8_0", n: 9},
-  {name: "moe-top1-f16", preset: "moe-top1", type: "F16", n: 7},
-  {name: "moe-wide", preset: "moe-wide", type: "Q4_0", n: 12},
-  {name: "26b-a4b-shape", preset: "26b-a4b-shape", type: "Q4_0", n: 6, slow: true},
-  // Mixed K-quant files (docs/forward-pass.md, "K-quant files"): dense Q4_K / Q5_K / Q6_K / Q8_0;
-  // K-quant experts (gate Q4_K, up Q5_K, down Q6_K) beside a Q8_0 shared MLP; and the 26B-A4B
-  // shapes in a dynamic-quant mix (Q4_K/Q5_K fused gate/up, Q8_0 down experts). The presets fix
-  // each tensor's type; --type sets the rest.
-  {name: "tiny-kquant", preset: "tiny-kquant", type: "Q4_K", n: 9},
-  {name: "moe-kquant", preset: "moe-kquant", type: "Q5_K", n: 9},
-  {name: "26b-a4b-mixed", preset: "26b-a4b-mixed", type: "Q4_K", n: 6},
-];
 
 // The distribution is not flat: a comparison of a flat one would say little.
 function checkNotFlat(theirs, what) {
@@ -112,15 +77,13 @@ describe("next-token distribution matches llama.cpp", () => {
       });
 
       await judged("native", theirs.map((r) => nativeRun(file, r.tokens)));
-      for (const build of config.slow ? ["threaded"] : ["threaded", "single"]) {
-        const node = await LayerNode.open({model: file, build, threads: 2});
-        try {
-          const ours = [];
-          for (const r of theirs) ours.push(await nodeGreedy(node, r.tokens, GREEDY_STEPS));
-          await judged(`wasm ${build}`, ours);
-        } finally {
-          node.close();
-        }
+      const node = await LayerNode.open({model: file, build: "threaded", threads: 2});
+      try {
+        const ours = [];
+        for (const r of theirs) ours.push(await nodeGreedy(node, r.tokens, GREEDY_STEPS));
+        await judged("wasm threaded", ours);
+      } finally {
+        node.close();
       }
     });
   }

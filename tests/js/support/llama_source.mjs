@@ -14,10 +14,23 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", ".
 const bundle = path.join(root, "js-glue", "node_modules", "node-llama-cpp", "llama", "gitRelease.bundle");
 const dir = path.join(root, "build", "llama-src");
 
+// Where this process writes what it then renames into place: test files run side by side
+// (scripts/test), and each must see a file whole or not at all.
+const partOf = (out) => `${out}.${process.pid}.part`;
+
 // The bare clone of the bundle, made once.
 function repository() {
   const repo = path.join(dir, "repo.git");
-  if (!fs.existsSync(repo)) execFileSync("git", ["clone", "--quiet", "--bare", bundle, repo]);
+  if (fs.existsSync(repo)) return repo;
+  fs.mkdirSync(dir, {recursive: true});
+  execFileSync("git", ["clone", "--quiet", "--bare", bundle, partOf(repo)]);
+  try {
+    fs.renameSync(partOf(repo), repo);
+  } catch (error) {
+    // another process's clone got there first
+    if (!fs.existsSync(repo)) throw error;
+    fs.rmSync(partOf(repo), {recursive: true, force: true});
+  }
   return repo;
 }
 
@@ -30,8 +43,8 @@ export function llamaSourceFile(file) {
   if (fs.existsSync(out)) return out;
   const bytes = execFileSync("git", ["--git-dir", repository(), "show", `HEAD:${file}`], {maxBuffer: 1 << 30});
   fs.mkdirSync(path.dirname(out), {recursive: true});
-  fs.writeFileSync(`${out}.part`, bytes);
-  fs.renameSync(`${out}.part`, out);
+  fs.writeFileSync(partOf(out), bytes);
+  fs.renameSync(partOf(out), out);
   return out;
 }
 
@@ -46,7 +59,12 @@ export function llamaSourceTree(dirs) {
   if (fs.existsSync(done)) return out;
   fs.mkdirSync(out, {recursive: true});
   const tar = execFileSync("git", ["--git-dir", repository(), "archive", "HEAD", ...dirs], {maxBuffer: 1 << 30});
-  execFileSync("tar", ["-x", "-C", out], {input: tar});
+  // Into a private folder first, then file by file into place: a reader never sees half a file.
+  const part = partOf(out);
+  fs.mkdirSync(part, {recursive: true});
+  execFileSync("tar", ["-x", "-C", part], {input: tar});
+  fs.cpSync(part, out, {recursive: true});
+  fs.rmSync(part, {recursive: true, force: true});
   fs.writeFileSync(done, "");
   return out;
 }
@@ -70,8 +88,8 @@ export function llamaProgram(source) {
   execFileSync("g++", ["-O1", "-std=c++17", source,
     `-I${src}/common`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
     `-L${bins}`, "-l:libllama-common.so", "-l:libllama.v0.4.0.so", "-l:libggml.v0.4.0.so", "-l:libggml-base.so",
-    `-Wl,-rpath,${bins}`, "-o", `${out}.part`], {stdio: ["ignore", "ignore", "inherit"]});
-  fs.renameSync(`${out}.part`, out);
+    `-Wl,-rpath,${bins}`, "-o", partOf(out)], {stdio: ["ignore", "ignore", "inherit"]});
+  fs.renameSync(partOf(out), out);
   return out;
 }
 
@@ -92,8 +110,8 @@ export function llamaMtmdProgram(source) {
   fs.mkdirSync(path.dirname(out), {recursive: true});
   execFileSync("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
     `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
-    `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", `${out}.part`],
+    `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", partOf(out)],
   {stdio: ["ignore", "ignore", "inherit"]});
-  fs.renameSync(`${out}.part`, out);
+  fs.renameSync(partOf(out), out);
   return out;
 }

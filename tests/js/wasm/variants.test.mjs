@@ -1,6 +1,7 @@
 // The threaded module and the single-thread (wasm32-wasi) module each come in two variants,
 // SIMD128 and relaxed SIMD (Node 22+), chosen by capability: the choice must match the engine,
-// and all four modules must give the same bytes.
+// and all four modules must give the same bytes, on the models and prompts of the llama.cpp
+// oracle too (which judges the threaded SIMD128 module, tests/js/oracle/oracle.test.mjs).
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -11,6 +12,8 @@ import {kernelChoiceReason, maddIsFused, relaxedSimdChoice, relaxedSimdDecision,
 import {loadSingleThreadModule, loadThreadedModule} from "../../../js-glue/src/wasm/load_node.js";
 import {SINGLE_THREAD_FILES} from "../../../js-glue/src/wasm/wasi.js";
 import {model, root} from "../support/models.mjs";
+import {nodeGreedy} from "../support/node_greedy.mjs";
+import {CONFIGS, GREEDY_STEPS, prompt} from "../support/oracle_configs.mjs";
 
 const nodeMajor = Number(process.versions.node.split(".")[0]);
 const file = () => model("small-q4", "small", ["--type", "Q4_0"]);
@@ -125,4 +128,36 @@ describe("single-thread module variants", () => {
     assert.deepEqual([single.build, single.kernels], ["single", "wasm-relaxed-simd"]);
     assertSameAsPlain(single, await plain(), "single-thread relaxed SIMD");
   });
+});
+
+// The oracle's next-token distribution and greedy tokens, on its prompt, from a loaded module.
+async function oracleRun(lf, config) {
+  const node = await LayerNode.open({lf, model: model(config.name, config.preset, ["--type", config.type, ...(config.extra ?? [])])});
+  try {
+    const {logProbs, greedy} = await nodeGreedy(node, prompt(config.n, config.seed), GREEDY_STEPS);
+    return {kernels: node.info().kernels, bytes: Buffer.from(logProbs.buffer), greedy};
+  } finally {
+    node.close();
+  }
+}
+
+describe("module variants on the oracle's models", () => {
+  const variants = [
+    {what: "single-thread SIMD128", load: () => loadSingleThreadModule({relaxedSimd: false})},
+    ...(relaxedSimdSupported() ? [
+      {what: "threaded relaxed SIMD", load: () => loadThreadedModule({threads: 2, relaxedSimd: true})},
+      {what: "single-thread relaxed SIMD", load: () => loadSingleThreadModule({relaxedSimd: true})},
+    ] : []),
+  ];
+  for (const config of CONFIGS) {
+    test(`${config.name}: the threaded SIMD128 module's distribution and greedy tokens from the ${variants.map((v) => v.what).join(", ")} module`, async () => {
+      const expected = await oracleRun(await loadThreadedModule({threads: 2, relaxedSimd: false}), config);
+      assert.equal(expected.kernels, "wasm-simd128");
+      for (const {what, load} of variants) {
+        const got = await oracleRun(await load(), config);
+        assert.ok(got.bytes.equals(expected.bytes), `${config.name}, ${what}: the next-token distribution differs`);
+        assert.deepEqual(got.greedy, expected.greedy, `${config.name}, ${what}: greedy tokens differ`);
+      }
+    });
+  }
 });
