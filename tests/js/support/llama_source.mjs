@@ -59,14 +59,27 @@ export function llamaSourceTree(dirs) {
   if (fs.existsSync(done)) return out;
   fs.mkdirSync(out, {recursive: true});
   const tar = execFileSync("git", ["--git-dir", repository(), "archive", "HEAD", ...dirs], {maxBuffer: 1 << 30});
-  // Into a private folder first, then file by file into place: a reader never sees half a file.
   const part = partOf(out);
   fs.mkdirSync(part, {recursive: true});
   execFileSync("tar", ["-x", "-C", part], {input: tar});
-  fs.cpSync(part, out, {recursive: true});
+  moveInto(part, out);
   fs.rmSync(part, {recursive: true, force: true});
   fs.writeFileSync(done, "");
   return out;
+}
+
+// Moves every file of folder `from` into folder `to`, each by a rename: a compiler reading `to`
+// meanwhile sees each file whole, the one there before or the same bytes from this archive.
+function moveInto(from, to) {
+  for (const entry of fs.readdirSync(from, {withFileTypes: true})) {
+    const source = path.join(from, entry.name), target = path.join(to, entry.name);
+    if (entry.isDirectory()) {
+      fs.mkdirSync(target, {recursive: true});
+      moveInto(source, target);
+    } else {
+      fs.renameSync(source, target);
+    }
+  }
 }
 
 const bins = path.join(root, "js-glue", "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64");
