@@ -19,9 +19,12 @@ core=(src/gguf/ggml_type.cpp src/base/status.cpp)
 # The model target reaches the configuration, the shard plan, the KV cache and scratch sizes.
 engine=($(ls src/{base,gguf,quant,kernels,layout,ops,model,approx}/*.cpp))
 
+# The model target's compile (the engine's sources, one after another) is the long one: the GGUF
+# reader's target is built and run beside it.
+"${cxx[@]}" "${fuzz[@]}" "${engine[@]}" tests/fuzz/fuzz_model_config.cpp -o "$out/fuzz_model_config" &
+model_build=$!
 "${cxx[@]}" "${fuzz[@]}" "${core[@]}" src/gguf/gguf_reader.cpp src/gguf/gguf_json.cpp tests/fuzz/fuzz_gguf.cpp \
   -o "$out/fuzz_gguf"
-"${cxx[@]}" "${fuzz[@]}" "${engine[@]}" tests/fuzz/fuzz_model_config.cpp -o "$out/fuzz_model_config"
 "${cxx[@]}" -fsanitize=address,undefined \
   "${core[@]}" src/gguf/gguf_writer.cpp tests/fuzz/make_seed_corpus.cpp -o "$out/make_seed_corpus"
 "$out/make_seed_corpus" "$out/seeds"
@@ -39,4 +42,5 @@ run() {  # target, extra corpus dirs...
 }
 
 run fuzz_gguf "$out/seeds"
+wait "$model_build"
 run fuzz_model_config
