@@ -32,7 +32,7 @@ describe("the gateway over Google's Gemma 4 chat template", () => {
       [{messages: [{role: "developer", content: "Be brief."}, ASK], reasoning_effort: "medium"},
         {messages: [{role: "developer", content: "Be brief."}, ASK], enable_thinking: true}],
     ];
-    const expected = llamaChat(VOCAB(), TEMPLATE(), cases.map(([, llama]) => llama));
+    const expected = await llamaChat(VOCAB(), TEMPLATE(), cases.map(([, llama]) => llama));
     const lengths = new Set();
     for (const [i, [request]] of cases.entries()) {
       const r = await client.chat.completions.create({model: "tiny", max_tokens: 1, temperature: 0, ...request});

@@ -52,11 +52,11 @@ async function header(file) {
 }
 
 // The drafter's steps in the engine (lf_run) and in llama.cpp after PROMPT: both load the pair.
-function loadsInBoth(target, drafter) {
+async function loadsInBoth(target, drafter) {
   const ours = spawnSync(lfRun, ["--model", target, "--tokens", PROMPT.join(","), "--drafter", drafter, "--draft-tokens", "5,17"],
     {encoding: "utf8", maxBuffer: 1 << 28});
   assert.equal(ours.status, 0, ours.stderr);
-  const theirs = llamaMtpDraft(target, drafter, PROMPT, [5, 17]);
+  const theirs = await llamaMtpDraft(target, drafter, PROMPT, [5, 17]);
   for (const steps of [JSON.parse(ours.stdout).draft, theirs.steps]) {
     assert.equal(steps.length, 2);
     for (const s of steps) assert.ok(s.logits.every(Number.isFinite) && s.h_next.every(Number.isFinite));
@@ -78,7 +78,7 @@ describe("the *-shape presets' drafters", () => {
       assert.deepEqual(m[`${a}attention.sliding_window_pattern`], SWA);
       assert.equal(m[`${a}block_count`], 4);
       assert.equal(m[`${a}nextn_predict_layers`], 4);
-      loadsInBoth(target, drafter);
+      await loadsInBoth(target, drafter);
     });
   }
 });
@@ -96,14 +96,14 @@ describe("--assistant-for TARGET.gguf", () => {
       assert.ok(fs.readFileSync(out).equals(fs.readFileSync(drafter)), "the two drafters' bytes differ");
     });
 
-  test("a target of no preset's shape: the small drafter shaped by its last layers, in both engines", {timeout: 300_000}, () => {
+  test("a target of no preset's shape: the small drafter shaped by its last layers, in both engines", {timeout: 300_000}, async () => {
     const target = model("assistant-for-odd", "small", ["--n-embd", "320", "--n-head", "5", "--n-head-kv-swa", "5",
       "--n-head-kv-global", "1", "--n-vocab", "1536", "--type", "Q8_0"]);
     const drafter = path.join(tmpDir, "odd-drafter.gguf");
     const r = run(["--assistant-for", target, "--assistant-layers", "GSSG", "--assistant-n-embd", "64", "--out", drafter]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stderr, /4 layers GSSG, width 64, FFN 64, 5 heads, for a 6-layer target of width 320/);
-    loadsInBoth(target, drafter);
+    await loadsInBoth(target, drafter);
   });
 
   test("beside a target of another width or vocabulary the engine refuses the drafter by name", {timeout: 300_000}, () => {

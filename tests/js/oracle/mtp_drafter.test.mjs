@@ -78,7 +78,7 @@ describe("the MTP drafter agrees with llama.cpp's", () => {
       }
       const {target, drafter} = modelWithDrafter(`mtp-${c.name}`, c.preset, c.target, c.drafter);
       const tokens = prompt(c.n);
-      const want = llamaMtpDraft(target, drafter, tokens, DRAFT_TOKENS);
+      const want = await llamaMtpDraft(target, drafter, tokens, DRAFT_TOKENS);
       assert.equal(want.steps.length, DRAFT_TOKENS.length);
       const agrees = (where, steps) => {
         assert.equal(steps.length, DRAFT_TOKENS.length, where);

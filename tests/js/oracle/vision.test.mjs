@@ -34,10 +34,10 @@ describe("vision tower vs llama.cpp", () => {
   for (const p of PROJECTORS) {
     const small = p.name.startsWith("mmproj-tiny");
     for (const [w, h, maxTokens] of small ? IMAGES : IMAGES.slice(0, 1)) {
-      test(`${p.name} ${w}x${h}${maxTokens ? ` max ${maxTokens}` : ""}`, () => {
+      test(`${p.name} ${w}x${h}${maxTokens ? ` max ${maxTokens}` : ""}`, async () => {
         const mmproj = model(p.name, p.preset, p.extra);
         const image = rgbImage(w, h);
-        const ref = llamaVision(mmproj, image, w, h, {maxTokens: maxTokens || -1});
+        const ref = await llamaVision(mmproj, image, w, h, {maxTokens: maxTokens || -1});
         const runs = [1, 2, 3].map((threads) => lfVisionRun(mmproj, image, w, h, {threads, maxTokens}));
         const ours = runs[0];
         assert.deepEqual([ours.width, ours.height, ours.n_tokens, ours.n_embd], [ref.width, ref.height, ref.n_tokens, ref.n_embd]);

@@ -62,7 +62,7 @@ export async function assertAgentLoop(client, proxy, tokenizer, {stream, prompts
   proxy.steer([...encode(ANSWER), ...encode("<turn|>")]);
   const second = await complete(client, {...base, messages}, stream);
   assert.deepEqual([second.content, second.tool_calls, second.finish_reason], [ANSWER, [], "stop"]);
-  const [llama] = llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages, tools: [WEATHER]}]);
+  const [llama] = await llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages, tools: [WEATHER]}]);
   assert.ok(llama.prompt.includes(RESULT), llama.prompt);
   assert.equal(second.usage.prompt_tokens, llama.tokens.length, "the second round's prompt is llama.cpp's rendering of the loop");
   if (prompts) assert.deepEqual(prompts.at(-1), llama.tokens);

@@ -1,10 +1,10 @@
 // llama.cpp's own rendering of chat requests (its common chat layer, as its server calls it):
 // llama_programs/llama_chat.cpp, built against the oracle's libllama-common (llama_source.mjs), run
 // over a list of requests.
-import {execFileSync} from "node:child_process";
 import path from "node:path";
 
 import {llamaProgram} from "./llama_source.mjs";
+import {runChecked} from "./run_async.mjs";
 
 const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama_programs", "llama_chat.cpp");
 
@@ -12,11 +12,11 @@ const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama
  * Each request {messages, tools?, tool_choice?, enable_thinking?} rendered by llama.cpp with the
  * vocabulary of `vocabFile` and the template of `templateFile` (default: the vocabulary's own):
  * [{prompt, tokens} | {error}], in order.
- * @example const [{prompt, tokens}] = llamaChat(vocab, template, [{messages: [{role: "user", content: "Hi"}]}]);
+ * @example const [{prompt, tokens}] = await llamaChat(vocab, template, [{messages: [{role: "user", content: "Hi"}]}]);
  */
-export function llamaChat(vocabFile, templateFile, requests) {
+export async function llamaChat(vocabFile, templateFile, requests) {
   const args = templateFile ? [vocabFile, templateFile] : [vocabFile];
   const input = requests.map((r) => JSON.stringify(r)).join("\n") + "\n";
-  const out = execFileSync(llamaProgram(source), args, {input, maxBuffer: 1 << 28, stdio: ["pipe", "pipe", "ignore"]});
+  const out = await runChecked(await llamaProgram(source), args, {input});
   return out.toString("utf8").trim().split("\n").map((line) => JSON.parse(line));
 }

@@ -8,6 +8,8 @@ import fs from "node:fs";
 import path from "node:path";
 import {fileURLToPath} from "node:url";
 
+import {runChecked} from "./run_async.mjs";
+
 // The repository's root, found from this file (models.mjs reads the Gemma 4 vocabulary here).
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
@@ -90,18 +92,18 @@ export const llamaBins = bins;
  * A small C++ program (`source`) built against the oracle's prebuilt libllama-common, libllama
  * and libggml with the headers of the source they were built from, into build/llama-src/bin once
  * per content of the program: the way to ask llama.cpp what node-llama-cpp does not expose.
- * @example const program = llamaProgram(path.join(here, "llama_chat", "llama_chat.cpp"));
+ * @example const program = await llamaProgram(path.join(here, "llama_chat", "llama_chat.cpp"));
  */
-export function llamaProgram(source) {
+export async function llamaProgram(source) {
   const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).digest("hex").slice(0, 16);
   const out = path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`);
   if (fs.existsSync(out)) return out;
   const src = llamaSourceTree(["common", "include", "ggml/include", "vendor"]);
   fs.mkdirSync(path.dirname(out), {recursive: true});
-  execFileSync("g++", ["-O1", "-std=c++17", source,
+  await runChecked("g++", ["-O1", "-std=c++17", source,
     `-I${src}/common`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
     `-L${bins}`, "-l:libllama-common.so", "-l:libllama.v0.4.0.so", "-l:libggml.v0.4.0.so", "-l:libggml-base.so",
-    `-Wl,-rpath,${bins}`, "-o", partOf(out)], {stdio: ["ignore", "ignore", "inherit"]});
+    `-Wl,-rpath,${bins}`, "-o", partOf(out)]);
   fs.renameSync(partOf(out), out);
   return out;
 }
@@ -111,9 +113,9 @@ export function llamaProgram(source) {
  * not ship: mtmd's clip loader, image preprocessing and graph builders (tools/mtmd) are compiled
  * into the program from the same source, against the oracle's prebuilt libggml. Built once per
  * content of the program (a couple of minutes: every projector's graph is in clip.cpp's reach).
- * @example const program = llamaMtmdProgram(path.join(here, "llama_programs", "llama_vision.cpp"));
+ * @example const program = await llamaMtmdProgram(path.join(here, "llama_programs", "llama_vision.cpp"));
  */
-export function llamaMtmdProgram(source) {
+export async function llamaMtmdProgram(source) {
   const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).update("mtmd").digest("hex").slice(0, 16);
   const out = path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`);
   if (fs.existsSync(out)) return out;
@@ -121,10 +123,9 @@ export function llamaMtmdProgram(source) {
   const mtmd = path.join(src, "tools", "mtmd");
   const models = fs.readdirSync(path.join(mtmd, "models")).filter((f) => f.endsWith(".cpp")).map((f) => path.join(mtmd, "models", f));
   fs.mkdirSync(path.dirname(out), {recursive: true});
-  execFileSync("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
+  await runChecked("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
     `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
-    `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", partOf(out)],
-  {stdio: ["ignore", "ignore", "inherit"]});
+    `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", partOf(out)]);
   fs.renameSync(partOf(out), out);
   return out;
 }

@@ -7,6 +7,7 @@ import path from "node:path";
 
 import {llamaBins, llamaMtmdProgram} from "./llama_source.mjs";
 import {root} from "./models.mjs";
+import {runChecked} from "./run_async.mjs";
 
 const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama_programs", "llama_vision.cpp");
 const lfVision = path.join(root, "build", "native", "lf_vision");
@@ -35,11 +36,11 @@ const parse = (out) => JSON.parse(out.toString("utf8"));
 
 /**
  * llama.cpp's preprocessed size, soft-token count and embeddings: {width, height, n_tokens, n_embd, embd}.
- * @example const ref = llamaVision(mmproj, file, 37, 23, {threads: 2});
+ * @example const ref = await llamaVision(mmproj, file, 37, 23, {threads: 2});
  */
-export function llamaVision(mmproj, image, width, height, {threads = 2, maxTokens = -1} = {}) {
+export async function llamaVision(mmproj, image, width, height, {threads = 2, maxTokens = -1} = {}) {
   const args = [mmproj, image, String(width), String(height), llamaBins, String(threads), String(maxTokens)];
-  return parse(execFileSync(llamaMtmdProgram(source), args, {maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "ignore"]}));
+  return parse(await runChecked(await llamaMtmdProgram(source), args));
 }
 
 /**

@@ -96,8 +96,8 @@ for (const [templateName, templateFile] of TEMPLATES) describe(`${templateName},
   });
   after(() => tok?.close());
 
-  test("every conversation of the table: the same prompt and the same tokens", () => {
-    const expected = llamaChat(vocab, template, TABLE.map(([, request]) => request));
+  test("every conversation of the table: the same prompt and the same tokens", async () => {
+    const expected = await llamaChat(vocab, template, TABLE.map(([, request]) => request));
     TABLE.forEach(([name, request], i) => {
       assert.equal(expected[i].error, undefined, `${name}: llama.cpp refused: ${expected[i].error}`);
       const {messages, options} = rendererInput(request);
@@ -123,10 +123,10 @@ for (const [templateName, templateFile] of TEMPLATES) describe(`${templateName},
     "the thought of a call": (t) => ({messages: [ASK, {...CALL, reasoning_content: t}, RESULT], tools: [WEATHER], enable_thinking: true}),
   };
 
-  test("control-token text typed into tools, arguments, results and thoughts stays text", () => {
+  test("control-token text typed into tools, arguments, results and thoughts stays text", async () => {
     const places = Object.entries(PLACES);
     // The counts of guarded tokens in each place's benign form, as llama.cpp tokenizes it.
-    const benign = llamaChat(vocab, template, places.map(([, place]) => place("xy")));
+    const benign = await llamaChat(vocab, template, places.map(([, place]) => place("xy")));
     let checked = 0;
     places.forEach(([name, place], i) => {
       const want = guardedCounts(benign[i].tokens, guarded);
