@@ -17,7 +17,7 @@ using namespace attn_steps;
 
 // One key of a dot's online softmax with an f32 accumulator (a quantized V): score s, value
 // v [D] -> acc [D], running max M and running sum S, as ggml's ggml_vec_scale_f32 and
-// ggml_vec_mad_f32 (fused on every x86 build of it that has FMA).
+// ggml_vec_mad_f32 (fused on every x86 build of it that has FMA). D is a multiple of 32.
 void softmax_step_f32(float s, const float* v, int D, float* acc, float& M, float& S) {
   const float M_old = M;
   float ms = 1.0f;
@@ -25,12 +25,37 @@ void softmax_step_f32(float s, const float* v, int D, float* acc, float& M, floa
   if (s > M) {
     M = s;
     ms = expf(M_old - M);
-    for (int d = 0; d < D; ++d) acc[d] *= ms;
+    const simd::F32x4 scale = simd::splat(ms);
+    for (int d = 0; d < D; d += 4) simd::store(acc + d, simd::mul(simd::load_f32x4(acc + d), scale));
   } else {
     vs = expf(s - M);
   }
-  for (int d = 0; d < D; ++d) acc[d] = fma_f32(v[d], vs, acc[d]);
+  const simd::F32x4 weight = simd::splat(vs);
+  for (int d = 0; d < D; d += 4) {
+    simd::store(acc + d, simd::fused_madd(simd::load_f32x4(v + d), weight, simd::load_f32x4(acc + d)));
+  }
   S = S * ms + vs;
+}
+
+// x [n] with block scales x_scale (a K row unpack_kv_blocks unpacked) · y [n / 32] (the query
+// in Q8_0) -> vec_dot_q8_0_lanes' result: its 8 lanes of 4 consecutive elements as two vectors,
+// each lane's block sum added as that function adds it, then its pairwise reduction.
+float dot_q8_0(const int8_t* x, const float* x_scale, const block_q8_0* y, int n) {
+  static_assert(kVecDotLanes == 8, "two I32x4 of lanes per block");
+  simd::F32x4 lanes_lo = simd::splat(0.0f), lanes_hi = lanes_lo;
+  for (int b = 0; b < n / QK8_0; ++b) {
+    simd::I16x8 xq[4], yq[4];
+    simd::widen_32(simd::load_i8x16(x + b * QK8_0), simd::load_i8x16(x + b * QK8_0 + 16), xq);
+    simd::widen_32(simd::load_i8x16(y[b].qs), simd::load_i8x16(y[b].qs + 16), yq);
+    const simd::F32x4 d = simd::splat(x_scale[b] * fp16_to_fp32(y[b].d));
+    const simd::I32x4 sums_lo = simd::add_pairs(simd::dot_pairs(xq[0], yq[0]), simd::dot_pairs(xq[1], yq[1]));
+    const simd::I32x4 sums_hi = simd::add_pairs(simd::dot_pairs(xq[2], yq[2]), simd::dot_pairs(xq[3], yq[3]));
+    lanes_lo = simd::fused_madd(sums_lo, d, lanes_lo);
+    lanes_hi = simd::fused_madd(sums_hi, d, lanes_hi);
+  }
+  float lane[4];
+  simd::store(lane, simd::add(lanes_lo, lanes_hi));
+  return (lane[0] + lane[2]) + (lane[1] + lane[3]);
 }
 
 // One tile: query rows [i0, i1) × the `group` query heads of KV head g.
@@ -104,7 +129,7 @@ class QuantizedTile : TileShape {
       score_block(ws_.q.data() + static_cast<int64_t>(j) * D_, ws_.k.data(), D_, kq_scale_, block);
       s = block[0];
     } else {
-      s = vec_dot_q8_0_lanes(ws_.k8.data(), ws_.k_scale.data(), ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_) * kq_scale_;
+      s = dot_q8_0(ws_.k8.data(), ws_.k_scale.data(), ws_.q8.data() + static_cast<int64_t>(j) * nb_, D_) * kq_scale_;
     }
     float* acc = ws_.acc.data() + static_cast<int64_t>(j) * D_;
     if (kv_.v_type == GgmlType::F16) {

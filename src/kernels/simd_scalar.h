@@ -74,6 +74,7 @@ inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   for (int i = 0; i < 4; ++i) r.v[i] = in[i]->v[0] + in[i]->v[1] + in[i]->v[2] + in[i]->v[3];
   return r;
 }
+inline I32x4 add_pairs(I32x4 a, I32x4 b) { return {{a.v[0] + a.v[1], a.v[2] + a.v[3], b.v[0] + b.v[1], b.v[2] + b.v[3]}}; }
 inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {{a, b, c, d}}; }
 inline I32x4 load_i32x4(const int32_t* p) {
   I32x4 r;
@@ -115,10 +116,11 @@ inline F32x4 load_f32x4(const float* p) {
   return r;
 }
 inline void store(float* p, F32x4 a) { std::memcpy(p, a.v, sizeof a.v); }
-inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
-  for (int i = 0; i < 4; ++i) acc.v[i] = fma_f32(static_cast<float>(sumi.v[i]), d.v[i], acc.v[i]);
+inline F32x4 fused_madd(F32x4 a, F32x4 b, F32x4 acc) {
+  for (int i = 0; i < 4; ++i) acc.v[i] = fma_f32(a.v[i], b.v[i], acc.v[i]);
   return acc;
 }
+inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) { return fused_madd(to_f32(sumi), d, acc); }
 
 // For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from
 // memory, sign-extended to int32, and int32 negation.

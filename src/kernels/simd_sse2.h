@@ -43,6 +43,12 @@ inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   const __m128i cd = _mm_add_epi32(_mm_unpacklo_epi32(c.v, d.v), _mm_unpackhi_epi32(c.v, d.v));
   return {_mm_add_epi32(_mm_unpacklo_epi64(ab, cd), _mm_unpackhi_epi64(ab, cd))};
 }
+// -> [a0 + a1, a2 + a3, b0 + b1, b2 + b3]
+inline I32x4 add_pairs(I32x4 a, I32x4 b) {
+  const __m128 af = _mm_castsi128_ps(a.v), bf = _mm_castsi128_ps(b.v);
+  return {_mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(af, bf, _MM_SHUFFLE(2, 0, 2, 0))),
+                        _mm_castps_si128(_mm_shuffle_ps(af, bf, _MM_SHUFFLE(3, 1, 3, 1))))};
+}
 inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {_mm_setr_epi32(a, b, c, d)}; }
 inline I32x4 load_i32x4(const int32_t* p) { return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))}; }
 inline void store_i32(int32_t* p, I32x4 a) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), a.v); }
@@ -65,30 +71,52 @@ inline F32x4 add(F32x4 a, F32x4 b) { return {_mm_add_ps(a.v, b.v)}; }
 inline F32x4 load_f32x4(const float* p) { return {_mm_loadu_ps(p)}; }
 inline void store(float* p, F32x4 a) { _mm_storeu_ps(p, a.v); }
 
-// sumi·d + acc on each lane as fma_f32 (quant.h) computes it, rounded once: in double, where
-// sumi (|sumi| < 2^24, so its f32 is exact) times d is exact and the sum rounds once, then to
-// f32. That second rounding is the correct one unless the double sum's low 28 bits are all clear
-// (a halfway point it may have been rounded to, or a sum that f32 holds exactly, as acc + 0·d:
-// rare), checked on the low 32-bit word of each double; the 4 lanes are then taken through
-// fma_f32. cvtpd2ps rounds by MXCSR, which nothing in this library changes from
-// round-to-nearest-even.
+// fused_madd's rare way
+inline F32x4 fused_madd_lanes(F32x4 a, F32x4 b, F32x4 acc) {
+  alignas(16) float av[4], bv[4], c[4];
+  _mm_store_ps(av, a.v);
+  _mm_store_ps(bv, b.v);
+  _mm_store_ps(c, acc.v);
+  for (int i = 0; i < 4; ++i) c[i] = fma_f32(av[i], bv[i], c[i]);
+  return {_mm_load_ps(c)};
+}
+
+// lo, hi: lanes 0-1 and 2-3 of a·b + acc in double, the product exact and the sum rounded once
+// -> *out, those sums rounded to f32 as fma_f32 (quant.h) rounds them; false where that second
+// rounding may not be the correct one: where the double sum's low 28 bits are all clear (a
+// halfway point it may have been rounded to, or a sum that f32 holds exactly, as acc + 0·b:
+// rare), checked on the low 32-bit word of each double. cvtpd2ps rounds by MXCSR, which nothing
+// in this library changes from round-to-nearest-even.
+inline bool demote_rounded_once(__m128d lo, __m128d hi, F32x4* out) {
+  const __m128 low_words = _mm_shuffle_ps(_mm_castpd_ps(lo), _mm_castpd_ps(hi), _MM_SHUFFLE(2, 0, 2, 0));
+  const __m128i low_28 = _mm_and_si128(_mm_castps_si128(low_words), _mm_set1_epi32(0x0FFFFFFF));
+  if (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(low_28, _mm_setzero_si128()))) != 0) return false;
+  out->v = _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+  return true;
+}
+
+// a·b + acc on each lane as fma_f32 computes it, rounded once: in double, where a·b (24 + 24
+// significant bits) is exact and the sum rounds once, then to f32 (demote_rounded_once), the
+// lanes of a flagged vector through fma_f32 itself.
+inline F32x4 fused_madd(F32x4 a, F32x4 b, F32x4 acc) {
+  const auto high = [](__m128 x) { return _mm_cvtps_pd(_mm_movehl_ps(x, x)); };
+  const __m128d lo = _mm_add_pd(_mm_mul_pd(_mm_cvtps_pd(a.v), _mm_cvtps_pd(b.v)), _mm_cvtps_pd(acc.v));
+  const __m128d hi = _mm_add_pd(_mm_mul_pd(high(a.v), high(b.v)), high(acc.v));
+  F32x4 r;
+  if (__builtin_expect(demote_rounded_once(lo, hi, &r), 1)) return r;
+  return fused_madd_lanes(a, b, acc);
+}
+
+// sumi·d + acc as fused_madd of sumi's f32 (|sumi| < 2^24, so that is exact), sumi widened to
+// double directly.
 inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
   const __m128d lo = _mm_add_pd(_mm_mul_pd(_mm_cvtepi32_pd(sumi.v), _mm_cvtps_pd(d.v)), _mm_cvtps_pd(acc.v));
   const __m128d hi = _mm_add_pd(_mm_mul_pd(_mm_cvtepi32_pd(_mm_shuffle_epi32(sumi.v, _MM_SHUFFLE(3, 2, 3, 2))),
                                            _mm_cvtps_pd(_mm_movehl_ps(d.v, d.v))),
                                 _mm_cvtps_pd(_mm_movehl_ps(acc.v, acc.v)));
-  const __m128 low_words = _mm_shuffle_ps(_mm_castpd_ps(lo), _mm_castpd_ps(hi), _MM_SHUFFLE(2, 0, 2, 0));
-  const __m128i low_28 = _mm_and_si128(_mm_castps_si128(low_words), _mm_set1_epi32(0x0FFFFFFF));
-  if (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(low_28, _mm_setzero_si128()))) == 0) {
-    return {_mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi))};
-  }
-  alignas(16) int32_t s[4];
-  alignas(16) float dv[4], c[4];
-  _mm_store_si128(reinterpret_cast<__m128i*>(s), sumi.v);
-  _mm_store_ps(dv, d.v);
-  _mm_store_ps(c, acc.v);
-  for (int i = 0; i < 4; ++i) c[i] = fma_f32(static_cast<float>(s[i]), dv[i], c[i]);
-  return {_mm_load_ps(c)};
+  F32x4 r;
+  if (__builtin_expect(demote_rounded_once(lo, hi, &r), 1)) return r;
+  return fused_madd_lanes(to_f32(sumi), d, acc);
 }
 
 // For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from

@@ -43,6 +43,10 @@ inline I32x4 sum_each(I32x4 a, I32x4 b, I32x4 c, I32x4 d) {
   const v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c.v, d.v, 0, 4, 1, 5), wasm_i32x4_shuffle(c.v, d.v, 2, 6, 3, 7));
   return {wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7))};
 }
+// -> [a0 + a1, a2 + a3, b0 + b1, b2 + b3]
+inline I32x4 add_pairs(I32x4 a, I32x4 b) {
+  return {wasm_i32x4_add(wasm_i32x4_shuffle(a.v, b.v, 0, 2, 4, 6), wasm_i32x4_shuffle(a.v, b.v, 1, 3, 5, 7))};
+}
 inline I32x4 make_i32(int32_t a, int32_t b, int32_t c, int32_t d) { return {wasm_i32x4_make(a, b, c, d)}; }
 inline I32x4 load_i32x4(const int32_t* p) { return {wasm_v128_load(p)}; }
 inline void store_i32(int32_t* p, I32x4 a) { wasm_v128_store(p, a.v); }
@@ -66,22 +70,42 @@ inline F32x4 load_f32x4(const float* p) { return {wasm_v128_load(p)}; }
 inline void store(float* p, F32x4 a) { wasm_v128_store(p, a.v); }
 
 // fused_madd's rare way, out of line so that the common one keeps its registers
-[[gnu::noinline]] inline F32x4 fused_madd_lanes(I32x4 sumi, F32x4 d, F32x4 acc) {
-  alignas(16) int32_t s[4];
-  alignas(16) float dv[4], c[4];
-  wasm_v128_store(s, sumi.v);
-  wasm_v128_store(dv, d.v);
+[[gnu::noinline]] inline F32x4 fused_madd_lanes(F32x4 a, F32x4 b, F32x4 acc) {
+  alignas(16) float av[4], bv[4], c[4];
+  wasm_v128_store(av, a.v);
+  wasm_v128_store(bv, b.v);
   wasm_v128_store(c, acc.v);
-  for (int i = 0; i < 4; ++i) c[i] = fma_f32(static_cast<float>(s[i]), dv[i], c[i]);
+  for (int i = 0; i < 4; ++i) c[i] = fma_f32(av[i], bv[i], c[i]);
   return {wasm_v128_load(c)};
 }
 
-// sumi·d + acc on each lane as fma_f32 (quant.h) computes it, rounded once: in double, where
-// sumi (|sumi| < 2^24, so its f32 is exact) times d is exact and the sum rounds once, then to
-// f32. That second rounding is the correct one unless the double sum's low 28 bits are all clear
-// (a halfway point it may have been rounded to, or a sum that f32 holds exactly, as acc + 0·d:
-// rare), checked on the low 32-bit word of each double; the 4 lanes are then taken through
-// fma_f32.
+// lo, hi: lanes 0-1 and 2-3 of a·b + acc in double, the product exact and the sum rounded once
+// -> *out, those sums rounded to f32 as fma_f32 (quant.h) rounds them; false where that second
+// rounding may not be the correct one: where the double sum's low 28 bits are all clear (a
+// halfway point it may have been rounded to, or a sum that f32 holds exactly, as acc + 0·b:
+// rare), checked on the low 32-bit word of each double.
+inline bool demote_rounded_once(v128_t lo, v128_t hi, F32x4* out) {
+  const v128_t low_28 = wasm_v128_and(wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6), wasm_i32x4_splat(0x0FFFFFFF));
+  if (wasm_v128_any_true(wasm_i32x4_eq(low_28, wasm_i32x4_splat(0)))) return false;
+  out->v = wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
+  return true;
+}
+
+// a·b + acc on each lane as fma_f32 computes it, rounded once: in double, where a·b (24 + 24
+// significant bits) is exact and the sum rounds once, then to f32 (demote_rounded_once), the
+// lanes of a flagged vector through fma_f32 itself.
+inline F32x4 fused_madd(F32x4 a, F32x4 b, F32x4 acc) {
+  const auto high = [](v128_t x) { return wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(x, x, 2, 3, 2, 3)); };
+  const v128_t lo = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(a.v), wasm_f64x2_promote_low_f32x4(b.v)),
+                                   wasm_f64x2_promote_low_f32x4(acc.v));
+  const v128_t hi = wasm_f64x2_add(wasm_f64x2_mul(high(a.v), high(b.v)), high(acc.v));
+  F32x4 r;
+  if (__builtin_expect(demote_rounded_once(lo, hi, &r), 1)) return r;
+  return fused_madd_lanes(a, b, acc);
+}
+
+// sumi·d + acc as fused_madd of sumi's f32 (|sumi| < 2^24, so that is exact), sumi widened to
+// double directly.
 inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
   const v128_t lo = wasm_f64x2_add(wasm_f64x2_mul(wasm_f64x2_convert_low_i32x4(sumi.v), wasm_f64x2_promote_low_f32x4(d.v)),
                                    wasm_f64x2_promote_low_f32x4(acc.v));
@@ -89,11 +113,9 @@ inline F32x4 fused_madd(I32x4 sumi, F32x4 d, F32x4 acc) {
       wasm_f64x2_mul(wasm_f64x2_convert_low_i32x4(wasm_i32x4_shuffle(sumi.v, sumi.v, 2, 3, 2, 3)),
                      wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(d.v, d.v, 2, 3, 2, 3))),
       wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(acc.v, acc.v, 2, 3, 2, 3)));
-  const v128_t low_28 = wasm_v128_and(wasm_i32x4_shuffle(lo, hi, 0, 2, 4, 6), wasm_i32x4_splat(0x0FFFFFFF));
-  if (__builtin_expect(!wasm_v128_any_true(wasm_i32x4_eq(low_28, wasm_i32x4_splat(0))), 1)) {
-    return {wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5)};
-  }
-  return fused_madd_lanes(sumi, d, acc);
+  F32x4 r;
+  if (__builtin_expect(demote_rounded_once(lo, hi, &r), 1)) return r;
+  return fused_madd_lanes(to_f32(sumi), d, acc);
 }
 
 // For the feature-major kernel (kernels/gemm_feature_major.cpp): int16 lanes from

@@ -17,8 +17,8 @@ void drafter_attention(const LayerCall& c, const KvCache& target_kv, int pos) {
   const LayerConfig& l = c.l();
   const int kv0 = static_cast<int>(units.begin) * c.plan().kv_per_unit;
   const int kv1 = static_cast<int>(units.end) * c.plan().kv_per_unit;
-  project_queries(c, kv0, kv1);
   const int group = l.n_head / l.n_head_kv;
+  project_queries(c, kv0 * group, kv1 * group);
   const int64_t cols_per_kv = static_cast<int64_t>(group) * l.head_dim;
   const int n_swa = l.sliding ? c.c().n_swa - 1 : 0;
   // Over a quantized target cache, the queries and the output rotate as the target's do

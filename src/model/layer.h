@@ -91,7 +91,7 @@ void convert_act(const LayerCall& c, int64_t f0, int64_t f1);
 
 // The layer's steps, in order (model/layer.cpp runs them).
 void attention_input(const LayerCall& c);     // attn_norm of every row, converted for Q/K/V
-void attention_heads(const LayerCall& c);     // this worker's KV heads: Q/K/V, norms, RoPE, cache, attention
+void attention_heads(const LayerCall& c);     // this worker's heads: Q/K/V, norms, RoPE, cache, attention
 // attention_heads without the conversion for attn_output: this worker's KV heads [kv0, kv1)
 // and their query heads' columns of attn_out.
 std::pair<int, int> attend_units(const LayerCall& c);
@@ -110,9 +110,9 @@ void project_my_rows(const LayerCall& c, const WeightView& W, const uint8_t* Xc,
 // y [n] *= gemma4's layer_output_scale, where the layer has one.
 void apply_output_scale(const WeightView& layer_output_scale, int n, float* y);
 
-// q [n_act, n_head, D], the query heads of KV heads [kv0, kv1): projection, per-head norm, RoPE
-// at each row's position (model/layer_attention.cpp).
-void project_queries(const LayerCall& c, int kv0, int kv1);
+// q [n_act, n_head, D], query heads [h0, h1): projection, per-head norm, RoPE at each row's
+// position (model/layer_attention.cpp).
+void project_queries(const LayerCall& c, int h0, int h1);
 
 // Runs layer il on this worker; ends on a barrier.
 void run_layer(const LayerCall& c, FfnVariant ffn);

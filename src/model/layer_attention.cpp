@@ -25,15 +25,21 @@ struct KvHeads {
   int count() const { return kv1 - kv0; }
 };
 
-// q [n_act, n_head, D], the query heads of kv: projection, per-head norm, RoPE; gemma3 folds
-// the attention scale into Q here. The act rows' inputs are runs of consecutive x rows (one run
+// Query heads [h0, h1).
+struct QueryHeads {
+  int h0 = 0, h1 = 0;
+  int count() const { return h1 - h0; }
+};
+
+// q [n_act, n_head, D], the query heads qh: projection, per-head norm, RoPE; gemma3 folds the
+// attention scale into Q here. The act rows' inputs are runs of consecutive x rows (one run
 // unless some session's rows start past row0 or end in an exited row): one GEMM per run.
-void queries(const LayerCall& c, KvHeads kv) {
+void queries(const LayerCall& c, QueryHeads qh) {
   const LayerConfig& l = c.l();
-  const int D = l.head_dim, group = l.n_head / l.n_head_kv, n_heads = kv.count() * group;
+  const int D = l.head_dim;
   const float* freq_factors = l.use_freq_factors ? c.m.rope_freqs.f32() : nullptr;
   const uint64_t xc_row = activation_row_bytes(c.w().attn_q.type, c.w().attn_q.n_in);
-  const int64_t q0 = static_cast<int64_t>(kv.kv0) * group * D, q1 = static_cast<int64_t>(kv.kv1) * group * D;
+  const int64_t q0 = static_cast<int64_t>(qh.h0) * D, q1 = static_cast<int64_t>(qh.h1) * D;
   const std::vector<Segment>& segments = c.rows.segments;
   for (size_t i = 0; i < segments.size();) {
     const int64_t x_first = segments[i].x0 + segments[i].row0, a_first = segments[i].a0;
@@ -45,12 +51,18 @@ void queries(const LayerCall& c, KvHeads kv) {
   }
   for (int t = 0; t < c.n_act(); ++t) {
     float* qt = row(c.b.q, t, l.q_dim()) + q0;
-    rmsnorm_rows(qt, c.w().attn_q_norm.f32(), n_heads, D, c.c().norm_eps, qt);
-    rope_neox(qt, n_heads, D, l.n_rot, c.rows.act_pos(t), l.rope_base, l.rope_freq_scale, freq_factors);
+    rmsnorm_rows(qt, c.w().attn_q_norm.f32(), qh.count(), D, c.c().norm_eps, qt);
+    rope_neox(qt, qh.count(), D, l.n_rot, c.rows.act_pos(t), l.rope_base, l.rope_freq_scale, freq_factors);
     if (c.c().arch == Arch::gemma3) {
       for (int64_t i = 0; i < q1 - q0; ++i) qt[i] *= c.c().query_scale;
     }
   }
+}
+
+// The query heads that read KV heads kv.
+QueryHeads heads_of(const LayerCall& c, KvHeads kv) {
+  const int group = c.l().n_head / c.l().n_head_kv;
+  return {kv.kv0 * group, kv.kv1 * group};
 }
 
 // k, v [n, n_head_kv, D], the KV heads kv of every row. Without attn_v, V is the K projection
@@ -74,80 +86,143 @@ void keys_and_values(const LayerCall& c, KvHeads kv) {
   }
 }
 
-// KV head h's query heads hq [n_rows, group, D] of session g, its rows from first, over its
-// cache -> ho, exact or (approx.h) truncated; the truncated kernel adds to the head's statistics.
-void attend(const LayerCall& c, const Segment& g, const float* hq, int n_rows, int first, int h, const KvView& kv,
-            AttentionWorkspace* ws, float* ho) {
+// n_heads query heads hq [n_rows, n_heads, D] of KV head h, session g, its rows from first, over
+// its cache -> ho, exact or (approx.h) truncated; the truncated kernel adds to the head's
+// statistics.
+void attend(const LayerCall& c, const Segment& g, const float* hq, int n_rows, int n_heads, int first, int h,
+            const KvView& kv, AttentionWorkspace* ws, float* ho) {
   const LayerConfig& l = c.l();
-  const int group = l.n_head / l.n_head_kv;
   const int n_swa = l.sliding ? c.c().n_swa : 0;
   const ApproxOptions& approx = g.s->approx;
   if (approx.truncated_attention) {
-    attention_truncated(hq, n_rows, g.pos0 + first, group, kv, n_swa, 1.0f, approx.truncation_threshold, ho, ws,
+    attention_truncated(hq, n_rows, g.pos0 + first, n_heads, kv, n_swa, 1.0f, approx.truncation_threshold, ho, ws,
                         &g.s->last.attention_approx[c.il - c.m.range.begin][h]);
   } else {
-    attention_tiled(hq, n_rows, g.pos0 + first, group, kv, n_swa, 1.0f, ho, ws);
+    attention_tiled(hq, n_rows, g.pos0 + first, n_heads, kv, n_swa, 1.0f, ho, ws);
+  }
+}
+
+// Session g's rows [c0, c1) of KV heads kv into the cache (a shared-KV layer stores none: it
+// attends over the cache its source layer filled earlier in this call). With a quantized
+// cache, llama.cpp rotates Q and K (and V, then the output back) by a Hadamard matrix before
+// they meet (kv_rotation): the rotation spreads outliers over a block so that they quantize
+// better. A rotation is its own inverse.
+void store_chunk(const LayerCall& c, const Segment& g, KvHeads kv, int c0, int c1) {
+  const LayerConfig& l = c.l();
+  if (l.shares_kv) return;
+  const int D = l.head_dim;
+  KvCache& cache = g.s->kv;
+  const int k_rot = cache.rotation(l.kv_layer).k, v_rot = cache.rotation(l.kv_layer).v;
+  std::vector<float> k_row(D), v_row(D);
+  for (int t = c0; t < c1; ++t) {
+    for (int h = kv.kv0; h < kv.kv1; ++h) {
+      const float* k = row(c.b.k, g.x0 + t, l.kv_dim()) + h * D;
+      const float* v = row(c.b.v, g.x0 + t, l.kv_dim()) + h * D;
+      k_row.assign(k, k + D);
+      v_row.assign(v, v + D);
+      if (k_rot > 0) hadamard_rotate(k_row.data(), D, k_rot);
+      if (v_rot > 0) hadamard_rotate(v_row.data(), D, v_rot);
+      cache.store(c.il, h, g.pos0 + t, k_row.data(), v_row.data());
+    }
+  }
+}
+
+// Session g's act rows among [c0, c1), query heads qh, over the cache as it stands -> their
+// columns of attn_out. The attention op reads one KV head at a time: its query heads of qh are
+// gathered into [n_rows, heads, D] and scattered back.
+void attend_chunk(const LayerCall& c, const Segment& g, QueryHeads qh, int c0, int c1, AttentionWorkspace* workspace) {
+  const LayerConfig& l = c.l();
+  const int first = std::max(c0, g.row0), last = std::min(c1, g.row0 + g.n_act());
+  if (first >= last || qh.count() == 0) return;
+  const int D = l.head_dim, group = l.n_head / l.n_head_kv, n_rows = last - first;
+  const int a_first = g.a0 + (first - g.row0);
+  std::vector<float>& hq = c.b.heads_q[c.worker];
+  std::vector<float>& ho = c.b.heads_out[c.worker];
+  hq.resize(std::max(hq.size(), static_cast<size_t>(g.n_q()) * group * D));
+  ho.resize(hq.size());
+  const KvCache& cache = g.s->kv;
+  const int k_rot = cache.rotation(l.kv_layer).k, v_rot = cache.rotation(l.kv_layer).v;
+  for (int h = qh.h0 / group; h * group < qh.h1; ++h) {
+    const int h0 = std::max(qh.h0, h * group), h1 = std::min(qh.h1, (h + 1) * group);
+    const size_t cols = static_cast<size_t>(h1 - h0) * D, col = static_cast<size_t>(h0) * D;
+    for (int i = 0; i < n_rows; ++i) {
+      const float* src = row(c.b.q, a_first + i, l.q_dim()) + col;
+      std::copy(src, src + cols, hq.data() + i * cols);
+    }
+    if (k_rot > 0) hadamard_rotate(hq.data(), n_rows * static_cast<int>(cols), k_rot);
+    attend(c, g, hq.data(), n_rows, h1 - h0, first, h, cache.view(l.kv_layer, h, g.pos0 + c1), workspace, ho.data());
+    if (v_rot > 0) hadamard_rotate(ho.data(), n_rows * static_cast<int>(cols), v_rot);
+    for (int i = 0; i < n_rows; ++i) {
+      const float* src = ho.data() + i * cols;
+      std::copy(src, src + cols, row(c.b.attn_out, a_first + i, l.q_dim()) + col);
+    }
   }
 }
 
 // Session g's rows: chunks of at most attn_chunk positions are stored and then attended, so a
-// sliding ring never loses a key a query of the chunk still needs. The attention op reads one
-// KV head at a time: its query heads are gathered into [n_rows, group, D] and scattered back
-// into attn_out.
+// sliding ring never loses a key a query of the chunk still needs.
 void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, AttentionWorkspace* workspace) {
-  const LayerConfig& l = c.l();
-  const int D = l.head_dim, group = l.n_head / l.n_head_kv;
-  const size_t head_cols = static_cast<size_t>(group) * D;
-  std::vector<float>& hq = c.b.heads_q[c.worker];
-  std::vector<float>& ho = c.b.heads_out[c.worker];
-  hq.resize(std::max(hq.size(), static_cast<size_t>(g.n_q()) * head_cols));
-  ho.resize(hq.size());
   for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
-  KvCache& cache = g.s->kv;
-  // A shared-KV layer attends over the cache its source layer filled earlier in this call.
-  const int kv_layer = l.kv_layer;
-  // With a quantized cache, llama.cpp rotates Q and K (and V, then the output back) by a
-  // Hadamard matrix before they meet (kv_rotation): the rotation spreads outliers over a block
-  // so that they quantize better. A rotation is its own inverse.
-  const int k_rot = cache.rotation(kv_layer).k, v_rot = cache.rotation(kv_layer).v;
-  std::vector<float> k_row(D), v_row(D);
-  for (int c0 = 0; c0 < g.n; c0 += cache.attn_chunk()) {
-    const int c1 = std::min(g.n, c0 + cache.attn_chunk());
-    for (int t = c0; t < c1 && !l.shares_kv; ++t) {
-      for (int h = kv.kv0; h < kv.kv1; ++h) {
-        const float* k = row(c.b.k, g.x0 + t, l.kv_dim()) + h * D;
-        const float* v = row(c.b.v, g.x0 + t, l.kv_dim()) + h * D;
-        k_row.assign(k, k + D);
-        v_row.assign(v, v + D);
-        if (k_rot > 0) hadamard_rotate(k_row.data(), D, k_rot);
-        if (v_rot > 0) hadamard_rotate(v_row.data(), D, v_rot);
-        cache.store(c.il, h, g.pos0 + t, k_row.data(), v_row.data());
-      }
+  const int chunk = g.s->kv.attn_chunk();
+  for (int c0 = 0; c0 < g.n; c0 += chunk) {
+    const int c1 = std::min(g.n, c0 + chunk);
+    store_chunk(c, g, kv, c0, c1);
+    attend_chunk(c, g, heads_of(c, kv), c0, c1, workspace);
+  }
+}
+
+// Where a layer has fewer attention units than there are workers (one KV head in each of
+// E2B's layers), the units' workers would attend alone while the others wait. Then every
+// worker takes a share of the query heads, in parts whose columns fill whole blocks of
+// attn_output, and computes and stores the K/V of the KV heads whose first query head is its
+// own; each chunk's rows are stored, the workers meet, and each attends its query heads. Each
+// (row, head)'s attention is the same arithmetic whichever worker runs it. Truncated
+// attention keeps statistics per KV head, so a call with it keeps to units.
+bool splits_query_heads(const LayerCall& c) {
+  if (c.plan().attn.n_units >= c.n_workers() || c.plan().query_parts == 0) return false;
+  for (const Segment& g : c.rows.segments) {
+    if (g.s->approx.truncated_attention) return false;
+  }
+  return true;
+}
+
+QueryHeads attend_query_parts(const LayerCall& c) {
+  const LayerConfig& l = c.l();
+  const int group = l.n_head / l.n_head_kv, heads_per_part = l.n_head / c.plan().query_parts;
+  const Share parts = c.my_share(c.plan().query_parts);
+  const QueryHeads qh{static_cast<int>(parts.begin) * heads_per_part, static_cast<int>(parts.end) * heads_per_part};
+  const KvHeads kv{(qh.h0 + group - 1) / group, (qh.h1 + group - 1) / group};
+  if (qh.count() > 0) queries(c, qh);
+  if (!l.shares_kv && kv.count() > 0) keys_and_values(c, kv);
+  for (const Segment& g : c.rows.segments) {
+    for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
+  }
+  int n_chunks = 0;
+  for (const Segment& g : c.rows.segments) {
+    const int chunk = g.s->kv.attn_chunk();
+    n_chunks = std::max(n_chunks, (g.n + chunk - 1) / chunk);
+  }
+  AttentionWorkspace workspace;
+  for (int k = 0; k < n_chunks; ++k) {
+    // Before a chunk is stored, every worker is done with the last one: its rows may overwrite
+    // ring slots the last chunk's queries read.
+    if (k > 0 && !l.shares_kv) c.sync();
+    for (const Segment& g : c.rows.segments) {
+      const int chunk = g.s->kv.attn_chunk(), c0 = k * chunk;
+      if (c0 < g.n) store_chunk(c, g, kv, c0, std::min(g.n, c0 + chunk));
     }
-    const int first = std::max(c0, g.row0), last = std::min(c1, g.row0 + g.n_act());
-    if (first >= last) continue;
-    const int n_rows = last - first;
-    const int a_first = g.a0 + (first - g.row0);
-    for (int h = kv.kv0; h < kv.kv1; ++h) {
-      const size_t col = static_cast<size_t>(h) * head_cols;
-      for (int i = 0; i < n_rows; ++i) {
-        const float* src = row(c.b.q, a_first + i, l.q_dim()) + col;
-        std::copy(src, src + head_cols, hq.data() + i * head_cols);
-      }
-      if (k_rot > 0) hadamard_rotate(hq.data(), n_rows * static_cast<int>(head_cols), k_rot);
-      attend(c, g, hq.data(), n_rows, first, h, cache.view(kv_layer, h, g.pos0 + c1), workspace, ho.data());
-      if (v_rot > 0) hadamard_rotate(ho.data(), n_rows * static_cast<int>(head_cols), v_rot);
-      for (int i = 0; i < n_rows; ++i) {
-        const float* src = ho.data() + i * head_cols;
-        std::copy(src, src + head_cols, row(c.b.attn_out, a_first + i, l.q_dim()) + col);
-      }
+    if (!l.shares_kv) c.sync();
+    for (const Segment& g : c.rows.segments) {
+      const int chunk = g.s->kv.attn_chunk(), c0 = k * chunk;
+      if (c0 < g.n) attend_chunk(c, g, qh, c0, std::min(g.n, c0 + chunk), &workspace);
     }
   }
+  return qh;
 }
 
 }  // namespace
 
-void project_queries(const LayerCall& c, int kv0, int kv1) { queries(c, KvHeads{kv0, kv1}); }
+void project_queries(const LayerCall& c, int h0, int h1) { queries(c, QueryHeads{h0, h1}); }
 
 // Every row's pre-attention norm (K and V of every position go to the cache), this worker's
 // rows, converted for the Q/K/V projections.
@@ -169,22 +244,27 @@ std::pair<int, int> attend_units(const LayerCall& c) {
   const Share units = c.my_share(c.plan().attn.n_units);
   if (units.begin == units.end) return {0, 0};
   const KvHeads kv{static_cast<int>(units.begin) * c.plan().kv_per_unit, static_cast<int>(units.end) * c.plan().kv_per_unit};
-  queries(c, kv);
+  queries(c, heads_of(c, kv));
   if (!c.l().shares_kv) keys_and_values(c, kv);
   AttentionWorkspace workspace;
   for (const Segment& g : c.rows.segments) cache_and_attend(c, g, kv, &workspace);
   return {kv.kv0, kv.kv1};
 }
 
-// This worker's attention units -> their columns of attn_out [n_act, n_head · D], converted for
-// attn_output (whole once project_rows has passed its first barrier).
+// This worker's attention units, or its query heads (splits_query_heads) -> their columns of
+// attn_out [n_act, n_head · D], converted for attn_output (whole once project_rows has passed
+// its first barrier).
 void attention_heads(const LayerCall& c) {
-  const auto [kv0, kv1] = attend_units(c);
-  if (kv0 == kv1) return;
-  const KvHeads kv{kv0, kv1};
-  const int64_t cols_per_kv = static_cast<int64_t>(c.l().n_head / c.l().n_head_kv) * c.l().head_dim;
-  c.check(convert_columns(c.w().attn_output, c.b.attn_out.data(), c.n_act(), kv.kv0 * cols_per_kv, kv.kv1 * cols_per_kv,
-                          c.b.xc_o.data()));
+  QueryHeads qh;
+  if (splits_query_heads(c)) {
+    qh = attend_query_parts(c);
+  } else {
+    const auto [kv0, kv1] = attend_units(c);
+    qh = heads_of(c, KvHeads{kv0, kv1});
+  }
+  if (qh.count() == 0) return;
+  const int64_t D = c.l().head_dim;
+  c.check(convert_columns(c.w().attn_output, c.b.attn_out.data(), c.n_act(), qh.h0 * D, qh.h1 * D, c.b.xc_o.data()));
 }
 
 // Token t: x1 = post_attention_norm(proj) + x, then the FFN norm, converted for gate and up.

@@ -36,6 +36,12 @@ Status plan_layer_shards(const LayerConfig& l, GgmlType attn_output_type, GgmlTy
     s.attn.n_units = l.n_head_kv / s.kv_per_unit;
     s.attn.width = s.kv_per_unit * heads_per_kv * l.head_dim;
     s.attn.n_in = l.q_dim();
+    for (int k = 1; k <= l.n_head; ++k) {
+      if (l.n_head % k == 0 && (static_cast<int64_t>(k) * l.head_dim) % attn_block == 0) {
+        s.query_parts = l.n_head / k;
+        break;
+      }
+    }
   }
 
   if (l.n_ff % block_elems(ffn_down_type) != 0) {

@@ -28,6 +28,9 @@ struct LayerShards {
   // are those query heads' outputs: attn.width = kv_per_unit · (n_head / n_head_kv) · D.
   int kv_per_unit = 1;
   ColumnUnits attn;
+  // Where there are fewer attention units than workers, the query heads in this many equal
+  // parts, each part's columns of attn_output whole blocks (the fewest heads that fill them).
+  int query_parts = 0;
   // FFN unit u: rows [begin(u), end(u)) of ffn_gate / ffn_up, the same columns of ffn_down.
   ColumnUnits ffn;
 };

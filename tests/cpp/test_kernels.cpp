@@ -239,13 +239,43 @@ TEST_CASE("kernels: fused_madd rounds once where the double sum lands on a halfw
     s[lane] = halfway_sumi;
     d[lane] = halfway_d;
     c[lane] = halfway_c;
-    float got[4];
-    lf::simd::store(got, lf::simd::fused_madd(lf::simd::load_i32x4(s), lf::simd::load_f32x4(d), lf::simd::load_f32x4(c)));
+    float got_int[4], got_float[4];
+    lf::simd::store(got_int, lf::simd::fused_madd(lf::simd::load_i32x4(s), lf::simd::load_f32x4(d), lf::simd::load_f32x4(c)));
+    lf::simd::store(got_float, lf::simd::fused_madd(lf::simd::to_f32(lf::simd::load_i32x4(s)), lf::simd::load_f32x4(d),
+                                                    lf::simd::load_f32x4(c)));
     const float want[4] = {lane == 0 ? 1.0f + 0x1p-23f : 1.75f, lane == 1 ? 1.0f + 0x1p-23f : -8.5f,
                            lane == 2 ? 1.0f + 0x1p-23f : 1.625f, lane == 3 ? 1.0f + 0x1p-23f : 4.09765625f};
     for (int k = 0; k < 4; ++k) {
       INFO("halfway case in lane " << lane << ", lane " << k);
-      CHECK(std::memcmp(&got[k], &want[k], sizeof want[k]) == 0);
+      CHECK(std::memcmp(&got_int[k], &want[k], sizeof want[k]) == 0);
+      CHECK(std::memcmp(&got_float[k], &want[k], sizeof want[k]) == 0);
+    }
+  }
+}
+
+TEST_CASE("kernels: fused_madd of floats is fma_f32 on every lane", "[kernels]") {
+  // Products of any two floats (attention's value times its softmax weight), sums that cancel
+  // them, running sums far above and below them, subnormals, zeros of both signs, infinities, NaN.
+  std::vector<float> a = {0x1p-149f, -0.0f, 3.0f, INFINITY, NAN, 0x1.fffffep127f, 1e-30f, 0x1.000002p0f},
+                     b = {0.5f, 1.0f, 0x1.555556p-2f, 0.0f, 1.0f, 2.0f, 1e-20f, 0x1.fffffcp-1f},
+                     c = {0x1p-149f, 0.0f, -1.0f, 1.0f, 1.0f, -INFINITY, 0x1p-126f, -1.0f};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int i = 0; i < 6000; ++i) {
+    a.push_back(std::ldexp(u(rng), static_cast<int>(rng() % 60) - 30));
+    b.push_back(std::ldexp(u(rng), static_cast<int>(rng() % 60) - 30));
+    // every third sum the product's negation or a value an exact f32 sum away from it
+    const float ab = a.back() * b.back();
+    c.push_back(i % 3 == 0 ? -ab : i % 3 == 1 ? std::ldexp(ab, 24) : u(rng));
+  }
+  for (size_t i = 0; i + 4 <= a.size(); ++i) {
+    float got[4];
+    lf::simd::store(got, lf::simd::fused_madd(lf::simd::load_f32x4(&a[i]), lf::simd::load_f32x4(&b[i]),
+                                              lf::simd::load_f32x4(&c[i])));
+    for (int k = 0; k < 4; ++k) {
+      const float want = lf::fma_f32(a[i + k], b[i + k], c[i + k]);
+      INFO("lane " << i + k << ": " << a[i + k] << " * " << b[i + k] << " + " << c[i + k]);
+      CHECK(std::memcmp(&got[k], &want, sizeof want) == 0);
     }
   }
 }
