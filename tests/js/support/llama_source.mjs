@@ -96,16 +96,13 @@ export const llamaBins = bins;
  */
 export async function llamaProgram(source) {
   const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).digest("hex").slice(0, 16);
-  const out = path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`);
-  if (fs.existsSync(out)) return out;
-  const src = llamaSourceTree(["common", "include", "ggml/include", "vendor"]);
-  fs.mkdirSync(path.dirname(out), {recursive: true});
-  await runChecked("g++", ["-O1", "-std=c++17", source,
-    `-I${src}/common`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
-    `-L${bins}`, "-l:libllama-common.so", "-l:libllama.v0.4.0.so", "-l:libggml.v0.4.0.so", "-l:libggml-base.so",
-    `-Wl,-rpath,${bins}`, "-o", partOf(out)]);
-  fs.renameSync(partOf(out), out);
-  return out;
+  return built(path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`), async (part) => {
+    const src = llamaSourceTree(["common", "include", "ggml/include", "vendor"]);
+    await runChecked("g++", ["-O1", "-std=c++17", source,
+      `-I${src}/common`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
+      `-L${bins}`, "-l:libllama-common.so", "-l:libllama.v0.4.0.so", "-l:libggml.v0.4.0.so", "-l:libggml-base.so",
+      `-Wl,-rpath,${bins}`, "-o", part]);
+  });
 }
 
 /**
@@ -117,15 +114,28 @@ export async function llamaProgram(source) {
  */
 export async function llamaMtmdProgram(source) {
   const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).update("mtmd").digest("hex").slice(0, 16);
-  const out = path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`);
-  if (fs.existsSync(out)) return out;
-  const src = llamaSourceTree(["tools/mtmd", "include", "ggml/include", "vendor"]);
-  const mtmd = path.join(src, "tools", "mtmd");
-  const models = fs.readdirSync(path.join(mtmd, "models")).filter((f) => f.endsWith(".cpp")).map((f) => path.join(mtmd, "models", f));
-  fs.mkdirSync(path.dirname(out), {recursive: true});
-  await runChecked("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
-    `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
-    `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", partOf(out)]);
-  fs.renameSync(partOf(out), out);
-  return out;
+  return built(path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`), async (part) => {
+    const src = llamaSourceTree(["tools/mtmd", "include", "ggml/include", "vendor"]);
+    const mtmd = path.join(src, "tools", "mtmd");
+    const models = fs.readdirSync(path.join(mtmd, "models")).filter((f) => f.endsWith(".cpp")).map((f) => path.join(mtmd, "models", f));
+    await runChecked("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
+      `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
+      `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", part]);
+  });
+}
+
+// The program `out`, built by build(part) into this process's part of it and renamed into place
+// unless it is there already; calls of one process while it builds share the one build.
+const building = new Map();
+function built(out, build) {
+  if (fs.existsSync(out)) return Promise.resolve(out);
+  if (!building.has(out)) {
+    building.set(out, (async () => {
+      fs.mkdirSync(path.dirname(out), {recursive: true});
+      await build(partOf(out));
+      fs.renameSync(partOf(out), out);
+      return out;
+    })().finally(() => building.delete(out)));
+  }
+  return building.get(out);
 }
