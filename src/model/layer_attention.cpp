@@ -194,13 +194,10 @@ QueryHeads attend_query_parts(const LayerCall& c) {
   const KvHeads kv{(qh.h0 + group - 1) / group, (qh.h1 + group - 1) / group};
   if (qh.count() > 0) queries(c, qh);
   if (!l.shares_kv && kv.count() > 0) keys_and_values(c, kv);
-  for (const Segment& g : c.rows.segments) {
-    for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
-  }
   int n_chunks = 0;
   for (const Segment& g : c.rows.segments) {
-    const int chunk = g.s->kv.attn_chunk();
-    n_chunks = std::max(n_chunks, (g.n + chunk - 1) / chunk);
+    for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
+    n_chunks = std::max(n_chunks, (g.n + g.s->kv.attn_chunk() - 1) / g.s->kv.attn_chunk());
   }
   AttentionWorkspace workspace;
   for (int k = 0; k < n_chunks; ++k) {

@@ -176,10 +176,8 @@ describe("the packed package, installed on its own", () => {
     const hub = await startHub();
     try {
       hub.publish("me/tiny/tiny.gguf", fs.readFileSync(file));
-      const chat = runAsync("npx", ["layerfold", "chat", "--model", "hf://me/tiny/tiny.gguf", "--build", "single", "--max-tokens", "6"],
-        {cwd: app, env: {...env, HF_ENDPOINT: hub.hub}, stdio: ["pipe", "pipe", "pipe"]});
-      chat.child.stdin.end("Hi\n");
-      const r = await chat;
+      const r = await runAsync("npx", ["layerfold", "chat", "--model", "hf://me/tiny/tiny.gguf", "--build", "single", "--max-tokens", "6"],
+        {cwd: app, env: {...env, HF_ENDPOINT: hub.hub}, input: "Hi\n"});
       assert.equal(r.status, 0, r.stderr);
       assert.ok(r.stdout.includes(`${expected.text}\n`), `the reply ${JSON.stringify(expected.text)} is not in ${JSON.stringify(r.stdout)}`);
     } finally {

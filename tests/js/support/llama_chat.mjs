@@ -18,5 +18,5 @@ export async function llamaChat(vocabFile, templateFile, requests) {
   const args = templateFile ? [vocabFile, templateFile] : [vocabFile];
   const input = requests.map((r) => JSON.stringify(r)).join("\n") + "\n";
   const out = await runChecked(await llamaProgram(source), args, {input});
-  return out.toString("utf8").trim().split("\n").map((line) => JSON.parse(line));
+  return out.trim().split("\n").map((line) => JSON.parse(line));
 }

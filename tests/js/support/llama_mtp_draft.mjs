@@ -16,5 +16,5 @@ const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama
 export async function llamaMtpDraft(targetFile, drafterFile, prompt, draftTokens, threads = 2) {
   const args = [targetFile, drafterFile, prompt.join(","), draftTokens.join(","), llamaBins, String(threads)];
   const out = await runChecked(await llamaProgram(source), args);
-  return JSON.parse(out.toString("utf8"));
+  return JSON.parse(out);
 }

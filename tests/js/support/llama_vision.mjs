@@ -32,7 +32,6 @@ export function rgbImage(width, height) {
   return file;
 }
 
-const parse = (out) => JSON.parse(out.toString("utf8"));
 
 /**
  * llama.cpp's preprocessed size, soft-token count and embeddings: {width, height, n_tokens, n_embd, embd}.
@@ -40,7 +39,7 @@ const parse = (out) => JSON.parse(out.toString("utf8"));
  */
 export async function llamaVision(mmproj, image, width, height, {threads = 2, maxTokens = -1} = {}) {
   const args = [mmproj, image, String(width), String(height), llamaBins, String(threads), String(maxTokens)];
-  return parse(await runChecked(await llamaMtmdProgram(source), args));
+  return JSON.parse(await runChecked(await llamaMtmdProgram(source), args));
 }
 
 /**
@@ -49,6 +48,6 @@ export async function llamaVision(mmproj, image, width, height, {threads = 2, ma
  */
 export function lfVisionRun(mmproj, image, width, height, {threads = 1, maxTokens = 0} = {}) {
   const args = [mmproj, image, String(width), String(height), "--threads", String(threads), "--max-tokens", String(maxTokens)];
-  const out = execFileSync(lfVision, args, {maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "pipe"]});
-  return {...parse(out), raw: out.toString("utf8")};
+  const raw = execFileSync(lfVision, args, {encoding: "utf8", maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "pipe"]});
+  return {...JSON.parse(raw), raw};
 }
