@@ -96,7 +96,8 @@ int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_
     auto it = member->placed.find(info.name);
     return it == member->placed.end() ? nullptr : it->second;
   };
-  const lf::MemberLoadOptions options{{layer_begin, layer_end}, index, n_members, n_threads};
+  // The host placed each tensor in a buffer of the member's own (lf_member_place_tensor).
+  const lf::MemberLoadOptions options{{layer_begin, layer_end}, index, n_members, n_threads, true};
   if (!lf::capi::record(lf::load_member(gguf->file, locate, options, &member->member))) return 0;
   member->loaded = true;
   return 1;

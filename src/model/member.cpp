@@ -44,6 +44,7 @@ Status load_member(const GgufFile& file, const TensorLocator& locate, const Memb
   ModelLoadOptions options;
   options.range = o.range;
   options.n_threads = o.n_threads;
+  options.relayout_in_place = o.relayout_in_place;
   LF_RETURN_IF_ERROR(load_model_with_config(mine, locate, member_config(m.full, m.split, o.member), options, &m.model));
   *out = std::move(m);
   return Status();

@@ -24,6 +24,9 @@ struct MemberLoadOptions {
   LayerRange range;
   int member = 0, n_members = 1;
   int n_threads = 1;  // workers of the member's pool
+  // The located bytes are writable and this member's alone: its Q4_0 matmul slices are laid out
+  // in row strips in place where the build's kernel reads them so (ModelLoadOptions).
+  bool relayout_in_place = false;
 };
 
 // The tensors member i of a group over `range` loads, each with the byte ranges of the file's

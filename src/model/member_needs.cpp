@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm.h"
+#include "layout/row_strips.h"
 #include "model/kv_cache.h"
 #include "model/member.h"
 #include "model/member_forward.h"
@@ -30,6 +32,11 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
   for (const MemberTensor& t : tensors) {
     needs.tensors.push_back(t.info.name);
     needs.tensor_bytes += t.info.n_bytes;
+    // The load lays a matrix out in row strips through one strip's bytes (ModelLoadOptions).
+    if (t.info.n_dims >= 2 && gemm_uses_row_strips(t.info.type)) {
+      const auto rows = static_cast<uint64_t>(t.info.ne[1] * (t.info.n_dims == 3 ? t.info.ne[2] : 1));
+      needs.relayout_bytes = std::max(needs.relayout_bytes, kStripRows * (t.info.n_bytes / rows));
+    }
   }
   const ModelConfig c = member_config(full, split, shape.member);
   KvCacheOptions kv;

@@ -106,8 +106,8 @@ Status bind_layer(const Binder& b, const ModelConfig& c, int il, LayerWeights* w
   return Status();
 }
 
-// W's bytes rewritten in place by permute(src, dst), through scratch (one tensor's bytes, reused
-// from tensor to tensor)
+// W's bytes rewritten in place by permute(src, dst), through scratch (W's bytes, reused from
+// one call to the next)
 template <typename Permute>
 void relayout(const WeightView& W, std::vector<uint8_t>* scratch, Permute permute) {
   const uint64_t bytes = static_cast<uint64_t>(W.n_out) * W.row_bytes;
@@ -122,10 +122,21 @@ void relayout_features(WeightView* W, std::vector<uint8_t>* scratch) {
   W->layout = WeightLayout::feature_major;
 }
 
+// W (passing can_row_strips) in the file's layout -> row strips. A strip is a permutation of its
+// own 4 rows' bytes, so W is rewritten strip by strip through a scratch of one strip.
+void relayout_in_strips(const WeightView& W, std::vector<uint8_t>* scratch) {
+  WeightView strip = W;
+  strip.n_out = kStripRows;
+  for (int64_t s = 0; s < W.n_out / kStripRows; ++s) {
+    strip.data = W.data + static_cast<uint64_t>(s) * kStripRows * W.row_bytes;
+    relayout(strip, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(strip, src, dst); });
+  }
+}
+
 // W in the file's layout -> row strips, where this build's kernel reads its type so
 void relayout_strips(WeightView* W, std::vector<uint8_t>* scratch) {
   if (!gemm_uses_row_strips(W->type) || !can_row_strips(*W)) return;
-  relayout(*W, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(*W, src, dst); });
+  relayout_in_strips(*W, scratch);
   W->layout = WeightLayout::row_strips;
 }
 
@@ -137,10 +148,7 @@ void relayout_expert_strips(int n_expert, WeightView* W, std::vector<uint8_t>* s
   for (int e = 0; e < n_expert; ++e) {
     if (!can_row_strips(expert_rows(*W, e, rows))) return;
   }
-  for (int e = 0; e < n_expert; ++e) {
-    const WeightView expert = expert_rows(*W, e, rows);
-    relayout(expert, scratch, [&](const uint8_t* src, uint8_t* dst) { to_row_strips(expert, src, dst); });
-  }
+  for (int e = 0; e < n_expert; ++e) relayout_in_strips(expert_rows(*W, e, rows), scratch);
   W->layout = WeightLayout::row_strips;
 }
 

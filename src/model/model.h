@@ -119,8 +119,8 @@ struct ModelLoadOptions {
   // of a MoE layer on its own.
   // The forward's bytes do not change. The tensors then no longer hold the file's layout: load
   // no second Model from the same bytes, and read them only through WeightView::columns() and
-  // the kernels (reference_forward cannot run on such a Model). Needs one tensor's size of extra
-  // memory during the load.
+  // the kernels (reference_forward cannot run on such a Model). Needs one strip's bytes of extra
+  // memory during the load (with ffn_down_feature_major, ffn_down's bytes).
   bool relayout_in_place = false;
   // With relayout_in_place: ffn_down goes feature-major instead (src/layout/feature_major.h)
   // where its type allows, so that the top-K gate FFN (approx.h) reads only the columns of the

@@ -3,12 +3,14 @@
 // every S, prompt and decode, dense, MoE and E-model layers, at 1 and 2 threads per member.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "model/member.h"
 #include "model/member_forward.h"
 #include "model/member_needs.h"
@@ -50,6 +52,17 @@ struct Group {
   std::vector<Session> sessions;
 };
 
+// A member laid its Q4_0 matrices out in row strips where this build's kernel reads them so
+// (the member's slices of the file's rows make whole strips), else left them in rows.
+void require_strips_where_read(const Member& m) {
+  for (const lf::LayerWeights& w : m.model.layers) {
+    for (const lf::WeightView* W : w.matmuls()) {
+      if (!W->present() || W->type != lf::GgmlType::Q4_0 || W->n_out % 4 != 0) continue;
+      CHECK(W->in_row_strips() == lf::gemm_uses_row_strips(lf::GgmlType::Q4_0));
+    }
+  }
+}
+
 Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int n_threads) {
   Group g;
   for (int i = 0; i < n_members; ++i) {
@@ -69,7 +82,8 @@ Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int
       mb->total += dst.size();
     }
     auto member = std::make_unique<Member>();
-    require_ok(lf::load_member(f.file, mb->locator(), lf::MemberLoadOptions{range, i, n_members, n_threads}, member.get()));
+    require_ok(lf::load_member(f.file, mb->locator(), lf::MemberLoadOptions{range, i, n_members, n_threads, true}, member.get()));
+    require_strips_where_read(*member);
     Session s;
     require_ok(Session::create(member->model, lf::KvCacheOptions{32, 64}, &s));
     g.sessions.push_back(std::move(s));
@@ -174,7 +188,13 @@ void require_needs_match_members(const FixtureModel& f, lf::LayerRange r) {
           CHECK(needs.tensor_bytes == g.bytes[i]->total);
           CHECK(needs.tensors.size() == g.bytes[i]->tensors.size());
           CHECK(needs.kv_bytes_per_session == g.sessions[i].kv.bytes());
-          CHECK(needs.relayout_bytes == 0);
+          // Laying out in strips takes one strip's bytes: 4 rows of the widest Q4_0 matrix.
+          uint64_t strip_bytes = 0;
+          for (const auto& [name, bytes] : g.bytes[i]->tensors) {
+            const lf::GgufTensorInfo* t = f.file.tensor(name);
+            if (t->type == lf::GgmlType::Q4_0 && t->n_dims >= 2) strip_bytes = std::max<uint64_t>(strip_bytes, 4 * (t->ne[0] / 32) * 18);
+          }
+          CHECK(needs.relayout_bytes == (lf::gemm_uses_row_strips(lf::GgmlType::Q4_0) ? strip_bytes : 0));
           Session& s = g.sessions[i];
           s.per_layer_in = per_layer_slice(whole, in, n_all, r, 0, n);
           std::unique_ptr<MemberForward> call;

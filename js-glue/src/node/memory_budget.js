@@ -73,7 +73,7 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
  * session's cache of its KV heads at maxContext (f16, as a member's sessions hold it), a call of
  * maxTokens rows on `threads` engine threads, and the host's copies in WASM memory (a call's
  * input and output, the largest piece and the per-layer inputs it is handed). A member lays out
- * nothing in place and ships no K/V rows.
+ * its Q4_0 slices into row strips through one strip (relayout) and ships no K/V rows.
  * @example const needs = memberMemoryNeeds(lf, gguf, info, { layers: [2, 4], member: 0, members: 3, maxContext: 4096, maxTokens: 128, threads: 1 });
  */
 export function memberMemoryNeeds(lf, gguf, info, { layers: [begin, end], member, members, maxContext, maxTokens, threads }) {
