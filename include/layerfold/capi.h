@@ -261,13 +261,15 @@ typedef struct lf_member_call lf_member_call;
 LF_EXPORT(lf_member_tensors_json) const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                                      int member, int n_members);
 /* What member i of n_members holds, as lf_node_needs_json answers for a node: {"tensor_bytes",
- * "kv_bytes_per_session" (f16 K/V of its KV heads at max_ctx, 0: the model's), "scratch_bytes"
+ * "kv_bytes_per_session" (K/V of its KV heads at max_ctx, 0: the model's, in k_type and v_type as
+ * lf_model_set_kv_types names them, NULL: f16), "scratch_bytes"
  * and "scratch_bytes_per_worker" (a call of max_tokens rows), "relayout_bytes" (while loading:
  * one row strip's, where this build lays Q4_0 out in strips; else 0),
  * "piece_floats" (the largest piece a call is handed), "per_layer_floats" (an E-model call's
  * per-layer inputs), "tensors"} (NULL and the last error on a refused split). Owned by gguf. */
 LF_EXPORT(lf_member_needs_json) const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
-                                                                 int member, int n_members, int max_ctx, int max_tokens);
+                                                                 int member, int n_members, int max_ctx, int max_tokens,
+                                                                 const char* k_type, const char* v_type);
 LF_EXPORT(lf_member_create) lf_member* lf_member_create(void);
 /* Records where tensor `name`'s member bytes (its ranges, end to end) live: writable, the
  * member's alone and outliving it (lf_member_load may rewrite them into the layout its kernels
@@ -275,6 +277,9 @@ LF_EXPORT(lf_member_create) lf_member* lf_member_create(void);
 LF_EXPORT(lf_member_place_tensor) int lf_member_place_tensor(lf_member* member, const char* name, const uint8_t* data);
 LF_EXPORT(lf_member_load) int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_end,
                                              int index, int n_members, int n_threads);
+/* The types of the caches of the member's sessions made after it, as lf_model_set_kv_types
+ * names them ('f16', 'q8_0', 'q4_0'; NULL: f16); 0 and the last error on another name. */
+LF_EXPORT(lf_member_set_kv_types) int lf_member_set_kv_types(lf_member* member, const char* k_type, const char* v_type);
 /* A session of the member: its KV heads' cache only; freed with lf_session_free. */
 LF_EXPORT(lf_member_session_create) lf_session* lf_member_session_create(const lf_member* member, int max_ctx);
 LF_EXPORT(lf_member_free) void lf_member_free(lf_member* member);

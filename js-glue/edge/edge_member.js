@@ -13,11 +13,12 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * Member `shard[0]` of a group of `shard[1]` over layers [begin, end) of the GGUF at `key` in
  * `bucket`, as LocalMember.open loads one (module and relaxedModule as openEdgeNode takes them).
  * Throws LayerfoldError 'over_budget' (neededBytes, availableBytes) when the member would not
- * fit memoryBudgetBytes with a session of maxContext positions and calls of maxTokens rows.
+ * fit memoryBudgetBytes with a session of maxContext positions (its cache in cacheTypeK and
+ * cacheTypeV) and calls of maxTokens rows.
  * @example const member = await openEdgeMember({ module: wasm, bucket: env.MODEL, key: '31b.gguf', layers: [1, 2], shard: [0, 3] });
  */
 export async function openEdgeMember({ module, relaxedModule, bucket, key, layers, shard: [index, members],
-  memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES, maxContext = 0, maxTokens = 256, onProgress }) {
+  memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES, maxContext = 0, maxTokens = 256, cacheTypeK, cacheTypeV, onProgress }) {
   const relaxed = Boolean(relaxedModule) && relaxedSimdSupported();
   const lf = await instantiateSingleThreadModule(relaxed ? relaxedModule : module, relaxedModule ? { relaxed, forced: false } : undefined);
   let source;
@@ -30,6 +31,7 @@ export async function openEdgeMember({ module, relaxedModule, bucket, key, layer
   try {
     return await LocalMember.open(lf, {
       source: onProgress ? withProgress(source, onProgress) : source, index, members, layers, maxContext, memoryBudgetBytes, maxTokens,
+      cacheTypeK, cacheTypeV,
     });
   } finally {
     await source.close();

@@ -9,6 +9,7 @@
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
 #include "kernels/gemm.h"
+#include "model/kv_cache.h"
 
 namespace lf::capi {
 namespace {
@@ -25,6 +26,17 @@ bool record(const Status& status) {
   std::memcpy(last_message, message.data(), n);
   last_message[n] = '\0';
   return status.ok();
+}
+
+bool record_kv_types(const char* k_type, const char* v_type, GgmlType* k, GgmlType* v) {
+  GgmlType parsed_k = GgmlType::F16, parsed_v = GgmlType::F16;
+  if (!record(parse_kv_type(k_type ? k_type : "f16", "K", &parsed_k)) ||
+      !record(parse_kv_type(v_type ? v_type : "f16", "V", &parsed_v))) {
+    return false;
+  }
+  *k = parsed_k;
+  *v = parsed_v;
+  return true;
 }
 
 }  // namespace lf::capi

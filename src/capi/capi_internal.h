@@ -44,4 +44,7 @@ namespace lf::capi {
 // Records status as the calling thread's last error; returns status.ok().
 bool record(const Status& status);
 
+// The K and V cache types named k_type and v_type (NULL: f16), or the error recorded.
+bool record_kv_types(const char* k_type, const char* v_type, GgmlType* k, GgmlType* v);
+
 }  // namespace lf::capi

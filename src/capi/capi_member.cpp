@@ -16,6 +16,7 @@ struct lf_member {
   std::map<std::string, const uint8_t*, std::less<>> placed;
   lf::Member member;
   bool loaded = false;
+  lf::GgmlType kv_k_type = lf::GgmlType::F16, kv_v_type = lf::GgmlType::F16;  // lf_member_set_kv_types
 };
 
 struct lf_member_call {
@@ -64,9 +65,10 @@ const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end
 }
 
 const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int member, int n_members, int max_ctx,
-                                 int max_tokens) {
+                                 int max_tokens, const char* k_type, const char* v_type) {
   lf::MemberNeeds needs;
-  const lf::MemberShape shape{{layer_begin, layer_end}, member, n_members, max_ctx, max_tokens};
+  lf::MemberShape shape{{layer_begin, layer_end}, member, n_members, max_ctx, max_tokens};
+  if (!lf::capi::record_kv_types(k_type, v_type, &shape.k_type, &shape.v_type)) return nullptr;
   if (!lf::capi::record(lf::member_needs(gguf->file, shape, &needs))) return nullptr;
   nlohmann::ordered_json out;
   out["tensor_bytes"] = needs.node.tensor_bytes;
@@ -103,11 +105,17 @@ int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_
   return 1;
 }
 
+int lf_member_set_kv_types(lf_member* member, const char* k_type, const char* v_type) {
+  return lf::capi::record_kv_types(k_type, v_type, &member->kv_k_type, &member->kv_v_type);
+}
+
 lf_session* lf_member_session_create(const lf_member* member, int max_ctx) {
   if (!check_loaded(member)) return nullptr;
   auto session = std::make_unique<lf_session>();
   lf::KvCacheOptions options;
   options.max_ctx = max_ctx;
+  options.k_type = member->kv_k_type;
+  options.v_type = member->kv_v_type;
   if (!lf::capi::record(lf::Session::create(member->member.model, options, &session->session))) return nullptr;
   return session.release();
 }

@@ -117,14 +117,7 @@ int lf_model_set_per_layer_rows(lf_model* model, int from_host) {
 }
 
 int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_type) {
-  lf::GgmlType k = lf::GgmlType::F16, v = lf::GgmlType::F16;
-  if (!lf::capi::record(lf::parse_kv_type(k_type ? k_type : "", "K", &k)) ||
-      !lf::capi::record(lf::parse_kv_type(v_type ? v_type : "", "V", &v))) {
-    return 0;
-  }
-  model->kv_k_type = k;
-  model->kv_v_type = v;
-  return 1;
+  return lf::capi::record_kv_types(k_type, v_type, &model->kv_k_type, &model->kv_v_type);
 }
 
 int lf_model_threads(const lf_model* model) {

@@ -68,10 +68,7 @@ const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, in
   lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head, per_layer_rows);
   shape.max_ctx = max_ctx;
   shape.max_tokens = max_tokens;
-  if (!lf::capi::record(lf::parse_kv_type(k_type ? k_type : "f16", "K", &shape.k_type)) ||
-      !lf::capi::record(lf::parse_kv_type(v_type ? v_type : "f16", "V", &shape.v_type))) {
-    return nullptr;
-  }
+  if (!lf::capi::record_kv_types(k_type, v_type, &shape.k_type, &shape.v_type)) return nullptr;
   lf::NodeNeeds needs;
   if (!lf::capi::record(lf::node_needs(gguf->file, shape, &needs))) return nullptr;
   nlohmann::ordered_json out;

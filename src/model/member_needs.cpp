@@ -41,6 +41,8 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
   const ModelConfig c = member_config(full, split, shape.member);
   KvCacheOptions kv;
   kv.max_ctx = shape.max_ctx;
+  kv.k_type = shape.k_type;
+  kv.v_type = shape.v_type;
   LF_RETURN_IF_ERROR(KvCache::bytes_for(c, shape.range, kv, &needs.kv_bytes_per_session));
 
   // The call's Scratch as MemberForward::begin sizes it: the member's layers, its experts'

@@ -17,6 +17,7 @@ struct MemberShape {
   int member = 0, n_members = 1;
   int max_ctx = 0;     // positions of a session; 0: the model's n_ctx_train
   int max_tokens = 1;  // rows of one call
+  GgmlType k_type = GgmlType::F16, v_type = GgmlType::F16;  // the cache's (KvCacheOptions)
 };
 
 struct MemberNeeds {

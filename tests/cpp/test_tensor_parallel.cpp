@@ -8,9 +8,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "model/kv_cache.h"
 #include "model/member.h"
 #include "model/member_forward.h"
 #include "model/member_needs.h"
@@ -63,7 +65,8 @@ void require_strips_where_read(const Member& m) {
   }
 }
 
-Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int n_threads) {
+// Sessions of 32 positions, their cache in `cache`'s types.
+Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int n_threads, lf::KvCacheOptions cache = {32, 64}) {
   Group g;
   for (int i = 0; i < n_members; ++i) {
     auto mb = std::make_unique<MemberBytes>();
@@ -85,7 +88,7 @@ Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int
     require_ok(lf::load_member(f.file, mb->locator(), lf::MemberLoadOptions{range, i, n_members, n_threads, true}, member.get()));
     require_strips_where_read(*member);
     Session s;
-    require_ok(Session::create(member->model, lf::KvCacheOptions{32, 64}, &s));
+    require_ok(Session::create(member->model, cache, &s));
     g.sessions.push_back(std::move(s));
     g.bytes.push_back(std::move(mb));
     g.members.push_back(std::move(member));
@@ -140,8 +143,9 @@ std::vector<float> per_layer_slice(const Model& first, const Embedded& in, int n
 }
 
 // A prompt of 5 then three decode steps and a 2-row step, through the single node and through
-// groups of 1 .. 4 members at 1 and 2 threads: every step's output bytes the same.
-void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0, -1}) {
+// groups of 1 .. 4 members at 1 and 2 threads, every cache in `cache`'s types: every step's
+// output bytes the same.
+void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0, -1}, lf::KvCacheOptions cache = {32, 64}) {
   const Model whole = lf::test::load(f);
   const lf::LayerRange r{range.begin, range.end < 0 ? whole.config.n_layer : range.end};
   const Model node = lf::test::load(f, lf::test::NodeOptions{r});
@@ -149,7 +153,8 @@ void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0
   const std::vector<int32_t> tokens = lf::test::token_sequence(n_all, 7, 3, whole.config.n_vocab);
   const Embedded in = lf::test::embed_tokens(whole, tokens);
   const std::vector<std::pair<int, int>> steps = {{0, 5}, {5, 1}, {6, 1}, {7, 1}, {8, 2}};
-  Session ref = lf::test::session(node);
+  Session ref;
+  require_ok(Session::create(node, cache, &ref));
   std::vector<std::vector<float>> expected;
   for (const auto& [t0, n] : steps) {
     ref.per_layer_in = per_layer_slice(whole, in, n_all, r, t0, n);
@@ -158,7 +163,7 @@ void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0
   for (int threads : {1, 2}) {
     for (int S : {1, 2, 3, 4}) {
       INFO("members " << S << ", threads " << threads);
-      Group g = make_group(f, r, S, threads);
+      Group g = make_group(f, r, S, threads, cache);
       for (size_t k = 0; k < steps.size(); ++k) {
         const auto [t0, n] = steps[k];
         INFO("step at " << t0 << " of " << n);
@@ -170,20 +175,20 @@ void require_group_matches_node(const FixtureModel& f, lf::LayerRange range = {0
 }
 
 // member_needs, from the header alone, against loaded members of groups of 1 .. 3 at 1 and 2
-// threads: the bytes placed, the cache of a session at 32 positions, and the buffers of a call of
-// 1 and 5 rows (with the session's per-layer inputs).
-void require_needs_match_members(const FixtureModel& f, lf::LayerRange r) {
+// threads: the bytes placed, the cache of a session at 32 positions in `cache`'s types, and the
+// buffers of a call of 1 and 5 rows (with the session's per-layer inputs).
+void require_needs_match_members(const FixtureModel& f, lf::LayerRange r, lf::KvCacheOptions cache = {32, 64}) {
   const Model whole = lf::test::load(f);
   const int n_all = 5;
   const Embedded in = lf::test::embed_tokens(whole, lf::test::token_sequence(n_all, 7, 3, whole.config.n_vocab));
   for (int threads : {1, 2}) {
     for (int S : {1, 2, 3}) {
-      Group g = make_group(f, r, S, threads);
+      Group g = make_group(f, r, S, threads, cache);
       for (int i = 0; i < S; ++i) {
         for (int n : {1, n_all}) {
           INFO("members " << S << ", member " << i << ", threads " << threads << ", rows " << n);
           lf::MemberNeeds member;
-          require_ok(lf::member_needs(f.file, lf::MemberShape{r, i, S, 32, n}, &member));
+          require_ok(lf::member_needs(f.file, lf::MemberShape{r, i, S, 32, n, cache.k_type, cache.v_type}, &member));
           const lf::NodeNeeds& needs = member.node;
           CHECK(needs.tensor_bytes == g.bytes[i]->total);
           CHECK(needs.tensors.size() == g.bytes[i]->tensors.size());
@@ -224,6 +229,12 @@ TEST_CASE("member_needs counts what a loaded member holds", "[tensor_parallel]")
     require_needs_match_members(lf::test::fixture(o), {0, 2});
   }
   SECTION("E-model") { require_needs_match_members(lf::test::e_fixture(WeightFormat::mixed), {0, 2}); }
+  SECTION("a q8_0 K and q4_0 V cache") {
+    lf::KvCacheOptions cache{32, 64};
+    cache.k_type = lf::GgmlType::Q8_0;
+    cache.v_type = lf::GgmlType::Q4_0;
+    require_needs_match_members(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed), {0, 3}, cache);
+  }
   SECTION("refused by name") {
     const FixtureModel f = lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed);
     lf::MemberNeeds needs;
@@ -253,6 +264,23 @@ TEST_CASE("a group of members gives a MoE node's bytes", "[tensor_parallel]") {
     lf::test::add_moe(moe, &o);
     INFO("fused " << fused);
     require_group_matches_node(lf::test::fixture(o));
+  }
+}
+
+TEST_CASE("members with quantized caches give the bytes of a node with the same cache", "[tensor_parallel]") {
+  // Each block of a q8_0 / q4_0 row lies within one KV head, the unit a member holds.
+  for (const auto& [k, v] : {std::pair{lf::GgmlType::Q8_0, lf::GgmlType::Q8_0}, {lf::GgmlType::Q8_0, lf::GgmlType::Q4_0},
+                             {lf::GgmlType::Q4_0, lf::GgmlType::F16}}) {
+    INFO("K " << lf::kv_type_name(k) << ", V " << lf::kv_type_name(v));
+    lf::KvCacheOptions cache{32, 64};
+    cache.k_type = k;
+    cache.v_type = v;
+    SECTION(std::string("dense, ") + lf::kv_type_name(k) + "/" + lf::kv_type_name(v)) {
+      require_group_matches_node(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed), {0, -1}, cache);
+    }
+    SECTION(std::string("E-model, ") + lf::kv_type_name(k) + "/" + lf::kv_type_name(v)) {
+      require_group_matches_node(lf::test::e_fixture(WeightFormat::mixed), {0, -1}, cache);
+    }
   }
 }
 

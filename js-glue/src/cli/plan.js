@@ -131,8 +131,8 @@ function nodeBytes(lf, gguf, info, [b, e], { whole, maxContext, maxTokens, cache
 }
 
 // Member i of a group of `members` over layers [b, e): its weights, or (whole) all it holds.
-function memberBytes(lf, gguf, info, [b, e], member, members, { whole, maxContext, maxTokens }) {
-  const needs = memberMemoryNeeds(lf, gguf, info, { layers: [b, e], member, members, maxContext, maxTokens, threads: 1 });
+function memberBytes(lf, gguf, info, [b, e], member, members, { whole, maxContext, maxTokens, cacheTypeK, cacheTypeV }) {
+  const needs = memberMemoryNeeds(lf, gguf, info, { layers: [b, e], member, members, maxContext, maxTokens, threads: 1, cacheTypeK, cacheTypeV });
   return whole ? neededBytes(needs, lf.bytes().length) : needs.weights;
 }
 

@@ -93,9 +93,10 @@ export function serveConfig(values, env) {
 }
 
 // A group member's serveMember() options from serve's: those a member has, the others refused.
-function memberConfig({ shard: memberShard, model, layers: range, threads, port, host, cacheDir, maxContext, authToken, insecureNoAuth, draftModel }) {
+function memberConfig({ shard: memberShard, model, layers: range, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, authToken,
+  insecureNoAuth, draftModel }) {
   if (draftModel !== undefined) throw new Error('--draft-model goes on the node holding the head, not on a group member (--shard)');
-  return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, authToken, insecureNoAuth };
+  return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, authToken, insecureNoAuth };
 }
 
 /**

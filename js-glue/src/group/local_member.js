@@ -16,11 +16,13 @@ export class LocalMember {
   #rows = 0;              // its rows
   #maxContext;
 
-  constructor(lf, { index, members, layers, info, maxContext, weightBytes }) {
+  constructor(lf, { index, members, layers, info, maxContext, weightBytes, cacheTypeK, cacheTypeV }) {
     this.#lf = lf;
     this.index = index;
     this.members = members;
     this.layers = layers;
+    this.cacheTypeK = cacheTypeK;
+    this.cacheTypeV = cacheTypeV;
     this.nEmbd = info.n_embd;
     this.nLayer = info.n_layer;
     this.nVocab = info.n_vocab;
@@ -37,11 +39,13 @@ export class LocalMember {
    * is refused by name before any weight is read. With memoryBudgetBytes the member is counted
    * first (node/memory_budget.js memberMemoryNeeds: a session at maxContext, calls of maxTokens
    * rows) and refused 'over_budget' naming the bytes; its calls are then refused past maxTokens
-   * rows, as that count holds for no more.
+   * rows, as that count holds for no more. cacheTypeK / cacheTypeV: its sessions' cache types
+   * ('f16', 'q8_0', 'q4_0'), the group's members all alike.
    * @example const m = await LocalMember.open(lf, { source, index: 1, members: 3, layers: [1, 2], memoryBudgetBytes: 128 * 2 ** 20 });
    */
-  static async open(lf, { source, header = null, index, members, layers: [begin, end], threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens = 512 }) {
-    const member = new LocalMember(lf, { index, members, layers: [begin, end], info: header?.info ?? {}, maxContext, weightBytes: 0 });
+  static async open(lf, { source, header = null, index, members, layers: [begin, end], threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens = 512,
+    cacheTypeK = 'f16', cacheTypeV = 'f16' }) {
+    const member = new LocalMember(lf, { index, members, layers: [begin, end], info: header?.info ?? {}, maxContext, weightBytes: 0, cacheTypeK, cacheTypeV });
     let opened = null;
     try {
       if (!(Number.isSafeInteger(maxContext) && maxContext >= 0)) {
@@ -51,7 +55,8 @@ export class LocalMember {
       const { info } = opened.header;
       Object.assign(member, { header: opened.header, nEmbd: info.n_embd, nLayer: info.n_layer, nVocab: info.n_vocab });
       if (memoryBudgetBytes !== undefined) {
-        const needs = memberMemoryNeeds(lf, opened.gguf, info, { layers: [begin, end], member: index, members, maxContext, maxTokens, threads });
+        const needs = memberMemoryNeeds(lf, opened.gguf, info, { layers: [begin, end], member: index, members, maxContext, maxTokens, threads,
+          cacheTypeK, cacheTypeV });
         checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: [begin, end],
           who: `member ${index} of ${members} over layers [${begin}, ${end})` });
         member.maxTokens = maxTokens;
@@ -72,6 +77,7 @@ export class LocalMember {
     const { tensors } = lf.json(lf.fn.lf_member_tensors_json(gguf, begin, end, this.index, this.members));
     const offsets = new Map(header.tensors.map((t) => [t.name, t.offset]));
     this.#ptr = lf.fn.lf_member_create();
+    if (!withCStrings(lf, [this.cacheTypeK, this.cacheTypeV], ([k, v]) => lf.fn.lf_member_set_kv_types(this.#ptr, k, v))) throw lf.lastError();
     for (const t of tensors) {
       const ptr = lf.alloc(t.n_bytes);
       this.#buffers.push(ptr);

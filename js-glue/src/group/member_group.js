@@ -27,12 +27,14 @@ export class MemberGroup {
    * A group of `members` members of layers [begin, end) of `model` (a path or URL, as LayerNode's),
    * each in a module of its own: 'threaded' with `threads` engine threads, or 'single'. With
    * memoryBudgetBytes each member is counted against it before loading, for calls of maxTokens
-   * rows (LocalMember.open).
+   * rows (LocalMember.open); cacheTypeK / cacheTypeV: the members' cache types ('f16' default,
+   * 'q8_0', 'q4_0').
    * @param {{model: string, layers: [number, number], members: number, build?: 'threaded'|'single',
-   *          threads?: number, maxContext?: number, memoryBudgetBytes?: number, maxTokens?: number, cacheDir?: string}} options
+   *          threads?: number, maxContext?: number, memoryBudgetBytes?: number, maxTokens?: number, cacheDir?: string,
+   *          cacheTypeK?: string, cacheTypeV?: string}} options
    * @example const group = await MemberGroup.open({ model: 'tiny.gguf', layers: [0, 2], members: 2 });
    */
-  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens, cacheDir }) {
+  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens, cacheDir, cacheTypeK, cacheTypeV }) {
     checkMemberCount(n);
     const threaded = build ? build === 'threaded' : threadsAvailable();
     const source = await openSource(model, { cacheDir });
@@ -40,7 +42,7 @@ export class MemberGroup {
     try {
       for (let index = 0; index < n; ++index) {
         members.push(await openLocalMember({ source, header: members[0]?.header, index, members: n, layers, threaded, threads, maxContext,
-          memoryBudgetBytes, maxTokens }));
+          memoryBudgetBytes, maxTokens, cacheTypeK, cacheTypeV }));
       }
       return new MemberGroup(members);
     } catch (error) {
@@ -54,7 +56,7 @@ export class MemberGroup {
   /**
    * The group of the members serving at `urls` (ws:// or http:// of each member's server, in
    * member order): each must say it is that member of a group of urls.length serving the same
-   * layers, or the group is refused naming it. authToken: the members' bearer token; deadlineMs:
+   * layers with the same cache types, or the group is refused naming it. authToken: the members' bearer token; deadlineMs:
    * how long a member may take over one phase before the call fails naming it.
    * @example const group = await MemberGroup.connect(['http://a:8080', 'http://b:8080'], { authToken });
    */
@@ -69,11 +71,12 @@ export class MemberGroup {
     }
     const members = settled.map((s) => s.value);
     const [first] = members;
-    const other = members.find((m) => m.layers[0] !== first.layers[0] || m.layers[1] !== first.layers[1] || m.nEmbd !== first.nEmbd);
+    const other = members.find((m) => m.layers[0] !== first.layers[0] || m.layers[1] !== first.layers[1] || m.nEmbd !== first.nEmbd ||
+      m.cacheTypeK !== first.cacheTypeK || m.cacheTypeV !== first.cacheTypeV);
     if (other) {
       for (const m of members) m.close();
-      throw new LayerfoldError('invalid_argument', `member ${other.index} (${other.url}) serves layers ${other.layers.join('-')} of width ${other.nEmbd}, ` +
-        `member 0 layers ${first.layers.join('-')} of width ${first.nEmbd}: not one group`);
+      const what = (m) => `layers ${m.layers.join('-')} of width ${m.nEmbd} with a ${m.cacheTypeK}/${m.cacheTypeV} cache`;
+      throw new LayerfoldError('invalid_argument', `member ${other.index} (${other.url}) serves ${what(other)}, member 0 ${what(first)}: not one group`);
     }
     return new MemberGroup(members, connect);
   }

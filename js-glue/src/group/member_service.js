@@ -78,7 +78,7 @@ export class MemberService {
     if (op === 'info') {
       return encodeFrame({ op: 'info', index, members, layers: member.layers, n_embd: member.nEmbd, n_layer: member.nLayer,
         n_vocab: member.nVocab, weight_bytes: member.weightBytes, memory_bytes: member.memoryBytes(),
-        max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null });
+        max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null, cache_type_k: member.cacheTypeK, cache_type_v: member.cacheTypeV });
     }
     if (op === 'begin') {
       if (this.#draining) throw new LayerfoldError('unavailable', `member ${index} is shutting down`);

@@ -7,6 +7,7 @@
 import WebSocket from 'ws';
 
 import { redactUrl } from '../log/redact.js';
+import { CACHE_TYPES } from '../protocol/kv_rows.js';
 import { decodeFrame, encodeFrame, isCount, MAX_FRAME_BYTES, MEMBER_PATH } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
@@ -72,7 +73,11 @@ export class RemoteMember {
       if (maxTokens !== Infinity && !(isCount(maxTokens) && maxTokens > 0)) {
         throw new LayerfoldError('bad_response', `${member.name}: a max_tokens that is not a positive count`);
       }
-      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes, maxTokens });
+      const { cache_type_k: cacheTypeK, cache_type_v: cacheTypeV } = header;
+      if (!CACHE_TYPES.includes(cacheTypeK) || !CACHE_TYPES.includes(cacheTypeV)) {
+        throw new LayerfoldError('bad_response', `${member.name}: its info names no cache types (cache_type_k, cache_type_v: ${CACHE_TYPES.join(', ')})`);
+      }
+      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes, maxTokens, cacheTypeK, cacheTypeV });
       return member;
     } catch (error) {
       member.close();

@@ -48,7 +48,7 @@ export class Pipeline extends PipelineCore {
         if (entry.kind === 'group') {
           const group = entry.urls
             ? await MemberGroup.connect(entry.urls, { authToken, deadlineMs: memberDeadlineMs })
-            : await MemberGroup.open({ model, layers: [entry.begin, entry.end], members: entry.members, build, threads, cacheDir });
+            : await MemberGroup.open({ model, layers: [entry.begin, entry.end], members: entry.members, build, threads, cacheDir, cacheTypeK, cacheTypeV });
           opened.push(new GroupNode(group, entry.urls ? `tp(${entry.urls.join(',')})` : `tp(local*${entry.members})`));
           continue;
         }

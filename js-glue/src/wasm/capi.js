@@ -17,7 +17,7 @@ const EXPORTS = [
   'lf_head', 'lf_head_async',
   'lf_drafter_create', 'lf_drafter_place_tensor', 'lf_drafter_set_threads', 'lf_drafter_load', 'lf_drafter_step',
   'lf_drafter_draft', 'lf_drafter_free',
-  'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create', 'lf_member_place_tensor', 'lf_member_load', 'lf_member_session_create',
+  'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create', 'lf_member_place_tensor', 'lf_member_load', 'lf_member_set_kv_types', 'lf_member_session_create',
   'lf_member_free', 'lf_member_begin', 'lf_member_call_layer', 'lf_member_call_phase', 'lf_member_piece',
   'lf_member_piece_floats', 'lf_member_put_piece', 'lf_member_step', 'lf_member_output', 'lf_member_call_free',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',

@@ -1,9 +1,10 @@
 // A tensor-parallel group gives, call by call, the bytes one LayerNode of the same layers gives
 // (a prompt, then decode steps): S members in modules of this process, in both builds, and
 // members in servers of their own reached over loopback WebSockets; dense gemma4 and gemma3
-// layers, MoE layers, the E-model fixture. Refusals by name: a bad member count or split, a
-// member of another group or position, a wrong token, a member answering NaNs, wrong lengths or
-// late; a refused call leaves every member's session as it was.
+// layers, MoE layers, the E-model fixture, f16 and quantized caches. Refusals by name: a bad
+// member count or split, a member of another group, position or cache type, a wrong token, a
+// member answering NaNs, wrong lengths or late; a refused call leaves every member's session as
+// it was.
 import assert from "node:assert/strict";
 import {createRequire} from "node:module";
 import path from "node:path";
@@ -33,8 +34,9 @@ const quiet = () => {};
 const bytesOf = (floats) => Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength);
 
 // The calls of the prompt and decode tokens ({startPos, hidden, perLayer}: their embeddings, and
-// the range's per-layer inputs on a model with them), and one node's outputs for them.
-async function reference(file, [begin, end], build) {
+// the range's per-layer inputs on a model with them), and one node's outputs for them, its cache
+// in cache's types ({cacheTypeK, cacheTypeV}; f16 by default).
+async function reference(file, [begin, end], build, cache = {}) {
   const embedder = await LayerNode.open({model: file, layers: [0, 1], build: "single"});
   const inputs = [];
   let startPos = 0;
@@ -46,7 +48,7 @@ async function reference(file, [begin, end], build) {
     startPos += tokens.length;
   }
   embedder.close();
-  const node = await LayerNode.open({model: file, layers: [begin, end], build, threads: 2});
+  const node = await LayerNode.open({model: file, layers: [begin, end], build, threads: 2, ...cache});
   try {
     const outputs = [];
     for (const input of inputs) outputs.push(await node.forward({session: "s", ...input}));
@@ -93,6 +95,44 @@ describe("a group in one process gives one node's bytes", () => {
       });
     }
   }
+});
+
+describe("members with quantized caches", () => {
+  const cache = {cacheTypeK: "q8_0", cacheTypeV: "q4_0"};
+
+  test("in one process and over WebSockets: the bytes of a node with the same cache", {timeout: 300_000}, async () => {
+    const config = CONFIGS[3];
+    const file = config.file();
+    const expected = await reference(file, config.layers, "single", cache);
+    const group = await MemberGroup.open({model: file, layers: config.layers, members: 2, build: "threaded", threads: 2, maxContext: 64, ...cache});
+    try {
+      await runCalls(group, expected, "2 members, q8_0/q4_0");
+    } finally {
+      group.close();
+    }
+    const servers = await memberServers(file, config.layers, 2, cache);
+    const remote = await MemberGroup.connect(servers.map((s) => s.url));
+    try {
+      await runCalls(remote, expected, "2 remote members, q8_0/q4_0");
+    } finally {
+      remote.close();
+      await Promise.all(servers.map((s) => s.shutdown()));
+    }
+  });
+
+  test("members of other cache types are not one group; a type no engine has is refused by name", async () => {
+    const servers = await memberServers(tiny(), [0, 2], 2, cache);
+    const other = await serveMember({model: tiny(), layers: [0, 2], shard: [1, 2], build: "single", port: 0, host: "127.0.0.1", log: quiet, cacheTypeK: "f16", cacheTypeV: "q4_0"});
+    await other.loaded;
+    try {
+      await assert.rejects(MemberGroup.connect([servers[0].url, other.url]),
+        (e) => e.code === "invalid_argument" && /member 1 \(.*\) serves layers 0-2 of width \d+ with a f16\/q4_0 cache, member 0 layers 0-2 of width \d+ with a q8_0\/q4_0 cache: not one group/.test(e.message));
+    } finally {
+      await Promise.all([...servers, other].map((s) => s.shutdown()));
+    }
+    await assert.rejects(MemberGroup.open({model: tiny(), layers: [0, 2], members: 2, build: "single", cacheTypeK: "q5_1"}),
+      (e) => /q5_1/.test(e.message) && /K/.test(e.message));
+  });
 });
 
 describe("members counted for fewer rows than a call", () => {
@@ -221,7 +261,8 @@ describe("refusals", () => {
       await new Promise((resolve) => wss.once("listening", resolve));
       wss.on("connection", (ws) => ws.on("message", (data) => {
         const {header} = decodeFrame(new Uint8Array(data), "test");
-        if (header.op === "info") ws.send(encodeFrame({op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, n_layer: 2, n_vocab: 1024, weight_bytes: 1}));
+        if (header.op === "info") ws.send(encodeFrame({op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, n_layer: 2, n_vocab: 1024, weight_bytes: 1,
+          cache_type_k: "f16", cache_type_v: "f16"}));
         else if (header.op === "abandon") ws.send(encodeFrame({op: "ok"}));
         else misbehave(ws, header);
       }));
