@@ -163,6 +163,28 @@ export class LocalMember {
     return s ? this.#lf.fn.lf_session_n_past(s) : 0;
   }
 
+  /**
+   * Cuts session `id` back to its first nPast positions, or to its latest checkpoint before them
+   * (lf_session_truncate, as LayerNode.truncate), between calls. -> the positions it then holds
+   * @example const held = member.truncate('a', 12);
+   */
+  truncate(id, nPast) {
+    const reached = this.#lf.fn.lf_session_truncate(this.#between(id, 'truncate'), nPast);
+    if (reached < 0) throw this.#lf.lastError();
+    return reached;
+  }
+
+  /**
+   * Keeps a checkpoint of session `id` at its length, at most `keep` (lf_session_checkpoint, as
+   * LayerNode.checkpoint), between calls. -> the position checkpointed
+   * @example member.checkpoint('a', 4);
+   */
+  checkpoint(id, keep) {
+    const session = this.#between(id, 'checkpoint');
+    if (!this.#lf.fn.lf_session_checkpoint(session, keep)) throw this.#lf.lastError();
+    return this.#lf.fn.lf_session_n_past(session);
+  }
+
   dropSession(id) {
     const s = this.#sessions.get(id);
     if (s) this.#lf.fn.lf_session_free(s);
@@ -177,6 +199,14 @@ export class LocalMember {
     this.#buffers = [];
     this.#ptr = 0;
     this.#lf.close();
+  }
+
+  // Session `id`, held and with no call under way, for `what`.
+  #between(id, what) {
+    if (this.#call) throw new LayerfoldError('failed_precondition', `member ${this.index}: a call is under way: ${what} after it`);
+    const session = this.#sessions.get(id);
+    if (!session) throw new LayerfoldError('unknown_session', `member ${this.index} holds no session "${id}"`);
+    return session;
   }
 
   #session(id) {

@@ -3,6 +3,7 @@
 // member's piece goes to every member at each exchange, and each goes on from the whole vector.
 // Members are in modules of this process (local_member.js) or in other processes, reached over a
 // WebSocket (remote_member.js); either way the output is a single node's bytes for any S.
+import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
 import { openSource } from '../sources/open_source.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { threadsAvailable } from '../wasm/load_node.js';
@@ -153,6 +154,41 @@ export class MemberGroup {
   /** The positions session `id` holds (0 for one never used), as member 0 counts them. */
   sessionLength(id) {
     return this.#inTurn(async () => (await this.#connected())[0].sessionLength(id));
+  }
+
+  /**
+   * Cuts session `id` back to its first nPast positions on every member, or to their latest
+   * checkpoint before them (LayerNode.truncate). The members took the same checkpoints and hold
+   * slices of the same rings, so they reach one position. Members that reach different ones, or
+   * a refusal by some while others cut, leave the session unusable: the error ('cut_refused', or
+   * the refusing member's) says so, and the caller drops the session (a pipeline then replays
+   * it). -> the positions the session then holds
+   * @example const held = await group.truncate('a', 12); // 12, or a checkpoint's position before it
+   */
+  truncate(id, nPast) {
+    if (!(Number.isInteger(nPast) && nPast >= 0 && nPast <= 0x7fffffff)) {
+      return Promise.reject(new LayerfoldError('invalid_argument', `truncate("${id}"): nPast must be a whole number of positions >= 0, not ${nPast}`));
+    }
+    return this.#inTurn(async () => this.#onePosition(await everyAnswer((await this.#connected()).map((m) => m.truncate(id, nPast))), 'a cut'));
+  }
+
+  /**
+   * Keeps a checkpoint of session `id` at its length on every member, at most `keep` of them
+   * (LayerNode.checkpoint). -> the position checkpointed
+   * @example await group.checkpoint('a', { keep: 4 });
+   */
+  checkpoint(id, { keep = DEFAULT_CHECKPOINTS } = {}) {
+    if (!(Number.isInteger(keep) && keep >= 1 && keep <= MAX_CHECKPOINTS)) {
+      return Promise.reject(new LayerfoldError('invalid_argument', `checkpoint("${id}"): keep must be a whole number in [1, ${MAX_CHECKPOINTS}], not ${keep}`));
+    }
+    return this.#inTurn(async () => this.#onePosition(await everyAnswer((await this.#connected()).map((m) => m.checkpoint(id, keep))), 'a checkpoint'));
+  }
+
+  // The one position every member answered, or 'cut_refused' naming where they differ.
+  #onePosition(positions, what) {
+    if (positions.every((p) => p === positions[0])) return positions[0];
+    const said = positions.map((p, i) => `${this.names[i]} at ${p}`).join(', ');
+    throw new LayerfoldError('cut_refused', `${what} left the members at different positions (${said}): drop the session`);
   }
 
   /** Frees session `id` on every member. */

@@ -116,10 +116,18 @@ export class MemberService {
       }
       return encodeFrame({ op: 'ok' });
     }
-    if (op === 'length' || op === 'drop') {
+    if (op === 'length' || op === 'drop' || op === 'truncate' || op === 'checkpoint') {
       checkSession(header.session);
       if (op === 'length') return encodeFrame({ op: 'length', n_past: member.sessionLength(header.session) });
-      if (this.#owner) throw new LayerfoldError('unavailable', `member ${index} is running a call: drop the session after it`);
+      if (this.#owner) throw new LayerfoldError('unavailable', `member ${index} is running a call: ${op} after it`);
+      if (op === 'truncate') {
+        if (!isCount(header.nPast)) throw new LayerfoldError('invalid_argument', 'a truncate needs nPast, a count of positions');
+        return encodeFrame({ op: 'length', n_past: member.truncate(header.session, header.nPast) });
+      }
+      if (op === 'checkpoint') {
+        if (!isCount(header.keep) || header.keep < 1) throw new LayerfoldError('invalid_argument', 'a checkpoint needs keep, a count of at least 1');
+        return encodeFrame({ op: 'length', n_past: member.checkpoint(header.session, header.keep) });
+      }
       member.dropSession(header.session);
       return encodeFrame({ op: 'ok' });
     }

@@ -116,9 +116,17 @@ export class RemoteMember {
   }
 
   async sessionLength(session) {
-    const { header } = await this.#request({ op: 'length', session });
-    if (!isCount(header.n_past)) throw new LayerfoldError('bad_response', `${this.name}: a session length that is not a count`);
-    return header.n_past;
+    return this.#length(await this.#request({ op: 'length', session }));
+  }
+
+  /** LocalMember.truncate's over the wire. */
+  async truncate(session, nPast) {
+    return this.#length(await this.#request({ op: 'truncate', session, nPast }));
+  }
+
+  /** LocalMember.checkpoint's over the wire. */
+  async checkpoint(session, keep) {
+    return this.#length(await this.#request({ op: 'checkpoint', session, keep }));
   }
 
   async dropSession(session) {
@@ -128,6 +136,12 @@ export class RemoteMember {
   close() {
     this.#fail(new LayerfoldError('unavailable', `${this.name}: the group was closed`));
     this.#ws.terminate();
+  }
+
+  // A length answer's positions.
+  #length({ header }) {
+    if (header.op !== 'length' || !isCount(header.n_past)) throw new LayerfoldError('bad_response', `${this.name}: a session length that is not a count`);
+    return header.n_past;
   }
 
   // A piece answer's floats; its size is held by every member it goes to (lf_member_put_piece).

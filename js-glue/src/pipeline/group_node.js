@@ -1,8 +1,8 @@
-// A tensor-parallel group (group/member_group.js) as one node of a pipeline: its layers, sizes
-// and forward as LayerNode's, between plain nodes (the group holds neither the embedding nor the
-// head). It runs the exact engine only, and keeps no checkpoints: a cut into its layers' session
-// is refused, and the pipeline replays the session from its history instead; a member that
-// restarted answers position_mismatch, on which the pipeline replays it too.
+// A tensor-parallel group (group/member_group.js) as one node of a pipeline: its layers, sizes,
+// forward, cuts and checkpoints as LayerNode's, between plain nodes (the group holds neither the
+// embedding nor the head). It runs the exact engine only. A cut its members cannot all make
+// alike, and a member that restarted (position_mismatch), have the pipeline replay the session
+// from its history.
 import { approxModesOn } from '../protocol/approx_options.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
@@ -35,8 +35,14 @@ export class GroupNode {
     return lastOnly ? out.slice(out.length - this.nEmbd) : out;
   }
 
-  truncate() {
-    return Promise.reject(new LayerfoldError('cut_refused', 'a tensor-parallel group keeps no checkpoints to cut back to'));
+  /** LayerNode.truncate's, on every member (MemberGroup.truncate). */
+  truncate(session, nPast) {
+    return this.#group.truncate(session, nPast);
+  }
+
+  /** LayerNode.checkpoint's, on every member (MemberGroup.checkpoint). */
+  checkpoint(session, { keep } = {}) {
+    return this.#group.checkpoint(session, { keep });
   }
 
   dropSession(session) {

@@ -379,8 +379,7 @@ export class PipelineCore {
       const taken = [];
       await Promise.all(this.nodes.map(async (node, i) => {
         const history = state.nodes[i];
-        // A node without checkpoints (a tensor-parallel group) is replayed after a cut instead.
-        if (history.held !== null || history.positions === 0 || !node.checkpoint) return;
+        if (history.held !== null || history.positions === 0) return;
         await this.#call(i, () => node.checkpoint(state.wireId, { keep, signal, trace }), signal);
         taken.push(i);
       }));

@@ -2,8 +2,9 @@
 // greedy tokens equal those of a pipeline of plain nodes, for groups of 1 to 4 members in this
 // process and of member servers over loopback, on dense and MoE layers; a member killed
 // mid-generation and started again, after which the stream goes on with the same tokens (the
-// pipeline replays the session into it); a cut into the group's session replays it too; groups
-// at the ends and bad specs refused by name.
+// pipeline replays the session into it); a cut into the group's session in place, and one deeper
+// than its rings back to its members' checkpoint (in this process and over loopback), each
+// continuing with a fresh session's bytes; groups at the ends and bad specs refused by name.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
@@ -97,16 +98,48 @@ describe("a group in a pipeline gives a pipeline of plain nodes' logits and toke
     }
   });
 
-  test("a cut into the group's session is replayed from the pipeline's history", {timeout: 300_000}, async () => {
+  test("a cut into the group's session is made in place on every member", {timeout: 300_000}, async () => {
     await withPipeline({model: small(), nodes: "local:0-1,tp(local:2-4*2),local:5-5"}, async (p) => {
       const first = (await p.step("c", PROMPT)).logits;
       await p.step("c", [33, 44, 55]);
       const {rebuilt} = await p.truncate("c", PROMPT.length - 1);
-      assert.deepEqual(rebuilt, [1]);
+      assert.deepEqual(rebuilt, []);
       const again = (await p.step("c", PROMPT.slice(-1))).logits;
       assert.ok(bytesOf(again).equals(bytesOf(first)));
     });
   });
+
+  // The small model's sliding layers (window 16) keep rings of 16 + 64 - 1 = 79 slots: after 150
+  // positions the shortest cut in place is to 86, so a cut to 70 returns to the checkpoint at 50.
+  const long = Array.from({length: 150}, (_, i) => (i * 37 + 11) % 2000 + 5);
+  for (const remote of [false, true]) {
+    test(`a cut deeper than the rings returns the group${remote ? " of member servers" : ""} to its checkpoint, with a fresh session's bytes`, {timeout: 300_000}, async () => {
+      const servers = remote ? await memberServers(small(), [2, 5], 2) : [];
+      const group = remote ? `tp(${servers.map((s) => s.url).join(",")})` : "tp(local:2-4*2)";
+      try {
+        await withPipeline({model: small(), nodes: `local:0-1,${group},local:5-5`}, async (p) => {
+          await p.step("a", long.slice(0, 50));
+          assert.deepEqual(await p.checkpoint("a", {keep: 2}), [0, 1, 2]);
+          await p.step("a", long.slice(50, 90));
+          await p.step("a", long.slice(90, 150));
+          assert.deepEqual(await p.truncate("a", 70), {nPast: 70, rebuilt: []});
+          const starts = [];
+          const forward = p.nodes[1].forward.bind(p.nodes[1]);
+          p.nodes[1].forward = (call) => {
+            starts.push(call.startPos);
+            return forward(call);
+          };
+          const next = [7, 8, 9];
+          const continued = (await p.step("a", next)).logits;
+          assert.deepEqual(starts, [50, 70], "the group was fed 50..70 again from its checkpoint, then the step");
+          await p.step("fresh", long.slice(0, 70));
+          assert.ok(bytesOf(continued).equals(bytesOf((await p.step("fresh", next)).logits)), "the continuation's logits differ from a fresh session's");
+        });
+      } finally {
+        await Promise.all(servers.map((s) => s.shutdown()));
+      }
+    });
+  }
 });
 
 describe("refusals", () => {

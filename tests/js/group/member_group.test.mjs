@@ -135,6 +135,31 @@ describe("members with quantized caches", () => {
   });
 });
 
+describe("cuts and checkpoints of a group", () => {
+  // Members that answer a cut or checkpoint with these positions.
+  const answering = (positions) => positions.map((p, index) => ({index, layers: [0, 2], nEmbd: 64, nLayer: 2, nVocab: 1024, weightBytes: 1,
+    truncate: async () => p, checkpoint: async () => p, close() {}}));
+
+  test("every member reaches one position; members that differ are refused naming them", async () => {
+    assert.equal(await new MemberGroup(answering([12, 12])).truncate("s", 12), 12);
+    assert.equal(await new MemberGroup(answering([40, 40, 40])).checkpoint("s", {keep: 2}), 40);
+    await assert.rejects(new MemberGroup(answering([12, 8])).truncate("s", 12),
+      (e) => e.code === "cut_refused" && /member 0 \(local\) at 12, member 1 \(local\) at 8/.test(e.message));
+    await assert.rejects(new MemberGroup(answering([12])).truncate("s", -1), (e) => e.code === "invalid_argument" && /nPast/.test(e.message));
+    await assert.rejects(new MemberGroup(answering([12])).checkpoint("s", {keep: 9}), (e) => e.code === "invalid_argument" && /keep/.test(e.message));
+  });
+
+  test("a member refuses a cut or checkpoint of a session it does not hold, by name", async () => {
+    const group = await MemberGroup.open({model: tiny(), layers: [0, 2], members: 2, build: "single", maxContext: 64});
+    try {
+      await assert.rejects(group.truncate("nobody", 0), (e) => e.code === "unknown_session" && /member 0 holds no session "nobody"/.test(e.message));
+      await assert.rejects(group.checkpoint("nobody"), (e) => e.code === "unknown_session");
+    } finally {
+      group.close();
+    }
+  });
+});
+
 describe("members counted for fewer rows than a call", () => {
   test("take the call in parts of their rows, per-layer inputs split with them: one node's bytes", {timeout: 300_000}, async () => {
     const config = CONFIGS[3];
