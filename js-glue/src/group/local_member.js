@@ -5,6 +5,7 @@
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
+import { checkpointSession, truncateSession } from '../node/sessions.js';
 import { withCopies, withCStrings } from '../node/wasm_copies.js';
 
 export class LocalMember {
@@ -169,9 +170,7 @@ export class LocalMember {
    * @example const held = member.truncate('a', 12);
    */
   truncate(id, nPast) {
-    const reached = this.#lf.fn.lf_session_truncate(this.#between(id, 'truncate'), nPast);
-    if (reached < 0) throw this.#lf.lastError();
-    return reached;
+    return truncateSession(this.#lf, this.#between(id, 'truncate'), nPast);
   }
 
   /**
@@ -180,9 +179,7 @@ export class LocalMember {
    * @example member.checkpoint('a', 4);
    */
   checkpoint(id, keep) {
-    const session = this.#between(id, 'checkpoint');
-    if (!this.#lf.fn.lf_session_checkpoint(session, keep)) throw this.#lf.lastError();
-    return this.#lf.fn.lf_session_n_past(session);
+    return checkpointSession(this.#lf, this.#between(id, 'checkpoint'), keep);
   }
 
   dropSession(id) {

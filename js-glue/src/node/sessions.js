@@ -11,6 +11,27 @@ import { closedError } from './engine_model.js';
 // continuing an id older than these gets 'unknown_session' instead of 'evicted'.
 const EVICTED_REMEMBERED = 1024;
 
+/**
+ * Cuts engine session `session` (an lf_session*, no forward on it running) to nPast positions, or
+ * back to its latest checkpoint before them (lf_session_truncate). -> the positions it then holds
+ * @example const held = truncateSession(lf, session, 12);
+ */
+export function truncateSession(lf, session, nPast) {
+  const reached = lf.fn.lf_session_truncate(session, nPast);
+  if (reached < 0) throw lf.lastError();
+  return reached;
+}
+
+/**
+ * Keeps a checkpoint of engine session `session` at its length, at most `keep`
+ * (lf_session_checkpoint). -> the position checkpointed
+ * @example checkpointSession(lf, session, 4);
+ */
+export function checkpointSession(lf, session, keep) {
+  if (!lf.fn.lf_session_checkpoint(session, keep)) throw lf.lastError();
+  return lf.fn.lf_session_n_past(session);
+}
+
 export class SessionTable {
   #lf;
   #model;                 // EngineModel
@@ -155,16 +176,12 @@ export class SessionTable {
    * steps (LayerNode.truncate). -> the positions it then holds
    */
   truncate(id, nPast) {
-    const reached = this.#lf.fn.lf_session_truncate(this.#between(id, 'truncate'), nPast);
-    if (reached < 0) throw this.#lf.lastError();
-    return reached;
+    return truncateSession(this.#lf, this.#between(id, 'truncate'), nPast);
   }
 
   /** Keeps a checkpoint of the held session at its length, at most `keep` (LayerNode.checkpoint). -> its length */
   checkpoint(id, keep) {
-    const session = this.#between(id, 'checkpoint');
-    if (!this.#lf.fn.lf_session_checkpoint(session, keep)) throw this.#lf.lastError();
-    return this.#lf.fn.lf_session_n_past(session);
+    return checkpointSession(this.#lf, this.#between(id, 'checkpoint'), keep);
   }
 
   /** Positions the session holds (null when unknown); while it runs, those held before the step. */
