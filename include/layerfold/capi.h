@@ -94,8 +94,8 @@ LF_EXPORT(lf_model_set_ffn_down_layout) int lf_model_set_ffn_down_layout(lf_mode
 LF_EXPORT(lf_model_set_per_layer_rows) int lf_model_set_per_layer_rows(lf_model* model, int from_host);
 /* The KV cache types of the sessions lf_session_create makes on this model, by llama.cpp's
  * names: "f16" (default), "q8_0" or "q4_0" for K and for V (docs/attention.md, "Quantized
- * cache"); any other name is refused naming it. Before lf_session_create; sessions made earlier
- * keep theirs. */
+ * cache"; NULL: "f16"); any other name is refused naming it. Before lf_session_create; sessions
+ * made earlier keep theirs. */
 LF_EXPORT(lf_model_set_kv_types) int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_type);
 LF_EXPORT(lf_model_n_embd) int lf_model_n_embd(const lf_model* model);
 LF_EXPORT(lf_model_n_vocab) int lf_model_n_vocab(const lf_model* model);
@@ -262,10 +262,9 @@ LF_EXPORT(lf_member_tensors_json) const char* lf_member_tensors_json(lf_gguf* gg
                                                                      int member, int n_members);
 /* What member i of n_members holds, as lf_node_needs_json answers for a node: {"tensor_bytes",
  * "kv_bytes_per_session" (K/V of its KV heads at max_ctx, 0: the model's, in k_type and v_type as
- * lf_model_set_kv_types names them, NULL: f16), "scratch_bytes"
- * and "scratch_bytes_per_worker" (a call of max_tokens rows), "relayout_bytes" (while loading:
- * one row strip's, where this build lays Q4_0 out in strips; else 0),
- * "piece_floats" (the largest piece a call is handed), "per_layer_floats" (an E-model call's
+ * lf_model_set_kv_types names them, NULL: f16), "scratch_bytes" and "scratch_bytes_per_worker" (a
+ * call of max_tokens rows), "relayout_bytes" (while loading: one row strip's, where this build
+ * lays Q4_0 out in strips; else 0), "piece_floats" (the largest piece a call is handed), "per_layer_floats" (an E-model call's
  * per-layer inputs), "tensors"} (NULL and the last error on a refused split). Owned by gguf. */
 LF_EXPORT(lf_member_needs_json) const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                                  int member, int n_members, int max_ctx, int max_tokens,

@@ -57,8 +57,9 @@ export class MemberGroup {
   /**
    * The group of the members serving at `urls` (ws:// or http:// of each member's server, in
    * member order): each must say it is that member of a group of urls.length serving the same
-   * layers with the same cache types, or the group is refused naming it. authToken: the members' bearer token; deadlineMs:
-   * how long a member may take over one phase before the call fails naming it.
+   * layers with the same cache types, or the group is refused naming it. authToken: the members'
+   * bearer token; deadlineMs: how long a member may take over one phase before the call fails
+   * naming it.
    * @example const group = await MemberGroup.connect(['http://a:8080', 'http://b:8080'], { authToken });
    */
   static async connect(urls, { authToken, deadlineMs } = {}) {
