@@ -3,7 +3,7 @@
 // member's piece goes to every member at each exchange, and each goes on from the whole vector.
 // Members are in modules of this process (local_member.js) or in other processes, reached over a
 // WebSocket (remote_member.js); either way the output is a single node's bytes for any S.
-import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
+import { cutRefusal, DEFAULT_CHECKPOINTS, keepRefusal } from '../protocol/checkpoints.js';
 import { openSource } from '../sources/open_source.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { threadsAvailable } from '../wasm/load_node.js';
@@ -167,9 +167,8 @@ export class MemberGroup {
    * @example const held = await group.truncate('a', 12); // 12, or a checkpoint's position before it
    */
   truncate(id, nPast) {
-    if (!(Number.isInteger(nPast) && nPast >= 0 && nPast <= 0x7fffffff)) {
-      return Promise.reject(new LayerfoldError('invalid_argument', `truncate("${id}"): nPast must be a whole number of positions >= 0, not ${nPast}`));
-    }
+    const refusal = cutRefusal(id, nPast);
+    if (refusal) return Promise.reject(refusal);
     return this.#inTurn(async () => this.#onePosition(await everyAnswer((await this.#connected()).map((m) => m.truncate(id, nPast))), 'a cut'));
   }
 
@@ -179,9 +178,8 @@ export class MemberGroup {
    * @example await group.checkpoint('a', { keep: 4 });
    */
   checkpoint(id, { keep = DEFAULT_CHECKPOINTS } = {}) {
-    if (!(Number.isInteger(keep) && keep >= 1 && keep <= MAX_CHECKPOINTS)) {
-      return Promise.reject(new LayerfoldError('invalid_argument', `checkpoint("${id}"): keep must be a whole number in [1, ${MAX_CHECKPOINTS}], not ${keep}`));
-    }
+    const refusal = keepRefusal(id, keep);
+    if (refusal) return Promise.reject(refusal);
     return this.#inTurn(async () => this.#onePosition(await everyAnswer((await this.#connected()).map((m) => m.checkpoint(id, keep))), 'a checkpoint'));
   }
 

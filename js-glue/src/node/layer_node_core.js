@@ -6,7 +6,7 @@
 // class is a front over parts with one job each: opening.js (options, header, memory budget,
 // load), engine_model.js, sessions.js (and eviction), steps.js (forward calls batched into
 // engine steps), head_passes.js, token_inputs.js (embeddings, per-layer inputs), engine_reports.js.
-import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
+import { cutRefusal, DEFAULT_CHECKPOINTS, keepRefusal } from '../protocol/checkpoints.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { EngineReports } from './engine_reports.js';
 import { HeadPasses } from './head_passes.js';
@@ -362,9 +362,8 @@ export class LayerNode {
    * @example const held = await node.truncate('chat-1', 12); // 12, or a checkpoint's position before it
    */
   truncate(id, nPast) {
-    if (!(Number.isInteger(nPast) && nPast >= 0 && nPast <= 0x7fffffff)) {
-      return Promise.reject(new LayerfoldError('invalid_argument', `truncate("${id}"): nPast must be a whole number of positions >= 0, not ${nPast}`));
-    }
+    const refusal = cutRefusal(id, nPast);
+    if (refusal) return Promise.reject(refusal);
     return this.#steps.exclusive(() => this.#sessions.truncate(id, nPast));
   }
 
@@ -377,9 +376,8 @@ export class LayerNode {
    * @example await node.checkpoint('chat-1', { keep: 4 });
    */
   checkpoint(id, { keep = DEFAULT_CHECKPOINTS } = {}) {
-    if (!(Number.isInteger(keep) && keep >= 1 && keep <= MAX_CHECKPOINTS)) {
-      return Promise.reject(new LayerfoldError('invalid_argument', `checkpoint("${id}"): keep must be a whole number in [1, ${MAX_CHECKPOINTS}], not ${keep}`));
-    }
+    const refusal = keepRefusal(id, keep);
+    if (refusal) return Promise.reject(refusal);
     return this.#steps.exclusive(() => this.#sessions.checkpoint(id, keep));
   }
 
