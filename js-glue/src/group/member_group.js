@@ -2,7 +2,10 @@
 // together, each holding a slice of every layer. The leader runs a call phase by phase: every
 // member's piece goes to every member at each exchange, and each goes on from the whole vector.
 // Members are in modules of this process (local_member.js) or in other processes, reached over a
-// WebSocket (remote_member.js); either way the output is a single node's bytes for any S.
+// WebSocket (remote_member.js); either way the output is a single node's bytes for any S. Member
+// servers can instead exchange their pieces among themselves (peer_exchange.js): the leader then
+// starts a call and takes its output, one round trip a call.
+
 import { cutRefusal, DEFAULT_CHECKPOINTS, keepRefusal } from '../protocol/checkpoints.js';
 import { openSource } from '../sources/open_source.js';
 import { LayerfoldError } from '../wasm/capi.js';
@@ -14,10 +17,15 @@ export class MemberGroup {
   #members;
   #reconnect;  // member index -> a new connection to it (remote members)
   #queue = Promise.resolve();  // the group's calls, one at a time, in call order
+  #urls;       // remote members' URLs, for their links to each other
+  #calls = 0;  // calls exchanged member to member so far
+  #callPrefix = Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');
 
-  constructor(members, reconnect = null) {
+  constructor(members, { reconnect = null, urls = null, exchange = 'leader' } = {}) {
     this.#members = members;
     this.#reconnect = reconnect;
+    this.#urls = urls;
+    this.exchange = exchange;
     const [first] = members;
     Object.assign(this, { layers: first.layers, nEmbd: first.nEmbd, nLayer: first.nLayer, nVocab: first.nVocab });
     this.weightBytes = members.map((m) => m.weightBytes);
@@ -59,11 +67,16 @@ export class MemberGroup {
    * member order): each must say it is that member of a group of urls.length serving the same
    * layers with the same cache types, or the group is refused naming it. authToken: the members'
    * bearer token; deadlineMs: how long a member may take over one phase before the call fails
-   * naming it.
+   * naming it. exchange: 'members' (each member sends its pieces to the others itself, over
+   * links it dials to these URLs with its own token), 'leader' (every piece through this
+   * process), or 'auto': 'members' where every member can (edge members cannot).
    * @example const group = await MemberGroup.connect(['http://a:8080', 'http://b:8080'], { authToken });
    */
-  static async connect(urls, { authToken, deadlineMs } = {}) {
+  static async connect(urls, { authToken, deadlineMs, exchange = 'auto' } = {}) {
     checkMemberCount(urls.length);
+    if (!['auto', 'members', 'leader'].includes(exchange)) {
+      throw new LayerfoldError('invalid_argument', `exchange must be auto, members or leader, not ${JSON.stringify(exchange)}`);
+    }
     const connect = (index) => RemoteMember.connect(urls[index], { index, members: urls.length, authToken, deadlineMs });
     const settled = await Promise.allSettled(urls.map((_, index) => connect(index)));
     const failed = settled.find((s) => s.status === 'rejected');
@@ -80,7 +93,18 @@ export class MemberGroup {
       const what = (m) => `layers ${m.layers.join('-')} of width ${m.nEmbd} with a ${m.cacheTypeK}/${m.cacheTypeV} cache`;
       throw new LayerfoldError('invalid_argument', `member ${other.index} (${other.url}) serves ${what(other)}, member 0 ${what(first)}: not one group`);
     }
-    return new MemberGroup(members, connect);
+    const leaderOnly = members.find((m) => !m.memberExchange);
+    const chosen = exchange === 'auto' ? (leaderOnly ? 'leader' : 'members') : exchange;
+    try {
+      if (chosen === 'members') {
+        if (leaderOnly) throw new LayerfoldError('invalid_argument', `${leaderOnly.name} exchanges through its leader only: not a group exchanging member to member`);
+        await everyAnswer(members.map((m) => m.linkPeers(urls)));
+      }
+    } catch (error) {
+      for (const m of members) m.close();
+      throw error;
+    }
+    return new MemberGroup(members, { reconnect: connect, urls, exchange: chosen });
   }
 
   /**
@@ -131,6 +155,7 @@ export class MemberGroup {
         again.close();
         throw new LayerfoldError('invalid_argument', `${again.name} came back serving layers ${again.layers.join('-')}, not the group's ${this.layers.join('-')}`);
       }
+      if (this.exchange === 'members') await again.linkPeers(this.#urls).catch((error) => { again.close(); throw error; });
       this.#members[i] = again;
     }));
     return this.#members;
@@ -138,6 +163,12 @@ export class MemberGroup {
 
   async #forward(call) {
     const members = await this.#connected();
+    if (this.exchange === 'members') {
+      const id = `${this.#callPrefix}-${++this.#calls}`;
+      const phases = 4 * (this.layers[1] - this.layers[0]);
+      const [output] = await everyAnswer(members.map((m) => m.runAmongMembers(call, { call: id, phases })));
+      return output;
+    }
     try {
       let pieces = await everyAnswer(members.map((m) => m.begin(call)));
       for (;;) {
@@ -204,11 +235,11 @@ export class MemberGroup {
 }
 
 // Every member's answer, once all have answered or failed (so that none is still under way when
-// the call is abandoned), or the first failure.
+// the call is abandoned), or the first failure that is not a member's report of another's.
 async function everyAnswer(requests) {
   const settled = await Promise.allSettled(requests);
-  const failed = settled.find((s) => s.status === 'rejected');
-  if (failed) throw failed.reason;
+  const failures = settled.filter((s) => s.status === 'rejected').map((s) => s.reason);
+  if (failures.length > 0) throw failures.find((e) => e.code !== 'peer_failed') ?? failures[0];
   return settled.map((s) => s.value);
 }
 

@@ -1,25 +1,35 @@
 // A member's side of the group protocol (protocol/member_frames.js, docs/tensor-parallel.md),
 // whatever carries the frames: a Node WebSocket server (server/member_host.js) or a Workers-style
 // isolate (edge/worker.js). One call at a time: the leader connection that began it owns it until
-// its end, and one that goes away mid-call has it abandoned, its session as it was.
+// its end, and one that goes away mid-call has it abandoned, its session as it was. With a
+// PeerExchange (group/peer_exchange.js, Node members) a call may run member to member: the
+// leader's begin says so, and the member exchanges its pieces with the others itself, answering
+// the leader once at the end. The other members' links to it come in here as connections whose
+// first frame is a hello.
 import { decodeFrame, encodeFrame, isCount } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 const MAX_SESSION_ID = 256;
+const DEFAULT_PHASE_DEADLINE_MS = 30_000;
 
 export class MemberService {
   #member;
+  #peers;
+  #links = new Map();  // a connection another member dialed -> its member index
   #owner = null;  // the connection whose call is under way
+  #amongMembers = false;  // whether that call exchanges member to member
+  #leaderGone = false;    // its leader went away: it unwinds at its next wait
   #draining = false;
   #callEnded = () => {};  // resolves drained()'s wait when the call under way ends
   #log;
 
   /**
-   * member: a LocalMember.
+   * member: a LocalMember; peers: its PeerExchange, where it can exchange member to member.
    * @example const service = new MemberService(member, { log });
    */
-  constructor(member, { log = () => {} } = {}) {
+  constructor(member, { log = () => {}, peers = null } = {}) {
     this.#member = member;
+    this.#peers = peers;
     this.#log = log;
   }
 
@@ -29,14 +39,20 @@ export class MemberService {
   }
 
   /**
-   * The answer frame to one frame from `connection` (any object naming a leader's connection);
-   * refusals are `error` frames, never throws.
-   * @example socket.send(await service.answer(socket, bytes, true));
+   * The answer frame to one frame from `connection` (any object naming a leader's connection, or
+   * another member's link); refusals are `error` frames, never throws. A frame on a member's
+   * link has no answer: null.
+   * @example const reply = await service.answer(socket, bytes, true); if (reply) socket.send(reply);
    */
   async answer(connection, bytes, isBinary) {
+    const peer = this.#links.get(connection);
     try {
       if (!isBinary) throw new LayerfoldError('bad_frame', 'a text frame');
-      const { header, payload } = decodeFrame(bytes, 'the leader');
+      const { header, payload } = decodeFrame(bytes, peer === undefined ? 'the leader' : `member ${peer}`);
+      if (peer !== undefined) {
+        this.#peers.received(peer, header, payload);
+        return null;
+      }
       return await this.#run(connection, header, payload);
     } catch (error) {
       return encodeFrame({ op: 'error', code: error.code ?? 'internal', message: error.message });
@@ -45,11 +61,26 @@ export class MemberService {
     }
   }
 
-  /** `connection` is gone: its call, if under way, is abandoned. */
+  /**
+   * `connection` is gone: its call, if under way, is abandoned; a member's link: a call waiting
+   * for that member's piece fails naming it.
+   */
   disconnected(connection) {
+    const peer = this.#links.get(connection);
+    if (peer !== undefined) {
+      this.#links.delete(connection);
+      this.#peers.gone(peer);
+      return;
+    }
     if (this.#owner !== connection) return;
-    this.#member.abandon();
+    if (this.#amongMembers) {
+      // The call unwinds where it waits (or after the step it is in), telling the others.
+      this.#leaderGone = true;
+      this.#peers.abort(new LayerfoldError('aborted', `member ${this.#member.index}: the leader went away mid-call`));
+      return;
+    }
     this.#owner = null;
+    this.#member.abandon();
     this.#callEnded();
     this.#log('WARNING', 'the leader went away mid-call: abandoned');
   }
@@ -78,7 +109,17 @@ export class MemberService {
     if (op === 'info') {
       return encodeFrame({ op: 'info', index, members, layers: member.layers, n_embd: member.nEmbd, n_layer: member.nLayer,
         n_vocab: member.nVocab, weight_bytes: member.weightBytes, memory_bytes: member.memoryBytes(),
-        max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null, cache_type_k: member.cacheTypeK, cache_type_v: member.cacheTypeV });
+        max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null, cache_type_k: member.cacheTypeK, cache_type_v: member.cacheTypeV,
+        member_exchange: this.#peers !== null });
+    }
+    if (op === 'hello' || op === 'peers') {
+      if (!this.#peers) throw new LayerfoldError('unimplemented', `member ${index} exchanges through its leader only`);
+      if (op === 'hello') {
+        this.#links.set(connection, this.#peers.checkHello(header));
+        return encodeFrame({ op: 'ok' });
+      }
+      await this.#peers.connect(header.urls, deadline(header));
+      return encodeFrame({ op: 'ok' });
     }
     if (op === 'begin') {
       if (this.#draining) throw new LayerfoldError('unavailable', `member ${index} is shutting down`);
@@ -88,10 +129,10 @@ export class MemberService {
       if (!isCount(startPos) || !isCount(rows) || rows === 0 || !isCount(perLayer) || payload.length !== rows * member.nEmbd + perLayer) {
         throw new LayerfoldError('invalid_argument', `a begin of ${payload.length} floats does not hold rows ${rows} of ${member.nEmbd} and ${perLayer} per-layer inputs`);
       }
+      const call = { session, startPos, hidden: payload.subarray(0, rows * member.nEmbd), perLayer: perLayer ? payload.subarray(rows * member.nEmbd) : null };
+      if (header.exchange === 'members') return this.#runAmongMembers(connection, header, call);
       this.#owner = connection;
-      const hidden = payload.subarray(0, rows * member.nEmbd);
-      const piece = await member.begin({ session, startPos, hidden, perLayer: perLayer ? payload.subarray(rows * member.nEmbd) : null })
-        .catch((error) => { this.#owner = null; throw error; });
+      const piece = await member.begin(call).catch((error) => { this.#owner = null; throw error; });
       return encodeFrame({ op: 'piece' }, [piece]);
     }
     if (op === 'exchange') {
@@ -133,6 +174,51 @@ export class MemberService {
     }
     throw new LayerfoldError('invalid_argument', `unknown op ${JSON.stringify(op)}`);
   }
+
+  // A whole call, its pieces exchanged with the other members directly: member 0 answers the
+  // output, the others `done`. A failure here is told to the others, which stop waiting for
+  // this member, and every member abandons the call.
+  async #runAmongMembers(connection, header, call) {
+    const member = this.#member;
+    const peers = this.#peers;
+    if (!peers) throw new LayerfoldError('unimplemented', `member ${member.index} exchanges through its leader only`);
+    const deadlineMs = deadline(header);
+    this.#owner = connection;
+    this.#amongMembers = true;
+    try {
+      peers.begin(header.call);
+      await peers.ready(deadlineMs);
+      let piece = await member.begin(call);
+      for (let phase = 0; ; ++phase) {
+        if (this.#leaderGone) throw new LayerfoldError('aborted', `member ${member.index}: the leader went away mid-call`);
+        const next = await member.exchange(await peers.gather(phase, piece, deadlineMs, this.#phaseName(phase)));
+        if (next.output) return member.index === 0 ? encodeFrame({ op: 'output' }, [next.output]) : encodeFrame({ op: 'done' });
+        piece = next.piece;
+      }
+    } catch (error) {
+      peers.fail(error);
+      member.abandon();
+      if (this.#leaderGone) this.#log('WARNING', 'the leader went away mid-call: abandoned');
+      throw error;
+    } finally {
+      peers.end();
+      this.#owner = null;
+      this.#amongMembers = false;
+      this.#leaderGone = false;
+    }
+  }
+
+  // "layer L's <phase>" of a call's phase number (four a layer, from the range's first).
+  #phaseName(phase) {
+    const layer = this.#member.layers[0] + Math.floor(phase / 4);
+    return `layer ${layer}'s ${['attention', 'attn_output', 'ffn', 'ffn_down'][phase % 4]}`;
+  }
+}
+
+// The leader's deadline for one phase (deadlineMs), or the default.
+function deadline(header) {
+  const ms = header.deadlineMs;
+  return Number.isSafeInteger(ms) && ms > 0 ? ms : DEFAULT_PHASE_DEADLINE_MS;
 }
 
 function checkSession(session) {

@@ -77,7 +77,8 @@ export class RemoteMember {
       if (!CACHE_TYPES.includes(cacheTypeK) || !CACHE_TYPES.includes(cacheTypeV)) {
         throw new LayerfoldError('bad_response', `${member.name}: its info names no cache types (cache_type_k, cache_type_v: ${CACHE_TYPES.join(', ')})`);
       }
-      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes, maxTokens, cacheTypeK, cacheTypeV });
+      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes, maxTokens, cacheTypeK, cacheTypeV,
+        memberExchange: header.member_exchange === true });
       return member;
     } catch (error) {
       member.close();
@@ -107,6 +108,35 @@ export class RemoteMember {
       return { output: checkFinite(answer.payload, `${this.name}'s output`) };
     }
     return { piece: this.#piece(answer) };
+  }
+
+  /**
+   * Has the member link itself to every member at `urls` (the group's, in member order), for
+   * calls exchanged member to member; each phase of those may take the member deadlineMs.
+   */
+  async linkPeers(urls) {
+    const { header } = await this.#request({ op: 'peers', urls, deadlineMs: this.#deadlineMs });
+    if (header.op !== 'ok') throw new LayerfoldError('bad_response', `${this.name}: answered ${JSON.stringify(header.op)} to its peers`);
+  }
+
+  /**
+   * A whole call exchanged member to member (after linkPeers), under the leader's id `call` for
+   * it: member 0's answer is the output [rows, n_embd], the others' null. The member has the
+   * deadline for each of the call's `phases`.
+   */
+  async runAmongMembers({ session, startPos, hidden, perLayer = null }, { call, phases }) {
+    const rows = hidden.length / this.nEmbd;
+    const values = perLayer ?? new Float32Array(0);
+    const answer = await this.#request({ op: 'begin', exchange: 'members', call, deadlineMs: this.#deadlineMs, session, startPos, rows, perLayer: values.length },
+      [hidden, values], this.#deadlineMs * (phases + 1));
+    if (this.index !== 0) {
+      if (answer.header.op !== 'done') throw new LayerfoldError('bad_response', `${this.name}: answered ${JSON.stringify(answer.header.op)} where done was due`);
+      return null;
+    }
+    if (answer.header.op !== 'output' || answer.payload.length !== rows * this.nEmbd) {
+      throw new LayerfoldError('bad_response', `${this.name}: ${JSON.stringify(answer.header.op)} of ${answer.payload.length} floats where an output of ${rows} rows of ${this.nEmbd} was due`);
+    }
+    return checkFinite(answer.payload, `${this.name}'s output`);
   }
 
   /** Ends the call under way on the member (its session as it was); never throws. */
@@ -150,15 +180,15 @@ export class RemoteMember {
     return checkFinite(payload, `${this.name}'s piece`);
   }
 
-  // Sends one frame and awaits the member's one answer, within the deadline.
-  #request(header, arrays = []) {
+  // Sends one frame and awaits the member's one answer, within deadlineMs.
+  #request(header, arrays = [], deadlineMs = this.#deadlineMs) {
     if (this.#closedError) return Promise.reject(this.#closedError);
     if (this.#pending) return Promise.reject(new LayerfoldError('internal', `${this.name}: a request while another is under way`));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.#fail(new LayerfoldError('deadline_exceeded', `${this.name} did not answer ${header.op} within ${this.#deadlineMs} ms`));
+        this.#fail(new LayerfoldError('deadline_exceeded', `${this.name} did not answer ${header.op} within ${deadlineMs} ms`));
         this.#ws.terminate();
-      }, this.#deadlineMs);
+      }, deadlineMs);
       this.#pending = { resolve, reject, timer };
       this.#ws.send(encodeFrame(header, arrays), { binary: true });
     });

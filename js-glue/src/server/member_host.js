@@ -10,6 +10,7 @@ import { WebSocketServer } from 'ws';
 
 import { openLocalMember } from '../group/open_local_member.js';
 import { MemberService } from '../group/member_service.js';
+import { PeerExchange } from '../group/peer_exchange.js';
 import { redactConfig } from '../log/json_log.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { processLog } from '../log/readable_log.js';
@@ -40,6 +41,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
 
   let member = null;
   let service = null;
+  let peers = null;
   let draining = false;
   const sockets = new Set();
   const http = createServer((req, res) => {
@@ -67,7 +69,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
     ws.on('message', (data, isBinary) => {
       chain = chain.then(async () => {
         const reply = await service.answer(ws, new Uint8Array(data.buffer, data.byteOffset, data.byteLength), isBinary);
-        if (ws.readyState === ws.OPEN) ws.send(reply, { binary: true });
+        if (reply && ws.readyState === ws.OPEN) ws.send(reply, { binary: true });
       });
     });
     ws.on('close', () => {
@@ -83,7 +85,8 @@ export async function serveMember({ model, layers, shard: [index, members], thre
     try {
       const threaded = build ? build === 'threaded' : threadsAvailable();
       member = await openLocalMember({ source, index, members, layers, threaded, threads, maxContext, cacheTypeK, cacheTypeV });
-      service = new MemberService(member, { log });
+      peers = new PeerExchange({ index, members, layers, authToken });
+      service = new MemberService(member, { log, peers });
       log('INFO', 'ready', { weightBytes: member.weightBytes });
     } finally {
       await source.close();
@@ -103,6 +106,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
     })));
     await closed;
     await loaded.catch(() => {});
+    peers?.close();
     member?.close();
     member = null;
     return abandoned;

@@ -17,7 +17,7 @@ import {decodeFrame, encodeFrame} from "../../../js-glue/src/protocol/member_fra
 import {serveMember} from "../../../js-glue/src/server/member_host.js";
 import {model, root} from "../support/models.mjs";
 
-const {WebSocketServer} = createRequire(path.join(root, "js-glue", "package.json"))("ws");
+const {WebSocket, WebSocketServer} = createRequire(path.join(root, "js-glue", "package.json"))("ws");
 
 const CONFIGS = [
   {name: "tiny", file: () => model("tiny", "tiny", ["--type", "Q4_0"]), layers: [0, 2]},
@@ -185,11 +185,12 @@ describe("a group of member servers over loopback WebSockets gives one node's by
     test(config.name, {timeout: 300_000}, async () => {
       const file = config.file();
       const expected = await reference(file, config.layers, "single");
-      for (const members of [2, 3]) {
+      for (const [members, exchange] of [[2, "leader"], [2, "members"], [3, "leader"], [3, "members"]]) {
         const servers = await memberServers(file, config.layers, members);
-        const group = await MemberGroup.connect(servers.map((s) => s.url));
+        const group = await MemberGroup.connect(servers.map((s) => s.url), {exchange});
         try {
-          await runCalls(group, expected, `${members} remote members`);
+          assert.equal(group.exchange, exchange);
+          await runCalls(group, expected, `${members} remote members exchanging through ${exchange === "leader" ? "the leader" : "each other"}`);
           await group.dropSession("s");
           assert.equal(await group.sessionLength("s"), 0);
         } finally {
@@ -293,6 +294,114 @@ describe("refusals", () => {
       }));
       return {url: `ws://127.0.0.1:${wss.address().port}`, close: () => new Promise((resolve) => wss.close(resolve))};
     }
+
+    const INFO = {op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, n_layer: 2, n_vocab: 1024, weight_bytes: 1, cache_type_k: "f16", cache_type_v: "f16"};
+
+    // The one answer frame to `frame`, sent on a new connection to a member server's /v1/member.
+    async function askMember(url, frame) {
+      const ws = new WebSocket(`${url.replace("http:", "ws:")}/v1/member`, {headers: {authorization: "Bearer member-secret-token"}});
+      await new Promise((resolve, reject) => { ws.once("open", resolve); ws.once("error", reject); });
+      ws.send(frame);
+      const [data] = await new Promise((resolve) => ws.once("message", (...args) => resolve(args)));
+      return {ws, header: decodeFrame(new Uint8Array(data), "test").header};
+    }
+
+    // A member 1 that can exchange member to member: it links itself to member 0 when given its
+    // peers, and on a call does what `misbehave(link, call, leader)` says.
+    async function fakePeer(misbehave) {
+      const wss = new WebSocketServer({port: 0, host: "127.0.0.1"});
+      await new Promise((resolve) => wss.once("listening", resolve));
+      let link = null;
+      wss.on("connection", (ws) => ws.on("message", async (data) => {
+        const {header} = decodeFrame(new Uint8Array(data), "test");
+        if (header.op === "info") ws.send(encodeFrame({...INFO, member_exchange: true}));
+        else if (header.op === "hello") ws.send(encodeFrame({op: "ok"}));
+        else if (header.op === "peers") {
+          const said = await askMember(header.urls[0], encodeFrame({op: "hello", index: 1, members: 2, layers: [0, 2]}));
+          assert.equal(said.header.op, "ok");
+          link = said.ws;
+          ws.send(encodeFrame({op: "ok"}));
+        } else if (header.op === "begin") misbehave(link, header.call, ws);
+      }));
+      const close = () => {
+        link?.terminate();
+        for (const ws of wss.clients) ws.terminate();
+        return new Promise((resolve) => wss.close(resolve));
+      };
+      return {url: `ws://127.0.0.1:${wss.address().port}`, close};
+    }
+
+    const piece = (call, floats) => encodeFrame({op: "piece", call, phase: 0, from: 1}, [floats]);
+    const done = (leader) => leader.send(encodeFrame({op: "done"}));
+    for (const [what, misbehave, pattern] of [
+      ["NaNs in its piece", (link, call, leader) => { link.send(piece(call, new Float32Array([1, NaN, 2]))); done(leader); },
+        /member 0 \(.*\): member 1's piece holds a non-finite value at 1/],
+      ["a piece of the wrong length", (link, call, leader) => { link.send(piece(call, new Float32Array(3))); done(leader); },
+        /piece of member 1 in layer 0 has 3 floats, expected/],
+      ["no piece, past the deadline", (link, call, leader) => done(leader), /member 0 \(.*\): member 1 sent no piece of layer 0's attention within 300 ms/],
+      ["a failure", (link, call, leader) => {
+        link.send(encodeFrame({op: "fail", call, from: 1, message: "its disk is on fire"}));
+        leader.send(encodeFrame({op: "error", code: "internal", message: "its disk is on fire"}));
+      }, /member 1 \(.*\): its disk is on fire/],
+    ]) {
+      test(`exchanging member to member, a member sending ${what} fails the call naming it; the good member's session stays as it was`, async () => {
+        const {inputs, outputs} = await reference(tiny(), [0, 2], "single");
+        const fake = await fakePeer(misbehave);
+        const group = await MemberGroup.connect([servers[0].url, fake.url], {authToken: "member-secret-token", deadlineMs: 300, exchange: "members"});
+        try {
+          await assert.rejects(group.forward({session: "p", ...inputs[0]}), (e) => pattern.test(e.message));
+          assert.equal(await group.sessionLength("p"), 0);
+        } finally {
+          group.close();
+          await fake.close();
+        }
+        const good = await MemberGroup.connect(servers.map((s) => s.url), {authToken: "member-secret-token", exchange: "members"});
+        try {
+          assert.ok(bytesOf(await good.forward({session: "p", ...inputs[0]})).equals(bytesOf(outputs[0])), "member 0 takes the next call");
+          await good.dropSession("p");
+        } finally {
+          good.close();
+        }
+      });
+    }
+
+    test("a leader that goes away mid-call, exchanging member to member: the members abandon it", async () => {
+      const {inputs, outputs} = await reference(tiny(), [0, 2], "single");
+      const fake = await fakePeer(() => {});
+      const group = await MemberGroup.connect([servers[0].url, fake.url], {authToken: "member-secret-token", deadlineMs: 60_000, exchange: "members"});
+      const call = group.forward({session: "g", ...inputs[0]});
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      group.close();
+      await assert.rejects(call, (e) => /closed/.test(e.message));
+      // member 1 still linked and silent: only the leader's going frees member 0
+      const good = await MemberGroup.connect(servers.map((s) => s.url), {authToken: "member-secret-token", exchange: "members"});
+      try {
+        assert.equal(await good.sessionLength("g"), 0);
+        assert.ok(bytesOf(await good.forward({session: "g", ...inputs[0]})).equals(bytesOf(outputs[0])));
+        await good.dropSession("g");
+      } finally {
+        good.close();
+        await fake.close();
+      }
+    });
+
+    test("a hello from a member of another group, and member to member with a member that cannot, are refused by name", async () => {
+      const {ws, header} = await askMember(servers[0].url, encodeFrame({op: "hello", index: 1, members: 3, layers: [0, 2]}));
+      ws.terminate();
+      assert.equal(header.op, "error");
+      assert.match(header.message, /member 0 of 2 over layers 0-2: a hello from member 1 of 3 over layers 0-2 is not one of its group/);
+      const fake = await fakeMember(() => {});
+      try {
+        await assert.rejects(MemberGroup.connect([servers[0].url, fake.url], {authToken: "member-secret-token", exchange: "members"}),
+          (e) => /member 1 \(.*\) exchanges through its leader only/.test(e.message));
+        await assert.rejects(MemberGroup.connect([servers[0].url, fake.url], {exchange: "ring"}), (e) => /exchange must be auto, members or leader/.test(e.message));
+        const group = await MemberGroup.connect([servers[0].url, fake.url], {authToken: "member-secret-token"});
+        assert.equal(group.exchange, "leader", "auto: through the leader where a member cannot");
+        group.close();
+      } finally {
+        await fake.close();
+      }
+    });
 
     for (const [what, misbehave, pattern] of [
       ["NaNs in its piece", (ws) => ws.send(encodeFrame({op: "piece"}, [new Float32Array([1, NaN, 2])])), /member 1 \(.*\)'s piece holds a non-finite value at 1/],
