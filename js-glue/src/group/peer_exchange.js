@@ -9,7 +9,7 @@
 import WebSocket from 'ws';
 
 import { redactUrl } from '../log/redact.js';
-import { decodeFrame, encodeFrame, MAX_FRAME_BYTES, MEMBER_PATH } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, MEMBER_PATH, memberClientOptions } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 const HELD_PER_PEER = 3;  // pieces of this phase and the next, and a failure
@@ -86,10 +86,7 @@ export class PeerExchange {
     const url = new URL(this.#urls[j]);
     url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
     url.pathname = MEMBER_PATH;
-    const ws = new WebSocket(url, {
-      headers: this.#authToken ? { authorization: `Bearer ${this.#authToken}` } : {},
-      maxPayload: MAX_FRAME_BYTES, handshakeTimeout: deadlineMs, perMessageDeflate: false,
-    });
+    const ws = new WebSocket(url, memberClientOptions(this.#authToken, deadlineMs));
     ws.on('error', () => {});  // what failed is said where the hello is awaited, or at the next send
     await new Promise((resolve, reject) => {
       const fail = (why) => {

@@ -8,7 +8,7 @@ import WebSocket from 'ws';
 
 import { redactUrl } from '../log/redact.js';
 import { CACHE_TYPES } from '../protocol/kv_rows.js';
-import { decodeFrame, encodeFrame, isCount, MAX_FRAME_BYTES, MEMBER_PATH } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, MEMBER_PATH, memberClientOptions } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 export const DEFAULT_DEADLINE_MS = 30_000;
@@ -46,12 +46,7 @@ export class RemoteMember {
    * @example const m = await RemoteMember.connect('http://a:8080', { index: 0, members: 2, authToken });
    */
   static async connect(url, { index, members, authToken, deadlineMs = DEFAULT_DEADLINE_MS }) {
-    const ws = new WebSocket(socketUrl(url), {
-      headers: authToken ? { authorization: `Bearer ${authToken}` } : {},
-      maxPayload: MAX_FRAME_BYTES,
-      handshakeTimeout: deadlineMs,
-      perMessageDeflate: false,
-    });
+    const ws = new WebSocket(socketUrl(url), memberClientOptions(authToken, deadlineMs));
     ws.binaryType = 'nodebuffer';
     await new Promise((resolve, reject) => {
       ws.once('open', resolve);

@@ -9,6 +9,23 @@ export const MAX_FRAME_BYTES = 1 << 30;
 export const MEMBER_PATH = '/v1/member';
 
 /**
+ * The options a leader's or member's WebSocket client dials a member with: the bearer token,
+ * frames up to MAX_FRAME_BYTES, no compression, and a zero mask. Masking keeps a browser's
+ * script from steering a proxy's cache; these clients run no one's script, and unmasking every
+ * piece cost a member a good part of its time between phases.
+ * @example new WebSocket(url, memberClientOptions(token, 30_000));
+ */
+export function memberClientOptions(authToken, handshakeTimeout) {
+  return {
+    headers: authToken ? { authorization: `Bearer ${authToken}` } : {},
+    maxPayload: MAX_FRAME_BYTES,
+    handshakeTimeout,
+    perMessageDeflate: false,
+    generateMask: (mask) => mask.fill(0),
+  };
+}
+
+/**
  * A frame of header (a JSON object) and the floats of `arrays`, one after another.
  * @example ws.send(encodeFrame({ op: 'begin', session: 'a', startPos: 0, rows: 1, perLayer: 0 }, [hidden]));
  */
