@@ -300,6 +300,16 @@ LF_EXPORT(lf_member_put_piece) int lf_member_put_piece(lf_member_call* call, int
  * call waiting for it; a failure in the phase ends the call, its session as it was. After the
  * last layer the call is done and its output ready. */
 LF_EXPORT(lf_member_step) int lf_member_step(lf_member_call* call);
+/* lf_member_begin and lf_member_step with the phase started on the member's threads rather than
+ * waited for: *done_flag is set to 0, then to 1 (with a futex wake on it) once the phase's work is
+ * over, after which lf_member_phase_end must end the phase (its outcome: 1, or 0 and the last
+ * error, the call then over and its session as it was) before anything else is asked of the call.
+ * On the single-thread build the flag is 1 when the call returns. */
+LF_EXPORT(lf_member_begin_async) lf_member_call* lf_member_begin_async(const lf_member* member, lf_session* session,
+                                                                       int start_pos, const float* in, int n,
+                                                                       int32_t* done_flag);
+LF_EXPORT(lf_member_step_async) int lf_member_step_async(lf_member_call* call, int32_t* done_flag);
+LF_EXPORT(lf_member_phase_end) int lf_member_phase_end(lf_member_call* call);
 /* The output [n, n_embd] once done (lf_member_call_layer -1), else NULL. */
 LF_EXPORT(lf_member_output) const float* lf_member_output(const lf_member_call* call);
 /* Frees the call; one not done is abandoned and its session left as it was. */

@@ -1,5 +1,8 @@
-// Per-thread last error, memory for the host, version and kernels: the plumbing of the C ABI.
+// Per-thread last error, memory for the host, done flags, version and kernels: the plumbing of
+// the C ABI.
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +13,10 @@
 #include "layerfold/capi.h"
 #include "kernels/gemm.h"
 #include "model/kv_cache.h"
+
+#if defined(__EMSCRIPTEN__)
+#include <emscripten/threading.h>
+#endif
 
 namespace lf::capi {
 namespace {
@@ -37,6 +44,22 @@ bool record_kv_types(const char* k_type, const char* v_type, GgmlType* k, GgmlTy
   *k = parsed_k;
   *v = parsed_v;
   return true;
+}
+
+// *flag = value, seen by a host thread waiting on it (JS: Atomics.waitAsync on wasm memory).
+void publish(int32_t* flag, int32_t value) {
+#if defined(__wasi__)
+  *flag = value;  // no threads: the host reads it after the call returns
+#elif defined(__EMSCRIPTEN__)
+  // Emscripten's libc++ has no atomic_ref, and a JS waiter is woken by a futex wake on the
+  // address, not by libc++'s notify.
+  __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+  emscripten_futex_wake(flag, INT_MAX);
+#else
+  std::atomic_ref<int32_t> published(*flag);
+  published.store(value, std::memory_order_release);
+  published.notify_all();
+#endif
 }
 
 }  // namespace lf::capi

@@ -47,4 +47,7 @@ bool record(const Status& status);
 // The K and V cache types named k_type and v_type (NULL: f16), or the error recorded.
 bool record_kv_types(const char* k_type, const char* v_type, GgmlType* k, GgmlType* v);
 
+// *flag = value, seen by a host thread waiting on it (JS: Atomics.waitAsync on wasm memory).
+void publish(int32_t* flag, int32_t value);
+
 }  // namespace lf::capi

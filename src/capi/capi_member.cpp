@@ -136,6 +136,31 @@ lf_member_call* lf_member_begin(const lf_member* member, lf_session* session, in
   return call.release();
 }
 
+lf_member_call* lf_member_begin_async(const lf_member* member, lf_session* session, int start_pos, const float* in, int n,
+                                      int32_t* done_flag) {
+  if (!check_loaded(member)) return nullptr;
+  if (!in || n <= 0 || !done_flag) {
+    lf::capi::record(Status(Code::invalid_argument, "an async member call needs n > 0 rows of input and a done flag"));
+    return nullptr;
+  }
+  *done_flag = 0;
+  auto call = std::make_unique<lf_member_call>();
+  const size_t floats = static_cast<size_t>(n) * static_cast<size_t>(member->member.full.n_embd);
+  if (!lf::capi::record(lf::MemberForward::begin_async(member->member, session->session, start_pos, {in, floats}, n,
+                                                       [done_flag] { lf::capi::publish(done_flag, 1); }, &call->forward))) {
+    return nullptr;
+  }
+  return call.release();
+}
+
+int lf_member_step_async(lf_member_call* call, int32_t* done_flag) {
+  if (!done_flag) return lf::capi::record(Status(Code::invalid_argument, "an async step needs a done flag"));
+  *done_flag = 0;
+  return lf::capi::record(call->forward->step_async([done_flag] { lf::capi::publish(done_flag, 1); }));
+}
+
+int lf_member_phase_end(lf_member_call* call) { return lf::capi::record(call->forward->end_phase()); }
+
 int lf_member_call_layer(const lf_member_call* call) { return call->forward->done() ? -1 : call->forward->layer(); }
 int lf_member_call_phase(const lf_member_call* call) {
   return call->forward->done() ? -1 : static_cast<int>(call->forward->phase());

@@ -1,7 +1,5 @@
 // C ABI over the engine: models placed by the host, sessions, embed / forward / head.
 #include <algorithm>
-#include <atomic>
-#include <climits>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,9 +17,6 @@
 #include "model/model_config.h"
 #include "model/read_probe.h"
 
-#if defined(__EMSCRIPTEN__)
-#include <emscripten/threading.h>
-#endif
 
 namespace {
 
@@ -33,21 +28,6 @@ bool check_loaded(const lf_model* model) {
   return lf::capi::record(Status(Code::failed_precondition, "model is not loaded: call lf_model_load first"));
 }
 
-// *flag = value, seen by a host thread waiting on it (JS: Atomics.waitAsync on wasm memory).
-void publish(int32_t* flag, int32_t value) {
-#if defined(__wasi__)
-  *flag = value;  // no threads: the host reads it after the call returns
-#elif defined(__EMSCRIPTEN__)
-  // Emscripten's libc++ has no atomic_ref, and a JS waiter is woken by a futex wake on the
-  // address, not by libc++'s notify.
-  __atomic_store_n(flag, value, __ATOMIC_RELEASE);
-  emscripten_futex_wake(flag, INT_MAX);
-#else
-  std::atomic_ref<int32_t> published(*flag);
-  published.store(value, std::memory_order_release);
-  published.notify_all();
-#endif
-}
 
 }  // namespace
 
@@ -277,7 +257,7 @@ int lf_forward_async(lf_model* model, lf_session* session, int start_pos, const 
       model->model, session->session, start_pos, std::span<const float>(in, n * n_embd), n,
       std::span<float>(out, (last_only ? 1 : n) * n_embd), last_only != 0, [model, done_flag](const Status& status) {
         model->async_status = status;
-        publish(done_flag, status.ok() ? 1 : 2);
+        lf::capi::publish(done_flag, status.ok() ? 1 : 2);
       }));
 }
 
@@ -340,7 +320,7 @@ int lf_forward_batch_async(lf_model* model, int n_entries, lf_session* const* se
                                                   [model, done_flag](std::vector<Status> statuses) {
                                                     model->batch_statuses = std::move(statuses);
                                                     model->async_status = Status();
-                                                    publish(done_flag, 1);
+                                                    lf::capi::publish(done_flag, 1);
                                                   }));
 }
 
@@ -366,7 +346,7 @@ int lf_model_read_probe_async(lf_model* model, int32_t* done_flag) {
   return lf::capi::record(lf::read_probe_async(model->model, [model, done_flag](const lf::ReadProbe& probe) {
     model->probe = probe;
     model->probed = true;
-    publish(done_flag, 1);
+    lf::capi::publish(done_flag, 1);
   }));
 }
 
@@ -394,7 +374,7 @@ int lf_head_async(lf_model* model, const float* hidden, int n_rows, float* logit
   *done_flag = 0;
   return lf::capi::record(lf::head_async(model->model, hidden, n_rows, logits, [model, done_flag](const Status& status) {
     model->async_status = status;
-    publish(done_flag, status.ok() ? 1 : 2);
+    lf::capi::publish(done_flag, status.ok() ? 1 : 2);
   }));
 }
 

@@ -190,8 +190,8 @@ MemberCallFloats member_call_floats(const ModelConfig& full, const MemberSplit& 
   return f;
 }
 
-Status MemberForward::begin(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
-                            std::unique_ptr<MemberForward>* out) {
+Status MemberForward::prepare(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                              std::unique_ptr<MemberForward>* out) {
   const Model& m = member.model;
   if (!m.pool) return Status(Code::failed_precondition, "the member has no threads: load it with load_member");
   if (n <= 0) return Status(Code::invalid_argument, "n must be positive, got " + std::to_string(n));
@@ -226,12 +226,33 @@ Status MemberForward::begin(const Member& member, Session& session, int start_po
   session.kv.save_overwritten(start_pos, n, &st.undo);
   f->layer_ = m.range.begin;
   f->phase_ = MemberPhase::attention;
+  *out = std::move(f);
+  return Status();
+}
+
+Status MemberForward::begin(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                            std::unique_ptr<MemberForward>* out) {
+  std::unique_ptr<MemberForward> f;
+  LF_RETURN_IF_ERROR(prepare(member, session, start_pos, in, n, &f));
   LF_RETURN_IF_ERROR(f->run_phase());
   *out = std::move(f);
   return Status();
 }
 
+Status MemberForward::begin_async(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                                  std::function<void()> done, std::unique_ptr<MemberForward>* out) {
+  std::unique_ptr<MemberForward> f;
+  LF_RETURN_IF_ERROR(prepare(member, session, start_pos, in, n, &f));
+  LF_RETURN_IF_ERROR(f->start_phase(std::move(done)));
+  *out = std::move(f);
+  return Status();
+}
+
 MemberForward::~MemberForward() {
+  // A phase still on the pool reads this call's buffers: its end comes first (the pool takes an
+  // empty job only once it is free). Only a host that skipped end_phase() waits here.
+  while (running_ && !state_->model().pool->run([](int) {})) {
+  }
   if (state_ && !done_) abandon();
 }
 
@@ -252,6 +273,7 @@ uint64_t MemberForward::buffer_bytes() const {
 Status MemberForward::put_piece(int member, std::span<const float> piece) {
   const int n_members = state_->member.split.n_members;
   if (done_) return Status(Code::failed_precondition, "the call is over: no piece is expected");
+  if (running_) return Status(Code::failed_precondition, "the phase under way has not ended: end_phase() first");
   if (member < 0 || member >= n_members) {
     return Status(Code::invalid_argument, "member " + std::to_string(member) + " is not one of the group's " +
                                               std::to_string(n_members));
@@ -275,7 +297,18 @@ Status MemberForward::put_piece(int member, std::span<const float> piece) {
 }
 
 Status MemberForward::step() {
+  LF_RETURN_IF_ERROR(advance());
+  return run_phase();
+}
+
+Status MemberForward::step_async(std::function<void()> done) {
+  LF_RETURN_IF_ERROR(advance());
+  return start_phase(std::move(done));
+}
+
+Status MemberForward::advance() {
   if (done_) return Status(Code::failed_precondition, "the call is over: there is no next phase");
+  if (running_) return Status(Code::failed_precondition, "the phase under way has not ended: end_phase() first");
   for (size_t j = 0; j < received_.size(); ++j) {
     if (!received_[j]) {
       return Status(Code::failed_precondition, std::string("the ") + member_phase_name(phase_) + " piece of member " +
@@ -288,7 +321,7 @@ Status MemberForward::step() {
     ++layer_;
     phase_ = MemberPhase::attention;
   }
-  return run_phase();
+  return Status();
 }
 
 std::span<const float> MemberForward::output() const {
@@ -298,16 +331,31 @@ std::span<const float> MemberForward::output() const {
   return {x.data(), static_cast<size_t>(state_->n) * static_cast<size_t>(m.config.n_embd)};
 }
 
-// The current phase on the member's pool: after W_down's gather the finished layer's residual
-// first, then (but past the last layer) the phase's own work; then this member's piece.
-Status MemberForward::run_phase() {
-  State& st = *state_;
-  const Model& m = st.model();
+Status MemberForward::run_phase() { return end_job(state_->model().pool->run(phase_job())); }
+
+Status MemberForward::start_phase(std::function<void()> done) {
+  if (!state_->model().pool->start(phase_job(), std::move(done))) return end_job(false);
+  running_ = true;
+  return Status();
+}
+
+Status MemberForward::end_phase() {
+  if (!running_) return Status(Code::failed_precondition, "no phase was started: nothing to end");
+  running_ = false;
+  return end_job(true);
+}
+
+// The current phase's work on the member's pool: after W_down's gather the finished layer's
+// residual first, then (but past the last layer) the phase's own work.
+ThreadPool::Job MemberForward::phase_job() {
+  const Model& m = state_->model();
   const int first = m.range.begin;
   const bool finishes = phase_ == MemberPhase::attention && layer_ > first;
   const bool last = layer_ == m.range.end;
   const int il = layer_;
-  const bool ran = m.pool->run([&](int worker) {
+  return [this, first, finishes, last, il](int worker) {
+    State& st = *state_;
+    const Model& m = st.model();
     if (finishes) {
       const int prev = il - 1;
       finish_layer(LayerCall{m, st.b, *m.pool, residual(st.b, prev - first), residual(st.b, prev - first + 1), worker,
@@ -322,7 +370,17 @@ Status MemberForward::run_phase() {
       case MemberPhase::ffn: ffn(c); break;
       case MemberPhase::ffn_down: ffn_down(c, st); break;
     }
-  });
+  };
+}
+
+// After the phase's work (ran: whether the pool took it): its errors, and this member's piece,
+// or past the last layer the call's output checked and the session moved on.
+Status MemberForward::end_job(bool ran) {
+  State& st = *state_;
+  const Model& m = st.model();
+  const int first = m.range.begin;
+  const bool last = layer_ == m.range.end;
+  const int il = layer_;
   if (!ran) {
     abandon();
     return Status(Code::failed_precondition, kPoolBusy);

@@ -12,11 +12,13 @@
 // the members stay in step and the output is a single node's bytes for any member count.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "model/member.h"
 #include "model/session.h"
 
@@ -47,6 +49,14 @@ class MemberForward {
   // runs the exact engine: approximate modes are refused. Member and session must outlive it.
   static Status begin(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
                       std::unique_ptr<MemberForward>* out);
+  // begin() and step() with the phase started on the member's pool rather than waited for, so
+  // that the host's thread is free meanwhile (to take the other members' pieces as they come):
+  // done runs on a worker once the phase's work is over, and end_phase() must then finish it
+  // before anything else is asked of the call (freeing it included).
+  static Status begin_async(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                            std::function<void()> done, std::unique_ptr<MemberForward>* out);
+  Status step_async(std::function<void()> done);
+  Status end_phase();
   ~MemberForward();
 
   int layer() const { return layer_; }
@@ -70,13 +80,20 @@ class MemberForward {
 
  private:
   MemberForward() = default;
+  static Status prepare(const Member& member, Session& session, int start_pos, std::span<const float> in, int n,
+                        std::unique_ptr<MemberForward>* out);
+  Status advance();
   Status run_phase();
+  Status start_phase(std::function<void()> done);
+  ThreadPool::Job phase_job();
+  Status end_job(bool ran);
   void abandon();
 
   std::unique_ptr<State> state_;
   int layer_ = 0;
   MemberPhase phase_ = MemberPhase::attention;
   bool done_ = false;
+  bool running_ = false;  // a phase started by begin_async / step_async, not yet ended
   std::vector<float> piece_;
   std::vector<bool> received_;  // [members] this phase's pieces put
 };

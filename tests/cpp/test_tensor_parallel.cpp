@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -96,8 +98,19 @@ Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int
   return g;
 }
 
+// Starts a phase with start(done), waits for done, and ends the phase: the async calls' way.
+template <class Start>
+Status started_and_ended(Start start, std::unique_ptr<MemberForward>* call) {
+  std::promise<void> done;
+  std::future<void> ended = done.get_future();
+  LF_RETURN_IF_ERROR(start([&done] { done.set_value(); }));
+  ended.wait();
+  return (*call)->end_phase();
+}
+
 // The group's forward of rows [start, start + n) of x: every member's pieces handed to every
 // member at each phase. Every member's output must be the same bytes; member 0's is returned.
+// Odd members run their phases with begin_async / step_async, the others with begin / step.
 std::vector<float> group_forward(Group& g, const std::vector<float>& x, int start, int n,
                                  const std::vector<float>& per_layer_in = {}) {
   const size_t E = static_cast<size_t>(g.members[0]->full.n_embd);
@@ -105,7 +118,14 @@ std::vector<float> group_forward(Group& g, const std::vector<float>& x, int star
   std::vector<std::unique_ptr<MemberForward>> calls(S);
   for (size_t i = 0; i < S; ++i) {
     g.sessions[i].per_layer_in = per_layer_in;
-    require_ok(MemberForward::begin(*g.members[i], g.sessions[i], start, {x.data() + start * E, n * E}, n, &calls[i]));
+    const std::span<const float> rows{x.data() + start * E, n * E};
+    if (i % 2 == 0) {
+      require_ok(MemberForward::begin(*g.members[i], g.sessions[i], start, rows, n, &calls[i]));
+    } else {
+      require_ok(started_and_ended([&](std::function<void()> done) {
+        return MemberForward::begin_async(*g.members[i], g.sessions[i], start, rows, n, std::move(done), &calls[i]);
+      }, &calls[i]));
+    }
   }
   int phases = 0;
   while (!calls[0]->done()) {
@@ -116,7 +136,11 @@ std::vector<float> group_forward(Group& g, const std::vector<float>& x, int star
     }
     for (size_t i = 0; i < S; ++i) {
       for (size_t j = 0; j < S; ++j) require_ok(calls[i]->put_piece(static_cast<int>(j), pieces[j]));
-      require_ok(calls[i]->step());
+      if (i % 2 == 0) {
+        require_ok(calls[i]->step());
+      } else {
+        require_ok(started_and_ended([&](std::function<void()> done) { return calls[i]->step_async(std::move(done)); }, &calls[i]));
+      }
     }
     ++phases;
   }

@@ -5,6 +5,7 @@
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
+import { flagSet } from '../node/engine_forward.js';
 import { checkpointSession, truncateSession } from '../node/sessions.js';
 import { withCopies, withCStrings } from '../node/wasm_copies.js';
 
@@ -15,6 +16,8 @@ export class LocalMember {
   #sessions = new Map();  // session id -> lf_session*
   #call = 0;              // the lf_member_call* under way
   #rows = 0;              // its rows
+  #running = false;       // a phase of it is on the module's threads
+  #abandonWhenEnded = false;
   #maxContext;
 
   constructor(lf, { index, members, layers, info, maxContext, weightBytes, cacheTypeK, cacheTypeV }) {
@@ -118,8 +121,12 @@ export class LocalMember {
     const session = this.#session(id);
     const values = perLayer ?? new Float32Array(0);
     if (!withCopies(lf, [values], ([ptr]) => lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw lf.lastError();
-    this.#call = withCopies(lf, [hidden], ([ptr]) => lf.fn.lf_member_begin(this.#ptr, session, startPos, ptr, n));
-    if (!this.#call) throw lf.lastError();
+    if (lf.kind === 'threaded') {
+      await this.#phase((flag) => (this.#call = withCopies(lf, [hidden], ([ptr]) => lf.fn.lf_member_begin_async(this.#ptr, session, startPos, ptr, n, flag))));
+    } else {
+      this.#call = withCopies(lf, [hidden], ([ptr]) => lf.fn.lf_member_begin(this.#ptr, session, startPos, ptr, n));
+      if (!this.#call) throw lf.lastError();
+    }
     this.#rows = n;
     return this.#piece();
   }
@@ -136,7 +143,8 @@ export class LocalMember {
       pieces.forEach((piece, j) => {
         if (!withCopies(lf, [piece], ([ptr]) => lf.fn.lf_member_put_piece(this.#call, j, ptr, piece.length))) throw lf.lastError();
       });
-      if (!lf.fn.lf_member_step(this.#call)) throw lf.lastError();
+      if (lf.kind === 'threaded') await this.#phase((flag) => lf.fn.lf_member_step_async(this.#call, flag));
+      else if (!lf.fn.lf_member_step(this.#call)) throw lf.lastError();
     } catch (error) {
       this.abandon();
       throw error;
@@ -147,8 +155,15 @@ export class LocalMember {
     return { output };
   }
 
-  /** Ends the call under way, if any, leaving its session as it was before the call. */
+  /**
+   * Ends the call under way, if any, leaving its session as it was before the call (while a phase
+   * of it runs: once the phase has ended, and the call awaiting it is refused 'aborted').
+   */
   abandon() {
+    if (this.#running) {
+      this.#abandonWhenEnded = true;
+      return;
+    }
     if (this.#call) this.#lf.fn.lf_member_call_free(this.#call);
     this.#call = 0;
   }
@@ -214,6 +229,34 @@ export class LocalMember {
       this.#sessions.set(id, s);
     }
     return s;
+  }
+
+  // The threaded module's phase: start(flag) starts it on the module's threads (the call's
+  // lf_member_begin_async or lf_member_step_async) and returns at once; its end is awaited without
+  // blocking the event loop, so that a member server takes the other members' pieces meanwhile,
+  // and then ended (lf_member_phase_end).
+  async #phase(start) {
+    const lf = this.#lf;
+    const flag = lf.alloc(4);
+    this.#running = true;
+    try {
+      if (!start(flag)) throw lf.lastError();
+      await flagSet(lf, flag);
+    } finally {
+      this.#running = false;
+      lf.free(flag);
+    }
+    const ended = lf.fn.lf_member_phase_end(this.#call);
+    const error = ended ? null : lf.lastError();
+    if (this.#abandonWhenEnded) {
+      this.#abandonWhenEnded = false;
+      this.abandon();
+      throw new LayerfoldError('aborted', `member ${this.index}: the call was abandoned`);
+    }
+    if (error) {
+      this.abandon();
+      throw error;
+    }
   }
 
   #piece() {

@@ -69,7 +69,9 @@ export class MemberGroup {
    * bearer token; deadlineMs: how long a member may take over one phase before the call fails
    * naming it. exchange: 'members' (each member sends its pieces to the others itself, over
    * links it dials to these URLs with its own token), 'leader' (every piece through this
-   * process), or 'auto': 'members' where every member can (edge members cannot).
+   * process), or 'auto': 'members' where every member can (edge members cannot) and they reach
+   * each other at these URLs, else 'leader' (group.exchange says which; group.linkFailure why
+   * not member to member, when they could not link).
    * @example const group = await MemberGroup.connect(['http://a:8080', 'http://b:8080'], { authToken });
    */
   static async connect(urls, { authToken, deadlineMs, exchange = 'auto' } = {}) {
@@ -94,17 +96,24 @@ export class MemberGroup {
       throw new LayerfoldError('invalid_argument', `member ${other.index} (${other.url}) serves ${what(other)}, member 0 ${what(first)}: not one group`);
     }
     const leaderOnly = members.find((m) => !m.memberExchange);
-    const chosen = exchange === 'auto' ? (leaderOnly ? 'leader' : 'members') : exchange;
+    let chosen = exchange === 'auto' ? (leaderOnly ? 'leader' : 'members') : exchange;
+    let linkFailure = null;
     try {
       if (chosen === 'members') {
         if (leaderOnly) throw new LayerfoldError('invalid_argument', `${leaderOnly.name} exchanges through its leader only: not a group exchanging member to member`);
-        await everyAnswer(members.map((m) => m.linkPeers(urls)));
+        await everyAnswer(members.map((m) => m.linkPeers(urls))).catch((error) => {
+          if (exchange === 'members' || members.some((m) => m.closed)) throw error;
+          linkFailure = error.message;
+          chosen = 'leader';
+        });
       }
     } catch (error) {
       for (const m of members) m.close();
       throw error;
     }
-    return new MemberGroup(members, { reconnect: connect, urls, exchange: chosen });
+    const group = new MemberGroup(members, { reconnect: connect, urls, exchange: chosen });
+    group.linkFailure = linkFailure;
+    return group;
   }
 
   /**

@@ -118,6 +118,7 @@ export class MemberService {
         this.#links.set(connection, this.#peers.checkHello(header));
         return encodeFrame({ op: 'ok' });
       }
+      if (this.#owner && this.#owner !== connection) throw new LayerfoldError('unavailable', `member ${index} is running another leader's call`);
       await this.#peers.connect(header.urls, deadline(header));
       return encodeFrame({ op: 'ok' });
     }

@@ -20,6 +20,7 @@ const EXPORTS = [
   'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create', 'lf_member_place_tensor', 'lf_member_load', 'lf_member_set_kv_types', 'lf_member_session_create',
   'lf_member_free', 'lf_member_begin', 'lf_member_call_layer', 'lf_member_call_phase', 'lf_member_piece',
   'lf_member_piece_floats', 'lf_member_put_piece', 'lf_member_step', 'lf_member_output', 'lf_member_call_free',
+  'lf_member_begin_async', 'lf_member_step_async', 'lf_member_phase_end',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_tokenize_untrusted', 'lf_detokenize', 'lf_tokenizer_n_vocab',
   'lf_tokenizer_max_token_bytes', 'lf_tokenizer_bos', 'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',
@@ -31,7 +32,7 @@ const POINTER_RESULTS = new Set([
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_session_create', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_forward_batch_result_json', 'lf_tokenizer_create',
   'lf_tokenizer_piece', 'lf_session_kv_rows', 'lf_drafter_create', 'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create',
-  'lf_member_session_create', 'lf_member_begin', 'lf_member_piece', 'lf_member_output',
+  'lf_member_session_create', 'lf_member_begin', 'lf_member_begin_async', 'lf_member_piece', 'lf_member_output',
 ]);
 
 export class LayerfoldError extends Error {

@@ -11,10 +11,12 @@ import path from "node:path";
 import {after, before, describe, test} from "node:test";
 
 import {MemberGroup} from "../../../js-glue/src/group/member_group.js";
+import {openLocalMember} from "../../../js-glue/src/group/open_local_member.js";
 import {RemoteMember} from "../../../js-glue/src/group/remote_member.js";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {decodeFrame, encodeFrame} from "../../../js-glue/src/protocol/member_frames.js";
 import {serveMember} from "../../../js-glue/src/server/member_host.js";
+import {openSource} from "../../../js-glue/src/sources/open_source.js";
 import {model, root} from "../support/models.mjs";
 
 const {WebSocket, WebSocketServer} = createRequire(path.join(root, "js-glue", "package.json"))("ws");
@@ -95,6 +97,28 @@ describe("a group in one process gives one node's bytes", () => {
       });
     }
   }
+});
+
+describe("a member of the threaded build, its phases on its threads", () => {
+  test("abandoned while a phase runs: the phase ends first, the call is refused 'aborted', the session as it was", async () => {
+    const {inputs, outputs} = await reference(tiny(), [0, 2], "threaded");
+    const source = await openSource(tiny());
+    const member = await openLocalMember({source, index: 0, members: 1, layers: [0, 2], threaded: true, threads: 2, maxContext: 64});
+    await source.close();
+    try {
+      let piece = await member.begin({session: "a", ...inputs[0]});
+      const step = member.exchange([piece]);
+      member.abandon();
+      await assert.rejects(step, (e) => e.code === "aborted" && /member 0: the call was abandoned/.test(e.message));
+      assert.equal(member.sessionLength("a"), 0);
+      piece = await member.begin({session: "a", ...inputs[0]});
+      let output = null;
+      while (!output) ({piece, output} = await member.exchange([piece]));
+      assert.ok(bytesOf(output).equals(bytesOf(outputs[0])));
+    } finally {
+      member.close();
+    }
+  });
 });
 
 describe("members with quantized caches", () => {
@@ -307,8 +331,9 @@ describe("refusals", () => {
     }
 
     // A member 1 that can exchange member to member: it links itself to member 0 when given its
-    // peers, and on a call does what `misbehave(link, call, leader)` says.
-    async function fakePeer(misbehave) {
+    // peers (or says it could not reach linkTo), and on a call does what `misbehave(link, call,
+    // leader)` says.
+    async function fakePeer(misbehave, {linkTo} = {}) {
       const wss = new WebSocketServer({port: 0, host: "127.0.0.1"});
       await new Promise((resolve) => wss.once("listening", resolve));
       let link = null;
@@ -316,6 +341,7 @@ describe("refusals", () => {
         const {header} = decodeFrame(new Uint8Array(data), "test");
         if (header.op === "info") ws.send(encodeFrame({...INFO, member_exchange: true}));
         else if (header.op === "hello") ws.send(encodeFrame({op: "ok"}));
+        else if (header.op === "peers" && linkTo) ws.send(encodeFrame({op: "error", code: "unavailable", message: `could not reach member 0 (${linkTo})`}));
         else if (header.op === "peers") {
           const said = await askMember(header.urls[0], encodeFrame({op: "hello", index: 1, members: 2, layers: [0, 2]}));
           assert.equal(said.header.op, "ok");
@@ -400,6 +426,18 @@ describe("refusals", () => {
         group.close();
       } finally {
         await fake.close();
+      }
+      // Members that cannot reach each other at the leader's URLs: through the leader, saying why.
+      const cut = await fakePeer(() => {}, {linkTo: "http://127.0.0.1:9"});
+      try {
+        await assert.rejects(MemberGroup.connect([servers[0].url, cut.url], {authToken: "member-secret-token", exchange: "members"}),
+          (e) => /could not reach member 0/.test(e.message));
+        const group = await MemberGroup.connect([servers[0].url, cut.url], {authToken: "member-secret-token"});
+        assert.equal(group.exchange, "leader");
+        assert.match(group.linkFailure, /could not reach member 0/);
+        group.close();
+      } finally {
+        await cut.close();
       }
     });
 
