@@ -53,8 +53,9 @@ export class PeerExchange {
    * that did not within deadlineMs.
    */
   async connect(urls, deadlineMs) {
-    if (!Array.isArray(urls) || urls.length !== this.#members || !urls.every((u) => typeof u === 'string')) {
-      throw new LayerfoldError('invalid_argument', `peers must be the URLs of all ${this.#members} members, in member order`);
+    const dialable = (u) => typeof u === 'string' && URL.canParse(u) && ['http:', 'https:', 'ws:', 'wss:'].includes(new URL(u).protocol);
+    if (!Array.isArray(urls) || urls.length !== this.#members || !urls.every(dialable)) {
+      throw new LayerfoldError('invalid_argument', `peers must be the http(s) or ws(s) URLs of all ${this.#members} members, in member order`);
     }
     for (const [j, ws] of this.#out) {
       if (this.#urls?.[j] !== urls[j]) {

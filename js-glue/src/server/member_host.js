@@ -1,8 +1,9 @@
 // A member of a tensor-parallel group as a Node process (`serve --shard I/S`): one LocalMember
 // behind a WebSocket at /v1/member that the group's leader drives (group/remote_member.js,
-// protocol/member_frames.js), /healthz beside it. One call at a time: the leader that began it
-// owns it until its end, and a leader that goes away mid-call has it abandoned, its session as
-// it was. Without a token it starts on a loopback address only, as a layer node does.
+// protocol/member_frames.js), /healthz beside it, and the group's other members' links there when
+// they exchange member to member (group/peer_exchange.js). One call at a time: the leader that
+// began it owns it until its end, and a leader that goes away mid-call has it abandoned, its
+// session as it was. Without a token it starts on a loopback address only, as a layer node does.
 import { createServer } from 'node:http';
 
 import { timingSafeEqual } from 'hono/utils/buffer';

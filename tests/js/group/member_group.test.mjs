@@ -1,10 +1,11 @@
 // A tensor-parallel group gives, call by call, the bytes one LayerNode of the same layers gives
 // (a prompt, then decode steps): S members in modules of this process, in both builds, and
-// members in servers of their own reached over loopback WebSockets; dense gemma4 and gemma3
-// layers, MoE layers, the E-model fixture, f16 and quantized caches. Refusals by name: a bad
-// member count or split, a member of another group, position or cache type, a wrong token, a
-// member answering NaNs, wrong lengths or late; a refused call leaves every member's session as
-// it was.
+// members in servers of their own reached over loopback WebSockets, exchanging through the
+// leader and member to member; dense gemma4 and gemma3 layers, MoE layers, the E-model fixture,
+// f16 and quantized caches. Refusals by name: a bad member count or split, a member of another
+// group, position or cache type, a wrong token, a member answering (or, member to member,
+// sending its peers) NaNs, wrong lengths, a failure or nothing; a refused call leaves every
+// member's session as it was.
 import assert from "node:assert/strict";
 import {createRequire} from "node:module";
 import path from "node:path";
@@ -411,11 +412,14 @@ describe("refusals", () => {
       }
     });
 
-    test("a hello from a member of another group, and member to member with a member that cannot, are refused by name", async () => {
+    test("a hello from a member of another group, peers that are not URLs, and member to member with a member that cannot, are refused by name", async () => {
       const {ws, header} = await askMember(servers[0].url, encodeFrame({op: "hello", index: 1, members: 3, layers: [0, 2]}));
       ws.terminate();
       assert.equal(header.op, "error");
       assert.match(header.message, /member 0 of 2 over layers 0-2: a hello from member 1 of 3 over layers 0-2 is not one of its group/);
+      const peers = await askMember(servers[0].url, encodeFrame({op: "peers", urls: ["file:///etc/passwd", servers[1].url]}));
+      peers.ws.terminate();
+      assert.match(peers.header.message, /peers must be the http\(s\) or ws\(s\) URLs of all 2 members, in member order/);
       const fake = await fakeMember(() => {});
       try {
         await assert.rejects(MemberGroup.connect([servers[0].url, fake.url], {authToken: "member-secret-token", exchange: "members"}),
