@@ -5,7 +5,6 @@
 // WebSocket (remote_member.js); either way the output is a single node's bytes for any S. Member
 // servers can instead exchange their pieces among themselves (peer_exchange.js): the leader then
 // starts a call and takes its output, one round trip a call.
-
 import { cutRefusal, DEFAULT_CHECKPOINTS, keepRefusal } from '../protocol/checkpoints.js';
 import { openSource } from '../sources/open_source.js';
 import { LayerfoldError } from '../wasm/capi.js';

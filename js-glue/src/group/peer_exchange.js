@@ -166,6 +166,8 @@ export class PeerExchange {
       throw new LayerfoldError('bad_frame', `member ${j} sent ${JSON.stringify(op)} on its link, not a piece`);
     }
     if (this.#call !== null && call !== this.#call) return;  // of a call ended here
+    // A member goes from call to call: one of another call from it is over.
+    for (const key of this.#held.keys()) if (key.endsWith(`/${j}`) && !key.startsWith(`${call}/`)) this.#held.delete(key);
     const fromJ = [...this.#held.keys()].filter((k) => k.endsWith(`/${j}`)).length;
     if (fromJ >= HELD_PER_PEER) return;
     this.#held.set(`${call}/${op === 'fail' ? 'fail' : phase}/${j}`, op === 'fail' ? String(header.message ?? 'failed') : payload);
