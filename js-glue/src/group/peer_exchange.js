@@ -14,6 +14,7 @@ import { LayerfoldError } from '../wasm/capi.js';
 
 const HELD_PER_PEER = 3;  // pieces of this phase and the next, and a failure
 const CALL_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const MAX_MESSAGE = 1000;  // of a peer's failure, passed on in this member's
 
 export class PeerExchange {
   #index;
@@ -170,7 +171,7 @@ export class PeerExchange {
     for (const key of this.#held.keys()) if (key.endsWith(`/${j}`) && !key.startsWith(`${call}/`)) this.#held.delete(key);
     const fromJ = [...this.#held.keys()].filter((k) => k.endsWith(`/${j}`)).length;
     if (fromJ >= HELD_PER_PEER) return;
-    this.#held.set(`${call}/${op === 'fail' ? 'fail' : phase}/${j}`, op === 'fail' ? String(header.message ?? 'failed') : payload);
+    this.#held.set(`${call}/${op === 'fail' ? 'fail' : phase}/${j}`, op === 'fail' ? String(header.message ?? 'failed').slice(0, MAX_MESSAGE) : payload);
     this.#check();
   }
 
