@@ -17,8 +17,11 @@ test("a readable line: time, severity, message, then each field as key=value, qu
 });
 
 // `serve` for two seconds, then SIGTERM: what it wrote, through a pseudo-terminal (script(1)) or a pipe.
+// The shell stays a moment after serve has exited: script(1) may stop reading the terminal as soon
+// as its command ends, losing serve's last lines.
 function serveBriefly(viaTerminal) {
-  const serve = `timeout -s TERM 2 "${process.execPath}" "${cli}" serve --model "${model("tiny", "tiny", ["--type", "Q4_0"])}" --host 127.0.0.1 --port 0 --threads 1`;
+  const serve = `timeout -s TERM 2 "${process.execPath}" "${cli}" serve --model "${model("tiny", "tiny", ["--type", "Q4_0"])}" --host 127.0.0.1 --port 0 --threads 1; ` +
+    "status=$?; sleep 0.5; exit $status";
   const env = {...process.env, AUTH_TOKEN: "hunter2"};
   const r = viaTerminal
     ? spawnSync("script", ["-qec", serve, "/dev/null"], {encoding: "utf8", timeout: 60_000, env})
