@@ -257,25 +257,38 @@ typedef struct lf_member lf_member;
 typedef struct lf_member_call lf_member_call;
 /* What member i of n_members places: {"tensors": [{"name", "n_bytes", "ranges": [[offset, size],
  * ...]}], "weight_bytes"}, each tensor's ranges relative to the file tensor's first byte, to be
- * placed one after another (NULL and the last error on a refused split). Owned by gguf. */
+ * placed one after another (NULL and the last error on a refused split). Owned by gguf. With
+ * ends 1 the member also holds the model's ends the range touches, a slice of the vocabulary of
+ * each (the embedding if it begins at layer 0, the head if it ends at the last layer). */
 LF_EXPORT(lf_member_tensors_json) const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end,
-                                                                     int member, int n_members);
+                                                                     int member, int n_members, int ends);
 /* What member i of n_members holds, as lf_node_needs_json answers for a node: {"tensor_bytes",
  * "kv_bytes_per_session" (K/V of its KV heads at max_ctx, 0: the model's, in k_type and v_type as
  * lf_model_set_kv_types names them, NULL: f16), "scratch_bytes" and "scratch_bytes_per_worker" (a
  * call of max_tokens rows), "relayout_bytes" (while loading: one row strip's, where this build
  * lays Q4_0 out in strips; else 0), "piece_floats" (the largest piece a call is handed), "per_layer_floats" (an E-model call's
- * per-layer inputs), "tensors"} (NULL and the last error on a refused split). Owned by gguf. */
+ * per-layer inputs), "tensors"}, with ends 1 its slices of the model's ends and their calls'
+ * buffers too (NULL and the last error on a refused split). Owned by gguf. */
 LF_EXPORT(lf_member_needs_json) const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                                  int member, int n_members, int max_ctx, int max_tokens,
-                                                                 const char* k_type, const char* v_type);
+                                                                 const char* k_type, const char* v_type, int ends);
 LF_EXPORT(lf_member_create) lf_member* lf_member_create(void);
 /* Records where tensor `name`'s member bytes (its ranges, end to end) live: writable, the
  * member's alone and outliving it (lf_member_load may rewrite them into the layout its kernels
  * read, as a node's load does). */
 LF_EXPORT(lf_member_place_tensor) int lf_member_place_tensor(lf_member* member, const char* name, const uint8_t* data);
 LF_EXPORT(lf_member_load) int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_end,
-                                             int index, int n_members, int n_threads);
+                                             int index, int n_members, int n_threads, int ends);
+/* The vocabulary rows [begin, end) a member loaded with ends holds (0, 0 without ends), and what
+ * it computes of them, as lf_embed, lf_per_layer_inputs (a member holds its rows of the table)
+ * and lf_head do for a node: embed and per-layer inputs take only tokens of its rows, and the
+ * head gives logits [n_rows, end - begin]. */
+LF_EXPORT(lf_member_vocab_begin) int lf_member_vocab_begin(const lf_member* member);
+LF_EXPORT(lf_member_vocab_end) int lf_member_vocab_end(const lf_member* member);
+LF_EXPORT(lf_member_embed) int lf_member_embed(const lf_member* member, const int32_t* tokens, int n, float* out);
+LF_EXPORT(lf_member_per_layer_inputs) int lf_member_per_layer_inputs(const lf_member* member, const int32_t* tokens,
+                                                                     int n, const float* x0, float* out);
+LF_EXPORT(lf_member_head) int lf_member_head(const lf_member* member, const float* hidden, int n_rows, float* logits);
 /* The types of the caches of the member's sessions made after it, as lf_model_set_kv_types
  * names them ('f16', 'q8_0', 'q4_0'; NULL: f16); 0 and the last error on another name. */
 LF_EXPORT(lf_member_set_kv_types) int lf_member_set_kv_types(lf_member* member, const char* k_type, const char* v_type);

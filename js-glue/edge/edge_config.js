@@ -41,6 +41,14 @@ function shard(raw, range) {
   return value;
 }
 
+// ENDS (1 or true) with SHARD: the member holds its slice of the model's ends (serve --ends).
+function ends(raw, shardText) {
+  if (raw === undefined || raw === '' || raw === '0' || raw === 'false') return false;
+  if (raw !== '1' && raw !== 'true') throw new Error(`ENDS=${JSON.stringify(String(raw))}: expected 1 or true (or 0, false)`);
+  if (!shardText) throw new Error('ENDS is for a group member: set SHARD=I/S with it');
+  return true;
+}
+
 /**
  * The node's settings: the R2 binding MODEL, MODEL_KEY (required), LAYERS, MEMORY_BUDGET_BYTES,
  * MAX_CONTEXT (0: the model's), MAX_TOKENS (rows per request), MAX_SESSIONS, MAX_QUEUE,
@@ -49,7 +57,8 @@ function shard(raw, range) {
  * CACHE_TYPE_V (the KV cache's types: f16, q8_0, q4_0; default f16), DRAFT_MODEL_KEY (on the node
  * serving the last layers: the key of Gemma 4's MTP drafter of the model in the same bucket,
  * loaded beside the head and counted in the budget), SHARD (I/S: serve member I of a
- * tensor-parallel group of S over LAYERS instead of a node, docs/tensor-parallel.md), and the
+ * tensor-parallel group of S over LAYERS instead of a node, docs/tensor-parallel.md), ENDS (1 with
+ * SHARD: the member also holds its vocabulary slice of the model's ends LAYERS touches), and the
  * AUTH_TOKEN secret.
  * @example edgeConfig({ MODEL: env.MODEL, MODEL_KEY: 'tiny.gguf', LAYERS: '0-0' }).layers // [0, 1]
  */
@@ -62,6 +71,7 @@ export function edgeConfig(env) {
     draftKey: env.DRAFT_MODEL_KEY || undefined,
     layers: layers(env.LAYERS),
     shard: shard(env.SHARD, layers(env.LAYERS)),
+    ends: ends(env.ENDS, env.SHARD),
     memoryBudgetBytes: integer(env, 'MEMORY_BUDGET_BYTES', DEFAULT_MEMORY_BUDGET_BYTES, 1),
     maxContext: integer(env, 'MAX_CONTEXT', 0, 0),
     maxTokens: integer(env, 'MAX_TOKENS', 256, 1),

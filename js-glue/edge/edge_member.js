@@ -14,11 +14,12 @@ import { DEFAULT_MEMORY_BUDGET_BYTES } from './edge_config.js';
  * `bucket`, as LocalMember.open loads one (module and relaxedModule as openEdgeNode takes them).
  * Throws LayerfoldError 'over_budget' (neededBytes, availableBytes) when the member would not
  * fit memoryBudgetBytes with a session of maxContext positions (its cache in cacheTypeK and
- * cacheTypeV) and calls of maxTokens rows.
+ * cacheTypeV) and calls of maxTokens rows. ends: hold a vocabulary slice of the model's ends the
+ * layers touch (LocalMember.open), counted in the budget.
  * @example const member = await openEdgeMember({ module: wasm, bucket: env.MODEL, key: '31b.gguf', layers: [1, 2], shard: [0, 3] });
  */
 export async function openEdgeMember({ module, relaxedModule, bucket, key, layers, shard: [index, members],
-  memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES, maxContext = 0, maxTokens = 256, cacheTypeK, cacheTypeV, onProgress }) {
+  memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES, maxContext = 0, maxTokens = 256, cacheTypeK, cacheTypeV, ends = false, onProgress }) {
   const relaxed = Boolean(relaxedModule) && relaxedSimdSupported();
   const lf = await instantiateSingleThreadModule(relaxed ? relaxedModule : module, relaxedModule ? { relaxed, forced: false } : undefined);
   let source;
@@ -31,7 +32,7 @@ export async function openEdgeMember({ module, relaxedModule, bucket, key, layer
   try {
     return await LocalMember.open(lf, {
       source: onProgress ? withProgress(source, onProgress) : source, index, members, layers, maxContext, memoryBudgetBytes, maxTokens,
-      cacheTypeK, cacheTypeV,
+      cacheTypeK, cacheTypeV, ends,
     });
   } finally {
     await source.close();

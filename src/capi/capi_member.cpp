@@ -8,9 +8,11 @@
 
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
+#include "model/forward.h"
 #include "model/member.h"
 #include "model/member_forward.h"
 #include "model/member_needs.h"
+#include "model/per_layer_embd.h"
 
 struct lf_member {
   std::map<std::string, const uint8_t*, std::less<>> placed;
@@ -37,12 +39,12 @@ bool check_loaded(const lf_member* member) {
 
 extern "C" {
 
-const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int member, int n_members) {
+const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, int member, int n_members, int ends) {
   lf::ModelConfig full;
   lf::MemberSplit split;
   std::vector<lf::MemberTensor> tensors;
   if (!lf::capi::record(lf::load_model_config(gguf->file, &full)) ||
-      !lf::capi::record(lf::split_members(gguf->file, full, {layer_begin, layer_end}, n_members, &split))) {
+      !lf::capi::record(lf::split_members(gguf->file, full, {layer_begin, layer_end}, n_members, &split, ends != 0))) {
     return nullptr;
   }
   if (member < 0 || member >= n_members) {
@@ -65,9 +67,10 @@ const char* lf_member_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end
 }
 
 const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int member, int n_members, int max_ctx,
-                                 int max_tokens, const char* k_type, const char* v_type) {
+                                 int max_tokens, const char* k_type, const char* v_type, int ends) {
   lf::MemberNeeds needs;
   lf::MemberShape shape{{layer_begin, layer_end}, member, n_members, max_ctx, max_tokens};
+  shape.ends = ends != 0;
   if (!lf::capi::record_kv_types(k_type, v_type, &shape.k_type, &shape.v_type)) return nullptr;
   if (!lf::capi::record(lf::member_needs(gguf->file, shape, &needs))) return nullptr;
   nlohmann::ordered_json out;
@@ -92,17 +95,39 @@ int lf_member_place_tensor(lf_member* member, const char* name, const uint8_t* d
 }
 
 int lf_member_load(lf_member* member, lf_gguf* gguf, int layer_begin, int layer_end, int index, int n_members,
-                   int n_threads) {
+                   int n_threads, int ends) {
   if (member->loaded) return lf::capi::record(Status(Code::failed_precondition, "the member is loaded already"));
   auto locate = [member](const lf::GgufTensorInfo& info) -> const uint8_t* {
     auto it = member->placed.find(info.name);
     return it == member->placed.end() ? nullptr : it->second;
   };
   // The host placed each tensor in a buffer of the member's own (lf_member_place_tensor).
-  const lf::MemberLoadOptions options{{layer_begin, layer_end}, index, n_members, n_threads, true};
+  const lf::MemberLoadOptions options{{layer_begin, layer_end}, index, n_members, n_threads, true, ends != 0};
   if (!lf::capi::record(lf::load_member(gguf->file, locate, options, &member->member))) return 0;
   member->loaded = true;
   return 1;
+}
+
+int lf_member_vocab_begin(const lf_member* member) {
+  const lf::Model& m = member->member.model;
+  return m.has_embedding || m.has_head ? static_cast<int>(m.vocab_begin) : 0;
+}
+
+int lf_member_vocab_end(const lf_member* member) {
+  const lf::Model& m = member->member.model;
+  return m.has_embedding || m.has_head ? static_cast<int>(m.vocab_end) : 0;
+}
+
+int lf_member_embed(const lf_member* member, const int32_t* tokens, int n, float* out) {
+  return check_loaded(member) && lf::capi::record(lf::embed(member->member.model, tokens, n, out));
+}
+
+int lf_member_per_layer_inputs(const lf_member* member, const int32_t* tokens, int n, const float* x0, float* out) {
+  return check_loaded(member) && lf::capi::record(lf::per_layer_inputs(member->member.model, tokens, n, x0, out));
+}
+
+int lf_member_head(const lf_member* member, const float* hidden, int n_rows, float* logits) {
+  return check_loaded(member) && lf::capi::record(lf::head(member->member.model, hidden, n_rows, logits));
 }
 
 int lf_member_set_kv_types(lf_member* member, const char* k_type, const char* v_type) {

@@ -12,20 +12,26 @@
 
 namespace lf {
 
+Status check_vocab_tokens(const Model& m, const int32_t* tokens, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < m.vocab_begin || tokens[i] >= m.vocab_end) {
+      return Status(Code::invalid_argument, "token id " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
+                                                " is outside [" + std::to_string(m.vocab_begin) + ", " +
+                                                std::to_string(m.vocab_end) + ")");
+    }
+  }
+  return Status();
+}
+
 Status embed(const Model& m, const int32_t* tokens, int n, float* out) {
   if (!m.has_embedding) return Status(Code::failed_precondition, "this node has no token embedding loaded");
   if (n <= 0 || !tokens || !out) return Status(Code::invalid_argument, "embed needs n > 0 tokens and an output");
   const int n_embd = m.config.n_embd;
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= m.config.n_vocab) {
-      return Status(Code::invalid_argument, "token id " + std::to_string(tokens[i]) + " at position " +
-                                                std::to_string(i) + " is outside [0, " + std::to_string(m.config.n_vocab) + ")");
-    }
-  }
+  LF_RETURN_IF_ERROR(check_vocab_tokens(m, tokens, n));
   const float scale = sqrtf(static_cast<float>(n_embd));
   for (int i = 0; i < n; ++i) {
     float* row = out + static_cast<size_t>(i) * n_embd;
-    LF_RETURN_IF_ERROR(dequantize_row(m.token_embd.type, m.token_embd.row(tokens[i]), row, n_embd));
+    LF_RETURN_IF_ERROR(dequantize_row(m.token_embd.type, m.token_embd.row(tokens[i] - m.vocab_begin), row, n_embd));
     for (int j = 0; j < n_embd; ++j) row[j] *= scale;
   }
   return Status();

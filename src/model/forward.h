@@ -18,7 +18,11 @@ namespace lf {
 // Why a call that needs the model's pool is refused while another job holds it.
 inline constexpr const char* kPoolBusy = "a forward is already running on this model's threads";
 
-// tokens [n] -> out [n, n_embd] = token_embd[token] · sqrtf(n_embd). Needs model.has_embedding.
+// Refuses, naming it, a token outside the vocabulary rows the model holds (Model::vocab_begin).
+Status check_vocab_tokens(const Model& model, const int32_t* tokens, int n);
+
+// tokens [n] -> out [n, n_embd] = token_embd[token] · sqrtf(n_embd). Needs model.has_embedding;
+// a member at a pipeline's start embeds the tokens of its vocabulary slice.
 Status embed(const Model& model, const int32_t* tokens, int n, float* out);
 
 // Runs layers [model.range.begin, model.range.end) on n new positions start_pos .. start_pos+n-1.
@@ -68,7 +72,8 @@ Status forward_batch(const Model& model, std::span<const BatchEntry> entries, st
 Status forward_batch_async(const Model& model, std::span<const BatchEntry> entries, std::span<const float> in,
                            std::span<float> out, std::function<void(std::vector<Status>)> done);
 
-// hidden [n_rows, n_embd] -> logits [n_rows, n_vocab]: output_norm, the LM head (output.weight or
+// hidden [n_rows, n_embd] -> logits [n_rows, n_vocab] (a member at a pipeline's end: its slice's,
+// [n_rows, vocab_end - vocab_begin]): output_norm, the LM head (output.weight or
 // the tied token_embd), then the final soft-cap if the model has one (model/head.cpp). Needs
 // model.has_head. The head's rows are shared out over the model's pool (on the calling thread
 // alone while a forward holds the pool); each logit is one dot product computed whole by one

@@ -30,12 +30,13 @@ Status prepare_head(const Model& m, const float* hidden, int n_rows, float* logi
   LF_RETURN_IF_ERROR(convert_activations(m.output, out_norm.data(), n_rows, call->xc.get()));
   call->share = [&m, xc = call->xc, n_rows, logits](int worker, int n_workers) {
     const ModelConfig& c = m.config;
-    const Share rows = share(c.n_vocab, worker, n_workers);
+    const int64_t n_vocab = m.vocab_end - m.vocab_begin;
+    const Share rows = share(n_vocab, worker, n_workers);
     if (rows.begin == rows.end) return;
     matmul_rows(m.output, xc->data(), n_rows, logits, rows.begin, rows.end);
     if (c.final_softcap == 0.0f) return;
     for (int r = 0; r < n_rows; ++r) {
-      float* y = logits + static_cast<size_t>(r) * c.n_vocab + rows.begin;
+      float* y = logits + static_cast<size_t>(r) * n_vocab + rows.begin;
       softcap(y, static_cast<int>(rows.end - rows.begin), c.final_softcap);
     }
   };
@@ -43,7 +44,8 @@ Status prepare_head(const Model& m, const float* hidden, int n_rows, float* logi
 }
 
 Status check_logits(const Model& m, int n_rows, const float* logits) {
-  return check_logit_rows({logits, static_cast<size_t>(n_rows) * m.config.n_vocab}, m.config.n_vocab);
+  const auto n_vocab = static_cast<int>(m.vocab_end - m.vocab_begin);
+  return check_logit_rows({logits, static_cast<size_t>(n_rows) * static_cast<size_t>(n_vocab)}, n_vocab);
 }
 
 }  // namespace

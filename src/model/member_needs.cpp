@@ -18,7 +18,7 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
   ModelConfig full;
   LF_RETURN_IF_ERROR(load_model_config(file, &full));
   MemberSplit split;
-  LF_RETURN_IF_ERROR(split_members(file, full, shape.range, shape.n_members, &split));
+  LF_RETURN_IF_ERROR(split_members(file, full, shape.range, shape.n_members, &split, shape.ends));
   if (shape.member < 0 || shape.member >= shape.n_members) {
     return Status(Code::invalid_argument, "member " + std::to_string(shape.member) + " is not one of " +
                                               std::to_string(shape.n_members));
@@ -35,7 +35,7 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
     // The load lays a matrix out in row strips through one strip's bytes (ModelLoadOptions).
     if (t.info.n_dims >= 2 && gemm_uses_row_strips(t.info.type)) {
       const auto rows = static_cast<uint64_t>(t.info.ne[1] * (t.info.n_dims == 3 ? t.info.ne[2] : 1));
-      needs.relayout_bytes = std::max(needs.relayout_bytes, kStripRows * (t.info.n_bytes / rows));
+      if (rows > 0) needs.relayout_bytes = std::max(needs.relayout_bytes, kStripRows * (t.info.n_bytes / rows));
     }
   }
   const ModelConfig c = member_config(full, split, shape.member);
@@ -62,7 +62,13 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
     member.piece_floats = std::max<uint64_t>(member.piece_floats, member_call_floats(full, split, j, shape.max_tokens).piece);
   }
   const MemberCallFloats floats = member_call_floats(full, split, shape.member, shape.max_tokens);
-  needs.scratch_bytes = scratch.bytes(0) + sizeof(float) * (floats.total() + member.per_layer_floats);
+  // The ends' calls: an embedding's rows and every layer's per-layer inputs (twice, as on a first
+  // node), the head's normalized rows and its slice's logits.
+  const auto rows = static_cast<uint64_t>(shape.max_tokens);
+  uint64_t end_floats = 0;
+  if (split.with_embedding) end_floats += rows * full.n_embd + 2 * per_layer_input_floats(full, 0, full.n_layer, shape.max_tokens);
+  if (split.with_head) end_floats += rows * static_cast<uint64_t>(full.n_embd + split.vocab[shape.member].size());
+  needs.scratch_bytes = scratch.bytes(0) + sizeof(float) * (floats.total() + member.per_layer_floats + end_floats);
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
   member.node = std::move(needs);
   *out = std::move(member);

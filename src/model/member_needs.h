@@ -18,11 +18,12 @@ struct MemberShape {
   int max_ctx = 0;     // positions of a session; 0: the model's n_ctx_train
   int max_tokens = 1;  // rows of one call
   GgmlType k_type = GgmlType::F16, v_type = GgmlType::F16;  // the cache's (KvCacheOptions)
+  bool ends = false;   // MemberLoadOptions::ends
 };
 
 struct MemberNeeds {
   // tensors, tensor_bytes, kv_bytes_per_session, scratch_bytes (the call's Scratch without
-  // workers, its gathered vectors and pieces, a session's per-layer inputs) and
+  // workers, its gathered vectors and pieces, a session's per-layer inputs, the ends' calls) and
   // scratch_bytes_per_worker; a member lays out nothing in place and ships no K/V rows.
   NodeNeeds node;
   // What a host hands the member in a call of max_tokens rows: the largest piece of any member

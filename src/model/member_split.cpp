@@ -48,9 +48,33 @@ bool member_rows(const LayerConfig& l, const MemberLayerSlice& s, const std::str
   return true;
 }
 
+bool is_vocab_table(const std::string& name) {
+  return name == "token_embd.weight" || name == "output.weight" || name == "per_layer_token_embd.weight";
+}
+
+// A vocabulary table's rows [rows): one byte range, the tensor as [ne0, rows].
+Status vocab_rows(RowRange rows, const GgufTensorInfo& t, MemberTensor* out) {
+  TypeTraits traits{};
+  if (!type_traits(static_cast<uint32_t>(t.type), &traits)) {
+    return Status(Code::unsupported, "tensor '" + t.name + "' has an unknown type");
+  }
+  if (t.n_dims != 2 || rows.end > t.ne[1]) {
+    return Status(Code::malformed, "tensor '" + t.name + "' is not a matrix of a row per token");
+  }
+  const uint64_t row_bytes = lf::row_bytes(traits, static_cast<uint64_t>(t.ne[0]));
+  MemberTensor mt;
+  mt.info = t;
+  mt.info.ne[1] = rows.size();
+  mt.info.n_bytes = static_cast<uint64_t>(rows.size()) * row_bytes;
+  mt.ranges = {ByteRange{static_cast<uint64_t>(rows.begin) * row_bytes, mt.info.n_bytes}};
+  *out = std::move(mt);
+  return Status();
+}
+
 }  // namespace
 
-Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange range, int n_members, MemberSplit* out) {
+Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange range, int n_members, MemberSplit* out,
+                     bool ends) {
   if (n_members < 1 || n_members > kMaxMembers) {
     return Status(Code::invalid_argument, "member count " + std::to_string(n_members) + " is outside [1, " +
                                               std::to_string(kMaxMembers) + "]");
@@ -95,6 +119,11 @@ Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange rang
                                            ", " + std::to_string(range.end) + "): a group holds its source layers");
     }
   }
+  split.with_embedding = ends && range.begin == 0;
+  split.with_head = ends && range.end == c.n_layer;
+  if (split.with_embedding || split.with_head) {
+    for (int i = 0; i < n_members; ++i) split.vocab.push_back(grain_share(c.n_vocab, kMemberRowGrain, i, n_members));
+  }
   *out = std::move(split);
   return Status();
 }
@@ -118,6 +147,7 @@ Status member_tensor(const ModelConfig& c, const MemberSplit& split, int member,
   MemberTensor mt;
   mt.info = t;
   mt.ranges = {ByteRange{0, t.n_bytes}};
+  if (!split.vocab.empty() && is_vocab_table(t.name)) return vocab_rows(split.vocab[member], t, out);
   int il = -1;
   char rest[64] = {}, suffix[16] = {};
   if (std::sscanf(t.name.c_str(), "blk.%d.%63[^.].%15s", &il, rest, suffix) != 3 || suffix != std::string("weight") ||

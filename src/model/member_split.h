@@ -34,6 +34,13 @@ struct MemberSplit {
   int n_members = 0;
   LayerRange range;
   std::vector<std::vector<MemberLayerSlice>> slices;  // [member][layer of range]
+  // A group at a pipeline's end holds the model's end of its range, vocabulary-parallel: the
+  // token embedding (and an E-model's per-layer embedding) when the range begins at layer 0,
+  // output_norm and the head when it ends at the last layer; member i holds the rows vocab[i] of
+  // token_embd, output and per_layer_token_embd, and per_layer_model_proj whole. Each token's
+  // embedding and each logit is then computed whole by one member. Empty vocab: no end held.
+  bool with_embedding = false, with_head = false;
+  std::vector<RowRange> vocab;  // [member]
 
   const MemberLayerSlice& slice(int member, int il) const { return slices[member][il - range.begin]; }
 };
@@ -43,10 +50,12 @@ struct MemberSplit {
 // whole number of ffn_down's blocks, as a layer's FFN units are.
 constexpr int64_t kMemberRowGrain = 4;
 
-// The split of c's layers [range) over n_members (1 .. kMaxMembers): all members' slices.
+// The split of c's layers [range) over n_members (1 .. kMaxMembers): all members' slices; with
+// ends, the model's ends the range touches too (MemberSplit::vocab).
 // Refused by name: a shared-KV layer whose KV heads would not be split as its source layer's.
 constexpr int kMaxMembers = 64;
-Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange range, int n_members, MemberSplit* out);
+Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange range, int n_members, MemberSplit* out,
+                     bool ends = false);
 
 // The configuration member i runs: each layer of the range with the member's query and KV heads
 // and FFN width, n_ff_exp its expert rows. Widths of the whole model stay in the full one.
@@ -55,7 +64,8 @@ ModelConfig member_config(const ModelConfig& c, const MemberSplit& split, int me
 // Where member i's bytes of a tensor lie in the file's tensor: the byte ranges, in order, whose
 // concatenation the host places as that tensor (one range for a whole tensor or a row slice,
 // one or two per expert for expert tensors), and the tensor as the member sees it (its shape
-// with the member's rows). Tensors outside the range's layers are the file's, whole.
+// with the member's rows). The vocabulary tables of a split with ends are the member's rows of
+// them; other tensors outside the range's layers are the file's, whole.
 struct ByteRange {
   uint64_t offset = 0, size = 0;  // relative to the tensor's first byte
 };

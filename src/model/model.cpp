@@ -177,6 +177,8 @@ Status load_model_with_config(const GgufFile& file, const TensorLocator& locate,
   m.range = r;
   m.has_embedding = options.with_embedding;
   m.has_head = options.with_head;
+  m.vocab_begin = options.vocab_begin;
+  m.vocab_end = options.vocab_end < 0 ? c.n_vocab : options.vocab_end;
 
   const Binder b(file, locate);
   if (options.with_embedding) LF_RETURN_IF_ERROR(b.bind("token_embd.weight", true, &m.token_embd));

@@ -87,6 +87,10 @@ struct Model {
   WeightView output_norm;           // [n_embd]
   WeightView output;                // [n_vocab, n_embd]: output.weight, or token_embd when tied
   WeightView rope_freqs;            // [D_global / 2]; present when the range has a gemma4 global layer
+  // The vocabulary rows [vocab_begin, vocab_end) that token_embd, output and per_layer_token_embd
+  // hold: all of them on a node; a tensor-parallel member at a pipeline's end holds its slice,
+  // embeds only its tokens and gives only their logits (model/member.h).
+  int64_t vocab_begin = 0, vocab_end = 0;
   // The per-layer embedding inputs' tensors, on the first node with n_embd_per_layer > 0 (it
   // computes every layer's input, per_layer_embd.h); n_pl_all = n_embd_per_layer · n_layer.
   // With per_layer_rows_from_host the table is not in memory: per_layer_token_embd is its type
@@ -130,6 +134,8 @@ struct ModelLoadOptions {
   // values) is not located, only its shape read; per_layer_inputs_from_rows takes the rows of
   // each call's tokens instead (docs/forward-pass.md, "The per-layer table by rows").
   bool per_layer_rows_from_host = false;
+  // Model::vocab_begin / vocab_end; vocab_end -1: the whole vocabulary.
+  int64_t vocab_begin = 0, vocab_end = -1;
 };
 
 // Reads the configuration (load_model_config) and locates every tensor the node needs.

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/forward.h"
 #include "ops/ops.h"
 #include "quant/finite_check.h"
 #include "quant/quant.h"
@@ -23,13 +24,7 @@ Status check_call(const Model& m, const int32_t* tokens, int n, const float* x0,
                                              "per_layer_model_proj and reads per_layer_token_embd");
   }
   if (n <= 0 || !tokens || !x0 || !out) return Status(Code::invalid_argument, "per_layer_inputs needs n > 0 and buffers");
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
-      return Status(Code::invalid_argument, "token id " + std::to_string(tokens[i]) + " at position " +
-                                                std::to_string(i) + " is outside [0, " + std::to_string(c.n_vocab) + ")");
-    }
-  }
-  return Status();
+  return check_vocab_tokens(m, tokens, n);
 }
 
 // token_rows [n]: each token's row of per_layer_token_embd in its type -> out [n_layer, n, n_pl]
@@ -116,7 +111,7 @@ Status per_layer_inputs(const Model& m, const int32_t* tokens, int n, const floa
                                              "table: call per_layer_inputs_from_rows with the rows of the tokens");
   }
   std::vector<const uint8_t*> token_rows(static_cast<size_t>(n));
-  for (int t = 0; t < n; ++t) token_rows[t] = m.per_layer_token_embd.row(tokens[t]);
+  for (int t = 0; t < n; ++t) token_rows[t] = m.per_layer_token_embd.row(tokens[t] - m.vocab_begin);
   return inputs_from_token_rows(m, n, x0, token_rows, out);
 }
 

@@ -68,14 +68,15 @@ void require_strips_where_read(const Member& m) {
 }
 
 // Sessions of 32 positions, their cache in `cache`'s types.
-Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int n_threads, lf::KvCacheOptions cache = {32, 64}) {
+Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int n_threads, lf::KvCacheOptions cache = {32, 64},
+                 bool ends = false) {
   Group g;
   for (int i = 0; i < n_members; ++i) {
     auto mb = std::make_unique<MemberBytes>();
     lf::ModelConfig full;
     require_ok(lf::load_model_config(f.file, &full));
     lf::MemberSplit split;
-    require_ok(lf::split_members(f.file, full, range, n_members, &split));
+    require_ok(lf::split_members(f.file, full, range, n_members, &split, ends));
     std::vector<MemberTensor> tensors;
     require_ok(lf::member_tensors(f.file, full, split, i, &tensors));
     const uint8_t* base = f.bytes.data() + f.file.data_offset;
@@ -87,7 +88,7 @@ Group make_group(const FixtureModel& f, lf::LayerRange range, int n_members, int
       mb->total += dst.size();
     }
     auto member = std::make_unique<Member>();
-    require_ok(lf::load_member(f.file, mb->locator(), lf::MemberLoadOptions{range, i, n_members, n_threads, true}, member.get()));
+    require_ok(lf::load_member(f.file, mb->locator(), lf::MemberLoadOptions{range, i, n_members, n_threads, true, ends}, member.get()));
     require_strips_where_read(*member);
     Session s;
     require_ok(Session::create(member->model, cache, &s));
@@ -239,7 +240,100 @@ void require_needs_match_members(const FixtureModel& f, lf::LayerRange r, lf::Kv
   }
 }
 
+// Groups of 1 .. 4 members holding the model's ends (a range of every layer, so both ends), at 1
+// and 2 threads: each token's embedding and per-layer inputs from the member holding its row,
+// and each member's logits at its rows of the vocabulary, are the whole model's bytes; the
+// members' slices cover the vocabulary once. member_needs counts the ends' tensors.
+void require_ends_match_node(const FixtureModel& f) {
+  const Model whole = lf::test::load(f);
+  const lf::ModelConfig& c = whole.config;
+  const int n_all = 12;
+  std::vector<int32_t> tokens = lf::test::token_sequence(n_all - 2, 7, 3, c.n_vocab);
+  tokens.push_back(0);
+  tokens.push_back(c.n_vocab - 1);
+  const Embedded in = lf::test::embed_tokens(whole, tokens);
+  std::vector<float> logits(static_cast<size_t>(n_all) * c.n_vocab);
+  require_ok(lf::head(whole, in.x.data(), n_all, logits.data()));
+  const size_t E = static_cast<size_t>(c.n_embd), n_pl = static_cast<size_t>(c.n_embd_per_layer);
+  for (int threads : {1, 2}) {
+    for (int S : {1, 2, 3, 4}) {
+      INFO("members " << S << ", threads " << threads);
+      Group g = make_group(f, {0, c.n_layer}, S, threads, {32, 64}, true);
+      int64_t covered = 0;
+      for (int i = 0; i < S; ++i) {
+        const Model& m = g.members[i]->model;
+        REQUIRE((m.has_embedding && m.has_head));
+        REQUIRE(m.vocab_begin == covered);
+        covered = m.vocab_end;
+        std::vector<int32_t> mine;
+        std::vector<int> at;
+        for (int t = 0; t < n_all; ++t) {
+          if (tokens[t] >= m.vocab_begin && tokens[t] < m.vocab_end) {
+            mine.push_back(tokens[t]);
+            at.push_back(t);
+          }
+        }
+        if (!mine.empty()) {
+          const int k = static_cast<int>(mine.size());
+          std::vector<float> x(k * E), pl(static_cast<size_t>(c.n_layer) * k * n_pl);
+          require_ok(lf::embed(m, mine.data(), k, x.data()));
+          if (n_pl > 0) require_ok(lf::per_layer_inputs(m, mine.data(), k, x.data(), pl.data()));
+          for (int j = 0; j < k; ++j) {
+            REQUIRE(std::memcmp(x.data() + j * E, in.x.data() + at[j] * E, E * sizeof(float)) == 0);
+            for (int l = 0; l < c.n_layer; ++l) {
+              const float* got = pl.data() + (static_cast<size_t>(l) * k + j) * n_pl;
+              const float* want = in.per_layer.data() + (static_cast<size_t>(l) * n_all + at[j]) * n_pl;
+              REQUIRE(std::memcmp(got, want, n_pl * sizeof(float)) == 0);
+            }
+          }
+        }
+        const int64_t V = m.vocab_end - m.vocab_begin;
+        std::vector<float> slice(static_cast<size_t>(n_all) * V);
+        require_ok(lf::head(m, in.x.data(), n_all, slice.data()));
+        for (int r = 0; r < n_all; ++r) {
+          REQUIRE(std::memcmp(slice.data() + r * V, logits.data() + static_cast<size_t>(r) * c.n_vocab + m.vocab_begin,
+                              V * sizeof(float)) == 0);
+        }
+        // A token of another member's rows is refused, naming the member's rows.
+        const int32_t other = static_cast<int32_t>(m.vocab_end % c.n_vocab);
+        if (S > 1) {
+          float row[1024];
+          REQUIRE(E <= 1024);
+          const Status st = lf::embed(m, &other, 1, row);
+          CHECK(st.message().find("is outside [" + std::to_string(m.vocab_begin) + ", " + std::to_string(m.vocab_end) + ")") !=
+                std::string::npos);
+        }
+        lf::MemberNeeds needs;
+        lf::MemberShape shape{{0, c.n_layer}, i, S, 32, n_all};
+        shape.ends = true;
+        require_ok(lf::member_needs(f.file, shape, &needs));
+        CHECK(needs.node.tensor_bytes == g.bytes[i]->total);
+        CHECK(needs.node.tensors.size() == g.bytes[i]->tensors.size());
+      }
+      REQUIRE(covered == c.n_vocab);
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("a group holding the model's ends embeds and gives logits as a node does", "[tensor_parallel]") {
+  SECTION("gemma4, tied head") { require_ends_match_node(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed)); }
+  SECTION("gemma3") { require_ends_match_node(lf::test::fixture(lf::Arch::gemma3, WeightFormat::mixed)); }
+  SECTION("E-model") { require_ends_match_node(lf::test::e_fixture(WeightFormat::mixed)); }
+  SECTION("a member without ends holds no embedding or head") {
+    const FixtureModel f = lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed);
+    Group g = make_group(f, {0, 2}, 2, 1);
+    const int32_t token = 0;
+    float row[1024];
+    CHECK(lf::embed(g.members[0]->model, &token, 1, row).message().find("no token embedding") != std::string::npos);
+    lf::MemberSplit split;
+    lf::ModelConfig full;
+    require_ok(lf::load_model_config(f.file, &full));
+    require_ok(lf::split_members(f.file, full, {1, 2}, 2, &split, true));
+    CHECK_FALSE((split.with_embedding || split.with_head));
+  }
+}
 
 TEST_CASE("member_needs counts what a loaded member holds", "[tensor_parallel]") {
   SECTION("dense, quantized") { require_needs_match_members(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed), {0, 3}); }

@@ -38,6 +38,7 @@ export const SERVE_OPTIONS = fromEnv({
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the node serving the last layer: the MTP drafter (gemma4-assistant) beside its head (docs/gateway.md)' },
   shard: { kind: 'string', value: 'I/S', help: 'serve member I (0-based) of a tensor-parallel group of S over --layers, for --nodes tp(...) (docs/tensor-parallel.md)' },
+  ends: { kind: 'boolean', help: 'with --shard: also hold a vocabulary slice of the model\'s ends --layers touches (the embedding from layer 0, the head to the last), for a group at a pipeline\'s end' },
 });
 
 // --shard / SHARD -> [index, members], or an error naming it.
@@ -89,14 +90,15 @@ export function serveConfig(values, env) {
     allowUnvalidatedSource: values['allow-unvalidated-source'],
     draftModel: values['draft-model'],
     shard: values.shard === undefined ? undefined : shard(values.shard),
+    ends: values.ends,
   };
 }
 
 // A group member's serveMember() options from serve's: those a member has, the others refused.
 function memberConfig({ shard: memberShard, model, layers: range, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, authToken,
-  insecureNoAuth, draftModel }) {
+  insecureNoAuth, draftModel, ends }) {
   if (draftModel !== undefined) throw new Error('--draft-model goes on the node holding the head, not on a group member (--shard)');
-  return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, authToken, insecureNoAuth };
+  return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, authToken, insecureNoAuth, ends };
 }
 
 /**
@@ -109,6 +111,7 @@ export async function serveCommand(values) {
   const defined = Object.fromEntries(Object.entries(config).filter(([, v]) => v !== undefined));
   const telemetry = await startOtlpExport(process.env, 'layerfold-node');
   let node;
+  if (config.ends && !config.shard) throw new Error('--ends is for a group member: give --shard I/S with it');
   if (config.shard) {
     if (!defined.layers) throw new Error('--shard needs --layers A-B: the range the group serves');
     node = await serveMember(Object.fromEntries(Object.entries(memberConfig(defined)).filter(([, v]) => v !== undefined)));

@@ -5,7 +5,7 @@
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
-import { flagSet } from '../node/engine_forward.js';
+import { flagSet, withBuffers } from '../node/engine_forward.js';
 import { checkpointSession, truncateSession } from '../node/sessions.js';
 import { withCopies, withCStrings } from '../node/wasm_copies.js';
 
@@ -25,6 +25,7 @@ export class LocalMember {
     this.index = index;
     this.members = members;
     this.layers = layers;
+    this.vocab = null;  // [begin, end): the rows of the vocabulary it holds, when it holds an end
     this.cacheTypeK = cacheTypeK;
     this.cacheTypeV = cacheTypeV;
     this.nEmbd = info.n_embd;
@@ -44,11 +45,14 @@ export class LocalMember {
    * first (node/memory_budget.js memberMemoryNeeds: a session at maxContext, calls of maxTokens
    * rows) and refused 'over_budget' naming the bytes; its calls are then refused past maxTokens
    * rows, as that count holds for no more. cacheTypeK / cacheTypeV: its sessions' cache types
-   * ('f16', 'q8_0', 'q4_0'), the group's members all alike.
+   * ('f16', 'q8_0', 'q4_0'), the group's members all alike. ends: hold the model's ends the range
+   * touches, a slice of the vocabulary of each (`vocab`): the token embedding (and an E-model's
+   * per-layer table) when it begins at layer 0 (embed()), the head when it ends at the last
+   * layer (logits()).
    * @example const m = await LocalMember.open(lf, { source, index: 1, members: 3, layers: [1, 2], memoryBudgetBytes: 128 * 2 ** 20 });
    */
   static async open(lf, { source, header = null, index, members, layers: [begin, end], threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens = 512,
-    cacheTypeK = 'f16', cacheTypeV = 'f16' }) {
+    cacheTypeK = 'f16', cacheTypeV = 'f16', ends = false }) {
     const member = new LocalMember(lf, { index, members, layers: [begin, end], info: header?.info ?? {}, maxContext, weightBytes: 0, cacheTypeK, cacheTypeV });
     let opened = null;
     try {
@@ -57,15 +61,15 @@ export class LocalMember {
       }
       opened = header ? { gguf: reparseModelHeader(lf, header), header } : await openModelHeader(lf, source);
       const { info } = opened.header;
-      Object.assign(member, { header: opened.header, nEmbd: info.n_embd, nLayer: info.n_layer, nVocab: info.n_vocab });
+      Object.assign(member, { header: opened.header, nEmbd: info.n_embd, nLayer: info.n_layer, nVocab: info.n_vocab, nEmbdPerLayer: info.n_embd_per_layer ?? 0 });
       if (memoryBudgetBytes !== undefined) {
         const needs = memberMemoryNeeds(lf, opened.gguf, info, { layers: [begin, end], member: index, members, maxContext, maxTokens, threads,
-          cacheTypeK, cacheTypeV });
+          cacheTypeK, cacheTypeV, ends });
         checkMemoryBudget(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: [begin, end],
           who: `member ${index} of ${members} over layers [${begin}, ${end})` });
         member.maxTokens = maxTokens;
       }
-      member.weightBytes = await member.#load(source, opened, threads);
+      member.weightBytes = await member.#load(source, opened, threads, ends);
       return member;
     } catch (error) {
       member.close();
@@ -75,10 +79,10 @@ export class LocalMember {
     }
   }
 
-  async #load(source, { header, gguf }, threads) {
+  async #load(source, { header, gguf }, threads, ends) {
     const lf = this.#lf;
     const [begin, end] = this.layers;
-    const { tensors } = lf.json(lf.fn.lf_member_tensors_json(gguf, begin, end, this.index, this.members));
+    const { tensors } = lf.json(lf.fn.lf_member_tensors_json(gguf, begin, end, this.index, this.members, ends ? 1 : 0));
     const offsets = new Map(header.tensors.map((t) => [t.name, t.offset]));
     this.#ptr = lf.fn.lf_member_create();
     if (!withCStrings(lf, [this.cacheTypeK, this.cacheTypeV], ([k, v]) => lf.fn.lf_member_set_kv_types(this.#ptr, k, v))) throw lf.lastError();
@@ -93,8 +97,35 @@ export class LocalMember {
       }
       withCStrings(lf, [t.name], ([name]) => lf.fn.lf_member_place_tensor(this.#ptr, name, ptr));
     }
-    if (!lf.fn.lf_member_load(this.#ptr, gguf, begin, end, this.index, this.members, threads)) throw lf.lastError();
+    if (!lf.fn.lf_member_load(this.#ptr, gguf, begin, end, this.index, this.members, threads, ends ? 1 : 0)) throw lf.lastError();
+    const vocab = [lf.fn.lf_member_vocab_begin(this.#ptr), lf.fn.lf_member_vocab_end(this.#ptr)];
+    if (vocab[1] > vocab[0]) Object.assign(this, { vocab, holdsEmbedding: begin === 0, holdsHead: end === this.nLayer });
     return tensors.reduce((sum, t) => sum + t.n_bytes, 0);
+  }
+
+  /**
+   * Token ids of its vocabulary rows -> their embeddings [n, n_embd] and, on an E-model, every
+   * layer's per-layer inputs [n_layer, n, n_embd_per_layer] (else null), a first node's bytes.
+   * @example const { hidden, perLayer } = member.embed([17, 4]);
+   */
+  embed(tokens) {
+    const lf = this.#lf;
+    const ids = Int32Array.from(tokens);
+    const hidden = withBuffers(lf, ids, ids.length * this.nEmbd, (inPtr, outPtr) => lf.fn.lf_member_embed(this.#ptr, inPtr, ids.length, outPtr));
+    if (this.nEmbdPerLayer === 0) return { hidden, perLayer: null };
+    const perLayer = withCopies(lf, [ids], ([idsPtr]) => withBuffers(lf, hidden, this.nLayer * ids.length * this.nEmbdPerLayer,
+      (inPtr, outPtr) => lf.fn.lf_member_per_layer_inputs(this.#ptr, idsPtr, ids.length, inPtr, outPtr)));
+    return { hidden, perLayer };
+  }
+
+  /**
+   * hidden [n, n_embd] -> the logits of its vocabulary rows, [n, vocab[1] - vocab[0]].
+   * @example const part = member.logits(hidden);
+   */
+  logits(hidden) {
+    const lf = this.#lf;
+    const rows = hidden.length / this.nEmbd;
+    return withBuffers(lf, hidden, rows * (this.vocab[1] - this.vocab[0]), (inPtr, outPtr) => lf.fn.lf_member_head(this.#ptr, inPtr, rows, outPtr));
   }
 
   /**

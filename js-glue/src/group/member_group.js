@@ -29,6 +29,9 @@ export class MemberGroup {
     Object.assign(this, { layers: first.layers, nEmbd: first.nEmbd, nLayer: first.nLayer, nVocab: first.nVocab });
     this.weightBytes = members.map((m) => m.weightBytes);
     this.names = members.map((m) => m.name ?? `member ${m.index} (local)`);
+    /** Whether the members hold the model's token embedding / its head, vocabulary-parallel. */
+    this.holdsEmbedding = members.every((m) => m.holdsEmbedding === true);
+    this.holdsHead = members.every((m) => m.holdsHead === true);
   }
 
   /**
@@ -36,13 +39,15 @@ export class MemberGroup {
    * each in a module of its own: 'threaded' with `threads` engine threads, or 'single'. With
    * memoryBudgetBytes each member is counted against it before loading, for calls of maxTokens
    * rows (LocalMember.open); cacheTypeK / cacheTypeV: the members' cache types ('f16' default,
-   * 'q8_0', 'q4_0').
+   * 'q8_0', 'q4_0'); ends: the members hold the model's ends the layers touch, each a slice of
+   * the vocabulary (embed(), logits()).
    * @param {{model: string, layers: [number, number], members: number, build?: 'threaded'|'single',
    *          threads?: number, maxContext?: number, memoryBudgetBytes?: number, maxTokens?: number, cacheDir?: string,
-   *          cacheTypeK?: string, cacheTypeV?: string}} options
+   *          cacheTypeK?: string, cacheTypeV?: string, ends?: boolean}} options
    * @example const group = await MemberGroup.open({ model: 'tiny.gguf', layers: [0, 2], members: 2 });
    */
-  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens, cacheDir, cacheTypeK, cacheTypeV }) {
+  static async open({ model, layers, members: n, build, threads = 1, maxContext = 0, memoryBudgetBytes, maxTokens, cacheDir, cacheTypeK, cacheTypeV,
+    ends = false }) {
     checkMemberCount(n);
     const threaded = build ? build === 'threaded' : threadsAvailable();
     const source = await openSource(model, { cacheDir });
@@ -50,7 +55,7 @@ export class MemberGroup {
     try {
       for (let index = 0; index < n; ++index) {
         members.push(await openLocalMember({ source, header: members[0]?.header, index, members: n, layers, threaded, threads, maxContext,
-          memoryBudgetBytes, maxTokens, cacheTypeK, cacheTypeV }));
+          memoryBudgetBytes, maxTokens, cacheTypeK, cacheTypeV, ends }));
       }
       return new MemberGroup(members);
     } catch (error) {
@@ -88,11 +93,16 @@ export class MemberGroup {
     const members = settled.map((s) => s.value);
     const [first] = members;
     const other = members.find((m) => m.layers[0] !== first.layers[0] || m.layers[1] !== first.layers[1] || m.nEmbd !== first.nEmbd ||
-      m.cacheTypeK !== first.cacheTypeK || m.cacheTypeV !== first.cacheTypeV);
+      m.cacheTypeK !== first.cacheTypeK || m.cacheTypeV !== first.cacheTypeV || (m.vocab === null) !== (first.vocab === null));
     if (other) {
       for (const m of members) m.close();
-      const what = (m) => `layers ${m.layers.join('-')} of width ${m.nEmbd} with a ${m.cacheTypeK}/${m.cacheTypeV} cache`;
+      const what = (m) => `layers ${m.layers.join('-')} of width ${m.nEmbd} with a ${m.cacheTypeK}/${m.cacheTypeV} cache${m.vocab ? ' and its ends' : ''}`;
       throw new LayerfoldError('invalid_argument', `member ${other.index} (${other.url}) serves ${what(other)}, member 0 ${what(first)}: not one group`);
+    }
+    const gap = first.vocab && members.find((m, i) => m.vocab[0] !== (i === 0 ? 0 : members[i - 1].vocab[1]) || (i === members.length - 1 && m.vocab[1] !== m.nVocab));
+    if (gap) {
+      for (const m of members) m.close();
+      throw new LayerfoldError('bad_response', `${gap.name} holds vocabulary rows [${gap.vocab.join(', ')}): the members' rows do not tile the ${first.nVocab} tokens in member order`);
     }
     const leaderOnly = members.find((m) => !m.memberExchange);
     let chosen = exchange === 'auto' ? (leaderOnly ? 'leader' : 'members') : exchange;
@@ -191,6 +201,71 @@ export class MemberGroup {
     }
   }
 
+  /**
+   * Token ids -> {hidden [n, n_embd], perLayer [n_layer, n, n_embd_per_layer] or null}, a first
+   * node's bytes: each token embedded by the member holding its row (holdsEmbedding).
+   * @example const { hidden, perLayer } = await group.embed([2, 651, 6037]);
+   */
+  embed(tokens) {
+    if (!this.holdsEmbedding) return Promise.reject(new LayerfoldError('failed_precondition', 'the group holds no token embedding'));
+    const bad = tokens.findIndex((t) => !(Number.isInteger(t) && t >= 0 && t < this.nVocab));
+    if (bad >= 0 || tokens.length === 0) {
+      return Promise.reject(new LayerfoldError('invalid_argument', bad >= 0 ? `token id ${tokens[bad]} at position ${bad} is outside [0, ${this.nVocab})` : 'embed needs tokens'));
+    }
+    return this.#inTurn(async () => {
+      const members = await this.#connected();
+      const n = tokens.length;
+      const nPl = members[0].nEmbdPerLayer;
+      const hidden = new Float32Array(n * this.nEmbd);
+      const perLayer = nPl > 0 ? new Float32Array(this.nLayer * n * nPl) : null;
+      const mine = members.map((m) => [...tokens.keys()].filter((t) => tokens[t] >= m.vocab[0] && tokens[t] < m.vocab[1]));
+      const most = Math.min(...members.map((m) => m.maxTokens ?? Infinity));
+      const answers = await everyAnswer(members.map(async (m, i) => {
+        const parts = [];
+        for (let from = 0; from < mine[i].length; from += most) {
+          const at = mine[i].slice(from, from + most);
+          parts.push({ at, ...(await m.embed(at.map((t) => tokens[t]))) });
+        }
+        return parts;
+      }));
+      for (const { at, hidden: h, perLayer: p } of answers.flat()) {
+        at.forEach((t, j) => {
+          hidden.set(h.subarray(j * this.nEmbd, (j + 1) * this.nEmbd), t * this.nEmbd);
+          for (let l = 0; perLayer && l < this.nLayer; l++) perLayer.set(p.subarray((l * at.length + j) * nPl, (l * at.length + j + 1) * nPl), (l * n + t) * nPl);
+        });
+      }
+      return { hidden, perLayer };
+    });
+  }
+
+  /**
+   * hidden [rows, n_embd] -> logits [rows, n_vocab], a last node's bytes: each member gives its
+   * rows of the vocabulary (holdsHead).
+   * @example const logits = await group.logits(hidden);
+   */
+  logits(hidden) {
+    if (!this.holdsHead) return Promise.reject(new LayerfoldError('failed_precondition', 'the group holds no head'));
+    if (!(hidden instanceof Float32Array) || hidden.length === 0 || hidden.length % this.nEmbd !== 0) {
+      return Promise.reject(new RangeError(`hidden must be a Float32Array of a positive multiple of n_embd ${this.nEmbd} floats`));
+    }
+    return this.#inTurn(async () => {
+      const members = await this.#connected();
+      const rows = hidden.length / this.nEmbd;
+      const most = Math.min(...members.map((m) => m.maxTokens ?? Infinity));
+      const logits = new Float32Array(rows * this.nVocab);
+      for (let r = 0; r < rows; r += most) {
+        const n = Math.min(most, rows - r);
+        const part = hidden.subarray(r * this.nEmbd, (r + n) * this.nEmbd);
+        const slices = await everyAnswer(members.map((m) => m.logits(part)));
+        slices.forEach((slice, i) => {
+          const [first, end] = members[i].vocab;
+          for (let j = 0; j < n; j++) logits.set(slice.subarray(j * (end - first), (j + 1) * (end - first)), (r + j) * this.nVocab + first);
+        });
+      }
+      return logits;
+    });
+  }
+
   /** The positions session `id` holds (0 for one never used), as member 0 counts them. */
   sessionLength(id) {
     return this.#inTurn(async () => (await this.#connected())[0].sessionLength(id));
@@ -234,6 +309,11 @@ export class MemberGroup {
     return this.#inTurn(async () => {
       await Promise.all((await this.#connected()).map((m) => m.dropSession(id)));
     });
+  }
+
+  /** The WASM memory of the members in this process, in bytes (remote members count 0). */
+  memoryBytes() {
+    return this.#members.reduce((sum, m) => sum + (m.memoryBytes?.() ?? 0), 0);
   }
 
   close() {

@@ -108,10 +108,11 @@ export class MemberService {
     const { index, members } = member;
     if (op === 'info') {
       return encodeFrame({ op: 'info', index, members, layers: member.layers, n_embd: member.nEmbd, n_layer: member.nLayer,
-        n_vocab: member.nVocab, weight_bytes: member.weightBytes, memory_bytes: member.memoryBytes(),
+        n_vocab: member.nVocab, n_embd_per_layer: member.nEmbdPerLayer, weight_bytes: member.weightBytes, memory_bytes: member.memoryBytes(),
         max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null, cache_type_k: member.cacheTypeK, cache_type_v: member.cacheTypeV,
-        member_exchange: this.#peers !== null });
+        member_exchange: this.#peers !== null, vocab: member.vocab, embedding: member.holdsEmbedding === true, head: member.holdsHead === true });
     }
+    if (op === 'embed' || op === 'logits') return this.#runEnd(op, header, payload);
     if (op === 'hello' || op === 'peers') {
       if (!this.#peers) throw new LayerfoldError('unimplemented', `member ${index} exchanges through its leader only`);
       if (op === 'hello') {
@@ -174,6 +175,32 @@ export class MemberService {
       return encodeFrame({ op: 'ok' });
     }
     throw new LayerfoldError('invalid_argument', `unknown op ${JSON.stringify(op)}`);
+  }
+
+  // The model's ends (LocalMember.embed, logits): `embed` of header.tokens, all of the member's
+  // vocabulary rows -> `embedded` [hidden, per-layer inputs]; `logits` of hidden [rows, n_embd]
+  // -> `logits` of its rows.
+  #runEnd(op, header, payload) {
+    const member = this.#member;
+    const holds = op === 'embed' ? member.holdsEmbedding : member.holdsHead;
+    if (!holds) {
+      throw new LayerfoldError('failed_precondition', `member ${member.index} holds no ${op === 'embed' ? 'embedding' : 'head'}: serve it with --ends at the pipeline's end`);
+    }
+    const [first, end] = member.vocab;
+    const most = Number.isFinite(member.maxTokens) ? member.maxTokens : Infinity;
+    if (op === 'embed') {
+      const { tokens } = header;
+      if (!Array.isArray(tokens) || tokens.length === 0 || tokens.length > most || !tokens.every((t) => Number.isInteger(t) && t >= first && t < end)) {
+        throw new LayerfoldError('invalid_argument', `an embed needs 1 to ${most} token ids of member ${member.index}'s rows [${first}, ${end})`);
+      }
+      const { hidden, perLayer } = member.embed(tokens);
+      return encodeFrame({ op: 'embedded', rows: tokens.length }, perLayer ? [hidden, perLayer] : [hidden]);
+    }
+    const rows = payload.length / member.nEmbd;
+    if (!isCount(header.rows) || header.rows === 0 || header.rows !== rows || rows > most) {
+      throw new LayerfoldError('invalid_argument', `a logits of ${payload.length} floats does not hold rows ${header.rows} (at most ${most}) of ${member.nEmbd}`);
+    }
+    return encodeFrame({ op: 'logits', rows }, [member.logits(payload)]);
   }
 
   // A whole call, its pieces exchanged with the other members directly: member 0 answers the

@@ -72,8 +72,15 @@ export class RemoteMember {
       if (!CACHE_TYPES.includes(cacheTypeK) || !CACHE_TYPES.includes(cacheTypeV)) {
         throw new LayerfoldError('bad_response', `${member.name}: its info names no cache types (cache_type_k, cache_type_v: ${CACHE_TYPES.join(', ')})`);
       }
-      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, weightBytes: header.weight_bytes, maxTokens, cacheTypeK, cacheTypeV,
-        memberExchange: header.member_exchange === true });
+      const nEmbdPerLayer = header.n_embd_per_layer ?? 0;
+      if (!isCount(nEmbdPerLayer)) throw new LayerfoldError('bad_response', `${member.name}: an n_embd_per_layer that is not a count`);
+      const vocab = header.vocab ?? null;
+      if (vocab !== null && !(Array.isArray(vocab) && vocab.length === 2 && vocab.every(isCount) && vocab[0] < vocab[1] && vocab[1] <= nVocab)) {
+        throw new LayerfoldError('bad_response', `${member.name}: its info's vocab is not rows [begin, end) of the ${nVocab} tokens`);
+      }
+      Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, nEmbdPerLayer, weightBytes: header.weight_bytes, maxTokens, cacheTypeK, cacheTypeV,
+        memberExchange: header.member_exchange === true, vocab,
+        holdsEmbedding: vocab !== null && header.embedding === true, holdsHead: vocab !== null && header.head === true });
       return member;
     } catch (error) {
       member.close();
@@ -132,6 +139,28 @@ export class RemoteMember {
       throw new LayerfoldError('bad_response', `${this.name}: ${JSON.stringify(answer.header.op)} of ${answer.payload.length} floats where an output of ${rows} rows of ${this.nEmbd} was due`);
     }
     return checkFinite(answer.payload, `${this.name}'s output`);
+  }
+
+  /** LocalMember.embed's over the wire. */
+  async embed(tokens) {
+    const nPerLayer = this.nLayer * this.nEmbdPerLayer;
+    const { header, payload } = await this.#request({ op: 'embed', tokens: Array.from(tokens) });
+    const n = tokens.length;
+    if (header.op !== 'embedded' || payload.length !== n * (this.nEmbd + nPerLayer)) {
+      throw new LayerfoldError('bad_response', `${this.name}: ${JSON.stringify(header.op)} of ${payload.length} floats where the embedding of ${n} tokens was due`);
+    }
+    checkFinite(payload, `${this.name}'s embedding`);
+    return { hidden: payload.subarray(0, n * this.nEmbd), perLayer: nPerLayer > 0 ? payload.subarray(n * this.nEmbd) : null };
+  }
+
+  /** LocalMember.logits's over the wire. */
+  async logits(hidden) {
+    const rows = hidden.length / this.nEmbd;
+    const { header, payload } = await this.#request({ op: 'logits', rows }, [hidden]);
+    if (header.op !== 'logits' || payload.length !== rows * (this.vocab[1] - this.vocab[0])) {
+      throw new LayerfoldError('bad_response', `${this.name}: ${JSON.stringify(header.op)} of ${payload.length} floats where the logits of ${rows} rows of its vocabulary rows [${this.vocab.join(', ')}) were due`);
+    }
+    return checkFinite(payload, `${this.name}'s logits`);
   }
 
   /** Ends the call under way on the member (its session as it was); never throws. */

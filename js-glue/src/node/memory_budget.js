@@ -72,14 +72,15 @@ export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbe
  * in nodeMemoryNeeds' terms (lf_member_needs_json): its slices of the layers' tensors, one
  * session's cache of its KV heads at maxContext (K and V in cacheTypeK and cacheTypeV), a call of
  * maxTokens rows on `threads` engine threads, and the host's copies in WASM memory (a call's
- * input and output, the largest piece and the per-layer inputs it is handed). A member lays out
+ * input and output, the largest piece and the per-layer inputs it is handed; with `ends`, its
+ * slices of the model's ends and their calls' buffers). A member lays out
  * its Q4_0 slices into row strips through one strip (relayout) and ships no K/V rows.
  * @example const needs = memberMemoryNeeds(lf, gguf, info, { layers: [2, 4], member: 0, members: 3, maxContext: 4096, maxTokens: 128, threads: 1, cacheTypeK: 'q8_0' });
  */
 export function memberMemoryNeeds(lf, gguf, info, { layers: [begin, end], member, members, maxContext, maxTokens, threads,
-  cacheTypeK = 'f16', cacheTypeV = 'f16' }) {
+  cacheTypeK = 'f16', cacheTypeV = 'f16', ends = false }) {
   const needs = withCStrings(lf, [cacheTypeK, cacheTypeV], ([k, v]) =>
-    lf.json(lf.fn.lf_member_needs_json(gguf, begin, end, member, members, maxContext, maxTokens, k, v)));
+    lf.json(lf.fn.lf_member_needs_json(gguf, begin, end, member, members, maxContext, maxTokens, k, v, ends ? 1 : 0)));
   const host = F32 * (REQUEST_COPIES * maxTokens * info.n_embd + needs.piece_floats + needs.per_layer_floats);
   return {
     tensors: needs.tensors,

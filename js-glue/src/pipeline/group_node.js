@@ -1,13 +1,14 @@
 // A tensor-parallel group (group/member_group.js) as one node of a pipeline: its layers, sizes,
-// forward, cuts and checkpoints as LayerNode's, between plain nodes (the group holds neither the
-// embedding nor the head). It runs the exact engine only. A cut its members cannot all make
-// alike, and a member that restarted (position_mismatch), have the pipeline replay the session
-// from its history.
+// forward, cuts and checkpoints as LayerNode's; at the pipeline's start its embedding, at its end
+// its head, each computed vocabulary-parallel by the members. It runs the exact engine only. A
+// cut its members cannot all make alike, and a member that restarted (position_mismatch), have
+// the pipeline replay the session from its history.
 import { approxModesOn } from '../protocol/approx_options.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 export class GroupNode {
   #group;
+  #perLayer = new WeakMap();  // embed()'s hidden -> the per-layer inputs that came with it
 
   /** Over an open MemberGroup; `url` names it in errors and timings (its members' addresses). */
   constructor(group, url) {
@@ -33,6 +34,36 @@ export class GroupNode {
     signal?.throwIfAborted();
     const out = await this.#group.forward({ session, startPos, hidden, perLayer });
     return lastOnly ? out.slice(out.length - this.nEmbd) : out;
+  }
+
+  /** LayerNode.embed's, the group holding the embedding (MemberGroup.embed). */
+  async embed(tokens, { signal } = {}) {
+    signal?.throwIfAborted();
+    const { hidden, perLayer } = await this.#group.embed(Array.from(tokens));
+    if (perLayer) this.#perLayer.set(hidden, perLayer);
+    return hidden;
+  }
+
+  /** LayerNode.perLayerInputs's: the members computed them with embed(hidden)'s rows. */
+  async perLayerInputs(tokens, hidden) {
+    const held = this.#perLayer.get(hidden);
+    if (held) return held;
+    return (await this.#group.embed(Array.from(tokens))).perLayer;
+  }
+
+  /** LayerNode.logitsAsync's, the group holding the head (MemberGroup.logits). */
+  async logitsAsync(hidden, { signal } = {}) {
+    signal?.throwIfAborted();
+    return this.#group.logits(hidden);
+  }
+
+  /** What the group is, in LayerNode.info's terms. */
+  info() {
+    return {
+      url: this.url, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, threads: null,
+      build: `tensor-parallel group of ${this.#group.names.length} (exchange ${this.#group.exchange})`,
+      wasmMemoryBytes: this.#group.memoryBytes(),
+    };
   }
 
   /** LayerNode.truncate's, on every member (MemberGroup.truncate). */

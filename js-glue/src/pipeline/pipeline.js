@@ -28,8 +28,9 @@ export class Pipeline extends PipelineCore {
    *   rebuilt cache is the one the node had; with earlyExit the last row's exit state travels
    *   from node to node. draftModel: Gemma 4's MTP drafter of the model, loaded beside the head
    *   by the last node, which must be local (a remote one is given its own: serve --draft-model).
-   *   A tensor-parallel group (tp(...) in nodes) goes between plain nodes: it holds neither the
-   *   embedding nor the head; memberDeadlineMs: how long its remote members may take over one
+   *   A tensor-parallel group (tp(...) in nodes) may go anywhere: at the pipeline's start it
+   *   holds the embedding, at its end the head (local members are opened so; member servers
+   *   are started with --ends); memberDeadlineMs: how long its remote members may take over one
    *   phase of a call (default nodeTimeoutMs's, else 30 s).
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
@@ -46,10 +47,14 @@ export class Pipeline extends PipelineCore {
     try {
       for (const [i, entry] of entries.entries()) {
         if (entry.kind === 'group') {
+          const atEnd = i === 0 || i === entries.length - 1;
           const group = entry.urls
             ? await MemberGroup.connect(entry.urls, { authToken, deadlineMs: memberDeadlineMs })
-            : await MemberGroup.open({ model, layers: [entry.begin, entry.end], members: entry.members, build, threads, cacheDir, cacheTypeK, cacheTypeV });
-          opened.push(new GroupNode(group, entry.urls ? `tp(${entry.urls.join(',')})` : `tp(local*${entry.members})`));
+            : await MemberGroup.open({ model, layers: [entry.begin, entry.end], members: entry.members, build, threads, cacheDir, cacheTypeK, cacheTypeV, ends: atEnd });
+          const name = entry.urls ? `tp(${entry.urls.join(',')})` : `tp(local*${entry.members})`;
+          opened.push(new GroupNode(group, name));
+          const lacks = (i === 0 && !group.holdsEmbedding && 'the embedding') || (i === entries.length - 1 && !group.holdsHead && 'the head');
+          if (lacks) throw new Error(`${name} is at the pipeline's ${i === 0 ? 'start' : 'end'} but its members hold no part of ${lacks}: start them with serve --ends`);
           continue;
         }
         opened.push(entry.kind === 'remote'
@@ -73,15 +78,14 @@ export class Pipeline extends PipelineCore {
   }
 }
 
-// What --nodes asks that no pipeline can do, said before anything opens: a group at either end
-// (the first node embeds, the last holds the head), a draft model for a remote last node.
+// What --nodes asks that no pipeline can do, said before anything opens: a draft model for a
+// last node that is remote or a group.
 function entriesRefusal(entries, draftModel) {
-  const ends = entries.length === 1 ? [0] : [0, entries.length - 1];
-  if (ends.some((i) => entries[i].kind === 'group')) {
-    return 'a tensor-parallel group holds neither the embedding nor the head: put a plain node before it and after it';
-  }
   if (draftModel !== undefined && entries.at(-1).kind === 'remote') {
     return `a draft model is loaded by the node holding the head, here the remote ${entries.at(-1).url}: start it with serve --draft-model`;
+  }
+  if (draftModel !== undefined && entries.at(-1).kind === 'group') {
+    return 'a draft model is loaded by a plain node holding the head, not by a tensor-parallel group: end the pipeline with a plain node';
   }
   return null;
 }

@@ -21,6 +21,7 @@ const EXPORTS = [
   'lf_member_free', 'lf_member_begin', 'lf_member_call_layer', 'lf_member_call_phase', 'lf_member_piece',
   'lf_member_piece_floats', 'lf_member_put_piece', 'lf_member_step', 'lf_member_output', 'lf_member_call_free',
   'lf_member_begin_async', 'lf_member_step_async', 'lf_member_phase_end',
+  'lf_member_vocab_begin', 'lf_member_vocab_end', 'lf_member_embed', 'lf_member_per_layer_inputs', 'lf_member_head',
   'lf_model_read_probe_async', 'lf_model_read_probe_json',
   'lf_tokenizer_create', 'lf_tokenize', 'lf_tokenize_untrusted', 'lf_detokenize', 'lf_tokenizer_n_vocab',
   'lf_tokenizer_max_token_bytes', 'lf_tokenizer_bos', 'lf_tokenizer_eos', 'lf_tokenizer_piece', 'lf_tokenizer_free',

@@ -4,7 +4,9 @@
 // slices from R2 within its 128 MiB budget, and a leader in this process drives them over their
 // WebSockets: a prompt longer than the members' MAX_TOKENS (sent in calls of that many rows) and
 // decode steps give a single node's bytes. A member that cannot fit is refused at start with the
-// bytes it needs, a call of more rows by name, a wrong token at the upgrade.
+// bytes it needs, a call of more rows by name, a wrong token at the upgrade. A whole model served
+// by one group of isolates holding its ends (ENDS=1: the embedding and the head split by the
+// vocabulary) gives a single node's logits and greedy tokens through a pipeline.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import fs from "node:fs";
@@ -15,6 +17,7 @@ import {describe, test} from "node:test";
 
 import {bundleEdgeWorker} from "../../../js-glue/edge/bundle.js";
 import {MemberGroup} from "../../../js-glue/src/group/member_group.js";
+import {Pipeline} from "../../../js-glue/src/pipeline/pipeline.js";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {decodeFrame, encodeFrame} from "../../../js-glue/src/protocol/member_frames.js";
 import {model, root} from "../support/models.mjs";
@@ -39,6 +42,15 @@ async function request(url, header, arrays = []) {
   const data = await reply;
   ws.close();
   return decodeFrame(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), "member").header;
+}
+
+// A worker of the bundle in `dir` serving `key` of the R2 bucket MODEL with `bindings`, on `port`.
+function worker(dir, name, bindings, port = 0) {
+  return {
+    name, modules: true, modulesRoot: dir, scriptPath: path.join(dir, "worker.js"), compatibilityDate: "2025-01-01",
+    modulesRules: [{type: "CompiledWasm", include: ["**/*.wasm"]}], r2Buckets: {MODEL: "model"},
+    unsafeDirectSockets: [{host: "127.0.0.1", port}], bindings: {AUTH_TOKEN: TOKEN, ...bindings},
+  };
 }
 
 // Waits for the member at `url` to be in, or throws its load's error.
@@ -68,17 +80,11 @@ describe("a tensor-parallel group of edge isolates", () => {
     await bundleEdgeWorker(dir);
     const ports = [];
     while (ports.length < members) ports.push(await freePort());
-    const worker = (name, bindings, port = 0) => ({
-      name, modules: true, modulesRoot: dir, scriptPath: path.join(dir, "worker.js"), compatibilityDate: "2025-01-01",
-      modulesRules: [{type: "CompiledWasm", include: ["**/*.wasm"]}], r2Buckets: {MODEL: "model"},
-      unsafeDirectSockets: [{host: "127.0.0.1", port}],
-      bindings: {MODEL_KEY: "31b.gguf", LAYERS: "1-1", MEMORY_BUDGET_BYTES: String(BUDGET), MAX_CONTEXT: String(MAX_CONTEXT),
-        MAX_TOKENS: String(MAX_TOKENS), AUTH_TOKEN: TOKEN, ...bindings},
-    });
+    const settings = {MODEL_KEY: "31b.gguf", LAYERS: "1-1", MEMORY_BUDGET_BYTES: String(BUDGET), MAX_CONTEXT: String(MAX_CONTEXT), MAX_TOKENS: String(MAX_TOKENS)};
     const mf = new Miniflare({workers: [
-      ...ports.map((port, i) => worker(`member${i}`, {SHARD: `${i}/${members}`}, port)),
+      ...ports.map((port, i) => worker(dir, `member${i}`, {...settings, SHARD: `${i}/${members}`}, port)),
       // One member fewer: its share does not fit the budget.
-      worker("tight", {SHARD: `0/${members - 1}`}),
+      worker(dir, "tight", {...settings, SHARD: `0/${members - 1}`}),
       // The file is too large for miniflare's R2 API to pass (one string): a worker puts the body
       // of a request, whose length workerd knows.
       {name: "loader", modules: true, compatibilityDate: "2025-01-01", r2Buckets: {MODEL: "model"}, unsafeDirectSockets: [{port: 0}],
@@ -133,5 +139,41 @@ describe("a tensor-parallel group of edge isolates", () => {
       assert.ok(memory[i] > 0 && memory[i] <= BUDGET, `member ${i}: ${memory[i]} bytes of WASM memory`);
     }
     t.diagnostic(`${members} members; plan's largest ${middle.bytes} bytes; WASM memory ${memory.join(", ")} bytes`);
+  });
+
+  test("a whole model as one group of isolates holding its ends gives a single node's logits and tokens", {timeout: 600_000}, async (t) => {
+    const file = model("small", "small", ["--type", "Q4_0"]);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lf-edge-tp-ends-"));
+    t.after(() => fs.rmSync(dir, {recursive: true, force: true}));
+    await bundleEdgeWorker(dir);
+    const ports = [await freePort(), await freePort()];
+    const settings = {MODEL_KEY: "small.gguf", LAYERS: "0-5", ENDS: "1", MEMORY_BUDGET_BYTES: String(BUDGET), MAX_CONTEXT: String(MAX_CONTEXT),
+      MAX_TOKENS: String(MAX_TOKENS)};
+    const mf = new Miniflare({workers: ports.map((port, i) => worker(dir, `member${i}`, {...settings, SHARD: `${i}/2`}, port))});
+    t.after(() => mf.dispose());
+    await (await mf.getR2Bucket("MODEL", "member0")).put("small.gguf", fs.readFileSync(file));
+    const urls = ports.map((port) => `http://127.0.0.1:${port}`);
+    for (const url of urls) await ready(url);
+    const info = await request(urls[1], {op: "info"});
+    assert.equal(info.embedding && info.head, true);
+    assert.equal(info.vocab[1], info.n_vocab);
+
+    const greedy = async (pipeline) => {
+      const tokens = [];
+      const logits = [];
+      let input = [2, 17, 300, 5, 41, 88, 9, 120, 33, 7, 1000, 64];
+      for (let i = 0; i < 8; ++i) {
+        const out = (await pipeline.step("g", input)).logits;
+        logits.push(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
+        input = [out.reduce((best, x, j) => (x > out[best] ? j : best), 0)];
+        tokens.push(input[0]);
+      }
+      await pipeline.close();
+      return {tokens, logits};
+    };
+    const plain = await greedy(await Pipeline.open({model: file, build: "single"}));
+    const ours = await greedy(await Pipeline.open({model: file, nodes: `tp(${urls.join(",")})`, authToken: TOKEN, memberDeadlineMs: 300_000}));
+    assert.deepEqual(ours.tokens, plain.tokens);
+    ours.logits.forEach((l, i) => assert.ok(l.equals(plain.logits[i]), `step ${i}'s logits`));
   });
 });

@@ -4,7 +4,11 @@
 // mid-generation and started again, after which the stream goes on with the same tokens (the
 // pipeline replays the session into it); a cut into the group's session in place, and one deeper
 // than its rings back to its members' checkpoint (in this process and over loopback), each
-// continuing with a fresh session's bytes; groups at the ends and bad specs refused by name.
+// continuing with a fresh session's bytes. Groups at the pipeline's ends (the embedding and the
+// head vocabulary-parallel over the members): a whole model as one group of 1 to 4, a group at
+// each end, in this process and as member servers (with --ends) over loopback, dense, MoE and
+// the E-model fixture. Refused by name: member servers without --ends at an end, a draft model
+// on a group, bad specs.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
@@ -14,6 +18,7 @@ import {model} from "../support/models.mjs";
 
 const small = () => model("small", "small", ["--type", "Q4_0"]);
 const moeWide = () => model("moe-wide-q8", "moe-wide", ["--type", "Q8_0"]);
+const sharedKv = () => model("tiny-shared-kv2-q8", "tiny-shared-kv2", ["--type", "Q8_0"]);
 const PROMPT = [2, 17, 300, 5, 41, 88, 9, 120];
 const STEPS = 16;
 const quiet = () => {};
@@ -50,10 +55,10 @@ function assertSameRun(ours, plain, what) {
   ours.logits.forEach((l, i) => assert.ok(bytesOf(l).equals(bytesOf(plain.logits[i])), `${what}: step ${i}'s logits`));
 }
 
-async function memberServers(file, layers, members) {
+async function memberServers(file, layers, members, {ends = false} = {}) {
   const servers = [];
   for (let i = 0; i < members; ++i) {
-    servers.push(await serveMember({model: file, layers, shard: [i, members], build: "single", port: 0, host: "127.0.0.1", log: quiet}));
+    servers.push(await serveMember({model: file, layers, shard: [i, members], build: "single", port: 0, host: "127.0.0.1", ends, log: quiet}));
   }
   await Promise.all(servers.map((s) => s.loaded));
   return servers;
@@ -142,12 +147,53 @@ describe("a group in a pipeline gives a pipeline of plain nodes' logits and toke
   }
 });
 
+describe("groups at the pipeline's ends give a plain pipeline's logits and tokens", () => {
+  // split: the start group's last layer (the E-model's shared-KV layers stay with their sources).
+  for (const [name, file, last, split] of [["small (dense)", small, 5, 2], ["moe-wide (MoE)", moeWide, 2, 1], ["tiny-shared-kv2 (E-model)", sharedKv, 4, 0]]) {
+    test(`${name}: the whole model as one group of 1 to 4, and a group at each end`, {timeout: 600_000}, async () => {
+      const plain = await withPipeline({model: file(), nodes: `local:0-${last}`}, (p) => greedy(p));
+      for (const members of [1, 2, 3, 4]) {
+        const ours = await withPipeline({model: file(), nodes: `tp(local:0-${last}*${members})`}, (p) => greedy(p));
+        assertSameRun(ours, plain, `one group of ${members}`);
+      }
+      const ends = await withPipeline({model: file(), nodes: `tp(local:0-${split}*2),tp(local:${split + 1}-${last}*3)`}, (p) => greedy(p));
+      assertSameRun(ends, plain, "a group of 2 at the start, of 3 at the end");
+    });
+  }
+
+  test("member servers with --ends over loopback: the whole model, and groups at both ends around a plain node", {timeout: 600_000}, async () => {
+    const plain = await withPipeline({model: small(), nodes: "local:0-5"}, (p) => greedy(p));
+    const whole = await memberServers(small(), [0, 6], 2, {ends: true});
+    const first = await memberServers(small(), [0, 2], 3, {ends: true});
+    const lastGroup = await memberServers(small(), [4, 6], 2, {ends: true});
+    const urls = (servers) => servers.map((s) => s.url).join(",");
+    try {
+      assertSameRun(await withPipeline({model: small(), nodes: `tp(${urls(whole)})`}, (p) => greedy(p)), plain, "one group of 2 member servers");
+      const mixed = await withPipeline({model: small(), nodes: `tp(${urls(first)}),local:2-3,tp(${urls(lastGroup)})`}, async (p) => {
+        assert.match(p.nodes[0].info().build, /tensor-parallel group of 3 \(exchange members\)/);
+        return greedy(p);
+      });
+      assertSameRun(mixed, plain, "groups of member servers at both ends");
+    } finally {
+      await Promise.all([...whole, ...first, ...lastGroup].map((s) => s.shutdown()));
+    }
+  });
+
+  test("member servers without --ends at an end are refused by name, and so is a draft model on a group", {timeout: 300_000}, async () => {
+    const servers = await memberServers(small(), [0, 2], 2);
+    try {
+      await assert.rejects(Pipeline.open({model: small(), nodes: `tp(${servers.map((s) => s.url).join(",")}),local:2-5`, build: "single"}),
+        /tp\(.*\) is at the pipeline's start but its members hold no part of the embedding: start them with serve --ends/);
+    } finally {
+      await Promise.all(servers.map((s) => s.shutdown()));
+    }
+    await assert.rejects(Pipeline.open({model: small(), nodes: "local:0-1,tp(local:2-5*2)", build: "single", draftModel: small()}),
+      /a draft model is loaded by a plain node holding the head, not by a tensor-parallel group/);
+  });
+});
+
 describe("refusals", () => {
-  test("a group at either end, a bad group spec", async () => {
-    await assert.rejects(Pipeline.open({model: small(), nodes: "tp(local:0-4*2),local:5-5", build: "single"}),
-      /a tensor-parallel group holds neither the embedding nor the head/);
-    await assert.rejects(Pipeline.open({model: small(), nodes: "local:0-1,tp(local:2-5*2)", build: "single"}),
-      /a tensor-parallel group holds neither the embedding nor the head/);
+  test("a bad group spec", async () => {
     await assert.rejects(Pipeline.open({model: small(), nodes: "local:0-1,tp(local:2-4),local:5-5", build: "single"}),
       /bad node "tp\(local:2-4\)"/);
   });

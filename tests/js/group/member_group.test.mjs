@@ -227,6 +227,128 @@ describe("a group of member servers over loopback WebSockets gives one node's by
   }
 });
 
+describe("a group holding the model's ends embeds and gives logits as one node does", () => {
+  const TOKENS = [0, 2, 17, 300, 5, 41, 1023, 88];
+  // What one node of every layer gives: each token's embedding (and per-layer inputs), and the logits of hidden rows.
+  async function nodeEnds(file) {
+    const node = await LayerNode.open({model: file, build: "single"});
+    try {
+      const hidden = node.embed(TOKENS);
+      const perLayer = node.nEmbdPerLayer ? await node.perLayerInputs(TOKENS, hidden) : null;
+      return {hidden, perLayer, logits: node.logits(hidden)};
+    } finally {
+      node.close();
+    }
+  }
+
+  async function assertEnds(group, expected, what) {
+    assert.ok(group.holdsEmbedding && group.holdsHead, `${what}: holds both ends`);
+    const {hidden, perLayer} = await group.embed(TOKENS);
+    assert.ok(bytesOf(hidden).equals(bytesOf(expected.hidden)), `${what}: the embeddings`);
+    if (expected.perLayer) assert.ok(bytesOf(perLayer).equals(bytesOf(expected.perLayer)), `${what}: the per-layer inputs`);
+    else assert.equal(perLayer, null);
+    assert.ok(bytesOf(await group.logits(expected.hidden)).equals(bytesOf(expected.logits)), `${what}: the logits`);
+  }
+
+  for (const config of [CONFIGS[0], CONFIGS[2], CONFIGS[3]]) {
+    test(`${config.name}: members in this process and member servers`, {timeout: 300_000}, async () => {
+      const file = config.file();
+      const expected = await nodeEnds(file);
+      for (const members of [1, 2, 3]) {
+        const group = await MemberGroup.open({model: file, layers: config.layers, members, build: "single", ends: true, memoryBudgetBytes: 2 ** 31, maxTokens: 3});
+        try {
+          await assertEnds(group, expected, `${members} members of 3 rows`);
+        } finally {
+          group.close();
+        }
+      }
+      const servers = await memberServers(file, config.layers, 2, {ends: true});
+      const group = await MemberGroup.connect(servers.map((s) => s.url));
+      try {
+        await assertEnds(group, expected, "2 member servers");
+      } finally {
+        group.close();
+        await Promise.all(servers.map((s) => s.shutdown()));
+      }
+    });
+  }
+
+  test("a group without its ends, and tokens outside the vocabulary, are refused by name", async () => {
+    const group = await MemberGroup.open({model: tiny(), layers: [0, 2], members: 2, build: "single"});
+    try {
+      await assert.rejects(group.embed([1]), /the group holds no token embedding/);
+      await assert.rejects(group.logits(new Float32Array(group.nEmbd)), /the group holds no head/);
+    } finally {
+      group.close();
+    }
+    const ends = await MemberGroup.open({model: tiny(), layers: [0, 2], members: 2, build: "single", ends: true});
+    try {
+      await assert.rejects(ends.embed([3, ends.nVocab]), /token id 1024 at position 1 is outside \[0, 1024\)/);
+      await assert.rejects(ends.embed([-1]), /token id -1 at position 0/);
+    } finally {
+      ends.close();
+    }
+  });
+
+  // Member 0 of 2 of tiny's layers with its ends (rows [0, 512)), served on loopback.
+  async function firstOfTwoWithEnds() {
+    const server = await serveMember({model: tiny(), layers: [0, 2], shard: [0, 2], build: "single", port: 0, host: "127.0.0.1", ends: true, log: quiet});
+    await server.loaded;
+    return server;
+  }
+
+  // A member 1 of 2 holding rows [512, 1024) of the ends that answers embed and logits as `answer` says.
+  async function fakeEndMember(answer, vocab = [512, 1024]) {
+    const wss = new WebSocketServer({port: 0, host: "127.0.0.1"});
+    await new Promise((resolve) => wss.once("listening", resolve));
+    wss.on("connection", (ws) => ws.on("message", (data) => {
+      const {header} = decodeFrame(new Uint8Array(data), "test");
+      if (header.op === "info") {
+        ws.send(encodeFrame({op: "info", index: 1, members: 2, layers: [0, 2], n_embd: 64, n_layer: 2, n_vocab: 1024, weight_bytes: 1,
+          cache_type_k: "f16", cache_type_v: "f16", vocab, embedding: true, head: true}));
+      } else {
+        answer(ws, header);
+      }
+    }));
+    return {url: `ws://127.0.0.1:${wss.address().port}`, close: () => new Promise((resolve) => wss.close(resolve))};
+  }
+
+  for (const [what, answer, pattern] of [
+    ["NaNs in its embedding", (ws, h) => ws.send(encodeFrame({op: "embedded"}, [new Float32Array(h.tokens.length * 64).fill(NaN)])),
+      /member 1 \(.*\)'s embedding holds a non-finite value at 0/],
+    ["an embedding of the wrong length", (ws) => ws.send(encodeFrame({op: "embedded"}, [new Float32Array(3)])),
+      /member 1 \(.*\): "embedded" of 3 floats where the embedding of 1 tokens was due/],
+    ["logits of the wrong length", (ws, h) => ws.send(encodeFrame({op: "logits"}, [new Float32Array(h.op === "logits" ? 7 : 64)])),
+      /member 1 \(.*\): "logits" of 7 floats where the logits of 1 rows of its vocabulary rows \[512, 1024\) were due/],
+  ]) {
+    test(`a member answering ${what} is refused naming it`, async () => {
+      const server = await firstOfTwoWithEnds();
+      const fake = await fakeEndMember(answer);
+      const group = await MemberGroup.connect([server.url, fake.url], {deadlineMs: 2000});
+      try {
+        const call = /logits/.test(what) ? group.logits(new Float32Array(64).fill(0.5)) : group.embed([700]);
+        await assert.rejects(call, (e) => pattern.test(e.message));
+      } finally {
+        group.close();
+        await fake.close();
+        await server.shutdown();
+      }
+    });
+  }
+
+  test("members whose vocabulary rows do not tile the vocabulary are refused", async () => {
+    const server = await firstOfTwoWithEnds();
+    const fake = await fakeEndMember(() => {}, [600, 1024]);
+    try {
+      await assert.rejects(MemberGroup.connect([server.url, fake.url]),
+        (e) => /member 1 \(.*\) holds vocabulary rows \[600, 1024\): the members' rows do not tile the 1024 tokens in member order/.test(e.message));
+    } finally {
+      await fake.close();
+      await server.shutdown();
+    }
+  });
+});
+
 describe("a member server's shutdown", () => {
   test("lets the call under way end, refuses new leaders meanwhile, then closes", {timeout: 120_000}, async () => {
     const {inputs, outputs} = await reference(tiny(), [0, 2], "single");
