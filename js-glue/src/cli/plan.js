@@ -13,13 +13,13 @@
 // with --max-context a draft's buffers and its parsed header, as its budget check counts them)
 // and always serves the layers whose caches it reads; more nodes than that leaves room for are
 // refused naming those layers.
-// A range between the first and the last node that no single node can hold within --memory is
-// proposed as a tensor-parallel group (docs/tensor-parallel.md) of the fewest members that each
-// fit, up to --max-members, each counted as the engine answers for it (lf_member_needs_json):
-// its slices of the layers' tensors, and with --max-context its f16 cache of its KV heads and a
-// call's buffers. The first and last nodes hold the embedding and the head and stay single;
-// --end-memory gives them a budget of their own (containers at the ends of a pipeline of edge
-// isolates).
+// A range that no single node can hold within its budget is proposed as a tensor-parallel group
+// (docs/tensor-parallel.md) of the fewest members that each fit, up to --max-members, each
+// counted as the engine answers for it (lf_member_needs_json): its slices of the layers' tensors
+// (at the first or last range, its slice of the embedding or the head too), and with
+// --max-context its cache of its KV heads and a call's buffers. The first and last ranges have
+// --end-memory as their budget (containers at the ends of a pipeline of edge isolates, say); a
+// last node holding a draft model stays single.
 import { openGgufHeader } from '../gguf/header.js';
 import { withModelHeader } from '../gguf/model_header.js';
 import { openSource } from '../sources/open_source.js';
@@ -37,7 +37,7 @@ const MAX_MEMBERS = 64;
 export const PLAN_OPTIONS = {
   nodes: { kind: 'integer', min: 1, value: 'K', help: 'the nodes to split the layers over, at most one a layer (required)' },
   memory: { kind: 'bytes', min: 1, value: 'BYTES', help: 'each node\'s budget', default: 4 * GIB, shown: '4GiB, the wasm32 address space' },
-  'end-memory': { kind: 'bytes', min: 1, value: 'BYTES', help: 'the first and last nodes\' budget (they hold the embedding and the head)', shown: '--memory' },
+  'end-memory': { kind: 'bytes', min: 1, value: 'BYTES', help: 'the first and last nodes\' (or their groups\' members\') budget: they hold the embedding and the head', shown: '--memory' },
   'per-layer-row-cache': { kind: 'bytes', min: 0, value: 'BYTES', help: 'E2B/E4B: the first node\'s cache of per_layer_token_embd rows, counted instead of the table',
     default: DEFAULT_ROW_CACHE_BYTES, shown: `${DEFAULT_ROW_CACHE_BYTES / 2 ** 20}MiB` },
   'max-context': { kind: 'integer', min: 0, value: 'N', help: 'count each node\'s whole memory as its budget check does, one session at N positions (0: the model\'s), not its weights alone' },
@@ -130,9 +130,11 @@ function nodeBytes(lf, gguf, info, [b, e], { whole, maxContext, maxTokens, cache
   return whole ? neededBytes(needs, lf.bytes().length) : needs.weights + needs.rowCache;
 }
 
-// Member i of a group of `members` over layers [b, e): its weights, or (whole) all it holds.
+// Member i of a group of `members` over layers [b, e), with its share of the model's ends
+// there: its weights, or (whole) all it holds.
 function memberBytes(lf, gguf, info, [b, e], member, members, { whole, maxContext, maxTokens, cacheTypeK, cacheTypeV }) {
-  const needs = memberMemoryNeeds(lf, gguf, info, { layers: [b, e], member, members, maxContext, maxTokens, threads: 1, cacheTypeK, cacheTypeV });
+  const needs = memberMemoryNeeds(lf, gguf, info, { layers: [b, e], member, members, maxContext, maxTokens, threads: 1, cacheTypeK, cacheTypeV,
+    ends: b === 0 || e === info.n_layer });
   return whole ? neededBytes(needs, lf.bytes().length) : needs.weights;
 }
 
@@ -209,14 +211,16 @@ export async function plan(options, [model]) {
       const ranges = balance(units, k, (b, e) => cost(b, end(e))).map(([b, e]) => [b, end(e)]);
       return ranges.map(([b, e]) => {
         const bytes = cost(b, e);
-        const group = bytes > memory && b > 0 && e < n ? smallestGroup(lf, gguf, info, [b, e], memory, options['max-members'], { whole, ...shape }) : null;
+        const limit = b === 0 || e === n ? endMemory : memory;
+        const canGroup = !(draftModel !== undefined && e === n);
+        const group = bytes > limit && canGroup ? smallestGroup(lf, gguf, info, [b, e], limit, options['max-members'], { whole, ...shape }) : null;
         if (group) {
           const memberAt = (i) => (context) => memberBytes(lf, gguf, info, [b, e], i, group.members, { whole: true, ...shape, maxContext: context });
-          const fits = whole ? { fits_context: Math.min(...group.bytes.map((_, i) => fitsContext(info, memberAt(i), memory))) } : {};
+          const fits = whole ? { fits_context: Math.min(...group.bytes.map((_, i) => fitsContext(info, memberAt(i), limit))) } : {};
           return { layers: [b, e - 1], bytes: Math.max(...group.bytes), members: group.members, member_bytes: group.bytes, ...fits };
         }
         const nodeAt = (context) => nodeBytes(lf, gguf, info, [b, e], { ...shape, whole: true, maxContext: context });
-        const budget = (b === 0 || e === n ? endMemory : memory) - (e === n ? drafter : 0);
+        const budget = limit - (e === n ? drafter : 0);
         return { layers: [b, e - 1], bytes, ...(whole ? { fits_context: fitsContext(info, nodeAt, budget) } : {}) };
       });
     });
@@ -238,8 +242,8 @@ export async function plan(options, [model]) {
   if (tooBig.length) {
     const ends = tooBig.some((nd) => nd === nodes[0] || nd === nodes.at(-1));
     console.error(`layerfold plan: ${tooBig.length} node(s) need more than their budget: use more nodes` +
-      (whole ? ', a smaller --max-context or --max-tokens' : '') +
-      (ends ? ', or give the first and last nodes, which cannot be groups, more (--end-memory)' : ''));
+      (whole ? ', a smaller --max-context or --max-tokens' : '') + ', a larger --max-members' +
+      (ends ? ', or give the first and last nodes more (--end-memory)' : ''));
     return 1;
   }
   return 0;

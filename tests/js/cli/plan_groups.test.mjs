@@ -1,8 +1,8 @@
-// `layerfold plan` proposes a tensor-parallel group for a range between the first and the last
-// node that no single node holds within --memory: the fewest members that each fit, as the engine
-// answers for each member (lf_member_needs_json); the first and last nodes stay single, within
-// --end-memory. On header-only files of the 31B and 26B-A4B layer shapes (a 31B layer is about
-// 280 MiB in Q4_0, more than an edge isolate's 128 MiB).
+// `layerfold plan` proposes a tensor-parallel group for a range that no single node holds within
+// its budget: the fewest members that each fit, as the engine answers for each member
+// (lf_member_needs_json); the first and last ranges within --end-memory, as groups holding their
+// share of the embedding and the head where one node cannot. On header-only files of the 31B and
+// 26B-A4B layer shapes (a 31B layer is about 280 MiB in Q4_0, more than an edge isolate's 128 MiB).
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
 import path from "node:path";
@@ -19,9 +19,11 @@ function plan(file, args) {
   return {status: r.status, stderr: r.stderr, out: r.stdout ? JSON.parse(r.stdout) : null};
 }
 
-// The engine's weight bytes of each member of a group of `members` over layers [begin, end).
-const memberWeights = (file, [begin, end], members) => withModelHeader(file, {}, (lf, gguf) =>
-  Array.from({length: members}, (_, i) => lf.json(lf.fn.lf_member_needs_json(gguf, begin, end, i, members, 0, 1)).tensor_bytes));
+// The engine's weight bytes of each member of a group of `members` over layers [begin, end),
+// with its share of the model's ends there.
+const memberWeights = (file, [begin, end], members) => withModelHeader(file, {}, (lf, gguf, {info}) =>
+  Array.from({length: members}, (_, i) => lf.json(lf.fn.lf_member_needs_json(gguf, begin, end, i, members, 0, 1, 0, 0,
+    begin === 0 || end === info.n_layer ? 1 : 0)).tensor_bytes));
 
 const SHAPES = [
   {name: "31b-shape-5", preset: "31b-shape", extra: ["--n-layer", "5"]},
@@ -30,7 +32,7 @@ const SHAPES = [
 
 describe("plan proposes groups where one node cannot hold a range", () => {
   for (const shape of SHAPES) {
-    test(`${shape.name}: the fewest members that fit, the ends single`, async () => {
+    test(`${shape.name}: the fewest members that fit, the ends single within --end-memory, else groups too`, async () => {
       const file = model(`${shape.name}-header`, shape.preset, ["--header-only", ...shape.extra]);
       // Three nodes without a budget to speak of: the ranges plan balances, whatever the budget.
       const free = plan(file, ["--nodes", "3"]);
@@ -62,11 +64,24 @@ describe("plan proposes groups where one node cannot hold a range", () => {
       assert.equal(capped.out.nodes[1].members, undefined);
       assert.match(capped.stderr, /1 node\(s\) need more than their budget/);
 
-      // Without --end-memory the ends, which cannot be groups, are over the budget: said so.
+      // Without --end-memory the ends are groups too, each member holding its share of the
+      // embedding or the head within --memory.
       const ends = plan(file, ["--nodes", "3", "--memory", String(memory)]);
-      assert.equal(ends.status, 1);
+      assert.equal(ends.status, 0, ends.stderr);
       assert.equal(ends.out.nodes[1].members, group.members);
-      assert.match(ends.stderr, /first and last nodes, which cannot be groups, more \(--end-memory\)/);
+      for (const nd of [ends.out.nodes[0], ends.out.nodes[2]]) {
+        assert.ok(nd.members >= 2, `the range ${nd.layers.join("-")} as a group`);
+        const at = [nd.layers[0], nd.layers[1] + 1];
+        assert.deepEqual(nd.member_bytes, await memberWeights(file, at, nd.members));
+        assert.ok(nd.member_bytes.every((bytes) => bytes <= memory));
+        assert.ok(Math.max(...await memberWeights(file, at, nd.members - 1)) > memory, "one member fewer does not fit");
+      }
+      assert.equal(parseNodesSpec(ends.out.spec).filter((entry) => entry.kind === "group").length, 3);
+
+      // No groups at all: the ends are over the budget, said so.
+      const tight = plan(file, ["--nodes", "3", "--memory", String(memory), "--max-members", "1"]);
+      assert.equal(tight.status, 1);
+      assert.match(tight.stderr, /a larger --max-members, or give the first and last nodes more \(--end-memory\)/);
     });
   }
 
