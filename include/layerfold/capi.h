@@ -267,7 +267,8 @@ LF_EXPORT(lf_member_tensors_json) const char* lf_member_tensors_json(lf_gguf* gg
  * lf_model_set_kv_types names them, NULL: f16), "scratch_bytes" and "scratch_bytes_per_worker" (a
  * call of max_tokens rows), "relayout_bytes" (while loading: one row strip's, where this build
  * lays Q4_0 out in strips; else 0), "piece_floats" (the largest piece a call is handed), "per_layer_floats" (an E-model call's
- * per-layer inputs), "tensors"}, with ends 1 its slices of the model's ends and their calls'
+ * per-layer inputs), "kv_rows_in" and "kv_rows_out" (shared KV across the group's edge: [{"layer", "bytes_per_token" of
+ * its heads, "heads": [begin, end) of the layer's "n_head_kv", "k_row", "v_row" bytes of a head}]), "tensors"}, with ends 1 its slices of the model's ends and their calls'
  * buffers too (NULL and the last error on a refused split). Owned by gguf. */
 LF_EXPORT(lf_member_needs_json) const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                                  int member, int n_members, int max_ctx, int max_tokens,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/forward_checks.h"
+#include "model/kv_shipping.h"
 #include "model/layer.h"
 #include "model/moe_steps.h"
 #include "model/run_layers.h"
@@ -223,6 +224,8 @@ Status MemberForward::prepare(const Member& member, Session& session, int start_
   st.rows.segments.push_back(Segment{&session, start_pos, n});
   st.rows.lay_out();
   std::copy(in.begin(), in.end(), st.b.x.begin());
+  // Mirrored caches take the call's positions first, as a node's (prepare_forward).
+  for (const KvRows& rows : session.kv_rows_in) session.kv.store_rows(rows);
   session.kv.save_overwritten(start_pos, n, &st.undo);
   f->layer_ = m.range.begin;
   f->phase_ = MemberPhase::attention;
@@ -401,6 +404,11 @@ Status MemberForward::end_job(bool ran) {
     }
     st.s.set_n_past(st.start_pos + st.n);
     st.s.per_layer_in.clear();
+    st.s.kv_rows_in.clear();
+    // This member's heads of the call's rows of the sources whose readers follow the range.
+    const std::vector<int> shipped = kv_layers_shipped(m.config, m.range.begin, m.range.end);
+    st.s.last.kv_rows_out.resize(shipped.size());
+    for (size_t j = 0; j < shipped.size(); ++j) st.s.kv.read_rows(shipped[j], st.start_pos, st.n, &st.s.last.kv_rows_out[j]);
     done_ = true;
     piece_.clear();
     return Status();

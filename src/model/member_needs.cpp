@@ -7,6 +7,7 @@
 #include "kernels/gemm.h"
 #include "layout/row_strips.h"
 #include "model/kv_cache.h"
+#include "model/kv_shipping.h"
 #include "model/member.h"
 #include "model/member_forward.h"
 #include "model/per_layer_embd.h"
@@ -57,6 +58,20 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
     if (down_exps != nullptr) scratch.moe.down_row = member_down_exps_row(down_exps->type, full);
   }
   MemberNeeds member;
+  // The K/V rows across the group's edge, of its heads, in a session's two copies of a call's
+  // (Session::kv_rows_in, ForwardReport::kv_rows_out), as a node's.
+  for (const auto& [layers, heads] : {std::pair{kv_layers_mirrored(c, shape.range.begin, shape.range.end), &member.kv_in},
+                                      std::pair{kv_layers_shipped(c, shape.range.begin, shape.range.end), &member.kv_out}}) {
+    for (int il : layers) {
+      const int D = full.layers[il].head_dim;
+      heads->push_back({il, member_kv_heads(full, split, shape.member, il), full.layers[il].n_head_kv,
+                        kv_row_bytes(shape.k_type, D), kv_row_bytes(shape.v_type, D)});
+      const MemberNeeds::KvHeads& h = heads->back();
+      const uint64_t bytes_per_token = static_cast<uint64_t>(h.heads.size()) * (h.k_row + h.v_row);
+      (heads == &member.kv_in ? needs.kv_rows_in : needs.kv_rows_out).push_back({il, bytes_per_token});
+      needs.scratch_bytes += static_cast<uint64_t>(shape.max_tokens) * bytes_per_token;
+    }
+  }
   member.per_layer_floats = per_layer_input_floats(c, shape.range.begin, shape.range.end, shape.max_tokens);
   for (int j = 0; j < shape.n_members; ++j) {
     member.piece_floats = std::max<uint64_t>(member.piece_floats, member_call_floats(full, split, j, shape.max_tokens).piece);
@@ -68,7 +83,7 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
   uint64_t end_floats = 0;
   if (split.with_embedding) end_floats += rows * full.n_embd + 2 * per_layer_input_floats(full, 0, full.n_layer, shape.max_tokens);
   if (split.with_head) end_floats += rows * static_cast<uint64_t>(full.n_embd + split.vocab[shape.member].size());
-  needs.scratch_bytes = scratch.bytes(0) + sizeof(float) * (floats.total() + member.per_layer_floats + end_floats);
+  needs.scratch_bytes += scratch.bytes(0) + sizeof(float) * (floats.total() + member.per_layer_floats + end_floats);
   needs.scratch_bytes_per_worker = scratch.bytes(1) - scratch.bytes(0);
   member.node = std::move(needs);
   *out = std::move(member);

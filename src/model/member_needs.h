@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf_reader.h"
+#include "model/member_split.h"
 #include "model/model.h"
 #include "model/node_needs.h"
 
@@ -23,12 +24,24 @@ struct MemberShape {
 
 struct MemberNeeds {
   // tensors, tensor_bytes, kv_bytes_per_session, scratch_bytes (the call's Scratch without
-  // workers, its gathered vectors and pieces, a session's per-layer inputs, the ends' calls) and
-  // scratch_bytes_per_worker; a member lays out nothing in place and ships no K/V rows.
+  // workers, its gathered vectors and pieces, a session's per-layer inputs and K/V rows, the
+  // ends' calls) and scratch_bytes_per_worker; kv_rows_in / kv_rows_out of its heads.
   NodeNeeds node;
   // What a host hands the member in a call of max_tokens rows: the largest piece of any member
   // (one phase's), and the per-layer inputs of an E-model's range.
   uint64_t piece_floats = 0, per_layer_floats = 0;
+  // Shared KV across the group's edge (docs/tensor-parallel.md, "Shared KV across the group's
+  // edge"): the source layers before the range it mirrors, and those of the range whose readers
+  // follow it, with the KV heads of each whose rows it takes or hands out of the layer's
+  // n_head_kv, and a head's K and V row bytes. A position's rows of all heads are the K rows of
+  // heads 0 .. n_head_kv, then their V rows; the member's are its heads' of each.
+  struct KvHeads {
+    int layer = 0;
+    RowRange heads;
+    int n_head_kv = 0;
+    uint64_t k_row = 0, v_row = 0;
+  };
+  std::vector<KvHeads> kv_in, kv_out;
 };
 Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds* out);
 

@@ -103,20 +103,22 @@ Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange rang
       s.ff = grain_share(l.n_ff, ff_grain, i, n_members);
       if (l.moe) s.ff_exp = grain_share(c.n_ff_exp, exp_grain, i, n_members);
     }
-    // A shared-KV layer reads its source's cache slice: the same heads must be the member's.
-    if (l.shares_kv && l.kv_layer >= range.begin) {
-      for (int i = 0; i < n_members; ++i) {
-        const RowRange a = split.slice(i, il).kv_heads, b = split.slice(i, l.kv_layer).kv_heads;
-        if (a.begin != b.begin || a.end != b.end) {
-          return Status(Code::unsupported, "layer " + std::to_string(il) + " shares layer " + std::to_string(l.kv_layer) +
-                                               "'s KV cache but their KV heads split differently over " +
-                                               std::to_string(n_members) + " members");
-        }
+    // A shared-KV layer reads its source's cache slice (or its mirror's, a source before the
+    // range: member_config): the same heads must be the member's as the source's, or as every
+    // other reader's of a source outside.
+    if (!l.shares_kv) continue;
+    int other = l.kv_layer;
+    if (l.kv_layer < range.begin) {
+      for (other = range.begin; c.layers[other].kv_layer != l.kv_layer || !c.layers[other].shares_kv; ++other) {
       }
-    } else if (l.shares_kv) {
-      return Status(Code::unsupported, "layer " + std::to_string(il) + " reads layer " + std::to_string(l.kv_layer) +
-                                           "'s KV cache, outside the group's layers [" + std::to_string(range.begin) +
-                                           ", " + std::to_string(range.end) + "): a group holds its source layers");
+    }
+    for (int i = 0; i < n_members && other != il; ++i) {
+      const RowRange a = split.slice(i, il).kv_heads, b = split.slice(i, other).kv_heads;
+      if (a.begin != b.begin || a.end != b.end) {
+        return Status(Code::unsupported, "layers " + std::to_string(il) + " and " + std::to_string(other) + " read layer " +
+                                             std::to_string(l.kv_layer) + "'s KV cache but their KV heads split differently over " +
+                                             std::to_string(n_members) + " members");
+      }
     }
   }
   split.with_embedding = ends && range.begin == 0;
@@ -130,16 +132,30 @@ Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange rang
 
 ModelConfig member_config(const ModelConfig& c, const MemberSplit& split, int member) {
   ModelConfig m = c;
+  // Layer il with only the KV heads (and their query heads) `kv_heads`.
+  const auto keep_heads = [&c, &m](int il, RowRange kv_heads) {
+    const LayerConfig& whole = c.layers[il];
+    m.layers[il].n_head_kv = static_cast<int>(kv_heads.size());
+    m.layers[il].n_head = m.layers[il].n_head_kv * (whole.n_head / whole.n_head_kv);
+  };
   for (int il = split.range.begin; il < split.range.end; ++il) {
     LayerConfig& l = m.layers[il];
     const MemberLayerSlice& s = split.slice(member, il);
-    const int group = l.n_head / l.n_head_kv;
-    l.n_head_kv = static_cast<int>(s.kv_heads.size());
-    l.n_head = l.n_head_kv * group;
+    // A source before the range is mirrored with the heads its readers here read (split_members).
+    if (l.shares_kv && l.kv_layer < split.range.begin) keep_heads(l.kv_layer, member_kv_heads(c, split, member, l.kv_layer));
+    keep_heads(il, s.kv_heads);
     l.n_ff = static_cast<int>(s.ff.size());
     if (l.moe) m.n_ff_exp = static_cast<int>(s.ff_exp.size());
   }
   return m;
+}
+
+RowRange member_kv_heads(const ModelConfig& c, const MemberSplit& split, int member, int il) {
+  if (il >= split.range.begin) return split.slice(member, il).kv_heads;
+  for (int reader = split.range.begin; reader < split.range.end; ++reader) {
+    if (c.layers[reader].shares_kv && c.layers[reader].kv_layer == il) return split.slice(member, reader).kv_heads;
+  }
+  return {};
 }
 
 Status member_tensor(const ModelConfig& c, const MemberSplit& split, int member, const GgufTensorInfo& t,

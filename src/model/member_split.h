@@ -58,8 +58,14 @@ Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange rang
                      bool ends = false);
 
 // The configuration member i runs: each layer of the range with the member's query and KV heads
-// and FFN width, n_ff_exp its expert rows. Widths of the whole model stay in the full one.
+// and FFN width, n_ff_exp its expert rows, and a source layer before the range that a shared-KV
+// layer of it reads with the heads the member mirrors (member_kv_heads). Widths of the whole
+// model stay in the full one.
 ModelConfig member_config(const ModelConfig& c, const MemberSplit& split, int member);
+
+// The KV heads of layer il whose cache member i keeps: its own, or, for a source before the
+// range, those its shared-KV layers there read.
+RowRange member_kv_heads(const ModelConfig& c, const MemberSplit& split, int member, int il);
 
 // Where member i's bytes of a tensor lie in the file's tensor: the byte ranges, in order, whose
 // concatenation the host places as that tensor (one range for a whole tensor or a row slice,

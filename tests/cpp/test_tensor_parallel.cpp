@@ -230,7 +230,13 @@ void require_needs_match_members(const FixtureModel& f, lf::LayerRange r, lf::Kv
           std::unique_ptr<MemberForward> call;
           require_ok(MemberForward::begin(*g.members[i], s, 0, {in.x.data(), n * in.x.size() / n_all}, n, &call));
           CHECK(member.per_layer_floats == s.per_layer_in.size());
-          CHECK(call->buffer_bytes() + sizeof(float) * s.per_layer_in.size() ==
+          // And a session's copies of a call's K/V rows across the group's edge, in and out (their
+          // sizes held to the rows members hand out in require_group_across_shared_kv).
+          uint64_t kv_rows = 0;
+          for (const auto* layers : {&needs.kv_rows_in, &needs.kv_rows_out}) {
+            for (const lf::NodeNeeds::KvLayer& l : *layers) kv_rows += static_cast<uint64_t>(n) * l.bytes_per_token;
+          }
+          CHECK(call->buffer_bytes() + sizeof(float) * s.per_layer_in.size() + kv_rows ==
                 needs.scratch_bytes + static_cast<uint64_t>(threads) * needs.scratch_bytes_per_worker);
           // Every member's first piece is one the call is handed.
           CHECK(call->piece_floats(0) <= member.piece_floats);
@@ -315,7 +321,123 @@ void require_ends_match_node(const FixtureModel& f) {
   }
 }
 
+// Member rows of `full` (a position's K rows of every head, then their V rows): heads h.heads.
+lf::KvRows member_rows(const lf::KvRows& full, const lf::MemberNeeds::KvHeads& h) {
+  lf::KvRows out{full.layer, full.pos0, full.n, {}};
+  const size_t H = static_cast<size_t>(h.n_head_kv), row = H * (h.k_row + h.v_row);
+  for (int t = 0; t < full.n; ++t) {
+    const uint8_t* at = full.bytes.data() + t * row;
+    out.bytes.insert(out.bytes.end(), at + h.heads.begin * h.k_row, at + h.heads.end * h.k_row);
+    out.bytes.insert(out.bytes.end(), at + H * h.k_row + h.heads.begin * h.v_row, at + H * h.k_row + h.heads.end * h.v_row);
+  }
+  return out;
+}
+
+// Shared KV across the group's edge, on the E-model fixture (5 layers, the last two reading
+// layers 1 and 2's caches; one KV head a layer, so one member of a group holds it and the others
+// none): a group over every range [a, b) of its layers, of 1 .. 4 members at 1 and 2 threads,
+// given the K/V rows of the sources before the range as a node of the range is (each member its
+// heads' rows, member_needs' kv_in), gives that node's output for a prompt and decode steps; the
+// members' rows of the sources whose readers follow the range (kv_out), put together by head,
+// are the node's kv_rows_out.
+void require_group_across_shared_kv(lf::GgmlType kv_type) {
+  const FixtureModel f = lf::test::e_fixture(WeightFormat::mixed);
+  const Model whole = lf::test::load(f);
+  const int n_all = 10;
+  const Embedded in = lf::test::embed_tokens(whole, lf::test::token_sequence(n_all, 7, 3, whole.config.n_vocab));
+  const std::vector<std::pair<int, int>> steps = {{0, 6}, {6, 1}, {7, 1}, {8, 2}};
+  lf::KvCacheOptions cache{32, 64};
+  cache.k_type = cache.v_type = kv_type;
+  const int L = whole.config.n_layer;
+  for (int a = 0; a < L; ++a) {
+    for (int b = a + 1; b <= L; ++b) {
+      // The nodes before, of and after the range; what the range's node is given, gives and hands out.
+      std::vector<Model> nodes;
+      std::vector<Session> sessions;
+      for (const auto [begin, end] : {std::pair{0, a}, std::pair{a, b}, std::pair{b, L}}) {
+        if (begin == end) continue;
+        nodes.push_back(lf::test::load(f, lf::test::NodeOptions{{begin, end}}));
+        Session s;
+        require_ok(Session::create(nodes.back(), cache, &s));
+        sessions.push_back(std::move(s));
+      }
+      const size_t mid = a > 0 ? 1 : 0;
+      std::vector<std::vector<float>> x_in, x_out;
+      std::vector<std::vector<lf::KvRows>> rows_in, rows_out;
+      for (const auto& [t0, n] : steps) {
+        std::vector<lf::KvRows> shipped;
+        std::vector<float> x(in.x.begin() + t0 * whole.config.n_embd, in.x.begin() + (t0 + n) * whole.config.n_embd);
+        for (size_t i = 0; i < nodes.size(); ++i) {
+          Session& s = sessions[i];
+          s.kv_rows_in.clear();
+          for (const lf::KvRows& r : shipped) {
+            const std::vector<int>& m = s.kv.mirrored();
+            if (std::find(m.begin(), m.end(), r.layer) != m.end()) s.kv_rows_in.push_back(r);
+          }
+          s.per_layer_in = per_layer_slice(whole, in, n_all, nodes[i].range, t0, n);
+          if (i == mid) {
+            // Rows [t0, t0 + n) of x, as group_forward takes them.
+            x_in.emplace_back(static_cast<size_t>(t0) * whole.config.n_embd, 0.0f).insert(x_in.back().end(), x.begin(), x.end());
+            rows_in.push_back(s.kv_rows_in);
+          }
+          std::vector<float> out(x.size());
+          require_ok(lf::forward(nodes[i], s, t0, x.data(), n, out.data(), false));
+          x = std::move(out);
+          if (i == mid) {
+            x_out.push_back(x);
+            rows_out.push_back(s.last.kv_rows_out);
+          }
+          shipped.insert(shipped.end(), s.last.kv_rows_out.begin(), s.last.kv_rows_out.end());
+        }
+      }
+      for (int threads : {1, 2}) {
+        for (int S : {1, 2, 3, 4}) {
+          INFO("layers [" << a << ", " << b << "), members " << S << ", threads " << threads);
+          Group g = make_group(f, {a, b}, S, threads, cache);
+          std::vector<lf::MemberNeeds> needs(S);
+          for (int i = 0; i < S; ++i) {
+            lf::MemberShape shape{{a, b}, i, S, 32, 6, kv_type, kv_type};
+            require_ok(lf::member_needs(f.file, shape, &needs[i]));
+          }
+          for (size_t k = 0; k < steps.size(); ++k) {
+            const auto [t0, n] = steps[k];
+            INFO("step at " << t0);
+            for (int i = 0; i < S; ++i) {
+              g.sessions[i].kv_rows_in.clear();
+              for (const lf::MemberNeeds::KvHeads& h : needs[i].kv_in) {
+                const auto full = std::find_if(rows_in[k].begin(), rows_in[k].end(), [&h](const lf::KvRows& r) { return r.layer == h.layer; });
+                REQUIRE(full != rows_in[k].end());
+                g.sessions[i].kv_rows_in.push_back(member_rows(*full, h));
+              }
+            }
+            const std::vector<float> out = group_forward(g, x_in[k], t0, n, per_layer_slice(whole, in, n_all, {a, b}, t0, n));
+            REQUIRE(lf::test::same_bytes(out, x_out[k]));
+            REQUIRE(needs[0].kv_out.size() == rows_out[k].size());
+            for (size_t j = 0; j < rows_out[k].size(); ++j) {
+              const lf::KvRows& want = rows_out[k][j];
+              // Each member's rows are its heads' of the node's.
+              for (int i = 0; i < S; ++i) {
+                const lf::MemberNeeds::KvHeads& h = needs[i].kv_out[j];
+                REQUIRE(h.layer == want.layer);
+                const lf::KvRows& got = g.sessions[i].last.kv_rows_out.at(j);
+                CHECK((got.layer == want.layer && got.pos0 == want.pos0 && got.n == want.n));
+                CHECK(got.bytes == member_rows(want, h).bytes);
+                CHECK(got.bytes.size() == static_cast<size_t>(n) * needs[i].node.kv_rows_out[j].bytes_per_token);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("a group across the shared-KV edge takes and hands out its heads' K/V rows as a node does", "[tensor_parallel]") {
+  SECTION("f16 cache") { require_group_across_shared_kv(lf::GgmlType::F16); }
+  SECTION("q8_0 cache") { require_group_across_shared_kv(lf::GgmlType::Q8_0); }
+}
 
 TEST_CASE("a group holding the model's ends embeds and gives logits as a node does", "[tensor_parallel]") {
   SECTION("gemma4, tied head") { require_ends_match_node(lf::test::fixture(lf::Arch::gemma4, WeightFormat::mixed)); }
