@@ -140,7 +140,7 @@ function memberBytes(lf, gguf, info, [b, e], member, members, { whole, maxContex
 
 // The fewest members, 2 .. maxMembers, of a group over layers [b, e) that each fit `memory`
 // -> {members, bytes: [each member's]}, or null. A group size the engine cannot split the layers
-// into (a shared-KV layer whose source is split otherwise, or outside the range) is passed over.
+// into (shared-KV layers whose heads split otherwise than their source's) is passed over.
 function smallestGroup(lf, gguf, info, range, memory, maxMembers, shape) {
   for (let members = 2; members <= maxMembers; members++) {
     let bytes;

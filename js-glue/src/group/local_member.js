@@ -4,8 +4,10 @@
 // driven phase by phase (docs/tensor-parallel.md).
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { kvLayoutOf } from './kv_heads.js';
 import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
 import { flagSet, withBuffers } from '../node/engine_forward.js';
+import { readKvRows, setKvRows } from '../node/session_inputs.js';
 import { checkpointSession, truncateSession } from '../node/sessions.js';
 import { withCopies, withCStrings } from '../node/wasm_copies.js';
 
@@ -15,6 +17,7 @@ export class LocalMember {
   #buffers = [];
   #sessions = new Map();  // session id -> lf_session*
   #call = 0;              // the lf_member_call* under way
+  #callSession = 0;       // its session's lf_session*
   #rows = 0;              // its rows
   #running = false;       // a phase of it is on the module's threads
   #abandonWhenEnded = false;
@@ -98,6 +101,10 @@ export class LocalMember {
       withCStrings(lf, [t.name], ([name]) => lf.fn.lf_member_place_tensor(this.#ptr, name, ptr));
     }
     if (!lf.fn.lf_member_load(this.#ptr, gguf, begin, end, this.index, this.members, threads, ends ? 1 : 0)) throw lf.lastError();
+    // Its heads of the K/V rows across the group's edge (lf_member_needs_json's kv_rows_in / kv_rows_out).
+    const needs = withCStrings(lf, [this.cacheTypeK, this.cacheTypeV], ([k, v]) =>
+      lf.json(lf.fn.lf_member_needs_json(gguf, begin, end, this.index, this.members, 0, 1, k, v, ends ? 1 : 0)));
+    this.kvLayout = { in: kvLayoutOf(needs.kv_rows_in), out: kvLayoutOf(needs.kv_rows_out) };
     const vocab = [lf.fn.lf_member_vocab_begin(this.#ptr), lf.fn.lf_member_vocab_end(this.#ptr)];
     if (vocab[1] > vocab[0]) Object.assign(this, { vocab, holdsEmbedding: begin === 0, holdsHead: end === this.nLayer });
     return tensors.reduce((sum, t) => sum + t.n_bytes, 0);
@@ -130,12 +137,14 @@ export class LocalMember {
 
   /**
    * Starts a call of hidden [n, n_embd] at startPos of session `id` (made on first use), with an
-   * E-model's per-layer inputs of the range; its first piece. A call under way is abandoned. A
-   * session that holds other than startPos positions (this member restarted, or lost it) is a
-   * position_mismatch, which a pipeline answers by replaying the session.
+   * E-model's per-layer inputs of the range and the K/V rows of its heads of the sources it
+   * mirrors (kvRows: { [layer]: Uint8Array } of kvLayout.in's layers); its first piece. A call
+   * under way is abandoned. A session that holds other than startPos positions (this member
+   * restarted, or lost it) is a position_mismatch, which a pipeline answers by replaying the
+   * session.
    * @example const piece = await member.begin({ session: 'a', startPos: 0, hidden });
    */
-  async begin({ session: id, startPos, hidden, perLayer = null }) {
+  async begin({ session: id, startPos, hidden, perLayer = null, kvRows = null }) {
     this.abandon();
     const lf = this.#lf;
     const held = this.sessionLength(id);
@@ -152,6 +161,8 @@ export class LocalMember {
     const session = this.#session(id);
     const values = perLayer ?? new Float32Array(0);
     if (!withCopies(lf, [values], ([ptr]) => lf.fn.lf_session_set_per_layer_inputs(session, ptr, values.length))) throw lf.lastError();
+    setKvRows(lf, session, this.kvLayout.in, kvRows, startPos, n);
+    this.#callSession = session;
     if (lf.kind === 'threaded') {
       await this.#phase((flag) => (this.#call = withCopies(lf, [hidden], ([ptr]) => lf.fn.lf_member_begin_async(this.#ptr, session, startPos, ptr, n, flag))));
     } else {
@@ -164,7 +175,8 @@ export class LocalMember {
 
   /**
    * Every member's piece of the current phase, in member order -> {piece} of the next phase, or
-   * {output} [n, n_embd] once the call is done (then it is over).
+   * {output} [n, n_embd] and {kvRows} (its heads' rows of kvLayout.out's layers) once the call is
+   * done (then it is over).
    * @example const next = await member.exchange(pieces);
    */
   async exchange(pieces) {
@@ -183,7 +195,7 @@ export class LocalMember {
     if (lf.fn.lf_member_call_layer(this.#call) !== -1) return { piece: this.#piece() };
     const output = this.#floats(lf.fn.lf_member_output(this.#call), this.#rows * this.nEmbd);
     this.abandon();
-    return { output };
+    return { output, kvRows: readKvRows(lf, this.#callSession, this.kvLayout.out) };
   }
 
   /**

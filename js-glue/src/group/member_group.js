@@ -9,6 +9,7 @@ import { cutRefusal, DEFAULT_CHECKPOINTS, keepRefusal } from '../protocol/checkp
 import { openSource } from '../sources/open_source.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { threadsAvailable } from '../wasm/load_node.js';
+import { headsOf, placeHeads } from './kv_heads.js';
 import { openLocalMember } from './open_local_member.js';
 import { RemoteMember } from './remote_member.js';
 
@@ -18,6 +19,7 @@ export class MemberGroup {
   #queue = Promise.resolve();  // the group's calls, one at a time, in call order
   #urls;       // remote members' URLs, for their links to each other
   #calls = 0;  // calls exchanged member to member so far
+  #handedOut = new WeakMap();  // forward()'s output -> the K/V rows it handed out
   #callPrefix = Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');
 
   constructor(members, { reconnect = null, urls = null, exchange = 'leader' } = {}) {
@@ -132,7 +134,10 @@ export class MemberGroup {
    * takes them. Rows go to the members in calls of at most the fewest rows any member takes
    * (maxTokens: an edge member's budget was counted for so many), the same bytes as one call. A
    * call refused or failed on any member is abandoned on every member, leaving the session as
-   * it was on all of them (a call of several such calls keeps the ones before it).
+   * it was on all of them (a call of several such calls keeps the ones before it). kvRows
+   * ({ [layer]: Uint8Array } of the call's positions, every head): the rows of the shared-KV
+   * sources before the group that its layers read, as LayerNode.forward takes them; kvRowsOf(out)
+   * then gives those of its own sources that later layers read.
    * @example const out = await group.forward({ session: 'a', startPos: 0, hidden });
    */
   forward(call) {
@@ -142,18 +147,27 @@ export class MemberGroup {
     return this.#inTurn(async () => {
       const rows = call.hidden.length / this.nEmbd;
       const most = Math.min(...this.#members.map((m) => m.maxTokens ?? Infinity));
-      if (rows <= most) return this.#forward(call);
       const layers = this.layers[1] - this.layers[0];
       const perRow = call.perLayer ? call.perLayer.length / (layers * rows) : 0;
       const out = new Float32Array(call.hidden.length);
+      const parts = [];
       for (let r = 0; r < rows; r += most) {
         const n = Math.min(most, rows - r);
-        const perLayer = call.perLayer && rowsOfEachLayer(call.perLayer, layers, rows, perRow, r, n);
+        const perLayer = call.perLayer && (n === rows ? call.perLayer : rowsOfEachLayer(call.perLayer, layers, rows, perRow, r, n));
         const part = { ...call, startPos: call.startPos + r, hidden: call.hidden.subarray(r * this.nEmbd, (r + n) * this.nEmbd), perLayer };
-        out.set(await this.#forward(part), r * this.nEmbd);
+        const { output, kvRows } = await this.#forward(part, r, n);
+        out.set(output, r * this.nEmbd);
+        parts.push(kvRows);
       }
+      const handedOut = joinKvRows(parts);
+      if (handedOut) this.#handedOut.set(out, handedOut);
       return out;
     });
+  }
+
+  /** The K/V rows the forward that answered `out` handed out (LayerNode.kvRowsOf), or null. */
+  kvRowsOf(out) {
+    return this.#handedOut.get(out) ?? null;
   }
 
   // A member answers one request at a time: every call of the group waits for the one before.
@@ -179,19 +193,22 @@ export class MemberGroup {
     return this.#members;
   }
 
-  async #forward(call) {
+  // One call of the members: rows [r, r + n) of the caller's (kvRows are the caller's whole
+  // rows) -> {output, kvRows: the group's hand-out, every head, or null}.
+  async #forward(call, r, n) {
     const members = await this.#connected();
+    const calls = members.map((m) => ({ ...call, kvRows: this.#kvRowsFor(m, call.kvRows, r, n) }));
     if (this.exchange === 'members') {
       const id = `${this.#callPrefix}-${++this.#calls}`;
       const phases = 4 * (this.layers[1] - this.layers[0]);
-      const [output] = await everyAnswer(members.map((m) => m.runAmongMembers(call, { call: id, phases })));
-      return output;
+      const ends = await everyAnswer(members.map((m, i) => m.runAmongMembers(calls[i], { call: id, phases })));
+      return { output: ends[0].output, kvRows: gatherKvRows(members, ends, n) };
     }
     try {
-      let pieces = await everyAnswer(members.map((m) => m.begin(call)));
+      let pieces = await everyAnswer(members.map((m, i) => m.begin(calls[i])));
       for (;;) {
         const answers = await everyAnswer(members.map((m) => m.exchange(pieces)));
-        if (answers.every((a) => a.output)) return answers[0].output;
+        if (answers.every((a) => a.output)) return { output: answers[0].output, kvRows: gatherKvRows(members, answers, n) };
         if (answers.some((a) => a.output)) throw new LayerfoldError('internal', 'the members ended the call at different phases');
         pieces = answers.map((a) => a.piece);
       }
@@ -266,6 +283,21 @@ export class MemberGroup {
     });
   }
 
+  // Member m's heads of rows [r, r + n) of the sources it mirrors, from the caller's kvRows.
+  #kvRowsFor(m, kvRows, r, n) {
+    const mine = {};
+    for (const layout of m.kvLayout.in) {
+      const whole = layout.nHeadKv * (layout.kRow + layout.vRow);
+      const rows = kvRows?.[layout.layer];
+      if (!rows || rows.byteLength % whole !== 0 || rows.byteLength / whole < r + n) {
+        throw new LayerfoldError('invalid_argument', `layers ${this.layers[0]}-${this.layers[1] - 1} read layer ${layout.layer}'s KV cache: ` +
+          `its K/V rows of the call's positions are missing or short (${rows?.byteLength ?? 0} bytes, ${whole} a position)`);
+      }
+      mine[layout.layer] = headsOf(rows.subarray(r * whole, (r + n) * whole), layout, n);
+    }
+    return mine;
+  }
+
   /** The positions session `id` holds (0 for one never used), as member 0 counts them. */
   sessionLength(id) {
     return this.#inTurn(async () => (await this.#connected())[0].sessionLength(id));
@@ -329,6 +361,34 @@ async function everyAnswer(requests) {
   const failures = settled.filter((s) => s.status === 'rejected').map((s) => s.reason);
   if (failures.length > 0) throw failures.find((e) => e.code !== 'peer_failed') ?? failures[0];
   return settled.map((s) => s.value);
+}
+
+// The members' K/V rows of a call's n positions (ends[i].kvRows, their heads of their
+// kvLayout.out's layers), put together by head -> { [layer]: rows of every head }, or null.
+function gatherKvRows(members, ends, n) {
+  if (members[0].kvLayout.out.length === 0) return null;
+  const rows = {};
+  members[0].kvLayout.out.forEach(({ layer, nHeadKv, kRow, vRow }, j) => {
+    rows[layer] = new Uint8Array(n * nHeadKv * (kRow + vRow));
+    members.forEach((m, i) => placeHeads(rows[layer], ends[i].kvRows[layer], m.kvLayout.out[j], n));
+  });
+  return rows;
+}
+
+// The K/V rows of consecutive calls, joined position after position (null: none handed out).
+function joinKvRows(parts) {
+  if (parts[0] === null) return null;
+  if (parts.length === 1) return parts[0];
+  const rows = {};
+  for (const layer of Object.keys(parts[0])) {
+    rows[layer] = new Uint8Array(parts.reduce((n, p) => n + p[layer].byteLength, 0));
+    let at = 0;
+    for (const p of parts) {
+      rows[layer].set(p[layer], at);
+      at += p[layer].byteLength;
+    }
+  }
+  return rows;
 }
 
 // Rows [r, r + n) of each layer's [rows, width] block of values [layers, rows, width].

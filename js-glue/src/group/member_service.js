@@ -6,8 +6,9 @@
 // leader's begin says so, and the member exchanges its pieces with the others itself, answering
 // the leader once at the end. The other members' links to it come in here as connections whose
 // first frame is a hello.
-import { decodeFrame, encodeFrame, isCount } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, kvRowsArrays, kvRowsIn } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { kvLayoutToWire } from './kv_heads.js';
 
 const MAX_SESSION_ID = 256;
 const DEFAULT_PHASE_DEADLINE_MS = 30_000;
@@ -110,7 +111,8 @@ export class MemberService {
       return encodeFrame({ op: 'info', index, members, layers: member.layers, n_embd: member.nEmbd, n_layer: member.nLayer,
         n_vocab: member.nVocab, n_embd_per_layer: member.nEmbdPerLayer, weight_bytes: member.weightBytes, memory_bytes: member.memoryBytes(),
         max_tokens: Number.isFinite(member.maxTokens) ? member.maxTokens : null, cache_type_k: member.cacheTypeK, cache_type_v: member.cacheTypeV,
-        member_exchange: this.#peers !== null, vocab: member.vocab, embedding: member.holdsEmbedding === true, head: member.holdsHead === true });
+        member_exchange: this.#peers !== null, vocab: member.vocab, embedding: member.holdsEmbedding === true, head: member.holdsHead === true,
+        kv_rows_in: kvLayoutToWire(member.kvLayout.in), kv_rows_out: kvLayoutToWire(member.kvLayout.out) });
     }
     if (op === 'embed' || op === 'logits') return this.#runEnd(op, header, payload);
     if (op === 'hello' || op === 'peers') {
@@ -128,10 +130,14 @@ export class MemberService {
       if (this.#owner && this.#owner !== connection) throw new LayerfoldError('unavailable', `member ${index} is running another leader's call`);
       const { session, startPos, rows, perLayer } = header;
       checkSession(session);
-      if (!isCount(startPos) || !isCount(rows) || rows === 0 || !isCount(perLayer) || payload.length !== rows * member.nEmbd + perLayer) {
+      const floats = rows * member.nEmbd + perLayer;
+      if (!isCount(startPos) || !isCount(rows) || rows === 0 || !isCount(perLayer) || payload.length < floats) {
         throw new LayerfoldError('invalid_argument', `a begin of ${payload.length} floats does not hold rows ${rows} of ${member.nEmbd} and ${perLayer} per-layer inputs`);
       }
-      const call = { session, startPos, hidden: payload.subarray(0, rows * member.nEmbd), perLayer: perLayer ? payload.subarray(rows * member.nEmbd) : null };
+      const call = {
+        session, startPos, hidden: payload.subarray(0, rows * member.nEmbd), perLayer: perLayer ? payload.subarray(rows * member.nEmbd, floats) : null,
+        kvRows: kvRowsIn(header, payload, floats, 'the leader'),
+      };
       if (header.exchange === 'members') return this.#runAmongMembers(connection, header, call);
       this.#owner = connection;
       const piece = await member.begin(call).catch((error) => { this.#owner = null; throw error; });
@@ -148,7 +154,7 @@ export class MemberService {
       const next = await member.exchange(pieces).catch((error) => { this.#owner = null; throw error; });
       if (next.output) {
         this.#owner = null;
-        return encodeFrame({ op: 'output' }, [next.output]);
+        return outputFrame('output', next);
       }
       return encodeFrame({ op: 'piece' }, [next.piece]);
     }
@@ -220,7 +226,7 @@ export class MemberService {
       for (let phase = 0; ; ++phase) {
         if (this.#leaderGone) throw new LayerfoldError('aborted', `member ${member.index}: the leader went away mid-call`);
         const next = await member.exchange(await peers.gather(phase, piece, deadlineMs, this.#phaseName(phase)));
-        if (next.output) return member.index === 0 ? encodeFrame({ op: 'output' }, [next.output]) : encodeFrame({ op: 'done' });
+        if (next.output) return outputFrame(member.index === 0 ? 'output' : 'done', next);
         piece = next.piece;
       }
     } catch (error) {
@@ -241,6 +247,13 @@ export class MemberService {
     const layer = this.#member.layers[0] + Math.floor(phase / 4);
     return `layer ${layer}'s ${['attention', 'attn_output', 'ffn', 'ffn_down'][phase % 4]}`;
   }
+}
+
+// A call's end: its output (but for `done`, the answer of a member other than 0 among members)
+// and the member's K/V rows of the sources whose readers follow the group.
+function outputFrame(op, { output, kvRows }) {
+  const kv = kvRowsArrays(kvRows);
+  return encodeFrame({ op, kv_rows: kv.header }, [...(op === 'done' ? [] : [output]), ...kv.arrays]);
 }
 
 // The leader's deadline for one phase (deadlineMs), or the default.

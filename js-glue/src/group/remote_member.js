@@ -8,8 +8,9 @@ import WebSocket from 'ws';
 
 import { redactUrl } from '../log/redact.js';
 import { CACHE_TYPES } from '../protocol/kv_rows.js';
-import { decodeFrame, encodeFrame, isCount, MEMBER_PATH, memberClientOptions } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, kvRowsArrays, kvRowsIn, MEMBER_PATH, memberClientOptions } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { checkKvRows, kvLayoutFromInfo } from './kv_heads.js';
 
 export const DEFAULT_DEADLINE_MS = 30_000;
 
@@ -78,6 +79,7 @@ export class RemoteMember {
       if (vocab !== null && !(Array.isArray(vocab) && vocab.length === 2 && vocab.every(isCount) && vocab[0] < vocab[1] && vocab[1] <= nVocab)) {
         throw new LayerfoldError('bad_response', `${member.name}: its info's vocab is not rows [begin, end) of the ${nVocab} tokens`);
       }
+      member.kvLayout = { in: kvLayoutFromInfo(header.kv_rows_in, member.name), out: kvLayoutFromInfo(header.kv_rows_out, member.name) };
       Object.assign(member, { members, layers, nEmbd, nLayer, nVocab, nEmbdPerLayer, weightBytes: header.weight_bytes, maxTokens, cacheTypeK, cacheTypeV,
         memberExchange: header.member_exchange === true, vocab,
         holdsEmbedding: vocab !== null && header.embedding === true, holdsHead: vocab !== null && header.head === true });
@@ -94,21 +96,18 @@ export class RemoteMember {
   }
 
   /** LocalMember.begin's over the wire. */
-  async begin({ session, startPos, hidden, perLayer = null }) {
+  async begin({ session, startPos, hidden, perLayer = null, kvRows = null }) {
     this.#rows = hidden.length / this.nEmbd;
     const values = perLayer ?? new Float32Array(0);
-    return this.#piece(await this.#request({ op: 'begin', session, startPos, rows: this.#rows, perLayer: values.length }, [hidden, values]));
+    const kv = kvRowsArrays(kvRows ?? {});
+    return this.#piece(await this.#request({ op: 'begin', session, startPos, rows: this.#rows, perLayer: values.length, kv_rows: kv.header },
+      [hidden, values, ...kv.arrays]));
   }
 
   /** LocalMember.exchange's over the wire. */
   async exchange(pieces) {
     const answer = await this.#request({ op: 'exchange', floats: pieces.map((p) => p.length) }, pieces);
-    if (answer.header.op === 'output') {
-      if (answer.payload.length !== this.#rows * this.nEmbd) {
-        throw new LayerfoldError('bad_response', `${this.name}: an output of ${answer.payload.length} floats for ${this.#rows} rows of ${this.nEmbd}`);
-      }
-      return { output: checkFinite(answer.payload, `${this.name}'s output`) };
-    }
+    if (answer.header.op === 'output') return this.#end(answer, this.#rows, true);
     return { piece: this.#piece(answer) };
   }
 
@@ -126,19 +125,25 @@ export class RemoteMember {
    * it: member 0's answer is the output [rows, n_embd], the others' null. The member has the
    * deadline for each of the call's `phases`.
    */
-  async runAmongMembers({ session, startPos, hidden, perLayer = null }, { call, phases }) {
+  async runAmongMembers({ session, startPos, hidden, perLayer = null, kvRows = null }, { call, phases }) {
     const rows = hidden.length / this.nEmbd;
     const values = perLayer ?? new Float32Array(0);
-    const answer = await this.#request({ op: 'begin', exchange: 'members', call, deadlineMs: this.#deadlineMs, session, startPos, rows, perLayer: values.length },
-      [hidden, values], this.#deadlineMs * (phases + 1));
-    if (this.index !== 0) {
-      if (answer.header.op !== 'done') throw new LayerfoldError('bad_response', `${this.name}: answered ${JSON.stringify(answer.header.op)} where done was due`);
-      return null;
+    const kv = kvRowsArrays(kvRows ?? {});
+    const answer = await this.#request({ op: 'begin', exchange: 'members', call, deadlineMs: this.#deadlineMs, session, startPos, rows, perLayer: values.length,
+      kv_rows: kv.header }, [hidden, values, ...kv.arrays], this.#deadlineMs * (phases + 1));
+    const due = this.index === 0 ? 'output' : 'done';
+    if (answer.header.op !== due) throw new LayerfoldError('bad_response', `${this.name}: answered ${JSON.stringify(answer.header.op)} where ${due} was due`);
+    return this.#end(answer, rows, this.index === 0);
+  }
+
+  // A call's end ({output} of rows, where withOutput, and {kvRows} of kvLayout.out), checked.
+  #end({ header, payload }, rows, withOutput) {
+    const floats = withOutput ? rows * this.nEmbd : 0;
+    if (payload.length < floats) {
+      throw new LayerfoldError('bad_response', `${this.name}: an output of ${payload.length} floats for ${rows} rows of ${this.nEmbd}`);
     }
-    if (answer.header.op !== 'output' || answer.payload.length !== rows * this.nEmbd) {
-      throw new LayerfoldError('bad_response', `${this.name}: ${JSON.stringify(answer.header.op)} of ${answer.payload.length} floats where an output of ${rows} rows of ${this.nEmbd} was due`);
-    }
-    return checkFinite(answer.payload, `${this.name}'s output`);
+    const kvRows = checkKvRows(kvRowsIn(header, payload, floats, this.name), this.kvLayout.out, rows, this, this.name);
+    return { output: withOutput ? checkFinite(payload.subarray(0, floats), `${this.name}'s output`) : null, kvRows };
   }
 
   /** LocalMember.embed's over the wire. */

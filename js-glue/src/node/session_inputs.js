@@ -20,8 +20,12 @@ function setPerLayer(lf, handle, perLayer) {
   });
 }
 
-// The call's K/V rows for the session: those of the node's kvRowsIn layers, nothing else.
-function setKvRows(lf, handle, kvRowsIn, kvRows, startPos, n) {
+/**
+ * The call's K/V rows for the session `handle`: those of the kvRowsIn layers ([{layer}]),
+ * nothing else (a layer missing is the engine's to refuse, naming it).
+ * @example setKvRows(lf, handle, node.kvRowsIn, { 13: rows }, 0, 5);
+ */
+export function setKvRows(lf, handle, kvRowsIn, kvRows, startPos, n) {
   lf.fn.lf_session_clear_kv_rows(handle);
   for (const { layer } of kvRowsIn) {
     const bytes = kvRows?.[layer];

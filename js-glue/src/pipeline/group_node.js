@@ -9,6 +9,7 @@ import { LayerfoldError } from '../wasm/capi.js';
 export class GroupNode {
   #group;
   #perLayer = new WeakMap();  // embed()'s hidden -> the per-layer inputs that came with it
+  #handedOut = new WeakMap(); // forward()'s output -> the K/V rows the group handed out
 
   /** Over an open MemberGroup; `url` names it in errors and timings (its members' addresses). */
   constructor(group, url) {
@@ -23,17 +24,26 @@ export class GroupNode {
   }
 
   /**
-   * LayerNode.forward's call: hidden [n, n_embd] -> [n or 1, n_embd]. kvRows of other layers are
-   * not the group's (it holds its shared-KV layers' sources); approximate modes are refused.
+   * LayerNode.forward's call: hidden [n, n_embd] -> [n or 1, n_embd], with the K/V rows of the
+   * shared-KV sources before the group that its layers read (kvRows); approximate modes are
+   * refused.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: false });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, perLayer = null, signal }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, perLayer = null, kvRows = null, signal }) {
     if (approxModesOn(approx)) {
       throw new LayerfoldError('unsupported', 'a tensor-parallel group runs the exact engine only: no approximate modes');
     }
     signal?.throwIfAborted();
-    const out = await this.#group.forward({ session, startPos, hidden, perLayer });
-    return lastOnly ? out.slice(out.length - this.nEmbd) : out;
+    const out = await this.#group.forward({ session, startPos, hidden, perLayer, kvRows });
+    const result = lastOnly ? out.slice(out.length - this.nEmbd) : out;
+    const handedOut = this.#group.kvRowsOf(out);
+    if (handedOut) this.#handedOut.set(result, handedOut);
+    return result;
+  }
+
+  /** LayerNode.kvRowsOf's: the rows of the group's sources that later layers read, or null. */
+  kvRowsOf(out) {
+    return this.#handedOut.get(out) ?? null;
   }
 
   /** LayerNode.embed's, the group holding the embedding (MemberGroup.embed). */

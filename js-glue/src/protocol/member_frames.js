@@ -1,6 +1,7 @@
 // The frames a tensor-parallel group's leader and its members exchange over one WebSocket per
 // member (docs/tensor-parallel.md, "Across processes"): a little-endian u32 byte count of a JSON
-// header, the header, then float32 payload. Encoded and decoded here for both ends.
+// header, the header, then float32 payload, after which a frame may carry K/V rows as bytes
+// (kvRowsArrays). Encoded and decoded here for both ends.
 import { LayerfoldError } from '../wasm/capi.js';
 
 // The largest frame either end takes: a piece or output of a long prompt's rows.
@@ -26,13 +27,14 @@ export function memberClientOptions(authToken, handshakeTimeout) {
 }
 
 /**
- * A frame of header (a JSON object) and the floats of `arrays`, one after another.
+ * A frame of header (a JSON object) and `arrays` (floats, then any kvRowsArrays), one after
+ * another.
  * @example ws.send(encodeFrame({ op: 'begin', session: 'a', startPos: 0, rows: 1, perLayer: 0 }, [hidden]));
  */
 export function encodeFrame(header, arrays = []) {
   const json = new TextEncoder().encode(JSON.stringify(header));
-  const floats = arrays.reduce((n, a) => n + a.length, 0);
-  const out = new Uint8Array(4 + json.length + 4 * floats);
+  const bytes = arrays.reduce((n, a) => n + a.byteLength, 0);
+  const out = new Uint8Array(4 + json.length + bytes);
   new DataView(out.buffer).setUint32(0, json.length, true);
   out.set(json, 4);
   let at = 4 + json.length;
@@ -67,6 +69,40 @@ export function decodeFrame(bytes, from) {
   // Copied: the payload's offset in the frame need not be a float's.
   const payload = new Float32Array(bytes.slice(4 + length).buffer);
   return { header, payload };
+}
+
+/**
+ * K/V rows ({ [layer]: Uint8Array }, shared KV across the group's edge) as a frame carries
+ * them after its floats: the header's `kv_rows` ([{layer, bytes}]) and the arrays for
+ * encodeFrame, each layer's bytes in turn, then zeros to a whole float.
+ * @example const kv = kvRowsArrays(rows); ws.send(encodeFrame({ op: 'output', kv_rows: kv.header }, [output, ...kv.arrays]));
+ */
+export function kvRowsArrays(kvRows = {}) {
+  const layers = Object.keys(kvRows).map(Number);
+  const arrays = layers.map((layer) => kvRows[layer]);
+  const bytes = arrays.reduce((n, a) => n + a.byteLength, 0);
+  return { header: layers.map((layer, i) => ({ layer, bytes: arrays[i].byteLength })), arrays: [...arrays, new Uint8Array((4 - (bytes % 4)) % 4)] };
+}
+
+/**
+ * The K/V rows a frame carries after its first `floats` floats, as header.kv_rows states them
+ * -> { [layer]: Uint8Array }; what does not add up is a bad_frame error naming `from`.
+ * @example const kvRows = kvRowsIn(header, payload, rows * nEmbd, 'member 1');
+ */
+export function kvRowsIn(header, payload, floats, from) {
+  const list = header.kv_rows ?? [];
+  const rest = payload.byteLength - 4 * floats;
+  const total = Array.isArray(list) && list.every((l) => isCount(l?.layer) && isCount(l?.bytes)) ? list.reduce((n, l) => n + l.bytes, 0) : -1;
+  if (total < 0 || rest < 0 || rest !== total + ((4 - (total % 4)) % 4)) {
+    throw new LayerfoldError('bad_frame', `${from}: K/V rows of ${JSON.stringify(list)} in ${Math.max(rest, 0)} bytes after ${floats} floats`);
+  }
+  const rows = {};
+  let at = payload.byteOffset + 4 * floats;
+  for (const { layer, bytes } of list) {
+    rows[layer] = new Uint8Array(payload.buffer, at, bytes);
+    at += bytes;
+  }
+  return rows;
 }
 
 /**

@@ -7,7 +7,9 @@
 // continuing with a fresh session's bytes. Groups at the pipeline's ends (the embedding and the
 // head vocabulary-parallel over the members): a whole model as one group of 1 to 4, a group at
 // each end, in this process and as member servers (with --ends) over loopback, dense, MoE and
-// the E-model fixture. Refused by name: member servers without --ends at an end, a draft model
+// the E-model fixture. Groups across the shared-KV edge of the E-model fixture (mirroring a
+// source before them, handing their sources' rows to later nodes or groups), in this process
+// and over loopback. Refused by name: member servers without --ends at an end, a draft model
 // on a group, bad specs.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
@@ -189,6 +191,32 @@ describe("groups at the pipeline's ends give a plain pipeline's logits and token
     }
     await assert.rejects(Pipeline.open({model: small(), nodes: "local:0-1,tp(local:2-5*2)", build: "single", draftModel: small()}),
       /a draft model is loaded by a plain node holding the head, not by a tensor-parallel group/);
+  });
+});
+
+// tiny-shared-kv2's layers are SSGSG, layer 3 reading layer 1's cache and layer 4 layer 2's.
+describe("groups across the shared-KV edge give a plain pipeline's logits and tokens", () => {
+  const SPLITS = [
+    ["a group mirroring a source before it", "local:0-1,tp(local:2-4*2)"],
+    ["a group handing its sources' rows to a node after it", "local:0-0,tp(local:1-2*3),local:3-4"],
+    ["a group handing rows to a group after it", "tp(local:0-1*2),tp(local:2-4*3)"],
+  ];
+  test("in this process", {timeout: 600_000}, async () => {
+    const plain = await withPipeline({model: sharedKv(), nodes: "local:0-4"}, (p) => greedy(p));
+    for (const [what, nodes] of SPLITS) assertSameRun(await withPipeline({model: sharedKv(), nodes}, (p) => greedy(p)), plain, `${what} (${nodes})`);
+  });
+
+  test("member servers over loopback", {timeout: 600_000}, async () => {
+    const plain = await withPipeline({model: sharedKv(), nodes: "local:0-4"}, (p) => greedy(p));
+    const mirroring = await memberServers(sharedKv(), [2, 5], 2, {ends: true});
+    const handing = await memberServers(sharedKv(), [1, 3], 3);
+    const urls = (servers) => servers.map((s) => s.url).join(",");
+    try {
+      assertSameRun(await withPipeline({model: sharedKv(), nodes: `local:0-1,tp(${urls(mirroring)})`}, (p) => greedy(p)), plain, "member servers mirroring");
+      assertSameRun(await withPipeline({model: sharedKv(), nodes: `local:0-0,tp(${urls(handing)}),local:3-4`}, (p) => greedy(p)), plain, "member servers handing out");
+    } finally {
+      await Promise.all([...mirroring, ...handing].map((s) => s.shutdown()));
+    }
   });
 });
 
