@@ -1,14 +1,18 @@
 // The edge worker as a member of a tensor-parallel group (SHARD=I/S with LAYERS): its member
 // loads once per isolate, on the first request, and a group's leader drives it over a WebSocket
 // at /v1/member (group/member_service.js: the frames `serve --shard` answers), with the bearer
-// AUTH_TOKEN checked on the upgrade. /healthz answers at once; /readyz says whether the member is
-// in. A member that cannot fit the isolate's budget answers 503 over_budget with the bytes.
+// AUTH_TOKEN checked on the upgrade. Given its peers, it dials the other members' /v1/member
+// with the same token (edge/fetch_link.js) and exchanges pieces with them member to member, as a
+// member server does. /healthz answers at once; /readyz says whether the member is in. A member
+// that cannot fit the isolate's budget answers 503 over_budget with the bytes.
 import { timingSafeEqual } from 'hono/utils/buffer';
 
 import { MemberService } from '../src/group/member_service.js';
+import { PeerExchange } from '../src/group/peer_exchange.js';
 import { MEMBER_PATH } from '../src/protocol/member_frames.js';
 import { edgeConfig } from './edge_config.js';
 import { openEdgeMember } from './edge_member.js';
+import { dialFetch } from './fetch_link.js';
 
 /**
  * A fetch handler for one isolate's member, loaded with the worker's settings (edgeConfig) on
@@ -22,7 +26,9 @@ export function memberIsolate(env, { module, relaxedModule }) {
   const loading = (async () => {
     config = edgeConfig(env);
     const member = await openEdgeMember({ module, relaxedModule, ...config });
-    service = new MemberService(member);
+    const [index, members] = config.shard;
+    const peers = new PeerExchange({ index, members, layers: member.layers, authToken: config.authToken, dial: dialFetch });
+    service = new MemberService(member, { peers });
   })().catch((error) => {
     failure = error;
   });
@@ -58,7 +64,7 @@ export function memberIsolate(env, { module, relaxedModule }) {
         const binary = typeof data !== 'string';
         const reply = await service.answer(server, binary ? new Uint8Array(data) : new TextEncoder().encode(data), binary);
         try {
-          server.send(reply);
+          if (reply) server.send(reply);
         } catch {
           // the leader closed meanwhile: disconnected() has abandoned its call
         }

@@ -286,7 +286,7 @@ void require_ends_match_node(const FixtureModel& f) {
           if (n_pl > 0) require_ok(lf::per_layer_inputs(m, mine.data(), k, x.data(), pl.data()));
           for (int j = 0; j < k; ++j) {
             REQUIRE(std::memcmp(x.data() + j * E, in.x.data() + at[j] * E, E * sizeof(float)) == 0);
-            for (int l = 0; l < c.n_layer; ++l) {
+            for (int l = 0; n_pl > 0 && l < c.n_layer; ++l) {
               const float* got = pl.data() + (static_cast<size_t>(l) * k + j) * n_pl;
               const float* want = in.per_layer.data() + (static_cast<size_t>(l) * n_all + at[j]) * n_pl;
               REQUIRE(std::memcmp(got, want, n_pl * sizeof(float)) == 0);

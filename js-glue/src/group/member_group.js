@@ -75,9 +75,9 @@ export class MemberGroup {
    * bearer token; deadlineMs: how long a member may take over one phase before the call fails
    * naming it. exchange: 'members' (each member sends its pieces to the others itself, over
    * links it dials to these URLs with its own token), 'leader' (every piece through this
-   * process), or 'auto': 'members' where every member can (edge members cannot) and they reach
-   * each other at these URLs, else 'leader' (group.exchange says which; group.linkFailure why
-   * not member to member, when they could not link).
+   * process), or 'auto': 'members' where every member can and they reach each other at these
+   * URLs, else 'leader' (group.exchange says which; group.linkFailure why not member to member,
+   * when they could not link).
    * @example const group = await MemberGroup.connect(['http://a:8080', 'http://b:8080'], { authToken });
    */
   static async connect(urls, { authToken, deadlineMs, exchange = 'auto' } = {}) {

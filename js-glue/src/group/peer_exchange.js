@@ -6,10 +6,10 @@
 // may begin a call before this member does, and be one phase ahead of it, so a peer's pieces (and
 // its failure) are held for the call under way or, between calls, for the next one; a peer never
 // needs more than HELD_PER_PEER held, and what is past that is dropped (the gather then names it).
-import WebSocket from 'ws';
-
+// The links are WebSockets dialed by `dial` (group/ws_link.js in Node, edge/fetch_link.js in a
+// Workers-style isolate): a link is {open(), send(bytes), close(), onmessage, onclose}.
 import { redactUrl } from '../log/redact.js';
-import { decodeFrame, encodeFrame, MEMBER_PATH, memberClientOptions } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, MEMBER_PATH } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 
 const HELD_PER_PEER = 3;  // pieces of this phase and the next, and a failure
@@ -21,21 +21,24 @@ export class PeerExchange {
   #members;
   #layers;
   #authToken;
+  #dialLink;
   #urls = null;          // every member's URL, in member order (the leader's `peers`)
-  #out = new Map();      // member j -> our WebSocket to j
+  #out = new Map();      // member j -> our link to j
   #held = new Map();     // `${call}/${phase or 'fail'}/${j}` -> the piece (or failure message) member j sent
   #call = null;          // the call under way
   #waiting = null;       // {phase, resolve, reject, timer} of the gather under way
 
   /**
    * Member `index` of `members` serving `layers`; authToken: the bearer token it dials the
-   * others with (a group's members share one).
+   * others with (a group's members share one); dial(url, {authToken, deadlineMs}): a link to the
+   * WebSocket at url (ws(s):), or a rejection saying why not.
    */
-  constructor({ index, members, layers, authToken }) {
+  constructor({ index, members, layers, authToken, dial }) {
     this.#index = index;
     this.#members = members;
     this.#layers = layers;
     this.#authToken = authToken;
+    this.#dialLink = dial;
   }
 
   /** What a peer's hello must say (member j of this group's size and layers, not this member). */
@@ -58,9 +61,9 @@ export class PeerExchange {
     if (!Array.isArray(urls) || urls.length !== this.#members || !urls.every(dialable)) {
       throw new LayerfoldError('invalid_argument', `peers must be the http(s) or ws(s) URLs of all ${this.#members} members, in member order`);
     }
-    for (const [j, ws] of this.#out) {
+    for (const [j, link] of this.#out) {
       if (this.#urls?.[j] !== urls[j]) {
-        ws.terminate();
+        link.close();
         this.#out.delete(j);
       }
     }
@@ -73,8 +76,7 @@ export class PeerExchange {
     if (!this.#urls) throw new LayerfoldError('failed_precondition', 'no peers were given: the leader sends them before a call exchanged member to member');
     const dials = [];
     for (let j = 0; j < this.#members; ++j) {
-      const ws = this.#out.get(j);
-      if (j !== this.#index && ws?.readyState !== WebSocket.OPEN) dials.push(this.#dial(j, deadlineMs));
+      if (j !== this.#index && !this.#out.get(j)?.open()) dials.push(this.#dial(j, deadlineMs));
     }
     const settled = await Promise.allSettled(dials);
     const failed = settled.find((s) => s.status === 'rejected');
@@ -82,38 +84,49 @@ export class PeerExchange {
   }
 
   async #dial(j, deadlineMs) {
-    this.#out.get(j)?.terminate();
+    this.#out.get(j)?.close();
     this.#out.delete(j);
     const name = `member ${j} (${redactUrl(this.#urls[j])})`;
     const url = new URL(this.#urls[j]);
     url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
     url.pathname = MEMBER_PATH;
-    const ws = new WebSocket(url, memberClientOptions(this.#authToken, deadlineMs));
-    ws.on('error', () => {});  // what failed is said where the hello is awaited, or at the next send
-    await new Promise((resolve, reject) => {
-      const fail = (why) => {
-        ws.terminate();
-        reject(new LayerfoldError('unavailable', `could not reach ${name}: ${why}`));
-      };
-      const timer = setTimeout(() => fail(`no answer to its hello within ${deadlineMs} ms`), deadlineMs);
-      ws.once('unexpected-response', (req, res) => { clearTimeout(timer); fail(`HTTP ${res.statusCode}`); });
-      ws.once('error', (error) => { clearTimeout(timer); fail(error.message); });
-      ws.once('close', () => { clearTimeout(timer); fail('it closed the connection'); });
-      ws.once('open', () => ws.send(encodeFrame({ op: 'hello', index: this.#index, members: this.#members, layers: this.#layers }), { binary: true }));
-      ws.once('message', (data) => {
-        clearTimeout(timer);
-        try {
-          const { header } = decodeFrame(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), name);
-          if (header.op === 'ok') resolve();
-          else fail(`it refused the hello: ${String(header.message ?? header.op)}`);
-        } catch (error) {
-          fail(error.message);
-        }
-      });
+    let timer;
+    let link = null;
+    const fail = (why) => {
+      link?.close();
+      return new LayerfoldError('unavailable', `could not reach ${name}: ${why}`);
+    };
+    const deadline = new Promise((resolve, reject) => {
+      timer = setTimeout(() => reject(fail(`no answer to its hello within ${deadlineMs} ms`)), deadlineMs);
     });
-    ws.removeAllListeners('message');
-    ws.on('message', () => ws.terminate());  // a peer sends nothing back on our link
-    this.#out.set(j, ws);
+    const hello = (async () => {
+      link = await this.#dialLink(url.href, { authToken: this.#authToken, deadlineMs }).catch((error) => { throw fail(error.message); });
+      await new Promise((resolve, reject) => {
+        link.onclose = () => reject(fail('it closed the connection'));
+        link.onmessage = (bytes) => {
+          try {
+            const { header } = decodeFrame(bytes, name);
+            if (header.op === 'ok') resolve();
+            else reject(fail(`it refused the hello: ${String(header.message ?? header.op)}`));
+          } catch (error) {
+            reject(fail(error.message));
+          }
+        };
+        link.send(encodeFrame({ op: 'hello', index: this.#index, members: this.#members, layers: this.#layers }));
+      });
+      return link;
+    })();
+    try {
+      await Promise.race([hello, deadline]);
+    } catch (error) {
+      hello.then((late) => late.close(), () => {});  // a link that opens past the deadline is not kept
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    link.onclose = null;
+    link.onmessage = () => link.close();  // a peer sends nothing back on our link
+    this.#out.set(j, link);
   }
 
   /** Starts call `call` (the leader's id of it): what is held of any other call is dropped. */
@@ -144,11 +157,9 @@ export class PeerExchange {
    */
   gather(phase, piece, deadlineMs, what) {
     const frame = encodeFrame({ op: 'piece', call: this.#call, phase, from: this.#index }, [piece]);
-    for (const [j, ws] of this.#out) {
-      if (ws.readyState !== WebSocket.OPEN) {
-        return Promise.reject(new LayerfoldError('unavailable', `its link to member ${j} is gone`));
-      }
-      ws.send(frame, { binary: true });
+    for (const [j, link] of this.#out) {
+      if (!link.open()) return Promise.reject(new LayerfoldError('unavailable', `its link to member ${j} is gone`));
+      link.send(frame);
     }
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -186,11 +197,11 @@ export class PeerExchange {
   fail(error) {
     if (this.#call === null) return;
     const frame = encodeFrame({ op: 'fail', call: this.#call, from: this.#index, message: error.message });
-    for (const ws of this.#out.values()) if (ws.readyState === WebSocket.OPEN) ws.send(frame, { binary: true });
+    for (const link of this.#out.values()) if (link.open()) link.send(frame);
   }
 
   close() {
-    for (const ws of this.#out.values()) ws.terminate();
+    for (const link of this.#out.values()) link.close();
     this.#out.clear();
     this.end();
   }

@@ -12,6 +12,7 @@ import { WebSocketServer } from 'ws';
 import { openLocalMember } from '../group/open_local_member.js';
 import { MemberService } from '../group/member_service.js';
 import { PeerExchange } from '../group/peer_exchange.js';
+import { dialWs } from '../group/ws_link.js';
 import { redactConfig } from '../log/json_log.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { processLog } from '../log/readable_log.js';
@@ -87,7 +88,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
     try {
       const threaded = build ? build === 'threaded' : threadsAvailable();
       member = await openLocalMember({ source, index, members, layers, threaded, threads, maxContext, cacheTypeK, cacheTypeV, ends });
-      peers = new PeerExchange({ index, members, layers, authToken });
+      peers = new PeerExchange({ index, members, layers, authToken, dial: dialWs });
       service = new MemberService(member, { log, peers });
       log('INFO', 'ready', { weightBytes: member.weightBytes });
     } finally {

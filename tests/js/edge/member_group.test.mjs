@@ -1,8 +1,8 @@
 // A 31B layer across edge isolates: `layerfold plan --memory 128MiB` proposes a tensor-parallel
 // group for the middle layer of a 3-layer 31b-shape file (about 280 MiB of Q4_0, more than one
 // isolate holds), its members run as workers in workerd (miniflare, SHARD=I/S) each reading its
-// slices from R2 within its 128 MiB budget, and a leader in this process drives them over their
-// WebSockets: a prompt longer than the members' MAX_TOKENS (sent in calls of that many rows) and
+// slices from R2 within its 128 MiB budget and exchanging its pieces with the others member to
+// member, and a leader in this process drives them over their WebSockets: a prompt longer than the members' MAX_TOKENS (sent in calls of that many rows) and
 // decode steps give a single node's bytes. A member that cannot fit is refused at start with the
 // bytes it needs, a call of more rows by name, a wrong token at the upgrade. A whole model served
 // by one group of isolates holding its ends (ENDS=1: the embedding and the head split by the
@@ -107,6 +107,7 @@ describe("a tensor-parallel group of edge isolates", () => {
     await assert.rejects(MemberGroup.connect(urls, {authToken: "wrong"}), {code: "unauthenticated"});
     const group = await MemberGroup.connect(urls, {authToken: TOKEN, deadlineMs: 300_000});
     t.after(() => group.close());
+    assert.equal(group.exchange, "members", `the isolates exchange member to member (${group.linkFailure})`);
 
     // The single node of layer 1, and the first node's hidden states of a prompt to feed both.
     const first = await LayerNode.open({model: file, layers: [0, 1], build: "single", maxContext: MAX_CONTEXT});
@@ -172,7 +173,9 @@ describe("a tensor-parallel group of edge isolates", () => {
       return {tokens, logits};
     };
     const plain = await greedy(await Pipeline.open({model: file, build: "single"}));
-    const ours = await greedy(await Pipeline.open({model: file, nodes: `tp(${urls.join(",")})`, authToken: TOKEN, memberDeadlineMs: 300_000}));
+    const pipeline = await Pipeline.open({model: file, nodes: `tp(${urls.join(",")})`, authToken: TOKEN, memberDeadlineMs: 300_000});
+    assert.match(pipeline.nodes[0].info().build, /exchange members/);
+    const ours = await greedy(pipeline);
     assert.deepEqual(ours.tokens, plain.tokens);
     ours.logits.forEach((l, i) => assert.ok(l.equals(plain.logits[i]), `step ${i}'s logits`));
   });
