@@ -211,7 +211,7 @@ describe("a group of member servers over loopback WebSockets gives one node's by
     test(config.name, {timeout: 300_000}, async () => {
       const file = config.file();
       const expected = await reference(file, config.layers, "single");
-      for (const [members, exchange] of [[2, "leader"], [2, "members"], [3, "leader"], [3, "members"]]) {
+      for (const [members, exchange] of [[1, "leader"], [2, "leader"], [2, "members"], [3, "leader"], [3, "members"], [4, "leader"], [4, "members"]]) {
         const servers = await memberServers(file, config.layers, members);
         const group = await MemberGroup.connect(servers.map((s) => s.url), {exchange});
         try {
