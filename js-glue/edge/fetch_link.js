@@ -3,15 +3,27 @@
 
 /**
  * A link to the member WebSocket at `url` (ws: or wss:, dialed as http: or https:), once
- * accepted; rejects saying why not.
- * @example const link = await dialFetch('wss://m1.example/v1/member', { authToken });
+ * accepted, as group/ws_link.js's dialWs gives one; rejects saying why not (with the HTTP
+ * `status` of a refused upgrade), or when no answer comes within deadlineMs.
+ * @example const link = await dialFetch('wss://m1.example/v1/member', { authToken, deadlineMs: 30_000 });
  */
-export async function dialFetch(url, { authToken }) {
+export async function dialFetch(url, { authToken, deadlineMs }) {
   const target = new URL(url);
   target.protocol = target.protocol === 'wss:' ? 'https:' : 'http:';
-  const response = await fetch(target, { headers: { upgrade: 'websocket', ...(authToken ? { authorization: `Bearer ${authToken}` } : {}) } });
+  // Only the upgrade is timed: the signal must not end the WebSocket it opens.
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error(`no answer within ${deadlineMs} ms`)), deadlineMs);
+  let response;
+  try {
+    response = await fetch(target, {
+      headers: { upgrade: 'websocket', ...(authToken ? { authorization: `Bearer ${authToken}` } : {}) },
+      signal: controller.signal,
+    });
+  } finally {
+    clearTimeout(timer);
+  }
   const ws = response.webSocket;
-  if (!ws) throw new Error(`HTTP ${response.status}`);
+  if (!ws) throw Object.assign(new Error(`HTTP ${response.status}`), { status: response.status });
   ws.accept();
   let open = true;
   const link = {
@@ -28,7 +40,10 @@ export async function dialFetch(url, { authToken }) {
       }
     },
   };
-  ws.addEventListener('message', ({ data }) => link.onmessage?.(typeof data === 'string' ? new TextEncoder().encode(data) : new Uint8Array(data)));
+  ws.addEventListener('message', ({ data }) => {
+    const binary = typeof data !== 'string';
+    link.onmessage?.(binary ? new Uint8Array(data) : new TextEncoder().encode(data), binary);
+  });
   for (const event of ['close', 'error']) {
     ws.addEventListener(event, () => {
       open = false;

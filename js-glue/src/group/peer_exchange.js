@@ -52,21 +52,19 @@ export class PeerExchange {
   }
 
   /**
-   * Takes the members' URLs (in member order) and dials each other member, replacing links to
-   * another address; resolves once every one has taken the hello, or rejects naming the first
-   * that did not within deadlineMs.
+   * Takes the members' URLs (in member order) and dials each other member anew; resolves once
+   * every one has taken the hello, or rejects naming the first that did not within deadlineMs.
+   * Links are made anew for each leader's connection that asks: a Workers-style isolate may use
+   * a WebSocket only within the request that opened it, and a leader's calls come on its own
+   * connection, the request its `peers` came on.
    */
   async connect(urls, deadlineMs) {
     const dialable = (u) => typeof u === 'string' && URL.canParse(u) && ['http:', 'https:', 'ws:', 'wss:'].includes(new URL(u).protocol);
     if (!Array.isArray(urls) || urls.length !== this.#members || !urls.every(dialable)) {
       throw new LayerfoldError('invalid_argument', `peers must be the http(s) or ws(s) URLs of all ${this.#members} members, in member order`);
     }
-    for (const [j, link] of this.#out) {
-      if (this.#urls?.[j] !== urls[j]) {
-        link.close();
-        this.#out.delete(j);
-      }
-    }
+    for (const link of this.#out.values()) link.close();
+    this.#out.clear();
     this.#urls = urls;
     await this.ready(deadlineMs);
   }

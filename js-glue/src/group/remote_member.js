@@ -4,13 +4,12 @@
 // the call naming it, and its connection is closed: the member then abandons the call, so no
 // cache keeps half of it. An answer is held to what the leader asked (a piece, an output of the
 // call's rows, finite values) before anyone uses it.
-import WebSocket from 'ws';
-
 import { redactUrl } from '../log/redact.js';
 import { CACHE_TYPES } from '../protocol/kv_rows.js';
-import { decodeFrame, encodeFrame, isCount, kvRowsArrays, kvRowsIn, MEMBER_PATH, memberClientOptions } from '../protocol/member_frames.js';
+import { decodeFrame, encodeFrame, isCount, kvRowsArrays, kvRowsIn, MEMBER_PATH } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkKvRows, kvLayoutFromInfo } from './kv_heads.js';
+import { dialWs } from './ws_link.js';
 
 export const DEFAULT_DEADLINE_MS = 30_000;
 
@@ -25,21 +24,20 @@ function socketUrl(url) {
 }
 
 export class RemoteMember {
-  #ws;
+  #link;
   #deadlineMs;
   #pending = null;  // {resolve, reject, timer} of the frame awaited
   #rows = 0;        // the call's rows
   #closedError = null;
 
-  constructor(ws, { url, index, deadlineMs }) {
-    this.#ws = ws;
+  constructor(link, { url, index, deadlineMs }) {
+    this.#link = link;
     this.url = redactUrl(url);
     this.index = index;
     this.#deadlineMs = deadlineMs;
     this.name = `member ${index} (${this.url})`;
-    ws.on('message', (data, isBinary) => this.#received(data, isBinary));
-    ws.on('close', () => this.#fail(new LayerfoldError('unavailable', `${this.name} closed the connection`)));
-    ws.on('error', (error) => this.#fail(new LayerfoldError('unavailable', `${this.name}: ${error.message}`)));
+    link.onmessage = (bytes, isBinary) => this.#received(bytes, isBinary);
+    link.onclose = () => this.#fail(new LayerfoldError('unavailable', `${this.name} closed the connection`));
   }
 
   /**
@@ -47,15 +45,12 @@ export class RemoteMember {
    * @example const m = await RemoteMember.connect('http://a:8080', { index: 0, members: 2, authToken });
    */
   static async connect(url, { index, members, authToken, deadlineMs = DEFAULT_DEADLINE_MS }) {
-    const ws = new WebSocket(socketUrl(url), memberClientOptions(authToken, deadlineMs));
-    ws.binaryType = 'nodebuffer';
-    await new Promise((resolve, reject) => {
-      ws.once('open', resolve);
-      ws.once('unexpected-response', (req, res) => reject(new LayerfoldError(res.statusCode === 401 ? 'unauthenticated' : 'unavailable',
-        `member ${index} (${redactUrl(url)}) refused the connection: HTTP ${res.statusCode}`)));
-      ws.once('error', (error) => reject(new LayerfoldError('unavailable', `member ${index} (${redactUrl(url)}): ${error.message}`)));
+    const link = await dialWs(socketUrl(url), { authToken, deadlineMs }).catch((error) => {
+      throw error.status
+        ? new LayerfoldError(error.status === 401 ? 'unauthenticated' : 'unavailable', `member ${index} (${redactUrl(url)}) refused the connection: HTTP ${error.status}`)
+        : new LayerfoldError('unavailable', `member ${index} (${redactUrl(url)}): ${error.message}`);
     });
-    const member = new RemoteMember(ws, { url, index, deadlineMs });
+    const member = new RemoteMember(link, { url, index, deadlineMs });
     try {
       const { header } = await member.#request({ op: 'info' });
       const { layers, n_embd: nEmbd, n_layer: nLayer, n_vocab: nVocab } = header;
@@ -194,7 +189,7 @@ export class RemoteMember {
 
   close() {
     this.#fail(new LayerfoldError('unavailable', `${this.name}: the group was closed`));
-    this.#ws.terminate();
+    this.#link.close();
   }
 
   // A length answer's positions.
@@ -216,25 +211,25 @@ export class RemoteMember {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#fail(new LayerfoldError('deadline_exceeded', `${this.name} did not answer ${header.op} within ${deadlineMs} ms`));
-        this.#ws.terminate();
+        this.#link.close();
       }, deadlineMs);
       this.#pending = { resolve, reject, timer };
-      this.#ws.send(encodeFrame(header, arrays), { binary: true });
+      this.#link.send(encodeFrame(header, arrays));
     });
   }
 
-  #received(data, isBinary) {
+  #received(bytes, isBinary) {
     const pending = this.#pending;
     if (!pending) {
       this.#fail(new LayerfoldError('bad_response', `${this.name} sent a frame nobody asked for`));
-      this.#ws.terminate();
+      this.#link.close();
       return;
     }
     this.#pending = null;
     clearTimeout(pending.timer);
     try {
       if (!isBinary) throw new LayerfoldError('bad_frame', `${this.name}: a text frame`);
-      const frame = decodeFrame(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), this.name);
+      const frame = decodeFrame(bytes, this.name);
       if (frame.header.op === 'error') {
         pending.reject(new LayerfoldError(String(frame.header.code ?? 'internal'), `${this.name}: ${String(frame.header.message ?? 'failed')}`));
       } else {

@@ -6,7 +6,9 @@ import WebSocket from 'ws';
 import { memberClientOptions } from '../protocol/member_frames.js';
 
 /**
- * A link to the member WebSocket at `url` (ws: or wss:), once open; rejects saying why not.
+ * A link to the member WebSocket at `url` (ws: or wss:), once open: {open(), send(bytes),
+ * close(), onmessage(bytes, isBinary), onclose()}; rejects saying why not (with the HTTP
+ * `status` of a refused upgrade).
  * @example const link = await dialWs('ws://b:8080/v1/member', { authToken, deadlineMs: 30_000 });
  */
 export function dialWs(url, { authToken, deadlineMs }) {
@@ -20,11 +22,11 @@ export function dialWs(url, { authToken, deadlineMs }) {
   };
   ws.on('error', () => {});  // what failed is said where the link is awaited, or at the next send
   return new Promise((resolve, reject) => {
-    ws.once('unexpected-response', (req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    ws.once('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
     ws.once('error', (error) => reject(error));
     ws.once('close', () => reject(new Error('it closed the connection')));
     ws.once('open', () => {
-      ws.on('message', (data) => link.onmessage?.(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)));
+      ws.on('message', (data, isBinary) => link.onmessage?.(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), isBinary));
       ws.on('close', () => link.onclose?.());
       resolve(link);
     });

@@ -159,7 +159,11 @@ describe("E-model pipelines", () => {
     assert.equal(counts, "weights");
     // Balanced by weight: shared layer 4 (double wide) on a node of its own, away from its source 2.
     assert.deepEqual(nodes.map((n) => n.layers), [[0, 0], [1, 3], [4, 4]]);
-    const tight = run("--nodes", "3", "--memory", "100000");
+    // Ranges no node holds become groups, shared-KV layers mirroring their sources' heads.
+    const grouped = run("--nodes", "3", "--memory", "100000");
+    assert.equal(grouped.status, 0, grouped.stderr);
+    assert.match(grouped.stdout, /--nodes tp\(local:0-0\*4\),tp\(local:1-3\*4\),tp\(local:4-4\*2\)/);
+    const tight = run("--nodes", "3", "--memory", "4000");
     assert.equal(tight.status, 1);
     assert.match(tight.stderr, /need more than .* use more nodes/);
     const bad = run("--nodes", "2", "--memory", "128MB");
