@@ -40,6 +40,12 @@ export async function readEdgeModel(module, bucket, key) {
 export async function openEdgePipeline({ module, bucket, key, nodes: spec, authToken, nodeTimeoutMs, nodeReadyTimeoutMs }) {
   const entries = parseNodesSpec(spec ?? '');
   const local = entries.find((entry) => entry.kind !== 'remote');
+  if (local?.urls) {
+    // A group's leader keeps a WebSocket to each member from call to call; an isolate may use one
+    // only within the request that opened it.
+    throw new Error('NODES: a tensor-parallel group (tp(URL,...)) is led from Node (layerfold gateway, or a node pipeline), ' +
+      'not from an edge isolate, which may use a WebSocket only within the request that opened it; give the URLs of layer nodes');
+  }
   if (local) {
     const what = local.kind === 'group' ? 'a tensor-parallel group' : `local:${local.begin}-${local.end - 1}`;
     throw new Error(`NODES: ${what} cannot run in an edge isolate; give the URLs of layer nodes`);

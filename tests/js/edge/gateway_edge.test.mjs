@@ -3,7 +3,8 @@
 // serve` nodes on loopback, and the official openai client against the worker's URL: the same
 // answers, whole and streamed, as the Node gateway's pipeline gives; with prompt lookup on
 // (SPECULATIVE), the same greedy text, drafts cut back on the nodes; SPECULATIVE=mtp refused
-// over nodes without a drafter (tests/js/edge/e2b_mtp.test.mjs drafts with one).
+// over nodes without a drafter (tests/js/edge/e2b_mtp.test.mjs drafts with one); a
+// tensor-parallel group in NODES refused by name (its leader runs in Node).
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import {createRequire} from "node:module";
@@ -80,6 +81,11 @@ describe("gateway in workerd", () => {
     assert.equal(r.choices[0].text, lookupExpected.text);
     assert.ok(r.usage.completion_tokens_details.accepted_prediction_tokens > 0 && r.usage.completion_tokens_details.rejected_prediction_tokens > 0,
       JSON.stringify(r.usage));
+
+    // A group's leader holds WebSockets from call to call, which an isolate cannot: refused by name.
+    const grouped = await worker({NODES: `tp(${servers.map((s) => s.url).join(",")})`});
+    await assert.rejects(grouped.client.models.list(), (error) => error.status === 503 &&
+      /NODES: a tensor-parallel group \(tp\(URL,...\)\) is led from Node/.test(error.message));
 
     // MTP needs a last node that drafts: refused at open, naming where the drafter goes.
     const noDrafter = await worker({SPECULATIVE: "mtp"});
