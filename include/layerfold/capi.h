@@ -331,7 +331,8 @@ LF_EXPORT(lf_member_call_free) void lf_member_call_free(lf_member_call* call);
 
 typedef struct lf_drafter lf_drafter;
 LF_EXPORT(lf_drafter_create) lf_drafter* lf_drafter_create(void);
-/* As lf_model_place_tensor, for the drafter's file; the bytes must outlive the drafter. */
+/* As lf_model_place_tensor, for the drafter's file: the bytes are writable, the drafter's alone and
+ * outlive it (lf_drafter_load may rewrite them into the layout its kernels read). */
 LF_EXPORT(lf_drafter_place_tensor) int lf_drafter_place_tensor(lf_drafter* drafter, const char* name, const uint8_t* data);
 /* Workers of the drafter's own pool; before lf_drafter_load. */
 LF_EXPORT(lf_drafter_set_threads) int lf_drafter_set_threads(lf_drafter* drafter, int n_threads);

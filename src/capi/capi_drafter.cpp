@@ -55,7 +55,8 @@ int lf_drafter_load(lf_drafter* drafter, lf_gguf* gguf, const lf_model* target) 
     auto it = drafter->placed.find(info.name);
     return it == drafter->placed.end() ? nullptr : it->second;
   };
-  if (!lf::capi::record(lf::load_drafter(gguf->file, locate, target->model, drafter->n_threads, &drafter->drafter))) return 0;
+  // The host placed each tensor in a buffer of the drafter's own (lf_drafter_place_tensor).
+  if (!lf::capi::record(lf::load_drafter(gguf->file, locate, target->model, drafter->n_threads, &drafter->drafter, true))) return 0;
   drafter->loaded = true;
   return 1;
 }

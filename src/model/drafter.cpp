@@ -125,20 +125,27 @@ void run_draft(DraftCall& call, int worker) {
 
 }  // namespace
 
-Status load_drafter(const GgufFile& file, const TensorLocator& locate, const Model& target, int n_threads, Drafter* out) {
+Status load_drafter(const GgufFile& file, const TensorLocator& locate, const Model& target, int n_threads, Drafter* out,
+                    bool relayout_in_place) {
   ModelConfig c;
   int n_embd_backbone = 0;
   LF_RETURN_IF_ERROR(load_assistant_config(file, &c, &n_embd_backbone));
   LF_RETURN_IF_ERROR(check_target(c, n_embd_backbone, target));
   LF_RETURN_IF_ERROR(assign_target_layers(target, &c));
   Drafter d;
+  LF_RETURN_IF_ERROR(locate_tensor(file, locate, "nextn.pre_projection.weight", &d.pre_projection));
+  LF_RETURN_IF_ERROR(locate_tensor(file, locate, "nextn.post_projection.weight", &d.post_projection));
   ModelLoadOptions options;
   options.range = {0, c.n_layer};
   options.with_head = true;
   options.n_threads = n_threads;
+  options.relayout_in_place = relayout_in_place;
+  // Last, once nothing can fail: a refused load leaves the host's bytes as they were.
   LF_RETURN_IF_ERROR(load_model_with_config(file, locate, std::move(c), options, &d.model));
-  LF_RETURN_IF_ERROR(locate_tensor(file, locate, "nextn.pre_projection.weight", &d.pre_projection));
-  LF_RETURN_IF_ERROR(locate_tensor(file, locate, "nextn.post_projection.weight", &d.post_projection));
+  if (relayout_in_place) {
+    relayout_for_kernel(&d.pre_projection);
+    relayout_for_kernel(&d.post_projection);
+  }
   d.n_embd_backbone = n_embd_backbone;
   d.target_embd = target.output;
   d.target_norm = target.output_norm;

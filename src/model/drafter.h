@@ -30,8 +30,11 @@ struct Drafter {
 // global layer, through its shared-KV mapping). Refused by name: a missing or mis-shaped tensor
 // or key; a drafter for another target (its width, vocabulary, sliding window, or a layer whose
 // head dim or KV head count differs from the target layer it reads). The target's bytes must
-// outlive the drafter; the drafter's pool has n_threads workers.
-Status load_drafter(const GgufFile& file, const TensorLocator& locate, const Model& target, int n_threads, Drafter* out);
+// outlive the drafter; the drafter's pool has n_threads workers. With relayout_in_place the
+// drafter's located bytes are writable and its own, and its matrices are laid out where this
+// build's kernel reads them so (ModelLoadOptions::relayout_in_place), its bytes unchanged.
+Status load_drafter(const GgufFile& file, const TensorLocator& locate, const Model& target, int n_threads, Drafter* out,
+                    bool relayout_in_place = false);
 
 // One draft step at position target_session.n_past(): token (the last token, not yet in the
 // target's cache), h [B] (the target's output-normed hidden state of the row before it, or the

@@ -48,6 +48,13 @@ bool member_rows(const LayerConfig& l, const MemberLayerSlice& s, const std::str
   return true;
 }
 
+// The first layer of `range` that reads layer `source`'s KV cache (one does, when asked).
+int first_reader(const ModelConfig& c, LayerRange range, int source) {
+  int il = range.begin;
+  while (il < range.end && !(c.layers[il].shares_kv && c.layers[il].kv_layer == source)) ++il;
+  return il;
+}
+
 bool is_vocab_table(const std::string& name) {
   return name == "token_embd.weight" || name == "output.weight" || name == "per_layer_token_embd.weight";
 }
@@ -107,11 +114,7 @@ Status split_members(const GgufFile& file, const ModelConfig& c, LayerRange rang
     // range: member_config): the same heads must be the member's as the source's, or as every
     // other reader's of a source outside.
     if (!l.shares_kv) continue;
-    int other = l.kv_layer;
-    if (l.kv_layer < range.begin) {
-      for (other = range.begin; c.layers[other].kv_layer != l.kv_layer || !c.layers[other].shares_kv; ++other) {
-      }
-    }
+    const int other = l.kv_layer >= range.begin ? l.kv_layer : first_reader(c, range, l.kv_layer);
     for (int i = 0; i < n_members && other != il; ++i) {
       const RowRange a = split.slice(i, il).kv_heads, b = split.slice(i, other).kv_heads;
       if (a.begin != b.begin || a.end != b.end) {
@@ -152,10 +155,8 @@ ModelConfig member_config(const ModelConfig& c, const MemberSplit& split, int me
 
 RowRange member_kv_heads(const ModelConfig& c, const MemberSplit& split, int member, int il) {
   if (il >= split.range.begin) return split.slice(member, il).kv_heads;
-  for (int reader = split.range.begin; reader < split.range.end; ++reader) {
-    if (c.layers[reader].shares_kv && c.layers[reader].kv_layer == il) return split.slice(member, reader).kv_heads;
-  }
-  return {};
+  const int reader = first_reader(c, split.range, il);
+  return reader < split.range.end ? split.slice(member, reader).kv_heads : RowRange{};
 }
 
 Status member_tensor(const ModelConfig& c, const MemberSplit& split, int member, const GgufTensorInfo& t,

@@ -164,6 +164,11 @@ Status locate_tensor(const GgufFile& file, const TensorLocator& locate, const st
   return Binder(file, locate).bind(name, true, out);
 }
 
+void relayout_for_kernel(WeightView* W) {
+  std::vector<uint8_t> scratch;
+  relayout_strips(W, &scratch);
+}
+
 Status load_model_with_config(const GgufFile& file, const TensorLocator& locate, ModelConfig config,
                               const ModelLoadOptions& options, Model* out) {
   Model m;

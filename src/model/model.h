@@ -148,6 +148,10 @@ Status load_model_with_config(const GgufFile& file, const TensorLocator& locate,
 // A required tensor's view onto the host's bytes, refused by name when absent, not loaded or
 // not finite.
 Status locate_tensor(const GgufFile& file, const TensorLocator& locate, const std::string& name, WeightView* out);
+// W, a matrix in the file's layout on bytes that are writable and W's own -> the layout this
+// build's kernel reads its type in (row strips, as ModelLoadOptions::relayout_in_place lays out
+// a layer's), one strip at a time; left as it is where the kernel reads the file's layout.
+void relayout_for_kernel(WeightView* W);
 
 // Replaces the model's pool by one of n_threads workers (1 .. kMaxThreads). The output of
 // forward() is byte-identical for every count. Not while a forward runs on the model.

@@ -2,10 +2,10 @@
 // whatever carries the frames: a Node WebSocket server (server/member_host.js) or a Workers-style
 // isolate (edge/worker.js). One call at a time: the leader connection that began it owns it until
 // its end, and one that goes away mid-call has it abandoned, its session as it was. With a
-// PeerExchange (group/peer_exchange.js) a call may run member to member: the
-// leader's begin says so, and the member exchanges its pieces with the others itself, answering
-// the leader once at the end. The other members' links to it come in here as connections whose
-// first frame is a hello.
+// PeerExchange (group/peer_exchange.js) a call may run member to member: the leader's begin says
+// so, and the member exchanges its pieces with the others itself, answering the leader once at
+// the end. The other members' links to it come in here as connections whose first frame is a
+// hello. A member holding the model's ends also embeds tokens and gives logits of its rows.
 import { decodeFrame, encodeFrame, isCount, kvRowsArrays, kvRowsIn } from '../protocol/member_frames.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { kvLayoutToWire } from './kv_heads.js';

@@ -2,6 +2,7 @@
 // module from dist/, and a model given as a path or URL (with the disk cache and progress).
 import { LayerNode as CoreLayerNode } from './layer_node_core.js';
 import { redactSecrets } from '../log/redact.js';
+import { LayerfoldError } from '../wasm/capi.js';
 import { modelName, openSource } from '../sources/open_source.js';
 import { loadSingleThreadModule, loadThreadedModule, threadsAvailable } from '../wasm/load_node.js';
 
@@ -39,6 +40,11 @@ export class LayerNode extends CoreLayerNode {
   }
 
   static async #openOnce({ model, threads, build, cacheDir, sourceOptions, allowUnvalidatedSource, lf, source, draftModel, ...options }) {
+    // The drafter's pool would wait for pthreads the module does not have, for ever.
+    if (lf?.kind === 'threaded' && draftModel !== undefined && !lf.withDrafter) {
+      lf.close();
+      throw new LayerfoldError('invalid_argument', 'a draft model runs on threads of its own: load the module with loadThreadedModule({ withDrafter: true })');
+    }
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const module = lf ?? (useThreads
       ? await loadThreadedModule({ threads, withDrafter: draftModel !== undefined })

@@ -56,6 +56,7 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
     close: () => module.PThread.terminateAllThreads(),
   });
   lf.kernelChoice = kernelChoiceReason({ relaxed, forced: relaxedSimd !== undefined, kernels: lf.readCString(lf.fn.lf_kernel_isa()) });
+  lf.withDrafter = withDrafter;
   return lf;
 }
 

@@ -1,9 +1,10 @@
 // The MTP drafter beside a tail LayerNode (node/drafter.js): the drafts after a step equal the
 // native engine's greedy chain (lf_run --drafter, each step's argmax fed to the next), on both
 // builds, after a plain step and after a step whose drafted rows were rejected; a split whose
-// tail lacks a layer the drafter reads, a drafter of another target and a drafter on a node
-// without the head are refused by name; a drafter whose state turns non-finite stops drafting
-// for that session only; its bytes count in the node's budget and info.
+// tail lacks a layer the drafter reads, a drafter of another target, a drafter on a node without
+// the head and a threaded module loaded without the drafter's threads are refused by name; a
+// drafter whose state turns non-finite stops drafting for that session only; its bytes count in
+// the node's budget and info.
 import assert from "node:assert/strict";
 import {execFileSync} from "node:child_process";
 import fs from "node:fs";
@@ -12,6 +13,7 @@ import {describe, test} from "node:test";
 
 import {greedyContinuation} from "../../../js-glue/src/node/drafter.js";
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
+import {loadThreadedModule} from "../../../js-glue/src/wasm/load_node.js";
 import {modelWithDrafter, root} from "../support/models.mjs";
 
 const lfRun = path.join(root, "build", "native", "lf_run");
@@ -90,6 +92,9 @@ describe("refusals by name", () => {
       /draft model .*the drafter is for a target of width 128 \(embedding_length_out\), the target's is 64/);
     await assert.rejects(LayerNode.open({model: target, draftModel: path.join(root, "build", "models", "no-such-drafter.gguf"), build: "single"}),
       /no-such-drafter/);
+    // A threaded module without the drafter's pthreads: its pool would wait for them for ever.
+    await assert.rejects(LayerNode.open({model: target, draftModel: drafter, lf: await loadThreadedModule({threads: 1})}),
+      /a draft model runs on threads of its own: load the module with loadThreadedModule\(\{ withDrafter: true \}\)/);
   });
 
   test("the drafter counts in the memory budget", async (t) => {

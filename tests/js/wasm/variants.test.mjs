@@ -11,7 +11,7 @@ import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
 import {kernelChoiceReason, maddIsFused, relaxedSimdChoice, relaxedSimdDecision, relaxedSimdSupported} from "../../../js-glue/src/wasm/features.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../../js-glue/src/wasm/load_node.js";
 import {SINGLE_THREAD_FILES} from "../../../js-glue/src/wasm/wasi.js";
-import {model, root} from "../support/models.mjs";
+import {model, modelWithDrafter, root} from "../support/models.mjs";
 import {nodeGreedy} from "../support/node_greedy.mjs";
 import {CONFIGS, GREEDY_STEPS, prompt} from "../support/oracle_configs.mjs";
 
@@ -127,6 +127,37 @@ describe("single-thread module variants", () => {
     const single = await run(await loadSingleThreadModule({relaxedSimd: true}));
     assert.deepEqual([single.build, single.kernels], ["single", "wasm-relaxed-simd"]);
     assertSameAsPlain(single, await plain(), "single-thread relaxed SIMD");
+  });
+});
+
+describe("the MTP drafter in every module", () => {
+  // gemma4 SSG, Q4_0, its drafter's matrices laid out in row strips in the relaxed modules.
+  const pair = () => modelWithDrafter("mtp-node", "tiny", ["--n-layer", "3", "--swa-pattern", "SSG", "--type", "Q4_0"], ["--assistant-layers", "SGS"]);
+  const tokens = [2, ...Array.from({length: 10}, (_, i) => 10 + ((i * 37) % 500))];
+
+  // The target's logits after the prompt and the 6 greedy drafts after them, then after one more token.
+  async function drafts(lf) {
+    const {target, drafter} = pair();
+    const node = await LayerNode.open({model: target, draftModel: drafter, lf});
+    try {
+      const out = await node.forward({session: "s", startPos: 0, hidden: node.embed(tokens), lastOnly: true});
+      const first = await node.logitsAndDraft(out, {session: "s", tokens: tokens.slice(-1), k: 6});
+      const next = await node.forward({session: "s", startPos: tokens.length, hidden: node.embed([first.draft.token]), lastOnly: true});
+      const second = await node.logitsAndDraft(next, {session: "s", tokens: [first.draft.token], k: 6});
+      return {kernels: node.info().kernels, logits: Buffer.concat([first.logits, second.logits].map((l) => Buffer.from(l.buffer))), ids: [first.draft, second.draft]};
+    } finally {
+      node.close();
+    }
+  }
+
+  test("every variant drafts the threaded SIMD128 module's tokens", {skip: noRelaxed}, async () => {
+    const expected = await drafts(await loadThreadedModule({threads: 2, relaxedSimd: false, withDrafter: true}));
+    for (const [what, load] of [["threaded relaxed", () => loadThreadedModule({threads: 2, relaxedSimd: true, withDrafter: true})],
+      ["single-thread SIMD128", () => loadSingleThreadModule({relaxedSimd: false})], ["single-thread relaxed", () => loadSingleThreadModule({relaxedSimd: true})]]) {
+      const got = await drafts(await load());
+      assert.ok(got.logits.equals(expected.logits), `${what} (${got.kernels}): the target's logits`);
+      assert.deepEqual(got.ids, expected.ids, `${what} (${got.kernels}): the drafts`);
+    }
   });
 });
 
