@@ -84,7 +84,7 @@ const char* lf_member_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, 
   for (const auto& [key, layers] : {std::pair{"kv_rows_in", &needs.kv_in}, std::pair{"kv_rows_out", &needs.kv_out}}) {
     out[key] = nlohmann::ordered_json::array();
     for (const lf::MemberNeeds::KvHeads& l : *layers) {
-      out[key].push_back({{"layer", l.layer}, {"bytes_per_token", l.heads.size() * (l.k_row + l.v_row)},
+      out[key].push_back({{"layer", l.layer}, {"bytes_per_token", l.bytes_per_token()},
                           {"heads", {l.heads.begin, l.heads.end}}, {"n_head_kv", l.n_head_kv}, {"k_row", l.k_row}, {"v_row", l.v_row}});
     }
   }

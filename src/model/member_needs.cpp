@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -60,16 +61,16 @@ Status member_needs(const GgufFile& file, const MemberShape& shape, MemberNeeds*
   MemberNeeds member;
   // The K/V rows across the group's edge, of its heads, in a session's two copies of a call's
   // (Session::kv_rows_in, ForwardReport::kv_rows_out), as a node's.
-  for (const auto& [layers, heads] : {std::pair{kv_layers_mirrored(c, shape.range.begin, shape.range.end), &member.kv_in},
-                                      std::pair{kv_layers_shipped(c, shape.range.begin, shape.range.end), &member.kv_out}}) {
+  for (const auto& [layers, heads, rows] :
+       {std::tuple{kv_layers_mirrored(c, shape.range.begin, shape.range.end), &member.kv_in, &needs.kv_rows_in},
+        std::tuple{kv_layers_shipped(c, shape.range.begin, shape.range.end), &member.kv_out, &needs.kv_rows_out}}) {
     for (int il : layers) {
       const int D = full.layers[il].head_dim;
-      heads->push_back({il, member_kv_heads(full, split, shape.member, il), full.layers[il].n_head_kv,
-                        kv_row_bytes(shape.k_type, D), kv_row_bytes(shape.v_type, D)});
-      const MemberNeeds::KvHeads& h = heads->back();
-      const uint64_t bytes_per_token = static_cast<uint64_t>(h.heads.size()) * (h.k_row + h.v_row);
-      (heads == &member.kv_in ? needs.kv_rows_in : needs.kv_rows_out).push_back({il, bytes_per_token});
-      needs.scratch_bytes += static_cast<uint64_t>(shape.max_tokens) * bytes_per_token;
+      const MemberNeeds::KvHeads h{il, member_kv_heads(full, split, shape.member, il), full.layers[il].n_head_kv,
+                                   kv_row_bytes(shape.k_type, D), kv_row_bytes(shape.v_type, D)};
+      heads->push_back(h);
+      rows->push_back({il, h.bytes_per_token()});
+      needs.scratch_bytes += static_cast<uint64_t>(shape.max_tokens) * h.bytes_per_token();
     }
   }
   member.per_layer_floats = per_layer_input_floats(c, shape.range.begin, shape.range.end, shape.max_tokens);

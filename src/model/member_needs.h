@@ -40,6 +40,7 @@ struct MemberNeeds {
     RowRange heads;
     int n_head_kv = 0;
     uint64_t k_row = 0, v_row = 0;
+    uint64_t bytes_per_token() const { return static_cast<uint64_t>(heads.size()) * (k_row + v_row); }
   };
   std::vector<KvHeads> kv_in, kv_out;
 };

@@ -81,6 +81,22 @@ async function memberServers(file, layers, members, options = {}) {
   return servers;
 }
 
+// fn(group) over a group of `members` member servers of layers (serverOptions: serveMember's),
+// connected with connectOptions; the group closed and the servers shut down after.
+async function withRemoteGroup(file, layers, members, serverOptions, connectOptions, fn) {
+  const servers = await memberServers(file, layers, members, serverOptions);
+  try {
+    const group = await MemberGroup.connect(servers.map((s) => s.url), connectOptions);
+    try {
+      return await fn(group);
+    } finally {
+      group.close();
+    }
+  } finally {
+    await Promise.all(servers.map((s) => s.shutdown()));
+  }
+}
+
 describe("a group in one process gives one node's bytes", () => {
   for (const config of CONFIGS) {
     for (const build of ["single", "threaded"]) {
@@ -136,14 +152,7 @@ describe("members with quantized caches", () => {
     } finally {
       group.close();
     }
-    const servers = await memberServers(file, config.layers, 2, cache);
-    const remote = await MemberGroup.connect(servers.map((s) => s.url));
-    try {
-      await runCalls(remote, expected, "2 remote members, q8_0/q4_0");
-    } finally {
-      remote.close();
-      await Promise.all(servers.map((s) => s.shutdown()));
-    }
+    await withRemoteGroup(file, config.layers, 2, cache, {}, (remote) => runCalls(remote, expected, "2 remote members, q8_0/q4_0"));
   });
 
   test("members of other cache types are not one group; a type no engine has is refused by name", async () => {
@@ -212,17 +221,12 @@ describe("a group of member servers over loopback WebSockets gives one node's by
       const file = config.file();
       const expected = await reference(file, config.layers, "single");
       for (const [members, exchange] of [[1, "leader"], [2, "leader"], [2, "members"], [3, "leader"], [3, "members"], [4, "leader"], [4, "members"]]) {
-        const servers = await memberServers(file, config.layers, members);
-        const group = await MemberGroup.connect(servers.map((s) => s.url), {exchange});
-        try {
+        await withRemoteGroup(file, config.layers, members, {}, {exchange}, async (group) => {
           assert.equal(group.exchange, exchange);
           await runCalls(group, expected, `${members} remote members exchanging through ${exchange === "leader" ? "the leader" : "each other"}`);
           await group.dropSession("s");
           assert.equal(await group.sessionLength("s"), 0);
-        } finally {
-          group.close();
-          await Promise.all(servers.map((s) => s.shutdown()));
-        }
+        });
       }
     });
   }
@@ -263,14 +267,7 @@ describe("a group holding the model's ends embeds and gives logits as one node d
           group.close();
         }
       }
-      const servers = await memberServers(file, config.layers, 2, {ends: true});
-      const group = await MemberGroup.connect(servers.map((s) => s.url));
-      try {
-        await assertEnds(group, expected, "2 member servers");
-      } finally {
-        group.close();
-        await Promise.all(servers.map((s) => s.shutdown()));
-      }
+      await withRemoteGroup(file, config.layers, 2, {ends: true}, {}, (group) => assertEnds(group, expected, "2 member servers"));
     });
   }
 
@@ -401,14 +398,7 @@ describe("a group across the shared-KV edge takes and hands out K/V rows as one 
         }
       }
       for (const exchange of ["leader", "members"]) {
-        const servers = await memberServers(sharedKv(), layers, 2);
-        const group = await MemberGroup.connect(servers.map((s) => s.url), {exchange});
-        try {
-          await assertAcross(group, calls, `2 member servers, exchange ${exchange}`);
-        } finally {
-          group.close();
-          await Promise.all(servers.map((s) => s.shutdown()));
-        }
+        await withRemoteGroup(sharedKv(), layers, 2, {}, {exchange}, (group) => assertAcross(group, calls, `2 member servers, exchange ${exchange}`));
       }
     });
   }
