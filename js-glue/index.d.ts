@@ -169,6 +169,8 @@ export interface LayerNodeOptions {
   /** an already opened draft model's source, handed over (edge workers), and its threads */
   draftSource?: ObjectSource;
   drafterThreads?: number;
+  /** force the relaxed kernels' form of the Q4_0 dot product (same bits; default: the faster here, timed at load) */
+  dotForm?: 'dot-add' | 'pairs';
 }
 
 /** MTP drafts after a step (LayerNode.draftAfter): assuming each row's argmax is sampled, `after` drafted rows kept, then `token`, then `ids`. */
@@ -268,6 +270,8 @@ export interface LayerNodeInfo {
   kernels: string;
   /** why those kernels: the capability probe's reason (relaxed SIMD validated, relaxed_madd fused), or the caller's choice */
   kernelChoice: string | null;
+  /** the relaxed kernels' form of the Q4_0 dot product (same bits): form null where no relaxed kernels run; times (ms) where timed at load */
+  dotForm: { form: 'dot-add' | 'pairs' | null; reason: string; dotAddMs?: number; pairsMs?: number } | null;
   threads: number;
   bytesLoaded: number;
   sessions: number;

@@ -36,6 +36,12 @@ LF_EXPORT(lf_free) void lf_free(void* ptr);
 LF_EXPORT(lf_version) const char* lf_version(void);
 /* Which matmul kernels this build has: "wasm-relaxed-simd", "wasm-simd128", "sse2" or "scalar". */
 LF_EXPORT(lf_kernel_isa) const char* lf_kernel_isa(void);
+/* The relaxed kernels' form of the Q4_0 dot product (docs/kernels.md, "Two forms of the dot
+ * product"; same bits either way): form NULL times both and runs the faster, "dot-add" or
+ * "pairs" forces one. Call once, before any forward. JSON owned by the module until the next
+ * call: {"form"} and, when timed, {"dot_add_ms", "pairs_ms"}; "form" null where the relaxed
+ * kernels do not run (then a named form is refused). NULL with the error on an unknown name. */
+LF_EXPORT(lf_kernel_dot_form) const char* lf_kernel_dot_form(const char* form);
 
 /* --- GGUF header: parse a prefix of a file of file_size bytes --- */
 /* Returns NULL on error; with code need_more_data, lf_gguf_needed_bytes() says how many. */

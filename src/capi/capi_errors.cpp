@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
 #include "kernels/gemm.h"
@@ -92,5 +94,35 @@ void lf_free(void* ptr) { std::free(ptr); }
 const char* lf_version(void) { return "0.1.0"; }
 
 const char* lf_kernel_isa(void) { return lf::gemm_kernel_isa(); }
+
+const char* lf_kernel_dot_form(const char* form) {
+  // written once at load, by the host's one thread, before any forward
+  static std::string json;
+  nlohmann::ordered_json out;
+  if (!lf::relaxed_kernels_run()) {
+    if (form != nullptr) {
+      lf::capi::record(lf::Status(lf::Code::failed_precondition,
+                                  std::string("the dot form \"") + form + "\" names a relaxed kernel; this module runs " +
+                                      lf::gemm_kernel_isa()));
+      return nullptr;
+    }
+    out["form"] = nullptr;
+  } else if (form == nullptr) {
+    const lf::DotFormChoice seen = lf::choose_dot_form();
+    out["form"] = lf::dot_form_name(seen.form);
+    out["dot_add_ms"] = seen.dot_add_ms;
+    out["pairs_ms"] = seen.pairs_ms;
+  } else {
+    const std::string name = form;
+    if (name != lf::dot_form_name(lf::DotForm::dot_add) && name != lf::dot_form_name(lf::DotForm::pairs)) {
+      lf::capi::record(lf::Status(lf::Code::invalid_argument, "unknown dot form \"" + name + "\": expected dot-add or pairs"));
+      return nullptr;
+    }
+    lf::set_dot_form(name == "pairs" ? lf::DotForm::pairs : lf::DotForm::dot_add);
+    out["form"] = name;
+  }
+  json = out.dump();
+  return json.c_str();
+}
 
 }  // extern "C"

@@ -48,6 +48,28 @@ bool relaxed_kernels_run();
 // Every build reads the file's layout too.
 bool gemm_uses_row_strips(GgmlType weight_type);
 
+// The relaxed kernels' two forms of the Q4_0 strips' integer products (docs/kernels.md, "Two
+// forms of the dot product"): per 16 weights one i32 dot-add (one vpdpbusd on x86 with
+// AVX-VNNI, else three instructions and a constant), or an i16 dot summed in i16 lanes and
+// widened once per block (one pmaddubsw per 16 weights on every x86). The same exact sums,
+// so the same bits: only the speed differs, by how the engine lowers them.
+enum class DotForm { dot_add, pairs };
+const char* dot_form_name(DotForm form);
+
+// What choose_dot_form saw: each form's time over the same strips in cache (ms, the best of a
+// few runs; 0 where the clock did not advance, as in an edge isolate) and what runs now.
+struct DotFormChoice {
+  DotForm form;
+  double dot_add_ms, pairs_ms;
+};
+
+// Times both forms and runs the faster from then on (the dot-add form unless the pairs form is
+// measurably faster); outside the relaxed kernels (relaxed_kernels_run false) times nothing.
+// Called once by the host at load, before any forward; set_dot_form instead forces one.
+DotFormChoice choose_dot_form();
+void set_dot_form(DotForm form);
+DotForm dot_form();
+
 // Which backend the kernels run: "wasm-relaxed-simd" (where relaxed_kernels_run),
 // "wasm-simd128", "sse2" or "scalar" (the Q4_0 kernel's; the others use the plain SIMD of the
 // same build).

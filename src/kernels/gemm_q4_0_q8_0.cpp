@@ -4,6 +4,7 @@
 // tokens) takes the GEMV, which streams the weights, and prompts the tiled GEMM, which unpacks
 // each weight block once for many tokens.
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <type_traits>
 #include <vector>
@@ -16,6 +17,9 @@ namespace {
 
 using gemm_q4_0_q8_0::Q4_0;
 using gemm_q4_0_q8_0::Q8_0;
+
+// set by the host once at load (choose_dot_form, set_dot_form), read by every worker's call
+std::atomic<DotForm> g_dot_form{DotForm::dot_add};
 
 // W [n_out, n_in] rows [r0, r1) · Xc (Q8_0 rows x_row bytes apart, from W's column 0) -> Y [n_tok, n_out]
 template <typename Format>
@@ -31,7 +35,7 @@ void gemm(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, flo
   if constexpr (std::is_same_v<Format, Q4_0>) {
     if (W.in_row_strips()) {
       assert(gemm_q4_0_q8_0::relaxed_madd_fused());  // else gemm_uses_row_strips kept the file's layout
-      return gemm_q4_0_q8_0::gemm_strips(W, Xc, x_row, n_tok, Y, r0, r1);
+      return gemm_q4_0_q8_0::gemm_strips(dot_form(), W, Xc, x_row, n_tok, Y, r0, r1);
     }
   }
 #endif
@@ -80,6 +84,28 @@ bool relaxed_kernels_run() {
 }
 
 bool gemm_uses_row_strips(GgmlType weight_type) { return relaxed_kernels_run() && weight_type == GgmlType::Q4_0; }
+
+const char* dot_form_name(DotForm form) { return form == DotForm::pairs ? "pairs" : "dot-add"; }
+
+// The pairs form must win by this much: on engines where both are one instruction or so (x86
+// with AVX-VNNI) the dot-add form is the faster by a few percent, within a short timing's noise.
+constexpr double kPairsMargin = 0.95;
+
+DotFormChoice choose_dot_form() {
+#if LF_RELAXED_SIMD
+  if (relaxed_kernels_run()) {
+    DotFormChoice seen = gemm_q4_0_q8_0::time_dot_forms();
+    seen.form = seen.pairs_ms > 0 && seen.pairs_ms < kPairsMargin * seen.dot_add_ms ? DotForm::pairs : DotForm::dot_add;
+    set_dot_form(seen.form);
+    return seen;
+  }
+#endif
+  return {dot_form(), 0.0, 0.0};
+}
+
+void set_dot_form(DotForm form) { g_dot_form.store(form, std::memory_order_relaxed); }
+
+DotForm dot_form() { return g_dot_form.load(std::memory_order_relaxed); }
 
 const char* gemm_kernel_isa() { return relaxed_kernels_run() ? "wasm-relaxed-simd" : simd::kIsa; }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/gemm.h"
 #include "kernels/simd.h"
 #include "layout/weight_view.h"
 #include "quant/quant.h"
@@ -97,8 +98,13 @@ void gemv(const WeightView& W, const uint8_t* Xc, uint64_t x_row, const float* d
           float* Y, int64_t r0, int64_t r1);
 
 #if LF_RELAXED_SIMD
-// Q4_0 in row strips, any number of tokens; its scales come from Xc.
-void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0, int64_t r1);
+// Q4_0 in row strips, any number of tokens, through the kernels of the given form; its scales
+// come from Xc.
+void gemm_strips(DotForm form, const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y,
+                 int64_t r0, int64_t r1);
+
+// Each form's time over the same strips in cache, as DotFormChoice reports it (choose_dot_form).
+DotFormChoice time_dot_forms();
 
 // Whether this engine fuses f32x4.relaxed_madd, which gemm_strips's block step needs.
 bool relaxed_madd_fused();

@@ -9,28 +9,41 @@
 
 #if LF_RELAXED_SIMD
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "base/elapsed.h"
+
 // One W strip (Q4_0 in row strips, n_blocks blocks, finite scales) · X packed by
 // pack_strip_activations (n_tok records per block) -> acc [n_tok][4], lane = row, each sum
-// continued as vec_dot_ref forms it; consts: StripConstants. src/kernels/q4_0_relaxed.wat.
-extern "C" void lf_q4_0_strip_relaxed(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks,
-                                      float* acc, const void* consts);
+// continued as vec_dot_ref forms it; consts: StripConstants. src/kernels/q4_0_relaxed.wat; its
+// _pairs twin (each kernel here has one) forms the same integer sums another way (DotForm).
+#define LF_STRIP_KERNEL(NAME) \
+  extern "C" void NAME(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks, float* acc, const void* consts);
+LF_STRIP_KERNEL(lf_q4_0_strip_relaxed)
+LF_STRIP_KERNEL(lf_q4_0_strip_pairs_relaxed)
+#undef LF_STRIP_KERNEL
 // Strips wa, wb, wc and wd (as above) · one token -> acc [4][4], strip a's rows then b's...: the
 // same sums with the token loop taken out, for decode: four strips share each activation load
 // and give four weight streams. Written into the kernel at build time by
-// wasm/gen_q4_0_strips_relaxed.mjs, as are the next ones.
-extern "C" void lf_q4_0_strips4_t1_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* wc,
-                                           const uint8_t* wd, const uint8_t* x, int32_t n_blocks, float* acc,
-                                           const void* consts);
+// wasm/gen_q4_0_strips_relaxed.mjs, as are the next ones and every _pairs twin.
+#define LF_STRIPS4_KERNEL(NAME)                                                                                 \
+  extern "C" void NAME(const uint8_t* wa, const uint8_t* wb, const uint8_t* wc, const uint8_t* wd, const uint8_t* x, \
+                       int32_t n_blocks, float* acc, const void* consts);
+LF_STRIPS4_KERNEL(lf_q4_0_strips4_t1_relaxed)
+LF_STRIPS4_KERNEL(lf_q4_0_strips4_t1_pairs_relaxed)
+#undef LF_STRIPS4_KERNEL
 // Strips wa and wb · T = 2..8 tokens -> acc [2][T][4], strip a's tokens then b's: the same sums
 // with the token count fixed per function, so that all 2·T running sums stay in registers, for
 // batched decode.
-#define LF_STRIPS_KERNEL(T)                                                                              \
-  extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, \
-                                                int32_t n_blocks, float* acc, const void* consts);
+#define LF_STRIPS_KERNEL(T)                                                                                    \
+  extern "C" void lf_q4_0_strips_t##T##_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x,       \
+                                                int32_t n_blocks, float* acc, const void* consts);            \
+  extern "C" void lf_q4_0_strips_t##T##_pairs_relaxed(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, \
+                                                      int32_t n_blocks, float* acc, const void* consts);
 LF_STRIPS_KERNEL(2)
 LF_STRIPS_KERNEL(3)
 LF_STRIPS_KERNEL(4)
@@ -97,16 +110,39 @@ alignas(16) constexpr StripConstants kStripConstants = {{15, 15, 15, 15, 15, 15,
                                                         {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f},
                                                         {0x8fffffffu, 0x8fffffffu, 0x8fffffffu, 0x8fffffffu}};
 
+constexpr uint16_t kHalfOne = 0x3c00;  // 1.0 as an f16
+
 // Two strips per call up to here (lf_q4_0_strips_t8_relaxed): above, the one-strip kernel was as
 // fast (docs/kernels.md, batched decode).
 constexpr int kStripsMaxTokens = 8;
 
+using StripKernel = void (*)(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks, float* acc,
+                             const void* consts);
+using Strips4Kernel = void (*)(const uint8_t* wa, const uint8_t* wb, const uint8_t* wc, const uint8_t* wd,
+                               const uint8_t* x, int32_t n_blocks, float* acc, const void* consts);
 using StripsKernel = void (*)(const uint8_t* wa, const uint8_t* wb, const uint8_t* x, int32_t n_blocks, float* acc,
                               const void* consts);
-// The two-strip kernel for n_tok tokens at [n_tok - 2]
-constexpr StripsKernel kStripsKernels[kStripsMaxTokens - 1] = {
-    lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed, lf_q4_0_strips_t5_relaxed,
-    lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed};
+
+// One form's kernels: the general one-strip kernel, the one-token four-strip kernel, and the
+// two-strip kernel for n_tok tokens at [n_tok - 2]
+struct StripKernels {
+  StripKernel one_strip;
+  Strips4Kernel strips4_t1;
+  StripsKernel strips[kStripsMaxTokens - 1];
+};
+constexpr StripKernels kDotAddKernels = {
+    lf_q4_0_strip_relaxed,
+    lf_q4_0_strips4_t1_relaxed,
+    {lf_q4_0_strips_t2_relaxed, lf_q4_0_strips_t3_relaxed, lf_q4_0_strips_t4_relaxed, lf_q4_0_strips_t5_relaxed,
+     lf_q4_0_strips_t6_relaxed, lf_q4_0_strips_t7_relaxed, lf_q4_0_strips_t8_relaxed}};
+constexpr StripKernels kPairsKernels = {
+    lf_q4_0_strip_pairs_relaxed,
+    lf_q4_0_strips4_t1_pairs_relaxed,
+    {lf_q4_0_strips_t2_pairs_relaxed, lf_q4_0_strips_t3_pairs_relaxed, lf_q4_0_strips_t4_pairs_relaxed,
+     lf_q4_0_strips_t5_pairs_relaxed, lf_q4_0_strips_t6_pairs_relaxed, lf_q4_0_strips_t7_pairs_relaxed,
+     lf_q4_0_strips_t8_pairs_relaxed}};
+
+const StripKernels& kernels_of(DotForm form) { return form == DotForm::pairs ? kPairsKernels : kDotAddKernels; }
 
 // Strips per kernel call for n_tok tokens
 constexpr int strips_per_call(int n_tok) { return n_tok == 1 ? 4 : n_tok <= kStripsMaxTokens ? 2 : 1; }
@@ -133,8 +169,9 @@ bool relaxed_madd_fused() {
 // each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
 // is computed whole and only its rows in range are stored; a call's strips past the range's last
 // repeat it and are not stored.
-void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
-                 int64_t r1) {
+void gemm_strips(DotForm form, const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y,
+                 int64_t r0, int64_t r1) {
+  const StripKernels& kernels = kernels_of(form);
   const int64_t n_blocks = W.n_in / QK4_0;
   const int64_t chunk = std::min(
       n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)})));
@@ -171,12 +208,12 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
         }
       }
       if (per_call == 4) {
-        lf_q4_0_strips4_t1_relaxed(call_strip(0), call_strip(1), call_strip(2), call_strip(3), xc, chunk_blocks, acc,
-                                   &kStripConstants);
+        kernels.strips4_t1(call_strip(0), call_strip(1), call_strip(2), call_strip(3), xc, chunk_blocks, acc,
+                           &kStripConstants);
       } else if (per_call == 2) {
-        kStripsKernels[n_tok - 2](call_strip(0), call_strip(1), xc, chunk_blocks, acc, &kStripConstants);
+        kernels.strips[n_tok - 2](call_strip(0), call_strip(1), xc, chunk_blocks, acc, &kStripConstants);
       } else {
-        lf_q4_0_strip_relaxed(strip(s), xc, n_tok, chunk_blocks, acc, &kStripConstants);
+        kernels.one_strip(strip(s), xc, n_tok, chunk_blocks, acc, &kStripConstants);
       }
       for (int k = 0; k < n_stored; ++k) {
         const auto [i0, i1] = lanes_in_range(s + k);
@@ -186,6 +223,52 @@ void gemm_strips(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_t
       }
     }
   }
+}
+
+// What choose_dot_form compares: per form, decode's four-strip kernel and the one-strip kernel
+// over 16 tokens, on 16 strips of 64 blocks (74 KB, and 164 KB of activation records: in L2, so
+// the instructions are timed, not the memory), about 0.15 ms a run; the forms alternate, 30 runs
+// each, the best kept. So many because the first calls run V8's baseline code, which it
+// replaces with optimized code compiled in the background after a few calls: with 5 runs one
+// form was sometimes timed only before its replacement and lost to the slower one. The weights' scales are 1 and the tokens' too, every other byte varied:
+// no subnormal or non-finite value slows one form's f32 step.
+DotFormChoice time_dot_forms() {
+  constexpr int kStrips = 16, kBlocks = 64, kTokens = 16, kDecodeRepeats = 24, kRuns = 30;
+  constexpr int64_t kStripBytes = int64_t{kBlocks} * kLanes * int64_t{sizeof(block_q4_0)};
+  std::vector<uint8_t> w(static_cast<size_t>(kStrips * kStripBytes));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  for (int64_t b = 0; b < int64_t{kStrips} * kBlocks; ++b) {  // a strip block: 4 f16 scales, then the quants
+    for (int r = 0; r < kLanes; ++r) std::memcpy(&w[b * kLanes * sizeof(block_q4_0) + 2 * r], &kHalfOne, 2);
+  }
+  std::vector<StripTokenBlock> x(static_cast<size_t>(kBlocks * kTokens));
+  for (size_t i = 0; i < x.size(); ++i) {
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < 16; ++j) x[i].q[k][j] = static_cast<int8_t>((i * 131 + k * 17 + j * 7) % 255 - 127);
+    }
+    for (int j = 0; j < 4; ++j) {
+      x[i].minus_offset[j] = static_cast<int32_t>(i % 97) * -8;
+      x[i].dy[j] = 1.0f;
+    }
+  }
+  std::vector<float> acc(kTokens * kLanes * 4);
+  const auto* xc = reinterpret_cast<const uint8_t*>(x.data());
+  const auto strip = [&](int s) { return w.data() + s * kStripBytes; };
+  const auto run = [&](const StripKernels& k) {
+    const Clock::time_point t0 = Clock::now();
+    for (int r = 0; r < kDecodeRepeats; ++r) {
+      for (int s = 0; s < kStrips; s += 4) {
+        k.strips4_t1(strip(s), strip(s + 1), strip(s + 2), strip(s + 3), xc, kBlocks, acc.data(), &kStripConstants);
+      }
+    }
+    for (int s = 0; s < kStrips; ++s) k.one_strip(strip(s), xc, kTokens, kBlocks, acc.data(), &kStripConstants);
+    return ms_since(t0);
+  };
+  DotFormChoice seen{DotForm::dot_add, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  for (int r = 0; r < kRuns; ++r) {
+    seen.dot_add_ms = std::min(seen.dot_add_ms, run(kDotAddKernels));
+    seen.pairs_ms = std::min(seen.pairs_ms, run(kPairsKernels));
+  }
+  return seen;
 }
 
 }  // namespace lf::gemm_q4_0_q8_0

@@ -2,7 +2,8 @@
 ;; row-strip layout (src/layout/row_strips.h), each with its f32 step: a strip of 4 rows
 ;; times any number of tokens (prompts), and its twins with the strip and token counts fixed,
 ;; four strips for one token (decode) and two strips for 2 to 8 tokens (batched decode), which
-;; wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file.
+;; wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file, with every kernel's twin
+;; in the other form of the dot product (docs/kernels.md, "Two forms of the dot product").
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
 ;; linked module through binaryen 108, which numbers the relaxed opcodes as the proposal once did
@@ -111,7 +112,7 @@
       (f32x4.splat (local.get $c)))))
 
   ;; The multi-strip kernels, lf_q4_0_strips4_t1_relaxed (decode) and lf_q4_0_strips_t{T}_relaxed
-  ;; (2 to 8 tokens), are written here at build time by wasm/gen_q4_0_strips_relaxed.mjs, which
-  ;; says what they compute.
+  ;; (2 to 8 tokens), and the _pairs twins of every kernel here, are written here at build time by
+  ;; wasm/gen_q4_0_strips_relaxed.mjs, which says what they compute.
   ;; @strips-kernels
 )

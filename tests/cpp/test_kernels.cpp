@@ -151,8 +151,8 @@ size_t differing(const std::vector<float>& got, const std::vector<float>& want, 
 }
 
 // Runs matmul_rows (the kernels) on W and, where this build's kernel reads W's type in row
-// strips (the relaxed-SIMD build's Q4_0), on a copy of W laid out in strips: both must equal the
-// reference bit for bit (NaNs aside with any_nan).
+// strips (the relaxed-SIMD build's Q4_0), on a copy of W laid out in strips through each dot
+// form's kernels: every one must equal the reference bit for bit (NaNs aside with any_nan).
 void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_tok, int64_t r0, int64_t r1,
                  int64_t k0, int64_t k1, bool any_nan = false) {
   INFO("ggml type " << static_cast<int>(W.type) << " n_in " << W.n_in << " n_out " << W.n_out
@@ -164,10 +164,15 @@ void check_exact(const lf::WeightView& W, const std::vector<uint8_t>& xc, int n_
   std::vector<uint8_t> strips;
   const lf::WeightView S = kernel_layout(W, &strips);
   if (!S.in_row_strips()) return;
-  INFO("in row strips");
-  std::fill(got.begin(), got.end(), kUntouched);
-  lf::matmul_rows(S, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
-  CHECK(differing(got, want, any_nan) == 0);
+  const lf::DotForm chosen = lf::dot_form();
+  for (const lf::DotForm form : {lf::DotForm::dot_add, lf::DotForm::pairs}) {
+    INFO("in row strips, dot form " << lf::dot_form_name(form));
+    lf::set_dot_form(form);
+    std::fill(got.begin(), got.end(), kUntouched);
+    lf::matmul_rows(S, xc.data(), n_tok, got.data(), r0, r1, k0, k1);
+    CHECK(differing(got, want, any_nan) == 0);
+  }
+  lf::set_dot_form(chosen);
 }
 
 const lf::GgmlType kTypes[] = {lf::GgmlType::Q4_0, lf::GgmlType::Q8_0};
@@ -190,12 +195,24 @@ TEST_CASE("kernels: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K are the types with a GEMM ke
   CHECK_FALSE(lf::gemm_uses_row_strips(lf::GgmlType::Q8_0));
 #if LF_RELAXED_SIMD
   CHECK(std::string(lf::gemm_kernel_isa()) == "wasm-relaxed-simd");
+  // the forms are timed (the clock advances under Node) and the pairs form runs only where it is
+  // 5% faster; check_exact runs every strip case through both
+  const lf::DotFormChoice seen = lf::choose_dot_form();
+  CHECK(seen.dot_add_ms > 0);
+  CHECK(seen.pairs_ms > 0);
+  CHECK((seen.form == lf::DotForm::pairs) == (seen.pairs_ms < 0.95 * seen.dot_add_ms));
+  CHECK(lf::dot_form() == seen.form);
 #elif defined(__wasm_simd128__)
   CHECK(std::string(lf::gemm_kernel_isa()) == "wasm-simd128");
 #elif defined(__SSE2__)
   CHECK(std::string(lf::gemm_kernel_isa()) == "sse2");
 #else
   CHECK(std::string(lf::gemm_kernel_isa()) == "scalar");
+#endif
+#if !LF_RELAXED_SIMD
+  const lf::DotFormChoice seen = lf::choose_dot_form();  // nothing to time here
+  CHECK(seen.dot_add_ms == 0);
+  CHECK(seen.pairs_ms == 0);
 #endif
 }
 

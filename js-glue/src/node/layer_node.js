@@ -18,6 +18,8 @@ export class LayerNode extends CoreLayerNode {
    * draftModel, on the node holding the head: Gemma 4's MTP drafter of this model (a path, URL or
    * binding as `model`, read through the same cache and source options), loaded beside the head
    * with as many threads of its own (the threaded module gets a pthread for each).
+   * dotForm: force the relaxed kernels' form of the Q4_0 dot product, 'dot-add' or 'pairs' (same
+   * bits; default: the faster on this machine, timed at load; info().dotForm says which and why).
    * An already loaded module `lf` or opened `source` may be passed instead. The other options
    * (header, maxSessions, maxKvBytes, memoryBudgetBytes, maxTokens, ...) are layer_node_core.js's. allowUnvalidatedSource: load from
    * a server that sends neither ETag nor Last-Modified (refused otherwise; sources/unvalidated.js).
@@ -25,7 +27,8 @@ export class LayerNode extends CoreLayerNode {
    *          build?: 'threaded'|'single', maxContext?: number, withTokenizer?: boolean,
    *          cacheDir?: string, onProgress?: (p: object) => void, sourceOptions?: object,
    *          maxSessions?: number, maxKvBytes?: number, memoryBudgetBytes?: number, maxTokens?: number,
-   *          lf?: object, source?: object, allowUnvalidatedSource?: boolean, draftModel?: string|{bucket: object, key: string}}} options
+   *          lf?: object, source?: object, allowUnvalidatedSource?: boolean, draftModel?: string|{bucket: object, key: string},
+   *          dotForm?: 'dot-add'|'pairs'}} options
    * @example const node = await LayerNode.open({ model: 'https://example.com/tiny.gguf', layers: [0, 2], cacheDir: '.cache' });
    */
   static async open(options) {
@@ -39,7 +42,7 @@ export class LayerNode extends CoreLayerNode {
     }
   }
 
-  static async #openOnce({ model, threads, build, cacheDir, sourceOptions, allowUnvalidatedSource, lf, source, draftModel, ...options }) {
+  static async #openOnce({ model, threads, build, cacheDir, sourceOptions, allowUnvalidatedSource, lf, source, draftModel, dotForm, ...options }) {
     // The drafter's pool would wait for pthreads the module does not have, for ever.
     if (lf?.kind === 'threaded' && draftModel !== undefined && !lf.withDrafter) {
       lf.close();
@@ -47,8 +50,8 @@ export class LayerNode extends CoreLayerNode {
     }
     const useThreads = build ? build === 'threaded' : threadsAvailable();
     const module = lf ?? (useThreads
-      ? await loadThreadedModule({ threads, withDrafter: draftModel !== undefined })
-      : await loadSingleThreadModule());
+      ? await loadThreadedModule({ threads, withDrafter: draftModel !== undefined, dotForm })
+      : await loadSingleThreadModule({ dotForm }));
     const sourceOf = (name) => openSource(name, { ...sourceOptions, cacheDir, allowUnvalidatedSource });
     let opened;
     let draftSource = null;

@@ -391,7 +391,7 @@ export class LayerNode {
     const ids = this.#sessions.ids();
     return {
       model: this.model, layers: this.layers, nEmbd: this.nEmbd, nVocab: this.nVocab, build: lf.kind,
-      kernels: lf.readCString(lf.fn.lf_kernel_isa()), kernelChoice: lf.kernelChoice ?? null,
+      kernels: lf.readCString(lf.fn.lf_kernel_isa()), kernelChoice: lf.kernelChoice ?? null, dotForm: lf.dotForm ?? null,
       threads: this.#model.ptr ? lf.fn.lf_model_threads(this.#model.ptr) : lf.threads,
       bytesLoaded: this.bytesLoaded, sessions: ids.length, wasmMemoryBytes: lf.bytes().length,
       kvBytes: ids.reduce((sum, id) => sum + this.sessionBytes(id), 0),

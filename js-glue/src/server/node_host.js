@@ -97,7 +97,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     }
     state.loaded(node);
     const info = node.info();
-    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, kernels: info.kernels, kernelChoice: info.kernelChoice, threads: info.threads, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
+    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, kernels: info.kernels, kernelChoice: info.kernelChoice, dotForm: info.dotForm?.reason ?? null, threads: info.threads, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
     return node;
   }, (error) => {
     log('ERROR', 'load failed', { code: error.code ?? error.name, error: error.message });

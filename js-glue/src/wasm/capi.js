@@ -4,7 +4,7 @@ const CODES = ['ok', 'invalid_argument', 'malformed', 'unsupported', 'need_more_
   'failed_precondition', 'resource_exhausted', 'not_found', 'internal'];
 
 const EXPORTS = [
-  'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version', 'lf_kernel_isa',
+  'lf_last_error_code', 'lf_last_error_message', 'lf_alloc', 'lf_free', 'lf_version', 'lf_kernel_isa', 'lf_kernel_dot_form',
   'lf_gguf_parse', 'lf_gguf_needed_bytes', 'lf_gguf_json', 'lf_gguf_free',
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_model_place_tensor', 'lf_model_load',
   'lf_model_set_threads', 'lf_model_threads', 'lf_model_set_ffn_down_layout', 'lf_model_set_per_layer_rows', 'lf_model_set_kv_types',
@@ -29,7 +29,7 @@ const EXPORTS = [
 
 // Exports that return a pointer (or handle) into WASM memory.
 const POINTER_RESULTS = new Set([
-  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_gguf_parse', 'lf_gguf_json',
+  'lf_last_error_message', 'lf_alloc', 'lf_version', 'lf_kernel_isa', 'lf_kernel_dot_form', 'lf_gguf_parse', 'lf_gguf_json',
   'lf_model_info_json', 'lf_node_needs_json', 'lf_model_create', 'lf_session_create', 'lf_session_timings_json',
   'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_forward_batch_result_json', 'lf_tokenizer_create',
   'lf_tokenizer_piece', 'lf_session_kv_rows', 'lf_drafter_create', 'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create',

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 
 import { bindCapi } from './capi.js';
+import { checkDotFormOption, chooseDotForm } from './dot_form.js';
 import { kernelChoiceReason, relaxedSimdSupported } from './features.js';
 import { SINGLE_THREAD_FILES, instantiateSingleThreadModule, threadsAvailable } from './wasi.js';
 
@@ -26,13 +27,16 @@ export { threadsAvailable };
  * forward, the JS thread only hands it over and awaits it (docs/threads.md). Where the engine
  * validates relaxed SIMD and fuses f32x4.relaxed_madd (Node 22+ on x86 with FMA3 or ARM64), the
  * variant with the relaxed-SIMD Q4_0 kernel is loaded: same results, bit for bit (docs/kernels.md).
- * @param {{threads?: number, withDrafter?: boolean, relaxedSimd?: boolean}} [options] the engine's
- *   threads (default: the machine's parallelism); withDrafter: as many more pthreads, for an MTP
- *   drafter's pool of its own; relaxedSimd: force the variant (default: by capability)
+ * @param {{threads?: number, withDrafter?: boolean, relaxedSimd?: boolean, dotForm?: string}} [options]
+ *   the engine's threads (default: the machine's parallelism); withDrafter: as many more pthreads,
+ *   for an MTP drafter's pool of its own; relaxedSimd: force the variant (default: by capability);
+ *   dotForm: force the relaxed kernels' dot form, 'dot-add' or 'pairs' (default: the faster here,
+ *   timed at load; dot_form.js), kept as lf.dotForm
  * @example const lf = await loadThreadedModule({ threads: 4 });
  */
-export async function loadThreadedModule({ threads = os.availableParallelism(), withDrafter = false, relaxedSimd } = {}) {
+export async function loadThreadedModule({ threads = os.availableParallelism(), withDrafter = false, relaxedSimd, dotForm } = {}) {
   if (!threadsAvailable()) throw new Error('this runtime has no SharedArrayBuffer: use loadSingleThreadModule');
+  checkDotFormOption(dotForm);
   const relaxed = relaxedSimd ?? relaxedSimdSupported();
   const variant = relaxed ? 'layerfold_mt_relaxed' : 'layerfold_mt';
   const createLayerfold = require(distFile(`${variant}.js`));
@@ -57,6 +61,12 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
   });
   lf.kernelChoice = kernelChoiceReason({ relaxed, forced: relaxedSimd !== undefined, kernels: lf.readCString(lf.fn.lf_kernel_isa()) });
   lf.withDrafter = withDrafter;
+  try {
+    lf.dotForm = chooseDotForm(lf, dotForm);
+  } catch (error) {
+    lf.close();
+    throw error;
+  }
   return lf;
 }
 
@@ -64,13 +74,14 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
  * Instantiates the wasm32-wasi single-thread module from its bytes or a compiled module
  * (default: the package's dist/layerfold_wasi_relaxed.wasm where the engine validates relaxed
  * SIMD and fuses its madd, Node 22+, else dist/layerfold_wasi.wasm: same results, bit for bit).
- * @param {{module?: WebAssembly.Module, bytes?: Uint8Array, relaxedSimd?: boolean}} [source]
- *   relaxedSimd: force the dist/ variant (default: by capability)
+ * @param {{module?: WebAssembly.Module, bytes?: Uint8Array, relaxedSimd?: boolean, dotForm?: string}} [source]
+ *   relaxedSimd: force the dist/ variant (default: by capability); dotForm: as loadThreadedModule's
  * @example const lf = await loadSingleThreadModule();
  */
-export async function loadSingleThreadModule({ module, bytes, relaxedSimd } = {}) {
-  if (module || bytes) return instantiateSingleThreadModule(module ?? await WebAssembly.compile(bytes));
+export async function loadSingleThreadModule({ module, bytes, relaxedSimd, dotForm } = {}) {
+  checkDotFormOption(dotForm);
+  if (module || bytes) return instantiateSingleThreadModule(module ?? await WebAssembly.compile(bytes), undefined, { dotForm });
   const relaxed = relaxedSimd ?? relaxedSimdSupported();
   const compiled = await WebAssembly.compile(await readFile(distFile(SINGLE_THREAD_FILES[relaxed ? 'relaxed' : 'simd128'])));
-  return instantiateSingleThreadModule(compiled, { relaxed, forced: relaxedSimd !== undefined });
+  return instantiateSingleThreadModule(compiled, { relaxed, forced: relaxedSimd !== undefined }, { dotForm });
 }

@@ -7,6 +7,7 @@
 // relaxed SIMD (Node 22+, workerd) can compile, and whose kernels run only where the engine
 // fuses f32x4.relaxed_madd (features.js). Both give the same bytes.
 import { bindCapi } from './capi.js';
+import { chooseDotForm } from './dot_form.js';
 import { kernelChoiceReason } from './features.js';
 
 /**
@@ -59,9 +60,10 @@ function wasiImports(getMemory) {
  * (forced) or by relaxedSimdChoice(); without it, the module is the caller's own.
  * @param {WebAssembly.Module} compiled
  * @param {{relaxed: boolean, forced: boolean}} [variant]
+ * @param {{dotForm?: string}} [options] dotForm: force the relaxed kernels' dot form (dot_form.js)
  * @example import wasm from '../layerfold_wasi.wasm'; const lf = await instantiateSingleThreadModule(wasm);
  */
-export async function instantiateSingleThreadModule(compiled, variant) {
+export async function instantiateSingleThreadModule(compiled, variant, { dotForm } = {}) {
   if (!(compiled instanceof WebAssembly.Module)) {
     throw new TypeError(`expected the compiled layerfold_wasi.wasm as a WebAssembly.Module, got ${Object.prototype.toString.call(compiled)}`);
   }
@@ -78,5 +80,6 @@ export async function instantiateSingleThreadModule(compiled, variant) {
   });
   const kernels = lf.readCString(lf.fn.lf_kernel_isa());
   lf.kernelChoice = variant ? kernelChoiceReason({ ...variant, kernels }) : `the module the caller gave (${kernels})`;
+  lf.dotForm = chooseDotForm(lf, dotForm);
   return lf;
 }

@@ -134,6 +134,9 @@ describe("edge node: the library API in workerd", () => {
     assert.equal(info.kernels, KERNELS.relaxed);  // the module's check: on this x86-64 host with FMA3 V8 fuses it
     // workerd compiles no wasm from bytes, so the host's madd probe cannot run there
     assert.match(info.kernelChoice, /wasm cannot be compiled here, so the relaxed module checks relaxed_madd is fused itself/);
+    // an isolate's clock stands still while it computes: the forms cannot be told apart by time
+    assert.deepEqual([info.dotForm.form, info.dotForm.dotAddMs, info.dotForm.pairsMs], ["dot-add", 0, 0]);
+    assert.match(info.dotForm.reason, /the clock did not advance while both were timed/);
   });
 
   test("openEdgeNode over budget throws over_budget with the bytes needed and available", async (t) => {

@@ -8,6 +8,7 @@ import path from "node:path";
 import {describe, test} from "node:test";
 
 import {LayerNode} from "../../../js-glue/src/node/layer_node.js";
+import {describeDotForm} from "../../../js-glue/src/wasm/dot_form.js";
 import {kernelChoiceReason, maddIsFused, relaxedSimdChoice, relaxedSimdDecision, relaxedSimdSupported} from "../../../js-glue/src/wasm/features.js";
 import {loadSingleThreadModule, loadThreadedModule} from "../../../js-glue/src/wasm/load_node.js";
 import {SINGLE_THREAD_FILES} from "../../../js-glue/src/wasm/wasi.js";
@@ -32,8 +33,8 @@ async function run(lf) {
       outputs.push(await node.forward({session, startPos: 9, hidden: node.embed([108]), approx}));
     }
     const {checksum} = await node.readProbe();
-    const {build, kernels} = node.info();
-    return {build, kernels, checksum, bytes: Buffer.concat(outputs.map((o) => Buffer.from(o.buffer)))};
+    const {build, kernels, dotForm} = node.info();
+    return {build, kernels, dotForm: dotForm.form, checksum, bytes: Buffer.concat(outputs.map((o) => Buffer.from(o.buffer)))};
   } finally {
     node.close();
   }
@@ -92,6 +93,29 @@ describe("module variants: detection", () => {
     for (const name of ["layerfold_mt.wasm", SINGLE_THREAD_FILES.simd128]) assert.ok(WebAssembly.validate(dist(name)), name);
   });
 
+  test("the relaxed kernels' dot form: timed at load, the pairs form only where 5% faster; a bad or misplaced choice refused by name", {skip: noRelaxed}, async () => {
+    for (const lf of [await loadThreadedModule({threads: 1}), await loadSingleThreadModule()]) {
+      try {
+        const {form, dotAddMs, pairsMs, reason} = lf.dotForm;
+        assert.ok(dotAddMs > 0 && pairsMs > 0, `${lf.kind}: both forms timed (${dotAddMs}, ${pairsMs})`);
+        assert.equal(form, pairsMs < 0.95 * dotAddMs ? "pairs" : "dot-add", lf.kind);
+        assert.match(reason, new RegExp(`^the ${form} form: [0-9.]+ ms for pairs against [0-9.]+ ms for dot-add`));
+      } finally {
+        lf.close();
+      }
+    }
+    await assert.rejects(loadThreadedModule({threads: 1, dotForm: "vnni"}), /dotForm: expected dot-add or pairs, got "vnni"/);
+    await assert.rejects(loadSingleThreadModule({relaxedSimd: false, dotForm: "pairs"}),
+      (e) => e.code === "failed_precondition" && /the dot form "pairs" names a relaxed kernel; this module runs wasm-simd128/.test(e.message));
+  });
+
+  test("the dot form's reason: the caller's, a SIMD128 module's, a clock that does not advance", () => {
+    assert.deepEqual(describeDotForm({form: "pairs"}, true), {form: "pairs", reason: "the pairs form, as the caller chose (dotForm option)"});
+    assert.equal(describeDotForm({form: null}, false).form, null);
+    assert.match(describeDotForm({form: "dot-add", dot_add_ms: 0, pairs_ms: 0}, false).reason, /the clock did not advance .* so the default/);
+    assert.match(describeDotForm({form: "dot-add", dot_add_ms: 1, pairs_ms: 0.99}, false).reason, /pairs must be 5% faster/);
+  });
+
   for (const build of ["threaded", "single"]) {
     test(`the default ${build} load picks the variant the engine supports`, async () => {
       const node = await LayerNode.open({model: file(), build, threads: 1});
@@ -106,12 +130,14 @@ describe("module variants: detection", () => {
 });
 
 describe("threaded module variants", () => {
-  test("relaxed SIMD gives the same bytes as SIMD128, prompt and decode, exact and top-K, 2 and 3 threads", {skip: noRelaxed}, async () => {
+  test("relaxed SIMD gives the same bytes as SIMD128 in both dot forms, prompt and decode, exact and top-K, 2 and 3 threads", {skip: noRelaxed}, async () => {
     const expected = await plain();
     for (const threads of [2, 3]) {
-      const relaxed = await run(await loadThreadedModule({threads, relaxedSimd: true}));
-      assert.equal(relaxed.kernels, "wasm-relaxed-simd");
-      assertSameAsPlain(relaxed, expected, `relaxed, ${threads} threads`);
+      for (const dotForm of ["dot-add", "pairs"]) {
+        const relaxed = await run(await loadThreadedModule({threads, relaxedSimd: true, dotForm}));
+        assert.deepEqual([relaxed.kernels, relaxed.dotForm], ["wasm-relaxed-simd", dotForm]);
+        assertSameAsPlain(relaxed, expected, `relaxed, ${dotForm}, ${threads} threads`);
+      }
     }
   });
 });
@@ -123,10 +149,12 @@ describe("single-thread module variants", () => {
     assertSameAsPlain(single, await plain(), "single-thread SIMD128");
   });
 
-  test("the relaxed-SIMD single-thread module gives the threaded module's bytes, prompt and decode, exact and top-K", {skip: noRelaxed}, async () => {
-    const single = await run(await loadSingleThreadModule({relaxedSimd: true}));
-    assert.deepEqual([single.build, single.kernels], ["single", "wasm-relaxed-simd"]);
-    assertSameAsPlain(single, await plain(), "single-thread relaxed SIMD");
+  test("the relaxed-SIMD single-thread module gives the threaded module's bytes in both dot forms, prompt and decode, exact and top-K", {skip: noRelaxed}, async () => {
+    for (const dotForm of ["dot-add", "pairs"]) {
+      const single = await run(await loadSingleThreadModule({relaxedSimd: true, dotForm}));
+      assert.deepEqual([single.build, single.kernels, single.dotForm], ["single", "wasm-relaxed-simd", dotForm]);
+      assertSameAsPlain(single, await plain(), `single-thread relaxed SIMD, ${dotForm}`);
+    }
   });
 });
 
@@ -176,7 +204,7 @@ describe("module variants on the oracle's models", () => {
   const variants = [
     {what: "single-thread SIMD128", load: () => loadSingleThreadModule({relaxedSimd: false})},
     ...(relaxedSimdSupported() ? [
-      {what: "threaded relaxed SIMD", load: () => loadThreadedModule({threads: 2, relaxedSimd: true})},
+      ...["dot-add", "pairs"].map((dotForm) => ({what: `threaded relaxed SIMD (${dotForm})`, load: () => loadThreadedModule({threads: 2, relaxedSimd: true, dotForm})})),
       {what: "single-thread relaxed SIMD", load: () => loadSingleThreadModule({relaxedSimd: true})},
     ] : []),
   ];
