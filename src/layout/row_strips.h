@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "base/status.h"
 #include "layout/weight_view.h"
 
 namespace lf {
@@ -30,5 +31,9 @@ bool can_row_strips(const WeightView& W);
 // type and shape (it must pass can_row_strips); its data is not read.
 void to_row_strips(const WeightView& W, const uint8_t* src, uint8_t* dst);
 void from_row_strips(const WeightView& W, const uint8_t* src, uint8_t* dst);
+
+// Row r of W, in the file's layout or in row strips, as n_in floats: an embedding lookup in a
+// matrix that is also the head's, which the loader lays out in strips for the head's kernel.
+Status dequantize_weight_row(const WeightView& W, int64_t r, float* out);
 
 }  // namespace lf

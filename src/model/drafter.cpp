@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/row_strips.h"
 #include "model/batch_rows.h"
 #include "model/drafter_layer.h"
 #include "model/forward.h"
@@ -178,7 +179,7 @@ Status step_at(const Drafter& d, const Session& target_session, int pos, int32_t
 
   // [target token_embd[token] · sqrt(B); h], converted once for the pre-projection.
   std::vector<float> xh(2 * static_cast<size_t>(B));
-  LF_RETURN_IF_ERROR(dequantize_row(d.target_embd.type, d.target_embd.row(token), xh.data(), B));
+  LF_RETURN_IF_ERROR(dequantize_weight_row(d.target_embd, token, xh.data()));
   const float scale = sqrtf(static_cast<float>(B));
   for (int j = 0; j < B; ++j) xh[j] *= scale;
   std::copy(h, h + B, xh.begin() + B);

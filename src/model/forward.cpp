@@ -8,6 +8,7 @@
 #include "base/thread_pool.h"
 #include "model/forward_call.h"
 #include "model/run_layers.h"
+#include "layout/row_strips.h"
 #include "quant/quant.h"
 
 namespace lf {
@@ -31,7 +32,7 @@ Status embed(const Model& m, const int32_t* tokens, int n, float* out) {
   const float scale = sqrtf(static_cast<float>(n_embd));
   for (int i = 0; i < n; ++i) {
     float* row = out + static_cast<size_t>(i) * n_embd;
-    LF_RETURN_IF_ERROR(dequantize_row(m.token_embd.type, m.token_embd.row(tokens[i] - m.vocab_begin), row, n_embd));
+    LF_RETURN_IF_ERROR(dequantize_weight_row(m.token_embd, tokens[i] - m.vocab_begin, row));
     for (int j = 0; j < n_embd; ++j) row[j] *= scale;
   }
   return Status();

@@ -225,6 +225,12 @@ Status load_model_with_config(const GgufFile& file, const TensorLocator& locate,
         relayout_expert_strips(c.n_expert, W, &scratch);
       }
     }
+    // The head streams its whole matrix for every token, as a layer does. Tied, the same bytes
+    // are the token embedding, whose lookups then read rows out of the strips.
+    if (m.output.present()) {
+      relayout_strips(&m.output, &scratch);
+      if (m.token_embd.data == m.output.data) m.token_embd.layout = m.output.layout;
+    }
   }
   *out = std::move(m);
   return Status();

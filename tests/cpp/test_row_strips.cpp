@@ -97,6 +97,30 @@ TEST_CASE("row_strips: a permutation that round-trips", "[row_strips]") {
   }
 }
 
+TEST_CASE("row_strips: a row read out of the strips (a tied head's embedding lookup) is the file row's values",
+          "[row_strips]") {
+  std::mt19937 rng(47);
+  for (const int64_t n_out : {4, 12}) {
+    for (const int64_t n_in : {32, 1056}) {
+      Weight w = random_q4_0(rng, n_out, n_in);
+      std::vector<uint8_t> strips(w.bytes.size());
+      lf::to_row_strips(w.view, w.bytes.data(), strips.data());
+      WeightView in_strips = w.view;
+      in_strips.data = strips.data();
+      in_strips.layout = WeightLayout::row_strips;
+      for (int64_t r = 0; r < n_out; ++r) {
+        INFO("n_out " << n_out << " n_in " << n_in << " row " << r);
+        std::vector<float> want(static_cast<size_t>(n_in)), from_rows(want.size()), got(want.size());
+        REQUIRE(lf::dequantize_row(GgmlType::Q4_0, w.view.row(r), want.data(), n_in).ok());
+        REQUIRE(lf::dequantize_weight_row(w.view, r, from_rows.data()).ok());
+        REQUIRE(lf::dequantize_weight_row(in_strips, r, got.data()).ok());
+        CHECK(std::memcmp(from_rows.data(), want.data(), want.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("row_strips: which weights the layout can hold", "[row_strips]") {
   std::mt19937 rng(53);
   const Weight w = random_q4_0(rng, 8, 64);
