@@ -5,11 +5,10 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
@@ -96,9 +95,9 @@ const char* lf_version(void) { return "0.1.0"; }
 const char* lf_kernel_isa(void) { return lf::gemm_kernel_isa(); }
 
 const char* lf_kernel_dot_form(const char* form) {
-  // written once at load, by the host's one thread, before any forward
-  static std::string json;
-  nlohmann::ordered_json out;
+  // Formatted into a buffer of its own, not on the heap: this runs at load, before any tensor is
+  // placed, and a freed allocation there would leave a hole below them.
+  static char json[160];
   if (!lf::relaxed_kernels_run()) {
     if (form != nullptr) {
       lf::capi::record(lf::Status(lf::Code::failed_precondition,
@@ -106,23 +105,22 @@ const char* lf_kernel_dot_form(const char* form) {
                                       lf::gemm_kernel_isa()));
       return nullptr;
     }
-    out["form"] = nullptr;
+    std::snprintf(json, sizeof json, "{\"form\":null}");
   } else if (form == nullptr) {
     const lf::DotFormChoice seen = lf::choose_dot_form();
-    out["form"] = lf::dot_form_name(seen.form);
-    out["dot_add_ms"] = seen.dot_add_ms;
-    out["pairs_ms"] = seen.pairs_ms;
+    std::snprintf(json, sizeof json, "{\"form\":\"%s\",\"dot_add_ms\":%.6f,\"pairs_ms\":%.6f}", lf::dot_form_name(seen.form),
+                  seen.dot_add_ms, seen.pairs_ms);
   } else {
     const std::string name = form;
     if (name != lf::dot_form_name(lf::DotForm::dot_add) && name != lf::dot_form_name(lf::DotForm::pairs)) {
       lf::capi::record(lf::Status(lf::Code::invalid_argument, "unknown dot form \"" + name + "\": expected dot-add or pairs"));
       return nullptr;
     }
-    lf::set_dot_form(name == "pairs" ? lf::DotForm::pairs : lf::DotForm::dot_add);
-    out["form"] = name;
+    const lf::DotForm chosen = name == "pairs" ? lf::DotForm::pairs : lf::DotForm::dot_add;
+    lf::set_dot_form(chosen);
+    std::snprintf(json, sizeof json, "{\"form\":\"%s\"}", lf::dot_form_name(chosen));
   }
-  json = out.dump();
-  return json.c_str();
+  return json;
 }
 
 }  // extern "C"

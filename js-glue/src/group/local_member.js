@@ -8,7 +8,7 @@ import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
 import { flagSet, withBuffers } from '../node/engine_forward.js';
 import { readKvRows, setKvRows } from '../node/session_inputs.js';
 import { checkpointSession, truncateSession } from '../node/sessions.js';
-import { withCopies, withCStrings } from '../node/wasm_copies.js';
+import { withCopies, withCStrings } from '../wasm/wasm_copies.js';
 import { kvLayoutOf } from './kv_heads.js';
 
 export class LocalMember {

@@ -7,7 +7,7 @@
 // chose otherwise finds them of no use and decodes without them. A session whose drafter state
 // turned non-finite drafts no more (it is forgotten with the session).
 import { openGgufHeader } from '../gguf/header.js';
-import { cString } from './wasm_copies.js';
+import { cString } from '../wasm/wasm_copies.js';
 
 const F32 = 4;
 const I32 = 4;

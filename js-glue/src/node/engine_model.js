@@ -3,7 +3,7 @@
 // `ptr` is 0 before the load and once closed: the node's other parts tell a closed node by it.
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkSample } from '../sources/unvalidated.js';
-import { cString, withCStrings } from './wasm_copies.js';
+import { cString, withCStrings } from '../wasm/wasm_copies.js';
 
 /**
  * The error of a call still waiting when the node was closed: its engine is gone.

@@ -8,7 +8,7 @@
 import { kvLayersFromWire } from '../protocol/kv_rows.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from './per_layer_rows.js';
-import { withCStrings } from './wasm_copies.js';
+import { withCStrings } from '../wasm/wasm_copies.js';
 
 const F32 = 4;
 // The host's copies of a forward of T rows (its input and output in WASM memory, the output read

@@ -2,7 +2,7 @@
 // early-exit state its last row arrives in, its per-layer inputs, the K/V rows of the source
 // layers the node mirrors), and the K/V rows a finished forward hands out, read back.
 import { engineApprox } from '../protocol/approx_options.js';
-import { callWithJson, withCopies } from './wasm_copies.js';
+import { callWithJson, withCopies } from '../wasm/wasm_copies.js';
 
 // The engine checks the options, and refuses a bad one naming it.
 function setApprox(lf, handle, approx, exitState) {

@@ -3,7 +3,7 @@
 // WASM memory or from the tokens' rows read by range (per_layer_rows.js).
 import { LayerfoldError } from '../wasm/capi.js';
 import { withBuffers } from './engine_forward.js';
-import { withCopies } from './wasm_copies.js';
+import { withCopies } from '../wasm/wasm_copies.js';
 
 export class TokenInputs {
   #lf;

@@ -2,7 +2,7 @@
 // product"): the same bits either way, but x86 engines without AVX-VNNI lower the i32 dot-add to
 // several instructions, where the i16 pairs form is one pmaddubsw everywhere. Chosen once per
 // loaded module, by the module timing both forms itself, or by the caller. No node: imports.
-import { withCStrings } from '../node/wasm_copies.js';
+import { withCStrings } from './wasm_copies.js';
 
 export const DOT_FORMS = ['dot-add', 'pairs'];
 

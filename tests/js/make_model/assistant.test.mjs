@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import {after, describe, test} from "node:test";
 
-import {withCopies} from "../../../js-glue/src/node/wasm_copies.js";
+import {withCopies} from "../../../js-glue/src/wasm/wasm_copies.js";
 import {loadSingleThreadModule} from "../../../js-glue/src/wasm/load_node.js";
 import {llamaMtpDraft} from "../support/llama_mtp_draft.mjs";
 import {model, modelWithDrafter, root} from "../support/models.mjs";

@@ -3,7 +3,7 @@
 // drafter tests run in the modules, against the native engine and against llama.cpp.
 import fs from "node:fs";
 
-import {cString, withCopies} from "../../../js-glue/src/node/wasm_copies.js";
+import {cString, withCopies} from "../../../js-glue/src/wasm/wasm_copies.js";
 
 // A file's header parsed in the module, and every tensor of it placed in module memory with
 // place(namePtr, dataPtr); the allocations are freed by the returned close().

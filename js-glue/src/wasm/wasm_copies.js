@@ -1,5 +1,5 @@
-// Values a LayerNode copies into WASM memory for one C call, freed once the call returns: a C
-// string, typed arrays, a JSON argument. (A forward's buffers in and out: engine_forward.js.)
+// Values a host copies into WASM memory for one C call, freed once the call returns: a C
+// string, typed arrays, a JSON argument. (A forward's buffers in and out: node/engine_forward.js.)
 
 /**
  * text as a NUL-terminated UTF-8 string in WASM memory; the caller frees it.
