@@ -230,8 +230,9 @@ void gemm_strips(DotForm form, const WeightView& W, const uint8_t* Xc, uint64_t 
 // the instructions are timed, not the memory), about 0.15 ms a run; the forms alternate, 30 runs
 // each, the best kept. So many because the first calls run V8's baseline code, which it
 // replaces with optimized code compiled in the background after a few calls: with 5 runs one
-// form was sometimes timed only before its replacement and lost to the slower one. The weights' scales are 1 and the tokens' too, every other byte varied:
-// no subnormal or non-finite value slows one form's f32 step.
+// form was sometimes timed only before its replacement and lost to the slower one. The
+// weights' scales are 1 and the tokens' too, every other byte varied: no subnormal or
+// non-finite value slows one form's f32 step.
 DotFormChoice time_dot_forms() {
   constexpr int kStrips = 16, kBlocks = 64, kTokens = 16, kDecodeRepeats = 24, kRuns = 30;
   constexpr int64_t kStripBytes = int64_t{kBlocks} * kLanes * int64_t{sizeof(block_q4_0)};

@@ -8,9 +8,9 @@
 namespace lf {
 namespace {
 
-// Calls move(row-layout offset, strip-layout offset, n) for every piece row i of strip s is made
-// of, offsets from the strip's start: each block's scale (2 bytes) and its 4 groups of 4 quant
-// bytes.
+// Calls move(row-layout offset, strip-layout offset, n) for every piece row i of a strip is made
+// of, both offsets from the strip's start: each block's scale (2 bytes) and its 4 groups of 4
+// quant bytes.
 template <typename Move>
 void for_each_piece_of_row(const WeightView& W, uint64_t i, Move move) {
   const uint64_t row_bytes = W.column_bytes(W.n_in);

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "layout/row_strips.h"
 #include "model/forward_call.h"
 #include "model/run_layers.h"
-#include "layout/row_strips.h"
 #include "quant/quant.h"
 
 namespace lf {

@@ -7,8 +7,8 @@
 // before any session exists: the peak is the larger of it and the KV cache plus scratch.
 import { kvLayersFromWire } from '../protocol/kv_rows.js';
 import { LayerfoldError } from '../wasm/capi.js';
-import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from './per_layer_rows.js';
 import { withCStrings } from '../wasm/wasm_copies.js';
+import { DEFAULT_ROW_CACHE_BYTES, rowCacheBytes } from './per_layer_rows.js';
 
 const F32 = 4;
 // The host's copies of a forward of T rows (its input and output in WASM memory, the output read

@@ -2,8 +2,8 @@
 // embeddings (gemma4 E2B/E4B), every layer's per-layer input, computed from the whole table in
 // WASM memory or from the tokens' rows read by range (per_layer_rows.js).
 import { LayerfoldError } from '../wasm/capi.js';
-import { withBuffers } from './engine_forward.js';
 import { withCopies } from '../wasm/wasm_copies.js';
+import { withBuffers } from './engine_forward.js';
 
 export class TokenInputs {
   #lf;

@@ -31,12 +31,14 @@ const CLOSE_WAIT_MS = 1000;
  * member; it resolves with the number of calls abandoned (0 or 1).
  * @param {{model: string, layers: [number, number], shard: [number, number], threads?: number,
  *          build?: 'threaded'|'single', port?: number, host?: string, cacheDir?: string, maxContext?: number,
- *          cacheTypeK?: string, cacheTypeV?: string, ends?: boolean, authToken?: string, insecureNoAuth?: boolean, log?: Function}} options
- *   ends: hold the model's ends the layers touch, a slice of the vocabulary (LocalMember.open).
+ *          cacheTypeK?: string, cacheTypeV?: string, dotForm?: 'dot-add'|'pairs', ends?: boolean, authToken?: string, insecureNoAuth?: boolean,
+ *          log?: Function}} options
+ *   ends: hold the model's ends the layers touch, a slice of the vocabulary (LocalMember.open);
+ *   dotForm: force the relaxed kernels' form of the Q4_0 dot product (loadThreadedModule).
  * @example const m = await serveMember({ model: 'tiny.gguf', layers: [0, 2], shard: [0, 2], port: 0, host: '127.0.0.1' });
  */
 export async function serveMember({ model, layers, shard: [index, members], threads = 1, build, port = 8080, host = '0.0.0.0',
-  cacheDir, maxContext = 0, cacheTypeK, cacheTypeV, ends = false, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, log: write = processLog() }) {
+  cacheDir, maxContext = 0, cacheTypeK, cacheTypeV, dotForm, ends = false, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' a group member', 'the member');
   log('INFO', 'starting', { config: redactConfig({ model, layers, shard: `${index}/${members}`, threads, build, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, ends, authToken }) });
@@ -87,7 +89,7 @@ export async function serveMember({ model, layers, shard: [index, members], thre
     const source = await openSource(model, { cacheDir });
     try {
       const threaded = build ? build === 'threaded' : threadsAvailable();
-      member = await openLocalMember({ source, index, members, layers, threaded, threads, maxContext, cacheTypeK, cacheTypeV, ends });
+      member = await openLocalMember({ source, index, members, layers, threaded, threads, dotForm, maxContext, cacheTypeK, cacheTypeV, ends });
       peers = new PeerExchange({ index, members, layers, authToken, dial: dialWs });
       service = new MemberService(member, { log, peers });
       log('INFO', 'ready', { weightBytes: member.weightBytes });

@@ -29,8 +29,10 @@ const HEADERS_TIMEOUT_MS = 20_000;
  *          port?: number, host?: string, cacheDir?: string, maxSessions?: number, maxKvBytes?: number,
  *          maxContext?: number, maxTokens?: number, maxQueue?: number, maxBatchRows?: number, maxLogitsBytes?: number, bodyTimeoutMs?: number,
  *          sendTimeoutMs?: number, authToken?: string, insecureNoAuth?: boolean,
- *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', cacheTypeK?: string, cacheTypeV?: string, perLayerRowCacheBytes?: number,
+ *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', cacheTypeK?: string, cacheTypeV?: string,
+ *          dotForm?: 'dot-add'|'pairs', perLayerRowCacheBytes?: number,
  *          draftModel?: string, log?: (severity: string, message: string, fields?: object) => void}} options
+ *   dotForm: force the relaxed kernels' form of the Q4_0 dot product (LayerNode.open).
  *   draftModel: on the node serving the last layer, the MTP drafter beside its head (LayerNode.open).
  *   Without authToken, host must be a loopback address unless insecureNoAuth is true: the node
  *   then serves /v1/* to anyone who reaches it, and logs so as a WARNING.
@@ -41,7 +43,7 @@ const HEADERS_TIMEOUT_MS = 20_000;
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
   maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, cacheTypeK, cacheTypeV,
-  perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, log: write = processLog() }) {
+  dotForm, perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, log: write = processLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
@@ -81,7 +83,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   let lastLog = -Infinity;
   const loaded = LayerNode.open({
     model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, maxBatchRows, ffnDownLayout, cacheTypeK, cacheTypeV,
-    perLayerRowCacheBytes,
+    dotForm, perLayerRowCacheBytes,
     allowUnvalidatedSource,
     draftModel,
     onProgress: (progress) => {

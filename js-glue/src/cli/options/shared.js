@@ -19,6 +19,11 @@ export const BUILD = {
 export const CACHE_TYPE_K = { kind: 'choice', choices: ['f16', 'q8_0', 'q4_0'], value: 'TYPE', help: 'K cache type of a local node', default: 'f16' };
 export const CACHE_TYPE_V = { ...CACHE_TYPE_K, help: 'V cache type of a local node' };
 
+export const DOT_FORM = {
+  kind: 'choice', choices: ['dot-add', 'pairs'], value: 'FORM', help: 'force the relaxed kernels\' form of the Q4_0 dot product (same bits; docs/kernels.md)',
+  shown: 'the faster here, timed at load',
+};
+
 export const CACHE_DIR = { kind: 'string', value: 'DIR', help: 'disk cache of a remote model', shown: 'none' };
 
 export const ALLOW_UNVALIDATED_SOURCE = {
