@@ -1,6 +1,6 @@
 // Usage: node wasm/gen_q4_0_strips_relaxed.mjs IN.wat OUT.wat
 //
-// Writes OUT.wat: the hand-written kernel of IN.wat (src/kernels/q4_0_relaxed.wat) with, at its
+// Writes OUT.wat: the hand-written kernel of IN.wat (src/kernels/relaxed_simd.wat) with, at its
 // `;; @strips-kernels` line, the multi-strip kernels (docs/kernels.md): for decode,
 // lf_q4_0_strips4_t1_relaxed (one token, four strips), and for batched decode
 // lf_q4_0_strips_t{T}_relaxed (T = 2..8 tokens, two strips). Each holds its strips·T running

@@ -1,6 +1,6 @@
 // Usage: node wasm/patch_relaxed_ops.mjs (--object | --module) FILE.wasm|FILE.o WAT_SOURCE
 //
-// Carries the relaxed-SIMD instructions of src/kernels/q4_0_relaxed.wat through Emscripten
+// Carries the relaxed-SIMD instructions of src/kernels/relaxed_simd.wat through Emscripten
 // 3.1.6's link. Its binaryen 108 numbers the relaxed opcodes as the proposal once did:
 //   i32x4.relaxed_dot_i8x16_i7x16_add_s, final 0xFD 0x113: to binaryen a two-operand i16x8 dot
 //     (it drops an operand and writes a function V8 rejects); its own number is 0x114;

@@ -2,26 +2,27 @@
 # library) so their exported symbols are always kept.
 file(GLOB LF_CAPI_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/capi/*.cpp)
 
-# The relaxed-SIMD Q4_0 kernel, for a second variant of each WASM module (engines that validate
+# The relaxed-SIMD kernels, for a second variant of each WASM module (engines that validate
 # relaxed SIMD load it; the others, such as Node 20, refuse it whole, so the host picks the
 # variant by js-glue/src/wasm/features.js). Only the Q4_0 / Q8_0 GEMM's choice
-# (kernels/gemm_q4_0_q8_0.cpp) and its strip kernel (kernels/gemm_q4_0_strips_relaxed.cpp, empty
-# in the plain build) differ: their relaxed build and the kernel assembled from .wat come before
-# liblayerfold.a, whose plain members of the same names are then never pulled in; its tiled GEMM
-# and GEMV members are shared. docs/kernels.md says why .wat.
+# (kernels/gemm_q4_0_q8_0.cpp), its strip kernel (kernels/gemm_q4_0_strips_relaxed.cpp, empty in
+# the plain build) and the attention kernels (whose value step takes the fused madd) differ:
+# their relaxed build and the kernels assembled from .wat come before liblayerfold.a, whose plain
+# members of the same names are then never pulled in; its tiled GEMM and GEMV members are
+# shared. docs/kernels.md says why .wat.
 if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
   find_program(LF_WAT2WASM wat2wasm REQUIRED)
   find_program(LF_NODE node REQUIRED)
   # The hand-written kernels with the two-strip ones for 1..8 tokens written in at their marker:
   # those differ only in their token count, so one template makes them.
-  set(LF_RELAXED_WAT_SOURCE ${CMAKE_SOURCE_DIR}/src/kernels/q4_0_relaxed.wat)
-  set(LF_RELAXED_WAT ${CMAKE_BINARY_DIR}/q4_0_relaxed.wat)
+  set(LF_RELAXED_WAT_SOURCE ${CMAKE_SOURCE_DIR}/src/kernels/relaxed_simd.wat)
+  set(LF_RELAXED_WAT ${CMAKE_BINARY_DIR}/relaxed_simd.wat)
   set(LF_GEN_STRIPS_RELAXED ${CMAKE_SOURCE_DIR}/wasm/gen_q4_0_strips_relaxed.mjs)
   add_custom_command(OUTPUT ${LF_RELAXED_WAT}
     COMMAND ${LF_NODE} ${LF_GEN_STRIPS_RELAXED} ${LF_RELAXED_WAT_SOURCE} ${LF_RELAXED_WAT}
     DEPENDS ${LF_RELAXED_WAT_SOURCE} ${LF_GEN_STRIPS_RELAXED}
-    COMMENT "kernels/q4_0_relaxed.wat and its two-strip kernels")
-  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/q4_0_relaxed.o)
+    COMMENT "kernels/relaxed_simd.wat and its two-strip kernels")
+  set(LF_RELAXED_WAT_OBJECT ${CMAKE_BINARY_DIR}/relaxed_simd.o)
   # binaryen 108 knows the relaxed dot-add and madd by other numbers: the script renumbers them
   # in the object, for the link, and in the linked modules, for the engines. The object's
   # memory import is shared; wasm-ld links it into the wasm32-wasi reactor's unshared memory too.
@@ -31,9 +32,10 @@ if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
             -o ${LF_RELAXED_WAT_OBJECT}
     COMMAND ${LF_PATCH_RELAXED_OPS} --object ${LF_RELAXED_WAT_OBJECT} ${LF_RELAXED_WAT}
     DEPENDS ${LF_RELAXED_WAT} ${CMAKE_SOURCE_DIR}/wasm/patch_relaxed_ops.mjs
-    COMMENT "wat2wasm kernels/q4_0_relaxed.wat")
+    COMMENT "wat2wasm kernels/relaxed_simd.wat")
   add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp
-              ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_strips_relaxed.cpp)
+              ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_strips_relaxed.cpp ${CMAKE_SOURCE_DIR}/src/kernels/attention.cpp
+              ${CMAKE_SOURCE_DIR}/src/kernels/attention_truncated.cpp ${CMAKE_SOURCE_DIR}/src/kernels/attention_quantized.cpp)
   target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
   target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 endif()

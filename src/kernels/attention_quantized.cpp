@@ -113,7 +113,7 @@ class QuantizedTile : TileShape {
     const uint8_t* v_row = kv_row(kv_, kv_.v, kv_.v_type, g_, p);
     if (kv_.v_type == GgmlType::F16) {
       halves_to_f32(halves(v_row), ws_.v.data(), D_);
-      promote(ws_.v.data(), ws_.v64.data(), D_);
+      if (!values_fused()) promote(ws_.v.data(), ws_.v64.data(), D_);
     } else {
       const Status converted = dequantize_row(kv_.v_type, v_row, ws_.v.data(), D_);
       assert(converted.ok());

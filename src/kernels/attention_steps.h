@@ -11,11 +11,29 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/gemm.h"
 #include "kernels/kv_view.h"
 #include "kernels/simd.h"
 #include "quant/quant.h"
 
+#if LF_RELAXED_SIMD
+// acc [n] <- f32(fma(v, w, acc)) lane by lane, n a positive multiple of 4, by f32x4.relaxed_madd
+// (src/kernels/relaxed_simd.wat)
+extern "C" void lf_attn_madd_relaxed(float* acc, const float* v, float w, int32_t n);
+#endif
+
 namespace lf::attn_steps {
+
+// Whether the value step's FMA is f32x4.relaxed_madd, fused (the relaxed module where its
+// kernels run): then it needs no f64 copy of the values.
+inline bool values_fused() {
+#if LF_RELAXED_SIMD
+  static const bool fused = relaxed_kernels_run();
+  return fused;
+#else
+  return false;
+#endif
+}
 
 // (query row, query head) pairs per tile: the K/V conversion of a key is shared by all of
 // them, and [16, 512] f32 accumulators still sit in L2.
@@ -105,13 +123,14 @@ inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float*
   }
 }
 
-// Values pb .. pb+nb-1 of KV head g -> v [kKeyBlock, D] f32 and v64, the same in f64.
+// Values pb .. pb+nb-1 of KV head g -> v [kKeyBlock, D] f32 and v64, the same in f64 (where
+// the value step needs them: not values_fused).
 inline void load_values(const KvView& kv, int g, int pb, int nb, float* v, double* v64) {
   const int D = kv.head_dim;
   for (int b = 0; b < nb; ++b) {
     float* row = v + static_cast<int64_t>(b) * D;
     halves_to_f32(halves(kv.v) + kv_offset(kv, g, pb + b), row, D);
-    promote(row, v64 + static_cast<int64_t>(b) * D, D);
+    if (!values_fused()) promote(row, v64 + static_cast<int64_t>(b) * D, D);
   }
 }
 
@@ -205,21 +224,33 @@ inline simd::F32x4 weighted_sum(const float* acc, const double* v64, simd::F64x2
   return simd::demote(lo, hi);
 }
 
-inline void add_weighted(float* acc, const float* v, const double* v64, float w, int D) {
-  const simd::F64x2 weight = simd::splat_f64(w);
-  int d = 0;
-  // Eight at a time: one range check and one branch for two vectors.
-  for (; d + 8 <= D; d += 8) {
-    const simd::F32x4 x0 = weighted_sum(acc + d, v64 + d, weight);
-    const simd::F32x4 x1 = weighted_sum(acc + d + 4, v64 + d + 4, weight);
-    if (simd::are_half_normal(x0, x1)) {
-      simd::store(acc + d, simd::round_mantissa_to_half(x0));
-      simd::store(acc + d + 4, simd::round_mantissa_to_half(x1));
-    } else {
-      simd::store(acc + d, round_to_half_rare(x0));
-      simd::store(acc + d + 4, round_to_half_rare(x1));
-    }
+// x0, x1 rounded to f16 (held as f32) -> p [8]: one range check and one branch for two vectors
+inline void store_rounded(float* p, simd::F32x4 x0, simd::F32x4 x1) {
+  if (simd::are_half_normal(x0, x1)) {
+    simd::store(p, simd::round_mantissa_to_half(x0));
+    simd::store(p + 4, simd::round_mantissa_to_half(x1));
+  } else {
+    simd::store(p, round_to_half_rare(x0));
+    simd::store(p + 4, round_to_half_rare(x1));
   }
+}
+
+inline void add_weighted(float* acc, const float* v, const double* v64, float w, int D) {
+  int d = 0;
+#if LF_RELAXED_SIMD
+  if (values_fused()) {
+    // f32(fma) in place, then each rounded to f16: the same two roundings as below
+    d = D / 4 * 4;
+    if (d > 0) lf_attn_madd_relaxed(acc, v, w, d);
+    int r = 0;
+    for (; r + 8 <= d; r += 8) store_rounded(acc + r, simd::load_f32x4(acc + r), simd::load_f32x4(acc + r + 4));
+    for (; r < d; r += 4) simd::store(acc + r, round_to_half(simd::load_f32x4(acc + r)));
+    for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
+    return;
+  }
+#endif
+  const simd::F64x2 weight = simd::splat_f64(w);
+  for (; d + 8 <= D; d += 8) store_rounded(acc + d, weighted_sum(acc + d, v64 + d, weight), weighted_sum(acc + d + 4, v64 + d + 4, weight));
   for (; d + 4 <= D; d += 4) simd::store(acc + d, round_to_half(weighted_sum(acc + d, v64 + d, weight)));
   for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
 }

@@ -1,5 +1,5 @@
 // The relaxed-SIMD build's Q4_0 kernel (kernels/gemm_q4_0_q8_0.h), over Q4_0 weights laid out
-// in row strips (src/layout/row_strips.h) with kernels/q4_0_relaxed.wat, for any number of
+// in row strips (src/layout/row_strips.h) with kernels/relaxed_simd.wat, for any number of
 // tokens: per column chunk the activations are packed (pack_strip_activations); one token
 // (decode) runs four strips at a time, 2 to kStripsMaxTokens tokens (batched decode) two strips
 // at a time through all tokens, every running sum in a register, and more tokens (prompts) one
@@ -19,7 +19,7 @@
 
 // One W strip (Q4_0 in row strips, n_blocks blocks, finite scales) · X packed by
 // pack_strip_activations (n_tok records per block) -> acc [n_tok][4], lane = row, each sum
-// continued as vec_dot_ref forms it; consts: StripConstants. src/kernels/q4_0_relaxed.wat; its
+// continued as vec_dot_ref forms it; consts: StripConstants. src/kernels/relaxed_simd.wat; its
 // _pairs twin (each kernel here has one) forms the same integer sums another way (DotForm).
 #define LF_STRIP_KERNEL(NAME) \
   extern "C" void NAME(const uint8_t* w, const uint8_t* x, int32_t n_tok, int32_t n_blocks, float* acc, const void* consts);

@@ -1,9 +1,10 @@
-;; The Q4_0 kernels of the layerfold_mt_relaxed module (docs/kernels.md), over weights in the
-;; row-strip layout (src/layout/row_strips.h), each with its f32 step: a strip of 4 rows
-;; times any number of tokens (prompts), and its twins with the strip and token counts fixed,
-;; four strips for one token (decode) and two strips for 2 to 8 tokens (batched decode), which
-;; wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file, with every kernel's twin
-;; in the other form of the dot product (docs/kernels.md, "Two forms of the dot product").
+;; The relaxed-SIMD kernels of the relaxed modules (docs/kernels.md): the Q4_0 kernels, over
+;; weights in the row-strip layout (src/layout/row_strips.h), each with its f32 step: a strip of
+;; 4 rows times any number of tokens (prompts), and its twins with the strip and token counts
+;; fixed, four strips for one token (decode) and two strips for 2 to 8 tokens (batched decode),
+;; which wasm/gen_q4_0_strips_relaxed.mjs writes in at the end of this file, with every kernel's
+;; twin in the other form of the dot product (docs/kernels.md, "Two forms of the dot product");
+;; and attention's value step, its FMA fused (docs/attention.md).
 ;;
 ;; Why a .wat file: Debian's clang-14 has no relaxed-SIMD builtins. Emscripten 3.1.6 runs the
 ;; linked module through binaryen 108, which numbers the relaxed opcodes as the proposal once did
@@ -110,6 +111,21 @@
   (func $lf_relaxed_madd_probe (export "lf_relaxed_madd_probe") (param $a f32) (param $b f32) (param $c f32) (result f32)
     (f32x4.extract_lane 0 (f32x4.relaxed_madd (f32x4.splat (local.get $a)) (f32x4.splat (local.get $b))
       (f32x4.splat (local.get $c)))))
+
+  ;; acc [n] <- f32(fma(v, w, acc)) lane by lane (n a positive multiple of 4): attention's value
+  ;; step (kernels/attention_steps.h, add_weighted), fused where the host loads this module, which
+  ;; rounds the result to f16 after.
+  (func $lf_attn_madd_relaxed (export "lf_attn_madd_relaxed") (param $acc i32) (param $v i32) (param $w f32) (param $n i32)
+    (local $weight v128) (local $end i32)
+    (if (i32.le_s (local.get $n) (i32.const 0)) (then (return)))
+    (local.set $weight (f32x4.splat (local.get $w)))
+    (local.set $end (i32.add (local.get $acc) (i32.shl (local.get $n) (i32.const 2))))
+    (loop $lanes
+      (v128.store align=4 (local.get $acc)
+        (f32x4.relaxed_madd (v128.load align=4 (local.get $v)) (local.get $weight) (v128.load align=4 (local.get $acc))))
+      (local.set $acc (i32.add (local.get $acc) (i32.const 16)))
+      (local.set $v (i32.add (local.get $v) (i32.const 16)))
+      (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
 
   ;; The multi-strip kernels, lf_q4_0_strips4_t1_relaxed (decode) and lf_q4_0_strips_t{T}_relaxed
   ;; (2 to 8 tokens), and the _pairs twins of every kernel here, are written here at build time by
