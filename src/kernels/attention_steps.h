@@ -17,9 +17,9 @@
 #include "quant/quant.h"
 
 #if LF_RELAXED_SIMD
-// acc [n] <- f32(fma(v, w, acc)) lane by lane, n a positive multiple of 4, by f32x4.relaxed_madd
-// (src/kernels/relaxed_simd.wat)
-extern "C" void lf_attn_madd_relaxed(float* acc, const float* v, float w, int32_t n);
+// acc [n] <- f16(f32(fma(v, w, acc))) lane by lane, held as f32, n a positive multiple of 8, by
+// f32x4.relaxed_madd (src/kernels/relaxed_simd.wat); consts: attn_steps::HalfRounding
+extern "C" void lf_attn_add_weighted_relaxed(float* acc, const float* v, float w, int32_t n, const void* consts);
 #endif
 
 namespace lf::attn_steps {
@@ -235,16 +235,29 @@ inline void store_rounded(float* p, simd::F32x4 x0, simd::F32x4 x1) {
   }
 }
 
+#if LF_RELAXED_SIMD
+// The constants lf_attn_add_weighted_relaxed reads, each in every lane: simd_wasm.h's rounding
+// to f16 (simd_f16_bits.h)
+struct HalfRounding {
+  int32_t abs[4], normal_bias[4], normal_limit[4], one[4], round[4], keep[4], sign[4];
+  float half[4];
+  int32_t normal_min[4], inf[4], overflow_last[4], nan[4];
+};
+#define LF_LANES(x) {x, x, x, x}
+alignas(16) inline constexpr HalfRounding kHalfRounding = {
+    LF_LANES(0x7FFFFFFF), LF_LANES(simd::kNormalBias), LF_LANES(simd::kNormalLimit), LF_LANES(1), LF_LANES(0xFFF),
+    LF_LANES(static_cast<int32_t>(0xFFFFE000u)), LF_LANES(static_cast<int32_t>(0x80000000u)), LF_LANES(0.5f),
+    LF_LANES(simd::kHalfNormalMin), LF_LANES(simd::kF32Inf), LF_LANES(simd::kHalfOverflow - 1), LF_LANES(simd::kF32QuietNan)};
+#undef LF_LANES
+static_assert(sizeof(HalfRounding) == 192, "the offsets lf_attn_add_weighted_relaxed reads");
+#endif
+
 inline void add_weighted(float* acc, const float* v, const double* v64, float w, int D) {
   int d = 0;
 #if LF_RELAXED_SIMD
-  if (values_fused()) {
-    // f32(fma) in place, then each rounded to f16: the same two roundings as below
-    d = D / 4 * 4;
-    if (d > 0) lf_attn_madd_relaxed(acc, v, w, d);
-    int r = 0;
-    for (; r + 8 <= d; r += 8) store_rounded(acc + r, simd::load_f32x4(acc + r), simd::load_f32x4(acc + r + 4));
-    for (; r < d; r += 4) simd::store(acc + r, round_to_half(simd::load_f32x4(acc + r)));
+  if (values_fused()) {  // the same two roundings, the FMA fused in the instruction
+    d = D / 8 * 8;
+    if (d > 0) lf_attn_add_weighted_relaxed(acc, v, w, d, &kHalfRounding);
     for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
     return;
   }

@@ -112,20 +112,63 @@
     (f32x4.extract_lane 0 (f32x4.relaxed_madd (f32x4.splat (local.get $a)) (f32x4.splat (local.get $b))
       (f32x4.splat (local.get $c)))))
 
-  ;; acc [n] <- f32(fma(v, w, acc)) lane by lane (n a positive multiple of 4): attention's value
-  ;; step (kernels/attention_steps.h, add_weighted), fused where the host loads this module, which
-  ;; rounds the result to f16 after.
-  (func $lf_attn_madd_relaxed (export "lf_attn_madd_relaxed") (param $acc i32) (param $v i32) (param $w f32) (param $n i32)
-    (local $weight v128) (local $end i32)
+  ;; acc [n] <- f16(f32(fma(v, w, acc))) lane by lane, held as f32 (n a positive multiple of 8):
+  ;; attention's value step (kernels/attention_steps.h, add_weighted; docs/attention.md), the FMA
+  ;; fused where the host loads this module. The rounding to f16 is simd_wasm.h's: for two
+  ;; vectors whose lanes are all f16 normals (one biased signed compare each) the f32 mantissa's
+  ;; low 13 bits rounded to nearest even with integer adds and a mask, else $round_to_half_any.
+  ;; Constants from consts (HalfRounding in attention_steps.h), loaded once per call.
+  (func $lf_attn_add_weighted_relaxed (export "lf_attn_add_weighted_relaxed")
+    (param $acc i32) (param $v i32) (param $w f32) (param $n i32) (param $consts i32)
+    (local $weight v128) (local $end i32) (local $x0 v128) (local $x1 v128)
+    (local $abs v128) (local $bias v128) (local $limit v128) (local $one v128) (local $round v128) (local $keep v128)
     (if (i32.le_s (local.get $n) (i32.const 0)) (then (return)))
     (local.set $weight (f32x4.splat (local.get $w)))
+    (local.set $abs (v128.load offset=0 align=4 (local.get $consts)))
+    (local.set $bias (v128.load offset=16 align=4 (local.get $consts)))
+    (local.set $limit (v128.load offset=32 align=4 (local.get $consts)))
+    (local.set $one (v128.load offset=48 align=4 (local.get $consts)))
+    (local.set $round (v128.load offset=64 align=4 (local.get $consts)))
+    (local.set $keep (v128.load offset=80 align=4 (local.get $consts)))
     (local.set $end (i32.add (local.get $acc) (i32.shl (local.get $n) (i32.const 2))))
     (loop $lanes
-      (v128.store align=4 (local.get $acc)
-        (f32x4.relaxed_madd (v128.load align=4 (local.get $v)) (local.get $weight) (v128.load align=4 (local.get $acc))))
-      (local.set $acc (i32.add (local.get $acc) (i32.const 16)))
-      (local.set $v (i32.add (local.get $v) (i32.const 16)))
+      (local.set $x0 (f32x4.relaxed_madd (v128.load align=4 (local.get $v)) (local.get $weight)
+        (v128.load align=4 (local.get $acc))))
+      (local.set $x1 (f32x4.relaxed_madd (v128.load offset=16 align=4 (local.get $v)) (local.get $weight)
+        (v128.load offset=16 align=4 (local.get $acc))))
+      (if (i32x4.all_true (v128.and
+            (i32x4.lt_s (i32x4.add (v128.and (local.get $x0) (local.get $abs)) (local.get $bias)) (local.get $limit))
+            (i32x4.lt_s (i32x4.add (v128.and (local.get $x1) (local.get $abs)) (local.get $bias)) (local.get $limit))))
+        (then
+          (v128.store align=4 (local.get $acc) (v128.and (i32x4.add (i32x4.add (local.get $x0) (local.get $round))
+            (v128.and (i32x4.shr_u (local.get $x0) (i32.const 13)) (local.get $one))) (local.get $keep)))
+          (v128.store offset=16 align=4 (local.get $acc) (v128.and (i32x4.add (i32x4.add (local.get $x1) (local.get $round))
+            (v128.and (i32x4.shr_u (local.get $x1) (i32.const 13)) (local.get $one))) (local.get $keep))))
+        (else
+          (v128.store align=4 (local.get $acc) (call $round_to_half_any (local.get $x0) (local.get $consts)))
+          (v128.store offset=16 align=4 (local.get $acc) (call $round_to_half_any (local.get $x1) (local.get $consts)))))
+      (local.set $acc (i32.add (local.get $acc) (i32.const 32)))
+      (local.set $v (i32.add (local.get $v) (i32.const 32)))
       (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
+
+  ;; x rounded to f16, held as f32, for any lane (simd_wasm.h's round_to_half_any): the normal
+  ;; rounding, f16 subnormals as multiples of 2^-24 by adding and removing 0.5 (ties to even),
+  ;; infinity from 65520, NaN the f16 NaN's f32, the sign kept.
+  (func $round_to_half_any (param $x v128) (param $consts i32) (result v128)
+    (local $sign v128) (local $a v128) (local $r v128)
+    (local.set $sign (v128.and (local.get $x) (v128.load offset=96 align=4 (local.get $consts))))
+    (local.set $a (v128.and (local.get $x) (v128.load offset=0 align=4 (local.get $consts))))
+    (local.set $r (v128.and (i32x4.add (i32x4.add (local.get $x) (v128.load offset=64 align=4 (local.get $consts)))
+      (v128.and (i32x4.shr_u (local.get $x) (i32.const 13)) (v128.load offset=48 align=4 (local.get $consts))))
+      (v128.load offset=80 align=4 (local.get $consts))))
+    (local.set $r (v128.bitselect
+      (v128.or (f32x4.sub (f32x4.add (local.get $a) (v128.load offset=112 align=4 (local.get $consts)))
+        (v128.load offset=112 align=4 (local.get $consts))) (local.get $sign))
+      (local.get $r) (i32x4.lt_s (local.get $a) (v128.load offset=128 align=4 (local.get $consts)))))
+    (local.set $r (v128.bitselect (v128.or (local.get $sign) (v128.load offset=144 align=4 (local.get $consts)))
+      (local.get $r) (i32x4.gt_s (local.get $a) (v128.load offset=160 align=4 (local.get $consts)))))
+    (v128.bitselect (v128.or (local.get $sign) (v128.load offset=176 align=4 (local.get $consts)))
+      (local.get $r) (i32x4.gt_s (local.get $a) (v128.load offset=144 align=4 (local.get $consts)))))
 
   ;; The multi-strip kernels, lf_q4_0_strips4_t1_relaxed (decode) and lf_q4_0_strips_t{T}_relaxed
   ;; (2 to 8 tokens), and the _pairs twins of every kernel here, are written here at build time by
