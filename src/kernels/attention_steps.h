@@ -20,6 +20,8 @@
 // acc [n] <- f16(f32(fma(v, w, acc))) lane by lane, held as f32, n a positive multiple of 8, by
 // f32x4.relaxed_madd (src/kernels/relaxed_simd.wat); consts: attn_steps::HalfRounding
 extern "C" void lf_attn_add_weighted_relaxed(float* acc, const float* v, float w, int32_t n, const void* consts);
+// acc [n] <- f32(fma(v, w, acc)) lane by lane, n a positive multiple of 4, the same way
+extern "C" void lf_attn_madd_relaxed(float* acc, const float* v, float w, int32_t n);
 #endif
 
 namespace lf::attn_steps {

@@ -151,6 +151,20 @@
       (local.set $v (i32.add (local.get $v) (i32.const 32)))
       (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
 
+  ;; acc [n] <- f32(fma(v, w, acc)) lane by lane (n a positive multiple of 4): the value step of
+  ;; an f32 accumulator (a quantized V's; kernels/attention_quantized.cpp), ggml_vec_mad_f32's.
+  (func $lf_attn_madd_relaxed (export "lf_attn_madd_relaxed") (param $acc i32) (param $v i32) (param $w f32) (param $n i32)
+    (local $weight v128) (local $end i32)
+    (if (i32.le_s (local.get $n) (i32.const 0)) (then (return)))
+    (local.set $weight (f32x4.splat (local.get $w)))
+    (local.set $end (i32.add (local.get $acc) (i32.shl (local.get $n) (i32.const 2))))
+    (loop $lanes
+      (v128.store align=4 (local.get $acc)
+        (f32x4.relaxed_madd (v128.load align=4 (local.get $v)) (local.get $weight) (v128.load align=4 (local.get $acc))))
+      (local.set $acc (i32.add (local.get $acc) (i32.const 16)))
+      (local.set $v (i32.add (local.get $v) (i32.const 16)))
+      (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
+
   ;; x rounded to f16, held as f32, for any lane (simd_wasm.h's round_to_half_any): the normal
   ;; rounding, f16 subnormals as multiples of 2^-24 by adding and removing 0.5 (ties to even),
   ;; infinity from 65520, NaN the f16 NaN's f32, the sign kept.
