@@ -265,7 +265,9 @@ inline void add_weighted(float* acc, const float* v, const double* v64, float w,
   }
 #endif
   const simd::F64x2 weight = simd::splat_f64(w);
-  for (; d + 8 <= D; d += 8) store_rounded(acc + d, weighted_sum(acc + d, v64 + d, weight), weighted_sum(acc + d + 4, v64 + d + 4, weight));
+  for (; d + 8 <= D; d += 8) {
+    store_rounded(acc + d, weighted_sum(acc + d, v64 + d, weight), weighted_sum(acc + d + 4, v64 + d + 4, weight));
+  }
   for (; d + 4 <= D; d += 4) simd::store(acc + d, round_to_half(weighted_sum(acc + d, v64 + d, weight)));
   for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
 }
