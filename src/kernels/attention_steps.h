@@ -226,17 +226,6 @@ inline simd::F32x4 weighted_sum(const float* acc, const double* v64, simd::F64x2
   return simd::demote(lo, hi);
 }
 
-// x0, x1 rounded to f16 (held as f32) -> p [8]: one range check and one branch for two vectors
-inline void store_rounded(float* p, simd::F32x4 x0, simd::F32x4 x1) {
-  if (simd::are_half_normal(x0, x1)) {
-    simd::store(p, simd::round_mantissa_to_half(x0));
-    simd::store(p + 4, simd::round_mantissa_to_half(x1));
-  } else {
-    simd::store(p, round_to_half_rare(x0));
-    simd::store(p + 4, round_to_half_rare(x1));
-  }
-}
-
 #if LF_RELAXED_SIMD
 // The constants lf_attn_add_weighted_relaxed reads, each in every lane: simd_wasm.h's rounding
 // to f16 (simd_f16_bits.h)
@@ -265,8 +254,17 @@ inline void add_weighted(float* acc, const float* v, const double* v64, float w,
   }
 #endif
   const simd::F64x2 weight = simd::splat_f64(w);
+  // Eight at a time: one range check and one branch for two vectors.
   for (; d + 8 <= D; d += 8) {
-    store_rounded(acc + d, weighted_sum(acc + d, v64 + d, weight), weighted_sum(acc + d + 4, v64 + d + 4, weight));
+    const simd::F32x4 x0 = weighted_sum(acc + d, v64 + d, weight);
+    const simd::F32x4 x1 = weighted_sum(acc + d + 4, v64 + d + 4, weight);
+    if (simd::are_half_normal(x0, x1)) {
+      simd::store(acc + d, simd::round_mantissa_to_half(x0));
+      simd::store(acc + d + 4, simd::round_mantissa_to_half(x1));
+    } else {
+      simd::store(acc + d, round_to_half_rare(x0));
+      simd::store(acc + d + 4, round_to_half_rare(x1));
+    }
   }
   for (; d + 4 <= D; d += 4) simd::store(acc + d, round_to_half(weighted_sum(acc + d, v64 + d, weight)));
   for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
