@@ -364,6 +364,26 @@ LF_EXPORT(lf_drafter_draft) int lf_drafter_draft(const lf_drafter* drafter, cons
                                                  int32_t token, const float* hidden, int n_draft, int32_t* ids);
 LF_EXPORT(lf_drafter_free) void lf_drafter_free(lf_drafter* drafter);
 
+/* --- vision: Gemma 4's vision tower (a projector GGUF, "mmproj"), images into soft tokens --- */
+typedef struct lf_vision lf_vision;
+/* The projector of header gguf, its tensor data [size bytes] (the file from its data offset on,
+ * which must outlive the encoder) on n_threads workers of its own; NULL on error: a key, tensor or
+ * option the tower does not support, named. Independent of gguf afterwards. */
+LF_EXPORT(lf_vision_create) lf_vision* lf_vision_create(lf_gguf* gguf, const uint8_t* data, double size, int n_threads);
+/* The language model's width, that of each soft token. */
+LF_EXPORT(lf_vision_n_embd_text) int lf_vision_n_embd_text(const lf_vision* vision);
+/* Soft tokens a width x height image gives within a budget of max_tokens (0: the projector's own,
+ * 1120; else 70 to 1120), and the size it is resized to (out_width, out_height may be NULL); -1 on
+ * error (a side of 0 or over 46000 pixels, a budget out of range). */
+LF_EXPORT(lf_vision_tokens) int lf_vision_tokens(const lf_vision* vision, int width, int height, int max_tokens,
+                                                 int* out_width, int* out_height);
+/* rgb [height, width, 3] (8 bits a channel) -> embd [n, n_embd_text], n as lf_vision_tokens gives
+ * it: preprocessed and encoded as llama.cpp's mtmd does; returns n, -1 on error. The bytes do not
+ * depend on the thread count. */
+LF_EXPORT(lf_vision_encode) int lf_vision_encode(lf_vision* vision, const uint8_t* rgb, int width, int height,
+                                                 int max_tokens, float* embd);
+LF_EXPORT(lf_vision_free) void lf_vision_free(lf_vision* vision);
+
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
 typedef struct lf_tokenizer lf_tokenizer;
 /* Reads tokenizer.ggml.* from a parsed header; NULL on error. Independent of gguf afterwards. */

@@ -17,18 +17,15 @@ using namespace attn_steps;
 // One tile: query rows [i0, i1) × the `group` query heads of KV head g.
 class Tile : TileShape {
  public:
-  Tile(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, AttentionWorkspace& ws,
-       int g, int i0, int i1)
-      : TileShape(q, pos0, n_head, kv, n_swa, kq_scale, ws, g, i0, i1) {}
+  Tile(const float* q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
+       AttentionWorkspace& ws, int g, int i0, int i1)
+      : TileShape(q, pos0, n_head, kv, mask, kq_scale, ws, g, i0, i1) {}
 
   void run(float* out) {
     load_queries();
-    const int p_first = pos0_ + i0_;
-    const int first_key = n_swa_ > 0 ? std::max(0, p_first - n_swa_ + 1) : 0;
-    const int last_key = pos0_ + i1_ - 1;
-    // Every key in [first_key, last_key] is visible to some row of the tile.
-    for (int pb = first_key; pb <= last_key; pb += kKeyBlock) {
-      const int nb = std::min(kKeyBlock, last_key - pb + 1);
+    const int first = first_key(), last = last_key();
+    for (int pb = first; pb <= last; pb += kKeyBlock) {
+      const int nb = std::min(kKeyBlock, last - pb + 1);
       load_keys(pb, nb);
       score(pb, nb);
       accumulate(pb, nb);
@@ -39,7 +36,7 @@ class Tile : TileShape {
  private:
   bool sees_any(int i, int pb, int nb) const {
     for (int b = 0; b < nb; ++b) {
-      if (key_visible(pb + b, pos0_ + i, n_swa_)) return true;
+      if (visible(pb + b, i)) return true;
     }
     return false;
   }
@@ -83,7 +80,7 @@ class Tile : TileShape {
         float& M = ws_.max[j];
         float& S = ws_.sum[j];
         for (int b = 0; b < nb; ++b) {
-          if (!key_visible(pb + b, pos0_ + i, n_swa_)) continue;
+          if (!visible(pb + b, i)) continue;
           const int64_t vb = static_cast<int64_t>(b) * D_;
           softmax_step(ws_.scores[j * kKeyBlock + b], ws_.v.data() + vb, ws_.v64.data() + vb, D_, acc, M, S);
         }
@@ -121,10 +118,10 @@ void accumulate_weighted_value(float* acc, const float* v, float w, int n) {
 }
 
 // q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
-void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
-                     float* out, AttentionWorkspace* ws) {
+void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                     float kq_scale, float* out, AttentionWorkspace* ws) {
   if (kv.k_type != GgmlType::F16 || kv.v_type != GgmlType::F16) {
-    attention_tiled_quantized(q, n_q, pos0, n_head, kv, n_swa, kq_scale, out, ws);
+    attention_tiled_quantized(q, n_q, pos0, n_head, kv, mask, kq_scale, out, ws);
     return;
   }
   const int group = n_head / kv.n_head_kv;
@@ -132,7 +129,7 @@ void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView
   ws->fit(kv.head_dim, rows_per_tile * group);
   for (int g = 0; g < kv.n_head_kv; ++g) {
     for (int i0 = 0; i0 < n_q; i0 += rows_per_tile) {
-      Tile(q, pos0, n_head, kv, n_swa, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile)).run(out);
+      Tile(q, pos0, n_head, kv, mask, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile)).run(out);
     }
   }
 }

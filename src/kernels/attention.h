@@ -41,13 +41,13 @@ struct AttentionWorkspace {
 // q [n_q, n_head, D] at positions pos0 .. pos0+n_q-1 · K, V (kv) -> out [n_q, n_head, D]:
 // attention() with the same arguments, byte for byte (NaN outputs stay NaN, their sign bit
 // unspecified). Any head dim with an f16 cache, a multiple of 32 with a quantized K or V (which
-// attention_tiled_quantized runs); every key a query can see must be in the view (asserted).
-void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
-                     float* out, AttentionWorkspace* ws);
+// attention_tiled_quantized runs); every key `mask` lets a query see must be in the view (asserted).
+void attention_tiled(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                     float kq_scale, float* out, AttentionWorkspace* ws);
 
 // attention_tiled for a view with a Q8_0 or Q4_0 K or V: each key's K row unpacked and its V row
 // converted once for a tile of dots sharing its KV head, then each dot's steps as attention()'s.
-void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa,
+void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
                                float kq_scale, float* out, AttentionWorkspace* ws);
 
 // attention_tiled with each (query row, query head) row's softmax truncated
@@ -57,8 +57,8 @@ void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, co
 // max_dropped_mass (in [0, 1]) or nothing would be kept: then the row's bytes are
 // attention_tiled's. Kept keys run attention_tiled's steps in increasing position, so a row
 // whose dropped keys all have weight 0 there gives its bytes too (up to the sign of zeros).
-void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
-                         float max_dropped_mass, float* out, AttentionWorkspace* ws, TruncationStats* stats);
+void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                         float kq_scale, float max_dropped_mass, float* out, AttentionWorkspace* ws, TruncationStats* stats);
 
 // Its building blocks, exposed for the tests (each equals the scalar expression named):
 // h [n] f16 -> f [n] f32: fp16_to_fp32 of each.

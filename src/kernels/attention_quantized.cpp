@@ -64,19 +64,16 @@ float dot_q8_0(const int8_t* x, const float* x_scale, const block_q8_0* y, int n
 // One tile: query rows [i0, i1) × the `group` query heads of KV head g.
 class QuantizedTile : TileShape {
  public:
-  QuantizedTile(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
+  QuantizedTile(const float* q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
                 AttentionWorkspace& ws, int g, int i0, int i1)
-      : TileShape(q, pos0, n_head, kv, n_swa, kq_scale, ws, g, i0, i1) {}
+      : TileShape(q, pos0, n_head, kv, mask, kq_scale, ws, g, i0, i1) {}
 
   void run(float* out) {
     load_queries();
-    const int p_first = pos0_ + i0_;
-    const int first_key = n_swa_ > 0 ? std::max(0, p_first - n_swa_ + 1) : 0;
-    const int last_key = pos0_ + i1_ - 1;
-    for (int p = first_key; p <= last_key; ++p) {
+    for (int p = first_key(), last = last_key(); p <= last; ++p) {
       load_key(p);
       for (int i = i0_; i < i1_; ++i) {
-        if (!key_visible(p, pos0_ + i, n_swa_)) continue;
+        if (!visible(p, i)) continue;
         for (int hh = 0; hh < group_; ++hh) step(dot_index(i, hh));
       }
     }
@@ -145,7 +142,7 @@ class QuantizedTile : TileShape {
 
 }  // namespace
 
-void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa,
+void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
                                float kq_scale, float* out, AttentionWorkspace* ws) {
   const int D = kv.head_dim;
   const int group = n_head / kv.n_head_kv;
@@ -157,7 +154,7 @@ void attention_tiled_quantized(const float* q, int n_q, int pos0, int n_head, co
   ws->k_scale.resize(D / QK8_0);
   for (int g = 0; g < kv.n_head_kv; ++g) {
     for (int i0 = 0; i0 < n_q; i0 += rows_per_tile) {
-      QuantizedTile(q, pos0, n_head, kv, n_swa, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile)).run(out);
+      QuantizedTile(q, pos0, n_head, kv, mask, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile)).run(out);
     }
   }
 }

@@ -300,15 +300,19 @@ inline void store_output(const float* acc, float S, int D, float* out) {
 // D]), with the workspace its dot products use; both kernels' tiles build on it.
 class TileShape {
  protected:
-  TileShape(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, AttentionWorkspace& ws,
-            int g, int i0, int i1)
-      : q_(q), pos0_(pos0), n_head_(n_head), kv_(kv), n_swa_(n_swa), kq_scale_(kq_scale), ws_(ws), D_(kv.head_dim),
+  TileShape(const float* q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
+            AttentionWorkspace& ws, int g, int i0, int i1)
+      : q_(q), pos0_(pos0), n_head_(n_head), kv_(kv), mask_(mask), kq_scale_(kq_scale), ws_(ws), D_(kv.head_dim),
         group_(n_head / kv.n_head_kv), g_(g), i0_(i0), i1_(i1) {}
 
   // Offset of query row i, head g·group + hh, in q and out.
   int64_t q_offset(int i, int hh) const { return (static_cast<int64_t>(i) * n_head_ + g_ * group_ + hh) * D_; }
   // Index of that (row, head) among the tile's dot products.
   int dot_index(int i, int hh) const { return (i - i0_) * group_ + hh; }
+  // The keys some row of the tile sees lie in [first_key(), last_key()].
+  int first_key() const { return mask_.first_key(pos0_ + i0_); }
+  int last_key() const { return mask_.last_key(pos0_ + i1_ - 1); }
+  bool visible(int p0, int i) const { return key_visible(p0, pos0_ + i, mask_); }
 
   // Every dot's accumulator over its sum into out, once the tile's keys are done.
   void store(float* out) const {
@@ -323,7 +327,7 @@ class TileShape {
   const float* q_;
   int pos0_, n_head_;
   const KvView& kv_;
-  int n_swa_;
+  KeyMask mask_;
   float kq_scale_;
   AttentionWorkspace& ws_;
   int D_, group_, g_, i0_, i1_;

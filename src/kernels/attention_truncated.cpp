@@ -77,10 +77,9 @@ RowChoice choose_keys(const float* s, int n, uint16_t v_max_bits, float max_drop
 // last_key], which row_scores holds from index 0 with a stride of span (a multiple of kKeyBlock).
 class TruncatedTile : TileShape {
  public:
-  TruncatedTile(const float* q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
+  TruncatedTile(const float* q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
                 AttentionWorkspace& ws, int g, int i0, int i1)
-      : TileShape(q, pos0, n_head, kv, n_swa, kq_scale, ws, g, i0, i1),
-        first_key_(n_swa > 0 ? std::max(0, pos0 + i0 - n_swa + 1) : 0), last_key_(pos0 + i1 - 1),
+      : TileShape(q, pos0, n_head, kv, mask, kq_scale, ws, g, i0, i1), first_key_(first_key()), last_key_(last_key()),
         span_((last_key_ - first_key_ + kKeyBlock) / kKeyBlock * kKeyBlock) {}
 
   void run(float max_dropped_mass, float* out, TruncationStats* stats) {
@@ -104,7 +103,9 @@ class TruncatedTile : TileShape {
   }
 
  private:
-  int first_visible(int i) const { return n_swa_ > 0 ? std::max(0, pos0_ + i - n_swa_ + 1) : 0; }
+  // Row i sees keys [first_visible(i), last_visible(i)].
+  int first_visible(int i) const { return mask_.first_key(pos0_ + i); }
+  int last_visible(int i) const { return mask_.last_key(pos0_ + i); }
   float* row_scores(int j) { return ws_.row_scores.data() + static_cast<int64_t>(j) * span_; }
   bool keeps(int j, float s) const { return ws_.keeps_all[j] || s > ws_.keep_above[j]; }
 
@@ -131,7 +132,7 @@ class TruncatedTile : TileShape {
       load_keys_transposed(kv_, g_, pb, nb, ws_.k32.data(), ws_.k.data());
       for (int b = 0; b < nb; ++b) ws_.v_max[pb - first_key_ + b] = max_magnitude_bits(halves(kv_.v) + kv_offset(kv_, g_, pb + b), D_);
       for (int i = i0_; i < i1_; ++i) {
-        if (pos0_ + i < pb || first_visible(i) >= pb + nb) continue;
+        if (last_visible(i) < pb || first_visible(i) >= pb + nb) continue;
         for (int hh = 0; hh < group_; ++hh) {
           const int j = dot_index(i, hh);
           score_block(ws_.q.data() + static_cast<int64_t>(j) * D_, ws_.k.data(), D_, kq_scale_,
@@ -143,7 +144,7 @@ class TruncatedTile : TileShape {
 
   void choose(int i, int hh, float max_dropped_mass, TruncationStats* stats) {
     const int j = dot_index(i, hh);
-    const int lo = first_visible(i) - first_key_, n = pos0_ + i - first_visible(i) + 1;
+    const int lo = first_visible(i) - first_key_, n = last_visible(i) - first_visible(i) + 1;
     const uint16_t v_max_bits = *std::max_element(ws_.v_max.begin() + lo, ws_.v_max.begin() + lo + n);
     const RowChoice c = choose_keys(row_scores(j) + lo, n, v_max_bits, max_dropped_mass, ws_.selection);
     ws_.keeps_all[j] = c.exact;
@@ -166,7 +167,7 @@ class TruncatedTile : TileShape {
       for (int hh = 0; hh < group_; ++hh) {
         const int j = dot_index(i, hh);
         for (int b = 0; b < nb; ++b) {
-          if (key_visible(pb + b, pos0_ + i, n_swa_) && keeps(j, row_scores(j)[pb - first_key_ + b])) return true;
+          if (visible(pb + b, i) && keeps(j, row_scores(j)[pb - first_key_ + b])) return true;
         }
       }
     }
@@ -181,7 +182,7 @@ class TruncatedTile : TileShape {
         float* acc = ws_.acc.data() + static_cast<int64_t>(j) * D_;
         const float* s = row_scores(j) + (pb - first_key_);
         for (int b = 0; b < nb; ++b) {
-          if (!key_visible(pb + b, pos0_ + i, n_swa_) || !keeps(j, s[b])) continue;
+          if (!visible(pb + b, i) || !keeps(j, s[b])) continue;
           const int64_t vb = static_cast<int64_t>(b) * D_;
           softmax_step(s[b], ws_.v.data() + vb, ws_.v64.data() + vb, D_, acc, ws_.max[j], ws_.sum[j]);
         }
@@ -196,15 +197,15 @@ class TruncatedTile : TileShape {
 }  // namespace
 
 // q [n_q, n_head, D] · K, V [positions, n_head_kv, D] (f16) -> out [n_q, n_head, D]
-void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale,
-                         float max_dropped_mass, float* out, AttentionWorkspace* ws, TruncationStats* stats) {
+void attention_truncated(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                         float kq_scale, float max_dropped_mass, float* out, AttentionWorkspace* ws, TruncationStats* stats) {
   assert(max_dropped_mass >= 0.0f && max_dropped_mass <= 1.0f);
   const int group = n_head / kv.n_head_kv;
   const int rows_per_tile = std::max(1, kTileDots / group);
   ws->fit(kv.head_dim, rows_per_tile * group);
   for (int g = 0; g < kv.n_head_kv; ++g) {
     for (int i0 = 0; i0 < n_q; i0 += rows_per_tile) {
-      TruncatedTile(q, pos0, n_head, kv, n_swa, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile))
+      TruncatedTile(q, pos0, n_head, kv, mask, kq_scale, *ws, g, i0, std::min(n_q, i0 + rows_per_tile))
           .run(max_dropped_mass, out, stats);
     }
   }

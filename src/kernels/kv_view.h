@@ -11,8 +11,24 @@ namespace lf {
 
 // Query head h reads KV head h / (n_head / n_head_kv): consecutive query heads share one.
 inline int kv_head_for(int h, int n_head, int n_head_kv) { return h / (n_head / n_head_kv); }
-// Key at p0 is visible to a query at p1 iff p0 <= p1 and, with a window (n_swa > 0), p1 - p0 < n_swa.
-inline bool key_visible(int p0, int p1, int n_swa) { return p0 <= p1 && (n_swa <= 0 || p1 - p0 < n_swa); }
+// Which keys a query at position p1 sees. Its horizon is p1 itself (causal), or the last position
+// of the non-causal span [span_begin, span_end) it lies in: an image's tokens attend to each other
+// both ways, as llama.cpp's mtmd decodes them. With a window (n_swa > 0) it sees only keys with
+// p1 - p0 < n_swa, which past the query means all of them, as llama.cpp's SWA mask has it. A
+// window alone converts from its size.
+struct KeyMask {
+  KeyMask(int window = 0, int begin = 0, int end = 0) : n_swa(window), span_begin(begin), span_end(end) {}
+  int n_swa;
+  int span_begin, span_end;
+
+  int last_key(int p1) const { return p1 >= span_begin && p1 < span_end ? span_end - 1 : p1; }
+  int first_key(int p1) const { return n_swa > 0 && p1 - n_swa + 1 > 0 ? p1 - n_swa + 1 : 0; }
+};
+// Both bounds rise with p1, so a run of rows sees keys from its first row's first_key to its
+// last row's last_key.
+inline bool key_visible(int p0, int p1, const KeyMask& m) {
+  return p0 <= m.last_key(p1) && (m.n_swa <= 0 || p1 - p0 < m.n_swa);
+}
 
 // The cache types, as llama.cpp's --cache-type-k/-v name them: F16 (its default), Q8_0 and
 // Q4_0 (32-value blocks, so a quantized row needs a head dim that is a multiple of 32).

@@ -62,7 +62,8 @@ struct Query {
 // q [n_q, n_head, D] · K, V [positions, n_head_kv] rows in their types -> out [n_q, n_head, D]
 // The reference: the engine runs attention_tiled (kernels/attention.cpp), which the [attention]
 // tests hold to these bytes, so any change here is a change there.
-void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out) {
+void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
+               float* out) {
   const int D = kv.head_dim;
   Query query(kv.k_type, D);
   // An f16 V's weighted sum is kept in f16, rounded after every key, as ggml's flash-attention
@@ -75,7 +76,7 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
   std::vector<float> acc32(D), v32(D);
   for (int i = 0; i < n_q; ++i) {
     const int p1 = pos0 + i;
-    const int first_key = n_swa > 0 ? (p1 - n_swa + 1 > 0 ? p1 - n_swa + 1 : 0) : 0;
+    const int first_key = mask.first_key(p1), last_key = mask.last_key(p1);
     for (int h = 0; h < n_head; ++h) {
       const int64_t q_off = (static_cast<int64_t>(i) * n_head + h) * D;
       const int g = kv_head_for(h, n_head, kv.n_head_kv);
@@ -86,8 +87,8 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
       float S = 0.0f;
       for (int d = 0; d < D; ++d) v_acc[d] = 0;
       for (int d = 0; d < D; ++d) acc32[d] = 0.0f;
-      for (int p0 = first_key; p0 <= p1; ++p0) {
-        if (!key_visible(p0, p1, n_swa)) continue;
+      for (int p0 = first_key; p0 <= last_key; ++p0) {
+        if (!key_visible(p0, p1, mask)) continue;
         assert(p0 >= kv.first_pos && "key evicted from the ring before its last query ran");
         const float s = query.score(kv.k_type, kv_row(kv, kv.k, kv.k_type, g, p0), D) * kq_scale;
         const float M_old = M;

@@ -69,9 +69,10 @@ float attention_score(const uint16_t* k, const uint16_t* q, int D);
 // llama.cpp's one-chunk flash-attention path (the one it takes for every cache type we hold):
 // q converted to K's vec_dot type (f16, or Q8_0 blocks for a quantized K), s = the score·kq_scale,
 // online softmax in f32, keys visited in increasing position, V accumulated in f16 when V is f16,
-// in f32 (each value converted to f32, one fused step per element) when it is quantized. Every
-// key a query can see must be in the view (asserted).
-void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, int n_swa, float kq_scale, float* out);
+// in f32 (each value converted to f32, one fused step per element) when it is quantized. Each
+// row sees the keys `mask` lets it; every one of them must be in the view (asserted).
+void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
+               float* out);
 
 // --- Hadamard rotation (ops/hadamard.cpp) ---
 // x [n / block, block] in place: each block times the Sylvester Hadamard matrix of its size (a

@@ -111,19 +111,27 @@ void resize_bicubic(const uint8_t* src, int w, int h, int out_w, int out_h, std:
   resample(wide.data(), out_w, h, out_h, false, dst);
 }
 
-Status image_to_vision_input(const VisionConfig& c, const RgbImage& image, VisionInput* out) {
-  if (!image.rgb || image.width <= 0 || image.height <= 0 || image.width > kMaxSide || image.height > kMaxSide) {
-    return Status(Code::invalid_argument, "the image is " + std::to_string(image.width) + " x " +
-                                              std::to_string(image.height) + "; each side must be 1 to " +
-                                              std::to_string(kMaxSide) + " pixels");
+Status checked_vision_input_size(const VisionConfig& c, int width, int height, int* out_width, int* out_height) {
+  if (width <= 0 || height <= 0 || width > kMaxSide || height > kMaxSide) {
+    return Status(Code::invalid_argument, "the image is " + std::to_string(width) + " x " + std::to_string(height) +
+                                              "; each side must be 1 to " + std::to_string(kMaxSide) + " pixels");
   }
   int tw = 0, th = 0;
-  vision_input_size(c, image.width, image.height, &tw, &th);
+  vision_input_size(c, width, height, &tw, &th);
   if (tw / c.patch_size > c.pos_size || th / c.patch_size > c.pos_size) {
     return Status(Code::invalid_argument, "the image's patch grid " + std::to_string(tw / c.patch_size) + " x " +
                                               std::to_string(th / c.patch_size) + " is wider than the position tables (" +
                                               std::to_string(c.pos_size) + ")");
   }
+  *out_width = tw;
+  *out_height = th;
+  return Status();
+}
+
+Status image_to_vision_input(const VisionConfig& c, const RgbImage& image, VisionInput* out) {
+  if (!image.rgb) return Status(Code::invalid_argument, "the image has no pixels");
+  int tw = 0, th = 0;
+  LF_RETURN_IF_ERROR(checked_vision_input_size(c, image.width, image.height, &tw, &th));
   // Resized to fit inside the target with its aspect ratio, then centered on black (PAD_CEIL).
   std::vector<uint8_t> canvas(static_cast<size_t>(tw) * th * 3, 0);
   if (tw == image.width && th == image.height) {

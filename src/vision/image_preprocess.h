@@ -29,9 +29,11 @@ struct VisionInput {
 // The size llama.cpp resizes a width × height image to (calc_size_preserved_ratio): each side a
 // multiple of patch_size · n_merge, the area within the budget's pixels.
 void vision_input_size(const VisionConfig& c, int width, int height, int* out_width, int* out_height);
+// vision_input_size, refusing by what is wrong a side of 0 or over 46000 pixels and a patch grid the
+// position tables cannot index.
+Status checked_vision_input_size(const VisionConfig& c, int width, int height, int* out_width, int* out_height);
 
-// image -> *out. Refuses an empty or over-large image, or one whose patch grid the position
-// tables cannot index, by what is wrong.
+// image -> *out, refused as checked_vision_input_size refuses its size.
 Status image_to_vision_input(const VisionConfig& c, const RgbImage& image, VisionInput* out);
 
 // src (w × h RGB) -> dst (out_w × out_h RGB): Pillow's bicubic resampling (a = -0.5) in its

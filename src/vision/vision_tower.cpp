@@ -116,8 +116,7 @@ struct Tower {
     pool.barrier();
   }
 
-  // Every patch attends to every patch (no mask), scale 1: each query as the last position of a
-  // cache holding all n keys, so it sees them all.
+  // Every patch attends to every patch, scale 1: the patches are one non-causal span.
   void attend(int worker) {
     KvView kv;
     kv.k = k16.data();
@@ -126,9 +125,9 @@ struct Tower {
     kv.n_head_kv = c.n_head;
     kv.head_dim = c.head_dim;
     const Share own = tokens(worker, n);
-    for (int64_t t = own.begin; t < own.end; ++t) {
-      attention_tiled(q.data() + t * c.q_dim(), 1, n - 1, c.n_head, kv, 0, 1.0f, attn.data() + t * c.q_dim(), &ws[worker]);
-    }
+    const auto first = static_cast<int>(own.begin);
+    attention_tiled(q.data() + own.begin * c.q_dim(), static_cast<int>(own.end) - first, first, c.n_head, kv,
+                    KeyMask(0, 0, n), 1.0f, attn.data() + own.begin * c.q_dim(), &ws[worker]);
     pool.barrier();
   }
 

@@ -30,13 +30,16 @@ enum class Values {
 
 struct Case {
   int D, n_head, n_head_kv;
-  int capacity, n_swa, pos0, n_q;
+  int capacity;
+  lf::KeyMask mask;  // a window size converts to one
+  int pos0, n_q;
   Values values = Values::normal;
 };
 
 std::string describe(const Case& c) {
   return "D=" + std::to_string(c.D) + " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
-         " capacity=" + std::to_string(c.capacity) + " n_swa=" + std::to_string(c.n_swa) +
+         " capacity=" + std::to_string(c.capacity) + " n_swa=" + std::to_string(c.mask.n_swa) +
+         " span=[" + std::to_string(c.mask.span_begin) + ", " + std::to_string(c.mask.span_end) + ")" +
          " pos0=" + std::to_string(c.pos0) + " n_q=" + std::to_string(c.n_q) +
          " values=" + std::to_string(static_cast<int>(c.values));
 }
@@ -96,8 +99,8 @@ void require_identical(const Case& c, uint32_t seed, lf::AttentionWorkspace* ws)
   INFO(describe(c) << " seed=" << seed);
   const Inputs in = make_inputs(c, seed);
   std::vector<float> expect(in.q.size(), -777.0f), got(in.q.size(), 777.0f);
-  lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, expect.data());
-  lf::attention_tiled(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, got.data(), ws);
+  lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, expect.data());
+  lf::attention_tiled(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, got.data(), ws);
   size_t first_diff = got.size();
   for (size_t i = 0; i < got.size(); ++i) {
     if (lf::f32_bits(got[i]) != lf::f32_bits(expect[i]) && !(std::isnan(got[i]) && std::isnan(expect[i]))) {
@@ -347,6 +350,43 @@ TEST_CASE("attention_tiled: sliding windows, rings that wrapped, long prompts", 
   require_identical({32, 2, 1, 70, 9, 0, 70}, seed++, &ws);
 }
 
+TEST_CASE("attention_tiled: non-causal spans, alone, inside a prompt and under a window", "[attention]") {
+  lf::AttentionWorkspace ws;
+  uint32_t seed = 700;
+  for (int D : {8, 64, 72, 256}) {
+    for (int group : {1, 2, 8}) {
+      for (int n_swa : {0, 1, 5, 100}) {
+        // the whole call one span (the vision tower's patches); a span between text rows, after
+        // 7 cached positions; a span of one row; a span ending at the call's last row
+        const int capacity = (n_swa > 0 ? n_swa : 40) + 40;
+        require_identical({D, group, 1, capacity, lf::KeyMask(n_swa, 0, 30), 0, 30}, seed++, &ws);
+        require_identical({D, group, 1, capacity, lf::KeyMask(n_swa, 10, 27), 7, 23}, seed++, &ws);
+        require_identical({D, group, 1, capacity, lf::KeyMask(n_swa, 12, 13), 7, 23}, seed++, &ws);
+        require_identical({D, group, 1, capacity, lf::KeyMask(n_swa, 20, 30), 7, 23}, seed++, &ws);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention_tiled: a span's rows see every key of the span, as its last row does", "[attention]") {
+  // A row of a non-causal span [s, e) computes exactly what a causal query at e - 1 would, over
+  // the same keys in the same order: so each of the 30 rows equals the row at 29 run alone.
+  lf::AttentionWorkspace ws;
+  const Case c{64, 4, 2, 30, lf::KeyMask(0, 0, 30), 0, 30};
+  const Inputs in = make_inputs(c, 41);
+  const int64_t row = int64_t{c.n_head} * c.D;
+  std::vector<float> spanned(in.q.size()), alone(row);
+  lf::attention_tiled(in.q.data(), c.n_q, 0, c.n_head, in.view, c.mask, 1.0f, spanned.data(), &ws);
+  for (int i = 0; i < c.n_q; ++i) {
+    INFO("row " << i);
+    lf::attention_tiled(in.q.data() + i * row, 1, c.n_q - 1, c.n_head, in.view, 0, 1.0f, alone.data(), &ws);
+    REQUIRE(std::memcmp(spanned.data() + i * row, alone.data(), row * sizeof(float)) == 0);
+  }
+  // and a causal row differs from it (the span is not ignored)
+  lf::attention_tiled(in.q.data(), 1, 0, c.n_head, in.view, 0, 1.0f, alone.data(), &ws);
+  REQUIRE(std::memcmp(spanned.data(), alone.data(), row * sizeof(float)) != 0);
+}
+
 TEST_CASE("attention_tiled: saturated softmax, a dominant key, equal scores, f16 extremes", "[attention]") {
   lf::AttentionWorkspace ws;
   uint32_t seed = 500;
@@ -461,7 +501,7 @@ TEST_CASE("attention bench: 31B shapes, reference vs tiled", "[.][attention_benc
   lf::AttentionWorkspace ws;
   for (const Shape& s : shapes) {
     for (const Phase& p : phases) {
-      const Case c{s.D, s.group, 1, p.n_past + p.n_q, s.n_swa, p.n_past, p.n_q};
+      const Case c{s.D, s.group, 1, p.n_past + p.n_q, lf::KeyMask(s.n_swa), p.n_past, p.n_q};
       const Inputs in = make_inputs(c, 3);
       std::vector<float> out(in.q.size());
       double ms[2] = {1e30, 1e30};  // the best of 3: the machine is shared

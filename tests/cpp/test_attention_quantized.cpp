@@ -69,14 +69,17 @@ std::vector<uint8_t> store_row(GgmlType t, const float* x, int D) {
 struct Case {
   GgmlType k_type, v_type;
   int D, n_head, n_head_kv;
-  int capacity, n_swa, pos0, n_q;
+  int capacity;
+  lf::KeyMask mask;  // a window size converts to one
+  int pos0, n_q;
   float scale = 1.0f;  // of q and k: large scores saturate the softmax
 };
 
 std::string describe(const Case& c) {
   return std::string("K=") + name(c.k_type) + " V=" + name(c.v_type) + " D=" + std::to_string(c.D) +
          " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
-         " capacity=" + std::to_string(c.capacity) + " n_swa=" + std::to_string(c.n_swa) +
+         " capacity=" + std::to_string(c.capacity) + " n_swa=" + std::to_string(c.mask.n_swa) +
+         " span=[" + std::to_string(c.mask.span_begin) + ", " + std::to_string(c.mask.span_end) + ")" +
          " pos0=" + std::to_string(c.pos0) + " n_q=" + std::to_string(c.n_q) + " scale=" + std::to_string(c.scale);
 }
 
@@ -116,8 +119,8 @@ void require_identical(const Case& c, uint32_t seed, lf::AttentionWorkspace* ws)
   INFO(describe(c) << " seed=" << seed);
   const Inputs in = make_inputs(c, seed);
   std::vector<float> expect(in.q.size(), -777.0f), got(in.q.size(), 777.0f);
-  lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, expect.data());
-  lf::attention_tiled(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, got.data(), ws);
+  lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, expect.data());
+  lf::attention_tiled(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, got.data(), ws);
   REQUIRE(std::all_of(expect.begin(), expect.end(), [](float x) { return std::isfinite(x); }));
   size_t first_diff = got.size();
   for (size_t i = 0; i < got.size() && first_diff == got.size(); ++i) {
@@ -247,6 +250,9 @@ TEST_CASE("the tiled kernel gives the reference's bytes over quantized caches", 
         }
       }
       require_identical(Case{kt, vt, 128, 4, 2, 70, 0, 0, 70, 30.0f}, seed++, &ws);
+      // Non-causal spans: a whole call, and one inside a prompt under a window.
+      require_identical(Case{kt, vt, 64, 4, 2, 30, lf::KeyMask(0, 0, 30), 0, 30}, seed++, &ws);
+      require_identical(Case{kt, vt, 64, 2, 1, 40, lf::KeyMask(5, 12, 22), 8, 17}, seed++, &ws);
     }
   }
 }

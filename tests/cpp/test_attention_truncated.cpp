@@ -28,12 +28,14 @@ using lf::fp32_to_fp16;
 
 struct Case {
   int D, n_head, n_head_kv;
-  int n_swa, pos0, n_q;
+  lf::KeyMask mask;  // a window size converts to one
+  int pos0, n_q;
 };
 
 std::string describe(const Case& c) {
   return "D=" + std::to_string(c.D) + " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
-         " n_swa=" + std::to_string(c.n_swa) + " pos0=" + std::to_string(c.pos0) + " n_q=" + std::to_string(c.n_q);
+         " n_swa=" + std::to_string(c.mask.n_swa) + " span=[" + std::to_string(c.mask.span_begin) + ", " +
+         std::to_string(c.mask.span_end) + ") pos0=" + std::to_string(c.pos0) + " n_q=" + std::to_string(c.n_q);
 }
 
 // How the keys are drawn.
@@ -104,8 +106,8 @@ Row make_row(const Inputs& in, int i, int h) {
   std::vector<uint16_t> q16(c.D);
   for (int d = 0; d < c.D; ++d) q16[d] = fp32_to_fp16(r.q[d]);
   const int p1 = c.pos0 + i;
-  for (int p = 0; p <= p1; ++p) {
-    if (!lf::key_visible(p, p1, c.n_swa)) continue;
+  for (int p = 0; p <= c.mask.last_key(p1); ++p) {
+    if (!lf::key_visible(p, p1, c.mask)) continue;
     r.keys.push_back(p);
     r.scores.push_back(lf::attention_score(key_row(in, in.k, p, r.g), q16.data(), c.D));
     for (int d = 0; d < c.D; ++d) r.v_max = std::max(r.v_max, std::fabs(double(fp16_to_fp32(key_row(in, in.v, p, r.g)[d]))));
@@ -192,14 +194,14 @@ struct Run {
 Run truncated(const Inputs& in, float threshold, lf::AttentionWorkspace* ws) {
   Run r;
   r.out.assign(in.q.size(), 777.0f);
-  lf::attention_truncated(in.q.data(), in.c.n_q, in.c.pos0, in.c.n_head, in.view, in.c.n_swa, 1.0f, threshold,
+  lf::attention_truncated(in.q.data(), in.c.n_q, in.c.pos0, in.c.n_head, in.view, in.c.mask, 1.0f, threshold,
                           r.out.data(), ws, &r.stats);
   return r;
 }
 
 std::vector<float> exact(const Inputs& in, lf::AttentionWorkspace* ws) {
   std::vector<float> out(in.q.size(), -777.0f);
-  lf::attention_tiled(in.q.data(), in.c.n_q, in.c.pos0, in.c.n_head, in.view, in.c.n_swa, 1.0f, out.data(), ws);
+  lf::attention_tiled(in.q.data(), in.c.n_q, in.c.pos0, in.c.n_head, in.view, in.c.mask, 1.0f, out.data(), ws);
   return out;
 }
 
@@ -213,6 +215,8 @@ const Case kShapes[] = {
     // Head dims past the score's 64 f32 lanes, with and without leftover elements.
     {80, 2, 1, 0, 30, 1},   {96, 2, 1, 7, 12, 9},  {192, 8, 1, 0, 20, 3}, {256, 2, 1, 9, 30, 1},
     {512, 8, 1, 0, 9, 4},
+    // Non-causal spans: a whole call, and one inside a prompt under a window.
+    {64, 2, 1, lf::KeyMask(0, 0, 24), 0, 24}, {32, 2, 1, lf::KeyMask(6, 14, 25), 10, 20},
 };
 
 }  // namespace
@@ -271,13 +275,13 @@ TEST_CASE("rows whose dropped keys weigh exactly 0 give the exact kernel's bytes
     for (const Case& c : kShapes) {
       // -inf as a row's first key makes the exact kernel's first weight exp(-inf - -inf) = NaN:
       // no window there, so position 0 (a normal key) comes first in every row.
-      if (keys == Keys::minus_infinity && c.n_swa > 0) continue;
+      if (keys == Keys::minus_infinity && c.mask.n_swa > 0) continue;
       INFO(describe(c) << " keys=" << static_cast<int>(keys));
       const Inputs in = make_inputs(c, keys, 1.0f, 11);
       const Run run = truncated(in, 0.0f, &ws);
       const std::vector<float> full = exact(in, &ws);
       std::vector<float> reference(in.q.size());
-      lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.n_swa, 1.0f, reference.data());
+      lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, reference.data());
       for (size_t x = 0; x < full.size(); ++x) {
         INFO("element " << x);
         REQUIRE(std::isfinite(full[x]));

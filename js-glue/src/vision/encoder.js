@@ -1,0 +1,100 @@
+// Gemma 4's vision tower in the engine (docs/vision.md): a projector GGUF ("mmproj") read from
+// its source into WASM memory, and RGB images encoded into the soft-token embeddings the language
+// model reads at an image's placeholders, as llama.cpp's mtmd computes them.
+import { openGgufHeader } from '../gguf/header.js';
+
+const F32 = 4;
+
+export class VisionEncoder {
+  /** The lf_vision* (0 once closed). */
+  ptr = 0;
+  /** Bytes of the projector's tensors in WASM memory. */
+  bytes = 0;
+  /** The language model's width: floats per soft token. */
+  nEmbdText = 0;
+  #lf;
+  #data = 0;
+
+  /**
+   * The projector of `source` ({name, size, read, readInto, close}, closed before this returns)
+   * on `threads` workers of the module's pool; refused by name (the engine's message after the
+   * source's name) when it is not a projector the engine runs.
+   * @example const vision = await VisionEncoder.open(lf, await openSource('mmproj.gguf'), { threads: 2 });
+   */
+  static async open(lf, source, { threads = 1 } = {}) {
+    const encoder = new VisionEncoder(lf);
+    let gguf = 0;
+    try {
+      const opened = await openGgufHeader(lf, source);
+      gguf = opened.gguf;
+      const { data_offset: start, file_size: end } = opened.header;
+      encoder.bytes = end - start;
+      encoder.#data = lf.alloc(Math.max(encoder.bytes, 4));
+      await source.readInto(start, end, lf.bytes().subarray(encoder.#data, encoder.#data + encoder.bytes));
+      encoder.ptr = lf.fn.lf_vision_create(gguf, encoder.#data, encoder.bytes, threads);
+      if (!encoder.ptr) throw lf.lastError();
+      encoder.nEmbdText = lf.fn.lf_vision_n_embd_text(encoder.ptr);
+      return encoder;
+    } catch (error) {
+      encoder.close();
+      error.message = `projector ${source.name}: ${error.message}`;
+      throw error;
+    } finally {
+      if (gguf) lf.fn.lf_gguf_free(gguf);
+      await source.close();
+    }
+  }
+
+  constructor(lf) {
+    this.#lf = lf;
+  }
+
+  /**
+   * Soft tokens a width × height image gives within a budget of maxTokens (0: the projector's
+   * 1120; else 70 to 1120), and the size it is resized to. Throws what the engine refuses.
+   * @example vision.tokens(1000, 700, { maxTokens: 280 }) // { tokens: 266, width: 672, height: 480 } (say)
+   */
+  tokens(width, height, { maxTokens = 0 } = {}) {
+    const lf = this.#lf;
+    const out = lf.alloc(8);
+    try {
+      const tokens = lf.fn.lf_vision_tokens(this.ptr, width, height, maxTokens, out, out + 4);
+      if (tokens < 0) throw lf.lastError();
+      const [w, h] = new Int32Array(lf.bytes().slice(out, out + 8).buffer);
+      return { tokens, width: w, height: h };
+    } finally {
+      lf.free(out);
+    }
+  }
+
+  /**
+   * rgb [height · width · 3] (8 bits a channel, rows top down) -> { tokens, embd: Float32Array
+   * [tokens · nEmbdText] }. Runs on the encoder's workers and returns when done.
+   */
+  encode(rgb, width, height, { maxTokens = 0 } = {}) {
+    const lf = this.#lf;
+    if (rgb.length !== width * height * 3) {
+      throw new RangeError(`an image of ${width} x ${height} has ${width * height * 3} RGB bytes, not ${rgb.length}`);
+    }
+    const { tokens } = this.tokens(width, height, { maxTokens });
+    const pixels = lf.alloc(Math.max(rgb.length, 4));
+    const embd = lf.alloc(tokens * this.nEmbdText * F32);
+    try {
+      lf.bytes().set(rgb, pixels);
+      const n = lf.fn.lf_vision_encode(this.ptr, pixels, width, height, maxTokens, embd);
+      if (n < 0) throw lf.lastError();
+      return { tokens: n, embd: new Float32Array(lf.bytes().slice(embd, embd + n * this.nEmbdText * F32).buffer) };
+    } finally {
+      lf.free(pixels);
+      lf.free(embd);
+    }
+  }
+
+  /** Frees the encoder and its tensors. */
+  close() {
+    if (this.ptr) this.#lf.fn.lf_vision_free(this.ptr);
+    if (this.#data) this.#lf.free(this.#data);
+    this.ptr = 0;
+    this.#data = 0;
+  }
+}
