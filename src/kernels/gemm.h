@@ -36,6 +36,17 @@ bool is_float_weight(GgmlType weight_type);
 void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                         int64_t r1);
 
+// W [n_out, n_in] (F16) · X [n_tok, n_in] (f32 values already rounded to f16, rows n_in apart) ->
+// Y [n_tok, n_out], rows [r0, r1) (multiples of 4): each output summed as llamafile's tinyBLAS
+// sums it on AVX-512, which is how llama.cpp multiplies an F16 weight outside its repacked
+// buffers (an mmproj's): 16 f32 lanes, lane λ adding elements λ, λ + 16, ... in order, then the
+// lanes halved (src/kernels/gemm_f16_lanes16.cpp). For W with n_in a multiple of 16 and n_out of
+// 4 (gemm_f16_lanes16_fits), tinyBLAS's own conditions.
+bool gemm_f16_lanes16_fits(const WeightView& W);
+void gemm_f16_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1);
+// One output of it, the scalar reference: w [n] (f16) · x [n] (f16-valued floats), n a multiple of 16.
+float dot_f16_lanes16_ref(const uint16_t* w, const float* x, int64_t n);
+
 // Whether the relaxed-SIMD kernels run: in the relaxed module where the engine fuses
 // f32x4.relaxed_madd, on which their block step's bits rest (docs/kernels.md, "The fused step").
 // Where it does not, the module keeps the file's layout and runs its SIMD128 kernels instead,

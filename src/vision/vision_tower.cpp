@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/gemm.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
@@ -39,20 +40,33 @@ struct Tower {
   Share tokens(int worker, int count) const { return share(count, worker, pool.size()); }
 
   // Y [n_tok, n_out] = clamp_out(W · clamp_in(X [n_tok, n_in])): workers convert their tokens,
-  // then each computes its share of the output rows over every token.
+  // then each computes its share of the output rows over every token. An F16 W takes f16
+  // activations and tinyBLAS's sums where tinyBLAS would run (gemm_f16_lanes16), as in mtmd.
   void linear(int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y) {
-    const uint64_t xrow = activation_row_bytes(L.w.type, L.w.n_in);
+    const bool lanes16 = gemm_f16_lanes16_fits(L.w);
+    const uint64_t xrow = lanes16 ? sizeof(float) * L.w.n_in : activation_row_bytes(L.w.type, L.w.n_in);
     const Share own = tokens(worker, n_tok);
     std::vector<float>& r = row[worker];
     for (int64_t t = own.begin; t < own.end; ++t) {
       const float* xt = X + t * L.w.n_in;
       for (int64_t i = 0; i < L.w.n_in; ++i) r[i] = clamp_as_ggml(xt[i], L.in_min, L.in_max);
+      if (lanes16) {
+        auto* x16 = reinterpret_cast<float*>(xc.data() + xrow * t);
+        for (int64_t i = 0; i < L.w.n_in; ++i) x16[i] = fp16_to_fp32(fp32_to_fp16(r[i]));
+        continue;
+      }
       const Status s = convert_activation_row(L.w.type, r.data(), xc.data() + xrow * t, L.w.n_in);
       if (!s.ok()) failed[worker] = s;
     }
     pool.barrier();
-    const Share rows = share(L.w.n_out, worker, pool.size());
-    matmul_rows(L.w, xc.data(), n_tok, Y, rows.begin, rows.end);
+    Share rows = share(L.w.n_out, worker, pool.size());
+    if (lanes16) {
+      const Share strips = share(L.w.n_out / 4, worker, pool.size());
+      rows = {strips.begin * 4, strips.end * 4};
+      gemm_f16_lanes16(L.w, reinterpret_cast<const float*>(xc.data()), n_tok, Y, rows.begin, rows.end);
+    } else {
+      matmul_rows(L.w, xc.data(), n_tok, Y, rows.begin, rows.end);
+    }
     for (int64_t t = 0; t < n_tok; ++t) {
       float* y = Y + t * L.w.n_out;
       for (int64_t o = rows.begin; o < rows.end; ++o) y[o] = clamp_as_ggml(y[o], L.out_min, L.out_max);

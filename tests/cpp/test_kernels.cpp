@@ -778,3 +778,61 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
   }
   probe();
 }
+
+TEST_CASE("kernels: the F16 GEMM in tinyBLAS's 16 lanes equals its scalar reference bit for bit", "[kernels]") {
+  // Random and extreme f16 weights (±65504, subnormals, ±0) against f16-valued activations,
+  // row ranges that start and stop inside the matrix, token counts around the kernel's groups
+  // of 4 and tiles of 64.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const uint16_t extremes[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
+  for (const int64_t n_in : {16, 48, 768}) {
+    for (const int64_t n_out : {4, 12, 36}) {
+      for (const int n_tok : {1, 3, 4, 5, 67}) {
+        for (const bool extreme : {false, true}) {
+          std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
+          for (uint16_t& h : w) h = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : lf::fp32_to_fp16(normal(rng));
+          std::vector<float> x(static_cast<size_t>(n_in * n_tok));
+          for (float& v : x) v = lf::fp16_to_fp32(lf::fp32_to_fp16(extreme ? 1e-3f * normal(rng) : normal(rng)));
+          lf::WeightView W;
+          W.type = lf::GgmlType::F16;
+          W.n_in = n_in;
+          W.n_out = n_out;
+          W.data = reinterpret_cast<const uint8_t*>(w.data());
+          W.row_bytes = static_cast<uint64_t>(n_in) * 2;
+          const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
+          std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
+          lf::gemm_f16_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
+          for (int t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < n_out; ++r) {
+              INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
+                           << " r=" << r);
+              const float got = y[t * n_out + r];
+              if (r < r0) {
+                REQUIRE(got == -7.0f);  // outside the range: untouched
+                continue;
+              }
+              const float expect = lf::dot_f16_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
+              REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: the F16 reference sums in tinyBLAS's order: 16 lanes, then halves", "[kernels]") {
+  // w = 1 everywhere; x holds 2^25 (f32's step there is 4) at element 0 and 1 at elements 8, 24
+  // and 40, all in lane 8: the lanes sum 3 there, and halving adds it to 2^25, rounding to
+  // 2^25 + 4; added in element order each 1 is lost (2^25 + 1 rounds to 2^25).
+  std::vector<uint16_t> w(64, lf::fp32_to_fp16(1.0f));
+  std::vector<float> x(64, 0.0f);
+  x[0] = 33554432.0f;
+  x[8] = x[24] = x[40] = 1.0f;
+  const float lanes = lf::dot_f16_lanes16_ref(w.data(), x.data(), 64);
+  REQUIRE(lanes == 33554436.0f);
+  float in_order = 0.0f;
+  for (float v : x) in_order += v;
+  REQUIRE(in_order != lanes);
+}
