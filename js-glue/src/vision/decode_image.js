@@ -4,7 +4,10 @@
 // (image-size) and refused before anything is decoded when a side is over 46000 pixels or the
 // pixels are over the caller's limit, so a decompression bomb costs nothing. Decoders: jpeg-js
 // and fast-png (every chunk's CRC checked: a flipped byte is refused, not decoded), plain JS that
-// runs in Node and in workerd alike.
+// runs in Node and in workerd alike, and libwebp as @jsquash/webp builds it to WASM, whose
+// compiled module the host hands over (useWebpDecoder: a Node host reads it from the package,
+// a worker imports it). stb_image reads no WebP, so mtmd takes none; WebP's alpha is dropped too.
+import decodeWebp, { init as initWebpDecoder } from '@jsquash/webp/decode.js';
 import { convertIndexedToRgb, decode as decodePng } from 'fast-png';
 import { imageSize } from 'image-size';
 import jpeg from 'jpeg-js';
@@ -13,7 +16,9 @@ export const MAX_IMAGE_SIDE = 46000;
 /** Pixels an image may have unless the caller says otherwise: 50 megapixels, 150 MB as RGB. */
 export const DEFAULT_MAX_IMAGE_PIXELS = 50_000_000;
 
-const FORMATS = { png: 'PNG', jpg: 'JPEG' };
+const FORMATS = { png: 'PNG', jpg: 'JPEG', webp: 'WebP' };
+
+let webpDecoder = null;  // libwebp's module, once the host handed it over
 
 /** An image the engine cannot read: `message` says why, for a 400. */
 export class ImageError extends Error {
@@ -25,22 +30,32 @@ export class ImageError extends Error {
 }
 
 /**
- * bytes (a JPEG or PNG file) -> { width, height, rgb: Uint8Array [height · width · 3] }; throws
- * ImageError naming what is wrong: not an image, a format it does not read, a size over the
- * limits (before decoding), a corrupt or truncated file.
- * @example const { width, height, rgb } = decodeImage(fs.readFileSync('photo.jpg'));
+ * The WebP decoder's compiled WASM (@jsquash/webp's codec/dec/webp_dec.wasm): WebP images decode
+ * once it is given.
+ * @example useWebpDecoder(await WebAssembly.compile(fs.readFileSync(webpWasmPath)));
  */
-export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_IMAGE_PIXELS } = {}) {
+export function useWebpDecoder(module) {
+  webpDecoder = initWebpDecoder(module);
+}
+
+/**
+ * bytes (a JPEG, PNG or WebP file) -> { width, height, rgb: Uint8Array [height · width · 3] };
+ * rejects with ImageError naming what is wrong: not an image, a format it does not read, a size
+ * over the limits (before decoding), a corrupt or truncated file.
+ * @example const { width, height, rgb } = await decodeImage(fs.readFileSync('photo.jpg'));
+ */
+export async function decodeImage(bytes, { maxPixels = DEFAULT_MAX_IMAGE_PIXELS } = {}) {
   const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
   let size;
   try {
     size = imageSize(view);
   } catch (error) {
-    throw new ImageError(`the data is not an image this engine reads (JPEG or PNG): ${error.message}`);
+    throw new ImageError(`the data is not an image this engine reads (JPEG, PNG or WebP): ${error.message}`);
   }
   const { type, width, height } = size;
   const format = FORMATS[type];
-  if (!format) throw new ImageError(`${type} images are not supported: JPEG and PNG are`);
+  if (!format) throw new ImageError(`${type} images are not supported: JPEG, PNG and WebP are`);
+  if (format === 'WebP' && !webpDecoder) throw new ImageError('this host has no WebP decoder (useWebpDecoder)');
   if (!(width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
     throw new ImageError(`the image is ${width} x ${height}; each side must be 1 to ${MAX_IMAGE_SIDE} pixels`);
   }
@@ -49,7 +64,9 @@ export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_IMAGE_PIXELS } = {}
   }
   let image;
   try {
-    image = format === 'PNG' ? pngToRgb(decodePng(view, { checkCrc: true })) : jpegToRgb(view, maxPixels);
+    if (format === 'PNG') image = pngToRgb(decodePng(view, { checkCrc: true }));
+    else if (format === 'JPEG') image = jpegToRgb(view, maxPixels);
+    else image = await webpToRgb(view);
   } catch (error) {
     throw new ImageError(`the ${format} image could not be decoded: ${error.message}`);
   }
@@ -65,6 +82,23 @@ function jpegToRgb(bytes, maxPixels) {
     useTArray: true, formatAsRGBA: false, maxResolutionInMP: maxPixels / 1e6, maxMemoryUsageInMB: 3 * maxPixels / 1e6 + 64,
   });
   return { width, height, rgb: data };
+}
+
+async function webpToRgb(bytes) {
+  await webpDecoder;
+  const { width, height, data } = await decodeWebp(bytes.slice().buffer);
+  return { width, height, rgb: dropAlpha(data, width * height) };
+}
+
+// rgba [n · 4] -> rgb [n · 3]
+function dropAlpha(rgba, n) {
+  const rgb = new Uint8Array(3 * n);
+  for (let i = 0; i < n; i++) {
+    rgb[3 * i] = rgba[4 * i];
+    rgb[3 * i + 1] = rgba[4 * i + 1];
+    rgb[3 * i + 2] = rgba[4 * i + 2];
+  }
+  return rgb;
 }
 
 function pngToRgb(png) {

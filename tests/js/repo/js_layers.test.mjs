@@ -19,6 +19,7 @@ const MAY_IMPORT = {
   pipeline: ["group", "node", "gguf", "telemetry", "protocol", ...LEAVES],
   group: ["node", "gguf", "protocol", ...LEAVES],
   node: ["gguf", "protocol", ...LEAVES],
+  vision: ["gguf", ...LEAVES],
   gguf: ["sources", "tokens", "wasm"],
   telemetry: ["protocol", "log", "wasm"],
   protocol: ["wasm"],
