@@ -31,13 +31,7 @@ void softmax_step_f32(float s, const float* v, int D, float* acc, float& M, floa
     vs = expf(s - M);
   }
   S = S * ms + vs;
-#if LF_RELAXED_SIMD
-  if (values_fused()) return lf_attn_madd_relaxed(acc, v, vs, D);
-#endif
-  const simd::F32x4 weight = simd::splat(vs);
-  for (int d = 0; d < D; d += 4) {
-    simd::store(acc + d, simd::fused_madd(simd::load_f32x4(v + d), weight, simd::load_f32x4(acc + d)));
-  }
+  madd_f32(acc, v, vs, D);
 }
 
 // x [n] with block scales x_scale (a K row unpack_kv_blocks unpacked) · y [n / 32] (the query

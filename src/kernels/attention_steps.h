@@ -37,6 +37,18 @@ inline bool values_fused() {
 #endif
 }
 
+// acc [n] <- fma(v, w, acc) lane by lane, n a multiple of 4: f32x4.relaxed_madd where it is
+// fused, else fused_madd (in double); the same bits.
+inline void madd_f32(float* acc, const float* v, float w, int n) {
+#if LF_RELAXED_SIMD
+  if (values_fused()) return lf_attn_madd_relaxed(acc, v, w, n);
+#endif
+  const simd::F32x4 weight = simd::splat(w);
+  for (int d = 0; d < n; d += 4) {
+    simd::store(acc + d, simd::fused_madd(simd::load_f32x4(v + d), weight, simd::load_f32x4(acc + d)));
+  }
+}
+
 // (query row, query head) pairs per tile: the K/V conversion of a key is shared by all of
 // them, and [16, 512] f32 accumulators still sit in L2.
 constexpr int kTileDots = 16;

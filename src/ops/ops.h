@@ -74,6 +74,29 @@ float attention_score(const uint16_t* k, const uint16_t* q, int D);
 void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask, float kq_scale,
                float* out);
 
+// --- attention as llama.cpp's tiled CPU flash attention computes it (ops/attention_f32_tiles.cpp) ---
+// Keys per tile, and lanes of its exponentials' sum (GGML_FA_TILE_KV; AVX-512's 16 f32).
+constexpr int kF32TileKeys = 64;
+constexpr int kExpLanes = 16;
+
+// ggml_v_expf as ggml-cpu's AVX-512 build computes it (a polynomial after a range reduction, then
+// scalef), for one value.
+float expf_ggml(float x);
+// x [kExpLanes] <- expf_ggml(x - max) each; returns their sum as _mm512_reduce_add_ps adds it
+// (lanes l + 8, then + 4, + 2, + 1).
+float sum_exp_lanes(float* x, float max);
+
+// q [n_q, n_head, D] (f32) · K, V [n_kv, n_head_kv, D] (f16, position-major) -> out [n_q, n_head,
+// D], every query seeing every key: llama.cpp's tiled flash attention without mask, softcap or
+// sinks, which it runs for an f16 K/V call of 64 or more query rows when D is a multiple of 16
+// (docs/attention.md, "The f32 tile path"). Per query and head, keys in tiles of kF32TileKeys:
+// each score one FMA chain over d from 0, times kq_scale; the tile's max M_new; at a new max the
+// f32 accumulator and S scaled by expf(M - M_new); the weights expf_ggml(s - M) summed
+// kExpLanes at a time into a double added to S; each value element one FMA chain over the
+// tile's keys; out = acc · (1/S).
+void attention_f32_tiles_ref(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
+                             int n_head_kv, int D, float kq_scale, float* out);
+
 // --- Hadamard rotation (ops/hadamard.cpp) ---
 // x [n / block, block] in place: each block times the Sylvester Hadamard matrix of its size (a
 // power of two) scaled by 1/sqrt(block), as llama.cpp rotates Q, K and V for a quantized cache

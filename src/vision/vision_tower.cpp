@@ -130,16 +130,24 @@ struct Tower {
     pool.barrier();
   }
 
-  // Every patch attends to every patch, scale 1: the patches are one non-causal span.
+  // Every patch attends to every patch, scale 1, by the path ggml's CPU flash attention takes
+  // for the call (on AVX-512): its tiled f32 kernel from 64 patches on when the head dim is a
+  // multiple of 16, else its one-chunk kernel, the patches one non-causal span.
   void attend(int worker) {
+    const Share own = tokens(worker, n);
+    const auto first = static_cast<int>(own.begin);
+    if (n >= kF32TileKeys && c.head_dim % kExpLanes == 0) {
+      attention_f32_tiles(q.data() + own.begin * c.q_dim(), static_cast<int>(own.end) - first, c.n_head, k16.data(),
+                          v16.data(), n, c.n_head, c.head_dim, 1.0f, attn.data() + own.begin * c.q_dim(), &ws[worker]);
+      pool.barrier();
+      return;
+    }
     KvView kv;
     kv.k = k16.data();
     kv.v = v16.data();
     kv.capacity = n;
     kv.n_head_kv = c.n_head;
     kv.head_dim = c.head_dim;
-    const Share own = tokens(worker, n);
-    const auto first = static_cast<int>(own.begin);
     attention_tiled(q.data() + own.begin * c.q_dim(), static_cast<int>(own.end) - first, first, c.n_head, kv,
                     KeyMask(0, 0, n), 1.0f, attn.data() + own.begin * c.q_dim(), &ws[worker]);
     pool.barrier();

@@ -528,3 +528,75 @@ TEST_CASE("attention bench: 31B shapes, reference vs tiled", "[.][attention_benc
   }
   SUCCEED();
 }
+
+namespace {
+
+// K, V [n_kv, n_head_kv, D] f16 and q [n_q, n_head, D] f32 of normal values, or of values that
+// saturate the softmax (scores in the thousands) or hit f16's extremes.
+struct F32TileInputs {
+  std::vector<float> q;
+  std::vector<uint16_t> k, v;
+};
+
+F32TileInputs f32_tile_inputs(int n_q, int n_head, int n_kv, int n_head_kv, int D, Values values, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float scale = values == Values::saturating ? 30.0f : 1.0f;
+  F32TileInputs in;
+  in.q.resize(static_cast<size_t>(n_q) * n_head * D);
+  in.k.resize(static_cast<size_t>(n_kv) * n_head_kv * D);
+  in.v.resize(in.k.size());
+  for (float& x : in.q) x = scale * normal(rng);
+  for (size_t i = 0; i < in.k.size(); ++i) {
+    in.k[i] = values == Values::extremes ? extreme_half(rng) : lf::fp32_to_fp16(scale * normal(rng));
+    in.v[i] = values == Values::extremes ? extreme_half(rng) : lf::fp32_to_fp16(normal(rng));
+  }
+  if (values == Values::extremes) for (float& x : in.q) x *= 1e-3f;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("attention_f32_tiles equals its reference byte for byte: tiles, rows, heads, extremes", "[attention]") {
+  lf::AttentionWorkspace ws;
+  uint32_t seed = 900;
+  struct Shape { int n_q, n_head, n_kv, n_head_kv, D; };
+  // key counts around the tiles of 64 (one short, exact, one over, several); query counts around
+  // the kernel's groups of 16; grouped heads; head dims 16 to 256
+  const Shape shapes[] = {{1, 1, 63, 1, 16}, {17, 2, 64, 2, 32}, {33, 4, 65, 2, 64}, {16, 8, 200, 1, 128},
+                          {70, 2, 70, 2, 64}, {5, 2, 130, 1, 256}};
+  for (const Shape& s : shapes) {
+    for (Values values : {Values::normal, Values::saturating, Values::extremes}) {
+      INFO("n_q=" << s.n_q << " heads=" << s.n_head << "/" << s.n_head_kv << " n_kv=" << s.n_kv << " D=" << s.D
+                  << " values=" << static_cast<int>(values));
+      const F32TileInputs in = f32_tile_inputs(s.n_q, s.n_head, s.n_kv, s.n_head_kv, s.D, values, seed++);
+      std::vector<float> expect(in.q.size(), -1.0f), got(in.q.size(), 1.0f);
+      lf::attention_f32_tiles_ref(in.q.data(), s.n_q, s.n_head, in.k.data(), in.v.data(), s.n_kv, s.n_head_kv, s.D, 0.125f,
+                                  expect.data());
+      lf::attention_f32_tiles(in.q.data(), s.n_q, s.n_head, in.k.data(), in.v.data(), s.n_kv, s.n_head_kv, s.D, 0.125f,
+                              got.data(), &ws);
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("element " << i);
+        REQUIRE((lf::f32_bits(got[i]) == lf::f32_bits(expect[i]) || (std::isnan(got[i]) && std::isnan(expect[i]))));
+      }
+    }
+  }
+}
+
+TEST_CASE("expf_ggml: ggml's AVX-512 exponential, its range ends and its accuracy", "[attention]") {
+  // close to the true value over the softmax's range: the polynomial's own error reaches 2.14
+  // ulp here (ggml's AVX-512 code gives the same bits: docs/attention.md, "The f32 tile path")
+  for (float x = -87.0f; x <= 0.0f; x += 0.0137f) {
+    const double exact = std::exp(static_cast<double>(x));
+    const float got = lf::expf_ggml(x);
+    const double ulp = std::ldexp(1.0, std::ilogb(static_cast<float>(exact)) - 23);
+    REQUIRE(std::fabs(got - exact) <= 2.5 * ulp);
+  }
+  REQUIRE(lf::expf_ggml(0.0f) == 1.0f);
+  REQUIRE(lf::expf_ggml(-INFINITY) == 0.0f);  // n = -inf: past the range, flushed to 0
+  REQUIRE(lf::expf_ggml(-200.0f) == 0.0f);
+  REQUIRE(lf::expf_ggml(100.0f) == INFINITY);
+  REQUIRE(lf::expf_ggml(-100.0f) > 0.0f);     // a subnormal from scalef, not 0
+  REQUIRE(lf::expf_ggml(-100.0f) < 1e-38f);
+  REQUIRE(std::isnan(lf::expf_ggml(NAN)));
+}

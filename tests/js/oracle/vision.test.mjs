@@ -9,13 +9,13 @@ import {describe, test} from "node:test";
 import {llamaVision, lfVisionRun, rgbImage} from "../support/llama_vision.mjs";
 import {model} from "../support/models.mjs";
 
-// The largest |ours - llama.cpp's| over the largest |llama.cpp's|, per image. llama.cpp's CPU
-// attention over 64 or more patches is its tiled flash attention (f32 accumulators), ours the
-// one-chunk kernel's f16 accumulators: docs/vision.md, "Agreement", for the measurements (F16
-// matrices up to 3.4e-3, Q8_0 ones up to 4.2e-2, a gap not yet understood).
+// The largest |ours - llama.cpp's| over the largest |llama.cpp's|, per image; bounds about three
+// times what this host measured (docs/vision.md, "Agreement"). The E2B-width tower (2 of its 16
+// layers) runs one small image: its 896 x 896 encode takes tens of seconds natively.
 const PROJECTORS = [
-  {name: "mmproj-tiny", preset: "tiny", extra: ["--mmproj", "--vision-tower", "tiny"], bound: 1e-2},
-  {name: "mmproj-tiny-q8", preset: "tiny", extra: ["--mmproj", "--vision-tower", "tiny", "--vision-type", "Q8_0", "--seed", "5"], bound: 6e-2},
+  {name: "mmproj-tiny", preset: "tiny", extra: ["--mmproj", "--vision-tower", "tiny"], bound: 2e-3},
+  {name: "mmproj-tiny-q8", preset: "tiny", extra: ["--mmproj", "--vision-tower", "tiny", "--vision-type", "Q8_0", "--seed", "5"], bound: 3e-2},
+  {name: "mmproj-e2b-2", preset: "e2b-shape", extra: ["--mmproj", "--vision-tower", "e2b", "--vision-layers", "2"], bound: 5e-3},
 ];
 
 // [width, height, max tokens (0: the model's 1120)]
@@ -33,7 +33,7 @@ function relativeError(ours, ref) {
 describe("vision tower vs llama.cpp", () => {
   for (const p of PROJECTORS) {
     const small = p.name.startsWith("mmproj-tiny");
-    for (const [w, h, maxTokens] of small ? IMAGES : IMAGES.slice(0, 1)) {
+    for (const [w, h, maxTokens] of small ? IMAGES : IMAGES.slice(2, 3)) {
       test(`${p.name} ${w}x${h}${maxTokens ? ` max ${maxTokens}` : ""}`, async () => {
         const mmproj = model(p.name, p.preset, p.extra);
         const image = rgbImage(w, h);

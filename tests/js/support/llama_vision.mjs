@@ -34,11 +34,12 @@ export function rgbImage(width, height) {
 
 
 /**
- * llama.cpp's preprocessed size, soft-token count and embeddings: {width, height, n_tokens, n_embd, embd}.
+ * llama.cpp's preprocessed size, soft-token count and embeddings: {width, height, n_tokens, n_embd, encode_ms, embd}
+ * (encode_ms: the fastest of `reps` encodes).
  * @example const ref = await llamaVision(mmproj, file, 37, 23, {threads: 2});
  */
-export async function llamaVision(mmproj, image, width, height, {threads = 2, maxTokens = -1} = {}) {
-  const args = [mmproj, image, String(width), String(height), llamaBins, String(threads), String(maxTokens)];
+export async function llamaVision(mmproj, image, width, height, {threads = 2, maxTokens = -1, reps = 1} = {}) {
+  const args = [mmproj, image, String(width), String(height), llamaBins, String(threads), String(maxTokens), String(reps)];
   return JSON.parse(await runChecked(await llamaMtmdProgram(source), args));
 }
 

@@ -1,0 +1,100 @@
+// The scalar reference of llama.cpp's tiled CPU flash attention (ggml-cpu/ops.cpp,
+// ggml_compute_forward_flash_attn_ext_tiled; docs/attention.md, "The f32 tile path"), for a call
+// without mask, softcap or sinks: the path ggml takes for an f16 K and V when a call has 64 or
+// more query rows and the head dim is a multiple of the SIMD width (16 on AVX-512), as mtmd's
+// vision tower has. Operation for operation as its AVX-512 build computes each query row.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/ops.h"
+#include "quant/quant.h"
+
+namespace lf {
+namespace {
+
+// scalef(j, n): j · 2^n rounded once (n an integer in [-192, 192]); exact in double first.
+float scale_by_power_of_two(float j, float n) {
+  return static_cast<float>(static_cast<double>(j) * std::ldexp(1.0, static_cast<int>(n)));
+}
+
+}  // namespace
+
+float expf_ggml(float x) {
+  const float r = 0x1.8p23f;
+  const float z = fma_f32(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = fma_f32(-n, 0x1.7f7d1cp-20f, fma_f32(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = fma_f32(fma_f32(fma_f32(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma_f32(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                          u, fma_f32(0x1.ffffecp-1f, b, 1.0f));
+  if (std::isnan(n)) return n;  // scalef of a NaN
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  return scale_by_power_of_two(j, n);
+}
+
+float sum_exp_lanes(float* x, float max) {
+  float lane[kExpLanes];
+  for (int l = 0; l < kExpLanes; ++l) {
+    x[l] = expf_ggml(x[l] - max);
+    lane[l] = x[l];
+  }
+  for (int width = kExpLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  }
+  return lane[0];
+}
+
+void attention_f32_tiles_ref(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
+                             int n_head_kv, int D, float kq_scale, float* out) {
+  std::vector<float> kq(kF32TileKeys), acc(D);
+  for (int i = 0; i < n_q; ++i) {
+    for (int h = 0; h < n_head; ++h) {
+      const float* qh = q + (static_cast<int64_t>(i) * n_head + h) * D;
+      const int g = kv_head_for(h, n_head, n_head_kv);
+      const auto row = [&](const uint16_t* kv, int p) { return kv + (static_cast<int64_t>(p) * n_head_kv + g) * D; };
+      float M = -INFINITY, S = 0.0f;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int p0 = 0; p0 < n_kv; p0 += kF32TileKeys) {
+        const int n = std::min(kF32TileKeys, n_kv - p0);
+        // scores: one FMA chain over d each, from 0; keys past the last are -inf
+        for (int t = 0; t < kF32TileKeys; ++t) {
+          if (t >= n) {
+            kq[t] = -INFINITY;
+            continue;
+          }
+          float s = 0.0f;
+          for (int d = 0; d < D; ++d) s = fma_f32(qh[d], fp16_to_fp32(row(k, p0 + t)[d]), s);
+          kq[t] = s * kq_scale;
+        }
+        float tile_max = -INFINITY;
+        for (int t = 0; t < kF32TileKeys; ++t) tile_max = tile_max > kq[t] ? tile_max : kq[t];
+        if (tile_max == -INFINITY) {
+          for (float& a : acc) a += 0.0f;  // ggml's GEMM over the row's zeroed weights: -0 becomes +0
+          continue;
+        }
+        const float M_new = std::fmax(M, tile_max);
+        if (M_new > M) {
+          const float ms = expf(M - M_new);
+          for (float& a : acc) a *= ms;
+          S *= ms;
+        }
+        M = M_new;
+        double sum = 0.0;
+        for (int t = 0; t < kF32TileKeys; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes(kq.data() + t, M));
+        S = static_cast<float>(static_cast<double>(S) + sum);
+        // the values: one FMA chain over the tile's keys for each d (padding keys weigh 0)
+        for (int t = 0; t < n; ++t) {
+          for (int d = 0; d < D; ++d) acc[d] = fma_f32(kq[t], fp16_to_fp32(row(v, p0 + t)[d]), acc[d]);
+        }
+        if (n < kF32TileKeys) for (float& a : acc) a += 0.0f;  // the padding keys' 0 · 0
+      }
+      const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+      float* o = out + (static_cast<int64_t>(i) * n_head + h) * D;
+      for (int d = 0; d < D; ++d) o[d] = acc[d] * S_inv;
+    }
+  }
+}
+
+}  // namespace lf
