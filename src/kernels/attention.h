@@ -66,6 +66,8 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
                          int n_head_kv, int D, float kq_scale, float* out, AttentionWorkspace* ws);
 
 // Its building blocks, exposed for the tests (each equals the scalar expression named):
+// x [16] <- expf_ggml(x - max) each, returning sum_exp_lanes (ops.h): in vectors.
+float sum_exp_lanes_simd(float* x, float max);
 // h [n] f16 -> f [n] f32: fp16_to_fp32 of each.
 void halves_to_floats(const uint16_t* h, float* f, int n);
 // x [n] -> y [n]: fp16_to_fp32(fp32_to_fp16(x)) of each (the f16 accumulator, held as f32).

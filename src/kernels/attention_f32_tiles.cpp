@@ -17,7 +17,47 @@ namespace {
 
 constexpr int kRows = 16;  // query rows sharing each converted tile
 
+// expf_ggml of each lane: the polynomial in vectors, scalef lane by lane (2^n made from its bits
+// where j · 2^n stays normal, else in double, as the reference).
+simd::F32x4 exp_ggml(simd::F32x4 x) {
+  using simd::fused_madd, simd::splat;
+  const simd::F32x4 z = fused_madd(x, splat(0x1.715476p+0f), splat(0x1.8p23f));
+  const simd::F32x4 n = simd::add(z, splat(-0x1.8p23f));
+  const simd::F32x4 minus_n = simd::mul(n, splat(-1.0f));
+  const simd::F32x4 b = fused_madd(minus_n, splat(0x1.7f7d1cp-20f), fused_madd(minus_n, splat(0x1.62e4p-1f), x));
+  const simd::F32x4 u = simd::mul(b, b);
+  const simd::F32x4 j = fused_madd(
+      fused_madd(fused_madd(splat(0x1.0e4020p-7f), b, splat(0x1.573e2ep-5f)), u,
+                 fused_madd(splat(0x1.555e66p-3f), b, splat(0x1.fffdb6p-2f))),
+      u, fused_madd(splat(0x1.ffffecp-1f), b, splat(1.0f)));
+  alignas(16) float nl[4], jl[4], e[4];
+  simd::store(nl, n);
+  simd::store(jl, j);
+  for (int l = 0; l < 4; ++l) {
+    if (nl[l] >= -125.0f && nl[l] <= 127.0f) {
+      e[l] = jl[l] * f32_from_bits(static_cast<uint32_t>(static_cast<int32_t>(nl[l]) + 127) << 23);
+    } else {
+      e[l] = scalef_ggml(jl[l], nl[l]);
+    }
+  }
+  return simd::load_f32x4(e);
+}
+
 }  // namespace
+
+float sum_exp_lanes_simd(float* x, float max) {
+  static_assert(kExpLanes == 16, "four vectors");
+  simd::F32x4 e[4];
+  for (int g = 0; g < 4; ++g) {
+    e[g] = exp_ggml(simd::add(simd::load_f32x4(x + 4 * g), simd::splat(-max)));
+    simd::store(x + 4 * g, e[g]);
+  }
+  // lanes l + 8, then l + 4: vectors; then l + 2 and l + 1
+  const simd::F32x4 s = simd::add(simd::add(e[0], e[2]), simd::add(e[1], e[3]));
+  alignas(16) float l[4];
+  simd::store(l, s);
+  return (l[0] + l[2]) + (l[1] + l[3]);
+}
 
 void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
                          int n_head_kv, int D, float kq_scale, float* out, AttentionWorkspace* ws) {
@@ -71,7 +111,7 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
           }
           M = M_new;
           double sum = 0.0;
-          for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes(s + t, M));
+          for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes_simd(s + t, M));
           S = static_cast<float>(static_cast<double>(S) + sum);
           for (int t = 0; t < n; ++t) madd_f32(acc, ws->v.data() + static_cast<int64_t>(t) * D, s[t], D);
           if (n < T) for (int d = 0; d < D; ++d) acc[d] += 0.0f;

@@ -23,6 +23,7 @@ constexpr int kLanes = 16;      // tinyBLAS's partial sums per output
 constexpr int kRows = 4;        // output rows side by side in a vector
 constexpr int kTokens = 4;      // tokens sharing each weight load
 constexpr int kTileTokens = 64; // tokens per converted strip
+static_assert(kTokens == 4, "strip_tokens has a case for each count up to kTokens");
 
 // p [kLanes] partial sums (each a vector of kRows outputs) -> their sum, halved as tinyBLAS's hsum
 simd::F32x4 halve_lanes(simd::F32x4 p[kLanes]) {
@@ -32,20 +33,30 @@ simd::F32x4 halve_lanes(simd::F32x4 p[kLanes]) {
   return p[0];
 }
 
-// One strip (w [n_in][kRows] f32) · n tokens (x rows of n_in f16-valued floats, kTokens at most)
-// -> y [n][kRows]
-void strip_tokens(const float* w, const float* const* x, int n, int64_t n_in, float* y) {
-  simd::F32x4 partial[kTokens][kLanes];
+// One strip (w [n_in][kRows] f32) · N tokens (x rows of n_in f16-valued floats) -> y [N][kRows];
+// N fixed, so that the running sums stay in registers.
+template <int N>
+void strip_tokens(const float* w, const float* const* x, int64_t n_in, float* y) {
+  simd::F32x4 partial[N][kLanes];
   for (int l = 0; l < kLanes; ++l) {
-    simd::F32x4 acc[kTokens];
-    for (int t = 0; t < kTokens; ++t) acc[t] = simd::splat(0.0f);
+    simd::F32x4 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = simd::splat(0.0f);
     for (int64_t i = l; i < n_in; i += kLanes) {
       const simd::F32x4 wi = simd::load_f32x4(w + i * kRows);
-      for (int t = 0; t < n; ++t) acc[t] = simd::add(acc[t], simd::mul(wi, simd::splat(x[t][i])));
+      for (int t = 0; t < N; ++t) acc[t] = simd::add(acc[t], simd::mul(wi, simd::splat(x[t][i])));
     }
-    for (int t = 0; t < n; ++t) partial[t][l] = acc[t];
+    for (int t = 0; t < N; ++t) partial[t][l] = acc[t];
   }
-  for (int t = 0; t < n; ++t) simd::store(y + t * kRows, halve_lanes(partial[t]));
+  for (int t = 0; t < N; ++t) simd::store(y + t * kRows, halve_lanes(partial[t]));
+}
+
+void strip_tokens(const float* w, const float* const* x, int n, int64_t n_in, float* y) {
+  switch (n) {
+    case 4: return strip_tokens<4>(w, x, n_in, y);
+    case 3: return strip_tokens<3>(w, x, n_in, y);
+    case 2: return strip_tokens<2>(w, x, n_in, y);
+    default: return strip_tokens<1>(w, x, n_in, y);
+  }
 }
 
 }  // namespace

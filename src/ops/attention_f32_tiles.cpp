@@ -12,14 +12,11 @@
 #include "quant/quant.h"
 
 namespace lf {
-namespace {
-
-// scalef(j, n): j · 2^n rounded once (n an integer in [-192, 192]); exact in double first.
-float scale_by_power_of_two(float j, float n) {
+float scalef_ggml(float j, float n) {
+  if (std::isnan(n)) return n;
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
   return static_cast<float>(static_cast<double>(j) * std::ldexp(1.0, static_cast<int>(n)));
 }
-
-}  // namespace
 
 float expf_ggml(float x) {
   const float r = 0x1.8p23f;
@@ -29,9 +26,7 @@ float expf_ggml(float x) {
   const float u = b * b;
   const float j = fma_f32(fma_f32(fma_f32(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma_f32(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
                           u, fma_f32(0x1.ffffecp-1f, b, 1.0f));
-  if (std::isnan(n)) return n;  // scalef of a NaN
-  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-  return scale_by_power_of_two(j, n);
+  return scalef_ggml(j, n);
 }
 
 float sum_exp_lanes(float* x, float max) {

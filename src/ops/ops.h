@@ -82,6 +82,8 @@ constexpr int kExpLanes = 16;
 // ggml_v_expf as ggml-cpu's AVX-512 build computes it (a polynomial after a range reduction, then
 // scalef), for one value.
 float expf_ggml(float x);
+// Its last step: j · 2^n rounded once; 0 past n < -192, infinity past 192, NaN for a NaN n.
+float scalef_ggml(float j, float n);
 // x [kExpLanes] <- expf_ggml(x - max) each; returns their sum as _mm512_reduce_add_ps adds it
 // (lanes l + 8, then + 4, + 2, + 1).
 float sum_exp_lanes(float* x, float max);

@@ -600,3 +600,24 @@ TEST_CASE("expf_ggml: ggml's AVX-512 exponential, its range ends and its accurac
   REQUIRE(lf::expf_ggml(-100.0f) < 1e-38f);
   REQUIRE(std::isnan(lf::expf_ggml(NAN)));
 }
+
+TEST_CASE("sum_exp_lanes_simd equals sum_exp_lanes: the softmax's range, its ends, NaN and infinities", "[attention]") {
+  // groups of 16 arguments x - max from 0 down past -104 (where the result turns subnormal, then
+  // 0), with infinities and a NaN among them
+  std::vector<float> xs;
+  for (float x = 0.0f; x > -110.0f; x -= 0.0371f) xs.push_back(x);
+  const float specials[] = {-INFINITY, NAN, -0.0f, 0.0f, -87.3f, -103.97f, -104.1f, -150.0f, -1e-30f, 3.0f, 89.0f, 200.0f};
+  xs.insert(xs.end(), std::begin(specials), std::end(specials));
+  while (xs.size() % lf::kExpLanes != 0) xs.push_back(-1.0f);
+  for (const float max : {0.0f, -0.5f, 2.0f}) {
+    std::vector<float> a = xs, b = xs;
+    for (size_t g = 0; g < xs.size(); g += lf::kExpLanes) {
+      INFO("group " << g << " max " << max);
+      const float sa = lf::sum_exp_lanes(a.data() + g, max), sb = lf::sum_exp_lanes_simd(b.data() + g, max);
+      REQUIRE((lf::f32_bits(sa) == lf::f32_bits(sb) || (std::isnan(sa) && std::isnan(sb))));
+      for (int l = 0; l < lf::kExpLanes; ++l) {
+        REQUIRE((lf::f32_bits(a[g + l]) == lf::f32_bits(b[g + l]) || (std::isnan(a[g + l]) && std::isnan(b[g + l]))));
+      }
+    }
+  }
+}
