@@ -7,7 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_steps.h"
-#include "ops/ops.h"
+#include "kernels/exp_ggml.h"
 
 namespace lf {
 
@@ -15,7 +15,8 @@ using namespace attn_steps;
 
 namespace {
 
-constexpr int kRows = 16;  // query rows sharing each converted tile
+constexpr int kRows = 16;         // query rows sharing each converted tile
+constexpr int kTileQueries = 64;  // GGML_FA_TILE_Q: the fewest rows of a call ggml tiles
 
 // expf_ggml of each lane: the polynomial in vectors, scalef lane by lane (2^n made from its bits
 // where j · 2^n stays normal, else in double, as the reference).
@@ -44,6 +45,8 @@ simd::F32x4 exp_ggml(simd::F32x4 x) {
 }
 
 }  // namespace
+
+bool takes_f32_tiles(int n_q, int D) { return n_q >= kTileQueries && D % kExpLanes == 0; }
 
 float sum_exp_lanes_simd(float* x, float max) {
   static_assert(kExpLanes == 16, "four vectors");

@@ -62,6 +62,10 @@ inline const uint8_t* kv_row(const KvView& kv, const void* rows, GgmlType t, int
   return static_cast<const uint8_t*>(rows) + slot * kv_row_bytes(t, kv.head_dim);
 }
 
+// Keys per tile of llama.cpp's tiled flash attention (GGML_FA_TILE_KV; docs/attention.md, "The
+// f32 tile path").
+constexpr int kF32TileKeys = 64;
+
 // Elements of a score summed in f32 lanes: ggml_vec_dot_f16's step on AVX-512, 4 accumulators of
 // 16 lanes (docs/attention.md, "The score's order").
 constexpr int kScoreLanes = 64;

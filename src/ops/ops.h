@@ -75,21 +75,9 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
                float* out);
 
 // --- attention as llama.cpp's tiled CPU flash attention computes it (ops/attention_f32_tiles.cpp) ---
-// Keys per tile, and lanes of its exponentials' sum (GGML_FA_TILE_KV; AVX-512's 16 f32).
-constexpr int kF32TileKeys = 64;
-constexpr int kExpLanes = 16;
-
-// ggml_v_expf as ggml-cpu's AVX-512 build computes it (a polynomial after a range reduction, then
-// scalef), for one value.
-float expf_ggml(float x);
-// Its last step: j · 2^n rounded once; 0 past n < -192, infinity past 192, NaN for a NaN n.
-float scalef_ggml(float j, float n);
-// x [kExpLanes] <- expf_ggml(x - max) each; returns their sum as _mm512_reduce_add_ps adds it
-// (lanes l + 8, then + 4, + 2, + 1).
-float sum_exp_lanes(float* x, float max);
-
 // q [n_q, n_head, D] (f32) · K, V [n_kv, n_head_kv, D] (f16, position-major) -> out [n_q, n_head,
-// D], every query seeing every key: llama.cpp's tiled flash attention without mask, softcap or
+// D], every query seeing every key (keys in tiles of kF32TileKeys, kernels/kv_view.h; the
+// exponential kernels/exp_ggml.h's): llama.cpp's tiled flash attention without mask, softcap or
 // sinks, which it runs for an f16 K/V call of 64 or more query rows when D is a multiple of 16
 // (docs/attention.md, "The f32 tile path"). Per query and head, keys in tiles of kF32TileKeys:
 // each score one FMA chain over d from 0, times kq_scale; the tile's max M_new; at a new max the

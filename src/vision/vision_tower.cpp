@@ -136,7 +136,7 @@ struct Tower {
   void attend(int worker) {
     const Share own = tokens(worker, n);
     const auto first = static_cast<int>(own.begin);
-    if (n >= kF32TileKeys && c.head_dim % kExpLanes == 0) {
+    if (takes_f32_tiles(n, c.head_dim)) {
       attention_f32_tiles(q.data() + own.begin * c.q_dim(), static_cast<int>(own.end) - first, c.n_head, k16.data(),
                           v16.data(), n, c.n_head, c.head_dim, 1.0f, attn.data() + own.begin * c.q_dim(), &ws[worker]);
       pool.barrier();

@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_steps.h"
+#include "kernels/exp_ggml.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
