@@ -3,10 +3,9 @@
 // that are bombs, corrupt, truncated or of another format refused by what is wrong before they
 // cost memory.
 import assert from "node:assert/strict";
-import {describe, test} from "node:test";
-
 import fs from "node:fs";
 import path from "node:path";
+import {describe, test} from "node:test";
 import {pathToFileURL} from "node:url";
 
 import {decodeImage, ImageError} from "../../../js-glue/src/vision/decode_image.js";
@@ -36,7 +35,7 @@ function withSize(png, w, h) {
   return out;
 }
 
-describe("decodeImage", async () => {
+describe("decodeImage", () => {
   test("PNG: RGB as is, alpha dropped, gray repeated, 16-bit samples' high byte, palettes looked up", async () => {
     const rgb = pixels(3);
     assert.deepEqual(await decodeImage(encodePng({width: W, height: H, data: rgb, channels: 3, depth: 8})),
