@@ -5,7 +5,6 @@
 // vision tower has. Operation for operation as its AVX-512 build computes each query row.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kernels/exp_ggml.h"
@@ -13,6 +12,7 @@
 #include "quant/quant.h"
 
 namespace lf {
+
 void attention_f32_tiles_ref(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
                              int n_head_kv, int D, float kq_scale, float* out) {
   std::vector<float> kq(kF32TileKeys), acc(D);
