@@ -70,7 +70,7 @@ int lf_vision_tokens(const lf_vision* vision, int width, int height, int max_tok
   if (!lf::capi::record(lf::checked_vision_input_size(c, width, height, &w, &h))) return -1;
   if (out_width) *out_width = w;
   if (out_height) *out_height = h;
-  return (w / c.patch_size / c.n_merge) * (h / c.patch_size / c.n_merge);
+  return lf::vision_tokens(c, w, h);
 }
 
 int lf_vision_encode(lf_vision* vision, const uint8_t* rgb, int width, int height, int max_tokens, float* embd) {
@@ -89,7 +89,7 @@ int lf_vision_encode(lf_vision* vision, const uint8_t* rgb, int width, int heigh
   std::vector<float> out;
   if (!lf::capi::record(lf::encode_image(c, vision->weights, input, vision->pool.get(), &out))) return -1;
   std::copy(out.begin(), out.end(), embd);
-  return lf::vision_tokens(c, input);
+  return lf::vision_tokens(c, input.width, input.height);
 }
 
 void lf_vision_free(lf_vision* vision) {

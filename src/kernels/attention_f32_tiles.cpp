@@ -83,7 +83,7 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
       std::fill(ws->sum.begin(), ws->sum.end(), 0.0f);
       for (int p0 = 0; p0 < n_kv; p0 += T) {
         const int n = std::min(T, n_kv - p0);
-        std::fill(ws->k.begin(), ws->k.end(), 0.0f);
+        for (int d = 0; d < D && n < T; ++d) std::fill_n(ws->k.begin() + static_cast<int64_t>(d) * T + n, T - n, 0.0f);
         for (int t = 0; t < n; ++t) {
           const uint16_t* kt = kv_row(k, p0 + t);
           for (int d = 0; d < D; ++d) ws->k[static_cast<size_t>(d) * T + t] = fp16_to_fp32(kt[d]);

@@ -59,10 +59,9 @@ struct Tower {
       if (!s.ok()) failed[worker] = s;
     }
     pool.barrier();
-    Share rows = share(L.w.n_out, worker, pool.size());
+    const Share strips = share(L.w.n_out / 4, worker, pool.size());  // the F16 kernel's rows come in fours
+    const Share rows = lanes16 ? Share{strips.begin * 4, strips.end * 4} : share(L.w.n_out, worker, pool.size());
     if (lanes16) {
-      const Share strips = share(L.w.n_out / 4, worker, pool.size());
-      rows = {strips.begin * 4, strips.end * 4};
       gemm_f16_lanes16(L.w, reinterpret_cast<const float*>(xc.data()), n_tok, Y, rows.begin, rows.end);
     } else {
       matmul_rows(L.w, xc.data(), n_tok, Y, rows.begin, rows.end);
@@ -216,8 +215,8 @@ struct Tower {
 
 }  // namespace
 
-int vision_tokens(const VisionConfig& c, const VisionInput& in) {
-  return (in.n_patches_x() / c.n_merge) * (in.n_patches_y() / c.n_merge);
+int vision_tokens(const VisionConfig& c, int width, int height) {
+  return (width / c.patch_size / c.n_merge) * (height / c.patch_size / c.n_merge);
 }
 
 Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionInput& in, ThreadPool* pool,
@@ -246,7 +245,7 @@ Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionI
   t.ws.resize(pool->size());
   t.failed.assign(pool->size(), Status());
   t.in_pixels = in.pixels.data();
-  const int m = vision_tokens(c, in);
+  const int m = vision_tokens(c, in.width, in.height);
   pool->run([&](int worker) {
     t.embed_patches(worker);
     const Share own = t.tokens(worker, t.n);

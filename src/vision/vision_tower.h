@@ -16,8 +16,8 @@
 
 namespace lf {
 
-// Soft tokens an input gives: (n_patches_x / n_merge) · (n_patches_y / n_merge).
-int vision_tokens(const VisionConfig& c, const VisionInput& in);
+// Soft tokens a preprocessed width × height gives: its patch grid pooled n_merge × n_merge.
+int vision_tokens(const VisionConfig& c, int width, int height);
 
 // in -> embd [vision_tokens, n_embd_text], the rows the language model receives, row-major in
 // the pooled grid's order (y, then x).

@@ -87,41 +87,32 @@ function jpegToRgb(bytes, maxPixels) {
 async function webpToRgb(bytes) {
   await webpDecoder;
   const { width, height, data } = await decodeWebp(bytes.slice().buffer);
-  return { width, height, rgb: dropAlpha(data, width * height) };
-}
-
-// rgba [n · 4] -> rgb [n · 3]
-function dropAlpha(rgba, n) {
-  const rgb = new Uint8Array(3 * n);
-  for (let i = 0; i < n; i++) {
-    rgb[3 * i] = rgba[4 * i];
-    rgb[3 * i + 1] = rgba[4 * i + 1];
-    rgb[3 * i + 2] = rgba[4 * i + 2];
-  }
-  return rgb;
+  return { width, height, rgb: rgbOf(width * height, 4, (k) => data[k]) };
 }
 
 function pngToRgb(png) {
-  const { width, height } = png;
+  const { width, height, channels, depth } = png;
   const n = width * height;
-  const rgb = new Uint8Array(3 * n);
   if (png.palette) {
     const colors = convertIndexedToRgb(png);
-    const stride = png.palette[0].length;
-    for (let i = 0; i < n; i++) rgb.set(colors.subarray(stride * i, stride * i + 3), 3 * i);
-    return { width, height, rgb };
+    return { width, height, rgb: rgbOf(n, png.palette[0].length, (k) => colors[k]) };
   }
-  const { channels, depth } = png;
-  const sample = samplesOf(png.data, width, height, channels, depth);
+  return { width, height, rgb: rgbOf(n, channels, samplesOf(png.data, width, channels, depth)) };
+}
+
+// n pixels of `channels` 8-bit samples (sample(pixel · channels + channel)) as RGB: the first
+// three channels, or one gray channel repeated; alpha dropped.
+function rgbOf(n, channels, sample) {
+  const rgb = new Uint8Array(3 * n);
   const color = channels >= 3;
   for (let i = 0; i < n; i++) {
     for (let c = 0; c < 3; c++) rgb[3 * i + c] = sample(i * channels + (color ? c : 0));
   }
-  return { width, height, rgb };
+  return rgb;
 }
 
 // The decoded samples as 8-bit values by index (pixel · channels + channel).
-function samplesOf(data, width, height, channels, depth) {
+function samplesOf(data, width, channels, depth) {
   if (depth === 8) return (k) => data[k];
   if (depth === 16) return (k) => data[k] >> 8;
   // gray of 1, 2 or 4 bits, packed from each row's high bits, rows padded to whole bytes

@@ -56,7 +56,7 @@ lf::Status run(int argc, char** argv) {
   std::vector<float> embd;
   LF_RETURN_IF_ERROR(lf::encode_image(c, weights, input, &pool, &embd));
   std::printf("{\"width\": %d, \"height\": %d, \"n_tokens\": %d, \"n_embd\": %d, \"embd\": [", input.width, input.height,
-              lf::vision_tokens(c, input), c.n_embd_text);
+              lf::vision_tokens(c, input.width, input.height), c.n_embd_text);
   for (size_t i = 0; i < embd.size(); ++i) std::printf(i ? ",%.9g" : "%.9g", embd[i]);
   std::printf("]}\n");
   return Status();
