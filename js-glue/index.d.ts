@@ -156,6 +156,8 @@ export interface LayerNodeOptions {
   /** the KV cache's K and V types, as llama.cpp's -ctk / -ctv (default 'f16'); counted in the memory budget */
   cacheTypeK?: CacheType;
   cacheTypeV?: CacheType;
+  /** rows of the longest media span (an image's soft tokens) a session takes; its sliding rings grow by it (default 0: 64 rows) */
+  maxSpan?: number;
   /** the model's header as read before (readModelHeader, Pipeline.header): not read again */
   header?: ModelHeader;
   /** first node with per-layer embeddings: 'rows' (default) reads the table's rows of the tokens seen, by range, cached; 'whole' loads it */
@@ -204,6 +206,8 @@ export interface ForwardRequest {
   perLayer?: Float32Array | null;
   /** a node with kvRowsIn: each of those source layers' K/V rows of the call's positions, as kvRowsOf gave them */
   kvRows?: KvRows | null;
+  /** the rows are one media span (an image's soft tokens), attended both ways on sliding layers; at most the node's maxSpan rows */
+  span?: boolean;
 }
 
 /** A KV cache type: llama.cpp's f16 (default), q8_0 or q4_0 */
@@ -297,6 +301,8 @@ export interface NodeShape {
   /** the types its KV cache holds K and V in, which its K/V rows travel in */
   readonly cacheTypeK: CacheType;
   readonly cacheTypeV: CacheType;
+  /** rows of the longest media span its sessions take (LayerNodeOptions.maxSpan) */
+  readonly maxSpan: number;
   /** true when forwards of one session called at once run in call order (a LayerNode's batcher); false for a RemoteNode */
   readonly keepsForwardOrder: boolean;
   /** true on the node holding the head with a draft model: logitsAndDraft() drafts */

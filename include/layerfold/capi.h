@@ -71,11 +71,11 @@ LF_EXPORT(lf_node_tensors_json) const char* lf_node_tensors_json(lf_gguf* gguf, 
  * is budgeted by; else 0), "kv_rows_in" and "kv_rows_out" (shared KV across nodes: the source
  * layers whose K/V rows the node takes, its mirrors being in kv_bytes_per_session, and those whose
  * rows it hands out, [{"layer", "bytes_per_token"}]; see lf_session_set_kv_rows), "tensors" (as
- * lf_node_tensors_json)}. */
+ * lf_node_tensors_json)}; max_span as lf_model_set_max_span. */
 LF_EXPORT(lf_node_needs_json) const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end,
                                                              int with_embedding, int with_head, int max_ctx,
                                                              int max_tokens, int per_layer_rows, const char* k_type,
-                                                             const char* v_type);
+                                                             const char* v_type, int max_span);
 
 /* --- a node's model: the host places tensor bytes in memory, then loads a layer range --- */
 LF_EXPORT(lf_model_create) lf_model* lf_model_create(void);
@@ -103,6 +103,11 @@ LF_EXPORT(lf_model_set_per_layer_rows) int lf_model_set_per_layer_rows(lf_model*
  * cache"; NULL: "f16"); any other name is refused naming it. Before lf_session_create; sessions
  * made earlier keep theirs. */
 LF_EXPORT(lf_model_set_kv_types) int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_type);
+/* The longest media span (lf_session_set_span) the sessions lf_session_create makes on this model
+ * take, 0 to 8192 rows: their sliding layers' rings hold that many positions more than the
+ * window (llama.cpp's rings hold a ubatch more), and never fewer than 64 (the default). Before
+ * lf_session_create; lf_node_needs_json counts it. Returns 1, or 0 naming a value out of range. */
+LF_EXPORT(lf_model_set_max_span) int lf_model_set_max_span(lf_model* model, int max_span);
 LF_EXPORT(lf_model_n_embd) int lf_model_n_embd(const lf_model* model);
 LF_EXPORT(lf_model_n_vocab) int lf_model_n_vocab(const lf_model* model);
 LF_EXPORT(lf_model_n_layer) int lf_model_n_layer(const lf_model* model);
@@ -183,6 +188,12 @@ LF_EXPORT(lf_per_layer_inputs_from_rows) int lf_per_layer_inputs_from_rows(const
  * floats, copied; required before every forward of such a model, consumed by a successful one. */
 LF_EXPORT(lf_session_set_per_layer_inputs) int lf_session_set_per_layer_inputs(lf_session* session, const float* in,
                                                                                int n_floats);
+/* Whether the next lf_forward's rows are one media span (an image's soft-token rows), which the
+ * model's sliding-window layers attend both ways, as llama.cpp decodes an image on Gemma 4
+ * (docs/vision.md, "An image in the decoder"); global layers stay causal. Consumed by a
+ * successful forward (a failed one keeps it); a span longer than the sessions' chunk
+ * (lf_model_set_max_span) is refused by name. */
+LF_EXPORT(lf_session_set_span) void lf_session_set_span(lf_session* session, int span);
 /* Shared KV across nodes (docs/forward-pass.md, "Shared KV across nodes"): a node holding
  * shared-KV layers without their source layer is given the source's K/V rows with each forward
  * (lf_node_needs_json's kv_rows_in), and the node of the source hands them out (kv_rows_out).
@@ -377,11 +388,16 @@ LF_EXPORT(lf_vision_n_embd_text) int lf_vision_n_embd_text(const lf_vision* visi
  * error (a side of 0 or over 46000 pixels, a budget out of range). */
 LF_EXPORT(lf_vision_tokens) int lf_vision_tokens(const lf_vision* vision, int width, int height, int max_tokens,
                                                  int* out_width, int* out_height);
-/* rgb [height, width, 3] (8 bits a channel) -> embd [n, n_embd_text], n as lf_vision_tokens gives
- * it: preprocessed and encoded as llama.cpp's mtmd does; returns n, -1 on error. The bytes do not
- * depend on the thread count. */
-LF_EXPORT(lf_vision_encode) int lf_vision_encode(lf_vision* vision, const uint8_t* rgb, int width, int height,
-                                                 int max_tokens, float* embd);
+/* Starts encoding rgb [height, width, 3] (8 bits a channel, copied: it may go once this returns)
+ * on the encoder's workers, preprocessed and encoded as llama.cpp's mtmd does; *done_flag flips to
+ * 1 when it is over (before this returns in the single-thread builds). Returns n, the soft tokens
+ * as lf_vision_tokens gives them; -1 naming what is refused (nothing started): an image or budget
+ * out of range, an encode under way or not yet taken. */
+LF_EXPORT(lf_vision_encode_async) int lf_vision_encode_async(lf_vision* vision, const uint8_t* rgb, int width, int height,
+                                                             int max_tokens, int32_t* done_flag);
+/* Once the flag flipped: embd [n, n_embd_text], the rows the language model reads, whose bytes do
+ * not depend on the thread count; returns n, or -1 with the encode's failure. */
+LF_EXPORT(lf_vision_encode_result) int lf_vision_encode_result(lf_vision* vision, float* embd);
 LF_EXPORT(lf_vision_free) void lf_vision_free(lf_vision* vision);
 
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */

@@ -100,6 +100,15 @@ int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_typ
   return lf::capi::record_kv_types(k_type, v_type, &model->kv_k_type, &model->kv_v_type);
 }
 
+int lf_model_set_max_span(lf_model* model, int max_span) {
+  if (max_span < 0 || max_span > lf::kMaxSpan) {
+    return lf::capi::record(Status(Code::invalid_argument, "max span must be 0 to " + std::to_string(lf::kMaxSpan) +
+                                                               " rows, got " + std::to_string(max_span)));
+  }
+  model->max_span = max_span;
+  return 1;
+}
+
 int lf_model_threads(const lf_model* model) {
   return model->loaded ? model->model.pool->size() : model->n_threads;
 }
@@ -120,6 +129,7 @@ lf_session* lf_session_create(const lf_model* model, int max_ctx) {
   options.max_ctx = max_ctx;
   options.k_type = model->kv_k_type;
   options.v_type = model->kv_v_type;
+  options.attn_chunk = lf::attn_chunk_for(model->max_span);
   if (!lf::capi::record(lf::Session::create(model->model, options, &session->session))) return nullptr;
   return session.release();
 }
@@ -203,6 +213,8 @@ int lf_session_set_per_layer_inputs(lf_session* session, const float* in, int n_
   session->session.per_layer_in.assign(in, in + n_floats);
   return 1;
 }
+
+void lf_session_set_span(lf_session* session, int span) { session->session.span_in = span != 0; }
 
 int lf_session_set_kv_rows(lf_session* session, int layer, int pos0, int n, const uint8_t* bytes, double n_bytes) {
   if (n < 0 || !(n_bytes >= 0 && n_bytes <= static_cast<double>(SIZE_MAX)) || (n_bytes > 0 && !bytes)) {

@@ -64,10 +64,12 @@ const char* lf_node_tensors_json(lf_gguf* gguf, int layer_begin, int layer_end, 
 }
 
 const char* lf_node_needs_json(lf_gguf* gguf, int layer_begin, int layer_end, int with_embedding, int with_head,
-                               int max_ctx, int max_tokens, int per_layer_rows, const char* k_type, const char* v_type) {
+                               int max_ctx, int max_tokens, int per_layer_rows, const char* k_type, const char* v_type,
+                               int max_span) {
   lf::NodeShape shape = node_shape(layer_begin, layer_end, with_embedding, with_head, per_layer_rows);
   shape.max_ctx = max_ctx;
   shape.max_tokens = max_tokens;
+  shape.max_span = max_span;
   if (!lf::capi::record_kv_types(k_type, v_type, &shape.k_type, &shape.v_type)) return nullptr;
   lf::NodeNeeds needs;
   if (!lf::capi::record(lf::node_needs(gguf->file, shape, &needs))) return nullptr;

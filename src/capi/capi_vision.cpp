@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "capi/capi_internal.h"
 #include "layerfold/capi.h"
@@ -13,6 +15,7 @@ struct lf_vision {
   lf::VisionConfig config;
   lf::VisionWeights weights;
   std::unique_ptr<lf::ThreadPool> pool;
+  std::unique_ptr<lf::ImageEncoding> pending;  // the image lf_vision_encode_async started
 };
 
 namespace {
@@ -73,11 +76,15 @@ int lf_vision_tokens(const lf_vision* vision, int width, int height, int max_tok
   return lf::vision_tokens(c, w, h);
 }
 
-int lf_vision_encode(lf_vision* vision, const uint8_t* rgb, int width, int height, int max_tokens, float* embd) {
+int lf_vision_encode_async(lf_vision* vision, const uint8_t* rgb, int width, int height, int max_tokens, int32_t* done_flag) {
   lf::VisionConfig c;
   if (!config_for(vision, max_tokens, &c)) return -1;
-  if (!rgb || !embd) {
-    lf::capi::record(Status(Code::invalid_argument, "lf_vision_encode needs the pixels and the output"));
+  if (!rgb || !done_flag) {
+    lf::capi::record(Status(Code::invalid_argument, "lf_vision_encode_async needs the pixels and a flag"));
+    return -1;
+  }
+  if (vision->pending) {
+    lf::capi::record(Status(Code::failed_precondition, "the vision encoder's last image was not taken: lf_vision_encode_result first"));
     return -1;
   }
   lf::RgbImage image;
@@ -86,10 +93,25 @@ int lf_vision_encode(lf_vision* vision, const uint8_t* rgb, int width, int heigh
   image.rgb = rgb;
   lf::VisionInput input;
   if (!lf::capi::record(lf::image_to_vision_input(c, image, &input))) return -1;
+  const int tokens = lf::vision_tokens(c, input.width, input.height);
+  *done_flag = 0;
+  if (!lf::capi::record(lf::ImageEncoding::start(c, vision->weights, std::move(input), vision->pool.get(),
+                                                 [done_flag] { lf::capi::publish(done_flag, 1); }, &vision->pending))) {
+    return -1;
+  }
+  return tokens;
+}
+
+int lf_vision_encode_result(lf_vision* vision, float* embd) {
+  if (!vision || !vision->pending || !embd) {
+    lf::capi::record(Status(Code::failed_precondition, "no image encoded to take (lf_vision_encode_async first)"));
+    return -1;
+  }
+  const std::unique_ptr<lf::ImageEncoding> done = std::move(vision->pending);
   std::vector<float> out;
-  if (!lf::capi::record(lf::encode_image(c, vision->weights, input, vision->pool.get(), &out))) return -1;
+  if (!lf::capi::record(done->finish(&out))) return -1;
   std::copy(out.begin(), out.end(), embd);
-  return lf::vision_tokens(c, input.width, input.height);
+  return static_cast<int>(out.size() / static_cast<size_t>(vision->config.n_embd_text));
 }
 
 void lf_vision_free(lf_vision* vision) {

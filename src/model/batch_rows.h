@@ -24,6 +24,7 @@ struct Segment {
   int x0 = 0;
   int row0 = 0;         // its rows before row0 only feed the KV cache (a last_only entry's final layer)
   bool exited = false;  // its last row has exited (early exit, approx.h)
+  bool span = false;    // its rows are one media span (Session::span_in)
   int a0 = 0;           // act rows [a0, a0 + n_act()) are its x rows from x0 + row0
   int o0 = 0;           // out rows [o0, o0 + n_q())
 

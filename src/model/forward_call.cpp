@@ -29,6 +29,7 @@ void commit_run(ForwardCall& call, size_t k, std::span<const float> result) {
   s.set_n_past(e.start_pos + e.n);
   s.per_layer_in.clear();
   s.kv_rows_in.clear();
+  s.span_in = false;
   const std::vector<int> shipped = kv_layers_shipped(call.m.config, call.m.range.begin, call.m.range.end);
   s.last.kv_rows_out.resize(shipped.size());
   for (size_t j = 0; j < shipped.size(); ++j) s.kv.read_rows(shipped[j], e.start_pos, e.n, &s.last.kv_rows_out[j]);

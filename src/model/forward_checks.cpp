@@ -92,6 +92,11 @@ Status validate_entry(const Model& m, const BatchEntry& e, std::span<const float
       }
     }
   }
+  if (s.span_in && e.n > s.kv.attn_chunk()) {
+    return Status(Code::invalid_argument, "a media span of " + std::to_string(e.n) + " rows is longer than the " +
+                                              std::to_string(s.kv.attn_chunk()) +
+                                              " this node's sessions hold at once: open the node with a larger max span");
+  }
   LF_RETURN_IF_ERROR(check_norm_input_rows(in, m.config.n_embd, "input"));
   LF_RETURN_IF_ERROR(check_kv_rows(m, s, e.start_pos, e.n));
   return check_per_layer_inputs(m, s, e.n);

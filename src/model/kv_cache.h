@@ -22,9 +22,16 @@
 
 namespace lf {
 
+// Queries attended per step unless a node takes media spans: then its longest span, whose rows
+// are all stored before any of them attends (Session::span_in).
+constexpr int kAttnChunk = 64;
+inline int attn_chunk_for(int max_span) { return max_span > kAttnChunk ? max_span : kAttnChunk; }
+// The longest span a node may take: above Gemma 4's 1120 soft tokens of an image.
+constexpr int kMaxSpan = 8192;
+
 struct KvCacheOptions {
   int max_ctx = 0;      // positions a session may hold; 0: the model's n_ctx_train
-  int attn_chunk = 64;  // queries attended per step (sizes the sliding rings)
+  int attn_chunk = kAttnChunk;  // queries attended per step (sizes the sliding rings)
   GgmlType k_type = GgmlType::F16;  // F16, Q8_0 or Q4_0 (kv_type_supported)
   GgmlType v_type = GgmlType::F16;
 };

@@ -92,13 +92,13 @@ void keys_and_values(const LayerCall& c, KvHeads kv) {
 void attend(const LayerCall& c, const Segment& g, const float* hq, int n_rows, int n_heads, int first, int h,
             const KvView& kv, AttentionWorkspace* ws, float* ho) {
   const LayerConfig& l = c.l();
-  const int n_swa = l.sliding ? c.c().n_swa : 0;
+  const KeyMask mask = !l.sliding ? KeyMask() : g.span ? KeyMask(c.c().n_swa, g.pos0, g.pos0 + g.n) : KeyMask(c.c().n_swa);
   const ApproxOptions& approx = g.s->approx;
   if (approx.truncated_attention) {
-    attention_truncated(hq, n_rows, g.pos0 + first, n_heads, kv, n_swa, 1.0f, approx.truncation_threshold, ho, ws,
+    attention_truncated(hq, n_rows, g.pos0 + first, n_heads, kv, mask, 1.0f, approx.truncation_threshold, ho, ws,
                         &g.s->last.attention_approx[c.il - c.m.range.begin][h]);
   } else {
-    attention_tiled(hq, n_rows, g.pos0 + first, n_heads, kv, n_swa, 1.0f, ho, ws);
+    attention_tiled(hq, n_rows, g.pos0 + first, n_heads, kv, mask, 1.0f, ho, ws);
   }
 }
 
@@ -159,11 +159,15 @@ void attend_chunk(const LayerCall& c, const Segment& g, QueryHeads qh, int c0, i
   }
 }
 
-// Session g's rows: chunks of at most attn_chunk positions are stored and then attended, so a
-// sliding ring never loses a key a query of the chunk still needs.
+// The positions of session g's rows stored before their queries attend: at most attn_chunk, so
+// that a sliding ring never loses a key a query of the chunk still needs; a media span whole,
+// since each of its rows sees the keys of all of them (validate_entry keeps it within attn_chunk).
+int attention_chunk(const Segment& g) { return g.span ? g.n : g.s->kv.attn_chunk(); }
+
+// Session g's rows, chunk by chunk (attention_chunk): stored, then attended.
 void cache_and_attend(const LayerCall& c, const Segment& g, KvHeads kv, AttentionWorkspace* workspace) {
   for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
-  const int chunk = g.s->kv.attn_chunk();
+  const int chunk = attention_chunk(g);
   for (int c0 = 0; c0 < g.n; c0 += chunk) {
     const int c1 = std::min(g.n, c0 + chunk);
     store_chunk(c, g, kv, c0, c1);
@@ -197,7 +201,7 @@ QueryHeads attend_query_parts(const LayerCall& c) {
   int n_chunks = 0;
   for (const Segment& g : c.rows.segments) {
     for (int h = kv.kv0; h < kv.kv1; ++h) g.s->last.attention_approx[c.il - c.m.range.begin][h] = ApproxStats();
-    n_chunks = std::max(n_chunks, (g.n + g.s->kv.attn_chunk() - 1) / g.s->kv.attn_chunk());
+    n_chunks = std::max(n_chunks, (g.n + attention_chunk(g) - 1) / attention_chunk(g));
   }
   AttentionWorkspace workspace;
   for (int k = 0; k < n_chunks; ++k) {
@@ -205,12 +209,12 @@ QueryHeads attend_query_parts(const LayerCall& c) {
     // ring slots the last chunk's queries read.
     if (k > 0 && !l.shares_kv) c.sync();
     for (const Segment& g : c.rows.segments) {
-      const int chunk = g.s->kv.attn_chunk(), c0 = k * chunk;
+      const int chunk = attention_chunk(g), c0 = k * chunk;
       if (c0 < g.n) store_chunk(c, g, kv, c0, std::min(g.n, c0 + chunk));
     }
     if (!l.shares_kv) c.sync();
     for (const Segment& g : c.rows.segments) {
-      const int chunk = g.s->kv.attn_chunk(), c0 = k * chunk;
+      const int chunk = attention_chunk(g), c0 = k * chunk;
       if (c0 < g.n) attend_chunk(c, g, qh, c0, std::min(g.n, c0 + chunk), &workspace);
     }
   }

@@ -26,6 +26,7 @@ struct NodeShape {
   bool per_layer_rows = false;
   GgmlType k_type = GgmlType::F16;  // the KV cache's types (KvCacheOptions)
   GgmlType v_type = GgmlType::F16;
+  int max_span = 0;                 // the longest media span a session takes (attn_chunk_for)
 };
 
 struct NodeNeeds {

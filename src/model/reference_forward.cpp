@@ -38,8 +38,8 @@ Status linear(const WeightView& W, const Matrix& X, int n, Matrix* Y) {
   return Status();
 }
 
-// q [n, n_head, D], k, v [n, n_kv, D] -> out [n, n_head, D]; causal, windowed when n_swa > 0.
-void attend(const Matrix& q, const Matrix& k, const Matrix& v, int n, const LayerConfig& l, int n_swa, Matrix* out) {
+// q [n, n_head, D], k, v [n, n_kv, D] -> out [n, n_head, D]; the keys mask lets each query see.
+void attend(const Matrix& q, const Matrix& k, const Matrix& v, int n, const LayerConfig& l, const KeyMask& mask, Matrix* out) {
   const int D = l.head_dim;
   out->assign(q.size(), 0.0f);
   std::vector<float> p(n);
@@ -51,7 +51,7 @@ void attend(const Matrix& q, const Matrix& k, const Matrix& v, int n, const Laye
         const float* kj = &k[(static_cast<size_t>(j) * l.n_head_kv + g) * D];
         double s = 0.0;
         for (int d = 0; d < D; ++d) s += static_cast<double>(qh[d]) * kj[d];
-        p[j] = key_visible(j, i, n_swa) ? static_cast<float>(s) : -INFINITY;
+        p[j] = key_visible(j, i, mask) ? static_cast<float>(s) : -INFINITY;
       }
       softmax(p.data(), n);
       float* oh = &(*out)[(static_cast<size_t>(i) * l.n_head + h) * D];
@@ -137,7 +137,7 @@ Status moe_branch(const Model& m, int il, const Matrix& x1, int n, Matrix* out) 
 }
 
 // x [n, n_embd] -> x after layer il
-Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in, std::vector<LayerKv>* caches) {
+Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in, MediaSpan span, std::vector<LayerKv>* caches) {
   const ModelConfig& c = m.config;
   const LayerConfig& l = c.layers[il];
   const LayerWeights& w = m.layer(il);
@@ -177,7 +177,7 @@ Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in
   }
 
   Matrix o, a;
-  attend(q, kv.k, kv.v, n, l, l.sliding ? c.n_swa : 0, &o);
+  attend(q, kv.k, kv.v, n, l, l.sliding ? KeyMask(c.n_swa, span.begin, span.end) : KeyMask(), &o);
   LF_RETURN_IF_ERROR(linear(w.attn_output, o, n, &a));
   rmsnorm_rows(a.data(), w.post_attention_norm.f32(), n, n_embd, eps, a.data());
   for (size_t i = 0; i < a.size(); ++i) (*x)[i] += a[i];
@@ -206,7 +206,8 @@ Status layer(const Model& m, int il, int n, Matrix* x, const float* per_layer_in
 
 }  // namespace
 
-Status reference_layers(const Model& m, const float* in, int n, std::vector<float>* out, const float* per_layer_in) {
+Status reference_layers(const Model& m, const float* in, int n, std::vector<float>* out, const float* per_layer_in,
+                        MediaSpan span) {
   if (n <= 0) return Status(Code::invalid_argument, "reference_layers needs n > 0");
   if (m.config.n_embd_per_layer > 0 && !per_layer_in) {
     return Status(Code::invalid_argument, "the model has per-layer embeddings: reference_layers needs their inputs");
@@ -216,7 +217,7 @@ Status reference_layers(const Model& m, const float* in, int n, std::vector<floa
   }
   out->assign(in, in + static_cast<size_t>(n) * m.config.n_embd);
   std::vector<LayerKv> caches(static_cast<size_t>(m.range.end - m.range.begin));
-  for (int il = m.range.begin; il < m.range.end; ++il) LF_RETURN_IF_ERROR(layer(m, il, n, out, per_layer_in, &caches));
+  for (int il = m.range.begin; il < m.range.end; ++il) LF_RETURN_IF_ERROR(layer(m, il, n, out, per_layer_in, span, &caches));
   return Status();
 }
 

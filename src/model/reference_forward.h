@@ -11,10 +11,15 @@
 
 namespace lf {
 
+// Positions [begin, end) that the sliding layers attend both ways (Session::span_in); none when empty.
+struct MediaSpan {
+  int begin = 0, end = 0;
+};
+
 // in [n, n_embd] at positions 0 .. n-1 -> out [n, n_embd] after the model's layers. A model
 // with per-layer embeddings also needs per_layer_in [range layers, n, n_embd_per_layer].
 Status reference_layers(const Model& model, const float* in, int n, std::vector<float>* out,
-                        const float* per_layer_in = nullptr);
+                        const float* per_layer_in = nullptr, MediaSpan span = {});
 
 // tokens [n], x0 [n, n_embd] (embed()) -> out [n_layer, n, n_embd_per_layer], the per-layer
 // inputs of docs/gemma-architecture.md, "E2B and E4B", written out directly.

@@ -20,6 +20,7 @@ struct LayerRows {
     for (const BatchEntry& e : runs) {
       exits.push_back(e.session->exit_in);
       rows.segments.push_back(Segment{e.session, e.start_pos, e.n});
+      rows.segments.back().span = e.session->span_in;
     }
   }
 

@@ -83,6 +83,11 @@ class Session {
   // as the source's node handed them out (ForwardReport::kv_rows_out); required when the node
   // mirrors any, consumed by a successful call.
   std::vector<KvRows> kv_rows_in;
+  // Whether the next forward call's rows are one media span (an image's soft tokens), which the
+  // sliding layers attend both ways, as llama.cpp decodes an image with non-causal attention on
+  // them (docs/vision.md, "An image in the decoder"); consumed by a successful call. At most
+  // kv.attn_chunk() rows: all of them are in the rings before the first one attends.
+  bool span_in = false;
   DebugHook debug_hook;
 
   ForwardReport last;

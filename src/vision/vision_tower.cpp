@@ -1,7 +1,9 @@
 #include "vision/vision_tower.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
@@ -219,47 +221,94 @@ int vision_tokens(const VisionConfig& c, int width, int height) {
   return (width / c.patch_size / c.n_merge) * (height / c.patch_size / c.n_merge);
 }
 
-Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionInput& in, ThreadPool* pool,
-                    std::vector<float>* embd) {
+namespace {
+
+Status check_input(const VisionConfig& c, const VisionInput& in) {
   const int align = c.patch_size * c.n_merge;
   if (in.patch_size != c.patch_size || in.width <= 0 || in.height <= 0 || in.width % align != 0 ||
       in.height % align != 0 || in.pixels.size() != static_cast<size_t>(in.width) * in.height * 3) {
     return Status(Code::invalid_argument, "the vision input is not a preprocessed image of this projector");
   }
-  Tower t{c, w, *pool, in.n_patches_x() * in.n_patches_y(), in.n_patches_x(), in.n_patches_y()};
-  const int64_t n = t.n, E = c.n_embd, QD = c.q_dim(), FF = c.n_ff;
-  const int64_t widest = std::max({E, static_cast<int64_t>(c.patch_dim()), QD, FF});
-  t.x.resize(n * E);
-  t.xn.resize(n * std::max(E, static_cast<int64_t>(c.patch_dim())));
-  t.q.resize(n * QD);
-  t.k.resize(n * QD);
-  t.v.resize(n * QD);
-  t.k16.resize(n * QD);
-  t.v16.resize(n * QD);
-  t.attn.resize(n * QD);
-  t.gate.resize(n * FF);
-  t.up.resize(n * FF);
-  t.tmp.resize(n * std::max(E, static_cast<int64_t>(c.n_embd_text)));
-  t.xc.resize(n * activation_row_bytes(GgmlType::F32, widest));  // the widest vec_dot row there is
-  t.row.assign(pool->size(), std::vector<float>(widest));
-  t.ws.resize(pool->size());
-  t.failed.assign(pool->size(), Status());
-  t.in_pixels = in.pixels.data();
-  const int m = vision_tokens(c, in.width, in.height);
-  pool->run([&](int worker) {
+  return Status();
+}
+
+}  // namespace
+
+// One encode: the request's configuration and input, which the tower refers to, and the tower.
+struct ImageEncoding::State {
+  VisionConfig c;
+  VisionInput in;
+  Tower t;
+  int m;  // soft tokens
+
+  State(const VisionConfig& config, const VisionWeights& w, VisionInput input, ThreadPool& pool)
+      : c(config), in(std::move(input)), t{c, w, pool, in.n_patches_x() * in.n_patches_y(), in.n_patches_x(), in.n_patches_y()},
+        m(vision_tokens(c, in.width, in.height)) {
+    const int64_t n = t.n, E = c.n_embd, QD = c.q_dim(), FF = c.n_ff;
+    const int64_t widest = std::max({E, static_cast<int64_t>(c.patch_dim()), QD, FF});
+    t.x.resize(n * E);
+    t.xn.resize(n * std::max(E, static_cast<int64_t>(c.patch_dim())));
+    t.q.resize(n * QD);
+    t.k.resize(n * QD);
+    t.v.resize(n * QD);
+    t.k16.resize(n * QD);
+    t.v16.resize(n * QD);
+    t.attn.resize(n * QD);
+    t.gate.resize(n * FF);
+    t.up.resize(n * FF);
+    t.tmp.resize(n * std::max(E, static_cast<int64_t>(c.n_embd_text)));
+    t.xc.resize(n * activation_row_bytes(GgmlType::F32, widest));  // the widest vec_dot row there is
+    t.row.assign(pool.size(), std::vector<float>(widest));
+    t.ws.resize(pool.size());
+    t.failed.assign(pool.size(), Status());
+    t.in_pixels = in.pixels.data();
+  }
+
+  // Worker `worker`'s part of the whole encode.
+  void run(int worker) {
+    const VisionWeights& w = t.w;
     t.embed_patches(worker);
     const Share own = t.tokens(worker, t.n);
-    for (int64_t i = own.begin; i < own.end; ++i) rmsnorm(&t.x[i * E], w.layers[0].ln1, c.n_embd, c.eps, &t.xn[i * E]);
-    pool->barrier();
+    for (int64_t i = own.begin; i < own.end; ++i) rmsnorm(&t.x[i * c.n_embd], w.layers[0].ln1, c.n_embd, c.eps, &t.xn[i * c.n_embd]);
+    t.pool.barrier();
     for (size_t il = 0; il < w.layers.size(); ++il) {
       t.layer(worker, w.layers[il], il + 1 < w.layers.size() ? &w.layers[il + 1] : nullptr);
     }
     t.pool_tokens(worker);
     t.linear(worker, w.input_projection, t.xn.data(), m, t.tmp.data());
-  });
-  for (const Status& s : t.failed) LF_RETURN_IF_ERROR(s);
-  embd->assign(t.tmp.begin(), t.tmp.begin() + static_cast<int64_t>(m) * c.n_embd_text);
+  }
+
+  Status collect(std::vector<float>* embd) const {
+    for (const Status& s : t.failed) LF_RETURN_IF_ERROR(s);
+    embd->assign(t.tmp.begin(), t.tmp.begin() + static_cast<int64_t>(m) * c.n_embd_text);
+    return Status();
+  }
+};
+
+ImageEncoding::ImageEncoding() = default;
+ImageEncoding::~ImageEncoding() = default;
+
+Status ImageEncoding::start(const VisionConfig& c, const VisionWeights& w, VisionInput in, ThreadPool* pool,
+                            std::function<void()> done, std::unique_ptr<ImageEncoding>* out) {
+  LF_RETURN_IF_ERROR(check_input(c, in));
+  auto encoding = std::unique_ptr<ImageEncoding>(new ImageEncoding());
+  encoding->state_ = std::make_unique<State>(c, w, std::move(in), *pool);
+  State* s = encoding->state_.get();
+  if (!pool->start([s](int worker) { s->run(worker); }, std::move(done))) {
+    return Status(Code::failed_precondition, "the vision encoder is encoding another image");
+  }
+  *out = std::move(encoding);
   return Status();
+}
+
+Status ImageEncoding::finish(std::vector<float>* embd) const { return state_->collect(embd); }
+
+Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionInput& in, ThreadPool* pool,
+                    std::vector<float>* embd) {
+  LF_RETURN_IF_ERROR(check_input(c, in));
+  ImageEncoding::State s(c, w, in, *pool);
+  pool->run([&s](int worker) { s.run(worker); });
+  return s.collect(embd);
 }
 
 }  // namespace lf

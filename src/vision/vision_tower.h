@@ -6,6 +6,8 @@
 // embeddings do not depend on the thread count.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
@@ -23,5 +25,23 @@ int vision_tokens(const VisionConfig& c, int width, int height);
 // the pooled grid's order (y, then x).
 Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionInput& in, ThreadPool* pool,
                     std::vector<float>* embd);
+
+// encode_image without waiting: the encode handed to the pool, whose last worker calls done() when
+// it is over (the caller's thread, before start returns, in the wasm32-wasi build).
+class ImageEncoding {
+ public:
+  // Refused, nothing started, when `in` is not a preprocessed image of c or the pool is busy.
+  static Status start(const VisionConfig& c, const VisionWeights& w, VisionInput in, ThreadPool* pool,
+                      std::function<void()> done, std::unique_ptr<ImageEncoding>* out);
+  ~ImageEncoding();
+  // After done(): encode_image's embd, or the failure of a worker.
+  Status finish(std::vector<float>* embd) const;
+
+  struct State;
+
+ private:
+  ImageEncoding();
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace lf

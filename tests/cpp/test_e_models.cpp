@@ -37,6 +37,7 @@ using lf::test::embed_tokens;
 using lf::test::forward_rows;
 using lf::test::load;
 using lf::test::max_row_rel_error;
+using lf::test::same_bytes;
 using lf::test::session;
 using lf::test::token_sequence;
 
@@ -530,4 +531,29 @@ TEST_CASE("shared-KV layers allocate no cache; forwards without per-layer inputs
   const Model later = load(f, {{1, kLayers}});
   std::vector<float> per_layer(static_cast<size_t>(kLayers) * 3 * kPl);
   CHECK(lf::per_layer_inputs(later, tokens.data(), 3, in.x.data(), per_layer.data()).code() == Code::failed_precondition);
+}
+
+TEST_CASE("a media span on an E-model: the reference's output, the same bytes where workers share query heads", "[e_model][media_span]") {
+  // llama.cpp keeps E2B/E4B causal for images; the engine still computes a span asked for the
+  // same on every path, here its single KV head's query heads shared by two or three workers.
+  const FixtureModel f = e_fixture();
+  const int n = 12, span_begin = 2, span_end = 8;
+  const Model one = load(f);
+  const std::vector<int32_t> tokens = token_sequence(n, 11, 5);
+  const Embedded in = embed_tokens(one, tokens);
+  const auto with_span = [&](const Model& m) {
+    Session s = session(m, 32, 8);
+    std::vector<float> out = run(m, s, in, n, 0, span_begin);
+    s.span_in = true;
+    const std::vector<float> span = run(m, s, in, n, span_begin, span_end - span_begin);
+    const std::vector<float> after = run(m, s, in, n, span_end, n - span_end);
+    out.insert(out.end(), span.begin(), span.end());
+    out.insert(out.end(), after.begin(), after.end());
+    return out;
+  };
+  const std::vector<float> hidden = with_span(one);
+  std::vector<float> ref;
+  REQUIRE(lf::reference_layers(one, in.x.data(), n, &ref, in.per_layer.data(), {span_begin, span_end}).ok());
+  CHECK(max_row_rel_error(hidden, ref, kEmbd) <= 1e-2);  // the f32 bound of the test above
+  for (int threads : {2, 3}) CHECK(same_bytes(with_span(load(f, {.n_threads = threads})), hidden));
 }

@@ -6,6 +6,7 @@ import path from 'node:path';
 
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '../gateway/app.js';
 import { serveGateway } from '../gateway/host.js';
+import { DEFAULT_IMAGE_FETCH_TIMEOUT_MS, DEFAULT_IMAGE_MAX_BYTES, DEFAULT_IMAGE_MAX_TOKENS } from '../generation/media.js';
 import { DEFAULT_SPECULATIVE, speculativeOptions } from '../generation/prompt_lookup.js';
 import { DEFAULT_CHECKPOINTS, MAX_CHECKPOINTS } from '../protocol/checkpoints.js';
 import { DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
@@ -41,6 +42,12 @@ export const GATEWAY_OPTIONS = fromEnv({
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the MTP drafter (gemma4-assistant) the local last node loads, for --speculative mtp' },
   'draft-max': { kind: 'integer', min: 1, max: MAX_DRAFT, value: 'N', help: 'the most tokens drafted at once', default: 8 },
   'draft-min-ngram': { kind: 'integer', min: 1, max: MAX_NGRAM, value: 'N', help: 'the shortest recurring n-gram a draft is taken from', default: 3 },
+  mmproj: { kind: 'string', value: 'PATH|URL', help: 'the model\'s vision projector: chats may hold images (docs/vision.md)' },
+  'image-max-tokens': { kind: 'integer', min: 70, max: 1120, value: 'N', help: 'an image\'s soft-token budget; local nodes take spans of it',
+    default: DEFAULT_IMAGE_MAX_TOKENS },
+  'image-urls': { kind: 'boolean', help: 'fetch http(s) image URLs (else only data: URLs are read)' },
+  'image-max-bytes': { kind: 'integer', min: 1, value: 'N', help: 'bytes of one image, sent or fetched', default: DEFAULT_IMAGE_MAX_BYTES },
+  'image-fetch-timeout-ms': timeoutMs(1, 'how long an image URL may take to arrive', DEFAULT_IMAGE_FETCH_TIMEOUT_MS),
   'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
 });
@@ -73,6 +80,10 @@ export async function gatewayConfig(values, env) {
     speculative: speculativeOptions({ mode: values.speculative, maxDraft: values['draft-max'], minNgram: values['draft-min-ngram'] },
       (name) => `--${name}`),
     draftModel: values['draft-model'],
+    images: values.mmproj === undefined ? undefined : {
+      mmproj: values.mmproj, maxTokens: values['image-max-tokens'], fetchUrls: values['image-urls'] === true,
+      maxBytes: values['image-max-bytes'], fetchTimeoutMs: values['image-fetch-timeout-ms'],
+    },
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients
     // send as their API key; remote layer nodes get NODES_AUTH_TOKEN, and only it: a node never
     // sees the key clients hold, so one leaked credential does not open the other door.

@@ -13,7 +13,7 @@ const mib = (bytes) => `${(bytes / MB).toFixed(1)} MiB`;
 
 // The tensors and their bytes of a node of layers [begin, end), per-layer embeddings held whole.
 function nodeNeeds(lf, gguf, [begin, end], { withEmbedding = false, withHead = false } = {}) {
-  return lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, withEmbedding ? 1 : 0, withHead ? 1 : 0, 0, 1, 0, 0, 0));
+  return lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, withEmbedding ? 1 : 0, withHead ? 1 : 0, 0, 1, 0, 0, 0, 0));
 }
 
 // What `inspect --json` prints: the engine's info as it emits it; each layer's bytes and tensors

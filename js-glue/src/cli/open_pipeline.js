@@ -28,6 +28,7 @@ export async function openPipeline(model, options, approx = {}) {
       build: options.build,
       cacheTypeK: options['cache-type-k'],
       cacheTypeV: options['cache-type-v'],
+      maxSpan: options['max-span'],
       cacheDir: modelCacheDir(model, options),
       onProgress: progress.onProgress,
       authToken: process.env.AUTH_TOKEN,

@@ -2,7 +2,7 @@
 // also comes from the environment, the way Cloud Run passes configuration (PORT among them);
 // a command-line option wins over its variable. SIGTERM and SIGINT (or, under npx, the end of
 // npm's wrapper) shut down gracefully.
-import { ALLOW_UNVALIDATED_SOURCE, CACHE_DIR, CACHE_TYPE_K, CACHE_TYPE_V, DOT_FORM, fromEnv, PORT, THREADS, timeoutMs } from './options/shared.js';
+import { ALLOW_UNVALIDATED_SOURCE, CACHE_DIR, CACHE_TYPE_K, CACHE_TYPE_V, DOT_FORM, fromEnv, MAX_SPAN, PORT, THREADS, timeoutMs } from './options/shared.js';
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { layerRange, memberShard } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
@@ -31,6 +31,7 @@ export const SERVE_OPTIONS = fromEnv({
   'shutdown-timeout-ms': timeoutMs(0, 'how long a shutdown waits for the requests under way', 10_000),
   'cache-type-k': CACHE_TYPE_K,
   'cache-type-v': CACHE_TYPE_V,
+  'max-span': MAX_SPAN,
   'dot-form': DOT_FORM,
   'ffn-down-layout': { kind: 'choice', choices: ['units', 'features'], value: 'L', help: 'how ffn_down is laid out (docs/approximate.md)', default: 'units' },
   'per-layer-row-cache-bytes': { kind: 'integer', min: 0, value: 'N', help: 'E2B/E4B: the first node\'s cache of per-layer embedding rows',
@@ -83,6 +84,7 @@ export function serveConfig(values, env) {
     ffnDownLayout: values['ffn-down-layout'],
     cacheTypeK: values['cache-type-k'],
     cacheTypeV: values['cache-type-v'],
+    maxSpan: values['max-span'],
     dotForm: values['dot-form'],
     perLayerRowCacheBytes: values['per-layer-row-cache-bytes'],
     // The token comes from the environment only: a command line shows in `ps`. Set but empty is
@@ -98,8 +100,9 @@ export function serveConfig(values, env) {
 
 // A group member's serveMember() options from serve's: those a member has, the others refused.
 function memberConfig({ shard: memberShard, model, layers: range, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, dotForm, authToken,
-  insecureNoAuth, draftModel, ends }) {
+  insecureNoAuth, draftModel, maxSpan, ends }) {
   if (draftModel !== undefined) throw new Error('--draft-model goes on the node holding the head, not on a group member (--shard)');
+  if (maxSpan > 0) throw new Error('--max-span is for a node: a group member (--shard) takes no media span');
   return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, dotForm, authToken, insecureNoAuth, ends };
 }
 

@@ -46,6 +46,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
  * openGrammar(pipeline, endIds): the grammar engine of the pipeline's vocabulary (a
  * tokens/grammar/engine.js GrammarEngine, or the Node host's GrammarThread, which runs one off the
  * event loop) for response_format and enforced tool calls; omitted, those are refused with a 400.
+ * media(): the MediaInput reading chats' images (generation/media.js), or null: images refused.
  * observer hooks (all optional): request(method, route, status, ms, trace), promptTokens(n, cached),
  * firstToken(ms), interToken(ms), drafts(drafted, accepted), finished(completionTokens | null, ms, trace),
  * error(type, code, message), metrics() -> {contentType, text}.
@@ -54,14 +55,14 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
  */
 export function createGatewayApp({ state, modelId, authToken, maxQueue = 16, maxCachedSessions = 16, checkpoints, requestTimeoutMs = DEFAULT_REQUEST_TIMEOUT_MS,
   maxBodyBytes = DEFAULT_MAX_BODY_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS, sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS,
-  speculative = null, encodePrompt, openGrammar = null, closeConnection = null, observer = {} }) {
+  speculative = null, encodePrompt, openGrammar = null, media = () => null, closeConnection = null, observer = {} }) {
   checkAuthToken(authToken);
   const app = new Hono();
   let model = null;
   const ready = () => {
     if (state.shuttingDown) throw new OpenAIError(503, 'the gateway is shutting down: send the request to another instance', { code: 'shutting_down' });
     if (!state.ready) throw new OpenAIError(503, 'the gateway is still opening its pipeline: retry shortly', { code: 'not_ready', headers: { 'retry-after': '1' } });
-    if (model?.pipeline !== state.node) model = new Model(state.node, { id: modelId, maxQueue, maxCachedSessions, checkpoints, speculative, encodePrompt, openGrammar });
+    if (model?.pipeline !== state.node) model = new Model(state.node, { id: modelId, maxQueue, maxCachedSessions, checkpoints, speculative, encodePrompt, openGrammar, media: media() });
     return model;
   };
 

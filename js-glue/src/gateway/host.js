@@ -12,7 +12,11 @@ import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
 import { GrammarThread } from '../generation/grammar_thread.js';
+import { MediaInput } from '../generation/media.js';
 import { TokenizerThread } from '../generation/tokenizer_thread.js';
+import { openSource } from '../sources/open_source.js';
+import { VisionEncoder } from '../vision/encoder.js';
+import { loadThreadedModule } from '../wasm/load_node.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 
@@ -24,16 +28,19 @@ import { gatewayMetrics } from './metrics.js';
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, checkpoints?: number, requestTimeoutMs?: number,
  *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, draftModel?: string, allowUnvalidatedSource?: boolean,
- *          log?: Function}} options
+ *          images?: {mmproj: string, maxTokens?: number, fetchUrls?: boolean, maxBytes?: number, fetchTimeoutMs?: number}, log?: Function}} options
+ *   images: chats' image parts read with the projector `mmproj` (a path or URL), encoded on
+ *   `threads` workers of a module of its own (MediaInput's options the rest); local nodes take
+ *   spans of maxTokens, and a remote node that takes fewer is refused at open.
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
   insecureNoAuth = false, maxQueue, maxCachedSessions, maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs = 10_000, speculative,
-  draftModel, allowUnvalidatedSource = false, log: write = processLog() }) {
+  draftModel, allowUnvalidatedSource = false, images, log: write = processLog() }) {
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, ' the gateway', 'the model');
   log('INFO', 'starting', { config: redactConfig({ model, nodes, modelId, threads, build, port, host, cacheDir, authToken, insecureNoAuth, maxQueue, maxCachedSessions,
-    maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative, draftModel }) });
+    maxSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, shutdownTimeoutMs, speculative, draftModel, images }) });
   warnIfOpen({ authToken, host, port }, log);
 
   const state = new NodeState();
@@ -54,22 +61,27 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   // prompt or a large schema would stall the event loop.
   let tokenizerThread = null;
   let grammarThread = null;
+  let vision = null;  // {lf, encoder, media}
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, speculative, observer,
-    encodePrompt: (input) => tokenizerThread.encode(input), openGrammar: () => grammarThread, closeConnection: (c) => c.env?.outgoing?.destroy() });
+    encodePrompt: (input) => tokenizerThread.encode(input), openGrammar: () => grammarThread, media: () => vision?.media ?? null,
+    closeConnection: (c) => c.env?.outgoing?.destroy() });
   // A long generation may stream for minutes: no whole-request or idle timeout of Node's own; the
   // app's deadline and send timeout bound it instead.
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
 
   const t0 = performance.now();
-  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource, draftModel }).then(async (pipeline) => {
+  const maxSpan = images ? images.maxTokens : 0;
+  const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource, draftModel, maxSpan }).then(async (pipeline) => {
     try {
       // Refused at open, not at every request: the Model is made at the first one.
       if (speculative?.mtp && !pipeline.drafts) {
         throw new Error('--speculative mtp: the last node has no draft model (--draft-model, or serve --draft-model on a remote last node)');
       }
+      if (images) vision = await openVision(pipeline, images, { threads, cacheDir, allowUnvalidatedSource });
       tokenizerThread = await TokenizerThread.open(pipeline.header);
       grammarThread = new GrammarThread(pipeline.header, pipeline.tokenizer.nVocab);
     } catch (error) {
+      closeVision(vision);
       await pipeline.close();
       throw error;
     }
@@ -97,9 +109,42 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
     if (state.pendingWork === 0 && state.node) await state.node.close();
     await tokenizerThread?.close();
     await grammarThread?.close();
+    closeVision(vision);
     log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
     return abandoned;
   }
 
   return { url: http.url, port: http.port, state, app, server: http.server, opened, shutdown };
+}
+
+// The projector's encoder on a module of its own, refused when it is another model's or a node
+// of the pipeline cannot take the spans its images are.
+async function openVision(pipeline, { mmproj, ...options }, { threads, cacheDir, allowUnvalidatedSource }) {
+  const lf = await loadThreadedModule({ threads });
+  let encoder = null;
+  try {
+    encoder = await VisionEncoder.open(lf, await openSource(mmproj, { cacheDir, allowUnvalidatedSource }), { threads: lf.threads });
+    const width = pipeline.header.info.n_embd;
+    if (encoder.nEmbdText !== width) {
+      throw new Error(`--mmproj: the projector gives rows of ${encoder.nEmbdText} values, this model's width is ${width}: a projector of another model`);
+    }
+    const media = new MediaInput(encoder, options);
+    const takes = (node) => Math.max(64, node.maxSpan ?? 0);
+    const short = media.nonCausal ? pipeline.nodes.findIndex((node) => takes(node) < options.maxTokens) : -1;
+    if (short >= 0) {
+      throw new Error(`node ${short} takes media spans of at most ${takes(pipeline.nodes[short])} rows; images of up to ` +
+        `${options.maxTokens} tokens need serve --max-span ${options.maxTokens} there (or a lower --image-max-tokens)`);
+    }
+    return { lf, encoder, media };
+  } catch (error) {
+    encoder?.close();
+    lf.close();
+    throw error;
+  }
+}
+
+function closeVision(vision) {
+  if (!vision) return;
+  vision.encoder.close();
+  vision.lf.close();
 }

@@ -1,6 +1,6 @@
 // The messages of a /v1/chat/completions body, checked: OpenAI's roles (developer taken as
-// system, as llama.cpp takes it), text content, an assistant's tool calls and earlier thought, a
-// tool's result answering a call. Each fault is a 400 naming the field. What the chat template
+// system, as llama.cpp takes it), text content and image parts, an assistant's tool calls and
+// earlier thought, a tool's result answering a call. Each fault is a 400 naming the field. What the chat template
 // needs of the values themselves (arguments that parse as a JSON object, names it can carry) is
 // checked where it is rendered (tokens/chat_inputs.js), once.
 import { given, isObject } from './body_values.js';
@@ -8,13 +8,25 @@ import { badParam } from './errors.js';
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
 
-// Content as text: a string, or an array of text parts (other part types refused).
-function text(content, param) {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content) && content.every((p) => isObject(p) && p.type === 'text' && typeof p.text === 'string')) {
-    return content.map((p) => p.text).join('');
-  }
-  throw badParam(param, `${param} must be a string or an array of {type: "text", text} parts (this model reads text only)`);
+// Content: a string; an array of text parts, joined; or, with an image among them, the parts
+// [{type: 'text', text} | {type: 'image', url, param}] (param naming the part in errors).
+// Audio parts are refused by name.
+function content(value, param) {
+  if (typeof value === 'string') return value;
+  const shape = `${param} must be a string or an array of {type: "text", text} and {type: "image_url", image_url: {url}} parts`;
+  if (!Array.isArray(value)) throw badParam(param, shape);
+  const parts = value.map((p, j) => {
+    const at = `${param}[${j}]`;
+    if (isObject(p) && p.type === 'text' && typeof p.text === 'string') return { type: 'text', text: p.text };
+    if (isObject(p) && p.type === 'image_url') {
+      const url = typeof p.image_url === 'string' ? p.image_url : p.image_url?.url;
+      if (typeof url !== 'string' || url === '') throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be a non-empty string`);
+      return { type: 'image', url, param: `${at}.image_url.url` };
+    }
+    if (isObject(p) && p.type === 'input_audio') throw badParam(at, `${at}: this gateway reads no audio (input_audio)`);
+    throw badParam(at, shape);
+  });
+  return parts.some((p) => p.type === 'image') ? parts : parts.map((p) => p.text).join('');
 }
 
 function nonEmptyString(v, param) {
@@ -42,7 +54,7 @@ function message(m, i) {
   const out = { role: m.role === 'developer' ? 'system' : m.role };
   const calls = m.role === 'assistant' && given(m.tool_calls) ? toolCalls(m.tool_calls, `${param}.tool_calls`) : null;
   // An assistant message that calls tools may have no content, as OpenAI sends it.
-  out.content = calls && !given(m.content) ? null : text(m.content, `${param}.content`);
+  out.content = calls && !given(m.content) ? null : content(m.content, `${param}.content`);
   if (calls) out.tool_calls = calls;
   if (m.role === 'assistant' && given(m.reasoning_content)) {
     if (typeof m.reasoning_content !== 'string') throw badParam(`${param}.reasoning_content`, `${param}.reasoning_content must be a string`);
@@ -57,7 +69,8 @@ function message(m, i) {
 
 /**
  * body.messages checked -> [{role, content, tool_calls?, reasoning_content?, tool_call_id?, name?}]
- * (content a string, or null for an assistant's tool calls); a 400 OpenAIError naming the field.
+ * (content a string, an array of text and image parts where it holds an image, or null for an
+ * assistant's tool calls); a 400 OpenAIError naming the field.
  * @example chatMessages([{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])
  */
 export function chatMessages(messages) {

@@ -6,6 +6,7 @@
 // bounded (WorkQueue: 429 with Retry-After beyond maxWaiting); nothing else is queued here.
 import { WorkQueue } from '../server/work_queue.js';
 import { inSpan } from '../telemetry/spans.js';
+import { isPlaceholder, mediaRuns } from './media.js';
 
 // A local node's forward runs synchronously in this thread (the single-thread build) and its
 // promise settles in a microtask: without a turn of the event loop between steps, a generation
@@ -36,20 +37,31 @@ export class Coordinator {
   /**
    * Runs tokens of `session` through the pipeline beside the other requests' steps -> {logits, draft}:
    * the last position's logits, or with allRows every position's, or with logits false none, and
-   * with draft k > 0 the last node's MTP drafts after the step, or null (Pipeline.step).
+   * with draft k > 0 the last node's MTP drafts after the step, or null (Pipeline.step). An image's
+   * run of placeholder ids goes through as its rows (items: placeholder -> image, media.js), in a
+   * pipeline step of its own (Pipeline.stepMedia); the options are the last run's.
    * A request whose signal fired while it waited for its turn of the event loop is not run; one whose signal fires
    * during the step ends with the signal's reason as soon as the remote call under way sees it.
    * Only an admitted request (admit()) asks for steps; trace: the request's, carried to the nodes.
    * @example const { logits } = await coordinator.step('chat-0', promptIds, controller.signal);
    */
-  async step(session, tokens, signal, { allRows = false, logits = true, draft = 0, trace = null } = {}) {
+  async step(session, tokens, signal, { allRows = false, logits = true, draft = 0, trace = null, items = null } = {}) {
     await nextTurn();
     signal?.throwIfAborted();
     this.steps++;
     const attributes = { 'layerfold.session': session, 'layerfold.tokens': tokens.length };
-    const { logits: answered, draft: drafted } = await inSpan(trace, 'pipeline step', attributes,
-      (span) => this.pipeline.step(session, tokens, { allRows, logits, draft, signal, trace: span }));
-    return { logits: answered, draft: drafted };
+    const runs = tokens.some(isPlaceholder) ? mediaRuns(tokens, items ?? new Map()) : [{ tokens }];
+    return inSpan(trace, 'pipeline step', attributes, async (span) => {
+      let out = null;
+      for (const [k, run] of runs.entries()) {
+        const last = k === runs.length - 1;
+        const options = last ? { allRows, logits, draft, signal, trace: span } : { logits: false, signal, trace: span };
+        out = run.item
+          ? await this.pipeline.stepMedia(session, { rows: run.item.rows, span: run.item.span }, options)
+          : await this.pipeline.step(session, run.tokens, options);
+      }
+      return { logits: out.logits, draft: out.draft ?? null };
+    });
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */

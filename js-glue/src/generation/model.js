@@ -50,12 +50,14 @@ export class Model {
    * calls (default none: those are refused with a 400); checkpoints: the checkpoints a chat's
    * session keeps on each node, one where each prompt opens the model's turn (0: none; Run);
    * sessions: which session a request continues (default a SessionCache of maxCachedSessions;
-   * `layerfold chat` keeps its one conversation's); onClose: what close() does (openModel: close
-   * the pipeline it opened).
+   * `layerfold chat` keeps its one conversation's); media: a MediaInput (media.js: the projector's
+   * encoder) to read chats' image parts, which are refused without; onClose: what close() does
+   * (openModel: close the pipeline it opened).
    * @example const model = new Model(pipeline, { id: 'tiny' });
    */
   constructor(pipeline, { id = pipeline.header.metadata['general.name'] ?? 'model', maxQueue = 16, maxCachedSessions = 16, speculative = null,
-    encodePrompt, openGrammar = null, checkpoints = DEFAULT_CHECKPOINTS, sessions = new SessionCache(maxCachedSessions), onClose = async () => {} } = {}) {
+    encodePrompt, openGrammar = null, checkpoints = DEFAULT_CHECKPOINTS, sessions = new SessionCache(maxCachedSessions), media = null,
+    onClose = async () => {} } = {}) {
     this.pipeline = pipeline;
     this.id = id;
     this.synthetic = isSynthetic(pipeline.header);
@@ -76,6 +78,7 @@ export class Model {
       throw new Error('speculative mtp: the pipeline\'s last node has no draft model (draftModel, or serve --draft-model on a remote node)');
     }
     this.encodePrompt = encodePrompt;
+    this.media = media;
     this.#onClose = onClose;
   }
 
@@ -93,12 +96,12 @@ export class Model {
   async start(request, { ticket = this.admit(), signal, deadlineMs, trace = null, observer = {} } = {}) {
     try {
       checkLogitBias(request, this.tokenizer.nVocab);
-      const prompt = await promptTokens(this.pipeline, request, this.encodePrompt);
+      const { ids: prompt, items } = await promptTokens(this.pipeline, request, this.encodePrompt, this.media, signal);
       const maxTokens = tokenBudget(this.pipeline, request, prompt.length);
       const constraints = choiceOutputs(this.tokenizer, this.markers, request,
         await callConstraints(this.grammar, request) ?? await responseConstraints(this.grammar, request.responseFormat ?? null, request.n));
       const run = new Run({ coordinator: this.coordinator, sessions: this.sessions, tokenizer: this.tokenizer, endIds: this.endIds, drafter: this.#lookup,
-        mtp: this.#mtp, constraints, ticket, request, prompt, maxTokens, checkpoint: this.#checkpointOf(request, prompt), deadlineMs, clientSignal: signal, trace, observer });
+        mtp: this.#mtp, constraints, ticket, request, prompt, items, maxTokens, checkpoint: this.#checkpointOf(request, prompt), deadlineMs, clientSignal: signal, trace, observer });
       const shapes = new ResponseShapes({ id: responseId(request.kind), created: Math.floor(Date.now() / 1000), model: this.id, kind: request.kind },
         (id) => this.tokenizer.decode([id]), request.logprobs);
       return new Reply(run, new Answer(shapes, () => chatOutputReader(request, this.markers !== null), request));

@@ -1,11 +1,13 @@
 // A checked request's prompt as token ids: chat messages, tools and the thinking switch through
-// the model's chat template (client text never becomes control tokens), a completion's text by
+// the model's chat template (client text never becomes control tokens; an image part its
+// soft-token rows between the vocabulary's image markers, as llama.cpp's mtmd places them:
+// media.js), a completion's text by
 // llama.cpp's rule (BOS added, control tokens parsed: tokens/prompt_input.js), or a completion's
 // token ids as given (each checked against the vocabulary); and the tokens it may generate within
 // the model's context. A prompt too long to fit is refused from its byte length, before it is
 // tokenized.
 import { ChatContentError, renderChat } from '../tokens/chat.js';
-import { encodePrompt, fewestTokens, textPrompt } from '../tokens/prompt_input.js';
+import { encodePrompt, fewestTokens, textBetween, textPrompt } from '../tokens/prompt_input.js';
 import { badParam, OpenAIError } from './errors.js';
 
 const contextExceeded = (message) => new OpenAIError(400, message, { param: 'messages', code: 'context_length_exceeded' });
@@ -21,18 +23,49 @@ function promptInput(pipeline, request) {
   }
 }
 
+// The vocabulary's id of `text` as one control token, or a 400 naming the part that needs it.
+function controlId(tokenizer, text, param) {
+  const ids = tokenizer.encode(text, { addBos: false, parseSpecial: true });
+  if (ids.length !== 1) throw badParam(param, `${param}: this model's vocabulary has no ${text} token to place an image with`);
+  return ids[0];
+}
+
+// The prompt's ids with each image's run of placeholders between <|image> and <image|>, where
+// the template put it, and the images by placeholder.
+async function withImages(pipeline, input, encode, media, signal) {
+  const { param } = input.media[0].part;
+  if (!media) throw badParam(param, `${param}: this gateway reads no images (start it with --mmproj)`);
+  const open = controlId(pipeline.tokenizer, '<|image>', param), close = controlId(pipeline.tokenizer, '<image|>', param);
+  const items = new Map();
+  const runs = [];
+  for (const { part } of input.media) {
+    const item = await media.image(part, { signal });
+    items.set(item.placeholder, item);
+    runs.push(item);
+  }
+  const texts = textBetween(input, input.media.map((m) => m.at));
+  const ids = [];
+  for (const [k, text] of texts.entries()) {
+    ids.push(...await encode(text));
+    if (k < runs.length) ids.push(open, ...new Array(runs[k].tokens).fill(runs[k].placeholder), close);
+  }
+  return { ids, items };
+}
+
 /**
- * The request's prompt tokens; a 400 naming the problem when it cannot be made, or
- * context_length_exceeded when its bytes are more than the model's context can hold.
- * encode(input) tokenizes (default: here; the Node host hands it to a TokenizerThread).
- * @example const prompt = await promptTokens(pipeline, request, (input) => thread.encode(input));
+ * The request's prompt: {ids, items} (items: its images by placeholder, media.js; empty without);
+ * a 400 naming the problem when it cannot be made, or context_length_exceeded when its bytes are
+ * more than the model's context can hold. encode(input) tokenizes (default: here; the Node host
+ * hands it to a TokenizerThread); media: the gateway's MediaInput, without which image parts are
+ * refused; signal: the request's, which an image fetch under way heeds.
+ * @example const { ids } = await promptTokens(pipeline, request, (input) => thread.encode(input));
  */
-export async function promptTokens(pipeline, request, encode = (input) => encodePrompt(pipeline.tokenizer, input)) {
+export async function promptTokens(pipeline, request, encode = (input) => encodePrompt(pipeline.tokenizer, input), media = null, signal = undefined) {
   const { tokenizer } = pipeline;
   if (request.kind !== 'chat' && request.prompt.text === undefined) {
-    const bad = request.prompt.tokens.find((t) => t >= tokenizer.nVocab);
+    const bad = request.prompt.tokens.find((t) => t >= tokenizer.nVocab || t < 0);
     if (bad !== undefined) throw badParam('prompt', `token id ${bad} is outside the vocabulary (n_vocab ${tokenizer.nVocab})`);
-    return request.prompt.tokens;
+    return { ids: request.prompt.tokens, items: new Map() };
   }
   const input = promptInput(pipeline, request);
   const nCtx = pipeline.header.info.n_ctx_train;
@@ -40,7 +73,9 @@ export async function promptTokens(pipeline, request, encode = (input) => encode
   if (fewest >= nCtx) {
     throw contextExceeded(`the prompt is ${input.bytes.length} bytes, at least ${fewest} tokens (a token stands for at most ${tokenizer.maxTokenBytes} bytes); this model's context is ${nCtx} tokens`);
   }
-  return encode(input);
+  if (input.media?.length) return withImages(pipeline, input, encode, media, signal);
+  const { media: _none, ...text } = input;
+  return { ids: await encode(text), items: new Map() };
 }
 
 /**

@@ -38,7 +38,10 @@ export class PromptLookup {
     Object.assign(this, { minNgram, maxNgram, maxDraft });
   }
 
-  /** context [token ids] -> up to min(limit, maxDraft) drafted ids ([] when no n-gram recurs). */
+  /**
+   * context [token ids] -> up to min(limit, maxDraft) drafted ids ([] when no n-gram recurs), none
+   * of an image's placeholders (media.js): a draft stops where one would follow.
+   */
   draft(context, limit = this.maxDraft) {
     const want = Math.min(limit, this.maxDraft);
     const end = context.length;
@@ -48,7 +51,8 @@ export class PromptLookup {
       if (from < 0) continue;
       const out = [];
       for (let i = from; out.length < want; i++) out.push(i < end ? context[i] : out[i - end]);
-      return out;
+      const image = out.findIndex((id) => id < 0);
+      return image < 0 ? out : out.slice(0, image);
     }
     return [];
   }

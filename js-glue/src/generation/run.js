@@ -15,8 +15,9 @@ export class Run {
 
   /**
    * @param {{coordinator, sessions, tokenizer, endIds: Set<number>, drafter?: object, mtp?: {maxDraft: number}, constraints?: object[], ticket, request,
-   *          prompt: number[], maxTokens: number, checkpoint?: {at: number, keep: number}, deadlineMs?: number,
+   *          prompt: number[], items?: Map, maxTokens: number, checkpoint?: {at: number, keep: number}, deadlineMs?: number,
    *          clientSignal?: AbortSignal, trace?: object, observer?: object}} options
+   *   items: the prompt's images by their placeholder ids (media.js)
    *   checkpoint: where the prompt's prefill stops for the session to keep a checkpoint (the
    *   model's turn opening), at most `keep` per node; null for none
    *   deadlineMs: none for a run only its caller stops (abort(): `layerfold chat`'s Ctrl-C)
@@ -25,7 +26,8 @@ export class Run {
    *   constraints: one grammar state or thought channel per choice (tokens/grammar/constraint.js,
    *   thought_channel.js), or null; closed when the request ends
    */
-  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, mtp = null, constraints = null, ticket, request, prompt, maxTokens, checkpoint = null, deadlineMs,
+  constructor({ coordinator, sessions, tokenizer, endIds, drafter = null, mtp = null, constraints = null, ticket, request, prompt, items = new Map(), maxTokens,
+    checkpoint = null, deadlineMs,
     clientSignal, trace = null, observer = {} }) {
     this.controller = new AbortController();
     const taken = sessions.take(prompt);
@@ -43,9 +45,9 @@ export class Run {
     clientSignal?.addEventListener('abort', this.onClientGone, { once: true });
     this.clientSignal = clientSignal;
     const signal = this.controller.signal;
-    const step = (tokens, allRows, draft) => coordinator.step(this.session, tokens, signal, { allRows, draft, trace });
+    const step = (tokens, allRows, draft) => coordinator.step(this.session, tokens, signal, { allRows, draft, trace, items });
     const cut = (n) => coordinator.truncate(this.session, n, signal, trace);
-    this.#ends = { coordinator, sessions, ticket, constraints, checkpoint };
+    this.#ends = { coordinator, sessions, ticket, constraints, checkpoint, items };
     this.finished = false;
     this.events = this.#guarded(this.#generation(taken.cut, { step, cut, drafter, mtp, tokenizer, prompt, endIds, request, maxTokens, signal }));
   }
@@ -107,7 +109,7 @@ export class Run {
     const checkpoint = this.#ends.checkpoint;
     if (checkpoint === null || checkpoint.at <= this.reused) return this.reused;
     const { coordinator } = this.#ends;
-    await coordinator.step(this.session, job.prompt.slice(this.reused, checkpoint.at), job.signal, { logits: false, trace: this.trace });
+    await coordinator.step(this.session, job.prompt.slice(this.reused, checkpoint.at), job.signal, { logits: false, trace: this.trace, items: this.#ends.items });
     await coordinator.checkpoint(this.session, checkpoint.keep, job.signal, this.trace);
     return checkpoint.at;
   }

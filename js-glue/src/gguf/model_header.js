@@ -9,7 +9,7 @@ import { openModelHeader } from './header.js';
 /**
  * fn(lf, gguf, header) on the model's parsed header, in a single-thread module; the module and
  * source are released after (after its promise settles, for an async fn).
- * @example const needs = await withModelHeader('model.gguf', {}, (lf, gguf) => lf.json(lf.fn.lf_node_needs_json(gguf, 0, 2, 1, 0, 0, 64, 0, 0, 0)));
+ * @example const needs = await withModelHeader('model.gguf', {}, (lf, gguf) => lf.json(lf.fn.lf_node_needs_json(gguf, 0, 2, 1, 0, 0, 64, 0, 0, 0, 0)));
  */
 export async function withModelHeader(model, sourceOptions, fn) {
   const lf = await loadSingleThreadModule();

@@ -5,7 +5,8 @@
 import { openModelHeader, reparseModelHeader } from '../gguf/header.js';
 import { LayerfoldError } from '../wasm/capi.js';
 import { checkMemoryBudget, memberMemoryNeeds } from '../node/memory_budget.js';
-import { flagSet, withBuffers } from '../node/engine_forward.js';
+import { withBuffers } from '../node/engine_forward.js';
+import { flagSet } from '../wasm/done_flag.js';
 import { readKvRows, setKvRows } from '../node/session_inputs.js';
 import { checkpointSession, truncateSession } from '../node/sessions.js';
 import { withCopies, withCStrings } from '../wasm/wasm_copies.js';

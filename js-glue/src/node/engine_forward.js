@@ -4,6 +4,7 @@
 // threads (lf_head_async). The threaded build's calls return
 // at once and flip a done flag in WASM memory, awaited here without blocking the event loop.
 import { errorOfCode, LayerfoldError } from '../wasm/capi.js';
+import { flagSet } from '../wasm/done_flag.js';
 
 const F32 = 4;
 
@@ -23,20 +24,6 @@ export function withBuffers(lf, input, outFloats, fn) {
     lf.free(inPtr);
     lf.free(outPtr);
   }
-}
-
-/**
- * The value a done flag (set to 0 by the C call) flips to, awaited without blocking the event
- * loop. The single-thread build has set it before its call returned.
- * @example if (await flagSet(lf, flagPtr) !== 1) throw lf.lastError();
- */
-export async function flagSet(lf, flagPtr) {
-  const flag = () => new Int32Array(lf.bytes().buffer);
-  if (Atomics.load(flag(), flagPtr >> 2) === 0) {
-    const wait = Atomics.waitAsync(flag(), flagPtr >> 2, 0);
-    if (wait.async) await wait.value;
-  }
-  return Atomics.load(flag(), flagPtr >> 2);
 }
 
 // The threaded build's whole-call failure, which lf_forward_async_result makes the last error.

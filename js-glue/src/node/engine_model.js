@@ -29,10 +29,11 @@ export class EngineModel {
    * Reads the tensors `names` of the header's table from the source into WASM memory and loads
    * layers [begin, end) from them (with the token embedding and the head as withEmbedding and
    * withHead say); then nEmbd, nVocab and nLayer are the engine's. Its sessions' KV caches hold
-   * K and V in cacheTypeK and cacheTypeV ('f16', 'q8_0' or 'q4_0').
-   * @example await model.load(source, gguf, header, { names: needs.tensors, layers: [0, 2], withEmbedding: true, withHead: false, ffnDownLayout: 'units', perLayerRows: false, cacheTypeK: 'f16', cacheTypeV: 'f16' });
+   * K and V in cacheTypeK and cacheTypeV ('f16', 'q8_0' or 'q4_0') and take media spans of up to
+   * maxSpan rows (lf_model_set_max_span).
+   * @example await model.load(source, gguf, header, { names: needs.tensors, layers: [0, 2], withEmbedding: true, withHead: false, ffnDownLayout: 'units', perLayerRows: false, cacheTypeK: 'f16', cacheTypeV: 'f16', maxSpan: 0 });
    */
-  async load(source, gguf, header, { names, layers: [begin, end], withEmbedding, withHead, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV }) {
+  async load(source, gguf, header, { names, layers: [begin, end], withEmbedding, withHead, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV, maxSpan }) {
     const lf = this.#lf;
     const byName = new Map(header.tensors.map((t) => [t.name, t]));
     this.ptr = lf.fn.lf_model_create();
@@ -44,6 +45,7 @@ export class EngineModel {
     withCStrings(lf, [cacheTypeK, cacheTypeV], ([k, v]) => {
       if (!lf.fn.lf_model_set_kv_types(this.ptr, k, v)) throw lf.lastError();
     });
+    if (!lf.fn.lf_model_set_max_span(this.ptr, maxSpan)) throw lf.lastError();
     const placed = [];
     for (const name of names) {
       const info = byName.get(name);

@@ -3,7 +3,7 @@
 // no step runs it; per node, each thread's time in the last forward and the memory-read probe,
 // run alone in the node's line of steps.
 import { closedError } from './engine_model.js';
-import { flagSet } from './engine_forward.js';
+import { flagSet } from '../wasm/done_flag.js';
 
 export class EngineReports {
   #lf;

@@ -39,7 +39,9 @@ export class LayerNode {
    * (node/per_layer_rows.js; counted in the memory budget); 'whole' loads the table like any
    * tensor. The inputs' bytes are the same either way. cacheTypeK / cacheTypeV: the KV cache's
    * types, 'f16' (default), 'q8_0' or 'q4_0', stored and attended over as llama.cpp does
-   * (docs/attention.md, "Quantized cache"); counted in the memory budget. onProgress gets the load's progress
+   * (docs/attention.md, "Quantized cache"); counted in the memory budget. maxSpan: the rows of the
+   * longest media span (an image's soft tokens: forward's span) its sessions take, their sliding
+   * rings made that much longer (0, the default: 64). onProgress gets the load's progress
    * (sources/progress.js: {bytes, totalBytes, rate, etaSeconds}, at most every progressIntervalMs)
    * against the bytes of the tensors this node reads, so its last report is at totalBytes: 100%
    * of this node's load. draftSource, on the node holding the head: the source of Gemma 4's MTP
@@ -50,7 +52,7 @@ export class LayerNode {
    *          maxContext?: number, withTokenizer?: boolean, maxSessions?: number, maxKvBytes?: number,
    *          memoryBudgetBytes?: number, maxTokens?: number, maxBatchRows?: number, ffnDownLayout?: 'units'|'features',
    *          perLayerTable?: 'rows'|'whole', perLayerRowCacheBytes?: number, cacheTypeK?: 'f16'|'q8_0'|'q4_0',
-   *          cacheTypeV?: 'f16'|'q8_0'|'q4_0', onProgress?: (p: object) => void,
+   *          cacheTypeV?: 'f16'|'q8_0'|'q4_0', maxSpan?: number, onProgress?: (p: object) => void,
    *          progressIntervalMs?: number, draftSource?: object, drafterThreads?: number}} options
    * @example const node = await LayerNode.open({ lf: await instantiateSingleThreadModule(wasm),
    *   source: await R2BindingSource.open(env.MODEL, 'tiny.gguf'), layers: [0, 1], memoryBudgetBytes: 128 * 2 ** 20 });
@@ -71,7 +73,7 @@ export class LayerNode {
 
   /** The parts of an opened node (opening.js openParts); LayerNode.open makes them. */
   constructor({ lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes, maxBatchRows, memory,
-    kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model, tokenizer, rows, drafter = null }) {
+    kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, model, tokenizer, rows, drafter = null }) {
     this.#lf = lf;
     this.#header = header;
     this.#model = model;
@@ -84,7 +86,7 @@ export class LayerNode {
     // Tokenizer when opened withTokenizer.
     Object.assign(this, {
       model: name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes, memory, maxBatchRows, kvRowsIn, kvRowsOut,
-      ffnDownLayout, cacheTypeK, cacheTypeV, bytesLoaded: model.bytesLoaded, nEmbd: model.nEmbd, nVocab: model.nVocab, nLayer: model.nLayer,
+      ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, bytesLoaded: model.bytesLoaded, nEmbd: model.nEmbd, nVocab: model.nVocab, nLayer: model.nLayer,
       nEmbdPerLayer: header.info.n_embd_per_layer ?? 0, tokenizer,
     });
     this.#sessions = new SessionTable(lf, model, { maxContext, maxSessions, maxKvBytes });
@@ -136,7 +138,9 @@ export class LayerNode {
    * perLayer: a model with per-layer embeddings needs this node's layers' inputs,
    * [layers, n, nEmbdPerLayer] (perLayerInputs()). kvRows: a node with kvRowsIn needs each of
    * those layers' K/V rows of the call's positions, { [layer]: Uint8Array [n, bytesPerToken] } in the cache's types,
-   * as the source's node handed them out (kvRowsOf); rows of other layers are ignored.
+   * as the source's node handed them out (kvRowsOf); rows of other layers are ignored. span: the
+   * call's rows are one media span (an image's soft tokens), which the sliding layers attend both
+   * ways (docs/vision.md, "An image in the decoder"); at most maxSpan rows (or 64).
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: true });
    */
   forward(call) {

@@ -25,13 +25,14 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
  * node with per-layer embeddings and perLayerRows reads per_layer_token_embd by rows
  * (node/per_layer_rows.js): the table is not among its weights; it holds rowCache bytes of
  * rows instead (rowCacheBytes bounded by the table), and a call's rows in its scratch. The KV
- * cache holds K and V in cacheTypeK and cacheTypeV ('f16' by default, 'q8_0', 'q4_0').
+ * cache holds K and V in cacheTypeK and cacheTypeV ('f16' by default, 'q8_0', 'q4_0'), its sliding
+ * rings room for a media span of maxSpan rows (lf_model_set_max_span; 0 by default).
  * @param lf a bound module (wasm/capi.js)
  * @param {number} gguf the model's lf_gguf* in that module
  * @param {{n_embd: number, n_vocab: number}} info the model's configuration (gguf/header.js readModelInfo)
  * @param {{layers: [number, number], withEmbedding: boolean, withHead: boolean, maxContext: number,
  *          maxTokens: number, threads: number, perLayerRows?: boolean, rowCacheBytes?: number,
- *          cacheTypeK?: string, cacheTypeV?: string}} shape
+ *          cacheTypeK?: string, cacheTypeV?: string, maxSpan?: number}} shape
  * A node holding shared-KV layers without their source layer mirrors the source's cache (counted
  * in kvCache by the engine) from K/V rows it is given with each call (kvRowsIn), and the node of
  * a source hands its rows out (kvRowsOut): [{layer, bytesPerToken}] each, docs/forward-pass.md,
@@ -42,9 +43,9 @@ const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
  * @example const needs = nodeMemoryNeeds(lf, gguf, header.info, { layers: [0, 2], withEmbedding: true, withHead: false, maxContext: 512, maxTokens: 128, threads: 1 });
  */
 export function nodeMemoryNeeds(lf, gguf, info, { layers: [begin, end], withEmbedding, withHead, maxContext, maxTokens, threads,
-  perLayerRows = false, rowCacheBytes: cacheBytes = DEFAULT_ROW_CACHE_BYTES, cacheTypeK = 'f16', cacheTypeV = 'f16' }) {
+  perLayerRows = false, rowCacheBytes: cacheBytes = DEFAULT_ROW_CACHE_BYTES, cacheTypeK = 'f16', cacheTypeV = 'f16', maxSpan = 0 }) {
   const needs = withCStrings(lf, [cacheTypeK, cacheTypeV], ([k, v]) => lf.json(lf.fn.lf_node_needs_json(gguf, begin, end,
-    withEmbedding ? 1 : 0, withHead ? 1 : 0, maxContext, maxTokens, perLayerRows ? 1 : 0, k, v)));
+    withEmbedding ? 1 : 0, withHead ? 1 : 0, maxContext, maxTokens, perLayerRows ? 1 : 0, k, v, maxSpan)));
   const host = F32 * maxTokens * (REQUEST_COPIES * info.n_embd + (withHead ? info.n_vocab + info.n_embd : 0));
   const rowBytes = needs.per_layer_row_bytes;
   const byRows = perLayerRows && rowBytes > 0;

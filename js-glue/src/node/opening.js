@@ -70,7 +70,7 @@ async function openDrafter(lf, draftSource, draftName, shape, nLayer) {
 /**
  * The parts of a node opened as LayerNode.open describes (its options and defaults are these):
  * { lf, header, name, layers, withEmbedding, withHead, maxContext, maxSessions, maxKvBytes,
- * maxBatchRows, memory, kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model: EngineModel, tokenizer, rows:
+ * maxBatchRows, memory, kvRowsIn, kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, model: EngineModel, tokenizer, rows:
  * PerLayerRows | null, drafter: NodeDrafter | null }. The module and the sources are handed over: on failure (a refused
  * option too) all are closed; on success the sources are closed too, unless the node keeps
  * reading per-layer rows from its model's. draftSource: a draft model's (node/drafter.js; draftName
@@ -80,7 +80,7 @@ async function openDrafter(lf, draftSource, draftName, shape, nLayer) {
  */
 export async function openParts({ lf, source, header, name = source.name, layers, maxContext = 0, withTokenizer = false,
   maxSessions = 64, maxKvBytes, memoryBudgetBytes, maxTokens = 512, maxBatchRows = maxTokens, ffnDownLayout = 'units',
-  perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES, cacheTypeK = 'f16', cacheTypeV = 'f16', onProgress,
+  perLayerTable = 'rows', perLayerRowCacheBytes = DEFAULT_ROW_CACHE_BYTES, cacheTypeK = 'f16', cacheTypeV = 'f16', maxSpan = 0, onProgress,
   progressIntervalMs, draftSource = null, draftName, drafterThreads = 1 }) {
   const model = new EngineModel(lf);
   let tokenizer = null;
@@ -97,7 +97,7 @@ export async function openParts({ lf, source, header, name = source.name, layers
       const shape = { layers: [begin, end], withEmbedding: begin === 0, withHead: end === info.n_layer };
       const perLayerRows = perLayerTable === 'rows' && shape.withEmbedding && info.n_embd_per_layer > 0;
       const needs = nodeMemoryNeeds(lf, gguf, info, {
-        ...shape, maxContext, maxTokens, threads: lf.threads, perLayerRows, rowCacheBytes: perLayerRowCacheBytes, cacheTypeK, cacheTypeV,
+        ...shape, maxContext, maxTokens, threads: lf.threads, perLayerRows, rowCacheBytes: perLayerRowCacheBytes, cacheTypeK, cacheTypeV, maxSpan,
       });
       const drafterSource = draftSource;
       draftSource = null;
@@ -112,7 +112,7 @@ export async function openParts({ lf, source, header, name = source.name, layers
         ? { memory: null, kvBytes: Infinity }
         : reserveMemory(needs, { baseBytes: lf.bytes().length, budgetBytes: memoryBudgetBytes, layers: shape.layers, maxTokens });
       await model.load(loadProgress(source, opened.header, needs.tensors, { onProgress, progressIntervalMs }), gguf, opened.header,
-        { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV });
+        { names: needs.tensors, ...shape, ffnDownLayout, perLayerRows, cacheTypeK, cacheTypeV, maxSpan });
       await drafter?.load(model, { threads: drafterThreads });
       tokenizer = withTokenizer ? Tokenizer.fromGguf(lf, gguf) : null;
       let rows = null;
@@ -123,7 +123,7 @@ export async function openParts({ lf, source, header, name = source.name, layers
       }
       return {
         lf, header: opened.header, name, ...shape, maxContext, maxSessions, maxKvBytes: maxKvBytes ?? budget.kvBytes, maxBatchRows,
-        memory: budget.memory, kvRowsIn: needs.kvRowsIn, kvRowsOut: needs.kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, model,
+        memory: budget.memory, kvRowsIn: needs.kvRowsIn, kvRowsOut: needs.kvRowsOut, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, model,
         tokenizer, rows, drafter,
       };
     } finally {

@@ -1,6 +1,6 @@
 // What a forward call sets on its session before its step runs (its approximate modes and the
 // early-exit state its last row arrives in, its per-layer inputs, the K/V rows of the source
-// layers the node mirrors), and the K/V rows a finished forward hands out, read back.
+// layers the node mirrors, whether its rows are a media span), and the K/V rows a finished forward hands out, read back.
 import { engineApprox } from '../protocol/approx_options.js';
 import { callWithJson, withCopies } from '../wasm/wasm_copies.js';
 
@@ -37,12 +37,13 @@ export function setKvRows(lf, handle, kvRowsIn, kvRows, startPos, n) {
 }
 
 /**
- * Sets a forward call's inputs (LayerNode.forward's approx, exitState, perLayer, kvRows) on the
- * session `handle`, whose every earlier setting they replace; throws the engine's refusal.
+ * Sets a forward call's inputs (LayerNode.forward's approx, exitState, perLayer, kvRows, span) on
+ * the session `handle`, whose every earlier setting they replace; throws the engine's refusal.
  * @example setCallInputs(lf, handle, call, node.kvRowsIn);
  */
-export function setCallInputs(lf, handle, { startPos, rows, approx, exitState, perLayer, kvRows }, kvRowsIn) {
+export function setCallInputs(lf, handle, { startPos, rows, approx, exitState, perLayer, kvRows, span }, kvRowsIn) {
   setApprox(lf, handle, approx, exitState);
+  lf.fn.lf_session_set_span(handle, span ? 1 : 0);
   setPerLayer(lf, handle, perLayer);
   setKvRows(lf, handle, kvRowsIn, kvRows, startPos, rows);
 }

@@ -32,13 +32,13 @@ export class Steps {
   }
 
   /** LayerNode.forward: the call, checked, in the line for the next step that takes it. */
-  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null }) {
+  forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null, span = false }) {
     const nEmbd = this.#model.nEmbd;
     const n = hidden.length / nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       return Promise.reject(new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${nEmbd}`));
     }
-    return this.#batcher.submit({ session, rows: n, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows });
+    return this.#batcher.submit({ session, rows: n, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows, span });
   }
 
   /** Runs job() alone, once the steps and jobs asked for before it are done. */

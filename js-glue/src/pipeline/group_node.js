@@ -1,6 +1,7 @@
 // A tensor-parallel group (group/member_group.js) as one node of a pipeline: its layers, sizes,
 // forward, cuts and checkpoints as LayerNode's; at the pipeline's start its embedding, at its end
-// its head, each computed vocabulary-parallel by the members. It runs the exact engine only. A
+// its head, each computed vocabulary-parallel by the members. It runs the exact engine only, and
+// no media span (its maxSpan is 0: an image that Gemma 4 attends both ways goes to nodes). A
 // cut its members cannot all make alike, and a member that restarted (position_mismatch), have
 // the pipeline replay the session from its history.
 import { approxModesOn } from '../protocol/approx_options.js';
@@ -15,7 +16,7 @@ export class GroupNode {
   constructor(group, url) {
     this.#group = group;
     this.url = url;
-    Object.assign(this, { layers: group.layers, nEmbd: group.nEmbd, nLayer: group.nLayer, nVocab: group.nVocab });
+    Object.assign(this, { layers: group.layers, nEmbd: group.nEmbd, nLayer: group.nLayer, nVocab: group.nVocab, maxSpan: 0 });
   }
 
   /** The group runs its calls in call order, as a local node does. */
@@ -29,9 +30,12 @@ export class GroupNode {
    * refused.
    * @example const out = await node.forward({ session: 'a', startPos: 0, hidden, lastOnly: false });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, perLayer = null, kvRows = null, signal }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, perLayer = null, kvRows = null, span = false, signal }) {
     if (approxModesOn(approx)) {
       throw new LayerfoldError('unsupported', 'a tensor-parallel group runs the exact engine only: no approximate modes');
+    }
+    if (span) {
+      throw new LayerfoldError('unsupported', 'a tensor-parallel group takes no media span (an image attended both ways): serve those layers from nodes');
     }
     signal?.throwIfAborted();
     const out = await this.#group.forward({ session, startPos, hidden, perLayer, kvRows });

@@ -5,8 +5,9 @@
 // returned to a checkpoint (held) need not, and a replay from there starts mid-entry (runFrom).
 
 /**
- * An entry: { input, rows, exitState, perLayer, kvRows }. input: the step's token ids (first
- * node) or hidden states [rows, n_embd] (the others); exitState: the early-exit state its last
+ * An entry: { input, rows, span, media, exitState, perLayer, kvRows }. input: the step's token ids
+ * (first node; a media item's rows [rows, n_embd] there when `media`) or hidden states [rows,
+ * n_embd] (the others); span: its rows are one media span (PipelineCore.stepMedia); exitState: the early-exit state its last
  * row arrived in (null: fresh); perLayer: models with per-layer embeddings, every layer's inputs
  * [n_layer, rows, n_pl]; kvRows: the K/V rows the nodes before this one handed out,
  * { [layer]: [rows, ...] } (null: none).
@@ -36,6 +37,19 @@ export class NodeHistory {
       start += entry.rows;
     }
     return out;
+  }
+
+  /**
+   * The positions [start, end) of the span entry that a cut to n would split, or null.
+   * @example history.spanAcross(40) // [35, 315]: an image's rows
+   */
+  spanAcross(n) {
+    let start = 0;
+    for (const entry of this.entries) {
+      if (entry.span && start < n && n < start + entry.rows) return [start, start + entry.rows];
+      start += entry.rows;
+    }
+    return null;
   }
 
   /**
@@ -75,11 +89,12 @@ export class NodeHistory {
 }
 
 // The entry's rows [begin, end).
-function rowsOf({ input, rows, exitState, perLayer, kvRows }, begin, end, nPl) {
+function rowsOf({ input, rows, media, exitState, perLayer, kvRows }, begin, end, nPl) {
   const slice = (values) => values.slice(begin * (values.length / rows), end * (values.length / rows));
   return {
     input: slice(input),
     rows: end - begin,
+    ...(media ? { media } : {}),
     exitState,
     perLayer: perLayer && layerRows(perLayer, rows, begin, end, nPl),
     kvRows: kvRows && Object.fromEntries(Object.entries(kvRows).map(([layer, values]) => [layer, slice(values)])),

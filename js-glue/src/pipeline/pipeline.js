@@ -23,6 +23,7 @@ export class Pipeline extends PipelineCore {
    *   nodeReadyTimeoutMs: how long a remote node may take to answer / to be ready again before
    *   a retry (RemoteNode.open); maxSessions: per local node; perLayerTable,
    *   perLayerRowCacheBytes: how the local first node reads per_layer_token_embd (LayerNode.open);
+   *   maxSpan: the longest media span (stepMedia) the local nodes take (LayerNode.open);
    *   allowUnvalidatedSource: read a model from a server without ETag or Last-Modified (openSource); approx: approximate modes for
    *   every forward of every node (docs/approximate.md; default off), replays included, so a
    *   rebuilt cache is the one the node had; with earlyExit the last row's exit state travels
@@ -34,7 +35,7 @@ export class Pipeline extends PipelineCore {
    *   phase of a call (default nodeTimeoutMs's, else 30 s).
    * @example const p = await Pipeline.open({ model, nodes: 'local:0-0,http://127.0.0.1:8080' });
    */
-  static async open({ model, nodes: spec, threads, build, cacheTypeK, cacheTypeV, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
+  static async open({ model, nodes: spec, threads, build, cacheTypeK, cacheTypeV, maxSpan, cacheDir, onProgress, authToken, nodeTimeoutMs, nodeReadyTimeoutMs, maxSessions,
     perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource, approx = {}, draftModel, memberDeadlineMs = nodeTimeoutMs }) {
     const { header, tokenizer } = await readModelTokenizer(model, { cacheDir, allowUnvalidatedSource });
     const entries = parseNodesSpec(spec ?? `local:0-${header.info.n_layer - 1}`);
@@ -61,7 +62,7 @@ export class Pipeline extends PipelineCore {
           ? await RemoteNode.open(entry.url, { authToken, timeoutMs: nodeTimeoutMs, readyTimeoutMs: nodeReadyTimeoutMs })
           : await LayerNode.open({
             // The header read above: the node parses its bytes instead of reading them again.
-            model, header, layers: [entry.begin, entry.end], threads, build, cacheTypeK, cacheTypeV, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource,
+            model, header, layers: [entry.begin, entry.end], threads, build, cacheTypeK, cacheTypeV, maxSpan, cacheDir, maxSessions, perLayerTable, perLayerRowCacheBytes, allowUnvalidatedSource,
             ...(draftModel !== undefined && i === entries.length - 1 ? { draftModel } : {}),
             // The top-K FFN reads only the kept features' columns of a feature-major ffn_down.
             ffnDownLayout: approx.ffnTopK > 0 || approx.ffnTopKLayers ? 'features' : 'units',

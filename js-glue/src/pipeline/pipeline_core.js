@@ -147,11 +147,35 @@ export class PipelineCore {
    * @example const [a, b] = await Promise.all([pipeline.step('a', tokensA), pipeline.step('b', tokensB)]);
    */
   step(session, tokens, { allRows = false, logits = true, draft = 0, signal, trace = null } = {}) {
+    const entry = tokens.length > 0 ? { input: Array.from(tokens), rows: tokens.length, span: false } : null;
+    return this.#stepEntry(session, entry, tokens, { allRows, logits, draft, signal, trace });
+  }
+
+  /**
+   * step() for a media item's rows instead of tokens: rows [n, n_embd], the soft-token embeddings
+   * an encoder gave (vision/encoder.js), go in at the session's next positions as they are (not
+   * scaled as token embeddings are; on a model with per-layer embeddings their per-layer inputs
+   * are the padding token's, as llama.cpp's: node 0's perLayerInputs of token 0 for each row).
+   * span: the rows are attended both ways on the sliding layers (llama.cpp's Gemma 4 images on
+   * every model but E2B and E4B: docs/vision.md, "An image in the decoder"), so the item goes
+   * through every node in one call of its own, which each node's maxSpan must hold. Its rows are
+   * one entry of the history: a cut inside them is refused.
+   * @example await pipeline.stepMedia('chat-0', { rows: embd, span: true }, { logits: false });
+   */
+  stepMedia(session, { rows, span }, { allRows = false, logits = true, signal, trace = null } = {}) {
+    const n = rows.length / this.header.info.n_embd;
+    if (!Number.isInteger(n) || n < 1) {
+      return Promise.reject(new LayerfoldError('invalid_argument', `stepMedia: rows has ${rows.length} floats, not a positive multiple of n_embd ${this.header.info.n_embd}`));
+    }
+    return this.#stepEntry(session, { input: rows, rows: n, span: Boolean(span), media: true }, [], { allRows, logits, draft: 0, signal, trace });
+  }
+
+  #stepEntry(session, entry, tokens, { allRows, logits, draft, signal, trace }) {
     const state = this.#session(session);
     return this.#inTurn(state, async () => {
       this.#stepping++;
       try {
-        return await this.#step(state, session, tokens, allRows, logits, draft, signal, trace);
+        return await this.#step(state, session, entry, tokens, allRows, logits, draft, signal, trace);
       } finally {
         this.#stepping--;
       }
@@ -163,10 +187,8 @@ export class PipelineCore {
     return this.nodes.at(-1).drafts === true;
   }
 
-  async #step(state, session, tokens, allRows, wantLogits, draftK, signal, trace) {
-    if (tokens.length > 0) {
-      state.nodes[0].entries.push({ input: Array.from(tokens), rows: tokens.length, exitState: null, perLayer: null, kvRows: null });
-    }
+  async #step(state, session, newEntry, tokens, allRows, wantLogits, draftK, signal, trace) {
+    if (newEntry) state.nodes[0].entries.push({ ...newEntry, exitState: null, perLayer: null, kvRows: null });
     const timings = [];
     const embed = { ms: 0 };
     let hidden = null;
@@ -184,7 +206,7 @@ export class PipelineCore {
         history.positions += entry.rows;
         if (!last) {
           state.nodes[i + 1].entries.push({
-            input: hidden, rows: entry.rows,
+            input: hidden, rows: entry.rows, span: entry.span,
             exitState: this.approx.earlyExit ? node.approxStats(state.wireId)?.early_exit ?? null : null,
             perLayer: input.perLayer, kvRows: withKvRows(input.kvRows, node.kvRowsOf?.(hidden)),
           });
@@ -208,20 +230,23 @@ export class PipelineCore {
     return { logits, draft, timings, embedMs: embed.ms, headMs: performance.now() - th };
   }
 
-  // An entry's input as {hidden, perLayer, kvRows}: the first node's tokens embedded (embed.ms
-  // accumulates the time that took), with every layer's per-layer input when the model has them
-  // (docs/forward-pass.md, "Per-layer inputs and shared KV in a pipeline"): the first node
-  // computes them and they travel with the hidden states, as do the K/V rows of source layers
-  // that nodes holding shared-KV layers without their source mirror.
+  // An entry's input as {hidden, perLayer, kvRows, span}: the first node's tokens embedded
+  // (embed.ms accumulates the time that took) or a media item's rows as they are, with every
+  // layer's per-layer input when the model has them (docs/forward-pass.md, "Per-layer inputs and
+  // shared KV in a pipeline"; a media row's are the padding token's): the first node computes
+  // them and they travel with the hidden states, as do the K/V rows of source layers that nodes
+  // holding shared-KV layers without their source mirror.
   async #hiddenOf(i, entry, embed, signal, trace) {
-    if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer, kvRows: entry.kvRows };
+    const span = entry.span === true;
+    if (i > 0) return { hidden: entry.input, perLayer: entry.perLayer, kvRows: entry.kvRows, span };
     const t = performance.now();
     const node = this.nodes[0];
     const nEmbdPerLayer = this.header.info.n_embd_per_layer ?? 0;
-    const hidden = await node.embed(entry.input, { signal, trace, nEmbdPerLayer });
-    const perLayer = nEmbdPerLayer > 0 ? await node.perLayerInputs(entry.input, hidden) : null;
+    const ids = entry.media ? new Array(entry.rows).fill(0) : entry.input;
+    const hidden = entry.media ? entry.input : await node.embed(entry.input, { signal, trace, nEmbdPerLayer });
+    const perLayer = nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden) : null;
     embed.ms += performance.now() - t;
-    return { hidden, perLayer, kvRows: null };
+    return { hidden, perLayer, kvRows: null, span };
   }
 
   // Node i's layers' slice of an entry's per-layer inputs [n_layer, rows, n_pl]: contiguous.
@@ -235,12 +260,12 @@ export class PipelineCore {
   // One forward of node i from its confirmed position; when the node lost the session (or it was
   // dropped for a refused cut), its history up to there is replayed first, then the forward
   // (again) (#rebuild).
-  async #forward(i, state, { hidden, perLayer, kvRows }, exitState, lastOnly, signal, trace) {
+  async #forward(i, state, { hidden, perLayer, kvRows, span }, exitState, lastOnly, signal, trace) {
     const node = this.nodes[i];
     const history = state.nodes[i];
     const args = {
       session: state.wireId, startPos: history.positions, hidden, lastOnly, approx: this.approx, exitState,
-      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows, signal, trace,
+      perLayer: this.#perLayerSlice(i, perLayer, hidden.length / node.nEmbd), kvRows, signal, trace, ...(span ? { span } : {}),
     };
     if (history.held === history.positions) history.held = null;
     if (history.held === null) {
@@ -284,9 +309,13 @@ export class PipelineCore {
     const chunks = [];
     for (const { startPos, entry } of history.runFrom(from, this.header.info.n_embd_per_layer ?? 0)) {
       const input = await this.#hiddenOf(i, entry, { ms: 0 }, args.signal, args.trace);
-      chunks.push({ startPos, hidden: input.hidden, exitState: entry.exitState, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows });
+      chunks.push({
+        startPos, hidden: input.hidden, exitState: entry.exitState, perLayer: this.#perLayerSlice(i, input.perLayer, entry.rows), kvRows: input.kvRows,
+        ...(input.span ? { span: true } : {}),
+      });
     }
-    const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows);
+    // A media span goes alone, as it was sent: merged with other rows it would be another span.
+    const asSent = this.approx.earlyExit || this.header.info.n_embd_per_layer > 0 || chunks.some((chunk) => chunk.kvRows || chunk.span);
     const calls = [...(asSent ? chunks : mergeChunks(chunks, node.nEmbd, from)).map((chunk) => ({ session: state.wireId, ...chunk, lastOnly: true, approx: this.approx, signal: args.signal, trace: args.trace })), args];
     this.replays += 1;
     if (!node.keepsForwardOrder) {
@@ -336,6 +365,11 @@ export class PipelineCore {
       const held = state.nodes[0].available;
       if (!(Number.isInteger(n) && n >= 0 && n <= held)) {
         throw new LayerfoldError('invalid_argument', `truncate: session "${session}" holds ${held} positions, cannot cut it to ${n}`);
+      }
+      const span = state.nodes[0].spanAcross(n);
+      if (span) {
+        throw new LayerfoldError('invalid_argument', `truncate: position ${n} of session "${session}" is inside a media item's rows ` +
+          `[${span[0]}, ${span[1]}), which are attended as one: cut before or after them`);
       }
       if (this.approx.earlyExit) {
         throw new LayerfoldError('failed_precondition', `truncate: session "${session}" runs with early exit, whose state at a cut position is not kept: drop the session instead`);

@@ -87,9 +87,9 @@ export class RemoteNode {
 
   // The sizes every later answer is checked against (decodeNodeInfo refuses what are not sizes).
   #setInfo(info) {
-    const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, ...rest } = decodeNodeInfo(info);
+    const { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, maxSpan, ...rest } = decodeNodeInfo(info);
     this.#info = rest;
-    Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV });
+    Object.assign(this, { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead, kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, maxSpan });
     /** True on a node with a draft model: logitsAndDraft() drafts. */
     this.drafts = rest.drafter !== null;
   }
@@ -214,13 +214,14 @@ export class RemoteNode {
    * hidden [n, n_embd] at positions startPos.. -> hidden [n or 1, n_embd], as LayerNode.forward.
    * @example const out = await node.forward({ session: 's1', startPos: 0, hidden, lastOnly: true });
    */
-  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null, signal, trace }) {
+  async forward({ session, startPos, hidden, lastOnly = false, approx = {}, exitState = null, perLayer = null, kvRows = null, span = false, signal, trace }) {
     const n = hidden.length / this.nEmbd;
     if (!Number.isInteger(n) || n < 1) {
       throw new RangeError(`hidden has ${hidden.length} floats, not a positive multiple of n_embd ${this.nEmbd}`);
     }
     const query = new URLSearchParams({ start_pos: String(startPos) });
     if (lastOnly) query.set('last_only', '1');
+    if (span) query.set('span', '1');
     for (const [name, value] of approxQuery(approx)) query.set(name, value);
     const what = 'POST /v1/sessions/{id}/forward';
     const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {

@@ -16,7 +16,7 @@ export function encodeNodeInfo(node, { model, maxContext, maxTokens, maxLogitsBy
     sessions: info.sessions, kv_bytes: info.kvBytes, wasm_memory_bytes: info.wasmMemoryBytes,
     max_sessions: node.maxSessions, max_context: maxContext, max_tokens: maxTokens, max_logits_bytes: maxLogitsBytes,
     kv_rows_in: kvLayersToWire(node.kvRowsIn), kv_rows_out: kvLayersToWire(node.kvRowsOut),
-    cache_type_k: node.cacheTypeK, cache_type_v: node.cacheTypeV,
+    cache_type_k: node.cacheTypeK, cache_type_v: node.cacheTypeV, max_span: node.maxSpan,
     drafter: info.drafter ? { model: info.drafter.model, bytes_loaded: info.drafter.bytesLoaded } : null,
   };
 }
@@ -37,7 +37,7 @@ function cacheType(info, field) {
 
 /**
  * The other way: the parsed JSON -> { layers, nLayer, nEmbd, nVocab, withEmbedding, withHead,
- * kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, model, build, threads, sessions, kvBytes,
+ * kvRowsIn, kvRowsOut, cacheTypeK, cacheTypeV, maxSpan (0 when not said), model, build, threads, sessions, kvBytes,
  * wasmMemoryBytes, drafter: {model, bytesLoaded} | null }. The sizes must be sizes, the layers a range within n_layer and the cache
  * types known ('f16' when not said), else 'bad_response' naming the field.
  * @example const info = decodeNodeInfo(await response.json());
@@ -52,9 +52,16 @@ export function decodeNodeInfo(info) {
     layers: [begin, end], nLayer, nEmbd: count(info, 'n_embd'), nVocab: count(info, 'n_vocab'),
     withEmbedding: info.has_embed, withHead: info.has_head,
     kvRowsIn: kvLayersFromWire(info.kv_rows_in), kvRowsOut: kvLayersFromWire(info.kv_rows_out),
-    cacheTypeK: cacheType(info, 'cache_type_k'), cacheTypeV: cacheType(info, 'cache_type_v'), model: info.model, build: info.build, threads: info.threads, sessions: info.sessions,
+    cacheTypeK: cacheType(info, 'cache_type_k'), cacheTypeV: cacheType(info, 'cache_type_v'), maxSpan: maxSpanOf(info), model: info.model, build: info.build, threads: info.threads, sessions: info.sessions,
     kvBytes: info.kv_bytes, wasmMemoryBytes: info.wasm_memory_bytes, drafter: drafterOf(info.drafter),
   };
+}
+
+// The longest media span a node takes (LayerNode.maxSpan), 0 when not said, or 'bad_response'.
+function maxSpanOf(info) {
+  const value = info?.max_span ?? 0;
+  if (!Number.isSafeInteger(value) || value < 0) throw new LayerfoldError('bad_response', `GET /v1/info: max_span is ${JSON.stringify(value)?.slice(0, 40)}, not a count`);
+  return value;
 }
 
 // The draft model a node holds beside its head ({model, bytesLoaded}), null when none.

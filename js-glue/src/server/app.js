@@ -273,8 +273,9 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     const n = state.node;
     const id = sessionId(c.req.param('id'));
     const startPos = position(c.req.query('start_pos'), 'start_pos');
-    const { start_pos: _startPos, last_only: lastOnlyText, ...approxParameters } = c.req.query();
+    const { start_pos: _startPos, last_only: lastOnlyText, span: spanText, ...approxParameters } = c.req.query();
     const lastOnly = flag(lastOnlyText, 'last_only');
+    const span = flag(spanText, 'span');
     // Every other query parameter is an approximate mode's, for the engine to check.
     const approx = approxFromQuery(Object.entries(approxParameters));
     const exitState = decodeExitState(c.req.header(EXIT_STATE));
@@ -290,7 +291,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
       if (startPos + rows > limitCtx) {
         throw new HttpError('context_full', `start_pos ${startPos} + ${rows} positions exceed the node's max context ${limitCtx}`);
       }
-      const fingerprint = key === undefined ? null : await requestFingerprint({ session: id, startPos, lastOnly, approx, exitState, body });
+      const fingerprint = key === undefined ? null : await requestFingerprint({ session: id, startPos, lastOnly, span, approx, exitState, body });
       const reply = await engine(ticket, async () => {
         const stored = n.sessionLength(id) !== null && records.replay(id, key, fingerprint);
         if (stored) return { ...stored, replayed: true };
@@ -299,7 +300,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
           throw new HttpError('position_mismatch', `start_pos ${startPos} but session "${id}" holds ${nPast} positions: send start_pos=${nPast}`,
             { extra: { n_past: nPast } });
         }
-        const hiddenOut = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows });
+        const hiddenOut = await n.forward({ session: id, startPos, hidden, lastOnly, approx, exitState, perLayer, kvRows, span });
         const out = encodeForwardAnswer(hiddenOut, form.kvRowsOut.length ? n.kvRowsOf(hiddenOut) : null, form, rows);
         records.created(id);
         const result = { out, nPast: n.sessionLength(id), layerMs: n.layerTimings(id), approxStats: approxModesOn(approx) ? n.approxStats(id) : null };

@@ -29,7 +29,7 @@ const HEADERS_TIMEOUT_MS = 20_000;
  *          port?: number, host?: string, cacheDir?: string, maxSessions?: number, maxKvBytes?: number,
  *          maxContext?: number, maxTokens?: number, maxQueue?: number, maxBatchRows?: number, maxLogitsBytes?: number, bodyTimeoutMs?: number,
  *          sendTimeoutMs?: number, authToken?: string, insecureNoAuth?: boolean,
- *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', cacheTypeK?: string, cacheTypeV?: string,
+ *          shutdownTimeoutMs?: number, ffnDownLayout?: 'units'|'features', cacheTypeK?: string, cacheTypeV?: string, maxSpan?: number,
  *          dotForm?: 'dot-add'|'pairs', perLayerRowCacheBytes?: number,
  *          draftModel?: string, log?: (severity: string, message: string, fields?: object) => void}} options
  *   dotForm: force the relaxed kernels' form of the Q4_0 dot product (LayerNode.open).
@@ -42,14 +42,14 @@ const HEADERS_TIMEOUT_MS = 20_000;
  */
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
   maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
-  sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, cacheTypeK, cacheTypeV,
+  sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan,
   dotForm, perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, log: write = processLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
   log('INFO', 'starting', {
     config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxBatchRows, maxLogitsBytes,
-      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, perLayerRowCacheBytes, draftModel }),
+      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
   warnIfOpen({ authToken, host, port }, log);
@@ -82,7 +82,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   const t0 = performance.now();
   let lastLog = -Infinity;
   const loaded = LayerNode.open({
-    model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, maxBatchRows, ffnDownLayout, cacheTypeK, cacheTypeV,
+    model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, maxBatchRows, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan,
     dotForm, perLayerRowCacheBytes,
     allowUnvalidatedSource,
     draftModel,

@@ -14,11 +14,11 @@ const hex = (buffer) => Array.from(new Uint8Array(buffer), (b) => b.toString(16)
  * (start_pos, last_only, the approximate modes, the exit state) and the SHA-256 of the body.
  * @example const fingerprint = await requestFingerprint({ session: 's', startPos: 0, lastOnly: false, approx: {}, exitState: null, body });
  */
-export async function requestFingerprint({ session, startPos, lastOnly, approx, exitState, body }) {
+export async function requestFingerprint({ session, startPos, lastOnly, span = false, approx, exitState, body }) {
   const sorted = (value) => (value && typeof value === 'object' && !Array.isArray(value)
     ? Object.fromEntries(Object.keys(value).sort().map((key) => [key, sorted(value[key])]))
     : value);
-  const parameters = JSON.stringify(sorted({ route: `POST /v1/sessions/${session}/forward`, startPos, lastOnly, approx, exitState }));
+  const parameters = JSON.stringify(sorted({ route: `POST /v1/sessions/${session}/forward`, startPos, lastOnly, span, approx, exitState }));
   return `${parameters} sha256:${hex(await crypto.subtle.digest('SHA-256', body))}`;
 }
 

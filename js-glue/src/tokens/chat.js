@@ -56,7 +56,9 @@ function controlIds(tokenizer, texts) {
  * shapes, checked), with OpenAI tools and the thinking switch -> what their prompt's tokens are
  * made of (tokens/prompt_input.js): the rendered text as UTF-8 bytes (ending with the generation
  * prompt, the model's turn opened), whether BOS is still to be added, and the byte spans of the
- * client's text [begin0, end0, ...], which Tokenizer.encode keeps from becoming control tokens.
+ * client's text [begin0, end0, ...], which Tokenizer.encode keeps from becoming control tokens;
+ * and where the messages' image parts were rendered, media [{at, part}] (at: a byte offset of
+ * `bytes`), in the order of the text.
  * Throws when the model has no chat template, ChatContentError for client text the format cannot
  * carry.
  * @example const { bytes, addBos, untrusted } = renderChat(pipeline.header, pipeline.tokenizer, [{ role: 'user', content: 'Hi' }], { enableThinking: true });
@@ -65,8 +67,9 @@ export function renderChat(header, tokenizer, messages, { tools, enableThinking 
   const source = header.metadata['tokenizer.chat_template'];
   if (typeof source !== 'string') throw new Error('the model has no tokenizer.chat_template');
   const bos = tokenizer.piece(tokenizer.bos);
+  const parts = [];
   const context = {
-    messages: templateMessages(wantsToolResponses(source) ? foldToolResponses(messages) : messages),
+    messages: templateMessages(wantsToolResponses(source) ? foldToolResponses(messages) : messages, parts),
     add_generation_prompt: true,
     bos_token: bos,
     eos_token: tokenizer.piece(tokenizer.eos),
@@ -79,12 +82,16 @@ export function renderChat(header, tokenizer, messages, { tools, enableThinking 
   // tool round answered with content), where the template itself writes no generation prompt.
   if (isGemma4(source) && rendered.endsWith('<turn|>\n')) rendered += '<|turn>model\n';
   // The template writes its own BOS and turn markers: those are parsed as special tokens.
-  return { ...unmarked(rendered), addBos: !rendered.startsWith(bos), parseSpecial: true };
+  const { bytes, untrusted, media } = unmarked(rendered);
+  if (media.length !== parts.length || media.some((m, k) => m.index !== k)) {
+    throw new ChatContentError('messages', `the chat template rendered ${media.length} of the messages' ${parts.length} images, or out of order`);
+  }
+  return { bytes, untrusted, media: media.map(({ at }, k) => ({ at, part: parts[k] })), addBos: !rendered.startsWith(bos), parseSpecial: true };
 }
 
 /**
- * Chat messages -> the prompt's token ids, ending with the generation prompt (the model's turn
- * opened); no piece of client text becomes a control token. Takes and throws as renderChat.
+ * Chat messages of text -> the prompt's token ids, ending with the generation prompt (the model's
+ * turn opened); no piece of client text becomes a control token. Takes and throws as renderChat.
  * @example chatTokens(pipeline.header, pipeline.tokenizer, [{ role: 'user', content: 'Hi' }])
  */
 export function chatTokens(header, tokenizer, messages, options = {}) {

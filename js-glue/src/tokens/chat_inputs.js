@@ -8,7 +8,7 @@
 // schema's "type" (checked to be a word), object keys (sorted by the template's dictsort) and
 // function names (OpenAI's rule: letters, digits, "_" and "-"). None of these may hold "<" or "[",
 // with which every control and marker token begins, so none can become one.
-import { ChatContentError, marked } from './chat_marks.js';
+import { ChatContentError, marked, MAX_MEDIA_ITEMS, mediaMark } from './chat_marks.js';
 
 const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const SCHEMA_TYPE = /^[A-Za-z]+$/;
@@ -81,19 +81,43 @@ function toolCall(call, param) {
   return out;
 }
 
+// Content parts with media as llama.cpp's common chat layer joins them for the template
+// (common_chat_msg::to_json_oaicompat): text parts a newline apart, none beside a media item;
+// each image's mark pushed onto `media` with its part.
+function joinedParts(parts, param, media) {
+  let text = '';
+  let lastWasMedia = false;
+  for (const part of parts) {
+    if (part.type === 'image') {
+      if (media.length === MAX_MEDIA_ITEMS) throw new ChatContentError(part.param, `a chat holds at most ${MAX_MEDIA_ITEMS} images`);
+      text += mediaMark(media.length);
+      media.push(part);
+      lastWasMedia = true;
+      continue;
+    }
+    if (!lastWasMedia && text !== '') text += '\n';
+    text += marked(part.text, param);
+    lastWasMedia = false;
+  }
+  return text;
+}
+
 /**
  * Chat messages [{role, content, reasoning_content?, tool_calls?, tool_call_id?, name?,
- * tool_responses?, at?}] (content a string or null; `at` the index errors name, when not the
- * message's own) -> the messages the template renders, client text marked. Throws
+ * tool_responses?, at?}] (content a string, text and image parts, or null; `at` the index errors
+ * name, when not the message's own) -> the messages the template renders, client text marked, and
+ * each image part pushed onto `media` where its mark stands (chat_marks.js, mediaMark). Throws
  * ChatContentError naming the field it cannot carry.
  * @example templateMessages([{ role: 'user', content: 'Hi' }]) // [{ role: 'user', content: '\uFDD0Hi\uFDD1' }]
  */
-export function templateMessages(messages) {
+export function templateMessages(messages, media = []) {
   return messages.map((m, i) => {
     const param = `messages[${m.at ?? i}]`;
     const out = { role: m.role };
     // Absent only from an assistant message that folds a tool round with no answer after it.
-    if (m.content !== undefined || !m.tool_responses) out.content = marked(m.content ?? '', `${param}.content`);
+    if (m.content !== undefined || !m.tool_responses) {
+      out.content = Array.isArray(m.content) ? joinedParts(m.content, `${param}.content`, media) : marked(m.content ?? '', `${param}.content`);
+    }
     if (m.reasoning_content) out.reasoning_content = marked(m.reasoning_content, `${param}.reasoning_content`);
     if (m.name) out.name = marked(m.name, `${param}.name`);
     // Compared with the calls' ids, never rendered.

@@ -30,10 +30,10 @@ export class LogitAdjustments {
     return this.logitBias.size > 0 || this.repetitionPenalty !== 1 || this.presencePenalty !== 0 || this.frequencyPenalty !== 0;
   }
 
-  /** The prompt's tokens, for the repetition penalty. */
+  /** The prompt's tokens, for the repetition penalty; an image's rows (negative ids) are none. */
   notePrompt(ids) {
     if (this.repetitionPenalty === 1) return;
-    for (const id of ids) this.#seen.add(id);
+    for (const id of ids) if (id >= 0) this.#seen.add(id);
   }
 
   /** A generated token. */

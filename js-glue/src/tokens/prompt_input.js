@@ -31,3 +31,22 @@ export function encodePrompt(tokenizer, { bytes, addBos, parseSpecial, untrusted
 export function fewestTokens(tokenizer, byteLength) {
   return tokenizer.maxTokenBytes > 0 ? Math.ceil(byteLength / tokenizer.maxTokenBytes) : 0;
 }
+
+/**
+ * A prompt with media items at byte offsets `cuts` (ascending) -> the prompts of the text between
+ * them, each with its untrusted spans and bytes of its own (a tokenizer thread takes them over);
+ * BOS, if asked, before the first only.
+ * @example textBetween(renderChat(header, tokenizer, messages), [17]) // [<bytes 0-17>, <bytes 17-end>]
+ */
+export function textBetween({ bytes, addBos, parseSpecial, untrusted }, cuts) {
+  const bounds = [0, ...cuts, bytes.length];
+  return bounds.slice(1).map((end, k) => {
+    const begin = bounds[k];
+    const spans = [];
+    for (let i = 0; i < (untrusted?.length ?? 0); i += 2) {
+      const [b, e] = [Math.max(untrusted[i], begin), Math.min(untrusted[i + 1], end)];
+      if (b < e) spans.push(b - begin, e - begin);
+    }
+    return { bytes: bytes.slice(begin, end), addBos: addBos && k === 0, parseSpecial, untrusted: untrusted ? spans : null };
+  });
+}

@@ -2,6 +2,7 @@
 // its source into WASM memory, and RGB images encoded into the soft-token embeddings the language
 // model reads at an image's placeholders, as llama.cpp's mtmd computes them.
 import { openGgufHeader } from '../gguf/header.js';
+import { flagSet } from '../wasm/done_flag.js';
 
 const F32 = 4;
 
@@ -14,6 +15,8 @@ export class VisionEncoder {
   nEmbdText = 0;
   #lf;
   #data = 0;
+  #line = Promise.resolve();  // the encodes asked for, in turn
+  #encoding = null;           // the flag of the one under way
 
   /**
    * The projector of `source` ({name, size, read, readInto, close}, closed before this returns)
@@ -68,29 +71,46 @@ export class VisionEncoder {
   }
 
   /**
-   * rgb [height · width · 3] (8 bits a channel, rows top down) -> { tokens, embd: Float32Array
-   * [tokens · nEmbdText] }. Runs on the encoder's workers and returns when done.
+   * rgb [height · width · 3] (8 bits a channel, rows top down) -> a Promise of { tokens, embd:
+   * Float32Array [tokens · nEmbdText] }. Runs on the encoder's workers while the event loop goes
+   * on (in the single-thread module, before the promise is made); images asked for at once are
+   * encoded one after another. Rejects with what the engine refuses.
+   * @example const { tokens, embd } = await vision.encode(rgb, 640, 480, { maxTokens: 280 });
    */
   encode(rgb, width, height, { maxTokens = 0 } = {}) {
+    const job = this.#line.then(() => this.#encodeNow(rgb, width, height, maxTokens));
+    this.#line = job.catch(() => {});
+    return job;
+  }
+
+  async #encodeNow(rgb, width, height, maxTokens) {
     const lf = this.#lf;
+    if (!this.ptr) throw new Error('the vision encoder is closed');
     if (rgb.length !== width * height * 3) {
       throw new RangeError(`an image of ${width} x ${height} has ${width * height * 3} RGB bytes, not ${rgb.length}`);
     }
     const { tokens } = this.tokens(width, height, { maxTokens });
     const pixels = lf.alloc(Math.max(rgb.length, 4));
-    const embd = lf.alloc(tokens * this.nEmbdText * F32);
+    const flag = lf.alloc(4);
+    let embd = 0;
     try {
       lf.bytes().set(rgb, pixels);
-      const n = lf.fn.lf_vision_encode(this.ptr, pixels, width, height, maxTokens, embd);
+      if (lf.fn.lf_vision_encode_async(this.ptr, pixels, width, height, maxTokens, flag) < 0) throw lf.lastError();
+      this.#encoding = flagSet(lf, flag);
+      await this.#encoding;
+      embd = lf.alloc(tokens * this.nEmbdText * F32);
+      const n = lf.fn.lf_vision_encode_result(this.ptr, embd);
       if (n < 0) throw lf.lastError();
       return { tokens: n, embd: new Float32Array(lf.bytes().slice(embd, embd + n * this.nEmbdText * F32).buffer) };
     } finally {
+      this.#encoding = null;
       lf.free(pixels);
-      lf.free(embd);
+      lf.free(flag);
+      if (embd) lf.free(embd);
     }
   }
 
-  /** Frees the encoder and its tensors. */
+  /** Frees the encoder and its tensors (waiting, in the engine, for an encode under way). */
   close() {
     if (this.ptr) this.#lf.fn.lf_vision_free(this.ptr);
     if (this.#data) this.#lf.free(this.#data);

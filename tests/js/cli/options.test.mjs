@@ -35,15 +35,15 @@ const APPROX = {"truncation-threshold": "1.5", "exit-threshold": "-1", "exit-win
 
 // command -> numeric option -> a value out of its range.
 const OUT_OF_RANGE = {
-  validate: {"top-k": "0", threads: "257", ...APPROX},
-  generate: {"max-tokens": "0", temperature: "2.5", "top-k": "-1", "top-p": "1.5", seed: "4294967296", threads: "0", ...APPROX},
-  chat: {"max-tokens": "0", temperature: "-0.5", "top-k": "1.5", "top-p": "2", seed: "-1", threads: "0"},
-  "calibrate-exit": {agreement: "0", "exit-window": "0", positions: "1048577", threads: "0"},
+  validate: {"top-k": "0", threads: "257", "max-span": "8193", ...APPROX},
+  generate: {"max-span": "-1", "max-tokens": "0", temperature: "2.5", "top-k": "-1", "top-p": "1.5", seed: "4294967296", threads: "0", ...APPROX},
+  chat: {"max-span": "8193", "max-tokens": "0", temperature: "-0.5", "top-k": "1.5", "top-p": "2", seed: "-1", threads: "0"},
+  "calibrate-exit": {agreement: "0", "exit-window": "0", positions: "1048577", threads: "0", "max-span": "8193"},
   plan: {nodes: "0", memory: "0", "end-memory": "0", "per-layer-row-cache": "-1", "max-context": "-1", "max-tokens": "0", "max-members": "-1"},
   serve: {
     threads: "0", port: "65536", "max-sessions": "0", "max-kv-bytes": "0", "max-context": "0", "max-tokens": "0", "max-queue": "-1",
     "max-batch-rows": "0", "max-logits-bytes": "3", "body-timeout-ms": "0", "send-timeout-ms": "0", "shutdown-timeout-ms": "2147483648",
-    "per-layer-row-cache-bytes": "-1",
+    "per-layer-row-cache-bytes": "-1", "max-span": "8193",
   },
   gateway: {
     threads: "300", port: "-1", "max-queue": "-1", "max-cached-sessions": "-1", "max-sessions": "0", "ctx-checkpoints": "9", "request-timeout-ms": "0",

@@ -27,7 +27,7 @@ function plan(file, nodes) {
 function engineWeights(lf, gguf, info, begin, end) {
   const n = info.n_layer;
   const byRows = begin === 0 && info.n_embd_per_layer > 0;
-  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, begin === 0 ? 1 : 0, end === n ? 1 : 0, 0, 1, byRows ? 1 : 0, 0, 0));
+  const needs = lf.json(lf.fn.lf_node_needs_json(gguf, begin, end, begin === 0 ? 1 : 0, end === n ? 1 : 0, 0, 1, byRows ? 1 : 0, 0, 0, 0));
   if (!byRows) return needs.tensor_bytes;
   const rowBytes = needs.per_layer_row_bytes;
   return needs.tensor_bytes + Math.min(Math.floor(ROW_CACHE / rowBytes), info.n_vocab) * rowBytes;

@@ -108,19 +108,41 @@ export async function llamaProgram(source) {
 /**
  * llamaProgram for a program that uses llama.cpp's multimodal library, which node-llama-cpp does
  * not ship: mtmd's clip loader, image preprocessing and graph builders (tools/mtmd) are compiled
- * into the program from the same source, against the oracle's prebuilt libggml. Built once per
- * content of the program (a couple of minutes: every projector's graph is in clip.cpp's reach).
+ * into the program from the same source, against the oracle's prebuilt libggml. withLlama: the
+ * whole of libmtmd (its tokenizer and decode helpers, and the hashing it vendors), against the
+ * oracle's libllama too. Built once per content of the program (a couple of minutes: every
+ * projector's graph is in clip.cpp's reach).
  * @example const program = await llamaMtmdProgram(path.join(here, "llama_programs", "llama_vision.cpp"));
  */
-export async function llamaMtmdProgram(source) {
-  const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).update("mtmd").digest("hex").slice(0, 16);
+export async function llamaMtmdProgram(source, {withLlama = false} = {}) {
+  const kind = withLlama ? "mtmd+llama" : "mtmd";
+  const hash = createHash("sha256").update(fs.readFileSync(source)).update(bins).update(kind).digest("hex").slice(0, 16);
   return built(path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`), async (part) => {
     const src = llamaSourceTree(["tools/mtmd", "include", "ggml/include", "vendor"]);
     const mtmd = path.join(src, "tools", "mtmd");
+    const hashes = path.join(src, "vendor", "hash");
     const models = fs.readdirSync(path.join(mtmd, "models")).filter((f) => f.endsWith(".cpp")).map((f) => path.join(mtmd, "models", f));
-    await runChecked("g++", ["-O1", "-std=c++17", "-w", source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models,
-      `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`,
-      `-L${bins}`, "-l:libggml.v0.4.0.so", "-l:libggml-base.so", `-Wl,-rpath,${bins}`, "-o", part]);
+    const sources = [source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models];
+    const libs = ["-l:libggml.v0.4.0.so", "-l:libggml-base.so"];
+    const objects = fs.mkdtempSync(`${part}-objects-`);
+    try {
+      if (withLlama) {
+        sources.push(...["mtmd.cpp", "mtmd-audio.cpp", "mtmd-helper.cpp"].map((f) => path.join(mtmd, f)), path.join(hashes, "hash.cpp"));
+        // As libmtmd's CMake builds them: sha1.c as C++ (it lives in a namespace), the others as C.
+        sources.push("-x", "c++", path.join(hashes, "sha1", "sha1.c"), "-x", "none");
+        for (const file of [path.join(hashes, "sha256", "sha256.c"), path.join(hashes, "xxhash", "xxhash.c")]) {
+          const object = path.join(objects, `${path.basename(file, ".c")}.o`);
+          await runChecked("gcc", ["-O1", "-w", "-c", file, `-I${hashes}`, "-o", object]);
+          sources.push(object);
+        }
+        libs.unshift("-l:libllama.v0.4.0.so");
+      }
+      await runChecked("g++", ["-O1", "-std=c++17", "-w", ...sources,
+        `-I${mtmd}`, `-I${src}/include`, `-I${src}/ggml/include`, `-I${src}/vendor`, `-I${hashes}`,
+        `-L${bins}`, ...libs, `-Wl,-rpath,${bins}`, "-lpthread", "-o", part]);
+    } finally {
+      fs.rmSync(objects, {recursive: true, force: true});
+    }
   });
 }
 

@@ -18,6 +18,10 @@ export const BUILD = {
 /** The KV cache's types of a local node (docs/attention.md, "Quantized cache"), as llama.cpp's -ctk / -ctv. */
 export const CACHE_TYPE_K = { kind: 'choice', choices: ['f16', 'q8_0', 'q4_0'], value: 'TYPE', help: 'K cache type of a local node', default: 'f16' };
 export const CACHE_TYPE_V = { ...CACHE_TYPE_K, help: 'V cache type of a local node' };
+export const MAX_SPAN = {
+  kind: 'integer', min: 0, max: 8192, value: 'N', default: 0,
+  help: 'rows of the longest media span (an image\'s soft tokens) a local node takes; its sliding rings grow by it (0: 64)',
+};
 
 export const DOT_FORM = {
   kind: 'choice', choices: ['dot-add', 'pairs'], value: 'FORM', help: 'force the relaxed kernels\' form of the Q4_0 dot product (same bits; docs/kernels.md)',
@@ -53,6 +57,7 @@ export const PIPELINE_OPTIONS = {
   build: BUILD,
   'cache-type-k': CACHE_TYPE_K,
   'cache-type-v': CACHE_TYPE_V,
+  'max-span': MAX_SPAN,
   'cache-dir': { ...CACHE_DIR, shown: 'objects/ under the layerfold cache directory' },
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
   json: JSON_OUTPUT,

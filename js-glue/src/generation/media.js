@@ -1,0 +1,168 @@
+// Images in a chat request (docs/vision.md, "Images through the gateway"): each image part's bytes
+// (a data: URL, or an http(s) URL fetched where the gateway allows it, within a size, a type and a
+// time), decoded (vision/decode_image.js) and encoded by the projector's encoder into soft-token
+// rows. In the prompt's token ids an image is a run of one placeholder per row: a negative id
+// derived from a hash of its pixels and budget, so that two prompts with the same image share a
+// prefix (sessions.js) and a step's ids split into token runs and image runs (mediaRuns).
+import { decodeImage, DEFAULT_MAX_IMAGE_PIXELS, ImageError } from '../vision/decode_image.js';
+import { badParam, OpenAIError } from './errors.js';
+
+export const DEFAULT_IMAGE_MAX_BYTES = 20 * 1024 * 1024;
+export const DEFAULT_IMAGE_FETCH_TIMEOUT_MS = 10_000;
+// mtmd's budget for a Gemma 4 image when none is asked for.
+export const DEFAULT_IMAGE_MAX_TOKENS = 280;
+// Images' rows kept for the next turn of a conversation, by their placeholder.
+const CACHED_IMAGES = 16;
+
+/** Whether a prompt id stands for an image's row. */
+export const isPlaceholder = (id) => id < 0;
+
+/**
+ * Whether llama.cpp decodes Gemma 4 images with their rows attending each other both ways on the
+ * sliding layers (mtmd_decode_use_non_causal): on every model but E2B and E4B, told by the
+ * language model's width.
+ * @example decodesNonCausal(5376) // true
+ */
+export function decodesNonCausal(nEmbdText) {
+  return nEmbdText !== 1536 && nEmbdText !== 2560;
+}
+
+// A data: URL's bytes, or a 400 naming the part.
+function dataUrlBytes(url, param, maxBytes) {
+  const comma = url.indexOf(',');
+  const head = url.slice(5, comma);
+  if (comma < 0 || !/^image\/[a-z0-9.+-]+;base64$/i.test(head)) {
+    throw badParam(param, `${param} must be a data:image/...;base64, URL (or an http(s) URL where the gateway fetches them)`);
+  }
+  const text = url.slice(comma + 1);
+  if (Math.floor(text.length * 3 / 4) > maxBytes) throw badParam(param, `${param} holds more than ${maxBytes} bytes`);
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text)) throw badParam(param, `${param} is not valid base64`);
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+// An http(s) URL's body: an image/* answer of at most maxBytes within timeoutMs, else a 400.
+async function fetchedBytes(url, param, { maxBytes, timeoutMs, signal }) {
+  const fail = (why) => badParam(param, `${param}: ${why}`);
+  let response;
+  try {
+    response = await fetch(url, { redirect: 'error', signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])]) });
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    throw fail(error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `the fetch failed (${error.message})`);
+  }
+  if (!response.ok) throw fail(`the server answered ${response.status}`);
+  if (!/^image\//i.test(response.headers.get('content-type') ?? '')) throw fail(`the server's answer is ${response.headers.get('content-type') ?? 'untyped'}, not an image`);
+  const declared = Number(response.headers.get('content-length') ?? 0);
+  if (declared > maxBytes) throw fail(`the image is ${declared} bytes, more than ${maxBytes}`);
+  const parts = [];
+  let size = 0;
+  try {
+    for await (const part of response.body) {
+      size += part.byteLength;
+      if (size > maxBytes) throw fail(`the image is more than ${maxBytes} bytes`);
+      parts.push(part);
+    }
+  } catch (error) {
+    if (error instanceof OpenAIError) throw error;
+    if (signal?.aborted) throw signal.reason;
+    throw fail(error.name === 'TimeoutError' ? `the image did not arrive within ${timeoutMs} ms` : `reading it failed (${error.message})`);
+  } finally {
+    await response.body?.cancel().catch(() => {});
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    bytes.set(part, at);
+    at += part.byteLength;
+  }
+  return bytes;
+}
+
+// A 48-bit hash of an image's pixels and size and its budget, as the negative placeholder id.
+async function placeholderOf({ rgb, width, height }, maxTokens) {
+  const head = new Uint32Array([width, height, maxTokens]);
+  const data = new Uint8Array(head.byteLength + rgb.byteLength);
+  data.set(new Uint8Array(head.buffer), 0);
+  data.set(rgb, head.byteLength);
+  const digest = new DataView(await crypto.subtle.digest('SHA-256', data));
+  return -(digest.getUint32(0) * 2 ** 16 + digest.getUint16(4) + 1);
+}
+
+export class MediaInput {
+  #encoder;
+  #cache = new Map();  // placeholder -> item, least recently used first
+
+  /**
+   * Over a VisionEncoder (vision/encoder.js). maxTokens: an image's soft-token budget (70 to
+   * 1120); fetchUrls: whether http(s) image URLs are fetched (else refused), each within maxBytes
+   * and fetchTimeoutMs; maxPixels: the decoders' limit. Nodes taking these images non-causally
+   * need a max span of maxTokens (LayerNode.open's maxSpan).
+   * @example const media = new MediaInput(await VisionEncoder.open(lf, source), { maxTokens: 280 });
+   */
+  constructor(encoder, { maxTokens = DEFAULT_IMAGE_MAX_TOKENS, fetchUrls = false, maxBytes = DEFAULT_IMAGE_MAX_BYTES,
+    fetchTimeoutMs = DEFAULT_IMAGE_FETCH_TIMEOUT_MS, maxPixels = DEFAULT_MAX_IMAGE_PIXELS } = {}) {
+    this.#encoder = encoder;
+    this.nonCausal = decodesNonCausal(encoder.nEmbdText);
+    Object.assign(this, { maxTokens, fetchUrls, maxBytes, fetchTimeoutMs, maxPixels });
+  }
+
+  /**
+   * An image part ({url, param}: param names it in errors) -> its item {placeholder, tokens, rows,
+   * span}: rows [tokens, n_embd] of the language model, span whether they are attended both ways.
+   * A 400 naming the part for what cannot be read or decoded.
+   * @example const item = await media.image({ url: 'data:image/png;base64,...', param: 'messages[0].content[1]' });
+   */
+  async image({ url, param }, { signal } = {}) {
+    let bytes;
+    if (/^data:/i.test(url)) {
+      bytes = dataUrlBytes(url, param, this.maxBytes);
+    } else if (/^https?:\/\//i.test(url)) {
+      if (!this.fetchUrls) throw badParam(param, `${param}: this gateway fetches no image URLs (--image-urls); send the image as a data: URL`);
+      bytes = await fetchedBytes(url, param, { maxBytes: this.maxBytes, timeoutMs: this.fetchTimeoutMs, signal });
+    } else {
+      throw badParam(param, `${param} must be a data: or http(s) URL`);
+    }
+    let image;
+    try {
+      image = await decodeImage(bytes, { maxPixels: this.maxPixels });
+    } catch (error) {
+      if (error instanceof ImageError) throw badParam(param, `${param}: ${error.message}`);
+      throw error;
+    }
+    const placeholder = await placeholderOf(image, this.maxTokens);
+    const cached = this.#cache.get(placeholder);
+    if (cached) {
+      this.#cache.delete(placeholder);
+      this.#cache.set(placeholder, cached);
+      return cached;
+    }
+    const { tokens, embd } = await this.#encoder.encode(image.rgb, image.width, image.height, { maxTokens: this.maxTokens });
+    const item = { placeholder, tokens, rows: embd, span: this.nonCausal };
+    this.#cache.set(placeholder, item);
+    if (this.#cache.size > CACHED_IMAGES) this.#cache.delete(this.#cache.keys().next().value);
+    return item;
+  }
+}
+
+/**
+ * A step's ids -> its runs in order: {tokens} of real ids, or {item} for an image's run of
+ * placeholders (`items`: placeholder -> item). Throws when a run is not its image's length.
+ * @example mediaRuns([2, 5, -7, -7, 9], new Map([[-7, item]])) // [{tokens: [2, 5]}, {item}, {tokens: [9]}]
+ */
+export function mediaRuns(ids, items) {
+  const runs = [];
+  for (let i = 0; i < ids.length;) {
+    let j = i + 1;
+    if (isPlaceholder(ids[i])) {
+      while (j < ids.length && ids[j] === ids[i]) j++;
+      const item = items.get(ids[i]);
+      if (!item || item.tokens !== j - i) throw new Error(`internal: an image's run of ${j - i} placeholders has no image of that length`);
+      runs.push({ item });
+    } else {
+      while (j < ids.length && !isPlaceholder(ids[j])) j++;
+      runs.push({ tokens: ids.slice(i, j) });
+    }
+    i = j;
+  }
+  return runs;
+}

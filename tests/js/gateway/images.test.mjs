@@ -1,0 +1,136 @@
+// Images in chat requests (docs/vision.md, "Images through the gateway"): a PNG sent as a data:
+// URL between two text parts gives llama.cpp's answer to the same chat (its own template
+// rendering with a media marker, then mtmd: llama_vision_prompt), over a remote node with a q8_0
+// cache where our arithmetic mirrors llama.cpp's; a second turn with the same image reuses the
+// first one's session through the image; image URLs fetched only when allowed and within their
+// limits; parts the gateway cannot read refused with a 400 naming them.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import http from "node:http";
+import {describe, test} from "node:test";
+
+import {serveGateway} from "../../../js-glue/src/gateway/host.js";
+import {F64Reference} from "../support/f64_reference.mjs";
+import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "../support/gateway_fixture.mjs";
+import {importHostPackage} from "../support/host_package.mjs";
+import {llamaChat} from "../support/llama_chat.mjs";
+import {rgbImage} from "../support/llama_vision.mjs";
+import {llamaVisionPrompt} from "../support/llama_vision_prompt.mjs";
+import {model} from "../support/models.mjs";
+import {llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
+import {startServer, waitReady} from "../support/server_process.mjs";
+
+const {encode: encodePng} = await importHostPackage("fast-png");
+
+const [WIDTH, HEIGHT] = [37, 23];
+const MAX_TOKENS = 128;
+const CACHE = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"];
+const projector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
+
+const png = () => Buffer.from(encodePng({width: WIDTH, height: HEIGHT, data: fs.readFileSync(rgbImage(WIDTH, HEIGHT)), channels: 3}));
+const dataUrl = (bytes, type = "image/png") => `data:${type};base64,${Buffer.from(bytes).toString("base64")}`;
+const imageChat = (url) => [{role: "user", content: [{type: "text", text: "Look:"}, {type: "image_url", image_url: {url}}, {type: "text", text: " What is it?"}]}];
+
+async function gateway(t, options) {
+  const gw = await serveGateway({model: gemma4(), modelId: "g", port: 0, host: "127.0.0.1", build: "single", log: () => {}, ...options});
+  t.after(() => gw.shutdown());
+  await gw.opened;
+  return gw;
+}
+
+async function chat(gw, messages, extra = {}) {
+  const response = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST", headers: {"content-type": "application/json"},
+    body: JSON.stringify({model: "g", messages, max_tokens: 8, temperature: 0, ...extra}),
+  });
+  return {status: response.status, body: await response.json()};
+}
+
+describe("images in chat requests", () => {
+  test("a PNG between text parts gives llama.cpp's answer to the same chat; the next turn reuses the session through it", async (t) => {
+    const file = gemma4();
+    const reference = F64Reference.open(file);
+    const mirrored = mirrors(await llamaKernels(), {...modelTraits(reference, 2), cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
+    reference.close();
+    if (!mirrored) {
+      t.skip("llama.cpp's kernels on this host are not the engine's for this model and cache");
+      return;
+    }
+    const [rendered] = await llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages: [{role: "user", content: [
+      {type: "text", text: "Look:"}, {type: "media_marker", text: "<__media__>"}, {type: "text", text: " What is it?"}]}]}]);
+    const ref = await llamaVisionPrompt(file, projector(), rgbImage(WIDTH, HEIGHT), WIDTH, HEIGHT, rendered.prompt,
+      {maxTokens: MAX_TOKENS, greedy: 8, cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
+
+    const node = await startServer(t, {args: ["--model", file, ...CACHE, "--max-span", String(MAX_TOKENS)]});
+    await waitReady(node.url);
+    const gw = await gateway(t, {nodes: node.url, images: {mmproj: projector(), maxTokens: MAX_TOKENS}});
+    const tokenizer = gw.state.node.tokenizer;
+    const messages = imageChat(dataUrl(png()));
+    const first = await chat(gw, messages);
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    const ends = new Set([tokenizer.eos, ...tokenizer.encode("<turn|>", {addBos: false, parseSpecial: true})]);
+    const stop = ref.greedy.findIndex((id) => ends.has(id));
+    assert.equal(first.body.choices[0].message.content, tokenizer.decode(stop < 0 ? ref.greedy : ref.greedy.slice(0, stop)));
+    const imageTokens = ref.chunks.find((c) => c.type === "image").n_tokens;
+    const promptTokens = ref.chunks.reduce((n, c) => n + (c.type === "text" ? c.tokens.length : c.n_tokens), 0);
+    assert.equal(first.body.usage.prompt_tokens, promptTokens, "the image counts its soft tokens, as llama.cpp counts them");
+
+    const next = await chat(gw, [...messages, first.body.choices[0].message, {role: "user", content: "And now?"}]);
+    assert.equal(next.status, 200, JSON.stringify(next.body));
+    assert.ok(next.body.usage.prompt_tokens_details.cached_tokens > imageTokens,
+      `the second turn reused the first one's session past the image: ${JSON.stringify(next.body.usage)}`);
+  });
+
+  test("image URLs: fetched only when allowed, within their type, size and time", async (t) => {
+    const served = new Map([["/ok.png", ["image/png", png()]], ["/text", ["text/plain", Buffer.from("hello")]],
+      ["/big.png", ["image/png", Buffer.alloc(5000, 1)]]]);
+    const server = http.createServer((request, response) => {
+      if (request.url === "/slow.png") return setTimeout(() => response.end(), 3000);
+      const [type, body] = served.get(request.url) ?? ["text/plain", Buffer.from("no")];
+      response.writeHead(served.has(request.url) ? 200 : 404, {"content-type": type});
+      response.end(body);
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    t.after(() => server.close());
+    const at = (p) => `http://127.0.0.1:${server.address().port}${p}`;
+    const images = {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 4096, fetchTimeoutMs: 500};
+    const closed = await gateway(t, {nodes: "local:0-1", images});
+    const refused = await chat(closed, imageChat(at("/ok.png")));
+    assert.equal(refused.status, 400);
+    assert.match(refused.body.error.message, /messages\[0\]\.content\[1\]\.image_url\.url: this gateway fetches no image URLs/);
+
+    const open = await gateway(t, {nodes: "local:0-1", images: {...images, fetchUrls: true}});
+    const fetched = await chat(open, imageChat(at("/ok.png")));
+    const sent = await chat(open, imageChat(dataUrl(png())));
+    assert.equal(fetched.status, 200, JSON.stringify(fetched.body));
+    assert.equal(fetched.body.choices[0].message.content, sent.body.choices[0].message.content, "a fetched image reads as the same image sent");
+    for (const [p, message] of [["/text", /is text\/plain, not an image/], ["/big.png", /more than 4096/], ["/slow.png", /within 500 ms/],
+      ["/missing.png", /answered 404/]]) {
+      const r = await chat(open, imageChat(at(p)));
+      assert.equal(r.status, 400, p);
+      assert.equal(r.body.error.param, "messages[0].content[1].image_url.url");
+      assert.match(r.body.error.message, message);
+    }
+  });
+
+  test("parts the gateway cannot read are refused by name, and a gateway without a projector refuses images", async (t) => {
+    const gw = await gateway(t, {nodes: "local:0-1", images: {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 4096}});
+    for (const [content, param, message] of [
+      [[{type: "image_url", image_url: {url: "data:image/png;base64,@@@"}}], "messages[0].content[0].image_url.url", /not valid base64/],
+      [[{type: "image_url", image_url: {url: dataUrl(Buffer.from("not a picture"))}}], "messages[0].content[0].image_url.url", /image/i],
+      [[{type: "image_url", image_url: {url: dataUrl(Buffer.alloc(6000, 7))}}], "messages[0].content[0].image_url.url", /more than 4096 bytes/],
+      [[{type: "image_url", image_url: {url: "ftp://example.com/a.png"}}], "messages[0].content[0].image_url.url", /must be a data: or http\(s\) URL/],
+      [[{type: "image_url", image_url: {}}], "messages[0].content[0].image_url.url", /must be a non-empty string/],
+      [[{type: "input_audio", input_audio: {data: "AAAA", format: "wav"}}], "messages[0].content[0]", /reads no audio/],
+    ]) {
+      const r = await chat(gw, [{role: "user", content}]);
+      assert.equal(r.status, 400, JSON.stringify(r.body));
+      assert.equal(r.body.error.param, param);
+      assert.match(r.body.error.message, message);
+    }
+    const plain = await gateway(t, {nodes: "local:0-1"});
+    const r = await chat(plain, imageChat(dataUrl(png())));
+    assert.equal(r.status, 400);
+    assert.match(r.body.error.message, /this gateway reads no images \(start it with --mmproj\)/);
+  });
+});
