@@ -458,6 +458,8 @@ export interface PipelineOptions {
   /** the KV cache types of local nodes (LayerNodeOptions) */
   cacheTypeK?: CacheType;
   cacheTypeV?: CacheType;
+  /** the longest media span (stepMedia) the local nodes take (LayerNodeOptions.maxSpan) */
+  maxSpan?: number;
   cacheDir?: string;
   onProgress?: (progress: Progress, node: number) => void;
   /** bearer token for remote nodes */
@@ -499,6 +501,12 @@ export class Pipeline {
   step(session: string, tokens: number[], options?: { allRows?: boolean; logits?: true; draft?: number }): Promise<{ logits: Float32Array; draft: StepDraft | null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
   /** with `logits: false` the positions only go into the caches (a prompt prefilled in parts): no head runs */
   step(session: string, tokens: number[], options: { logits: false }): Promise<{ logits: null; draft: null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
+  /**
+   * step() for a media item's rows [n, n_embd] (an image's soft-token embeddings) at the session's
+   * next positions; span: attended both ways on the sliding layers (every node's maxSpan must hold
+   * them). A cut inside the item is refused.
+   */
+  stepMedia(session: string, item: { rows: Float32Array; span: boolean }, options?: { allRows?: boolean; logits?: boolean }): Promise<{ logits: Float32Array | null; draft: null; timings: NodeTiming[]; embedMs: number; headMs: number }>;
   /** true when the last node holds a draft model: step() with `draft: k` answers k MTP drafts after the step */
   readonly drafts: boolean;
   /**
@@ -631,6 +639,8 @@ export interface ServeOptions {
   /** LayerNodeOptions.cacheTypeK / cacheTypeV; default 'f16' */
   cacheTypeK?: CacheType;
   cacheTypeV?: CacheType;
+  /** LayerNodeOptions.maxSpan: the longest media span a forward may carry */
+  maxSpan?: number;
   /** LayerNodeOptions.perLayerRowCacheBytes */
   perLayerRowCacheBytes?: number;
   /** LayerNodeOptions.draftModel: the MTP drafter beside the head (the node serving the last layer) */

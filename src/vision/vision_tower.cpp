@@ -1,6 +1,7 @@
 #include "vision/vision_tower.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -240,6 +241,7 @@ struct ImageEncoding::State {
   VisionInput in;
   Tower t;
   int m;  // soft tokens
+  std::atomic<bool> finished{false};  // the pool's job is over (ImageEncoding::start)
 
   State(const VisionConfig& config, const VisionWeights& w, VisionInput input, ThreadPool& pool)
       : c(config), in(std::move(input)), t{c, w, pool, in.n_patches_x() * in.n_patches_y(), in.n_patches_x(), in.n_patches_y()},
@@ -294,14 +296,23 @@ Status ImageEncoding::start(const VisionConfig& c, const VisionWeights& w, Visio
   auto encoding = std::unique_ptr<ImageEncoding>(new ImageEncoding());
   encoding->state_ = std::make_unique<State>(c, w, std::move(in), *pool);
   State* s = encoding->state_.get();
-  if (!pool->start([s](int worker) { s->run(worker); }, std::move(done))) {
+  const auto over = [s, done = std::move(done)] {
+    s->finished.store(true, std::memory_order_release);
+    done();
+  };
+  if (!pool->start([s](int worker) { s->run(worker); }, over)) {
     return Status(Code::failed_precondition, "the vision encoder is encoding another image");
   }
   *out = std::move(encoding);
   return Status();
 }
 
-Status ImageEncoding::finish(std::vector<float>* embd) const { return state_->collect(embd); }
+Status ImageEncoding::finish(std::vector<float>* embd) const {
+  if (!state_->finished.load(std::memory_order_acquire)) {
+    return Status(Code::failed_precondition, "the image is still being encoded: wait for its flag");
+  }
+  return state_->collect(embd);
+}
 
 Status encode_image(const VisionConfig& c, const VisionWeights& w, const VisionInput& in, ThreadPool* pool,
                     std::vector<float>* embd) {

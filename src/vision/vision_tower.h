@@ -34,7 +34,7 @@ class ImageEncoding {
   static Status start(const VisionConfig& c, const VisionWeights& w, VisionInput in, ThreadPool* pool,
                       std::function<void()> done, std::unique_ptr<ImageEncoding>* out);
   ~ImageEncoding();
-  // After done(): encode_image's embd, or the failure of a worker.
+  // After done(): encode_image's embd, or the failure of a worker; refused before.
   Status finish(std::vector<float>* embd) const;
 
   struct State;

@@ -8,12 +8,14 @@ import fs from 'node:fs';
 
 import { APPROX_CLI_OPTIONS, approxFromFlags } from './approx.js';
 import { defaultModel } from './default_model.js';
+import { IMAGE_OPTIONS, imagePrompt, openImages } from './images.js';
 import { openPipeline } from './open_pipeline.js';
 import { MODEL, PIPELINE_OPTIONS, SAMPLING_OPTIONS, samplingOf } from './options/shared.js';
 import { noteSynthetic } from './synthetic_note.js';
 import { timingsReport } from './timings_report.js';
 // The prompt when none is given: validate's, whose continuation a real Gemma model knows.
 import { DEFAULT_PROMPT } from './validate.js';
+import { stepWithMedia } from '../generation/media.js';
 import { timings } from '../generation/timings.js';
 import { chatTokens, stopIds } from '../tokens/chat.js';
 import { encodePrompt, textPrompt } from '../tokens/prompt_input.js';
@@ -30,6 +32,7 @@ export const GENERATE_OPTIONS = {
   ...SAMPLING_OPTIONS,
   ...PIPELINE_OPTIONS,
   ...APPROX_CLI_OPTIONS,
+  ...IMAGE_OPTIONS,
 };
 
 // --prompt as often as given, then --prompt-file's lines (blank ones skipped), else the default.
@@ -50,11 +53,13 @@ function promptsOf(options) {
   return given.length > 0 ? given : [DEFAULT_PROMPT];
 }
 
-function promptTokens(pipeline, prompt, chat) {
+// A prompt's ids and, with --image, the images its placeholders stand for.
+async function promptOf(pipeline, prompt, chat, images) {
   const { tokenizer } = pipeline;
-  if (!chat) return encodePrompt(tokenizer, textPrompt(prompt));
+  if (images) return imagePrompt(pipeline, images, prompt);
+  if (!chat) return { ids: encodePrompt(tokenizer, textPrompt(prompt)), items: new Map() };
   try {
-    return chatTokens(pipeline.header, tokenizer, [{ role: 'user', content: prompt }]);
+    return { ids: chatTokens(pipeline.header, tokenizer, [{ role: 'user', content: prompt }]), items: new Map() };
   } catch (error) {
     throw new Error(`--chat: ${error.message}`);
   }
@@ -64,7 +69,7 @@ function promptTokens(pipeline, prompt, chat) {
 // its own (seeded as every other prompt's): write(delta) gets the new text after every token.
 // -> {tokens, text, tokenMs: each step's wall time (the first: the prompt and its token),
 // timings: llama.cpp's, the end-of-turn token counted among the predicted as it counts it}.
-async function continuation(pipeline, session, prompt, { sampling, maxTokens, write = () => {}, signal = null }) {
+async function continuation(pipeline, session, { ids: prompt, items }, { sampling, maxTokens, write = () => {}, signal = null }) {
   const sampler = new Sampler(sampling);
   const stops = stopIds(pipeline.tokenizer);
   const tokens = [];
@@ -76,7 +81,7 @@ async function continuation(pipeline, session, prompt, { sampling, maxTokens, wr
   for (let i = 0; i < maxTokens; i++) {
     signal?.throwIfAborted();
     const t0 = performance.now();
-    const { logits } = await pipeline.step(session, input);
+    const { logits } = await stepWithMedia(pipeline, session, input, items);
     tokenMs.push(performance.now() - t0);
     const id = sampler.sample(logits);
     sampledAt.push(performance.now());
@@ -107,7 +112,13 @@ export async function generate(options, _positionals, { write = (s) => process.s
   const prompts = promptsOf(options);
   const approx = approxFromFlags(options);
   const model = options.model ?? await defaultModel();
-  const pipeline = await openPipeline(model, options, approx);
+  const images = await openImages(options);
+  // Local nodes take the images' spans.
+  const pipeline = await openPipeline(model, images ? { ...options, 'max-span': Math.max(options['max-span'] ?? 0, images.media.maxTokens) } : options, approx)
+    .catch((error) => {
+      images?.close();
+      throw error;
+    });
   try {
     const synthetic = noteSynthetic(pipeline.header);
     const settings = {
@@ -115,26 +126,27 @@ export async function generate(options, _positionals, { write = (s) => process.s
       maxTokens: options['max-tokens'],
     };
     if (prompts.length === 1) {
-      const result = await continuation(pipeline, 'generate', promptTokens(pipeline, prompts[0], options.chat), { ...settings, write });
+      const result = await continuation(pipeline, 'generate', await promptOf(pipeline, prompts[0], options.chat, images), { ...settings, write });
       write('\n');
       if (options.json) console.log(promptJson(prompts[0], result, synthetic));
       else write(timingsReport(result.timings));
       return 0;
     }
-    return await generateMany(pipeline, prompts, options, settings, write, synthetic);
+    return await generateMany(pipeline, prompts, options, settings, write, synthetic, images);
   } finally {
     await pipeline.close();
+    images?.close();
   }
 }
 
 // Every prompt's generation under way at once; each printed once it and those before it ended.
 // The first that fails stops the others at their next step.
-async function generateMany(pipeline, prompts, options, settings, write, synthetic) {
+async function generateMany(pipeline, prompts, options, settings, write, synthetic, images) {
   const stop = new AbortController();
   const t0 = performance.now();
   const runs = prompts.map(async (prompt, i) => {
     try {
-      return await continuation(pipeline, `generate-${i}`, promptTokens(pipeline, prompt, options.chat), { ...settings, signal: stop.signal });
+      return await continuation(pipeline, `generate-${i}`, await promptOf(pipeline, prompt, options.chat, images), { ...settings, signal: stop.signal });
     } catch (error) {
       // Not when it is the reason another prompt's failure stopped this one with.
       if (!stop.signal.aborted) {

@@ -61,6 +61,7 @@ function message(m, i) {
     out.reasoning_content = m.reasoning_content;
   }
   if (m.role === 'tool') {
+    if (Array.isArray(out.content)) throw badParam(`${param}.content`, `${param}.content: a tool's result is text; images go in a user message`);
     out.tool_call_id = nonEmptyString(m.tool_call_id, `${param}.tool_call_id`);
     if (given(m.name)) out.name = nonEmptyString(m.name, `${param}.name`);
   }

@@ -6,7 +6,7 @@
 // bounded (WorkQueue: 429 with Retry-After beyond maxWaiting); nothing else is queued here.
 import { WorkQueue } from '../server/work_queue.js';
 import { inSpan } from '../telemetry/spans.js';
-import { isPlaceholder, mediaRuns } from './media.js';
+import { stepWithMedia } from './media.js';
 
 // A local node's forward runs synchronously in this thread (the single-thread build) and its
 // promise settles in a microtask: without a turn of the event loop between steps, a generation
@@ -50,18 +50,9 @@ export class Coordinator {
     signal?.throwIfAborted();
     this.steps++;
     const attributes = { 'layerfold.session': session, 'layerfold.tokens': tokens.length };
-    const runs = tokens.some(isPlaceholder) ? mediaRuns(tokens, items ?? new Map()) : [{ tokens }];
-    return inSpan(trace, 'pipeline step', attributes, async (span) => {
-      let out = null;
-      for (const [k, run] of runs.entries()) {
-        const last = k === runs.length - 1;
-        const options = last ? { allRows, logits, draft, signal, trace: span } : { logits: false, signal, trace: span };
-        out = run.item
-          ? await this.pipeline.stepMedia(session, { rows: run.item.rows, span: run.item.span }, options)
-          : await this.pipeline.step(session, run.tokens, options);
-      }
-      return { logits: out.logits, draft: out.draft ?? null };
-    });
+    const { logits: answered, draft: drafted } = await inSpan(trace, 'pipeline step', attributes,
+      (span) => stepWithMedia(this.pipeline, session, tokens, items ?? new Map(), { allRows, logits, draft, signal, trace: span }));
+    return { logits: answered, draft: drafted ?? null };
   }
 
   /** Cuts the session back to its first n positions on every node (Pipeline.truncate), after its steps under way. */

@@ -107,14 +107,16 @@ export class MediaInput {
   }
 
   /**
-   * An image part ({url, param}: param names it in errors) -> its item {placeholder, tokens, rows,
-   * span}: rows [tokens, n_embd] of the language model, span whether they are attended both ways.
-   * A 400 naming the part for what cannot be read or decoded.
+   * An image part ({url, param} or, from a file, {bytes, param}: param names it in errors) -> its
+   * item {placeholder, tokens, rows, span}: rows [tokens, n_embd] of the language model, span
+   * whether they are attended both ways. A 400 naming the part for what cannot be read or decoded.
    * @example const item = await media.image({ url: 'data:image/png;base64,...', param: 'messages[0].content[1]' });
    */
-  async image({ url, param }, { signal } = {}) {
-    let bytes;
-    if (/^data:/i.test(url)) {
+  async image({ url, bytes: given, param }, { signal } = {}) {
+    let bytes = given;
+    if (bytes) {
+      if (bytes.length > this.maxBytes) throw badParam(param, `${param} holds more than ${this.maxBytes} bytes`);
+    } else if (/^data:/i.test(url)) {
       bytes = dataUrlBytes(url, param, this.maxBytes);
     } else if (/^https?:\/\//i.test(url)) {
       if (!this.fetchUrls) throw badParam(param, `${param}: this gateway fetches no image URLs (--image-urls); send the image as a data: URL`);
@@ -142,6 +144,24 @@ export class MediaInput {
     if (this.#cache.size > CACHED_IMAGES) this.#cache.delete(this.#cache.keys().next().value);
     return item;
   }
+}
+
+/**
+ * Pipeline.step for ids that may hold images' placeholders (items: placeholder -> item): each run
+ * of tokens a step, each image's rows a stepMedia of their own; the options (Pipeline.step's) are
+ * the last run's, the others' logits not asked for. -> the last run's answer
+ * @example const { logits } = await stepWithMedia(pipeline, 'chat-0', prompt, items, { signal });
+ */
+export async function stepWithMedia(pipeline, session, ids, items, options = {}) {
+  const runs = ids.some(isPlaceholder) ? mediaRuns(ids, items) : [{ tokens: ids }];
+  let out = null;
+  for (const [k, run] of runs.entries()) {
+    const these = k === runs.length - 1 ? options : { logits: false, signal: options.signal, trace: options.trace };
+    out = run.item
+      ? await pipeline.stepMedia(session, { rows: run.item.rows, span: run.item.span }, these)
+      : await pipeline.step(session, run.tokens, these);
+  }
+  return out;
 }
 
 /**

@@ -36,7 +36,7 @@ const APPROX = {"truncation-threshold": "1.5", "exit-threshold": "-1", "exit-win
 // command -> numeric option -> a value out of its range.
 const OUT_OF_RANGE = {
   validate: {"top-k": "0", threads: "257", "max-span": "8193", ...APPROX},
-  generate: {"max-span": "-1", "max-tokens": "0", temperature: "2.5", "top-k": "-1", "top-p": "1.5", seed: "4294967296", threads: "0", ...APPROX},
+  generate: {"max-span": "-1", "image-max-tokens": "69", "max-tokens": "0", temperature: "2.5", "top-k": "-1", "top-p": "1.5", seed: "4294967296", threads: "0", ...APPROX},
   chat: {"max-span": "8193", "max-tokens": "0", temperature: "-0.5", "top-k": "1.5", "top-p": "2", seed: "-1", threads: "0"},
   "calibrate-exit": {agreement: "0", "exit-window": "0", positions: "1048577", threads: "0", "max-span": "8193"},
   plan: {nodes: "0", memory: "0", "end-memory": "0", "per-layer-row-cache": "-1", "max-context": "-1", "max-tokens": "0", "max-members": "-1"},
@@ -48,6 +48,7 @@ const OUT_OF_RANGE = {
   gateway: {
     threads: "300", port: "-1", "max-queue": "-1", "max-cached-sessions": "-1", "max-sessions": "0", "ctx-checkpoints": "9", "request-timeout-ms": "0",
     "send-timeout-ms": "0", "shutdown-timeout-ms": "-1", "draft-max": "65", "draft-min-ngram": "6",
+    "image-max-tokens": "1121", "image-max-bytes": "0", "image-fetch-timeout-ms": "0",
   },
 };
 
