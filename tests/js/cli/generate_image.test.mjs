@@ -9,14 +9,11 @@ import os from "node:os";
 import path from "node:path";
 import {test} from "node:test";
 
-import {F64Reference} from "../support/f64_reference.mjs";
-import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "../support/gateway_fixture.mjs";
+import {gemma4} from "../support/gateway_fixture.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
-import {llamaChat} from "../support/llama_chat.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
-import {llamaVisionPrompt} from "../support/llama_vision_prompt.mjs";
+import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
 import {model} from "../support/models.mjs";
-import {llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
 import {cli} from "../support/server_process.mjs";
 
 const {encode: encodePng} = await importHostPackage("fast-png");
@@ -29,18 +26,12 @@ function generate(args) {
 }
 
 test("generate --image: llama.cpp's greedy tokens for the same chat", async (t) => {
-  const file = gemma4();
-  const reference = F64Reference.open(file);
-  const mirrored = mirrors(await llamaKernels(), {...modelTraits(reference, 2), cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
-  reference.close();
-  if (!mirrored) {
+  const ref = await mirroredImageChat(projector(), rgbImage(WIDTH, HEIGHT), WIDTH, HEIGHT,
+    [{type: "media_marker", text: "<__media__>"}, {type: "text", text: "What is it?"}], {greedy: 6});
+  if (!ref) {
     t.skip("llama.cpp's kernels on this host are not the engine's for this model and cache");
     return;
   }
-  const [rendered] = await llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages: [{role: "user", content: [
-    {type: "media_marker", text: "<__media__>"}, {type: "text", text: "What is it?"}]}]}]);
-  const ref = await llamaVisionPrompt(file, projector(), rgbImage(WIDTH, HEIGHT), WIDTH, HEIGHT, rendered.prompt,
-    {maxTokens: 128, greedy: 6, cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
   const png = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lf-image-")), "image.png");
   fs.writeFileSync(png, encodePng({width: WIDTH, height: HEIGHT, data: fs.readFileSync(rgbImage(WIDTH, HEIGHT)), channels: 3}));
   const r = generate(["--chat", "--image", png, "--mmproj", projector(), "--image-max-tokens", "128", "--prompt", "What is it?",

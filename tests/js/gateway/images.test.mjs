@@ -10,14 +10,11 @@ import http from "node:http";
 import {describe, test} from "node:test";
 
 import {serveGateway} from "../../../js-glue/src/gateway/host.js";
-import {F64Reference} from "../support/f64_reference.mjs";
-import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "../support/gateway_fixture.mjs";
+import {gemma4} from "../support/gateway_fixture.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
-import {llamaChat} from "../support/llama_chat.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
-import {llamaVisionPrompt} from "../support/llama_vision_prompt.mjs";
+import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
 import {model} from "../support/models.mjs";
-import {llamaKernels, mirrors, modelTraits} from "../support/oracle_judge.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
 
 const {encode: encodePng} = await importHostPackage("fast-png");
@@ -48,19 +45,13 @@ async function chat(gw, messages, extra = {}) {
 
 describe("images in chat requests", () => {
   test("a PNG between text parts gives llama.cpp's answer to the same chat; the next turn reuses the session through it", async (t) => {
-    const file = gemma4();
-    const reference = F64Reference.open(file);
-    const mirrored = mirrors(await llamaKernels(), {...modelTraits(reference, 2), cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
-    reference.close();
-    if (!mirrored) {
+    const ref = await mirroredImageChat(projector(), rgbImage(WIDTH, HEIGHT), WIDTH, HEIGHT,
+      [{type: "text", text: "Look:"}, {type: "media_marker", text: "<__media__>"}, {type: "text", text: " What is it?"}], {maxTokens: MAX_TOKENS});
+    if (!ref) {
       t.skip("llama.cpp's kernels on this host are not the engine's for this model and cache");
       return;
     }
-    const [rendered] = await llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages: [{role: "user", content: [
-      {type: "text", text: "Look:"}, {type: "media_marker", text: "<__media__>"}, {type: "text", text: " What is it?"}]}]}]);
-    const ref = await llamaVisionPrompt(file, projector(), rgbImage(WIDTH, HEIGHT), WIDTH, HEIGHT, rendered.prompt,
-      {maxTokens: MAX_TOKENS, greedy: 8, cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
-
+    const file = gemma4();
     const node = await startServer(t, {args: ["--model", file, ...CACHE, "--max-span", String(MAX_TOKENS)]});
     await waitReady(node.url);
     const gw = await gateway(t, {nodes: node.url, images: {mmproj: projector(), maxTokens: MAX_TOKENS}});
@@ -85,7 +76,7 @@ describe("images in chat requests", () => {
     const served = new Map([["/ok.png", ["image/png", png()]], ["/text", ["text/plain", Buffer.from("hello")]],
       ["/big.png", ["image/png", Buffer.alloc(5000, 1)]]]);
     const server = http.createServer((request, response) => {
-      if (request.url === "/slow.png") return setTimeout(() => response.end(), 3000);
+      if (request.url === "/slow.png") return setTimeout(() => response.end(), 6000);
       const [type, body] = served.get(request.url) ?? ["text/plain", Buffer.from("no")];
       response.writeHead(served.has(request.url) ? 200 : 404, {"content-type": type});
       response.end(body);
@@ -93,7 +84,7 @@ describe("images in chat requests", () => {
     await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
     t.after(() => server.close());
     const at = (p) => `http://127.0.0.1:${server.address().port}${p}`;
-    const images = {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 4096, fetchTimeoutMs: 500};
+    const images = {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 4096, fetchTimeoutMs: 2000};
     const closed = await gateway(t, {nodes: "local:0-1", images});
     const refused = await chat(closed, imageChat(at("/ok.png")));
     assert.equal(refused.status, 400);
@@ -104,7 +95,7 @@ describe("images in chat requests", () => {
     const sent = await chat(open, imageChat(dataUrl(png())));
     assert.equal(fetched.status, 200, JSON.stringify(fetched.body));
     assert.equal(fetched.body.choices[0].message.content, sent.body.choices[0].message.content, "a fetched image reads as the same image sent");
-    for (const [p, message] of [["/text", /is text\/plain, not an image/], ["/big.png", /more than 4096/], ["/slow.png", /within 500 ms/],
+    for (const [p, message] of [["/text", /is text\/plain, not an image/], ["/big.png", /more than 4096/], ["/slow.png", /within 2000 ms/],
       ["/missing.png", /answered 404/]]) {
       const r = await chat(open, imageChat(at(p)));
       assert.equal(r.status, 400, p);

@@ -3,7 +3,11 @@
 // next-token logits after it and greedy tokens.
 import path from "node:path";
 
+import {F64Reference} from "./f64_reference.mjs";
+import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "./gateway_fixture.mjs";
+import {llamaChat} from "./llama_chat.mjs";
 import {llamaBins, llamaMtmdProgram} from "./llama_source.mjs";
+import {llamaKernels, mirrors, modelTraits} from "./oracle_judge.mjs";
 import {runChecked} from "./run_async.mjs";
 
 const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama_programs", "llama_vision_prompt.cpp");
@@ -18,4 +22,22 @@ export async function llamaVisionPrompt(modelFile, mmproj, image, width, height,
   {threads = 2, maxTokens = -1, greedy = 16, cacheTypeK = "f16", cacheTypeV = "f16"} = {}) {
   const args = [modelFile, mmproj, image, String(width), String(height), prompt, llamaBins, String(threads), String(maxTokens), String(greedy), cacheTypeK, cacheTypeV];
   return JSON.parse(await runChecked(await llamaMtmdProgram(source, {withLlama: true}), args));
+}
+
+/**
+ * llama.cpp's answer to one user message of the Gemma 4 fixture (gateway_fixture.mjs gemma4()):
+ * `content` its parts, an image as {type: "media_marker", text: "<__media__>"}, rendered by
+ * llama.cpp's own chat layer (llama_chat.mjs) and evaluated with the raw RGB `image` there, its
+ * KV cache q8_0 (llamaVisionPrompt's answer); null where llama.cpp's kernels on this host are not
+ * the engine's for that model and cache (oracle_judge.mjs), which a test skips.
+ * @example const ref = await mirroredImageChat(projector, image, 37, 23, [{type: "media_marker", text: "<__media__>"}], {greedy: 6});
+ */
+export async function mirroredImageChat(mmproj, image, width, height, content, {maxTokens = 128, greedy = 8} = {}) {
+  const file = gemma4();
+  const reference = F64Reference.open(file);
+  const mirrored = mirrors(await llamaKernels(), {...modelTraits(reference, 2), cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
+  reference.close();
+  if (!mirrored) return null;
+  const [rendered] = await llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages: [{role: "user", content}]}]);
+  return llamaVisionPrompt(file, mmproj, image, width, height, rendered.prompt, {maxTokens, greedy, cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
 }
