@@ -107,12 +107,12 @@ export class MediaInput {
   }
 
   /**
-   * An image part ({url, param} or, from a file, {bytes, param}: param names it in errors) -> its
-   * item {placeholder, tokens, rows, span}: rows [tokens, n_embd] of the language model, span
-   * whether they are attended both ways. A 400 naming the part for what cannot be read or decoded.
-   * @example const item = await media.image({ url: 'data:image/png;base64,...', param: 'messages[0].content[1]' });
+   * An image part ({url, param} or, from a file, {bytes, param}: param names it in errors) read and
+   * decoded -> {image, tokens, param}: the soft tokens it will be, known before it is encoded
+   * (encode()). A 400 naming the part for what cannot be read or decoded.
+   * @example const read = await media.read({ url: 'data:image/png;base64,...', param: 'messages[0].content[1]' });
    */
-  async image({ url, bytes: given, param }, { signal } = {}) {
+  async read({ url, bytes: given, param }, { signal } = {}) {
     let bytes = given;
     if (bytes) {
       if (bytes.length > this.maxBytes) throw badParam(param, `${param} holds more than ${this.maxBytes} bytes`);
@@ -131,6 +131,16 @@ export class MediaInput {
       if (error instanceof ImageError) throw badParam(param, `${param}: ${error.message}`);
       throw error;
     }
+    return { image, tokens: this.#encoder.tokens(image.width, image.height, { maxTokens: this.maxTokens }).tokens, param };
+  }
+
+  /**
+   * A read image -> its item {placeholder, tokens, rows, span}: rows [tokens, n_embd] of the
+   * language model, span whether they are attended both ways; the item of the same image is kept
+   * for a while (the next turn of a conversation).
+   * @example const item = await media.encode(await media.read(part));
+   */
+  async encode({ image }) {
     const placeholder = await placeholderOf(image, this.maxTokens);
     const cached = this.#cache.get(placeholder);
     if (cached) {

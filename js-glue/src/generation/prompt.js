@@ -31,15 +31,22 @@ function controlId(tokenizer, text, param) {
 }
 
 // The prompt's ids with each image's run of placeholders between <|image> and <image|>, where
-// the template put it, and the images by placeholder.
-async function withImages(pipeline, input, encode, media, signal) {
+// the template put it, and the images by placeholder. The images' soft tokens are counted before
+// any is encoded: a prompt they cannot fit in the context is refused without that work.
+async function withImages(pipeline, input, encode, media, signal, fewestText) {
   const { param } = input.media[0].part;
   if (!media) throw badParam(param, `${param}: this gateway reads no images (start it with --mmproj)`);
   const open = controlId(pipeline.tokenizer, '<|image>', param), close = controlId(pipeline.tokenizer, '<image|>', param);
+  const read = [];
+  for (const { part } of input.media) read.push(await media.read(part, { signal }));
+  const nCtx = pipeline.header.info.n_ctx_train;
+  const least = fewestText + read.reduce((n, r) => n + r.tokens + 2, 0);
+  if (least >= nCtx) throw contextExceeded(`the prompt is at least ${least} tokens, its ${read.length} images' included; this model's context is ${nCtx} tokens`);
   const items = new Map();
   const runs = [];
-  for (const { part } of input.media) {
-    const item = await media.image(part, { signal });
+  for (const r of read) {
+    signal?.throwIfAborted();
+    const item = await media.encode(r);
     items.set(item.placeholder, item);
     runs.push(item);
   }
@@ -73,7 +80,7 @@ export async function promptTokens(pipeline, request, encode = (input) => encode
   if (fewest >= nCtx) {
     throw contextExceeded(`the prompt is ${input.bytes.length} bytes, at least ${fewest} tokens (a token stands for at most ${tokenizer.maxTokenBytes} bytes); this model's context is ${nCtx} tokens`);
   }
-  if (input.media?.length) return withImages(pipeline, input, encode, media, signal);
+  if (input.media?.length) return withImages(pipeline, input, encode, media, signal, fewest);
   const { media: _none, ...text } = input;
   return { ids: await encode(text), items: new Map() };
 }

@@ -105,11 +105,11 @@ describe("images in chat requests", () => {
   });
 
   test("parts the gateway cannot read are refused by name, and a gateway without a projector refuses images", async (t) => {
-    const gw = await gateway(t, {nodes: "local:0-1", images: {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 4096}});
+    const gw = await gateway(t, {nodes: "local:0-1", images: {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 8192}});
     for (const [content, param, message] of [
       [[{type: "image_url", image_url: {url: "data:image/png;base64,@@@"}}], "messages[0].content[0].image_url.url", /not valid base64/],
       [[{type: "image_url", image_url: {url: dataUrl(Buffer.from("not a picture"))}}], "messages[0].content[0].image_url.url", /image/i],
-      [[{type: "image_url", image_url: {url: dataUrl(Buffer.alloc(6000, 7))}}], "messages[0].content[0].image_url.url", /more than 4096 bytes/],
+      [[{type: "image_url", image_url: {url: dataUrl(Buffer.alloc(9000, 7))}}], "messages[0].content[0].image_url.url", /more than 8192 bytes/],
       [[{type: "image_url", image_url: {url: "ftp://example.com/a.png"}}], "messages[0].content[0].image_url.url", /must be a data: or http\(s\) URL/],
       [[{type: "image_url", image_url: {}}], "messages[0].content[0].image_url.url", /must be a non-empty string/],
       [[{type: "input_audio", input_audio: {data: "AAAA", format: "wav"}}], "messages[0].content[0]", /reads no audio/],
@@ -119,6 +119,11 @@ describe("images in chat requests", () => {
       assert.equal(r.body.error.param, param);
       assert.match(r.body.error.message, message);
     }
+    // Seven images of 77 soft tokens cannot fit the fixture's context of 512: refused before any is encoded.
+    const many = await chat(gw, [{role: "user", content: Array.from({length: 7}, () => ({type: "image_url", image_url: {url: dataUrl(png())}}))}]);
+    assert.equal(many.status, 400);
+    assert.equal(many.body.error.code, "context_length_exceeded");
+    assert.match(many.body.error.message, /at least \d+ tokens, its 7 images' included; this model's context is 512 tokens/);
     const plain = await gateway(t, {nodes: "local:0-1"});
     const r = await chat(plain, imageChat(dataUrl(png())));
     assert.equal(r.status, 400);
