@@ -1,6 +1,5 @@
 #include "assistant_file.h"
 
-#include "gguf_header.h"
 #include "metadata.h"
 #include "model_file.h"
 #include "tensor_adder.h"
@@ -121,16 +120,6 @@ Status add_assistant(const ModelConfig& target, const AssistantShape& given, con
   LF_RETURN_IF_ERROR(t.linear("nextn.pre_projection.weight", 2 * static_cast<int64_t>(target.n_embd), c.n_embd));
   LF_RETURN_IF_ERROR(t.linear("nextn.post_projection.weight", c.n_embd, target.n_embd));
   return add_weight_tensors(c, s, *w);
-}
-
-Status read_assistant_target(const std::string& path, ModelConfig* target, MakeSettings* settings) {
-  GgufFile file;
-  LF_RETURN_IF_ERROR(read_gguf_header(path, &file));
-  const Status read = load_model_config(file, target);
-  if (!read.ok()) return Status(read.code(), "'" + path + "': " + read.message());
-  settings->vocab = VocabKind::gguf;
-  settings->vocab_gguf = path;
-  return Status();
 }
 
 }  // namespace lf::make_model

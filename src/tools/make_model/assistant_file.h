@@ -30,8 +30,4 @@ AssistantShape assistant_shape(const ModelConfig& target, const AssistantShape& 
 // the target.
 Status add_assistant(const ModelConfig& target, const AssistantShape& given, const MakeSettings& settings, GgufWriter* w);
 
-// The target of --assistant-for from its GGUF header: its configuration as the engine reads it
-// (refused by name as the engine refuses it), and settings->vocab set to the file's vocabulary.
-Status read_assistant_target(const std::string& path, ModelConfig* target, MakeSettings* settings);
-
 }  // namespace lf::make_model

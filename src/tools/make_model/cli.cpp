@@ -229,10 +229,16 @@ const std::vector<Option>& options() {
       {"--assistant-for", true,
        [](const std::string& v, CliArgs& a) {
          a.assistant = true;
-         a.assistant_for = v;
+         a.target_file = v;
          return Status();
        }},
       {"--mmproj", false, [](const std::string&, CliArgs& a) { a.mmproj = true; return Status(); }},
+      {"--mmproj-for", true,
+       [](const std::string& v, CliArgs& a) {
+         a.mmproj = true;
+         a.target_file = v;
+         return Status();
+       }},
       {"--vision-tower", true, [](const std::string& v, CliArgs& a) { a.vision_shape.tower = v; return Status(); }},
       {"--vision-layers", true,
        [](const std::string& v, CliArgs& a) { return parse_int("--vision-layers", v, &a.vision_shape.n_layer); }},
@@ -267,15 +273,21 @@ Status apply_options(const std::vector<std::string>& args, CliArgs* a) {
   return Status();
 }
 
-// What a line with --assistant-for may set besides it: the target comes from its file.
-Status check_assistant_for(const std::vector<std::string>& args) {
-  static const char* const kAllowed[] = {"--out", "--assistant", "--assistant-for", "--assistant-layers", "--assistant-n-embd",
-                                         "--assistant-n-ff", "--assistant-n-head", "--type", "--tensor-type", "--seed",
-                                         "--header-only"};
+// What a line with --assistant-for or --mmproj-for may set besides it: the target comes from its
+// file.
+Status check_target_file(const std::vector<std::string>& args, bool mmproj) {
+  static const std::vector<std::string> kAssistant = {"--out", "--assistant", "--assistant-for", "--assistant-layers",
+                                                      "--assistant-n-embd", "--assistant-n-ff", "--assistant-n-head",
+                                                      "--type", "--tensor-type", "--seed", "--header-only"};
+  static const std::vector<std::string> kMmproj = {"--out", "--mmproj", "--mmproj-for", "--vision-tower",
+                                                   "--vision-layers", "--vision-type", "--seed", "--header-only"};
+  const std::vector<std::string>& allowed = mmproj ? kMmproj : kAssistant;
+  const char* const which = mmproj ? "--mmproj-for" : "--assistant-for";
   for (const std::string& arg : args) {
     if (arg.rfind("--", 0) != 0) continue;
-    if (std::find(std::begin(kAllowed), std::end(kAllowed), arg) == std::end(kAllowed)) {
-      return bad(arg + " describes a target; --assistant-for reads the target from its file");
+    if (std::find(allowed.begin(), allowed.end(), arg) == allowed.end()) {
+      return bad(arg + (mmproj && arg.rfind("--assistant", 0) == 0 ? " is not for a projector" : " describes a target") + "; " +
+                 which + " reads the target from its file");
     }
   }
   return Status();
@@ -303,9 +315,10 @@ Status parse_cli(const std::vector<std::string>& args, CliArgs* out) {
     return Status();
   }
   if (a.out_path.empty()) return bad("--out FILE is required");
-  if (!a.assistant_for.empty()) {
+  if (a.mmproj && a.assistant) return bad("--mmproj and --assistant write different files: give one");
+  if (!a.target_file.empty()) {
     // The target's configuration and vocabulary are read from its header by make_model.
-    LF_RETURN_IF_ERROR(check_assistant_for(args));
+    LF_RETURN_IF_ERROR(check_target_file(args, a.mmproj));
     *out = a;
     return Status();
   }
@@ -354,7 +367,9 @@ std::string usage_text() {
          "--mmproj: write the Gemma 4 vision projector (gemma4v) of the model the other options describe:\n"
          "  --vision-tower auto|e2b|31b|tiny (default auto: E-models' 768-wide tower, the others' 1152-wide\n"
          "  one; tiny: 64 wide, 2 layers, clipped linears and standardization), --vision-layers N (fewer\n"
-         "  layers), --vision-type T (the matrices' type, default F16; the patch kernel stays F16).\n";
+         "  layers), --vision-type T (the matrices' type, default F16; the patch kernel stays F16).\n"
+         "--mmproj-for TARGET.gguf: the projector of the model in that file, its width read from the\n"
+         "  file's header (no --preset; --seed and the --vision-* options apply).\n";
 }
 
 }  // namespace lf::make_model

@@ -23,9 +23,9 @@ struct CliArgs {
   // of that model.
   bool assistant = false;
   AssistantShape assistant_shape;
-  // --assistant-for: the target's GGUF, whose header gives model and the vocabulary (make_model
-  // reads it; parse_cli leaves model as the default then).
-  std::string assistant_for;
+  // --assistant-for / --mmproj-for: the target's GGUF, whose header gives model and the vocabulary
+  // (make_model reads it; parse_cli leaves model as the default then).
+  std::string target_file;
   // Writes the vision projector (mmproj, gemma4v) of the model the rest of the line describes.
   bool mmproj = false;
   VisionShape vision_shape;

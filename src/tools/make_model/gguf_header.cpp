@@ -36,4 +36,14 @@ Status read_gguf_header(const std::string& path, GgufFile* out) {
   return Status();
 }
 
+Status read_target_file(const std::string& path, ModelConfig* target, MakeSettings* settings) {
+  GgufFile file;
+  LF_RETURN_IF_ERROR(read_gguf_header(path, &file));
+  const Status read = load_model_config(file, target);
+  if (!read.ok()) return Status(read.code(), "'" + path + "': " + read.message());
+  settings->vocab = VocabKind::gguf;
+  settings->vocab_gguf = path;
+  return Status();
+}
+
 }  // namespace lf::make_model

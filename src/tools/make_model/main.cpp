@@ -3,6 +3,7 @@
 //   make_model --preset tiny --assistant --out tiny-drafter.gguf   (the same target's MTP drafter)
 //   make_model --assistant-for target.gguf --out drafter.gguf       (the drafter of a target file)
 //   make_model --preset e2b --mmproj --vision-tower tiny --out mmproj.gguf   (its vision projector)
+//   make_model --mmproj-for target.gguf --out mmproj.gguf         (the projector of a target file)
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "cli.h"
 #include "gguf/gguf_writer.h"
 #include "assistant_file.h"
+#include "gguf_header.h"
 #include "mmproj_file.h"
 #include "model_file.h"
 #include "presets.h"
@@ -40,7 +42,7 @@ Status make_model(const CliArgs& args, lf::ModelConfig* target) {
   lf::ModelConfig& model = *target;
   model = args.model;
   MakeSettings settings = args.settings;
-  if (!args.assistant_for.empty()) LF_RETURN_IF_ERROR(read_assistant_target(args.assistant_for, &model, &settings));
+  if (!args.target_file.empty()) LF_RETURN_IF_ERROR(read_target_file(args.target_file, &model, &settings));
   if (args.mmproj) {
     LF_RETURN_IF_ERROR(add_mmproj(model, args.vision_shape, settings, &w));
   } else if (args.assistant) {
