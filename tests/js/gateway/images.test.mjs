@@ -76,13 +76,16 @@ describe("images in chat requests", () => {
     const served = new Map([["/ok.png", ["image/png", png()]], ["/text", ["text/plain", Buffer.from("hello")]],
       ["/big.png", ["image/png", Buffer.alloc(5000, 1)]]]);
     const server = http.createServer((request, response) => {
-      if (request.url === "/slow.png") return setTimeout(() => response.end(), 6000);
+      if (request.url === "/slow.png") return;  // never answered: the fetch's own time runs out
       const [type, body] = served.get(request.url) ?? ["text/plain", Buffer.from("no")];
       response.writeHead(served.has(request.url) ? 200 : 404, {"content-type": type});
       response.end(body);
     });
     await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-    t.after(() => server.close());
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
     const at = (p) => `http://127.0.0.1:${server.address().port}${p}`;
     const images = {mmproj: projector(), maxTokens: MAX_TOKENS, maxBytes: 4096, fetchTimeoutMs: 2000};
     const closed = await gateway(t, {nodes: "local:0-1", images});
