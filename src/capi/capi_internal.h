@@ -27,7 +27,7 @@ struct lf_model {
   bool ffn_down_feature_major = false;
   bool per_layer_rows_from_host = false;
   lf::GgmlType kv_k_type = lf::GgmlType::F16, kv_v_type = lf::GgmlType::F16;  // lf_model_set_kv_types
-  int max_span = 0;  // lf_model_set_max_span
+  int attn_chunk = lf::kAttnChunk;  // of its sessions: lf_model_set_max_span
   lf::Status async_status;  // outcome of the last lf_forward_async, written before its flag flips
   mutable std::vector<lf::Status> batch_statuses;  // the entries' outcomes of the last finished batch
   lf::ReadProbe probe;      // the last finished lf_model_read_probe_async, written before its flag flips

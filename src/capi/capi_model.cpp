@@ -101,12 +101,7 @@ int lf_model_set_kv_types(lf_model* model, const char* k_type, const char* v_typ
 }
 
 int lf_model_set_max_span(lf_model* model, int max_span) {
-  if (max_span < 0 || max_span > lf::kMaxSpan) {
-    return lf::capi::record(Status(Code::invalid_argument, "max span must be 0 to " + std::to_string(lf::kMaxSpan) +
-                                                               " rows, got " + std::to_string(max_span)));
-  }
-  model->max_span = max_span;
-  return 1;
+  return lf::capi::record(lf::attn_chunk_for(max_span, &model->attn_chunk));
 }
 
 int lf_model_threads(const lf_model* model) {
@@ -129,7 +124,7 @@ lf_session* lf_session_create(const lf_model* model, int max_ctx) {
   options.max_ctx = max_ctx;
   options.k_type = model->kv_k_type;
   options.v_type = model->kv_v_type;
-  options.attn_chunk = lf::attn_chunk_for(model->max_span);
+  options.attn_chunk = model->attn_chunk;
   if (!lf::capi::record(lf::Session::create(model->model, options, &session->session))) return nullptr;
   return session.release();
 }

@@ -116,6 +116,15 @@ Status kv_rotation(const ModelConfig& c, int il, GgmlType k_type, GgmlType v_typ
   return Status();
 }
 
+Status attn_chunk_for(int max_span, int* attn_chunk) {
+  constexpr int kMaxSpan = 8192;
+  if (max_span < 0 || max_span > kMaxSpan) {
+    return Status(Code::invalid_argument, "max span must be 0 to " + std::to_string(kMaxSpan) + " rows, got " + std::to_string(max_span));
+  }
+  *attn_chunk = max_span > kAttnChunk ? max_span : kAttnChunk;
+  return Status();
+}
+
 Status KvCache::bytes_for(const ModelConfig& c, LayerRange range, const KvCacheOptions& options, uint64_t* bytes) {
   int max_ctx = 0;
   LF_RETURN_IF_ERROR(check_options(c, range, options, &max_ctx));

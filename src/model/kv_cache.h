@@ -25,9 +25,9 @@ namespace lf {
 // Queries attended per step unless a node takes media spans: then its longest span, whose rows
 // are all stored before any of them attends (Session::span_in).
 constexpr int kAttnChunk = 64;
-inline int attn_chunk_for(int max_span) { return max_span > kAttnChunk ? max_span : kAttnChunk; }
-// The longest span a node may take: above Gemma 4's 1120 soft tokens of an image.
-constexpr int kMaxSpan = 8192;
+// The attn_chunk of sessions taking spans of up to max_span rows (0 to 8192, above Gemma 4's 1120
+// soft tokens of an image), or an error naming a value out of range.
+Status attn_chunk_for(int max_span, int* attn_chunk);
 
 struct KvCacheOptions {
   int max_ctx = 0;      // positions a session may hold; 0: the model's n_ctx_train

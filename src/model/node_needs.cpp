@@ -92,10 +92,7 @@ Status node_needs(const GgufFile& file, const NodeShape& shape, NodeNeeds* out) 
   kv.max_ctx = shape.max_ctx;
   kv.k_type = shape.k_type;
   kv.v_type = shape.v_type;
-  if (shape.max_span < 0 || shape.max_span > kMaxSpan) {
-    return Status(Code::invalid_argument, "max span must be 0 to " + std::to_string(kMaxSpan) + " rows, got " + std::to_string(shape.max_span));
-  }
-  kv.attn_chunk = attn_chunk_for(shape.max_span);
+  LF_RETURN_IF_ERROR(attn_chunk_for(shape.max_span, &kv.attn_chunk));
   LF_RETURN_IF_ERROR(KvCache::bytes_for(c, shape.range, kv, &needs.kv_bytes_per_session));
   std::vector<LayerScratchShape> layers(static_cast<size_t>(shape.range.end - shape.range.begin));
   for (int il = shape.range.begin; il < shape.range.end; ++il) {

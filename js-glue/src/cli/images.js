@@ -16,8 +16,8 @@ export const IMAGE_OPTIONS = {
 };
 
 /**
- * The images the options name, read for the prompts: {media, files, close()} (media: a
- * MediaInput), or null without --image. Refuses --image without --chat or --mmproj, and files
+ * The images the options name, read for the prompts: {media, parts, close()} (media: a
+ * MediaInput; parts: the files' image parts), or null without --image. Refuses --image without --chat or --mmproj, and files
  * that cannot be read, by name.
  * @example const images = await openImages(options); // options.image: ['cat.png']
  */

@@ -1,8 +1,8 @@
 // The messages of a /v1/chat/completions body, checked: OpenAI's roles (developer taken as
 // system, as llama.cpp takes it), text content and image parts, an assistant's tool calls and
-// earlier thought, a tool's result answering a call. Each fault is a 400 naming the field. What the chat template
-// needs of the values themselves (arguments that parse as a JSON object, names it can carry) is
-// checked where it is rendered (tokens/chat_inputs.js), once.
+// earlier thought, a tool's result answering a call. Each fault is a 400 naming the field. What
+// the chat template needs of the values themselves (arguments that parse as a JSON object, names
+// it can carry) is checked where it is rendered (tokens/chat_inputs.js), once.
 import { given, isObject } from './body_values.js';
 import { badParam } from './errors.js';
 

@@ -4,6 +4,7 @@
 // match close to the end may run into the draft itself (a loop of period p repeats), so a
 // repeating context is drafted in full, not only up to its last period. How much of a draft
 // is worth verifying is draft_policy.js's to say.
+import { isPlaceholder } from './media.js';
 
 /** Speculative decoding when a gateway's settings do not say. */
 export const DEFAULT_SPECULATIVE = 'off';
@@ -51,7 +52,7 @@ export class PromptLookup {
       if (from < 0) continue;
       const out = [];
       for (let i = from; out.length < want; i++) out.push(i < end ? context[i] : out[i - end]);
-      const image = out.findIndex((id) => id < 0);
+      const image = out.findIndex(isPlaceholder);
       return image < 0 ? out : out.slice(0, image);
     }
     return [];

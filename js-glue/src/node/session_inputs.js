@@ -1,6 +1,7 @@
 // What a forward call sets on its session before its step runs (its approximate modes and the
 // early-exit state its last row arrives in, its per-layer inputs, the K/V rows of the source
-// layers the node mirrors, whether its rows are a media span), and the K/V rows a finished forward hands out, read back.
+// layers the node mirrors, whether its rows are a media span), and the K/V rows a finished
+// forward hands out, read back.
 import { engineApprox } from '../protocol/approx_options.js';
 import { callWithJson, withCopies } from '../wasm/wasm_copies.js';
 

@@ -7,9 +7,9 @@
 /**
  * An entry: { input, rows, span, media, exitState, perLayer, kvRows }. input: the step's token ids
  * (first node; a media item's rows [rows, n_embd] there when `media`) or hidden states [rows,
- * n_embd] (the others); span: its rows are one media span (PipelineCore.stepMedia); exitState: the early-exit state its last
- * row arrived in (null: fresh); perLayer: models with per-layer embeddings, every layer's inputs
- * [n_layer, rows, n_pl]; kvRows: the K/V rows the nodes before this one handed out,
+ * n_embd] (the others); span: its rows are one media span (PipelineCore.stepMedia); exitState:
+ * the early-exit state its last row arrived in (null: fresh); perLayer: models with per-layer
+ * embeddings, every layer's inputs [n_layer, rows, n_pl]; kvRows: the K/V rows the nodes before this one handed out,
  * { [layer]: [rows, ...] } (null: none).
  */
 export class NodeHistory {
