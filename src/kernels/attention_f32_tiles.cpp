@@ -1,6 +1,8 @@
 // attention_f32_tiles (kernels/attention.h): ops/attention_f32_tiles.cpp's bytes, with each tile
 // of keys converted to f32 once for 16 query rows, the scores' FMA chains run over 64 keys side by
-// side (one madd of a transposed K row per d) and the values' over the head dim.
+// side (one madd of a transposed K row per d) and the values' over the head dim. Where
+// f32x4.relaxed_madd is fused (the relaxed modules), kernels/relaxed_simd.wat runs both for three
+// rows at a time with every running sum in a register, and the exponentials with their FMAs fused.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -8,6 +10,17 @@
 #include "kernels/attention.h"
 #include "kernels/attention_steps.h"
 #include "kernels/exp_ggml.h"
+
+#if LF_RELAXED_SIMD
+// s_r [64] <- query row q_r's scores against the tile's keys kt [d][64], r = 0, 1, 2
+extern "C" void lf_attn_scores3_relaxed(float* s0, float* s1, float* s2, const float* kt, const float* q0,
+                                        const float* q1, const float* q2, int32_t d);
+// acc_r [d] <- the FMA chains continued over the tile's n keys: values v [n][d], weights w_r [n]
+extern "C" void lf_attn_values3_relaxed(float* acc0, float* acc1, float* acc2, const float* v, const float* w0,
+                                        const float* w1, const float* w2, int32_t n, int32_t d);
+// x [n] <- expf_ggml(x - max); returns the vectors left to the scalar form (bit i: lanes 4i..4i+3)
+extern "C" int32_t lf_exp_ggml_relaxed(float* x, int32_t n, float max, const void* consts);
+#endif
 
 namespace lf {
 
@@ -17,6 +30,25 @@ namespace {
 
 constexpr int kRows = 16;         // query rows sharing each converted tile
 constexpr int kTileQueries = 64;  // GGML_FA_TILE_Q: the fewest rows of a call ggml tiles
+
+#if LF_RELAXED_SIMD
+// lf_exp_ggml_relaxed's constants, in the order of its offsets
+struct ExpConstants {
+  float log2e[4], round[4], ln2_hi[4], ln2_lo[4], p5[4], p4[4], p3[4], p2[4], p1[4], one[4];
+  float last_normal[4], first_normal[4], floor[4];
+  int32_t bias_under[4], bias[4];
+  float down[4], zero_below[4];
+};
+#define LF_LANES(x) {x, x, x, x}
+alignas(16) constexpr ExpConstants kExpConstants = {
+    LF_LANES(0x1.715476p+0f), LF_LANES(0x1.8p23f),     LF_LANES(0x1.62e4p-1f),  LF_LANES(0x1.7f7d1cp-20f),
+    LF_LANES(0x1.0e4020p-7f), LF_LANES(0x1.573e2ep-5f), LF_LANES(0x1.555e66p-3f), LF_LANES(0x1.fffdb6p-2f),
+    LF_LANES(0x1.ffffecp-1f), LF_LANES(1.0f),           LF_LANES(127.0f),        LF_LANES(-125.0f),
+    LF_LANES(-250.0f),        LF_LANES(126 + 127),      LF_LANES(127),           LF_LANES(0x1p-126f),
+    LF_LANES(-192.0f)};
+#undef LF_LANES
+static_assert(sizeof(ExpConstants) == 272, "the offsets lf_exp_ggml_relaxed reads");
+#endif
 
 // expf_ggml of each lane: the polynomial in vectors, scalef lane by lane (2^n made from its bits
 // where j · 2^n stays normal, else in double, as the reference).
@@ -44,6 +76,37 @@ simd::F32x4 exp_ggml(simd::F32x4 x) {
   return simd::load_f32x4(e);
 }
 
+// Keys p0 .. p0+n-1 of one KV head (rows kv_row(p)) -> kT [D][T] f32, keys past n zero; k32
+// [T][D] scratch.
+template <typename KeyRow>
+void load_tile_keys_transposed(KeyRow kv_row, int p0, int n, int D, float* k32, float* kT) {
+  constexpr int T = kF32TileKeys;
+  for (int t = 0; t < T; ++t) {
+    float* row = k32 + static_cast<int64_t>(t) * D;
+    if (t < n) halves_to_f32(kv_row(p0 + t), row, D); else std::fill(row, row + D, 0.0f);
+  }
+  for (int t = 0; t < T; t += 4) {
+    const float* r = k32 + static_cast<int64_t>(t) * D;
+    for (int d = 0; d < D; d += 4) {
+      simd::F32x4 x0 = simd::load_f32x4(r + d), x1 = simd::load_f32x4(r + D + d),
+                  x2 = simd::load_f32x4(r + 2 * D + d), x3 = simd::load_f32x4(r + 3 * D + d);
+      simd::transpose(x0, x1, x2, x3);
+      float* col = kT + static_cast<int64_t>(d) * T + t;
+      simd::store(col, x0);
+      simd::store(col + T, x1);
+      simd::store(col + 2 * T, x2);
+      simd::store(col + 3 * T, x3);
+    }
+  }
+}
+
+#if LF_RELAXED_SIMD
+constexpr int kGroup = 3;  // query rows per call of the .wat kernels
+
+// The .wat kernels' rows r0 .. r0+2 of `count` rows, the last one repeated past the end.
+int group_row(int r0, int j, int count) { return r0 + std::min(j, count - 1 - r0); }
+#endif
+
 }  // namespace
 
 bool takes_f32_tiles(int n_q, int D) { return n_q >= kTileQueries && D % kExpLanes == 0; }
@@ -51,9 +114,20 @@ bool takes_f32_tiles(int n_q, int D) { return n_q >= kTileQueries && D % kExpLan
 float sum_exp_lanes_simd(float* x, float max) {
   static_assert(kExpLanes == 16, "four vectors");
   simd::F32x4 e[4];
-  for (int g = 0; g < 4; ++g) {
-    e[g] = exp_ggml(simd::add(simd::load_f32x4(x + 4 * g), simd::splat(-max)));
-    simd::store(x + 4 * g, e[g]);
+#if LF_RELAXED_SIMD
+  if (values_fused()) {
+    const int32_t scalar = lf_exp_ggml_relaxed(x, kExpLanes, max, &kExpConstants);
+    for (int g = 0; g < 4; ++g) {
+      if (scalar & (1 << g)) for (int l = 4 * g; l < 4 * g + 4; ++l) x[l] = expf_ggml(x[l] - max);
+      e[g] = simd::load_f32x4(x + 4 * g);
+    }
+  } else
+#endif
+  {
+    for (int g = 0; g < 4; ++g) {
+      e[g] = exp_ggml(simd::add(simd::load_f32x4(x + 4 * g), simd::splat(-max)));
+      simd::store(x + 4 * g, e[g]);
+    }
   }
   // lanes l + 8, then l + 4: vectors; then l + 2 and l + 1
   const simd::F32x4 s = simd::add(simd::add(e[0], e[2]), simd::add(e[1], e[3]));
@@ -66,16 +140,34 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
                          int n_head_kv, int D, float kq_scale, float* out, AttentionWorkspace* ws) {
   assert(D % kExpLanes == 0);
   constexpr int T = kF32TileKeys;
-  ws->k.resize(static_cast<size_t>(D) * T);  // [D, T] the tile's keys, transposed
-  ws->v.resize(static_cast<size_t>(T) * D);  // [T, D] its values
+  const bool grouped = values_fused();  // the .wat kernels run
+  const int n_tiles = (n_kv + T - 1) / T;
+  const int64_t tile_size = static_cast<int64_t>(T) * D;
+  ws->k32.resize(static_cast<size_t>(tile_size));
+  ws->k.resize(static_cast<size_t>(n_tiles * tile_size));  // [tiles][D, T] a KV head's keys, transposed
+  ws->v.resize(static_cast<size_t>(n_tiles * tile_size));  // [tiles][T, D] its values
   ws->scores.resize(static_cast<size_t>(kRows) * T);
   ws->acc.resize(static_cast<size_t>(kRows) * D);
   ws->max.resize(kRows);
   ws->sum.resize(kRows);
+  int active[kRows];  // rows whose tile has a finite score: they take the tile's values
+  int converted = -1;  // the KV head in ws->k and ws->v
   for (int h = 0; h < n_head; ++h) {
     const int g = kv_head_for(h, n_head, n_head_kv);
     const auto kv_row = [&](const uint16_t* kv, int p) { return kv + (static_cast<int64_t>(p) * n_head_kv + g) * D; };
     const auto q_row = [&](int i) { return q + (static_cast<int64_t>(i) * n_head + h) * D; };
+    const auto scores = [&](int r) { return ws->scores.data() + static_cast<int64_t>(r) * T; };
+    const auto acc_row = [&](int r) { return ws->acc.data() + static_cast<int64_t>(r) * D; };
+    if (g != converted) {
+      for (int p0 = 0; p0 < n_kv; p0 += T) {
+        const int n = std::min(T, n_kv - p0);
+        float* kt = ws->k.data() + (p0 / T) * tile_size;
+        float* vt = ws->v.data() + (p0 / T) * tile_size;
+        load_tile_keys_transposed([&](int p) { return kv_row(k, p); }, p0, n, D, ws->k32.data(), kt);
+        for (int t = 0; t < n; ++t) halves_to_f32(kv_row(v, p0 + t), vt + static_cast<int64_t>(t) * D, D);
+      }
+      converted = g;
+    }
     for (int i0 = 0; i0 < n_q; i0 += kRows) {
       const int rows = std::min(kRows, n_q - i0);
       std::fill(ws->acc.begin(), ws->acc.end(), 0.0f);
@@ -83,18 +175,25 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
       std::fill(ws->sum.begin(), ws->sum.end(), 0.0f);
       for (int p0 = 0; p0 < n_kv; p0 += T) {
         const int n = std::min(T, n_kv - p0);
-        for (int d = 0; d < D && n < T; ++d) std::fill_n(ws->k.begin() + static_cast<int64_t>(d) * T + n, T - n, 0.0f);
-        for (int t = 0; t < n; ++t) {
-          const uint16_t* kt = kv_row(k, p0 + t);
-          for (int d = 0; d < D; ++d) ws->k[static_cast<size_t>(d) * T + t] = fp16_to_fp32(kt[d]);
-          halves_to_f32(kv_row(v, p0 + t), ws->v.data() + static_cast<int64_t>(t) * D, D);
+        const float* kt = ws->k.data() + (p0 / T) * tile_size;
+        const float* vt = ws->v.data() + (p0 / T) * tile_size;
+#if LF_RELAXED_SIMD
+        if (grouped) {
+          for (int r0 = 0; r0 < rows; r0 += kGroup) {
+            const int a = group_row(r0, 0, rows), b = group_row(r0, 1, rows), c = group_row(r0, 2, rows);
+            lf_attn_scores3_relaxed(scores(a), scores(b), scores(c), kt, q_row(i0 + a), q_row(i0 + b),
+                                    q_row(i0 + c), D);
+          }
         }
+#endif
+        int n_active = 0;
         for (int r = 0; r < rows; ++r) {
-          float* s = ws->scores.data() + static_cast<int64_t>(r) * T;
-          float* acc = ws->acc.data() + static_cast<int64_t>(r) * D;
-          const float* qr = q_row(i0 + r);
-          std::fill(s, s + T, 0.0f);
-          for (int d = 0; d < D; ++d) madd_f32(s, ws->k.data() + static_cast<int64_t>(d) * T, qr[d], T);
+          float* s = scores(r);
+          if (!grouped) {
+            const float* qr = q_row(i0 + r);
+            std::fill(s, s + T, 0.0f);
+            for (int d = 0; d < D; ++d) madd_f32(s, kt + static_cast<int64_t>(d) * T, qr[d], T);
+          }
           float tile_max = -INFINITY;
           for (int t = 0; t < T; ++t) {
             s[t] = t < n ? s[t] * kq_scale : -INFINITY;
@@ -103,12 +202,14 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
           float& M = ws->max[r];
           float& S = ws->sum[r];
           if (tile_max == -INFINITY) {
+            float* acc = acc_row(r);
             for (int d = 0; d < D; ++d) acc[d] += 0.0f;  // as the reference: -0 becomes +0
             continue;
           }
           const float M_new = std::fmax(M, tile_max);
           if (M_new > M) {
             const float ms = expf(M - M_new);
+            float* acc = acc_row(r);
             for (int d = 0; d < D; ++d) acc[d] *= ms;
             S *= ms;
           }
@@ -116,14 +217,29 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
           double sum = 0.0;
           for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes_simd(s + t, M));
           S = static_cast<float>(static_cast<double>(S) + sum);
-          for (int t = 0; t < n; ++t) madd_f32(acc, ws->v.data() + static_cast<int64_t>(t) * D, s[t], D);
+          active[n_active++] = r;
+        }
+#if LF_RELAXED_SIMD
+        if (grouped) {
+          for (int j0 = 0; j0 < n_active; j0 += kGroup) {
+            const int a = active[group_row(j0, 0, n_active)], b = active[group_row(j0, 1, n_active)],
+                      c = active[group_row(j0, 2, n_active)];
+            lf_attn_values3_relaxed(acc_row(a), acc_row(b), acc_row(c), vt, scores(a), scores(b), scores(c), n,
+                                    D);
+          }
+        }
+#endif
+        for (int j = 0; j < n_active; ++j) {
+          float* acc = acc_row(active[j]);
+          const float* s = scores(active[j]);
+          if (!grouped) for (int t = 0; t < n; ++t) madd_f32(acc, vt + static_cast<int64_t>(t) * D, s[t], D);
           if (n < T) for (int d = 0; d < D; ++d) acc[d] += 0.0f;
         }
       }
       for (int r = 0; r < rows; ++r) {
         const float S = ws->sum[r];
         const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
-        const float* acc = ws->acc.data() + static_cast<int64_t>(r) * D;
+        const float* acc = acc_row(r);
         float* o = out + (static_cast<int64_t>(i0 + r) * n_head + h) * D;
         for (int d = 0; d < D; ++d) o[d] = acc[d] * S_inv;
       }

@@ -781,14 +781,14 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
 
 TEST_CASE("kernels: the F16 GEMM in tinyBLAS's 16 lanes equals its scalar reference bit for bit", "[kernels]") {
   // Random and extreme f16 weights (±65504, subnormals, ±0) against f16-valued activations,
-  // row ranges that start and stop inside the matrix, token counts around the kernel's groups
-  // of 4 and tiles of 64.
+  // row ranges that start and stop inside the matrix and inside its strips of 8 rows, token
+  // counts around the kernel's groups of 6 and tiles of 64.
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const uint16_t extremes[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
   for (const int64_t n_in : {16, 48, 768}) {
-    for (const int64_t n_out : {4, 12, 36}) {
-      for (const int n_tok : {1, 3, 4, 5, 67}) {
+    for (const int64_t n_out : {4, 12, 16, 36}) {
+      for (const int n_tok : {1, 5, 6, 7, 13, 67}) {
         for (const bool extreme : {false, true}) {
           std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
           for (uint16_t& h : w) h = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : lf::fp32_to_fp16(normal(rng));
