@@ -107,33 +107,87 @@ constexpr int kGroup = 3;  // query rows per call of the .wat kernels
 int group_row(int r0, int j, int count) { return r0 + std::min(j, count - 1 - r0); }
 #endif
 
+// s [T] <- s · kq_scale, the keys past n -inf; returns their largest as the reference's scan in
+// key order finds it (m = m > s ? m : s). Lanes scanning every fourth key, then each other, find
+// the same value unless a score is NaN (then the scan itself runs), but for the sign of a zero,
+// which no later step sees.
+float scale_tile(float* s, int n, float kq_scale) {
+  constexpr int T = kF32TileKeys;
+  float tile_max = -INFINITY;
+  if (n == T) {
+    const simd::F32x4 scale = simd::splat(kq_scale);
+    simd::F32x4 m = simd::splat(-INFINITY);
+    bool nan = false;
+    for (int t = 0; t < T; t += 4) {
+      const simd::F32x4 x = simd::mul(simd::load_f32x4(s + t), scale);
+      simd::store(s + t, x);
+      m = simd::keep_greater(m, x);
+      nan = nan || simd::any_nan(x);
+    }
+    alignas(16) float lanes[4];
+    simd::store(lanes, m);
+    for (const float x : lanes) tile_max = tile_max > x ? tile_max : x;
+    if (!nan) return tile_max;
+  }
+  tile_max = -INFINITY;
+  for (int t = 0; t < T; ++t) {
+    if (n < T) s[t] = t < n ? s[t] * kq_scale : -INFINITY;
+    tile_max = tile_max > s[t] ? tile_max : s[t];
+  }
+  return tile_max;
+}
+
+// x [kExpLanes] -> their sum as _mm512_reduce_add_ps adds it: lanes l + 8, then l + 4 (vectors),
+// then l + 2 and l + 1
+float sum_lanes(const float* x) {
+  const simd::F32x4 s = simd::add(simd::add(simd::load_f32x4(x), simd::load_f32x4(x + 8)),
+                                  simd::add(simd::load_f32x4(x + 4), simd::load_f32x4(x + 12)));
+  alignas(16) float l[4];
+  simd::store(l, s);
+  return (l[0] + l[2]) + (l[1] + l[3]);
+}
+
+#if LF_RELAXED_SIMD
+// x [n] <- expf_ggml(x - max), n a multiple of 4 up to 128: the .wat kernel, the vectors it
+// leaves (a NaN, or past 2^127) by the scalar form
+void exp_relaxed(float* x, int n, float max) {
+  const uint32_t scalar = static_cast<uint32_t>(lf_exp_ggml_relaxed(x, n, max, &kExpConstants));
+  for (int i = 0; i < n / 4; ++i) {
+    if (scalar & (1u << i)) for (int l = 4 * i; l < 4 * i + 4; ++l) x[l] = expf_ggml(x[l] - max);
+  }
+}
+#endif
+
+// s [T] <- expf_ggml(s - max); returns their sum as the reference forms it: sum_exp_lanes of
+// each 16, added in double.
+double exp_tile(float* s, float max) {
+  constexpr int T = kF32TileKeys;
+  double sum = 0.0;
+#if LF_RELAXED_SIMD
+  if (values_fused()) {
+    exp_relaxed(s, T, max);
+    for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_lanes(s + t));
+    return sum;
+  }
+#endif
+  for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes_simd(s + t, max));
+  return sum;
+}
+
 }  // namespace
 
 bool takes_f32_tiles(int n_q, int D) { return n_q >= kTileQueries && D % kExpLanes == 0; }
 
 float sum_exp_lanes_simd(float* x, float max) {
   static_assert(kExpLanes == 16, "four vectors");
-  simd::F32x4 e[4];
 #if LF_RELAXED_SIMD
   if (values_fused()) {
-    const int32_t scalar = lf_exp_ggml_relaxed(x, kExpLanes, max, &kExpConstants);
-    for (int g = 0; g < 4; ++g) {
-      if (scalar & (1 << g)) for (int l = 4 * g; l < 4 * g + 4; ++l) x[l] = expf_ggml(x[l] - max);
-      e[g] = simd::load_f32x4(x + 4 * g);
-    }
-  } else
-#endif
-  {
-    for (int g = 0; g < 4; ++g) {
-      e[g] = exp_ggml(simd::add(simd::load_f32x4(x + 4 * g), simd::splat(-max)));
-      simd::store(x + 4 * g, e[g]);
-    }
+    exp_relaxed(x, kExpLanes, max);
+    return sum_lanes(x);
   }
-  // lanes l + 8, then l + 4: vectors; then l + 2 and l + 1
-  const simd::F32x4 s = simd::add(simd::add(e[0], e[2]), simd::add(e[1], e[3]));
-  alignas(16) float l[4];
-  simd::store(l, s);
-  return (l[0] + l[2]) + (l[1] + l[3]);
+#endif
+  for (int g = 0; g < 4; ++g) simd::store(x + 4 * g, exp_ggml(simd::add(simd::load_f32x4(x + 4 * g), simd::splat(-max))));
+  return sum_lanes(x);
 }
 
 void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
@@ -194,11 +248,7 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
             std::fill(s, s + T, 0.0f);
             for (int d = 0; d < D; ++d) madd_f32(s, kt + static_cast<int64_t>(d) * T, qr[d], T);
           }
-          float tile_max = -INFINITY;
-          for (int t = 0; t < T; ++t) {
-            s[t] = t < n ? s[t] * kq_scale : -INFINITY;
-            tile_max = tile_max > s[t] ? tile_max : s[t];
-          }
+          const float tile_max = scale_tile(s, n, kq_scale);
           float& M = ws->max[r];
           float& S = ws->sum[r];
           if (tile_max == -INFINITY) {
@@ -214,9 +264,7 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
             S *= ms;
           }
           M = M_new;
-          double sum = 0.0;
-          for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes_simd(s + t, M));
-          S = static_cast<float>(static_cast<double>(S) + sum);
+          S = static_cast<float>(static_cast<double>(S) + exp_tile(s, M));
           active[n_active++] = r;
         }
 #if LF_RELAXED_SIMD

@@ -584,6 +584,25 @@ TEST_CASE("attention_f32_tiles equals its reference byte for byte: tiles, rows, 
   }
 }
 
+TEST_CASE("attention_f32_tiles: a tile whose scores past a NaN are all -inf is skipped, as the reference's scan says", "[attention]") {
+  // Scores (one query, D = 16): key 2 scores 0, key 61 NaN (a NaN key), every other key -inf
+  // (-1e35 · 65504). The reference's scan in key order ends at -inf (past the NaN only -inf), so
+  // the tile adds nothing; a scan by lanes would end at 0 and let the NaN into the sum.
+  const int D = 16, n_kv = 64;
+  std::vector<float> q(D, 0.0f);
+  q[0] = -1e35f;
+  std::vector<uint16_t> k(static_cast<size_t>(n_kv) * D, 0), v(k.size(), lf::fp32_to_fp16(1.0f));
+  for (int p = 0; p < n_kv; ++p) k[static_cast<size_t>(p) * D] = p == 2 ? 0 : p == 61 ? 0x7E00 : 0x7BFF;
+  std::vector<float> expect(D, -1.0f), got(D, 1.0f);
+  lf::attention_f32_tiles_ref(q.data(), 1, 1, k.data(), v.data(), n_kv, 1, D, 0.125f, expect.data());
+  lf::AttentionWorkspace ws;
+  lf::attention_f32_tiles(q.data(), 1, 1, k.data(), v.data(), n_kv, 1, D, 0.125f, got.data(), &ws);
+  for (int d = 0; d < D; ++d) {
+    REQUIRE(!std::isnan(expect[d]));
+    REQUIRE(lf::f32_bits(got[d]) == lf::f32_bits(expect[d]));
+  }
+}
+
 TEST_CASE("expf_ggml: ggml's AVX-512 exponential, its range ends and its accuracy", "[attention]") {
   // close to the true value over the softmax's range: the polynomial's own error reaches 2.14
   // ulp here (ggml's AVX-512 code gives the same bits: docs/attention.md, "The f32 tile path")
