@@ -114,6 +114,10 @@ inline F32x4 keep_greater(F32x4 a, F32x4 b) {
   for (int i = 0; i < 4; ++i) a.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i];
   return a;
 }
+inline F32x4 keep_less(F32x4 a, F32x4 b) {
+  for (int i = 0; i < 4; ++i) a.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i];
+  return a;
+}
 inline bool any_nan(F32x4 x) { return x.v[0] != x.v[0] || x.v[1] != x.v[1] || x.v[2] != x.v[2] || x.v[3] != x.v[3]; }
 inline F32x4 load_f32x4(const float* p) {
   F32x4 r;

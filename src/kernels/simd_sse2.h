@@ -69,6 +69,7 @@ inline F32x4 make(float a, float b, float c, float d) { return {_mm_setr_ps(a, b
 inline F32x4 mul(F32x4 a, F32x4 b) { return {_mm_mul_ps(a.v, b.v)}; }
 inline F32x4 add(F32x4 a, F32x4 b) { return {_mm_add_ps(a.v, b.v)}; }
 inline F32x4 keep_greater(F32x4 a, F32x4 b) { return {_mm_max_ps(a.v, b.v)}; }
+inline F32x4 keep_less(F32x4 a, F32x4 b) { return {_mm_min_ps(a.v, b.v)}; }
 inline bool any_nan(F32x4 x) { return _mm_movemask_ps(_mm_cmpunord_ps(x.v, x.v)) != 0; }
 inline F32x4 load_f32x4(const float* p) { return {_mm_loadu_ps(p)}; }
 inline void store(float* p, F32x4 a) { _mm_storeu_ps(p, a.v); }

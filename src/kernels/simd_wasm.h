@@ -68,6 +68,8 @@ inline F32x4 mul(F32x4 a, F32x4 b) { return {wasm_f32x4_mul(a.v, b.v)}; }
 inline F32x4 add(F32x4 a, F32x4 b) { return {wasm_f32x4_add(a.v, b.v)}; }
 // a where a > b, else b, lane by lane (x86's maxps: a NaN or an equal pair gives b)
 inline F32x4 keep_greater(F32x4 a, F32x4 b) { return {wasm_f32x4_pmax(b.v, a.v)}; }
+// a where a < b, else b, lane by lane (x86's minps)
+inline F32x4 keep_less(F32x4 a, F32x4 b) { return {wasm_f32x4_pmin(b.v, a.v)}; }
 inline bool any_nan(F32x4 x) { return !wasm_i32x4_all_true(wasm_f32x4_eq(x.v, x.v)); }
 inline F32x4 load_f32x4(const float* p) { return {wasm_v128_load(p)}; }
 inline void store(float* p, F32x4 a) { wasm_v128_store(p, a.v); }

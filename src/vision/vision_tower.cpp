@@ -8,6 +8,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
+#include "kernels/simd.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
@@ -18,6 +19,14 @@ namespace {
 inline float clamp_as_ggml(float x, float lo, float hi) {
   const float a = x < hi ? x : hi;
   return a > lo ? a : lo;
+}
+
+// y [n] <- clamp_as_ggml(x [n], lo, hi), four at a time
+void clamp_row_as_ggml(const float* x, int64_t n, float lo, float hi, float* y) {
+  const simd::F32x4 vlo = simd::splat(lo), vhi = simd::splat(hi);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) simd::store(y + i, simd::keep_greater(simd::keep_less(simd::load_f32x4(x + i), vhi), vlo));
+  for (; i < n; ++i) y[i] = clamp_as_ggml(x[i], lo, hi);
 }
 
 // What every step of one encode shares: the configuration, weights, the call's buffers (each
@@ -51,11 +60,9 @@ struct Tower {
     const Share own = tokens(worker, n_tok);
     std::vector<float>& r = row[worker];
     for (int64_t t = own.begin; t < own.end; ++t) {
-      const float* xt = X + t * L.w.n_in;
-      for (int64_t i = 0; i < L.w.n_in; ++i) r[i] = clamp_as_ggml(xt[i], L.in_min, L.in_max);
+      clamp_row_as_ggml(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
       if (lanes16) {
-        auto* x16 = reinterpret_cast<float*>(xc.data() + xrow * t);
-        for (int64_t i = 0; i < L.w.n_in; ++i) x16[i] = fp16_to_fp32(fp32_to_fp16(r[i]));
+        round_floats_to_halves(r.data(), reinterpret_cast<float*>(xc.data() + xrow * t), static_cast<int>(L.w.n_in));
         continue;
       }
       const Status s = convert_activation_row(L.w.type, r.data(), xc.data() + xrow * t, L.w.n_in);
@@ -70,8 +77,8 @@ struct Tower {
       matmul_rows(L.w, xc.data(), n_tok, Y, rows.begin, rows.end);
     }
     for (int64_t t = 0; t < n_tok; ++t) {
-      float* y = Y + t * L.w.n_out;
-      for (int64_t o = rows.begin; o < rows.end; ++o) y[o] = clamp_as_ggml(y[o], L.out_min, L.out_max);
+      float* y = Y + t * L.w.n_out + rows.begin;
+      clamp_row_as_ggml(y, rows.end - rows.begin, L.out_min, L.out_max, y);
     }
     pool.barrier();
   }

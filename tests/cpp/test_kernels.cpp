@@ -242,6 +242,25 @@ TEST_CASE("kernels: fused_madd is fma_f32 on every lane", "[kernels]") {
   }
 }
 
+TEST_CASE("kernels: keep_greater and keep_less pick as a > b ? a : b and a < b ? a : b, NaN, zeros and infinities too", "[kernels]") {
+  const float values[] = {NAN, -NAN, 0.0f, -0.0f, INFINITY, -INFINITY, 1.0f, -2.5f, 1e-40f, 3e38f};
+  for (const float a : values) {
+    for (const float b : values) {
+      INFO("a=" << a << " b=" << b);
+      alignas(16) float g[4], l[4];
+      lf::simd::store(g, lf::simd::keep_greater(lf::simd::make(a, b, a, 0.0f), lf::simd::make(b, a, a, 0.0f)));
+      lf::simd::store(l, lf::simd::keep_less(lf::simd::make(a, b, a, 0.0f), lf::simd::make(b, a, a, 0.0f)));
+      REQUIRE(lf::f32_bits(g[0]) == lf::f32_bits(a > b ? a : b));
+      REQUIRE(lf::f32_bits(g[1]) == lf::f32_bits(b > a ? b : a));
+      REQUIRE(lf::f32_bits(g[2]) == lf::f32_bits(a));
+      REQUIRE(lf::f32_bits(l[0]) == lf::f32_bits(a < b ? a : b));
+      REQUIRE(lf::f32_bits(l[1]) == lf::f32_bits(b < a ? b : a));
+      REQUIRE(lf::f32_bits(l[2]) == lf::f32_bits(a));
+      REQUIRE(lf::simd::any_nan(lf::simd::make(0.0f, a, b, 1.0f)) == (std::isnan(a) || std::isnan(b)));
+    }
+  }
+}
+
 TEST_CASE("kernels: fused_madd rounds once where the double sum lands on a halfway point", "[kernels]") {
   // sumi·d = (2^20 + 1)·2^-44·(1 - 2^-20) = 2^-24 - 2^-64, added to c = 1 + 2^-23: the exact sum
   // lies 2^-64 below the midpoint 1 + 2^-23 + 2^-24, so it rounds down to c; in double the 2^-64
