@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/scratch_vector.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/simd.h"
@@ -37,14 +38,15 @@ struct Tower {
   ThreadPool& pool;
   int n;       // patches
   int nx, ny;  // the patch grid
-  std::vector<float> x;        // [n, n_embd] the residual stream
-  std::vector<float> xn;       // [n, max(n_embd, patch_dim)] a normed input
-  std::vector<float> q, k, v;  // [n, q_dim]
-  std::vector<uint16_t> k16, v16;  // [n, n_head, head_dim] K and V as the attention reads them (f16)
-  std::vector<float> attn;     // [n, q_dim]
-  std::vector<float> gate, up; // [n, n_ff]
-  std::vector<float> tmp;      // [n, max(n_embd, n_embd_text)]
-  std::vector<uint8_t> xc;     // [n, row bytes] the activations in a weight's vec_dot type
+  // Every step writes its whole output before the next reads it, so none is zeroed.
+  ScratchVector<float> x;            // [n, n_embd] the residual stream
+  ScratchVector<float> xn;           // [n, max(n_embd, patch_dim)] a normed input
+  ScratchVector<float> q, k, v;      // [n, q_dim]
+  ScratchVector<uint16_t> k16, v16;  // [n, n_head, head_dim] K and V as the attention reads them (f16)
+  ScratchVector<float> attn;         // [n, q_dim]
+  ScratchVector<float> gate, up;     // [n, n_ff]
+  ScratchVector<float> tmp;          // [n, max(n_embd, n_embd_text)]
+  ScratchVector<uint8_t> xc;         // [n, row bytes] the activations in a weight's vec_dot type
   std::vector<std::vector<float>> row;  // [workers][widest input] one clamped input row
   std::vector<AttentionWorkspace> ws;   // [workers]
   std::vector<Status> failed;           // [workers]
