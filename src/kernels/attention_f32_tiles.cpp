@@ -12,9 +12,10 @@
 #include "kernels/exp_ggml.h"
 
 #if LF_RELAXED_SIMD
-// s_r [64] <- query row q_r's scores against the tile's keys kt [d][64], r = 0, 1, 2
-extern "C" void lf_attn_scores3_relaxed(float* s0, float* s1, float* s2, const float* kt, const float* q0,
-                                        const float* q1, const float* q2, int32_t d);
+// s_r [64] <- query row q_r's scores against the tile's keys kt [d][64] times scale, r = 0, 1, 2;
+// max [3] <- each row's largest as scale_tile finds it; returns bit r set where row r has a NaN
+extern "C" int32_t lf_attn_scores3_relaxed(float* s0, float* s1, float* s2, const float* kt, const float* q0,
+                                           const float* q1, const float* q2, int32_t d, float scale, float* max);
 // acc_r [d] <- the FMA chains continued over the tile's n keys: values v [n][d], weights w_r [n]
 extern "C" void lf_attn_values3_relaxed(float* acc0, float* acc1, float* acc2, const float* v, const float* w0,
                                         const float* w1, const float* w2, int32_t n, int32_t d);
@@ -107,33 +108,41 @@ constexpr int kGroup = 3;  // query rows per call of the .wat kernels
 int group_row(int r0, int j, int count) { return r0 + std::min(j, count - 1 - r0); }
 #endif
 
-// s [T] <- s · kq_scale, the keys past n -inf; returns their largest as the reference's scan in
-// key order finds it (m = m > s ? m : s). Lanes scanning every fourth key, then each other, find
-// the same value unless a score is NaN (then the scan itself runs), but for the sign of a zero,
-// which no later step sees.
-float scale_tile(float* s, int n, float kq_scale) {
+// s [T] (scaled) <- the keys past n -inf; returns their largest by the reference's scan in key
+// order (m = m > s ? m : s)
+float scan_max(float* s, int n) {
   constexpr int T = kF32TileKeys;
   float tile_max = -INFINITY;
-  if (n == T) {
-    const simd::F32x4 scale = simd::splat(kq_scale);
-    simd::F32x4 m = simd::splat(-INFINITY);
-    bool nan = false;
-    for (int t = 0; t < T; t += 4) {
-      const simd::F32x4 x = simd::mul(simd::load_f32x4(s + t), scale);
-      simd::store(s + t, x);
-      m = simd::keep_greater(m, x);
-      nan = nan || simd::any_nan(x);
-    }
-    alignas(16) float lanes[4];
-    simd::store(lanes, m);
-    for (const float x : lanes) tile_max = tile_max > x ? tile_max : x;
-    if (!nan) return tile_max;
-  }
-  tile_max = -INFINITY;
   for (int t = 0; t < T; ++t) {
-    if (n < T) s[t] = t < n ? s[t] * kq_scale : -INFINITY;
+    if (t >= n) s[t] = -INFINITY;
     tile_max = tile_max > s[t] ? tile_max : s[t];
   }
+  return tile_max;
+}
+
+// s [T] <- s · kq_scale, the keys past n -inf; returns their largest as scan_max finds it. For a
+// whole tile, lanes scanning every fourth key and then each other find the same value unless a
+// score is NaN (then the scan itself runs), but for the sign of a zero, which no later step sees.
+float scale_tile(float* s, int n, float kq_scale) {
+  constexpr int T = kF32TileKeys;
+  if (n < T) {
+    for (int t = 0; t < n; ++t) s[t] *= kq_scale;
+    return scan_max(s, n);
+  }
+  const simd::F32x4 scale = simd::splat(kq_scale);
+  simd::F32x4 m = simd::splat(-INFINITY);
+  bool nan = false;
+  for (int t = 0; t < T; t += 4) {
+    const simd::F32x4 x = simd::mul(simd::load_f32x4(s + t), scale);
+    simd::store(s + t, x);
+    m = simd::keep_greater(m, x);
+    nan = nan || simd::any_nan(x);
+  }
+  if (nan) return scan_max(s, n);
+  alignas(16) float lanes[4];
+  simd::store(lanes, m);
+  float tile_max = -INFINITY;
+  for (const float x : lanes) tile_max = tile_max > x ? tile_max : x;
   return tile_max;
 }
 
@@ -204,7 +213,8 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
   ws->acc.resize(static_cast<size_t>(kRows) * D);
   ws->max.resize(kRows);
   ws->sum.resize(kRows);
-  int active[kRows];  // rows whose tile has a finite score: they take the tile's values
+  int active[kRows];     // rows whose tile has a finite score: they take the tile's values
+  float tile_max[kRows];  // each row's largest score in the tile
   int converted = -1;  // the KV head in ws->k and ws->v
   for (int h = 0; h < n_head; ++h) {
     const int g = kv_head_for(h, n_head, n_head_kv);
@@ -235,8 +245,14 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
         if (grouped) {
           for (int r0 = 0; r0 < rows; r0 += kGroup) {
             const int a = group_row(r0, 0, rows), b = group_row(r0, 1, rows), c = group_row(r0, 2, rows);
-            lf_attn_scores3_relaxed(scores(a), scores(b), scores(c), kt, q_row(i0 + a), q_row(i0 + b),
-                                    q_row(i0 + c), D);
+            float max[kGroup];
+            const int32_t nan = lf_attn_scores3_relaxed(scores(a), scores(b), scores(c), kt, q_row(i0 + a),
+                                                        q_row(i0 + b), q_row(i0 + c), D, kq_scale, max);
+            const int group[kGroup] = {a, b, c};
+            for (int j = 0; j < kGroup; ++j) {
+              const int r = group[j];
+              tile_max[r] = n == T && !(nan & (1 << j)) ? max[j] : scan_max(scores(r), n);
+            }
           }
         }
 #endif
@@ -247,16 +263,16 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
             const float* qr = q_row(i0 + r);
             std::fill(s, s + T, 0.0f);
             for (int d = 0; d < D; ++d) madd_f32(s, kt + static_cast<int64_t>(d) * T, qr[d], T);
+            tile_max[r] = scale_tile(s, n, kq_scale);
           }
-          const float tile_max = scale_tile(s, n, kq_scale);
           float& M = ws->max[r];
           float& S = ws->sum[r];
-          if (tile_max == -INFINITY) {
+          if (tile_max[r] == -INFINITY) {
             float* acc = acc_row(r);
             for (int d = 0; d < D; ++d) acc[d] += 0.0f;  // as the reference: -0 becomes +0
             continue;
           }
-          const float M_new = std::fmax(M, tile_max);
+          const float M_new = std::fmax(M, tile_max[r]);
           if (M_new > M) {
             const float ms = expf(M - M_new);
             float* acc = acc_row(r);

@@ -214,18 +214,26 @@
   ;; vector of keys or values loaded serves three rows. A group of fewer rows repeats its last
   ;; row's pointers: the repeated row computes and stores the same bits twice.
 
-  ;; s_r [64] <- the scores of query row q_r (r = 0, 1, 2) against the tile's 64 keys kt [d][64]
-  ;; (transposed): each one FMA chain over the head dim from 0, fma(q[i], k[i], s) for i = 0 ..
-  ;; d-1 (ggml's simd_gemm), 16 keys of the three rows at a time.
+;; s_r [64] <- the scores of query row q_r (r = 0, 1, 2) against the tile's 64 keys kt [d][64]
+  ;; (transposed), times scale: each one FMA chain over the head dim from 0, fma(q[i], k[i], s)
+  ;; for i = 0 .. d-1 (ggml's simd_gemm), 16 keys of the three rows at a time. max [3] <- each
+  ;; row's largest as scale_tile (kernels/attention_f32_tiles.cpp) finds it: lane l keeping
+  ;; m > s ? m : s over keys l, l + 4, ... in order (f32x4.pmax(s, m)), then the lanes in order.
+  ;; Returns bit r set where row r has a NaN score, whose max its caller finds again by a scan.
   (func $lf_attn_scores3_relaxed (export "lf_attn_scores3_relaxed")
     (param $s0 i32) (param $s1 i32) (param $s2 i32) (param $kt i32) (param $q0 i32) (param $q1 i32) (param $q2 i32)
-    (param $d i32)
+    (param $d i32) (param $scale f32) (param $max i32) (result i32)
     (local $keys i32) (local $k i32) (local $i i32) (local $end i32) (local $out i32)
-    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $x v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $x v128) (local $sc v128)
+    (local $m0 v128) (local $m1 v128) (local $m2 v128) (local $nan0 v128) (local $nan1 v128) (local $nan2 v128)
     (local $s00 v128) (local $s01 v128) (local $s02 v128) (local $s03 v128)
     (local $s10 v128) (local $s11 v128) (local $s12 v128) (local $s13 v128)
     (local $s20 v128) (local $s21 v128) (local $s22 v128) (local $s23 v128)
     (local.set $end (i32.shl (local.get $d) (i32.const 2)))
+    (local.set $sc (f32x4.splat (local.get $scale)))
+    (local.set $m0 (f32x4.splat (f32.const -inf)))
+    (local.set $m1 (local.get $m0))
+    (local.set $m2 (local.get $m0))
     (loop $chunks
       (local.set $s00 (v128.const i32x4 0 0 0 0)) (local.set $s01 (v128.const i32x4 0 0 0 0))
       (local.set $s02 (v128.const i32x4 0 0 0 0)) (local.set $s03 (v128.const i32x4 0 0 0 0))
@@ -259,16 +267,52 @@
         (local.set $i (i32.add (local.get $i) (i32.const 4)))
         (br_if $dims (i32.lt_u (local.get $i) (local.get $end))))
       (local.set $out (i32.add (local.get $s0) (local.get $keys)))
-      (v128.store align=4 (local.get $out) (local.get $s00)) (v128.store offset=16 align=4 (local.get $out) (local.get $s01))
-      (v128.store offset=32 align=4 (local.get $out) (local.get $s02)) (v128.store offset=48 align=4 (local.get $out) (local.get $s03))
+      (local.set $x (f32x4.mul (local.get $s00) (local.get $sc))) (v128.store offset=0 align=4 (local.get $out) (local.get $x))
+      (local.set $m0 (f32x4.pmax (local.get $x) (local.get $m0))) (local.set $nan0 (v128.or (local.get $nan0) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s01) (local.get $sc))) (v128.store offset=16 align=4 (local.get $out) (local.get $x))
+      (local.set $m0 (f32x4.pmax (local.get $x) (local.get $m0))) (local.set $nan0 (v128.or (local.get $nan0) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s02) (local.get $sc))) (v128.store offset=32 align=4 (local.get $out) (local.get $x))
+      (local.set $m0 (f32x4.pmax (local.get $x) (local.get $m0))) (local.set $nan0 (v128.or (local.get $nan0) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s03) (local.get $sc))) (v128.store offset=48 align=4 (local.get $out) (local.get $x))
+      (local.set $m0 (f32x4.pmax (local.get $x) (local.get $m0))) (local.set $nan0 (v128.or (local.get $nan0) (f32x4.ne (local.get $x) (local.get $x))))
       (local.set $out (i32.add (local.get $s1) (local.get $keys)))
-      (v128.store align=4 (local.get $out) (local.get $s10)) (v128.store offset=16 align=4 (local.get $out) (local.get $s11))
-      (v128.store offset=32 align=4 (local.get $out) (local.get $s12)) (v128.store offset=48 align=4 (local.get $out) (local.get $s13))
+      (local.set $x (f32x4.mul (local.get $s10) (local.get $sc))) (v128.store offset=0 align=4 (local.get $out) (local.get $x))
+      (local.set $m1 (f32x4.pmax (local.get $x) (local.get $m1))) (local.set $nan1 (v128.or (local.get $nan1) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s11) (local.get $sc))) (v128.store offset=16 align=4 (local.get $out) (local.get $x))
+      (local.set $m1 (f32x4.pmax (local.get $x) (local.get $m1))) (local.set $nan1 (v128.or (local.get $nan1) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s12) (local.get $sc))) (v128.store offset=32 align=4 (local.get $out) (local.get $x))
+      (local.set $m1 (f32x4.pmax (local.get $x) (local.get $m1))) (local.set $nan1 (v128.or (local.get $nan1) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s13) (local.get $sc))) (v128.store offset=48 align=4 (local.get $out) (local.get $x))
+      (local.set $m1 (f32x4.pmax (local.get $x) (local.get $m1))) (local.set $nan1 (v128.or (local.get $nan1) (f32x4.ne (local.get $x) (local.get $x))))
       (local.set $out (i32.add (local.get $s2) (local.get $keys)))
-      (v128.store align=4 (local.get $out) (local.get $s20)) (v128.store offset=16 align=4 (local.get $out) (local.get $s21))
-      (v128.store offset=32 align=4 (local.get $out) (local.get $s22)) (v128.store offset=48 align=4 (local.get $out) (local.get $s23))
+      (local.set $x (f32x4.mul (local.get $s20) (local.get $sc))) (v128.store offset=0 align=4 (local.get $out) (local.get $x))
+      (local.set $m2 (f32x4.pmax (local.get $x) (local.get $m2))) (local.set $nan2 (v128.or (local.get $nan2) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s21) (local.get $sc))) (v128.store offset=16 align=4 (local.get $out) (local.get $x))
+      (local.set $m2 (f32x4.pmax (local.get $x) (local.get $m2))) (local.set $nan2 (v128.or (local.get $nan2) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s22) (local.get $sc))) (v128.store offset=32 align=4 (local.get $out) (local.get $x))
+      (local.set $m2 (f32x4.pmax (local.get $x) (local.get $m2))) (local.set $nan2 (v128.or (local.get $nan2) (f32x4.ne (local.get $x) (local.get $x))))
+      (local.set $x (f32x4.mul (local.get $s23) (local.get $sc))) (v128.store offset=48 align=4 (local.get $out) (local.get $x))
+      (local.set $m2 (f32x4.pmax (local.get $x) (local.get $m2))) (local.set $nan2 (v128.or (local.get $nan2) (f32x4.ne (local.get $x) (local.get $x))))
       (local.set $keys (i32.add (local.get $keys) (i32.const 64)))
-      (br_if $chunks (i32.lt_u (local.get $keys) (i32.const 256)))))
+      (br_if $chunks (i32.lt_u (local.get $keys) (i32.const 256))))
+    (f32.store offset=0 align=4 (local.get $max) (call $lanes_max (local.get $m0)))
+    (f32.store offset=4 align=4 (local.get $max) (call $lanes_max (local.get $m1)))
+    (f32.store offset=8 align=4 (local.get $max) (call $lanes_max (local.get $m2)))
+    (i32.or (v128.any_true (local.get $nan0))
+      (i32.or (i32.shl (v128.any_true (local.get $nan1)) (i32.const 1)) (i32.shl (v128.any_true (local.get $nan2)) (i32.const 2)))))
+
+  ;; m's lanes in order, each kept where the running value is not greater: the scan's last step
+  (func $lanes_max (param $m v128) (result f32)
+    (local $r f32) (local $l f32)
+    (local.set $r (f32.const -inf))
+    (local.set $l (f32x4.extract_lane 0 (local.get $m)))
+    (local.set $r (select (local.get $r) (local.get $l) (f32.gt (local.get $r) (local.get $l))))
+    (local.set $l (f32x4.extract_lane 1 (local.get $m)))
+    (local.set $r (select (local.get $r) (local.get $l) (f32.gt (local.get $r) (local.get $l))))
+    (local.set $l (f32x4.extract_lane 2 (local.get $m)))
+    (local.set $r (select (local.get $r) (local.get $l) (f32.gt (local.get $r) (local.get $l))))
+    (local.set $l (f32x4.extract_lane 3 (local.get $m)))
+    (select (local.get $r) (local.get $l) (f32.gt (local.get $r) (local.get $l))))
 
   ;; acc_r [d] <- each element one FMA chain continued over the tile's keys in order, fma(v[t],
   ;; w_r[t], acc) for t = 0 .. n-1 (n > 0), v [n][d] the tile's values and w_r [n] row r's

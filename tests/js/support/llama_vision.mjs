@@ -35,7 +35,7 @@ export function rgbImage(width, height) {
 
 /**
  * llama.cpp's preprocessed size, soft-token count and embeddings: {width, height, n_tokens, n_embd, encode_ms, embd}
- * (encode_ms: the fastest of `reps` encodes).
+ * (encode_ms: the fastest of `reps` preprocessings and encodes).
  * @example const ref = await llamaVision(mmproj, file, 37, 23, {threads: 2});
  */
 export async function llamaVision(mmproj, image, width, height, {threads = 2, maxTokens = -1, reps = 1} = {}) {
