@@ -6,11 +6,10 @@
 // f32 sum of the exact product: plain multiplies and adds give its bits in every build.
 //
 // Here a call converts its rows to f32 once, in strips of 8 rows laid out lane by lane (each
-// lane's elements contiguous, the strip's rows side by side in two vectors); then for every
-// strip and 6 tokens each lane's 12 running sums stay in registers (kernels/relaxed_simd.wat's
-// lf_f16_lane_sums_relaxed in the relaxed modules, with the madd, else lane_sums below), and the
-// 16 lanes are halved. The tokens are read where they are, every 16th element: 6 tokens' rows
-// stay in L1 while their 16 lanes run.
+// lane's elements contiguous, the strip's rows side by side in two vectors), and each tile of
+// tokens likewise; then for every strip and 6 tokens of the tile each lane's 12 running sums stay
+// in registers (kernels/relaxed_simd.wat's lf_f16_lane_sums_relaxed in the relaxed modules, with
+// the madd, else lane_sums below), and the 16 lanes are halved.
 #include <algorithm>
 #include <cassert>
 #include <vector>
@@ -21,7 +20,7 @@
 #include "quant/quant.h"
 
 #if LF_RELAXED_SIMD
-// acc [6][8] <- lane sums of a strip's 8 rows (w [n][8]) for tokens x0..x5 (every 16th element)
+// acc [6][8] <- lane sums of a strip's 8 rows (w [n][8]) for tokens x0..x5 (each [n])
 extern "C" void lf_f16_lane_sums_relaxed(const float* w, const float* x0, const float* x1, const float* x2,
                                          const float* x3, const float* x4, const float* x5, int32_t n, float* acc);
 #endif
@@ -35,19 +34,20 @@ constexpr int kTokens = 6;      // tokens sharing each weight load
 constexpr int kTileTokens = 30; // tokens per pass over the strips, their rows in L2 (12 to 66: within 3%)
 static_assert(kRows == 8 && kTokens == 6, "lf_f16_lane_sums_relaxed's shape");
 
-// acc [kTokens][kRows] <- Σ w[i][row] · x_t[kLanes · i] over i < n in order, from 0
-void lane_sums(const float* w, const float* const* x, int64_t n, float* acc) {
+// acc [kTokens][kRows] <- Σ w[i][row] · x_t[i] over i < n in order, from 0; `relaxed`:
+// the .wat kernel runs (relaxed_kernels_run)
+void lane_sums(bool relaxed, const float* w, const float* const* x, int64_t n, float* acc) {
 #if LF_RELAXED_SIMD
-  if (relaxed_kernels_run()) {
-    return lf_f16_lane_sums_relaxed(w, x[0], x[1], x[2], x[3], x[4], x[5], static_cast<int32_t>(n), acc);
-  }
+  if (relaxed) return lf_f16_lane_sums_relaxed(w, x[0], x[1], x[2], x[3], x[4], x[5], static_cast<int32_t>(n), acc);
+#else
+  (void)relaxed;
 #endif
   simd::F32x4 lo[kTokens], hi[kTokens];
   for (int t = 0; t < kTokens; ++t) lo[t] = hi[t] = simd::splat(0.0f);
   for (int64_t i = 0; i < n; ++i) {
     const simd::F32x4 wl = simd::load_f32x4(w + i * kRows), wh = simd::load_f32x4(w + i * kRows + 4);
     for (int t = 0; t < kTokens; ++t) {
-      const simd::F32x4 a = simd::splat(x[t][i * kLanes]);
+      const simd::F32x4 a = simd::splat(x[t][i]);
       lo[t] = simd::add(lo[t], simd::mul(wl, a));
       hi[t] = simd::add(hi[t], simd::mul(wh, a));
     }
@@ -72,6 +72,17 @@ void convert_strips(const WeightView& W, int64_t r0, int64_t r1, std::vector<flo
   }
 }
 
+// Tokens [t0, t1) of X -> xl [t1 - t0][kLanes][n_in / kLanes]: each lane's elements contiguous,
+// so that a lane's pass over 6 tokens reads 6 short runs, whatever n_in
+void convert_tokens(const float* X, int64_t n_in, int t0, int t1, float* xl) {
+  const int64_t per_lane = n_in / kLanes;
+  for (int t = t0; t < t1; ++t) {
+    const float* x = X + t * n_in;
+    float* out = xl + (t - t0) * n_in;
+    for (int64_t i = 0; i < n_in; ++i) out[(i % kLanes) * per_lane + i / kLanes] = x[i];
+  }
+}
+
 }  // namespace
 
 float dot_f16_lanes16_ref(const uint16_t* w, const float* x, int64_t n) {
@@ -91,11 +102,13 @@ bool gemm_f16_lanes16_fits(const WeightView& W) {
 void gemm_f16_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1) {
   assert(gemm_f16_lanes16_fits(W) && r0 <= r1);
   const int64_t n_in = W.n_in, per_lane = n_in / kLanes;
-  std::vector<float> strips;
+  const bool relaxed = relaxed_kernels_run();
+  std::vector<float> strips, xl(static_cast<size_t>(kTileTokens * n_in));
   convert_strips(W, r0, r1, &strips);
   alignas(16) float partial[kLanes][kTokens * kRows];
   for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
     const int t1 = std::min(n_tok, t0 + kTileTokens);
+    convert_tokens(X, n_in, t0, t1, xl.data());
     for (int64_t r = r0; r < r1; r += kRows) {
       const float* strip = strips.data() + (r - r0) / kRows * n_in * kRows;
       const int64_t rows = std::min<int64_t>(kRows, r1 - r);
@@ -103,8 +116,8 @@ void gemm_f16_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, 
         const int n = std::min(kTokens, t1 - t);
         for (int l = 0; l < kLanes; ++l) {
           const float* x[kTokens];
-          for (int j = 0; j < kTokens; ++j) x[j] = X + (t + std::min(j, n - 1)) * n_in + l;
-          lane_sums(strip + l * per_lane * kRows, x, per_lane, partial[l]);
+          for (int j = 0; j < kTokens; ++j) x[j] = xl.data() + (t - t0 + std::min(j, n - 1)) * n_in + l * per_lane;
+          lane_sums(relaxed, strip + l * per_lane * kRows, x, per_lane, partial[l]);
         }
         for (int width = kLanes / 2; width >= 1; width /= 2) {
           for (int l = 0; l < width; ++l) {

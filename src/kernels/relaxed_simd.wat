@@ -166,18 +166,17 @@
       (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
 
   ;; One of tinyBLAS's 16 lanes of an F16 GEMM (kernels/gemm_f16_lanes16.cpp) for a strip of 8
-  ;; output rows and 6 tokens: acc [6][8] <- Σ w[i][row] · x_t[16 i] over i = 0 .. n-1 in order
-  ;; from 0, w [n][8] the strip's elements of this lane (f16 values as f32) and x_t token t's from
-  ;; this lane's first element (f16-valued). A product of two f16 values is exact in f32, so the
-  ;; madd's result is the same fused or not. A group of fewer tokens repeats its last token's
-  ;; pointer.
+  ;; output rows and 6 tokens: acc [6][8] <- Σ w[i][row] · x_t[i] over i = 0 .. n-1 in order
+  ;; from 0, w [n][8] the strip's elements of this lane (f16 values as f32) and x_t [n] token t's
+  ;; (f16-valued). A product of two f16 values is exact in f32, so the madd's result is the same
+  ;; fused or not. A group of fewer tokens repeats its last token's pointer.
   (func $lf_f16_lane_sums_relaxed (export "lf_f16_lane_sums_relaxed")
     (param $w i32) (param $x0 i32) (param $x1 i32) (param $x2 i32) (param $x3 i32) (param $x4 i32) (param $x5 i32)
     (param $n i32) (param $acc i32)
     (local $i i32) (local $end i32) (local $lo v128) (local $hi v128) (local $a v128)
     (local $c0l v128) (local $c0h v128) (local $c1l v128) (local $c1h v128) (local $c2l v128) (local $c2h v128)
     (local $c3l v128) (local $c3h v128) (local $c4l v128) (local $c4h v128) (local $c5l v128) (local $c5h v128)
-    (local.set $end (i32.shl (local.get $n) (i32.const 6)))
+    (local.set $end (i32.shl (local.get $n) (i32.const 2)))
     (loop $elements
       (local.set $lo (v128.load align=4 (local.get $w)))
       (local.set $hi (v128.load offset=16 align=4 (local.get $w)))
@@ -200,7 +199,7 @@
       (local.set $c5l (f32x4.relaxed_madd (local.get $lo) (local.get $a) (local.get $c5l)))
       (local.set $c5h (f32x4.relaxed_madd (local.get $hi) (local.get $a) (local.get $c5h)))
       (local.set $w (i32.add (local.get $w) (i32.const 32)))
-      (local.set $i (i32.add (local.get $i) (i32.const 64)))
+      (local.set $i (i32.add (local.get $i) (i32.const 4)))
       (br_if $elements (i32.lt_u (local.get $i) (local.get $end))))
     (v128.store offset=0 align=4 (local.get $acc) (local.get $c0l)) (v128.store offset=16 align=4 (local.get $acc) (local.get $c0h))
     (v128.store offset=32 align=4 (local.get $acc) (local.get $c1l)) (v128.store offset=48 align=4 (local.get $acc) (local.get $c1h))
