@@ -4,6 +4,7 @@
 // rows. In the prompt's token ids an image is a run of one placeholder per row: a negative id
 // derived from a hash of its pixels and budget, so that two prompts with the same image share a
 // prefix (sessions.js) and a step's ids split into token runs and image runs (mediaRuns).
+import { deadlineSignal } from '../pipeline/deadline.js';
 import { decodeImage, DEFAULT_MAX_IMAGE_PIXELS, ImageError } from '../vision/decode_image.js';
 import { badParam, OpenAIError } from './errors.js';
 
@@ -45,7 +46,7 @@ async function fetchedBytes(url, param, { maxBytes, timeoutMs, signal }) {
   const fail = (why) => badParam(param, `${param}: ${why}`);
   let response;
   try {
-    response = await fetch(url, { redirect: 'error', signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])]) });
+    response = await fetch(url, { redirect: 'error', signal: deadlineSignal(signal, timeoutMs) });
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     throw fail(error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : `the fetch failed (${error.message})`);

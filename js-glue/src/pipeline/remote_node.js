@@ -18,6 +18,7 @@ import { decodeNodeInfo } from '../protocol/node_info.js';
 import { formatTraceparent, TRACEPARENT } from '../protocol/traceparent.js';
 import { inSpan, SpanKind } from '../telemetry/spans.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { deadlineSignal } from './deadline.js';
 import { checkKvRowValues, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
 
 const READY_POLL_MS = 200;
@@ -39,12 +40,6 @@ function sleep(ms, signal) {
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-// The caller's signal (if any) together with a timeout, for one fetch and the read of its body.
-function withTimeout(signal, ms) {
-  const timeout = AbortSignal.timeout(ms);
-  return signal ? AbortSignal.any([signal, timeout]) : timeout;
 }
 
 // Failures worth one more attempt: the node restarted, is loading, is shutting down, or is busy.
@@ -109,7 +104,7 @@ export class RemoteNode {
     let last = 'no answer';
     while (Date.now() < deadline) {
       try {
-        const response = await fetch(`${this.url}/readyz`, { signal: withTimeout(signal, 5000) });
+        const response = await fetch(`${this.url}/readyz`, { signal: deadlineSignal(signal, 5000) });
         await response.body?.cancel();
         if (response.ok) return;
         last = `HTTP ${response.status}`;
@@ -142,7 +137,7 @@ export class RemoteNode {
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
     for (let attempt = 1; ; attempt++) {
       signal?.throwIfAborted();
-      const callSignal = withTimeout(signal, timeoutMs);
+      const callSignal = deadlineSignal(signal, timeoutMs);
       let response;
       try {
         response = await fetch(`${this.url}${path}`, { method, headers, body, signal: callSignal });
