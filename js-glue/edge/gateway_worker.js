@@ -12,11 +12,17 @@ import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
 import { speculativeOptions } from '../src/generation/prompt_lookup.js';
+import { RefusedMedia } from '../src/generation/refused_media.js';
 import { NodeState } from '../src/server/node_state.js';
 import { GrammarEngine } from '../src/tokens/grammar/engine.js';
 import { openEdgePipeline } from './edge_gateway.js';
 
 let isolate = null;  // { app, opening, failure }
+
+// No Gemma 4 vision tower fits an isolate beside the coordinator: E2B's, the smallest, is over
+// 300 MB in F16, and its buffers for one image of 280 soft tokens (2520 patches) over 150 MB more.
+const NO_IMAGES = 'this edge gateway reads no images: no Gemma 4 vision tower fits an isolate\'s 128 MiB; ' +
+  'send images to a gateway in a container (layerfold gateway --mmproj)';
 
 function number(env, name) {
   const raw = env[name];
@@ -39,6 +45,7 @@ function startIsolate(env) {
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
       // The bundle's one instance of the grammar engine (edge/xgrammar_bundle.js).
       openGrammar: (pipeline, endIds) => new GrammarEngine(async () => xgrammar, pipeline.tokenizer, endIds),
+      media: () => new RefusedMedia(NO_IMAGES),
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
     const pipeline = await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN });

@@ -36,8 +36,12 @@ bool is_float_weight(GgmlType weight_type);
 void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                         int64_t r1);
 
+// y [n] <- ggml_clamp's MAX(MIN(x, hi), lo) of each x [n], in vectors: the clamps around a
+// clamped linear (Gemma 4's ClippableLinear), x == y allowed (src/kernels/clamp_floats.cpp)
+void clamp_floats(const float* x, int64_t n, float lo, float hi, float* y);
+
 // W [n_out, n_in] (F16) · X [n_tok, n_in] (f32 values already rounded to f16, rows n_in apart) ->
-// Y [n_tok, n_out], rows [r0, r1) (multiples of 4): each output summed as llamafile's tinyBLAS
+// Y [n_tok, n_out], rows [r0, r1): each output summed as llamafile's tinyBLAS
 // sums it on AVX-512, which is how llama.cpp multiplies an F16 weight outside its repacked
 // buffers (an mmproj's): 16 f32 lanes, lane λ adding elements λ, λ + 16, ... in order, then the
 // lanes halved (src/kernels/gemm_f16_lanes16.cpp). For W with n_in a multiple of 16 and n_out of

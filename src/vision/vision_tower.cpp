@@ -9,26 +9,11 @@
 #include "base/scratch_vector.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
-#include "kernels/simd.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 
 namespace lf {
 namespace {
-
-// ggml_clamp's order of comparisons: MAX(MIN(x, hi), lo).
-inline float clamp_as_ggml(float x, float lo, float hi) {
-  const float a = x < hi ? x : hi;
-  return a > lo ? a : lo;
-}
-
-// y [n] <- clamp_as_ggml(x [n], lo, hi), four at a time
-void clamp_row_as_ggml(const float* x, int64_t n, float lo, float hi, float* y) {
-  const simd::F32x4 vlo = simd::splat(lo), vhi = simd::splat(hi);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) simd::store(y + i, simd::keep_greater(simd::keep_less(simd::load_f32x4(x + i), vhi), vlo));
-  for (; i < n; ++i) y[i] = clamp_as_ggml(x[i], lo, hi);
-}
 
 // What every step of one encode shares: the configuration, weights, the call's buffers (each
 // [n tokens, width]) and the worker running.
@@ -62,7 +47,7 @@ struct Tower {
     const Share own = tokens(worker, n_tok);
     std::vector<float>& r = row[worker];
     for (int64_t t = own.begin; t < own.end; ++t) {
-      clamp_row_as_ggml(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
+      clamp_floats(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
       if (lanes16) {
         round_floats_to_halves(r.data(), reinterpret_cast<float*>(xc.data() + xrow * t), static_cast<int>(L.w.n_in));
         continue;
@@ -80,7 +65,7 @@ struct Tower {
     }
     for (int64_t t = 0; t < n_tok; ++t) {
       float* y = Y + t * L.w.n_out + rows.begin;
-      clamp_row_as_ggml(y, rows.end - rows.begin, L.out_min, L.out_max, y);
+      clamp_floats(y, rows.end - rows.begin, L.out_min, L.out_max, y);
     }
     pool.barrier();
   }

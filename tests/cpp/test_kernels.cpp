@@ -11,6 +11,7 @@
 #include <ctime>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__EMSCRIPTEN__)
@@ -257,6 +258,27 @@ TEST_CASE("kernels: keep_greater and keep_less pick as a > b ? a : b and a < b ?
       REQUIRE(lf::f32_bits(l[1]) == lf::f32_bits(b < a ? b : a));
       REQUIRE(lf::f32_bits(l[2]) == lf::f32_bits(a));
       REQUIRE(lf::simd::any_nan(lf::simd::make(0.0f, a, b, 1.0f)) == (std::isnan(a) || std::isnan(b)));
+    }
+  }
+}
+
+TEST_CASE("kernels: clamp_floats is ggml_clamp's MAX(MIN(x, hi), lo), NaN, zeros, infinities and tails too", "[kernels]") {
+  const float values[] = {NAN, -NAN, 0.0f, -0.0f, INFINITY, -INFINITY, 1.0f, -2.5f, 3.0f, 1e-40f, -3e38f};
+  std::vector<float> x;
+  for (const float a : values) {
+    for (const float b : values) x.insert(x.end(), {a, b});
+  }
+  x.push_back(7.0f);  // a tail past the vectors
+  for (const auto& [lo, hi] : {std::pair{-1.0f, 2.0f}, std::pair{-3.4028235e38f, 3.4028235e38f}, std::pair{0.0f, 0.0f}}) {
+    std::vector<float> got(x.size()), in_place = x;
+    lf::clamp_floats(x.data(), static_cast<int64_t>(x.size()), lo, hi, got.data());
+    lf::clamp_floats(in_place.data(), static_cast<int64_t>(in_place.size()), lo, hi, in_place.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      INFO("x=" << x[i] << " lo=" << lo << " hi=" << hi);
+      const float a = x[i] < hi ? x[i] : hi;
+      const float expect = a > lo ? a : lo;
+      REQUIRE(lf::f32_bits(got[i]) == lf::f32_bits(expect));
+      REQUIRE(lf::f32_bits(in_place[i]) == lf::f32_bits(expect));
     }
   }
 }

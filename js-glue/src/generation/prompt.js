@@ -36,9 +36,9 @@ function controlId(tokenizer, text, param) {
 async function withImages(pipeline, input, encode, media, signal, fewestText) {
   const { param } = input.media[0].part;
   if (!media) throw badParam(param, `${param}: this gateway reads no images (start it with --mmproj)`);
-  const open = controlId(pipeline.tokenizer, '<|image>', param), close = controlId(pipeline.tokenizer, '<image|>', param);
-  const read = [];
+  const read = [];  // first, so that a host refusing images (RefusedMedia) says why before anything else
   for (const { part } of input.media) read.push(await media.read(part, { signal }));
+  const open = controlId(pipeline.tokenizer, '<|image>', param), close = controlId(pipeline.tokenizer, '<image|>', param);
   const nCtx = pipeline.header.info.n_ctx_train;
   const least = fewestText + read.reduce((n, r) => n + r.tokens + 2, 0);
   if (least >= nCtx) throw contextExceeded(`the prompt is at least ${least} tokens, its ${read.length} images' included; this model's context is ${nCtx} tokens`);

@@ -2,7 +2,8 @@
 // bundles the layer-node worker, the model's header from a seeded R2 bucket, two `layerfold
 // serve` nodes on loopback, and the official openai client against the worker's URL: the same
 // answers, whole and streamed, as the Node gateway's pipeline gives; with prompt lookup on
-// (SPECULATIVE), the same greedy text, drafts cut back on the nodes; SPECULATIVE=mtp refused
+// (SPECULATIVE), the same greedy text, drafts cut back on the nodes; image parts refused, naming
+// where to send them; SPECULATIVE=mtp refused
 // over nodes without a drafter (tests/js/edge/e2b_mtp.test.mjs drafts with one); a
 // tensor-parallel group in NODES refused by name (its leader runs in Node).
 import assert from "node:assert/strict";
@@ -73,6 +74,10 @@ describe("gateway in workerd", () => {
     const two = await client.chat.completions.create({...sampled, n: 2, seed: 11});
     const one = async (seed) => (await client.chat.completions.create({...sampled, seed})).choices[0].message.content;
     assert.deepEqual(two.choices.map((c) => c.message.content), [await one(11), await one(12)]);
+    // No vision tower fits an isolate: an image part is refused by name, saying where to send it.
+    const image = [{role: "user", content: [{type: "text", text: "Look:"}, {type: "image_url", image_url: {url: "data:image/png;base64,AAAA"}}]}];
+    await assert.rejects(client.chat.completions.create({model: "tiny", messages: image, max_tokens: 4}), (error) => error.status === 400 &&
+      error.param === "messages[0].content[1].image_url.url" && /this edge gateway reads no images: .*layerfold gateway --mmproj/.test(error.message));
     const wrong = new OpenAI({baseURL: new URL("/v1", url).href, apiKey: "nope", maxRetries: 0});
     await assert.rejects(wrong.models.list(), (error) => error.status === 401);
 
