@@ -86,19 +86,7 @@ void load_tile_keys_transposed(KeyRow kv_row, int p0, int n, int D, float* k32, 
     float* row = k32 + static_cast<int64_t>(t) * D;
     if (t < n) halves_to_f32(kv_row(p0 + t), row, D); else std::fill(row, row + D, 0.0f);
   }
-  for (int t = 0; t < T; t += 4) {
-    const float* r = k32 + static_cast<int64_t>(t) * D;
-    for (int d = 0; d < D; d += 4) {
-      simd::F32x4 x0 = simd::load_f32x4(r + d), x1 = simd::load_f32x4(r + D + d),
-                  x2 = simd::load_f32x4(r + 2 * D + d), x3 = simd::load_f32x4(r + 3 * D + d);
-      simd::transpose(x0, x1, x2, x3);
-      float* col = kT + static_cast<int64_t>(d) * T + t;
-      simd::store(col, x0);
-      simd::store(col + T, x1);
-      simd::store(col + 2 * T, x2);
-      simd::store(col + 3 * T, x3);
-    }
-  }
+  transpose_rows(k32, T, D, kT);
 }
 
 #if LF_RELAXED_SIMD

@@ -106,8 +106,29 @@ inline int64_t kv_offset(const KvView& kv, int g, int p) {
   return (static_cast<int64_t>(p % kv.capacity) * kv.n_head_kv + g) * kv.head_dim;
 }
 
-// Keys pb .. pb+nb-1 of KV head g -> kT [D, kKeyBlock] (missing keys zero), four keys × four
-// dims per step. k32 [kKeyBlock, D] scratch.
+// rows [n, D] -> cols [D, n] (n a multiple of 4), four rows × four columns per step
+inline void transpose_rows(const float* rows, int n, int D, float* cols) {
+  for (int b = 0; b < n; b += 4) {
+    const float* r = rows + static_cast<int64_t>(b) * D;
+    int d = 0;
+    for (; d + 4 <= D; d += 4) {
+      simd::F32x4 x0 = simd::load_f32x4(r + d), x1 = simd::load_f32x4(r + D + d),
+                  x2 = simd::load_f32x4(r + 2 * D + d), x3 = simd::load_f32x4(r + 3 * D + d);
+      simd::transpose(x0, x1, x2, x3);
+      float* col = cols + static_cast<int64_t>(d) * n + b;
+      simd::store(col, x0);
+      simd::store(col + n, x1);
+      simd::store(col + 2 * n, x2);
+      simd::store(col + 3 * n, x3);
+    }
+    for (; d < D; ++d) {
+      for (int i = 0; i < 4; ++i) cols[static_cast<int64_t>(d) * n + b + i] = r[i * D + d];
+    }
+  }
+}
+
+// Keys pb .. pb+nb-1 of KV head g -> kT [D, kKeyBlock] (missing keys zero). k32 [kKeyBlock, D]
+// scratch.
 inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float* k32, float* kT) {
   const int D = kv.head_dim;
   for (int b = 0; b < kKeyBlock; ++b) {
@@ -118,23 +139,7 @@ inline void load_keys_transposed(const KvView& kv, int g, int pb, int nb, float*
       std::fill(row, row + D, 0.0f);
     }
   }
-  for (int b = 0; b < kKeyBlock; b += 4) {
-    const float* r = k32 + static_cast<int64_t>(b) * D;
-    int d = 0;
-    for (; d + 4 <= D; d += 4) {
-      simd::F32x4 x0 = simd::load_f32x4(r + d), x1 = simd::load_f32x4(r + D + d),
-                  x2 = simd::load_f32x4(r + 2 * D + d), x3 = simd::load_f32x4(r + 3 * D + d);
-      simd::transpose(x0, x1, x2, x3);
-      float* col = kT + static_cast<int64_t>(d) * kKeyBlock + b;
-      simd::store(col, x0);
-      simd::store(col + kKeyBlock, x1);
-      simd::store(col + 2 * kKeyBlock, x2);
-      simd::store(col + 3 * kKeyBlock, x3);
-    }
-    for (; d < D; ++d) {
-      for (int i = 0; i < 4; ++i) kT[static_cast<int64_t>(d) * kKeyBlock + b + i] = r[i * D + d];
-    }
-  }
+  transpose_rows(k32, kKeyBlock, D, kT);
 }
 
 // Values pb .. pb+nb-1 of KV head g -> v [kKeyBlock, D] f32 and v64, the same in f64 (where
