@@ -17,8 +17,8 @@ namespace lf {
 struct AttentionWorkspace {
   std::vector<float> q;        // [tile dots, D] the tile's queries, rounded to f16
   std::vector<float> k32;      // [key block, D] a block of keys
-  std::vector<float> k;        // [D, key block] the same keys, transposed
-  std::vector<float> v;        // [key block, D] the block's values
+  std::vector<float> k;        // [D, key block] the same keys, transposed (f32 tiles: a KV head's, tile by tile)
+  std::vector<float> v;        // [key block, D] the block's values (f32 tiles: the KV head's)
   std::vector<double> v64;     // [key block, D] the same values in f64, for the exact FMA
   std::vector<float> acc;      // [tile dots, D] the f16 value accumulators, held as f32
   std::vector<float> scores;   // [tile dots, key block]

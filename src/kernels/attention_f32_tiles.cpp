@@ -1,6 +1,7 @@
-// attention_f32_tiles (kernels/attention.h): ops/attention_f32_tiles.cpp's bytes, with each tile
-// of keys converted to f32 once for 16 query rows, the scores' FMA chains run over 64 keys side by
-// side (one madd of a transposed K row per d) and the values' over the head dim. Where
+// attention_f32_tiles (kernels/attention.h): ops/attention_f32_tiles.cpp's bytes, with each KV
+// head's keys and values converted to f32 once per call (the keys transposed tile by tile), the
+// scores' FMA chains run over 64 keys side by side (one madd of a transposed K row per d) and the
+// values' over the head dim. Where
 // f32x4.relaxed_madd is fused (the relaxed modules), kernels/relaxed_simd.wat runs both for three
 // rows at a time with every running sum in a register, and the exponentials with their FMAs fused.
 #include <algorithm>
@@ -144,30 +145,11 @@ float sum_lanes(const float* x) {
   return (l[0] + l[2]) + (l[1] + l[3]);
 }
 
-#if LF_RELAXED_SIMD
-// x [n] <- expf_ggml(x - max), n a multiple of 4 up to 128: the .wat kernel, the vectors it
-// leaves (a NaN, or past 2^127) by the scalar form
-void exp_relaxed(float* x, int n, float max) {
-  const uint32_t scalar = static_cast<uint32_t>(lf_exp_ggml_relaxed(x, n, max, &kExpConstants));
-  for (int i = 0; i < n / 4; ++i) {
-    if (scalar & (1u << i)) for (int l = 4 * i; l < 4 * i + 4; ++l) x[l] = expf_ggml(x[l] - max);
-  }
-}
-#endif
-
 // s [T] <- expf_ggml(s - max); returns their sum as the reference forms it: sum_exp_lanes of
 // each 16, added in double.
 double exp_tile(float* s, float max) {
-  constexpr int T = kF32TileKeys;
   double sum = 0.0;
-#if LF_RELAXED_SIMD
-  if (values_fused()) {
-    exp_relaxed(s, T, max);
-    for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_lanes(s + t));
-    return sum;
-  }
-#endif
-  for (int t = 0; t < T; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes_simd(s + t, max));
+  for (int t = 0; t < kF32TileKeys; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes_simd(s + t, max));
   return sum;
 }
 
@@ -179,7 +161,11 @@ float sum_exp_lanes_simd(float* x, float max) {
   static_assert(kExpLanes == 16, "four vectors");
 #if LF_RELAXED_SIMD
   if (values_fused()) {
-    exp_relaxed(x, kExpLanes, max);
+    // the .wat kernel, the vectors it leaves (a NaN, or n past 127) by the scalar form
+    const int32_t scalar = lf_exp_ggml_relaxed(x, kExpLanes, max, &kExpConstants);
+    for (int l = 0; l < kExpLanes; ++l) {
+      if (scalar & (1 << (l / 4))) x[l] = expf_ggml(x[l] - max);
+    }
     return sum_lanes(x);
   }
 #endif
