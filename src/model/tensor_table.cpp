@@ -157,8 +157,11 @@ Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& s
     }
     // An E-model drafter's masked-embedding head, which llama.cpp loads but never computes with.
     if (arch == kAssistantArch && (t.name == "masked_embd_centroids.weight" || t.name == "masked_embd_ordering")) continue;
-    // A projector's audio encoder, beside the vision tower in one file, is not the tower's.
-    if (arch == kVisionArch && (t.name.rfind("a.", 0) == 0 || t.name.rfind("mm.a.", 0) == 0)) continue;
+    // A projector's audio encoder, beside the vision tower in one file, is not the tower's ...
+    const bool audio_tensor = t.name.rfind("a.", 0) == 0 || t.name.rfind("mm.a.", 0) == 0;
+    if (arch == kVisionArch && audio_tensor) continue;
+    // ... nor is the tower beside the audio encoder the encoder's.
+    if (arch == kAudioArch && !audio_tensor) continue;
     return Status(Code::unsupported, "unexpected tensor '" + t.name + "' (not part of a " + arch + " model)");
   }
   for (const TensorSpec& s : specs) {

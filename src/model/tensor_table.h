@@ -45,6 +45,8 @@ std::vector<TensorSpec> assistant_tensors(const ModelConfig& config, int n_embd_
 // The name check_tensor_specs knows a Gemma 4 projector's vision tower by (vision/vision_weights.h):
 // the projector type its file gives.
 inline constexpr const char* kVisionArch = "gemma4v";
+// ... and its audio encoder (audio/audio_weights.h).
+inline constexpr const char* kAudioArch = "gemma4a";
 // check_tensors against a list of specs; arch names the model in the error of an unexpected tensor.
 Status check_tensor_specs(const GgufFile& file, const std::vector<TensorSpec>& specs, const std::string& arch);
 

@@ -1,6 +1,7 @@
 // Model-agnostic transformer ops, scalar and written to match llama.cpp's CPU backend
 // (docs/gemma-architecture.md, "Primitive ops" and "CPU backend numerics"). One file per concern:
-// ops/rmsnorm.cpp, ops/sincos.cpp, ops/rope.cpp, ops/gelu.cpp, ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp.
+// ops/rmsnorm.cpp, ops/layernorm.cpp, ops/sincos.cpp, ops/rope.cpp, ops/gelu.cpp, ops/silu.cpp, ops/softmax.cpp,
+// ops/attention.cpp, ops/matmul.cpp.
 // Optimized kernels are tested against these.
 #pragma once
 
@@ -20,6 +21,22 @@ namespace lf {
 void rmsnorm(const float* x, const float* w, int n, float eps, float* y);
 // x [n_rows, n] -> y [n_rows, n], each row normalized on its own (per head, per token).
 void rmsnorm_rows(const float* x, const float* w, int n_rows, int n, float eps, float* y);
+
+// --- LayerNorm (ops/layernorm.cpp) ---
+// Without a bias (ggml_norm, AVX-512's sums): x [n] -> y [n] = (x - mean) · 1/sqrt(var + eps) ⊙ w;
+// w == nullptr: no weight. y may alias x.
+void layernorm(const float* x, const float* w, int n, float eps, float* y);
+
+// --- the audio encoder's activations (ops/silu.cpp) ---
+// e^x, tanh(x) and 1/(1 + e^-x) computed in double and rounded once: libm's expf and tanhf
+// differ between glibc, musl and wasi-libc, and the output bytes must not differ between builds
+// (these are llama.cpp's expf/tanhf wherever those round correctly).
+float exp_f32(float x);
+float tanh_f32(float x);
+float sigmoid_f32(float x);
+// x [n] -> y [n] = x / (1 + e^-x) as ggml_vec_silu_f32 on AVX-512: ggml_v_expf for each whole
+// 16, exp_f32 for the tail.
+void silu(const float* x, int n, float* y);
 
 // --- sin / cos (ops/sincos.cpp) ---
 // sinf(x) and cosf(x) as glibc computes them on an x86-64 CPU with FMA (llama.cpp's RoPE cache

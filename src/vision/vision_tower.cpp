@@ -10,7 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "ops/ops.h"
-#include "quant/quant.h"
+#include "projector/clamped_linear.h"
 
 namespace lf {
 namespace {
@@ -31,43 +31,13 @@ struct Tower {
   ScratchVector<float> attn;         // [n, q_dim]
   ScratchVector<float> gate, up;     // [n, n_ff]
   ScratchVector<float> tmp;          // [n, max(n_embd, n_embd_text)]
-  ScratchVector<uint8_t> xc;         // [n, row bytes] the activations in a weight's vec_dot type
-  std::vector<std::vector<float>> row;  // [workers][widest input] one clamped input row
+  LinearScratch lin;                  // the matrices' activations; lin.row[worker] is a worker's row otherwise
   std::vector<AttentionWorkspace> ws;   // [workers]
-  std::vector<Status> failed;           // [workers]
 
   Share tokens(int worker, int count) const { return share(count, worker, pool.size()); }
 
-  // Y [n_tok, n_out] = clamp_out(W · clamp_in(X [n_tok, n_in])): workers convert their tokens,
-  // then each computes its share of the output rows over every token. An F16 W takes f16
-  // activations and tinyBLAS's sums where tinyBLAS would run (gemm_f16_lanes16), as in mtmd.
   void linear(int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y) {
-    const bool lanes16 = gemm_f16_lanes16_fits(L.w);
-    const uint64_t xrow = lanes16 ? sizeof(float) * L.w.n_in : activation_row_bytes(L.w.type, L.w.n_in);
-    const Share own = tokens(worker, n_tok);
-    std::vector<float>& r = row[worker];
-    for (int64_t t = own.begin; t < own.end; ++t) {
-      clamp_floats(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
-      if (lanes16) {
-        round_floats_to_halves(r.data(), reinterpret_cast<float*>(xc.data() + xrow * t), static_cast<int>(L.w.n_in));
-        continue;
-      }
-      const Status s = convert_activation_row(L.w.type, r.data(), xc.data() + xrow * t, L.w.n_in);
-      if (!s.ok()) failed[worker] = s;
-    }
-    pool.barrier();
-    const Share strips = share(L.w.n_out / 4, worker, pool.size());  // the F16 kernel's rows come in fours
-    const Share rows = lanes16 ? Share{strips.begin * 4, strips.end * 4} : share(L.w.n_out, worker, pool.size());
-    if (lanes16) {
-      gemm_f16_lanes16(L.w, reinterpret_cast<const float*>(xc.data()), n_tok, Y, rows.begin, rows.end);
-    } else {
-      matmul_rows(L.w, xc.data(), n_tok, Y, rows.begin, rows.end);
-    }
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* y = Y + t * L.w.n_out + rows.begin;
-      clamp_floats(y, rows.end - rows.begin, L.out_min, L.out_max, y);
-    }
-    pool.barrier();
+    clamped_linear(pool, worker, L, X, n_tok, Y, &lin);
   }
 
   // The patches scaled to [-1, 1] (2x - 1) in the kernel's (c, y, x) order, embedded, plus the
@@ -190,7 +160,7 @@ struct Tower {
     const int k = c.n_merge, ox_n = nx / k, m = ox_n * (ny / k);
     const float scale = sqrtf(static_cast<float>(c.n_embd));
     const Share own = tokens(worker, m);
-    std::vector<float>& r = row[worker];
+    std::vector<float>& r = lin.row[worker];
     for (int64_t o = own.begin; o < own.end; ++o) {
       const int ox = static_cast<int>(o % ox_n), oy = static_cast<int>(o / ox_n);
       for (int e = 0; e < c.n_embd; ++e) {
@@ -253,10 +223,8 @@ struct ImageEncoding::State {
     t.gate.resize(n * FF);
     t.up.resize(n * FF);
     t.tmp.resize(n * std::max(E, static_cast<int64_t>(c.n_embd_text)));
-    t.xc.resize(n * activation_row_bytes(GgmlType::F32, widest));  // the widest vec_dot row there is
-    t.row.assign(pool.size(), std::vector<float>(widest));
+    t.lin.size_for(pool.size(), widest, n * widest);
     t.ws.resize(pool.size());
-    t.failed.assign(pool.size(), Status());
     t.in_pixels = in.pixels.data();
   }
 
@@ -275,7 +243,7 @@ struct ImageEncoding::State {
   }
 
   Status collect(std::vector<float>* embd) const {
-    for (const Status& s : t.failed) LF_RETURN_IF_ERROR(s);
+    for (const Status& s : t.lin.failed) LF_RETURN_IF_ERROR(s);
     embd->assign(t.tmp.begin(), t.tmp.begin() + static_cast<int64_t>(m) * c.n_embd_text);
     return Status();
   }

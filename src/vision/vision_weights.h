@@ -10,16 +10,10 @@
 #include "gguf/gguf_reader.h"
 #include "layout/weight_view.h"
 #include "model/tensor_table.h"
+#include "projector/projector_tensors.h"
 #include "vision/vision_config.h"
 
 namespace lf {
-
-// Gemma4ClippableLinear: x clamped to [in_min, in_max] before W·x, the product to
-// [out_min, out_max] after; a bound absent from the file is ±FLT_MAX (no clamp).
-struct ClampedLinear {
-  WeightView w;  // [n_out, n_in]
-  float in_min, in_max, out_min, out_max;
-};
 
 struct VisionLayerWeights {
   const float* ln1;             // [n_embd] attention input norm

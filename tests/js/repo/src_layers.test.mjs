@@ -12,7 +12,9 @@ const LOW = ["layout", "quant", "gguf", "base"];
 // Folder -> the other folders of src/ its files may include. capi/, tools/ and native/ sit on
 // top or apart and are not listed.
 const MAY_INCLUDE = {
-  vision: ["model", "ops", "kernels", ...LOW],
+  audio: ["projector", "model", "ops", "kernels", ...LOW],
+  vision: ["projector", "model", "ops", "kernels", ...LOW],
+  projector: ["model", "ops", "kernels", ...LOW],
   model: ["approx", "ops", "kernels", ...LOW],
   approx: ["kernels", ...LOW],
   ops: ["kernels", ...LOW],
@@ -52,8 +54,8 @@ test("each folder of src/ includes only the folders below it", () => {
   assert.deepEqual(wrong, []);
 });
 
-test("the model and the vision tower reach kernels/ only through their interface headers", () => {
-  const wrong = [...includes("model"), ...includes("vision")]
+test("the model and the projector's towers reach kernels/ only through their interface headers", () => {
+  const wrong = [...includes("model"), ...includes("vision"), ...includes("audio"), ...includes("projector")]
     .filter(({target}) => target.startsWith("kernels/") && !KERNEL_INTERFACES.includes(target))
     .map(({file, target}) => `${file} -> ${target}`);
   assert.deepEqual(wrong, []);

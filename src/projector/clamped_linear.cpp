@@ -1,0 +1,48 @@
+#include "projector/clamped_linear.h"
+
+#include <algorithm>
+
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "ops/ops.h"
+#include "quant/quant.h"
+
+namespace lf {
+
+void LinearScratch::size_for(int workers, int64_t widest_input, int64_t most_values) {
+  xc.resize(static_cast<size_t>(activation_row_bytes(GgmlType::F32, most_values)));  // f32: the widest vec_dot type there is
+  row.assign(static_cast<size_t>(workers), std::vector<float>(static_cast<size_t>(widest_input)));
+  failed.assign(static_cast<size_t>(workers), Status());
+}
+
+void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y,
+                    LinearScratch* s) {
+  const bool lanes16 = gemm_f16_lanes16_fits(L.w);
+  const uint64_t xrow = lanes16 ? sizeof(float) * L.w.n_in : activation_row_bytes(L.w.type, L.w.n_in);
+  const Share own = share(n_tok, worker, pool.size());
+  std::vector<float>& r = s->row[worker];
+  for (int64_t t = own.begin; t < own.end; ++t) {
+    clamp_floats(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
+    if (lanes16) {
+      round_floats_to_halves(r.data(), reinterpret_cast<float*>(s->xc.data() + xrow * t), static_cast<int>(L.w.n_in));
+      continue;
+    }
+    const Status st = convert_activation_row(L.w.type, r.data(), s->xc.data() + xrow * t, L.w.n_in);
+    if (!st.ok()) s->failed[worker] = st;
+  }
+  pool.barrier();
+  const Share strips = share(L.w.n_out / 4, worker, pool.size());  // the F16 kernel's rows come in fours
+  const Share rows = lanes16 ? Share{strips.begin * 4, strips.end * 4} : share(L.w.n_out, worker, pool.size());
+  if (lanes16) {
+    gemm_f16_lanes16(L.w, reinterpret_cast<const float*>(s->xc.data()), n_tok, Y, rows.begin, rows.end);
+  } else {
+    matmul_rows(L.w, s->xc.data(), n_tok, Y, rows.begin, rows.end);
+  }
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* y = Y + t * L.w.n_out + rows.begin;
+    clamp_floats(y, rows.end - rows.begin, L.out_min, L.out_max, y);
+  }
+  pool.barrier();
+}
+
+}  // namespace lf

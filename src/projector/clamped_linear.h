@@ -1,0 +1,32 @@
+// A clipped linear layer over many tokens, shared by the workers of a pool: what both of a
+// projector's towers compute their matrices with.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/scratch_vector.h"
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "projector/projector_tensors.h"
+
+namespace lf {
+
+// The buffers clamped_linear needs, sized once per encode for the widest input it will see and
+// the most input values (tokens × width) of one call.
+struct LinearScratch {
+  ScratchVector<uint8_t> xc;            // [n_tok, row bytes] the activations in the weight's vec_dot type
+  std::vector<std::vector<float>> row;  // [workers][widest input] one clamped input row
+  std::vector<Status> failed;           // [workers] a conversion's failure, reported after the encode
+
+  void size_for(int workers, int64_t widest_input, int64_t most_values);
+};
+
+// Y [n_tok, n_out] = clamp_out(W · clamp_in(X [n_tok, n_in])), called by every worker of pool:
+// each converts its share of the tokens, then computes its share of the output rows over every
+// token. An F16 W takes f16 activations and tinyBLAS's sums where tinyBLAS would run
+// (gemm_f16_lanes16), as in mtmd, whose projector weights sit in a plain CPU buffer.
+void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y,
+                    LinearScratch* s);
+
+}  // namespace lf
