@@ -400,6 +400,31 @@ LF_EXPORT(lf_vision_encode_async) int lf_vision_encode_async(lf_vision* vision, 
 LF_EXPORT(lf_vision_encode_result) int lf_vision_encode_result(lf_vision* vision, float* embd);
 LF_EXPORT(lf_vision_free) void lf_vision_free(lf_vision* vision);
 
+/* --- audio: Gemma 4's audio encoder (E2B/E4B, in the same projector file), clips into soft tokens --- */
+typedef struct lf_audio lf_audio;
+/* The audio encoder of projector header gguf, its tensor data [size bytes] (the file from its
+ * data offset on, which must outlive the encoder) on n_threads workers of its own; NULL on error:
+ * no audio encoder, or a key, tensor or option it does not support, named. */
+LF_EXPORT(lf_audio_create) lf_audio* lf_audio_create(lf_gguf* gguf, const uint8_t* data, double size, int n_threads);
+/* The language model's width, that of each soft token. */
+LF_EXPORT(lf_audio_n_embd_text) int lf_audio_n_embd_text(const lf_audio* audio);
+/* The chunks (30 s each, the last shorter) a clip of n_samples 16 kHz samples is encoded in, each
+ * its own run of soft tokens: returns their count and writes each's tokens to chunk_tokens (up to
+ * max_chunks; NULL to count only); -1 on error (no samples, a last piece too short for a frame). */
+LF_EXPORT(lf_audio_tokens) int lf_audio_tokens(const lf_audio* audio, double n_samples, int32_t* chunk_tokens, int max_chunks);
+/* Starts encoding samples [n_samples] (16 kHz mono, copied: they may go once this returns) on the
+ * encoder's workers, as llama.cpp's mtmd computes its features and encodes them; *done_flag flips
+ * to 1 when it is over (before this returns in the single-thread builds). 0, or -1 naming what is
+ * refused (nothing started): a clip lf_audio_tokens refuses, a sample that is not finite, an
+ * encode under way or not yet taken. */
+LF_EXPORT(lf_audio_encode_async) int lf_audio_encode_async(lf_audio* audio, const float* samples, double n_samples,
+                                                           int32_t* done_flag);
+/* Once the flag flipped: embd [n, n_embd_text], the chunks' rows in order, whose bytes do not
+ * depend on the thread count, and each chunk's tokens (up to max_chunks; may be NULL); returns n,
+ * or -1 with the encode's failure. */
+LF_EXPORT(lf_audio_encode_result) int lf_audio_encode_result(lf_audio* audio, float* embd, int32_t* chunk_tokens, int max_chunks);
+LF_EXPORT(lf_audio_free) void lf_audio_free(lf_audio* audio);
+
 /* --- tokenizer: the GGUF's vocabulary, tokenizing exactly as llama.cpp does --- */
 typedef struct lf_tokenizer lf_tokenizer;
 /* Reads tokenizer.ggml.* from a parsed header; NULL on error. Independent of gguf afterwards. */

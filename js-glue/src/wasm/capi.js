@@ -18,6 +18,7 @@ const EXPORTS = [
   'lf_drafter_create', 'lf_drafter_place_tensor', 'lf_drafter_set_threads', 'lf_drafter_load', 'lf_drafter_step',
   'lf_drafter_draft', 'lf_drafter_free',
   'lf_vision_create', 'lf_vision_n_embd_text', 'lf_vision_tokens', 'lf_vision_encode_async', 'lf_vision_encode_result', 'lf_vision_free',
+  'lf_audio_create', 'lf_audio_n_embd_text', 'lf_audio_tokens', 'lf_audio_encode_async', 'lf_audio_encode_result', 'lf_audio_free',
   'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create', 'lf_member_place_tensor', 'lf_member_load', 'lf_member_set_kv_types', 'lf_member_session_create',
   'lf_member_free', 'lf_member_begin', 'lf_member_call_layer', 'lf_member_call_phase', 'lf_member_piece',
   'lf_member_piece_floats', 'lf_member_put_piece', 'lf_member_step', 'lf_member_output', 'lf_member_call_free',
@@ -35,7 +36,7 @@ const POINTER_RESULTS = new Set([
   'lf_model_worker_timings_json', 'lf_session_approx_stats', 'lf_model_read_probe_json', 'lf_forward_batch_result_json', 'lf_tokenizer_create',
   'lf_tokenizer_piece', 'lf_session_kv_rows', 'lf_drafter_create', 'lf_member_tensors_json', 'lf_member_needs_json', 'lf_member_create',
   'lf_member_session_create', 'lf_member_begin', 'lf_member_begin_async', 'lf_member_piece', 'lf_member_output',
-  'lf_vision_create',
+  'lf_vision_create', 'lf_audio_create',
 ]);
 
 export class LayerfoldError extends Error {
