@@ -46,7 +46,7 @@ export async function decodeFlac(bytes, header, maxFrames, fail) {
       if (errors.length) throw fail(`the FLAC file is corrupt: ${errors[0].message ?? errors[0].error}`);
       if (samplesDecoded === 0) return;
       if (channelData.length !== header.channels || sampleRate !== header.sampleRate || bitDepth !== header.bitsPerSample) {
-        throw fail(`the FLAC file's frames are ${channelData.length} channels at ${sampleRate} Hz of ${bitDepth} bits, its header says ${header.channels} at ${header.sampleRate} Hz of ${header.bitsPerSample}`);
+        throw fail(`the FLAC file's frames are ${channelData.length} channels at ${sampleRate} Hz of ${bitDepth} bits, its header says ${header.channels} channels at ${header.sampleRate} Hz of ${header.bitsPerSample} bits`);
       }
       frames += samplesDecoded;
       if (frames > maxFrames) throw fail(`the FLAC audio is longer than the limit of ${maxFrames} frames`);
