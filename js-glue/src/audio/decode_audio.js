@@ -10,10 +10,9 @@
 // lying header nor a stream that expands without bound costs more than the limit. The MP3 and
 // FLAC decoders are WASM the host makes available (useAudioDecoders): a Node host lets the
 // packages compile their own, a worker hands over the compiled modules.
-import { FLACDecoder } from '@wasm-audio-decoders/flac';
 import { MPEGDecoder } from 'mpg123-decoder';
 
-import { decodeFlac, readFlacHeader } from './flac_reader.js';
+import { decodeFlac, readFlacHeader, useFlacModule } from './flac_reader.js';
 import { decodeMp3, readMp3Tag } from './mp3_reader.js';
 import { resampleLinear } from './resample_linear.js';
 import { readWavHeader, readWavSamples } from './wav_reader.js';
@@ -51,7 +50,7 @@ const fail = (message) => new AudioError(message);
  */
 export function useAudioDecoders({ mp3 = null, flac = null } = {}) {
   if (mp3) MPEGDecoder.module = mp3;
-  if (flac) FLACDecoder.module = flac;
+  if (flac) useFlacModule(flac);
   compressed = true;
 }
 

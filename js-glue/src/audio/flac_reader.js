@@ -12,6 +12,17 @@ import { FLACDecoder } from '@wasm-audio-decoders/flac';
 // decodes to some megabytes whatever the stream.
 const PIECE = 1024;
 
+let compiledModule = null;  // the decoder's WASM as the host compiled it, if it did
+
+/**
+ * Has FLAC decoded by `module` (the decoder's WASM compiled by the host) rather than by the WASM
+ * the package compiles at run time, which workerd forbids.
+ * @example useFlacModule(flacWasmModule);
+ */
+export function useFlacModule(module) {
+  compiledModule = module;
+}
+
 /**
  * STREAMINFO of a FLAC file: { channels, sampleRate, bitsPerSample, frames } (frames 0: the
  * encoder did not say); throws fail(message) when the header is not there whole.
@@ -37,7 +48,7 @@ export function readFlacHeader(bytes, fail) {
  * @example const channels = await decodeFlac(bytes, header, 16000 * 600, fail);
  */
 export async function decodeFlac(bytes, header, maxFrames, fail) {
-  const decoder = new FLACDecoder();
+  const decoder = newDecoder();
   try {
     await decoder.ready;
     const pieces = Array.from({ length: header.channels }, () => []);
@@ -61,6 +72,18 @@ export async function decodeFlac(bytes, header, maxFrames, fail) {
   } finally {
     decoder.free();
   }
+}
+
+// @wasm-audio-decoders/flac takes a compiled module only as a static of its inner decoder class,
+// which it does not export (mpg123-decoder takes it on the class it exports): the class is
+// reached through a first instance's _decoder (the package is pinned to the version this was
+// read from), and that instance, already compiling the package's own WASM, is dropped.
+function newDecoder() {
+  const decoder = new FLACDecoder();
+  const inner = decoder._decoder.constructor;
+  if (!compiledModule || inner.module === compiledModule) return decoder;
+  inner.module = compiledModule;
+  return new FLACDecoder();
 }
 
 // The decoder's x / (2^(b−1) − 1) as dr_flac's x / 2^(b−1).
