@@ -5,16 +5,17 @@
 // f32 (miniaudio's mono-out path: the sum in channel order over the count, every channel alike),
 // then its linear resampler with its low-pass filter (resample_linear.js). The files mtmd takes
 // are the ones it sniffs: RIFF/WAVE, MP3 (an ID3 tag or a frame sync) and FLAC. Everything a
-// header says is checked before decoding (channels, rate, length against maxSeconds), and the
-// compressed formats are decoded in pieces with the limit checked as they go, so neither a
-// lying header nor a stream that expands without bound costs more than the limit. The MP3 and
+// header says is checked before decoding (channels, rate, length against maxSeconds); every
+// format is decoded in pieces, each mixed and resampled as it comes and the limit checked as
+// they go, so what is held is the file and its 16 kHz samples, and neither a lying header nor a
+// stream that expands without bound costs more than the limit. The MP3 and
 // FLAC decoders are WASM the host makes available (useAudioDecoders): a Node host lets the
 // packages compile their own, a worker hands over the compiled modules.
 import { MPEGDecoder } from 'mpg123-decoder';
 
 import { decodeFlac, readFlacHeader, useFlacModule } from './flac_reader.js';
 import { decodeMp3, readMp3Tag } from './mp3_reader.js';
-import { resampleLinear } from './resample_linear.js';
+import { LinearResampler, outputLength } from './resample_linear.js';
 import { readWavHeader, readWavSamples } from './wav_reader.js';
 
 /** The rate Gemma 4's audio encoder takes (mtmd_get_audio_sample_rate). */
@@ -25,8 +26,8 @@ export const DEFAULT_MAX_AUDIO_SECONDS = 600;
 export const DEFAULT_MAX_AUDIO_BYTES = 256 * 1024 * 1024;
 /** The most channels a file may have (miniaudio's channel maps go further; no speech file does). */
 export const MAX_AUDIO_CHANNELS = 8;
-/** The sample rates a file may have, in Hz. */
-export const MIN_AUDIO_RATE = 1000, MAX_AUDIO_RATE = 384000;
+/** The sample rates a file may have, in Hz: every recording rate up to 192 kHz (the work of a decode grows with the rate). */
+export const MIN_AUDIO_RATE = 1000, MAX_AUDIO_RATE = 192000;
 
 const f32 = Math.fround;
 let compressed = false;  // whether the host made the MP3 and FLAC decoders available
@@ -68,11 +69,11 @@ export async function decodeAudio(bytes, { maxSeconds = DEFAULT_MAX_AUDIO_SECOND
   if (view.length > maxBytes) throw fail(`the audio file is ${view.length} bytes, over the limit of ${maxBytes}`);
   const format = sniff(view);
   if (format !== 'WAV' && !compressed) throw fail(`this host has no ${format} decoder (useAudioDecoders)`);
-  const { sampleRate, channels } = format === 'WAV' ? readWav(view, maxSeconds)
-    : format === 'FLAC' ? await readFlac(view, maxSeconds) : await readMp3(view, maxSeconds);
-  const frames = channels[0].length;
+  const mixer = new MonoMixer();
+  const { sampleRate, frames } = format === 'WAV' ? readWav(view, maxSeconds, mixer)
+    : format === 'FLAC' ? await readFlac(view, maxSeconds, mixer) : await readMp3(view, maxSeconds, mixer);
   if (frames === 0) throw fail(`the ${format} file holds no samples`);
-  const samples = resampleLinear(mono(channels), sampleRate, AUDIO_SAMPLE_RATE);
+  const samples = mixer.finish(outputLength(frames, sampleRate, AUDIO_SAMPLE_RATE));
   for (let i = 0; i < samples.length; i++) {
     if (!Number.isFinite(samples[i])) throw fail(`the ${format} file's samples are not all finite numbers`);
   }
@@ -107,37 +108,65 @@ function checkLength(format, frames, sampleRate, maxSeconds) {
   }
 }
 
-function readWav(bytes, maxSeconds) {
+function readWav(bytes, maxSeconds, mixer) {
   const header = readWavHeader(bytes, fail);
   checkHeader('WAV', header.channels, header.sampleRate);
   checkLength('WAV', header.frames, header.sampleRate, maxSeconds);
-  const channels = readWavSamples(bytes, header);
-  return { sampleRate: header.sampleRate, channels };
+  readWavSamples(bytes, header, (channels) => mixer.push(channels, header.sampleRate));
+  return { sampleRate: header.sampleRate, frames: header.frames };
 }
 
-async function readFlac(bytes, maxSeconds) {
+async function readFlac(bytes, maxSeconds, mixer) {
   const header = readFlacHeader(bytes, fail);
   checkHeader('FLAC', header.channels, header.sampleRate);
   if (header.bitsPerSample < 4 || header.bitsPerSample > 24) {
     throw fail(`FLAC of ${header.bitsPerSample} bits per sample is not supported: 4 to 24 are`);
   }
   checkLength('FLAC', header.frames, header.sampleRate, maxSeconds);
-  const channels = await decodeFlac(bytes, header, Math.floor(maxSeconds * header.sampleRate), fail);
-  return { sampleRate: header.sampleRate, channels };
+  const maxFrames = Math.floor(maxSeconds * header.sampleRate);
+  const frames = await decodeFlac(bytes, header, maxFrames, fail, (channels) => mixer.push(channels, header.sampleRate));
+  return { sampleRate: header.sampleRate, frames };
 }
 
-async function readMp3(bytes, maxSeconds) {
+async function readMp3(bytes, maxSeconds, mixer) {
   const tag = readMp3Tag(bytes);
   if (tag?.frames != null) checkLength('MP3', tag.frames * tag.samplesPerFrame, tag.sampleRate, maxSeconds);
   if (tag?.bytes != null && bytes.length - tag.offset < tag.bytes) {
     throw fail(`the MP3 file is truncated: its Xing/Info tag says ${tag.bytes} bytes, ${bytes.length - tag.offset} are there`);
   }
-  const decoded = await decodeMp3(bytes, maxSeconds, fail);
-  checkHeader('MP3', decoded.channels.length, decoded.sampleRate);
-  return decoded;
+  const { sampleRate, frames } = await decodeMp3(bytes, maxSeconds, fail, (piece, rate) => {
+    checkHeader('MP3', piece.length, rate);
+    mixer.push(piece, rate);
+  });
+  return { sampleRate, frames };
 }
 
-// Channels [c][frames] -> one, as miniaudio's mono-out channel converter mixes f32 frames.
+// Pieces of channels [c][frames] mixed to one as miniaudio's mono-out channel converter mixes
+// f32 frames, then resampled to 16 kHz; finish(length) -> the 16 kHz samples, `length` of them.
+class MonoMixer {
+  constructor() {
+    this.resampler = null;
+    this.pieces = [];
+  }
+
+  push(channels, sampleRate) {
+    this.resampler ??= new LinearResampler(sampleRate, AUDIO_SAMPLE_RATE);
+    this.pieces.push(this.resampler.push(mono(channels)));
+  }
+
+  finish(length) {
+    const out = new Float32Array(length);
+    let at = 0;
+    for (const piece of this.pieces) {
+      if (at >= length) break;
+      out.set(piece.subarray(0, length - at), at);
+      at += piece.length;
+    }
+    return out;
+  }
+}
+
+// Channels [c][frames] -> one: the sum in channel order over the count, in f32.
 function mono(channels) {
   if (channels.length === 1) return channels[0];
   const out = new Float32Array(channels[0].length);

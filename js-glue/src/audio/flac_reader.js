@@ -42,16 +42,16 @@ export function readFlacHeader(bytes, fail) {
 }
 
 /**
- * bytes, header (readFlacHeader's) -> Float32Array [frames] per channel, dr_flac's f32; throws
+ * bytes, header (readFlacHeader's) -> onPiece(channels: Float32Array [piece] per channel,
+ * dr_flac's f32) for each piece decoded, in order; resolves to the number of frames. Throws
  * fail(message) on a decoding error, a stream that disagrees with its header, or one longer
  * than maxFrames.
- * @example const channels = await decodeFlac(bytes, header, 16000 * 600, fail);
+ * @example const frames = await decodeFlac(bytes, header, 16000 * 600, fail, (channels) => mixer.push(channels));
  */
-export async function decodeFlac(bytes, header, maxFrames, fail) {
+export async function decodeFlac(bytes, header, maxFrames, fail, onPiece) {
   const decoder = newDecoder();
   try {
     await decoder.ready;
-    const pieces = Array.from({ length: header.channels }, () => []);
     let frames = 0;
     const take = ({ channelData, samplesDecoded, sampleRate, bitDepth, errors }) => {
       if (errors.length) throw fail(`the FLAC file is corrupt: ${errors[0].message ?? errors[0].error}`);
@@ -61,14 +61,14 @@ export async function decodeFlac(bytes, header, maxFrames, fail) {
       }
       frames += samplesDecoded;
       if (frames > maxFrames) throw fail(`the FLAC audio is longer than the limit of ${maxFrames} frames`);
-      channelData.forEach((data, c) => pieces[c].push(rescale(data, bitDepth)));
+      onPiece(channelData.map((data) => rescale(data, bitDepth)));
     };
     for (let at = 0; at < bytes.length; at += PIECE) take(await decoder.decode(bytes.subarray(at, at + PIECE)));
     take(await decoder.flush());
     if (header.frames !== 0 && frames !== header.frames) {
       throw fail(`the FLAC file is truncated or corrupt: its header says ${header.frames} frames, ${frames} decoded`);
     }
-    return pieces.map((list) => concat(list, frames));
+    return frames;
   } finally {
     decoder.free();
   }
@@ -91,15 +91,5 @@ function rescale(data, bits) {
   const max = 2 ** (bits - 1) - 1, full = 2 ** (bits - 1);
   const out = new Float32Array(data.length);
   for (let i = 0; i < data.length; i++) out[i] = Math.round(data[i] * max) / full;
-  return out;
-}
-
-function concat(list, n) {
-  const out = new Float32Array(n);
-  let at = 0;
-  for (const piece of list) {
-    out.set(piece, at);
-    at += piece.length;
-  }
   return out;
 }

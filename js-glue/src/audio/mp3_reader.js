@@ -43,16 +43,16 @@ export function readMp3Tag(bytes) {
 }
 
 /**
- * bytes -> { sampleRate, channels: Float32Array [frames] per channel }, dr_mp3's 16-bit steps;
- * throws fail(message) when mpg123 reports an error, finds no frame, or the stream is longer
- * than maxSeconds.
- * @example const { sampleRate, channels } = await decodeMp3(bytes, 600, fail);
+ * bytes -> onPiece(channels: Float32Array [piece] per channel, dr_mp3's 16-bit steps,
+ * sampleRate) for each piece decoded, in order; resolves to { sampleRate, channels, frames }.
+ * Throws fail(message) when mpg123 reports an error, finds no frame, the stream changes its
+ * rate or channels, or it is longer than maxSeconds.
+ * @example const { sampleRate } = await decodeMp3(bytes, 600, fail, (channels, rate) => mixer.push(channels, rate));
  */
-export async function decodeMp3(bytes, maxSeconds, fail) {
+export async function decodeMp3(bytes, maxSeconds, fail, onPiece) {
   const decoder = new MPEGDecoder();
   try {
     await decoder.ready;
-    const pieces = [];
     let frames = 0, sampleRate = 0, channels = 0;
     for (let at = 0; at < bytes.length; at += PIECE) {
       const { channelData, samplesDecoded, sampleRate: rate, errors } = decoder.decode(bytes.subarray(at, at + PIECE));
@@ -65,10 +65,10 @@ export async function decodeMp3(bytes, maxSeconds, fail) {
       channels = channelData.length;
       frames += samplesDecoded;
       if (frames > maxSeconds * sampleRate) throw fail(`the MP3 audio is longer than the limit of ${maxSeconds} s`);
-      pieces.push(channelData.map(toDrMp3Steps));
+      onPiece(channelData.map(toDrMp3Steps), sampleRate);
     }
     if (frames === 0) throw fail('the MP3 file has no frame that decodes');
-    return { sampleRate, channels: Array.from({ length: channels }, (_, c) => concat(pieces.map((p) => p[c]), frames)) };
+    return { sampleRate, channels, frames };
   } finally {
     decoder.free();
   }
@@ -88,16 +88,6 @@ function toDrMp3Steps(data) {
       if (s < 0) s -= 1;
     }
     out[i] = s / 32768;
-  }
-  return out;
-}
-
-function concat(list, n) {
-  const out = new Float32Array(n);
-  let at = 0;
-  for (const piece of list) {
-    out.set(piece, at);
-    at += piece.length;
   }
   return out;
 }

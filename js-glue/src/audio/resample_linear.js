@@ -8,44 +8,53 @@
 const f32 = Math.fround;
 
 /**
- * samples [n] at rateIn -> Float32Array [miniaudio's expected output length] at rateOut; the
- * output miniaudio's decoder would not produce (its length formula may count a frame the
- * resampler never reaches) stays 0, as mtmd's buffer does.
- * @example const at16k = resampleLinear(samples, 44100, 16000);
+ * A stream of mono samples at rateIn, resampled to rateOut as it comes: push(samples) -> the
+ * output frames they complete. The whole stream's output is what miniaudio's decoder reads:
+ * the first outputLength(n) of them, zeros past what the resampler produced (its length formula
+ * may count a frame the resampler never reaches; mtmd's buffer keeps 0 there).
+ * @example const resampler = new LinearResampler(44100, 16000); const out = resampler.push(piece);
  */
-export function resampleLinear(samples, rateIn, rateOut) {
-  const out = new Float32Array(outputLength(samples.length, rateIn, rateOut));
-  if (rateIn === rateOut) {
-    out.set(samples);
-    return out;
+export class LinearResampler {
+  constructor(rateIn, rateOut) {
+    const gcd = greatestCommonDivisor(rateIn, rateOut);
+    this.inRate = rateIn / gcd;
+    this.outRate = rateOut / gcd;
+    this.same = rateIn === rateOut;
+    this.down = this.inRate > this.outRate;
+    this.filter = lowPassOrder4(Math.max(this.inRate, this.outRate), Math.min(this.inRate, this.outRate) * 0.5);
+    this.advanceInt = Math.floor(this.inRate / this.outRate);
+    this.advanceFrac = this.inRate % this.outRate;
+    this.x0 = 0;
+    this.x1 = 0;
+    this.timeInt = 1;  // one frame is loaded before the first output
+    this.timeFrac = 0;
   }
-  const gcd = greatestCommonDivisor(rateIn, rateOut);
-  const inRate = rateIn / gcd, outRate = rateOut / gcd;
-  const filter = lowPassOrder4(Math.max(inRate, outRate), Math.min(inRate, outRate) * 0.5);
-  const advanceInt = Math.floor(inRate / outRate), advanceFrac = inRate % outRate;
-  const down = inRate > outRate;
-  let x0 = 0, x1 = 0;
-  let timeInt = 1, timeFrac = 0;  // one frame is loaded before the first output
-  let next = 0;
-  for (let k = 0; k < out.length; k++) {
-    while (timeInt > 0 && next < samples.length) {
-      x0 = x1;
-      x1 = down ? filter(samples[next]) : samples[next];
-      next += 1;
-      timeInt -= 1;
+
+  push(samples) {
+    if (this.same) return Float32Array.from(samples);
+    // every output needs one more input frame; at most this many are completed
+    const out = new Float32Array(Math.ceil((samples.length + 1) * this.outRate / this.inRate) + 1);
+    let n = 0;
+    for (let next = 0; ;) {
+      while (this.timeInt > 0 && next < samples.length) {
+        this.x0 = this.x1;
+        this.x1 = this.down ? this.filter(samples[next]) : samples[next];
+        next += 1;
+        this.timeInt -= 1;
+      }
+      if (this.timeInt > 0) break;  // out of input until the next push
+      const a = f32(this.timeFrac / this.outRate);
+      const y = f32(this.x0 + f32(f32(this.x1 - this.x0) * a));
+      out[n++] = this.down ? y : this.filter(y);
+      this.timeInt += this.advanceInt;
+      this.timeFrac += this.advanceFrac;
+      if (this.timeFrac >= this.outRate) {
+        this.timeFrac -= this.outRate;
+        this.timeInt += 1;
+      }
     }
-    if (timeInt > 0) break;  // out of input: miniaudio's read ends here too
-    const a = f32(timeFrac / outRate);
-    const y = f32(x0 + f32(f32(x1 - x0) * a));
-    out[k] = down ? y : filter(y);
-    timeInt += advanceInt;
-    timeFrac += advanceFrac;
-    if (timeFrac >= outRate) {
-      timeFrac -= outRate;
-      timeInt += 1;
-    }
+    return out.subarray(0, n);
   }
-  return out;
 }
 
 /**

@@ -7,6 +7,7 @@
 // (ADPCM, A-law, µ-law) and odd bit depths are refused by name.
 const f32 = Math.fround;
 const U8_SCALE = f32(0.00784313725490196078);
+const PIECE_FRAMES = 1 << 16;
 
 const PCM = 0x0001, IEEE_FLOAT = 0x0003, EXTENSIBLE = 0xfffe;
 const TAG_NAMES = { 0x0002: 'MS ADPCM', 0x0006: 'A-law', 0x0007: 'µ-law', 0x0011: 'IMA ADPCM', 0x0055: 'MPEG layer 3' };
@@ -67,17 +68,22 @@ function readFormat(view, at, size, fail) {
 }
 
 /**
- * header (readWavHeader's) -> Float32Array [frames] per channel, dr_wav's f32.
- * @example const [left, right] = readWavSamples(bytes, readWavHeader(bytes, fail));
+ * header (readWavHeader's) -> onPiece(channels: Float32Array [piece] per channel, dr_wav's f32)
+ * for each piece of up to PIECE_FRAMES frames, in order: what is held at once stays small
+ * beside the file.
+ * @example readWavSamples(bytes, header, (channels) => mixer.push(channels));
  */
-export function readWavSamples(bytes, { formatTag, channels, bitsPerSample, frames, dataOffset }) {
+export function readWavSamples(bytes, { formatTag, channels, bitsPerSample, frames, dataOffset }, onPiece) {
   const view = new DataView(bytes.buffer, bytes.byteOffset + dataOffset, frames * channels * bitsPerSample / 8);
   const sample = sampleReader(view, formatTag, bitsPerSample);
-  const out = Array.from({ length: channels }, () => new Float32Array(frames));
-  for (let i = 0, k = 0; i < frames; i++) {
-    for (let c = 0; c < channels; c++, k++) out[c][i] = sample(k);
+  for (let start = 0; start < frames; start += PIECE_FRAMES) {
+    const n = Math.min(PIECE_FRAMES, frames - start);
+    const piece = Array.from({ length: channels }, () => new Float32Array(n));
+    for (let i = 0, k = start * channels; i < n; i++) {
+      for (let c = 0; c < channels; c++, k++) piece[c][i] = sample(k);
+    }
+    onPiece(piece);
   }
-  return out;
 }
 
 // The k-th sample of the data chunk as dr_wav's f32.
