@@ -70,8 +70,14 @@ export async function decodeAudio(bytes, { maxSeconds = DEFAULT_MAX_AUDIO_SECOND
   const format = sniff(view);
   if (format !== 'WAV' && !compressed) throw fail(`this host has no ${format} decoder (useAudioDecoders)`);
   const mixer = new MonoMixer();
-  const { sampleRate, frames } = format === 'WAV' ? readWav(view, maxSeconds, mixer)
-    : format === 'FLAC' ? await readFlac(view, maxSeconds, mixer) : await readMp3(view, maxSeconds, mixer);
+  let sampleRate, frames;
+  try {
+    ({ sampleRate, frames } = format === 'WAV' ? readWav(view, maxSeconds, mixer)
+      : format === 'FLAC' ? await readFlac(view, maxSeconds, mixer) : await readMp3(view, maxSeconds, mixer));
+  } catch (error) {
+    if (error instanceof AudioError) throw error;
+    throw fail(`the ${format} file could not be decoded: ${error.message}`);  // a decoder's own exception
+  }
   if (frames === 0) throw fail(`the ${format} file holds no samples`);
   const samples = mixer.finish(outputLength(frames, sampleRate, AUDIO_SAMPLE_RATE));
   for (let i = 0; i < samples.length; i++) {

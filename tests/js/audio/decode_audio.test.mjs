@@ -244,4 +244,22 @@ describe("decodeAudio refuses", () => {
     await refuses(wav({rate: 16000, channels: 1, seconds: 0}), /the WAV file holds no samples/);
     await stillDecodes();
   });
+
+  test("damaged files: decoded to finite samples or refused with an AudioError, never another error or a hang", async () => {
+    let seed = 7;
+    const random = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
+    for (const good of [wav({rate: 44100, channels: 2, seconds: 0.2}), goodFlac, goodMp3]) {
+      for (let trial = 0; trial < 40; trial++) {
+        const bytes = Uint8Array.from(good.subarray(0, trial % 4 === 0 ? random(good.length) : good.length));
+        for (let k = 0; k < 1 + random(8); k++) bytes[random(Math.min(bytes.length, trial % 2 ? 64 : bytes.length))] = random(256);
+        try {
+          const {samples} = await decodeAudio(bytes, {maxSeconds: 5});
+          assert.ok(samples.every(Number.isFinite));
+        } catch (error) {
+          assert.ok(error instanceof AudioError, `trial ${trial}: ${error.stack}`);
+        }
+      }
+    }
+    await stillDecodes();
+  });
 });
