@@ -1,11 +1,11 @@
 // A FLAC file's samples as f32, per channel, as miniaudio's dr_flac gives them to mtmd-helper
 // (ma_dr_flac_read_pcm_frames_f32: the integer sample shifted to 32 bits, over 2^31, so x / 2^(b−1)).
-// Decoded by libFLAC as @wasm-audio-decoders/flac builds it to WASM (every frame's CRC checked: a
-// flipped byte is an error, not noise), fed in pieces so a stream that decodes to far more than
-// its bytes is stopped at the length limit, not held whole. That decoder scales by 2^(b−1) − 1;
-// its integers are taken back (exact to 24 bits: x · (2^(b−1) − 1) is within a quarter of an
-// integer) and scaled as dr_flac scales them. STREAMINFO is read here first for the checks made
-// before anything is decoded.
+// Decoded by libFLAC as @wasm-audio-decoders/flac builds it to WASM (a frame that fails its CRC is
+// an error or is dropped, and then the count falls short of STREAMINFO's), fed in pieces so a
+// stream that decodes to far more than its bytes is stopped at the length limit. That decoder
+// scales by 2^(b−1) − 1; its integers are taken back (exact to 24 bits: an f32 of x / (2^(b−1) − 1)
+// times 2^(b−1) − 1 is within half of x) and scaled as dr_flac scales them. STREAMINFO is read
+// here first for the checks made before anything is decoded.
 import { FLACDecoder } from '@wasm-audio-decoders/flac';
 
 // A frame of a few bytes can hold 65535 samples a channel: pieces this small keep what one call

@@ -146,9 +146,11 @@ describe("decodeAudio against llama.cpp's miniaudio", () => {
     await assertSameAsLlama(bytes, "WAV");
   });
 
-  test("FLAC: 16 and 24 bits, mono and stereo, 16 and 44.1 kHz, sample for sample", async () => {
+  test("FLAC: 16 and 24 bits, mono and stereo, 16, 44.1 and 48 kHz, full scale, sample for sample", async () => {
     for (const options of [
       {rate: 16000, channels: 1, bits: 16}, {rate: 44100, channels: 2, bits: 16}, {rate: 48000, channels: 2, bits: 24},
+      // every tenth sample at full scale, where taking the decoder's integers back is closest to failing
+      {rate: 16000, channels: 1, bits: 24, transform: ([data]) => { for (let i = 0; i < data.length; i += 10) data[i] = i % 20 ? 1 : -1; }},
     ]) {
       await assertSameAsLlama(flac(options), "FLAC");
     }
