@@ -8,7 +8,7 @@ import {test} from "node:test";
 
 import {root} from "../support/models.mjs";
 
-const LEAVES = ["tokens", "chat", "sources", "log", "wasm"];
+const LEAVES = ["tokens", "chat", "sources", "log", "wasm", "audio"];
 // Folder -> the other folders of js-glue/src its files may import (index.js, the package's
 // front, sits on top and is not listed).
 const MAY_IMPORT = {
@@ -28,6 +28,7 @@ const MAY_IMPORT = {
   sources: [],
   log: [],
   wasm: [],
+  audio: [],
 };
 
 const src = path.join(root, "js-glue", "src");

@@ -106,6 +106,20 @@ export async function llamaProgram(source) {
 }
 
 /**
+ * A small C++ program (`source`) that needs only llama.cpp's vendored header-only libraries
+ * (miniaudio, stb, nlohmann), compiled with them and nothing of the oracle's, into
+ * build/llama-src/bin once per content of the program.
+ * @example const program = await llamaVendorProgram(path.join(here, "llama_programs", "llama_audio_decode.cpp"));
+ */
+export async function llamaVendorProgram(source) {
+  const hash = createHash("sha256").update(fs.readFileSync(source)).update("vendor").digest("hex").slice(0, 16);
+  return built(path.join(dir, "bin", `${path.basename(source, ".cpp")}-${hash}`), async (part) => {
+    const src = llamaSourceTree(["vendor"]);
+    await runChecked("g++", ["-O1", "-std=c++17", "-w", source, `-I${src}/vendor`, "-lm", "-lpthread", "-o", part]);
+  });
+}
+
+/**
  * llamaProgram for a program that uses llama.cpp's multimodal library, which node-llama-cpp does
  * not ship: mtmd's clip loader, image preprocessing and graph builders (tools/mtmd) are compiled
  * into the program from the same source, against the oracle's prebuilt libggml. withLlama: the
