@@ -1,7 +1,7 @@
 // Gemma 4's vision tower in the engine (docs/vision.md): a projector GGUF ("mmproj") read from
 // its source into WASM memory, and RGB images encoded into the soft-token embeddings the language
 // model reads at an image's placeholders, as llama.cpp's mtmd computes them.
-import { openGgufHeader } from '../gguf/header.js';
+import { readProjector } from '../gguf/projector_data.js';
 import { flagSet } from '../wasm/done_flag.js';
 
 const F32 = 4;
@@ -26,26 +26,10 @@ export class VisionEncoder {
    */
   static async open(lf, source, { threads = 1 } = {}) {
     const encoder = new VisionEncoder(lf);
-    let gguf = 0;
-    try {
-      const opened = await openGgufHeader(lf, source);
-      gguf = opened.gguf;
-      const { data_offset: start, file_size: end } = opened.header;
-      encoder.bytes = end - start;
-      encoder.#data = lf.alloc(Math.max(encoder.bytes, 4));
-      await source.readInto(start, end, lf.bytes().subarray(encoder.#data, encoder.#data + encoder.bytes));
-      encoder.ptr = lf.fn.lf_vision_create(gguf, encoder.#data, encoder.bytes, threads);
-      if (!encoder.ptr) throw lf.lastError();
-      encoder.nEmbdText = lf.fn.lf_vision_n_embd_text(encoder.ptr);
-      return encoder;
-    } catch (error) {
-      encoder.close();
-      error.message = `projector ${source.name}: ${error.message}`;
-      throw error;
-    } finally {
-      if (gguf) lf.fn.lf_gguf_free(gguf);
-      await source.close();
-    }
+    const { ptr, data, bytes } = await readProjector(lf, source, (gguf, at, n) => lf.fn.lf_vision_create(gguf, at, n, threads));
+    Object.assign(encoder, { ptr, bytes, nEmbdText: lf.fn.lf_vision_n_embd_text(ptr) });
+    encoder.#data = data;
+    return encoder;
   }
 
   constructor(lf) {
