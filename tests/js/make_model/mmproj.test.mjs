@@ -132,6 +132,8 @@ test("--audio adds Google's E2B/E4B audio tower: keys, names, shapes and types, 
       const want = audioTensors(layers, nText);
       const got = Object.fromEntries(header.tensors.filter((t) => /^(a|mm\.a)\./.test(t.name)).map((t) => [t.name, [t.type, t.ne]]));
       assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort(), `${preset}: the audio tensors`);
+      // Google's E4B projector carries 751 a.* tensors (docs/audio.md, "Google's tower").
+      if (layers === 12) assert.equal(Object.keys(got).filter((name) => name.startsWith("a.")).length, 751);
       for (const [name, [type, ne]] of Object.entries(want)) assert.deepEqual(got[name], [type, ne], `${preset}: ${name}`);
     }
   } finally {
