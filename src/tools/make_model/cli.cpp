@@ -244,6 +244,9 @@ const std::vector<Option>& options() {
        [](const std::string& v, CliArgs& a) { return parse_int("--vision-layers", v, &a.vision_shape.n_layer); }},
       {"--vision-type", true,
        [](const std::string& v, CliArgs& a) { return parse_type("--vision-type", v, &a.vision_shape.type); }},
+      {"--audio", false, [](const std::string&, CliArgs& a) { a.audio_shape.enabled = true; return Status(); }},
+      {"--audio-layers", true,
+       [](const std::string& v, CliArgs& a) { return parse_int("--audio-layers", v, &a.audio_shape.n_layer); }},
       {"--header-only", false, [](const std::string&, CliArgs& a) { a.header_only = true; return Status(); }},
       {"--list-presets", false, [](const std::string&, CliArgs& a) { a.list_presets = true; return Status(); }},
       {"--help", false, [](const std::string&, CliArgs& a) { a.help = true; return Status(); }},
@@ -280,7 +283,8 @@ Status check_target_file(const std::vector<std::string>& args, bool mmproj) {
                                                       "--assistant-n-embd", "--assistant-n-ff", "--assistant-n-head",
                                                       "--type", "--tensor-type", "--seed", "--header-only"};
   static const std::vector<std::string> kMmproj = {"--out", "--mmproj", "--mmproj-for", "--vision-tower",
-                                                   "--vision-layers", "--vision-type", "--seed", "--header-only"};
+                                                   "--vision-layers", "--vision-type", "--audio", "--audio-layers",
+                                                   "--seed", "--header-only"};
   const std::vector<std::string>& allowed = mmproj ? kMmproj : kAssistant;
   const char* const which = mmproj ? "--mmproj-for" : "--assistant-for";
   for (const std::string& arg : args) {
@@ -316,6 +320,8 @@ Status parse_cli(const std::vector<std::string>& args, CliArgs* out) {
   }
   if (a.out_path.empty()) return bad("--out FILE is required");
   if (a.mmproj && a.assistant) return bad("--mmproj and --assistant write different files: give one");
+  if (a.audio_shape.n_layer > 0 && !a.audio_shape.enabled) return bad("--audio-layers needs --audio");
+  if (a.audio_shape.enabled && !a.mmproj) return bad("--audio adds an encoder to a projector: give --mmproj or --mmproj-for too");
   if (!a.target_file.empty()) {
     // The target's configuration and vocabulary are read from its header by make_model.
     LF_RETURN_IF_ERROR(check_target_file(args, a.mmproj));
@@ -367,9 +373,13 @@ std::string usage_text() {
          "--mmproj: write the Gemma 4 vision projector (gemma4v) of the model the other options describe:\n"
          "  --vision-tower auto|e2b|31b|tiny (default auto: E-models' 768-wide tower, the others' 1152-wide\n"
          "  one; tiny: 64 wide, 2 layers, clipped linears and standardization), --vision-layers N (fewer\n"
-         "  layers), --vision-type T (the matrices' type, default F16; the patch kernel stays F16).\n"
+         "  layers), --vision-type T (the matrices' type, default F16; the patch kernel stays F16; the audio\n"
+         "  encoder's matrices take it too, as the converter gives a file one type).\n"
+         "  --audio: the projector carries Gemma 4's audio encoder (gemma4a) too, Google's E2B/E4B tower\n"
+         "  (1024 wide, 12 conformer blocks, 128 mel bins; its convolutions and input projection F32);\n"
+         "  --audio-layers N: fewer blocks. Only for an E-model target (per-layer embeddings: E2B, E4B).\n"
          "--mmproj-for TARGET.gguf: the projector of the model in that file, its width read from the\n"
-         "  file's header (no --preset; --seed and the --vision-* options apply).\n";
+         "  file's header (no --preset; --seed, --audio and the --vision-* and --audio-* options apply).\n";
 }
 
 }  // namespace lf::make_model

@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "model/model_config.h"
 #include "assistant_file.h"
+#include "audio_tower_file.h"
 #include "mmproj_file.h"
 #include "settings.h"
 
@@ -29,6 +30,7 @@ struct CliArgs {
   // Writes the vision projector (mmproj, gemma4v) of the model the rest of the line describes.
   bool mmproj = false;
   VisionShape vision_shape;
+  AudioShape audio_shape;  // --audio: the projector carries the audio encoder (gemma4a) too
   bool list_presets = false;
   bool help = false;
 };

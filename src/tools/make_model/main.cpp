@@ -4,6 +4,7 @@
 //   make_model --assistant-for target.gguf --out drafter.gguf       (the drafter of a target file)
 //   make_model --preset e2b --mmproj --vision-tower tiny --out mmproj.gguf   (its vision projector)
 //   make_model --mmproj-for target.gguf --out mmproj.gguf         (the projector of a target file)
+//   make_model --preset e2b-shape --mmproj --audio --audio-layers 2 --out mmproj.gguf  (with the audio encoder)
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "cli.h"
 #include "gguf/gguf_writer.h"
 #include "assistant_file.h"
+#include "audio_tower_file.h"
 #include "gguf_header.h"
 #include "mmproj_file.h"
 #include "model_file.h"
@@ -45,6 +47,11 @@ Status make_model(const CliArgs& args, lf::ModelConfig* target) {
   if (!args.target_file.empty()) LF_RETURN_IF_ERROR(read_target_file(args.target_file, &model, &settings));
   if (args.mmproj) {
     LF_RETURN_IF_ERROR(add_mmproj(model, args.vision_shape, settings, &w));
+    if (args.audio_shape.enabled) {
+      const Status audio = add_audio_tower(model, args.audio_shape, args.vision_shape.type, settings, &w);
+      if (!audio.ok() && !args.target_file.empty()) return Status(audio.code(), "'" + args.target_file + "': " + audio.message());
+      LF_RETURN_IF_ERROR(audio);
+    }
   } else if (args.assistant) {
     LF_RETURN_IF_ERROR(add_assistant(model, args.assistant_shape, settings, &w));
   } else {
@@ -89,8 +96,8 @@ int main(int argc, char** argv) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (args.mmproj) {
-    std::fprintf(stderr, "make_model: wrote %s (gemma4v projector for a %d-wide model) in %.2f s\n", args.out_path.c_str(),
-                 target.n_embd, seconds);
+    std::fprintf(stderr, "make_model: wrote %s (gemma4v%s projector for a %d-wide model) in %.2f s\n", args.out_path.c_str(),
+                 args.audio_shape.enabled ? " + gemma4a" : "", target.n_embd, seconds);
   } else if (args.assistant) {
     const AssistantShape shape = assistant_shape(target, args.assistant_shape);
     std::fprintf(stderr,

@@ -121,9 +121,9 @@ export async function llamaVendorProgram(source) {
 
 /**
  * llamaProgram for a program that uses llama.cpp's multimodal library, which node-llama-cpp does
- * not ship: mtmd's clip loader, image preprocessing and graph builders (tools/mtmd) are compiled
- * into the program from the same source, against the oracle's prebuilt libggml. withLlama: the
- * whole of libmtmd (its tokenizer and decode helpers, and the hashing it vendors), against the
+ * not ship: mtmd's clip loader, image and audio preprocessing and graph builders (tools/mtmd) are
+ * compiled into the program from the same source, against the oracle's prebuilt libggml. withLlama:
+ * the whole of libmtmd (its tokenizer and decode helpers, and the hashing it vendors), against the
  * oracle's libllama too. Built once per content of the program (a couple of minutes: every
  * projector's graph is in clip.cpp's reach).
  * @example const program = await llamaMtmdProgram(path.join(here, "llama_programs", "llama_vision.cpp"));
@@ -136,12 +136,12 @@ export async function llamaMtmdProgram(source, {withLlama = false} = {}) {
     const mtmd = path.join(src, "tools", "mtmd");
     const hashes = path.join(src, "vendor", "hash");
     const models = fs.readdirSync(path.join(mtmd, "models")).filter((f) => f.endsWith(".cpp")).map((f) => path.join(mtmd, "models", f));
-    const sources = [source, path.join(mtmd, "clip.cpp"), path.join(mtmd, "mtmd-image.cpp"), ...models];
+    const sources = [source, ...["clip.cpp", "mtmd-image.cpp", "mtmd-audio.cpp"].map((f) => path.join(mtmd, f)), ...models];
     const libs = ["-l:libggml.v0.4.0.so", "-l:libggml-base.so"];
     const objects = fs.mkdtempSync(`${part}-objects-`);
     try {
       if (withLlama) {
-        sources.push(...["mtmd.cpp", "mtmd-audio.cpp", "mtmd-helper.cpp"].map((f) => path.join(mtmd, f)), path.join(hashes, "hash.cpp"));
+        sources.push(...["mtmd.cpp", "mtmd-helper.cpp"].map((f) => path.join(mtmd, f)), path.join(hashes, "hash.cpp"));
         // As libmtmd's CMake builds them: sha1.c as C++ (it lives in a namespace), the others as C.
         sources.push("-x", "c++", path.join(hashes, "sha1", "sha1.c"), "-x", "none");
         for (const file of [path.join(hashes, "sha256", "sha256.c"), path.join(hashes, "xxhash", "xxhash.c")]) {

@@ -1,0 +1,59 @@
+// llama.cpp's Gemma 4 audio encoder (llama_programs/llama_audio.cpp, mtmd compiled against the
+// oracle's libggml) on a projector and raw 16 kHz PCM, and the deterministic clips it is run on.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+import {llamaBins, llamaMtmdProgram} from "./llama_source.mjs";
+import {runChecked} from "./run_async.mjs";
+
+const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama_programs", "llama_audio.cpp");
+
+export const SAMPLE_RATE = 16000;
+
+// mulberry32: a seeded uniform in [0, 1), so a clip's noise is the same on every machine.
+function uniforms(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * A deterministic clip of nSamples at 16 kHz: two steady tones, a chirp sweeping 100 Hz to
+ * 6 kHz, seeded noise, and a silent stretch (its mel bins fall to the floor), so the mel bins
+ * and the frames differ from one another; written as little-endian f32 to a temporary file: its
+ * path.
+ * @example const clip = pcmClip(3 * SAMPLE_RATE);
+ */
+export function pcmClip(nSamples, {seed = 1} = {}) {
+  const random = uniforms(seed);
+  const samples = new Float32Array(nSamples);
+  const seconds = nSamples / SAMPLE_RATE;
+  for (let i = 0; i < nSamples; i++) {
+    const t = i / SAMPLE_RATE;
+    // The chirp's phase: 2π ∫ f, with f going linearly from 100 Hz to 6 kHz over the clip.
+    const phase = 2 * Math.PI * (100 * t + ((6000 - 100) / (2 * Math.max(seconds, 1e-3))) * t * t);
+    const silent = t % 2 > 1.6;  // 0.4 s of silence every 2 s
+    samples[i] = silent ? 0 :
+      0.2 * Math.sin(2 * Math.PI * 220 * t) + 0.1 * Math.sin(2 * Math.PI * 1375 * t) + 0.15 * Math.sin(phase) +
+      0.05 * (2 * random() - 1);
+  }
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lf-audio-")), `${nSamples}.f32`);
+  fs.writeFileSync(file, Buffer.from(samples.buffer));
+  return file;
+}
+
+/**
+ * llama.cpp's log-mel chunks and embeddings for a clip: {n_mel, preprocess_ms, chunks: [{n_frames,
+ * mel (n_mel·n_frames, mel[m·n_frames + t]), n_tokens, n_embd, encode_ms (the fastest of reps),
+ * embd (n_tokens·n_embd)}]}, one chunk per 30 s of the clip as mtmd encodes it.
+ * @example const ref = await llamaAudio(mmproj, pcmClip(8000), {threads: 2});
+ */
+export async function llamaAudio(mmproj, pcm, {threads = 2, reps = 1} = {}) {
+  const args = [mmproj, pcm, llamaBins, String(threads), String(reps)];
+  return JSON.parse(await runChecked(await llamaMtmdProgram(source), args));
+}
