@@ -19,10 +19,12 @@ import { openEdgePipeline } from './edge_gateway.js';
 
 let isolate = null;  // { app, opening, failure }
 
-// No Gemma 4 vision tower fits an isolate beside the coordinator: E2B's, the smallest, is over
-// 300 MB in F16, and its buffers for one image of 280 soft tokens (2520 patches) over 150 MB more.
-const NO_IMAGES = 'this edge gateway reads no images: no Gemma 4 vision tower fits an isolate\'s 128 MiB; ' +
-  'send images to a gateway in a container (layerfold gateway --mmproj)';
+// No Gemma 4 vision tower or audio encoder fits an isolate beside the coordinator: E2B's vision
+// tower, the smallest, is over 300 MB in F16, and its buffers for one image of 280 soft tokens
+// (2520 patches) over 150 MB more; its audio encoder (12 Conformer blocks 1024 wide) over 600 MB.
+const noMedia = (kind) => `this edge gateway reads no ${kind === 'audio' ? 'audio' : 'images'}: no Gemma 4 ` +
+  `${kind === 'audio' ? 'audio encoder' : 'vision tower'} fits an isolate's 128 MiB; send ${kind === 'audio' ? 'audio' : 'images'} ` +
+  'to a gateway in a container (layerfold gateway --mmproj)';
 
 function number(env, name) {
   const raw = env[name];
@@ -45,7 +47,7 @@ function startIsolate(env) {
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
       // The bundle's one instance of the grammar engine (edge/xgrammar_bundle.js).
       openGrammar: (pipeline, endIds) => new GrammarEngine(async () => xgrammar, pipeline.tokenizer, endIds),
-      media: () => new RefusedMedia(NO_IMAGES),
+      media: () => new RefusedMedia(noMedia),
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
     const pipeline = await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN });

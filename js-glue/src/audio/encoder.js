@@ -2,13 +2,12 @@
 // projector GGUF ("mmproj") read from its source into WASM memory, and 16 kHz clips encoded into
 // the soft-token embeddings the language model reads at a clip's placeholders, as llama.cpp's mtmd
 // computes them: one run of tokens per 30 s chunk.
-import { readProjector } from '../gguf/projector_data.js';
+import { readProjector, towerOf } from '../gguf/projector_data.js';
 import { flagSet } from '../wasm/done_flag.js';
+import { AUDIO_SAMPLE_RATE } from './decode_audio.js';
 
 const F32 = 4;
 const I32 = 4;
-/** The samples a second the encoder reads (decode_audio.js resamples to it). */
-export const AUDIO_SAMPLE_RATE = 16000;
 const CHUNK_SAMPLES = 30 * AUDIO_SAMPLE_RATE;
 
 export class AudioEncoder {
@@ -29,15 +28,24 @@ export class AudioEncoder {
    * @example const audio = await AudioEncoder.open(lf, await openSource('mmproj.gguf'), { threads: 2 });
    */
   static async open(lf, source, { threads = 1 } = {}) {
-    const encoder = new AudioEncoder(lf);
     const { ptr, data, bytes } = await readProjector(lf, source, (gguf, at, n) => lf.fn.lf_audio_create(gguf, at, n, threads));
-    Object.assign(encoder, { ptr, bytes, nEmbdText: lf.fn.lf_audio_n_embd_text(ptr) });
+    const encoder = new AudioEncoder(lf, ptr, bytes);
     encoder.#data = data;
     return encoder;
   }
 
-  constructor(lf) {
+  /**
+   * The audio tower of a projector read once for its towers (gguf/projector_data.js), whose data
+   * the caller frees after closing this.
+   * @example const audio = AudioEncoder.create(lf, projector, { threads: 2 });
+   */
+  static create(lf, projector, { threads = 1 } = {}) {
+    return new AudioEncoder(lf, towerOf(lf, projector, (gguf, at, n) => lf.fn.lf_audio_create(gguf, at, n, threads)), projector.bytes);
+  }
+
+  constructor(lf, ptr, bytes) {
     this.#lf = lf;
+    Object.assign(this, { ptr, bytes, nEmbdText: lf.fn.lf_audio_n_embd_text(ptr) });
   }
 
   /**

@@ -42,7 +42,7 @@ export const GATEWAY_OPTIONS = fromEnv({
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the MTP drafter (gemma4-assistant) the local last node loads, for --speculative mtp' },
   'draft-max': { kind: 'integer', min: 1, max: MAX_DRAFT, value: 'N', help: 'the most tokens drafted at once', default: 8 },
   'draft-min-ngram': { kind: 'integer', min: 1, max: MAX_NGRAM, value: 'N', help: 'the shortest recurring n-gram a draft is taken from', default: 3 },
-  mmproj: { kind: 'string', value: 'PATH|URL', help: 'the model\'s vision projector: chats may hold images (docs/vision.md)' },
+  mmproj: { kind: 'string', value: 'PATH|URL', help: 'the model\'s projector: chats may hold images (docs/vision.md), and audio with an E2B or E4B projector (docs/audio.md)' },
   'image-max-tokens': { kind: 'integer', min: 70, max: 1120, value: 'N', help: 'an image\'s soft-token budget; local nodes take spans of it',
     default: DEFAULT_IMAGE_MAX_TOKENS },
   'image-urls': { kind: 'boolean', help: 'fetch http(s) image URLs (else only data: URLs are read)' },

@@ -12,10 +12,11 @@ import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
 import { GrammarThread } from '../generation/grammar_thread.js';
+import { useAudioDecoders } from '../audio/decode_audio.js';
 import { MediaInput } from '../generation/media.js';
+import { openProjector } from '../generation/projector.js';
 import { TokenizerThread } from '../generation/tokenizer_thread.js';
 import { openSource } from '../sources/open_source.js';
-import { VisionEncoder } from '../vision/encoder.js';
 import { loadThreadedModule } from '../wasm/load_node.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
@@ -29,9 +30,10 @@ import { gatewayMetrics } from './metrics.js';
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, checkpoints?: number, requestTimeoutMs?: number,
  *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, draftModel?: string, allowUnvalidatedSource?: boolean,
  *          images?: {mmproj: string, maxTokens?: number, fetchUrls?: boolean, maxBytes?: number, fetchTimeoutMs?: number}, log?: Function}} options
- *   images: chats' image parts read with the projector `mmproj` (a path or URL), encoded on
- *   `threads` workers of a module of its own (MediaInput's options the rest); local nodes take
- *   spans of maxTokens, and a remote node that takes fewer is refused at open.
+ *   images: chats' image parts, and audio parts where the projector `mmproj` (a path or URL) has an
+ *   audio encoder (E2B, E4B), read with it, encoded on `threads` workers of a module of its own
+ *   (MediaInput's options the rest); local nodes take spans of maxTokens, and a remote node that
+ *   takes fewer is refused at open.
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
@@ -61,7 +63,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   // prompt or a large schema would stall the event loop.
   let tokenizerThread = null;
   let grammarThread = null;
-  let vision = null;  // {lf, encoder, media}
+  let vision = null;  // {lf, projector, media}
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, speculative, observer,
     encodePrompt: (input) => tokenizerThread.encode(input), openGrammar: () => grammarThread, media: () => vision?.media ?? null,
     closeConnection: (c) => c.env?.outgoing?.destroy() });
@@ -117,27 +119,28 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   return { url: http.url, port: http.port, state, app, server: http.server, opened, shutdown };
 }
 
-// The projector's encoder on a module of its own, refused when it is another model's or a node
+// The projector's towers on a module of their own, refused when it is another model's or a node
 // of the pipeline cannot take the spans its images are.
 async function openVision(pipeline, { mmproj, ...options }, { threads, cacheDir, allowUnvalidatedSource }) {
   const lf = await loadThreadedModule({ threads });
-  let encoder = null;
+  let projector = null;
   try {
-    encoder = await VisionEncoder.open(lf, await openSource(mmproj, { cacheDir, allowUnvalidatedSource }), { threads: lf.threads });
+    projector = await openProjector(lf, await openSource(mmproj, { cacheDir, allowUnvalidatedSource }), { threads: lf.threads });
     const width = pipeline.header.info.n_embd;
-    if (encoder.nEmbdText !== width) {
-      throw new Error(`--mmproj: the projector gives rows of ${encoder.nEmbdText} values, this model's width is ${width}: a projector of another model`);
+    if (projector.vision.nEmbdText !== width) {
+      throw new Error(`--mmproj: the projector gives rows of ${projector.vision.nEmbdText} values, this model's width is ${width}: a projector of another model`);
     }
-    const media = new MediaInput(encoder, options);
+    useAudioDecoders();  // Node: the MP3 and FLAC packages compile their own WASM
+    const media = new MediaInput(projector, options);
     const takes = (node) => Math.max(64, node.maxSpan ?? 0);
     const short = media.nonCausal ? pipeline.nodes.findIndex((node) => takes(node) < options.maxTokens) : -1;
     if (short >= 0) {
       throw new Error(`node ${short} takes media spans of at most ${takes(pipeline.nodes[short])} rows; images of up to ` +
         `${options.maxTokens} tokens need serve --max-span ${options.maxTokens} there (or a lower --image-max-tokens)`);
     }
-    return { lf, encoder, media };
+    return { lf, projector, media };
   } catch (error) {
-    encoder?.close();
+    projector?.close();
     lf.close();
     throw error;
   }
@@ -145,6 +148,6 @@ async function openVision(pipeline, { mmproj, ...options }, { threads, cacheDir,
 
 function closeVision(vision) {
   if (!vision) return;
-  vision.encoder.close();
+  vision.projector.close();
   vision.lf.close();
 }

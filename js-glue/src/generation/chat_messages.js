@@ -1,19 +1,24 @@
 // The messages of a /v1/chat/completions body, checked: OpenAI's roles (developer taken as
-// system, as llama.cpp takes it), text content and image parts, an assistant's tool calls and
+// system, as llama.cpp takes it), text content, image and audio parts, an assistant's tool calls and
 // earlier thought, a tool's result answering a call. Each fault is a 400 naming the field. What
 // the chat template needs of the values themselves (arguments that parse as a JSON object, names
 // it can carry) is checked where it is rendered (tokens/chat_inputs.js), once.
 import { given, isObject } from './body_values.js';
 import { badParam } from './errors.js';
 
+// The formats an input_audio part may name: OpenAI's wav and mp3, and FLAC (audio/decode_audio.js
+// tells them apart by their bytes).
+const AUDIO_FORMATS = ['wav', 'mp3', 'flac'];
+
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
 
-// Content: a string; an array of text parts, joined; or, with an image among them, the parts
-// [{type: 'text', text} | {type: 'image', url, param}] (param naming the part in errors).
-// Audio parts are refused by name.
+// Content: a string; an array of text parts, joined; or, with an image or audio clip among them,
+// the parts [{type: 'text', text} | {type: 'image', url, param} | {type: 'audio', data, format,
+// param}] (param naming the part in errors; data the file's base64).
 function content(value, param) {
   if (typeof value === 'string') return value;
-  const shape = `${param} must be a string or an array of {type: "text", text} and {type: "image_url", image_url: {url}} parts`;
+  const shape = `${param} must be a string or an array of {type: "text", text}, {type: "image_url", image_url: {url}} and ` +
+    '{type: "input_audio", input_audio: {data, format}} parts';
   if (!Array.isArray(value)) throw badParam(param, shape);
   const parts = value.map((p, j) => {
     const at = `${param}[${j}]`;
@@ -23,10 +28,17 @@ function content(value, param) {
       if (typeof url !== 'string' || url === '') throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be a non-empty string`);
       return { type: 'image', url, param: `${at}.image_url.url` };
     }
-    if (isObject(p) && p.type === 'input_audio') throw badParam(at, `${at}: this gateway reads no audio (input_audio)`);
+    if (isObject(p) && p.type === 'input_audio') {
+      const { data, format } = isObject(p.input_audio) ? p.input_audio : {};
+      if (typeof data !== 'string' || data === '') throw badParam(`${at}.input_audio.data`, `${at}.input_audio.data must be a non-empty base64 string`);
+      if (!AUDIO_FORMATS.includes(format)) {
+        throw badParam(`${at}.input_audio.format`, `${at}.input_audio.format must be ${AUDIO_FORMATS.join(', ')}, not ${JSON.stringify(format)}`);
+      }
+      return { type: 'audio', data, format, param: `${at}.input_audio.data` };
+    }
     throw badParam(at, shape);
   });
-  return parts.some((p) => p.type === 'image') ? parts : parts.map((p) => p.text).join('');
+  return parts.some((p) => p.type !== 'text') ? parts : parts.map((p) => p.text).join('');
 }
 
 function nonEmptyString(v, param) {
@@ -61,7 +73,7 @@ function message(m, i) {
     out.reasoning_content = m.reasoning_content;
   }
   if (m.role === 'tool') {
-    if (Array.isArray(out.content)) throw badParam(`${param}.content`, `${param}.content: a tool's result is text; images go in a user message`);
+    if (Array.isArray(out.content)) throw badParam(`${param}.content`, `${param}.content: a tool's result is text; images and audio go in a user message`);
     out.tool_call_id = nonEmptyString(m.tool_call_id, `${param}.tool_call_id`);
     if (given(m.name)) out.name = nonEmptyString(m.name, `${param}.name`);
   }
@@ -70,7 +82,7 @@ function message(m, i) {
 
 /**
  * body.messages checked -> [{role, content, tool_calls?, reasoning_content?, tool_call_id?, name?}]
- * (content a string, an array of text and image parts where it holds an image, or null for an
+ * (content a string, an array of text, image and audio parts where it holds media, or null for an
  * assistant's tool calls); a 400 OpenAIError naming the field.
  * @example chatMessages([{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hi' }])
  */

@@ -1,9 +1,12 @@
-// Images in a chat request (docs/vision.md, "Images through the gateway"): each image part's bytes
-// (a data: URL, or an http(s) URL fetched where the gateway allows it, within a size, a type and a
-// time), decoded (vision/decode_image.js) and encoded by the projector's encoder into soft-token
-// rows. In the prompt's token ids an image is a run of one placeholder per row: a negative id
-// derived from a hash of its pixels and budget, so that two prompts with the same image share a
-// prefix (sessions.js) and a step's ids split into token runs and image runs (mediaRuns).
+// Images and audio clips in a chat request (docs/vision.md, "Images through the gateway";
+// docs/audio.md, "Audio through the gateway"): each image part's bytes (a data: URL, or an http(s)
+// URL fetched where the gateway allows it, within a size, a type and a time) or audio part's (base64
+// WAV, MP3 or FLAC), decoded (vision/decode_image.js, audio/decode_audio.js) and encoded by the
+// projector's towers into soft-token rows. In the prompt's token ids an item is a run of one
+// placeholder per row: a negative id derived from a hash of its pixels and budget or its samples,
+// so that two prompts with the same item share a prefix (sessions.js) and a step's ids split into
+// token runs and item runs (mediaRuns).
+import { AudioError, decodeAudio, DEFAULT_MAX_AUDIO_SECONDS } from '../audio/decode_audio.js';
 import { deadlineSignal } from '../pipeline/deadline.js';
 import { decodeImage, DEFAULT_MAX_IMAGE_PIXELS, ImageError } from '../vision/decode_image.js';
 import { badParam, OpenAIError } from './errors.js';
@@ -12,8 +15,10 @@ export const DEFAULT_IMAGE_MAX_BYTES = 20 * 1024 * 1024;
 export const DEFAULT_IMAGE_FETCH_TIMEOUT_MS = 10_000;
 // mtmd's budget for a Gemma 4 image when none is asked for.
 export const DEFAULT_IMAGE_MAX_TOKENS = 280;
-// Images' rows kept for the next turn of a conversation, by their placeholder.
-const CACHED_IMAGES = 16;
+// An audio part's file: ten minutes of 16-bit 48 kHz stereo WAV fit.
+export const DEFAULT_AUDIO_MAX_BYTES = 128 * 1024 * 1024;
+// Items' rows kept for the next turn of a conversation, by their placeholder.
+const CACHED_ITEMS = 16;
 
 /** Whether a prompt id stands for an image's row. */
 export const isPlaceholder = (id) => id < 0;
@@ -36,9 +41,7 @@ function dataUrlBytes(url, param, maxBytes) {
     throw badParam(param, `${param} must be a data:image/...;base64, URL (or an http(s) URL where the gateway fetches them)`);
   }
   const text = url.slice(comma + 1);
-  if (Math.floor(text.length * 3 / 4) > maxBytes) throw badParam(param, `${param} holds more than ${maxBytes} bytes`);
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text)) throw badParam(param, `${param} is not valid base64`);
-  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  return base64Bytes(text, param, maxBytes);
 }
 
 // An http(s) URL's body: an image/* answer of at most maxBytes within timeoutMs, else a 400.
@@ -79,41 +82,60 @@ async function fetchedBytes(url, param, { maxBytes, timeoutMs, signal }) {
   return bytes;
 }
 
-// A 48-bit hash of an image's pixels and size and its budget, as the negative placeholder id.
-async function placeholderOf({ rgb, width, height }, maxTokens) {
-  const head = new Uint32Array([width, height, maxTokens]);
-  const data = new Uint8Array(head.byteLength + rgb.byteLength);
+// A 48-bit hash of a kind's head values and an item's bytes, as the negative placeholder id: an
+// image's size and budget and its pixels, an audio clip's samples.
+async function placeholderOf(head, bytes) {
+  const data = new Uint8Array(head.byteLength + bytes.byteLength);
   data.set(new Uint8Array(head.buffer), 0);
-  data.set(rgb, head.byteLength);
+  data.set(bytes, head.byteLength);
   const digest = new DataView(await crypto.subtle.digest('SHA-256', data));
   return -(digest.getUint32(0) * 2 ** 16 + digest.getUint16(4) + 1);
 }
 
+const AUDIO_HEAD = new Uint32Array([0x61756469]);  // keeps a clip's hash apart from any image's
+
+// A base64 string's bytes, or a 400 naming the part.
+function base64Bytes(text, param, maxBytes) {
+  if (Math.floor(text.length * 3 / 4) > maxBytes) throw badParam(param, `${param} holds more than ${maxBytes} bytes`);
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text)) throw badParam(param, `${param} is not valid base64`);
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
 export class MediaInput {
-  #encoder;
+  #vision;
+  #audio;
   #cache = new Map();  // placeholder -> item, least recently used first
 
   /**
-   * Over a VisionEncoder (vision/encoder.js). maxTokens: an image's soft-token budget (70 to
-   * 1120); fetchUrls: whether http(s) image URLs are fetched (else refused), each within maxBytes
-   * and fetchTimeoutMs; maxPixels: the decoders' limit. Nodes taking these images non-causally
-   * need a max span of maxTokens (LayerNode.open's maxSpan).
-   * @example const media = new MediaInput(await VisionEncoder.open(lf, source), { maxTokens: 280 });
+   * Over a projector's towers: vision a VisionEncoder (vision/encoder.js), audio an AudioEncoder
+   * (audio/encoder.js) or null. maxTokens: an image's soft-token budget (70 to 1120); fetchUrls:
+   * whether http(s) image URLs are fetched (else refused), each within maxBytes and
+   * fetchTimeoutMs; maxPixels: the image decoders' limit; audioMaxBytes and audioMaxSeconds an
+   * audio file's. Nodes taking images non-causally need a max span of maxTokens (LayerNode.open's
+   * maxSpan); audio is decoded causally.
+   * @example const media = new MediaInput({ vision, audio }, { maxTokens: 280 });
    */
-  constructor(encoder, { maxTokens = DEFAULT_IMAGE_MAX_TOKENS, fetchUrls = false, maxBytes = DEFAULT_IMAGE_MAX_BYTES,
-    fetchTimeoutMs = DEFAULT_IMAGE_FETCH_TIMEOUT_MS, maxPixels = DEFAULT_MAX_IMAGE_PIXELS } = {}) {
-    this.#encoder = encoder;
-    this.nonCausal = decodesNonCausal(encoder.nEmbdText);
-    Object.assign(this, { maxTokens, fetchUrls, maxBytes, fetchTimeoutMs, maxPixels });
+  constructor({ vision, audio = null }, { maxTokens = DEFAULT_IMAGE_MAX_TOKENS, fetchUrls = false, maxBytes = DEFAULT_IMAGE_MAX_BYTES,
+    fetchTimeoutMs = DEFAULT_IMAGE_FETCH_TIMEOUT_MS, maxPixels = DEFAULT_MAX_IMAGE_PIXELS, audioMaxBytes = DEFAULT_AUDIO_MAX_BYTES,
+    audioMaxSeconds = DEFAULT_MAX_AUDIO_SECONDS } = {}) {
+    this.#vision = vision;
+    this.#audio = audio;
+    this.nonCausal = decodesNonCausal(vision.nEmbdText);
+    Object.assign(this, { maxTokens, fetchUrls, maxBytes, fetchTimeoutMs, maxPixels, audioMaxBytes, audioMaxSeconds });
   }
 
   /**
-   * An image part ({url, param} or, from a file, {bytes, param}: param names it in errors) read and
-   * decoded -> {image, tokens, param}: the soft tokens it will be, known before it is encoded
-   * (encode()). A 400 naming the part for what cannot be read or decoded.
+   * A media part read and decoded -> {kind, tokens, param, ...}: the soft tokens it will be, known
+   * before it is encoded (encode()). An image part is {url, param} or, from a file, {bytes, param};
+   * an audio part {type: 'audio', data (base64), param} or {type: 'audio', bytes, param} (param
+   * names it in errors). A 400 naming the part for what cannot be read or decoded.
    * @example const read = await media.read({ url: 'data:image/png;base64,...', param: 'messages[0].content[1]' });
    */
-  async read({ url, bytes: given, param }, { signal } = {}) {
+  async read(part, { signal } = {}) {
+    return part.type === 'audio' ? this.#readAudio(part) : this.#readImage(part, signal);
+  }
+
+  async #readImage({ url, bytes: given, param }, signal) {
     let bytes = given;
     if (bytes) {
       if (bytes.length > this.maxBytes) throw badParam(param, `${param} holds more than ${this.maxBytes} bytes`);
@@ -132,34 +154,62 @@ export class MediaInput {
       if (error instanceof ImageError) throw badParam(param, `${param}: ${error.message}`);
       throw error;
     }
-    return { image, tokens: this.#encoder.tokens(image.width, image.height, { maxTokens: this.maxTokens }).tokens, param };
+    return { kind: 'image', image, tokens: this.#vision.tokens(image.width, image.height, { maxTokens: this.maxTokens }).tokens, param };
+  }
+
+  async #readAudio({ data, bytes: given, param }) {
+    if (!this.#audio) throw badParam(param, `${param}: this gateway reads no audio: its projector (--mmproj) has no audio encoder; Gemma 4's E2B and E4B hear`);
+    if (given && given.length > this.audioMaxBytes) throw badParam(param, `${param} holds more than ${this.audioMaxBytes} bytes`);
+    const bytes = given ?? base64Bytes(data, param, this.audioMaxBytes);
+    let samples;
+    try {
+      ({ samples } = await decodeAudio(bytes, { maxSeconds: this.audioMaxSeconds, maxBytes: this.audioMaxBytes }));
+    } catch (error) {
+      if (error instanceof AudioError) throw badParam(param, `${param}: ${error.message}`);
+      throw error;
+    }
+    let chunks;
+    try {
+      chunks = this.#audio.tokens(samples.length);
+    } catch (error) {
+      throw badParam(param, `${param}: ${error.message}`);
+    }
+    return { kind: 'audio', samples, tokens: chunks.reduce((a, b) => a + b, 0), param };
   }
 
   /**
-   * A read image -> its item {placeholder, tokens, rows, span}: rows [tokens, n_embd] of the
-   * language model, span whether they are attended both ways; the item of the same image is kept
+   * A read item -> {placeholder, tokens, rows, span, kind}: rows [tokens, n_embd] of the language
+   * model, span whether they are attended both ways; the item of the same image or clip is kept
    * for a while (the next turn of a conversation).
    * @example const item = await media.encode(await media.read(part));
    */
-  async encode({ image }) {
-    const placeholder = await placeholderOf(image, this.maxTokens);
+  async encode(read) {
+    const placeholder = read.kind === 'audio'
+      ? await placeholderOf(AUDIO_HEAD, new Uint8Array(read.samples.buffer, read.samples.byteOffset, read.samples.byteLength))
+      : await placeholderOf(new Uint32Array([read.image.width, read.image.height, this.maxTokens]), read.image.rgb);
     const cached = this.#cache.get(placeholder);
     if (cached) {
       this.#cache.delete(placeholder);
       this.#cache.set(placeholder, cached);
       return cached;
     }
-    const { tokens, embd } = await this.#encoder.encode(image.rgb, image.width, image.height, { maxTokens: this.maxTokens });
-    const item = { placeholder, tokens, rows: embd, span: this.nonCausal };
+    const item = read.kind === 'audio'
+      ? { placeholder, kind: 'audio', tokens: read.tokens, rows: (await this.#audio.encode(read.samples)).embd, span: false }
+      : await this.#encodeImage(placeholder, read.image);
     this.#cache.set(placeholder, item);
-    if (this.#cache.size > CACHED_IMAGES) this.#cache.delete(this.#cache.keys().next().value);
+    if (this.#cache.size > CACHED_ITEMS) this.#cache.delete(this.#cache.keys().next().value);
     return item;
+  }
+
+  async #encodeImage(placeholder, image) {
+    const { tokens, embd } = await this.#vision.encode(image.rgb, image.width, image.height, { maxTokens: this.maxTokens });
+    return { placeholder, kind: 'image', tokens, rows: embd, span: this.nonCausal };
   }
 }
 
 /**
- * Pipeline.step for ids that may hold images' placeholders (items: placeholder -> item): each run
- * of tokens a step, each image's rows a stepMedia of their own; the options (Pipeline.step's) are
+ * Pipeline.step for ids that may hold media items' placeholders (items: placeholder -> item): each
+ * run of tokens a step, each item's rows a stepMedia of their own; the options (Pipeline.step's) are
  * the last run's, the others' logits not asked for. -> the last run's answer
  * @example const { logits } = await stepWithMedia(pipeline, 'chat-0', prompt, items, { signal });
  */
@@ -176,7 +226,7 @@ export async function stepWithMedia(pipeline, session, ids, items, options = {})
 }
 
 /**
- * A step's ids -> its runs in order: {tokens} of real ids, or {item} for an image's run of
+ * A step's ids -> its runs in order: {tokens} of real ids, or {item} for a media item's run of
  * placeholders (`items`: placeholder -> item). Throws when a run is not its image's length.
  * @example mediaRuns([2, 5, -7, -7, 9], new Map([[-7, item]])) // [{tokens: [2, 5]}, {item}, {tokens: [9]}]
  */
@@ -187,7 +237,7 @@ export function mediaRuns(ids, items) {
     if (isPlaceholder(ids[i])) {
       while (j < ids.length && ids[j] === ids[i]) j++;
       const item = items.get(ids[i]);
-      if (!item || item.tokens !== j - i) throw new Error(`internal: an image's run of ${j - i} placeholders has no image of that length`);
+      if (!item || item.tokens !== j - i) throw new Error(`internal: a media item's run of ${j - i} placeholders has no item of that length`);
       runs.push({ item });
     } else {
       while (j < ids.length && !isPlaceholder(ids[j])) j++;

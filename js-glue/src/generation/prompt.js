@@ -1,7 +1,7 @@
 // A checked request's prompt as token ids: chat messages, tools and the thinking switch through
-// the model's chat template (client text never becomes control tokens; an image part its
-// soft-token rows between the vocabulary's image markers, as llama.cpp's mtmd places them:
-// media.js), a completion's text by
+// the model's chat template (client text never becomes control tokens; an image or audio part its
+// soft-token rows between the vocabulary's image or audio markers, as llama.cpp's mtmd places
+// them: media.js), a completion's text by
 // llama.cpp's rule (BOS added, control tokens parsed: tokens/prompt_input.js), or a completion's
 // token ids as given (each checked against the vocabulary); and the tokens it may generate within
 // the model's context. A prompt too long to fit is refused from its byte length, before it is
@@ -9,6 +9,9 @@
 import { ChatContentError, renderChat } from '../tokens/chat.js';
 import { encodePrompt, fewestTokens, textBetween, textPrompt } from '../tokens/prompt_input.js';
 import { badParam, OpenAIError } from './errors.js';
+
+// The vocabulary's markers around a media item of each kind, as mtmd writes them for Gemma 4.
+const MARKERS = { image: ['<|image>', '<image|>'], audio: ['<|audio>', '<audio|>'] };
 
 const contextExceeded = (message) => new OpenAIError(400, message, { param: 'messages', code: 'context_length_exceeded' });
 
@@ -26,22 +29,27 @@ function promptInput(pipeline, request) {
 // The vocabulary's id of `text` as one control token, or a 400 naming the part that needs it.
 function controlId(tokenizer, text, param) {
   const ids = tokenizer.encode(text, { addBos: false, parseSpecial: true });
-  if (ids.length !== 1) throw badParam(param, `${param}: this model's vocabulary has no ${text} token to place an image with`);
+  if (ids.length !== 1) throw badParam(param, `${param}: this model's vocabulary has no ${text} token to place it with`);
   return ids[0];
 }
 
-// The prompt's ids with each image's run of placeholders between <|image> and <image|>, where
-// the template put it, and the images by placeholder. The images' soft tokens are counted before
-// any is encoded: a prompt they cannot fit in the context is refused without that work.
-async function withImages(pipeline, input, encode, media, signal, fewestText) {
-  const { param } = input.media[0].part;
-  if (!media) throw badParam(param, `${param}: this gateway reads no images (start it with --mmproj)`);
-  const read = [];  // first, so that a host refusing images (RefusedMedia) says why before anything else
+// The prompt's ids with each media item's run of placeholders between its kind's markers
+// (<|image> and <image|>, <|audio> and <audio|>), where the template put it, and the items by
+// placeholder. Their soft tokens are counted before any is encoded: a prompt they cannot fit in
+// the context is refused without that work.
+async function withMedia(pipeline, input, encode, media, signal, fewestText) {
+  const { param, type } = input.media[0].part;
+  if (!media) throw badParam(param, `${param}: this gateway reads no ${type === 'audio' ? 'audio' : 'images'} (start it with --mmproj)`);
+  const read = [];  // first, so that a host refusing media (RefusedMedia) says why before anything else
   for (const { part } of input.media) read.push(await media.read(part, { signal }));
-  const open = controlId(pipeline.tokenizer, '<|image>', param), close = controlId(pipeline.tokenizer, '<image|>', param);
+  const markers = read.map((r, k) => {
+    const [open, close] = MARKERS[r.kind];
+    const at = input.media[k].part.param;
+    return [controlId(pipeline.tokenizer, open, at), controlId(pipeline.tokenizer, close, at)];
+  });
   const nCtx = pipeline.header.info.n_ctx_train;
   const least = fewestText + read.reduce((n, r) => n + r.tokens + 2, 0);
-  if (least >= nCtx) throw contextExceeded(`the prompt is at least ${least} tokens, its ${read.length} images' included; this model's context is ${nCtx} tokens`);
+  if (least >= nCtx) throw contextExceeded(`the prompt is at least ${least} tokens, its ${read.length} media items' included; this model's context is ${nCtx} tokens`);
   const items = new Map();
   const runs = [];
   for (const r of read) {
@@ -54,16 +62,16 @@ async function withImages(pipeline, input, encode, media, signal, fewestText) {
   const ids = [];
   for (const [k, text] of texts.entries()) {
     ids.push(...await encode(text));
-    if (k < runs.length) ids.push(open, ...new Array(runs[k].tokens).fill(runs[k].placeholder), close);
+    if (k < runs.length) ids.push(markers[k][0], ...new Array(runs[k].tokens).fill(runs[k].placeholder), markers[k][1]);
   }
   return { ids, items };
 }
 
 /**
- * The request's prompt: {ids, items} (items: its images by placeholder, media.js; empty without);
+ * The request's prompt: {ids, items} (items: its media items by placeholder, media.js; empty without);
  * a 400 naming the problem when it cannot be made, or context_length_exceeded when its bytes are
  * more than the model's context can hold. encode(input) tokenizes (default: here; the Node host
- * hands it to a TokenizerThread); media: the gateway's MediaInput, without which image parts are
+ * hands it to a TokenizerThread); media: the gateway's MediaInput, without which media parts are
  * refused; signal: the request's, which an image fetch under way heeds.
  * @example const { ids } = await promptTokens(pipeline, request, (input) => thread.encode(input));
  */
@@ -80,7 +88,7 @@ export async function promptTokens(pipeline, request, encode = (input) => encode
   if (fewest >= nCtx) {
     throw contextExceeded(`the prompt is ${input.bytes.length} bytes, at least ${fewest} tokens (a token stands for at most ${tokenizer.maxTokenBytes} bytes); this model's context is ${nCtx} tokens`);
   }
-  if (input.media?.length) return withImages(pipeline, input, encode, media, signal, fewest);
+  if (input.media?.length) return withMedia(pipeline, input, encode, media, signal, fewest);
   const { media: _none, ...text } = input;
   return { ids: await encode(text), items: new Map() };
 }

@@ -1,18 +1,18 @@
-// A host's reason to read no images, given where a MediaInput (media.js) would be: each image part
-// is a 400 naming the part and that reason. Apart from media.js so that a host refusing images
-// (the edge worker) bundles no image decoder.
+// A host's reason to read no media, given where a MediaInput (media.js) would be: each image or
+// audio part is a 400 naming the part and that reason. Apart from media.js so that a host refusing
+// media (the edge worker) bundles no image or audio decoder.
 import { badParam } from './errors.js';
 
 export class RefusedMedia {
   /**
-   * @param {string} reason what the client is told, after the part's name
-   * @example new RefusedMedia('this edge gateway reads no images: ...')
+   * @param {(kind: 'image' | 'audio') => string} reason what the client is told of a part of that kind, after its name
+   * @example new RefusedMedia((kind) => `this edge gateway reads no ${kind === 'audio' ? 'audio' : 'images'}: ...`)
    */
   constructor(reason) {
     this.reason = reason;
   }
 
-  async read({ param }) {
-    throw badParam(param, `${param}: ${this.reason}`);
+  async read({ type, param }) {
+    throw badParam(param, `${param}: ${this.reason(type === 'audio' ? 'audio' : 'image')}`);
   }
 }

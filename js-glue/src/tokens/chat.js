@@ -57,7 +57,7 @@ function controlIds(tokenizer, texts) {
  * made of (tokens/prompt_input.js): the rendered text as UTF-8 bytes (ending with the generation
  * prompt, the model's turn opened), whether BOS is still to be added, and the byte spans of the
  * client's text [begin0, end0, ...], which Tokenizer.encode keeps from becoming control tokens;
- * and where the messages' image parts were rendered, media [{at, part}] (at: a byte offset of
+ * and where the messages' image and audio parts were rendered, media [{at, part}] (at: a byte offset of
  * `bytes`), in the order of the text.
  * Throws when the model has no chat template, ChatContentError for client text the format cannot
  * carry.
@@ -84,7 +84,7 @@ export function renderChat(header, tokenizer, messages, { tools, enableThinking 
   // The template writes its own BOS and turn markers: those are parsed as special tokens.
   const { bytes, untrusted, media } = unmarked(rendered);
   if (media.length !== parts.length || media.some((m, k) => m.index !== k)) {
-    throw new ChatContentError('messages', `the chat template rendered ${media.length} of the messages' ${parts.length} images, or out of order`);
+    throw new ChatContentError('messages', `the chat template rendered ${media.length} of the messages' ${parts.length} media items, or out of order`);
   }
   return { bytes, untrusted, media: media.map(({ at }, k) => ({ at, part: parts[k] })), addBos: !rendered.startsWith(bos), parseSpecial: true };
 }

@@ -83,13 +83,13 @@ function toolCall(call, param) {
 
 // Content parts with media as llama.cpp's common chat layer joins them for the template
 // (common_chat_msg::to_json_oaicompat): text parts a newline apart, none beside a media item;
-// each image's mark pushed onto `media` with its part.
+// each image's or audio clip's mark pushed onto `media` with its part.
 function joinedParts(parts, param, media) {
   let text = '';
   let lastWasMedia = false;
   for (const part of parts) {
-    if (part.type === 'image') {
-      if (media.length === MAX_MEDIA_ITEMS) throw new ChatContentError(part.param, `a chat holds at most ${MAX_MEDIA_ITEMS} images`);
+    if (part.type === 'image' || part.type === 'audio') {
+      if (media.length === MAX_MEDIA_ITEMS) throw new ChatContentError(part.param, `a chat holds at most ${MAX_MEDIA_ITEMS} media items`);
       text += mediaMark(media.length);
       media.push(part);
       lastWasMedia = true;
@@ -104,9 +104,9 @@ function joinedParts(parts, param, media) {
 
 /**
  * Chat messages [{role, content, reasoning_content?, tool_calls?, tool_call_id?, name?,
- * tool_responses?, at?}] (content a string, text and image parts, or null; `at` the index errors
- * name, when not the message's own) -> the messages the template renders, client text marked, and
- * each image part pushed onto `media` where its mark stands (chat_marks.js, mediaMark). Throws
+ * tool_responses?, at?}] (content a string, text, image and audio parts, or null; `at` the index
+ * errors name, when not the message's own) -> the messages the template renders, client text
+ * marked, and each image or audio part pushed onto `media` where its mark stands (chat_marks.js, mediaMark). Throws
  * ChatContentError naming the field it cannot carry.
  * @example templateMessages([{ role: 'user', content: 'Hi' }]) // [{ role: 'user', content: '\uFDD0Hi\uFDD1' }]
  */

@@ -7,7 +7,7 @@
 
 const OPEN = '\uFDD0';
 const CLOSE = '\uFDD1';
-// Where the template renders a media item (an image part) of its messages: a third
+// Where the template renders a media item (an image or audio part) of its messages: a third
 // noncharacter, then the item's index as a private-use character.
 const MEDIA = '\uFDD2';
 const MEDIA_INDEX0 = 0xE000;

@@ -1,7 +1,7 @@
 // Gemma 4's vision tower in the engine (docs/vision.md): a projector GGUF ("mmproj") read from
 // its source into WASM memory, and RGB images encoded into the soft-token embeddings the language
 // model reads at an image's placeholders, as llama.cpp's mtmd computes them.
-import { readProjector } from '../gguf/projector_data.js';
+import { readProjector, towerOf } from '../gguf/projector_data.js';
 import { flagSet } from '../wasm/done_flag.js';
 
 const F32 = 4;
@@ -25,15 +25,24 @@ export class VisionEncoder {
    * @example const vision = await VisionEncoder.open(lf, await openSource('mmproj.gguf'), { threads: 2 });
    */
   static async open(lf, source, { threads = 1 } = {}) {
-    const encoder = new VisionEncoder(lf);
     const { ptr, data, bytes } = await readProjector(lf, source, (gguf, at, n) => lf.fn.lf_vision_create(gguf, at, n, threads));
-    Object.assign(encoder, { ptr, bytes, nEmbdText: lf.fn.lf_vision_n_embd_text(ptr) });
+    const encoder = new VisionEncoder(lf, ptr, bytes);
     encoder.#data = data;
     return encoder;
   }
 
-  constructor(lf) {
+  /**
+   * The vision tower of a projector read once for its towers (gguf/projector_data.js), whose data
+   * the caller frees after closing this.
+   * @example const vision = VisionEncoder.create(lf, projector, { threads: 2 });
+   */
+  static create(lf, projector, { threads = 1 } = {}) {
+    return new VisionEncoder(lf, towerOf(lf, projector, (gguf, at, n) => lf.fn.lf_vision_create(gguf, at, n, threads)), projector.bytes);
+  }
+
+  constructor(lf, ptr, bytes) {
     this.#lf = lf;
+    Object.assign(this, { ptr, bytes, nEmbdText: lf.fn.lf_vision_n_embd_text(ptr) });
   }
 
   /**

@@ -12,9 +12,9 @@ const LEAVES = ["tokens", "chat", "sources", "log", "wasm"];
 // Folder -> the other folders of js-glue/src its files may import (index.js, the package's
 // front, sits on top and is not listed).
 const MAY_IMPORT = {
-  cli: ["gateway", "generation", "server", "pipeline", "node", "vision", "gguf", "telemetry", "protocol", ...LEAVES],
-  gateway: ["generation", "server", "pipeline", "vision", "gguf", "telemetry", "protocol", ...LEAVES],
-  generation: ["server", "pipeline", "vision", "gguf", "telemetry", "protocol", ...LEAVES],
+  cli: ["gateway", "generation", "server", "pipeline", "node", "vision", "audio", "gguf", "telemetry", "protocol", ...LEAVES],
+  gateway: ["generation", "server", "pipeline", "vision", "audio", "gguf", "telemetry", "protocol", ...LEAVES],
+  generation: ["server", "pipeline", "vision", "audio", "gguf", "telemetry", "protocol", ...LEAVES],
   server: ["group", "node", "telemetry", "protocol", ...LEAVES],
   pipeline: ["group", "node", "gguf", "telemetry", "protocol", ...LEAVES],
   group: ["node", "gguf", "protocol", ...LEAVES],

@@ -1,10 +1,13 @@
 // llama.cpp's Gemma 4 audio encoder (llama_programs/llama_audio.cpp, mtmd compiled against the
-// oracle's libggml) on a projector and raw 16 kHz PCM, and the deterministic clips it is run on.
+// oracle's libggml) and ours (build/native/lf_audio) on a projector and raw 16 kHz PCM, and the
+// deterministic clips they are run on.
+import {execFileSync} from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
 import {llamaBins, llamaMtmdProgram} from "./llama_source.mjs";
+import {root} from "./models.mjs";
 import {runChecked} from "./run_async.mjs";
 
 const source = path.join(path.dirname(new URL(import.meta.url).pathname), "llama_programs", "llama_audio.cpp");
@@ -56,4 +59,16 @@ export function pcmClip(nSamples, {seed = 1} = {}) {
 export async function llamaAudio(mmproj, pcm, {threads = 2, reps = 1} = {}) {
   const args = [mmproj, pcm, llamaBins, String(threads), String(reps)];
   return JSON.parse(await runChecked(await llamaMtmdProgram(source), args));
+}
+
+const lfAudio = path.join(root, "build", "native", "lf_audio");
+
+/**
+ * The engine's features and embeddings for the same projector and clip, in llamaAudio's shape
+ * (without the timings), with its raw stdout (for byte comparisons across threads).
+ * @example const ours = lfAudioRun(mmproj, pcmClip(8000), {threads: 3});
+ */
+export function lfAudioRun(mmproj, pcm, {threads = 1} = {}) {
+  const raw = execFileSync(lfAudio, [mmproj, pcm, "--threads", String(threads)], {encoding: "utf8", maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "pipe"]});
+  return {...JSON.parse(raw), raw};
 }
