@@ -115,7 +115,8 @@ describe("images in chat requests", () => {
       [[{type: "image_url", image_url: {url: dataUrl(Buffer.alloc(9000, 7))}}], "messages[0].content[0].image_url.url", /more than 8192 bytes/],
       [[{type: "image_url", image_url: {url: "ftp://example.com/a.png"}}], "messages[0].content[0].image_url.url", /must be a data: or http\(s\) URL/],
       [[{type: "image_url", image_url: {}}], "messages[0].content[0].image_url.url", /must be a non-empty string/],
-      [[{type: "input_audio", input_audio: {data: "AAAA", format: "wav"}}], "messages[0].content[0]", /reads no audio/],
+      [[{type: "input_audio", input_audio: {data: "AAAA", format: "wav"}}], "messages[0].content[0].input_audio.data",
+        /this gateway reads no audio: its projector \(--mmproj\) has no audio encoder/],
     ]) {
       const r = await chat(gw, [{role: "user", content}]);
       assert.equal(r.status, 400, JSON.stringify(r.body));
@@ -126,7 +127,7 @@ describe("images in chat requests", () => {
     const many = await chat(gw, [{role: "user", content: Array.from({length: 7}, () => ({type: "image_url", image_url: {url: dataUrl(png())}}))}]);
     assert.equal(many.status, 400);
     assert.equal(many.body.error.code, "context_length_exceeded");
-    assert.match(many.body.error.message, /at least \d+ tokens, its 7 images' included; this model's context is 512 tokens/);
+    assert.match(many.body.error.message, /at least \d+ tokens, its 7 media items' included; this model's context is 512 tokens/);
     const plain = await gateway(t, {nodes: "local:0-1"});
     const r = await chat(plain, imageChat(dataUrl(png())));
     assert.equal(r.status, 400);
