@@ -36,7 +36,7 @@ if(LF_TARGET STREQUAL "emscripten" OR LF_TARGET STREQUAL "wasi")
   add_library(layerfold_relaxed_kernels OBJECT ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_q8_0.cpp
               ${CMAKE_SOURCE_DIR}/src/kernels/gemm_q4_0_strips_relaxed.cpp ${CMAKE_SOURCE_DIR}/src/kernels/attention.cpp
               ${CMAKE_SOURCE_DIR}/src/kernels/attention_truncated.cpp ${CMAKE_SOURCE_DIR}/src/kernels/attention_quantized.cpp
-              ${CMAKE_SOURCE_DIR}/src/kernels/attention_f32_tiles.cpp ${CMAKE_SOURCE_DIR}/src/kernels/gemm_f16_lanes16.cpp)
+              ${CMAKE_SOURCE_DIR}/src/kernels/attention_f32_tiles.cpp ${CMAKE_SOURCE_DIR}/src/kernels/gemm_lanes16.cpp)
   target_compile_definitions(layerfold_relaxed_kernels PRIVATE LF_RELAXED_SIMD=1)
   target_include_directories(layerfold_relaxed_kernels PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 endif()

@@ -66,6 +66,11 @@ Status read_audio_config(const GgufFile& file, AudioConfig* out) {
                   std::to_string(c.n_head) + " heads");
   }
   c.head_dim = c.n_embd / c.n_head;
+  // The attention's dot products are llama.cpp's AVX-512 ones, 16 lanes by 4 vectors (Google's
+  // heads are 128 wide).
+  if (c.head_dim % 64 != 0) {
+    return refuse("the audio head dim " + std::to_string(c.head_dim) + " (embedding_length / head_count) is not a multiple of 64");
+  }
   int n_head_kv = c.n_head;
   bool found = false;
   LF_RETURN_IF_ERROR(keys.get_int("audio.attention.head_count_kv", &n_head_kv, &found));

@@ -7,8 +7,10 @@
 
 #include "base/scratch_vector.h"
 #include "kernels/attention.h"
+#include "kernels/gemm.h"
 #include "ops/ops.h"
 #include "projector/clamped_linear.h"
+#include "quant/quant.h"
 
 namespace lf {
 namespace {
@@ -76,7 +78,7 @@ struct Encoder {
             for (int kf = 0; kf < 3; ++kf) {
               const int ti = 2 * t - 1 + kt, fi = 2 * f - 1 + kf;
               const bool inside = ti >= 0 && ti < t_in && fi >= 0 && fi < f_in;
-              p[(ch * 3 + kt) * 3 + kf] = inside ? input(ti, fi, ch) : 0.0f;
+              p[(ch * 3 + kt) * 3 + kf] = inside ? fp16_to_fp32(fp32_to_fp16(input(ti, fi, ch))) : 0.0f;
             }
           }
         }
@@ -144,9 +146,10 @@ struct Encoder {
   }
 
   // Each token's queries see the max_past tokens up to and including it: llama.cpp's blocks of
-  // chunk_size queries over chunk_size + max_past key slots, scores QK + Q·rel(distance)
-  // soft-capped, the masked slots at -1e9 in ggml's softmax, values summed over the slots as its
-  // f32 mul_mat sums so few products (in double).
+  // chunk_size queries over chunk_size + max_past key slots. Scores QK (tinyBLAS's dot: 24 key
+  // rows) + Q·rel(distance) (ggml's vector dot: 13 rows, which tinyBLAS declines), soft-capped;
+  // the masked slots at -1e9 in ggml's softmax; the values summed over the 24 slots by the tail
+  // loop of ggml's vector dot (fewer than its 64-wide step): a product and an f32 sum a slot.
   void attend(int worker, const AudioLayerWeights& l) {
     const int D = c.head_dim, E = c.n_embd, slots = c.chunk_size + c.max_past;
     const bool relative = l.attn_k_rel.present();
@@ -164,14 +167,8 @@ struct Encoder {
             score[s] = kMasked;
             continue;
           }
-          const float* kk = &k[key * E + hd * D];
-          double qk = 0.0, qr = 0.0;
-          for (int d = 0; d < D; ++d) qk += qi[d] * kk[d];
-          if (relative) {
-            const float* r = &relk[(c.max_past - (i - key)) * E + hd * D];
-            for (int d = 0; d < D; ++d) qr += qi[d] * r[d];
-          }
-          const float sum = static_cast<float>(qk) + static_cast<float>(qr);
+          float sum = dot_f32_lanes16(&k[key * E + hd * D], qi, D);
+          if (relative) sum = sum + dot_f32_ggml(&relk[(c.max_past - (i - key)) * E + hd * D], qi, D);
           score[s] = tanh_f32(sum * (1.0f / c.logit_cap)) * c.logit_cap;
         }
         float max = -INFINITY;
@@ -187,12 +184,12 @@ struct Encoder {
         const auto inv = static_cast<float>(1.0 / total);
         float* out = &att[i * E + hd * D];
         for (int d = 0; d < D; ++d) {
-          double acc = 0.0;
+          float acc = 0.0f;
           for (int t = 0; t < slots; ++t) {
             const int64_t key = first_key + t;
-            if (visible(i, key)) acc += (score[t] * inv) * v[key * E + hd * D + d];
+            if (visible(i, key)) acc = acc + (score[t] * inv) * v[key * E + hd * D + d];
           }
-          out[d] = static_cast<float>(acc);
+          out[d] = acc;
         }
       }
     }
@@ -241,10 +238,10 @@ struct Encoder {
     for (int64_t t = own.begin; t < own.end; ++t) {
       float* ht = &h[t * E];
       for (int e = 0; e < E; ++e) {
-        float sum = 0.0f;
+        float sum = 0.0f;  // ggml_ssm_conv's f32 sum, its multiply-adds fused as llama.cpp's build fuses them
         for (int j = 0; j < taps; ++j) {
           const int64_t from = t - (taps - 1) + j;
-          sum += (from >= 0 ? y[from * E + e] : 0.0f) * l.conv_dw[e * taps + j];
+          sum = fma_f32(from >= 0 ? y[from * E + e] : 0.0f, l.conv_dw[e * taps + j], sum);
         }
         ht[e] = l.conv_dw_b ? sum + l.conv_dw_b[e] : sum;
       }

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "quant/quant.h"
+
 namespace lf {
 namespace {
 
@@ -70,6 +72,19 @@ Status audio_weights(const GgufFile& file, const AudioConfig& c, const uint8_t* 
     const std::string p = "a.conv1d." + std::to_string(i) + ".";
     const int in = i == 0 ? 1 : c.conv_channels[0];
     LF_RETURN_IF_ERROR(v.matrix(p + "weight", 9 * in, c.conv_channels[i], &w.conv[i]));
+    if (w.conv[i].type == GgmlType::F32) {
+      const int64_t n = w.conv[i].n_in * w.conv[i].n_out;
+      const auto* f = reinterpret_cast<const float*>(w.conv[i].data);
+      w.conv_f16[i].resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) w.conv_f16[i][j] = fp32_to_fp16(f[j]);
+      w.conv[i].type = GgmlType::F16;
+      w.conv[i].data = reinterpret_cast<const uint8_t*>(w.conv_f16[i].data());
+      w.conv[i].row_bytes = static_cast<uint64_t>(w.conv[i].n_in) * 2;
+    } else if (w.conv[i].type != GgmlType::F16) {
+      TypeTraits traits{};
+      type_traits(static_cast<uint32_t>(w.conv[i].type), &traits);
+      return Status(Code::unsupported, "tensor '" + p + "weight' has type " + traits.name + "; a convolution's kernel is F32 or F16");
+    }
     LF_RETURN_IF_ERROR(v.floats(p + "norm.weight", &w.conv_norm[i]));
   }
   LF_RETURN_IF_ERROR(v.clamped("a.input_projection", c.n_embd_sub(), E, &w.input_projection));

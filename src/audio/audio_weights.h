@@ -44,7 +44,11 @@ struct AudioLayerWeights {
 };
 
 struct AudioWeights {
-  WeightView conv[2];             // [channels_i, 9 · in_channels]: each kernel's rows, (in, time, frequency) order
+  // [channels_i, 9 · in_channels]: each kernel's rows, (in, time, frequency) order, in F16 whatever
+  // the file's type: ggml_conv_2d's im2col holds the patches in F16, and its mul_mat converts the
+  // kernel to the patches' type.
+  WeightView conv[2];
+  std::vector<uint16_t> conv_f16[2];  // the kernels rounded to F16 where the file has them in F32
   const float* conv_norm[2];      // [channels_i] or null: LayerNorm over the channels
   ClampedLinear input_projection; // a.input_projection [n_embd, n_embd_sub]
   const float* input_projection_b;

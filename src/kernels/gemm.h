@@ -40,16 +40,32 @@ void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, 
 // clamped linear (Gemma 4's ClippableLinear), x == y allowed (src/kernels/clamp_floats.cpp)
 void clamp_floats(const float* x, int64_t n, float lo, float hi, float* y);
 
-// W [n_out, n_in] (F16) · X [n_tok, n_in] (f32 values already rounded to f16, rows n_in apart) ->
-// Y [n_tok, n_out], rows [r0, r1): each output summed as llamafile's tinyBLAS
-// sums it on AVX-512, which is how llama.cpp multiplies an F16 weight outside its repacked
-// buffers (an mmproj's): 16 f32 lanes, lane λ adding elements λ, λ + 16, ... in order, then the
-// lanes halved (src/kernels/gemm_f16_lanes16.cpp). For W with n_in a multiple of 16 and n_out of
-// 4 (gemm_f16_lanes16_fits), tinyBLAS's own conditions.
-bool gemm_f16_lanes16_fits(const WeightView& W);
-void gemm_f16_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1);
-// One output of it, the scalar reference: w [n] (f16) · x [n] (f16-valued floats), n a multiple of 16.
+// W [n_out, n_in] (F16, or F32) · X [n_tok, n_in] (f32 values, already rounded to f16 for an F16
+// W, rows n_in apart) -> Y [n_tok, n_out], rows [r0, r1): each output summed as llamafile's
+// tinyBLAS sums it on AVX-512, which is how llama.cpp multiplies an F16 or F32 weight outside its
+// repacked buffers (an mmproj's): 16 f32 lanes, lane λ adding elements λ, λ + 16, ... in order by
+// fused multiply-adds, then the lanes halved (src/kernels/gemm_lanes16.cpp). For W with n_in a
+// multiple of 16 and n_out of 4 (gemm_lanes16_fits), tinyBLAS's own conditions.
+bool gemm_lanes16_fits(const WeightView& W);
+void gemm_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1);
+// One output of it, the scalar references: w [n] (f16) · x [n] (f16-valued floats), and w [n]
+// (f32) · x [n] through fma_f32; n a multiple of 16.
 float dot_f16_lanes16_ref(const uint16_t* w, const float* x, int64_t n);
+float dot_f32_lanes16_ref(const float* w, const float* x, int64_t n);
+// dot_f32_lanes16_ref in vectors, the same bits: a dot of two f32 rows as tinyBLAS takes it.
+float dot_f32_lanes16(const float* w, const float* x, int64_t n);
+// x [n] · y [n] as llama.cpp's AVX-512 ggml_vec_dot_f32 sums it, where tinyBLAS does not run (an
+// f32 mul_mat whose output rows are not a multiple of 4): four vectors of 16 lanes, fused steps
+// over each 64 elements, the vectors added (0 + 2, 1 + 3, then 0 + 1) and the lanes halved; n a
+// multiple of 64. The scalar reference, and the same in vectors:
+float dot_f32_ggml_ref(const float* x, const float* y, int64_t n);
+float dot_f32_ggml(const float* x, const float* y, int64_t n);
+// W [n_out, n_in] (F16, or F32) · x [n_in] (f32 values, already rounded to f16 for an F16 W) ->
+// y [n_out], rows [r0, r1): one token's product as llama.cpp takes it where tinyBLAS declines a
+// single column: ggml's vector dot (ggml_vec_dot_f16 has the same lanes, its f16 products exact
+// in f32). For W with n_in a multiple of 64 (gemv_ggml_fits).
+bool gemv_ggml_fits(const WeightView& W);
+void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_t r1);
 
 // Whether the relaxed-SIMD kernels run: in the relaxed module where the engine fuses
 // f32x4.relaxed_madd, on which their block step's bits rest (docs/kernels.md, "The fused step").

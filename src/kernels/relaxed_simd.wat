@@ -165,7 +165,7 @@
       (local.set $v (i32.add (local.get $v) (i32.const 16)))
       (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
 
-  ;; One of tinyBLAS's 16 lanes of an F16 GEMM (kernels/gemm_f16_lanes16.cpp) for a strip of 8
+  ;; One of tinyBLAS's 16 lanes of an F16 GEMM (kernels/gemm_lanes16.cpp) for a strip of 8
   ;; output rows and 6 tokens: acc [6][8] <- Σ w[i][row] · x_t[i] over i = 0 .. n-1 in order
   ;; from 0, w [n][8] the strip's elements of this lane (f16 values as f32) and x_t [n] token t's
   ;; (f16-valued). A product of two f16 values is exact in f32, so the madd's result is the same

@@ -1,7 +1,7 @@
 // Model-agnostic transformer ops, scalar and written to match llama.cpp's CPU backend
 // (docs/gemma-architecture.md, "Primitive ops" and "CPU backend numerics"). One file per concern:
-// ops/rmsnorm.cpp, ops/layernorm.cpp, ops/sincos.cpp, ops/rope.cpp, ops/gelu.cpp, ops/silu.cpp, ops/softmax.cpp,
-// ops/attention.cpp, ops/matmul.cpp.
+// ops/rmsnorm.cpp, ops/layernorm.cpp, ops/sincos.cpp, ops/rope.cpp, ops/gelu.cpp, ops/expf.cpp, ops/tanh.cpp,
+// ops/silu.cpp, ops/softmax.cpp, ops/attention.cpp, ops/matmul.cpp.
 // Optimized kernels are tested against these.
 #pragma once
 
@@ -27,12 +27,13 @@ void rmsnorm_rows(const float* x, const float* w, int n_rows, int n, float eps, 
 // w == nullptr: no weight. y may alias x.
 void layernorm(const float* x, const float* w, int n, float eps, float* y);
 
-// --- the audio encoder's activations (ops/silu.cpp) ---
-// e^x, tanh(x) and 1/(1 + e^-x) computed in double and rounded once: libm's expf and tanhf
-// differ between glibc, musl and wasi-libc, and the output bytes must not differ between builds
-// (these are llama.cpp's expf/tanhf wherever those round correctly).
+// --- the audio encoder's activations (ops/expf.cpp, ops/tanh.cpp, ops/silu.cpp) ---
+// glibc's expf and tanhf, which llama.cpp's CPU backend calls, computed here bit for bit in
+// every build (libm's differ between glibc, musl and wasi-libc): expf on all but 2 of the 2^32
+// inputs (ops/expf.cpp), tanhf (fdlibm's, through its expm1f) on all.
 float exp_f32(float x);
 float tanh_f32(float x);
+// 1/(1 + e^-x) as ggml_vec_sigmoid_f32, through exp_f32.
 float sigmoid_f32(float x);
 // x [n] -> y [n] = x / (1 + e^-x) as ggml_vec_silu_f32 on AVX-512: ggml_v_expf for each whole
 // 16, exp_f32 for the tail.

@@ -5,8 +5,6 @@
 
 namespace lf {
 
-float exp_f32(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
-float tanh_f32(float x) { return static_cast<float>(std::tanh(static_cast<double>(x))); }
 float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
 // x [n] -> y [n]

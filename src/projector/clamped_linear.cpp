@@ -17,14 +17,17 @@ void LinearScratch::size_for(int workers, int64_t widest_input, int64_t most_val
 
 void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y,
                     LinearScratch* s) {
-  const bool lanes16 = gemm_f16_lanes16_fits(L.w);
-  const uint64_t xrow = lanes16 ? sizeof(float) * L.w.n_in : activation_row_bytes(L.w.type, L.w.n_in);
+  // llamafile's tinyBLAS takes 2 tokens and more, ggml's vector dot a single one.
+  const bool one = n_tok == 1 && gemv_ggml_fits(L.w), lanes16 = !one && gemm_lanes16_fits(L.w), floats = one || lanes16;
+  const uint64_t xrow = floats ? sizeof(float) * L.w.n_in : activation_row_bytes(L.w.type, L.w.n_in);
   const Share own = share(n_tok, worker, pool.size());
   std::vector<float>& r = s->row[worker];
   for (int64_t t = own.begin; t < own.end; ++t) {
     clamp_floats(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
-    if (lanes16) {
-      round_floats_to_halves(r.data(), reinterpret_cast<float*>(s->xc.data() + xrow * t), static_cast<int>(L.w.n_in));
+    if (floats) {
+      auto* x = reinterpret_cast<float*>(s->xc.data() + xrow * t);
+      if (L.w.type == GgmlType::F16) round_floats_to_halves(r.data(), x, static_cast<int>(L.w.n_in));
+      else std::copy(r.begin(), r.begin() + L.w.n_in, x);
       continue;
     }
     const Status st = convert_activation_row(L.w.type, r.data(), s->xc.data() + xrow * t, L.w.n_in);
@@ -33,8 +36,10 @@ void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const 
   pool.barrier();
   const Share strips = share(L.w.n_out / 4, worker, pool.size());  // the F16 kernel's rows come in fours
   const Share rows = lanes16 ? Share{strips.begin * 4, strips.end * 4} : share(L.w.n_out, worker, pool.size());
-  if (lanes16) {
-    gemm_f16_lanes16(L.w, reinterpret_cast<const float*>(s->xc.data()), n_tok, Y, rows.begin, rows.end);
+  if (one) {
+    gemv_ggml(L.w, reinterpret_cast<const float*>(s->xc.data()), Y, rows.begin, rows.end);
+  } else if (lanes16) {
+    gemm_lanes16(L.w, reinterpret_cast<const float*>(s->xc.data()), n_tok, Y, rows.begin, rows.end);
   } else {
     matmul_rows(L.w, s->xc.data(), n_tok, Y, rows.begin, rows.end);
   }

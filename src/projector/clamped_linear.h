@@ -24,8 +24,9 @@ struct LinearScratch {
 
 // Y [n_tok, n_out] = clamp_out(W · clamp_in(X [n_tok, n_in])), called by every worker of pool:
 // each converts its share of the tokens, then computes its share of the output rows over every
-// token. An F16 W takes f16 activations and tinyBLAS's sums where tinyBLAS would run
-// (gemm_f16_lanes16), as in mtmd, whose projector weights sit in a plain CPU buffer.
+// token. An F16 W takes f16 activations, and F16 and F32 W take the sums llama.cpp's CPU backend
+// takes for a plain buffer's weights, as mtmd holds a projector's: tinyBLAS's (gemm_lanes16) for
+// 2 tokens and more, ggml's vector dot (gemv_ggml) for one.
 void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y,
                     LinearScratch* s);
 

@@ -843,7 +843,7 @@ TEST_CASE("kernels: the F16 GEMM in tinyBLAS's 16 lanes equals its scalar refere
           W.row_bytes = static_cast<uint64_t>(n_in) * 2;
           const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
           std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
-          lf::gemm_f16_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
+          lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
           for (int t = 0; t < n_tok; ++t) {
             for (int64_t r = 0; r < n_out; ++r) {
               INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
@@ -861,6 +861,124 @@ TEST_CASE("kernels: the F16 GEMM in tinyBLAS's 16 lanes equals its scalar refere
       }
     }
   }
+}
+
+TEST_CASE("kernels: the F32 GEMM in tinyBLAS's 16 lanes equals its fused scalar reference bit for bit", "[kernels]") {
+  // Random f32 weights and activations (products not exact in f32: the fused step's single
+  // rounding shows), and extreme ones (huge, tiny, subnormal, ±0, a product that overflows), row
+  // ranges inside the matrix and its strips, token counts around the groups of 6.
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float extremes[] = {3.0e38f, -3.0e38f, 1e-45f, -1e-45f, 1.17e-38f, 0.0f, -0.0f, 1.0f};
+  for (const int64_t n_in : {16, 48, 1152}) {
+    for (const int64_t n_out : {4, 12, 36}) {
+      for (const int n_tok : {1, 6, 7, 67}) {
+        for (const bool extreme : {false, true}) {
+          std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in * n_tok));
+          for (float& v : w) v = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : normal(rng) / 3.0f;
+          for (float& v : x) v = extreme && rng() % 5 == 0 ? extremes[rng() % 8] : normal(rng);
+          lf::WeightView W;
+          W.type = lf::GgmlType::F32;
+          W.n_in = n_in;
+          W.n_out = n_out;
+          W.data = reinterpret_cast<const uint8_t*>(w.data());
+          W.row_bytes = static_cast<uint64_t>(n_in) * 4;
+          REQUIRE(lf::gemm_lanes16_fits(W));
+          const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
+          std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
+          lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
+          for (int t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < n_out; ++r) {
+              INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
+                           << " r=" << r);
+              const float got = y[t * n_out + r];
+              if (r < r0) {
+                REQUIRE(got == -7.0f);
+                continue;
+              }
+              const float expect = lf::dot_f32_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
+              REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: ggml's f32 vector dot in vectors equals its scalar reference bit for bit", "[kernels]") {
+  // Random rows and rows with huge, tiny and signed-zero values, of 64 to 1024 elements.
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float extremes[] = {3.0e38f, -3.0e38f, 1e-45f, -1e-45f, 0.0f, -0.0f, 1.0f, 65504.0f};
+  for (const int64_t n : {64, 128, 192, 1024}) {
+    for (const bool extreme : {false, true}) {
+      for (int trial = 0; trial < 50; ++trial) {
+        std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+        for (float& v : x) v = extreme && rng() % 4 == 0 ? extremes[rng() % 8] : normal(rng);
+        for (float& v : y) v = extreme && rng() % 4 == 0 ? extremes[rng() % 8] : normal(rng);
+        const float got = lf::dot_f32_ggml(x.data(), y.data(), n), expect = lf::dot_f32_ggml_ref(x.data(), y.data(), n);
+        INFO("n=" << n << " extreme=" << extreme << " trial=" << trial);
+        REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
+      }
+    }
+  }
+  // Its order: 2^25 at element 0 (vector 0, lane 0) and 2 at elements 16 and 48 (vectors 1 and 3
+  // of lane 0): v1 + v3 = 4 first, then 2^25 + 4 exactly; in element order each 2^25 + 2 is a
+  // tie that rounds back to 2^25.
+  std::vector<float> x(128, 0.0f), y(128, 1.0f);
+  x[0] = 33554432.0f;
+  x[16] = x[48] = 2.0f;
+  REQUIRE(lf::dot_f32_ggml_ref(x.data(), y.data(), 128) == 33554436.0f);
+  REQUIRE(lf::dot_f32_ggml(x.data(), y.data(), 128) == 33554436.0f);
+}
+
+TEST_CASE("kernels: one token's F16 and F32 product in ggml's vector dot equals the reference row by row", "[kernels]") {
+  std::mt19937 rng(14);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const lf::GgmlType type : {lf::GgmlType::F16, lf::GgmlType::F32}) {
+    for (const int64_t n_in : {64, 192, 1024}) {
+      const int64_t n_out = 13;
+      std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
+      std::vector<uint16_t> h(w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        h[i] = lf::fp32_to_fp16(normal(rng));
+        w[i] = type == lf::GgmlType::F16 ? lf::fp16_to_fp32(h[i]) : normal(rng);
+      }
+      for (float& v : x) v = type == lf::GgmlType::F16 ? lf::fp16_to_fp32(lf::fp32_to_fp16(normal(rng))) : normal(rng);
+      lf::WeightView W;
+      W.type = type;
+      W.n_in = n_in;
+      W.n_out = n_out;
+      W.data = type == lf::GgmlType::F16 ? reinterpret_cast<const uint8_t*>(h.data()) : reinterpret_cast<const uint8_t*>(w.data());
+      W.row_bytes = static_cast<uint64_t>(n_in) * (type == lf::GgmlType::F16 ? 2 : 4);
+      REQUIRE(lf::gemv_ggml_fits(W));
+      std::vector<float> y(static_cast<size_t>(n_out), -7.0f);
+      lf::gemv_ggml(W, x.data(), y.data(), 2, n_out);
+      REQUIRE(y[0] == -7.0f);
+      REQUIRE(y[1] == -7.0f);
+      for (int64_t r = 2; r < n_out; ++r) {
+        INFO("type=" << static_cast<int>(type) << " n_in=" << n_in << " r=" << r);
+        REQUIRE(lf::f32_bits(y[r]) == lf::f32_bits(lf::dot_f32_ggml_ref(w.data() + r * n_in, x.data(), n_in)));
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: the F32 reference rounds each lane's step once, as an FMA", "[kernels]") {
+  // (1 + 2^-12)² = 1 + 2^-11 + 2^-24: the product rounded to f32 loses 2^-24 (ties to even), so
+  // adding -(1 + 2^-11) gives 0 unfused and 2^-24 fused. Lane 0 holds elements 0 and 16.
+  std::vector<float> wl(32, 0.0f), xl(32, 0.0f);
+  wl[0] = xl[0] = 1.0f + 1.0f / 4096.0f;
+  wl[16] = 1.0f;
+  xl[16] = -(1.0f + 1.0f / 2048.0f);
+  // In element order lane 0 takes fma(w0, x0, 0) = f32(w0·x0) first, then fma(1, x16, that).
+  const float got = lf::dot_f32_lanes16_ref(wl.data(), xl.data(), 32);
+  REQUIRE(got == 0.0f);  // the first step rounds the product alone: fma(a, b, 0) is f32(a·b)
+  // Reversed, the product meets the -(1 + 2^-11) inside one fused step and keeps its 2^-24.
+  std::swap(wl[0], wl[16]);
+  std::swap(xl[0], xl[16]);
+  REQUIRE(lf::dot_f32_lanes16_ref(wl.data(), xl.data(), 32) == std::ldexp(1.0f, -24));
 }
 
 TEST_CASE("kernels: the F16 reference sums in tinyBLAS's order: 16 lanes, then halves", "[kernels]") {

@@ -1,0 +1,217 @@
+// F16 weights times f16 activations, and F32 weights times f32 activations, as llama.cpp's CPU
+// backend multiplies them when the weights sit in a plain buffer, as mtmd holds a projector's:
+// llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp, AVX-512: 16 f32 lanes). Each output keeps
+// 16 partial sums, lane λ adding the products of elements λ, λ + 16, λ + 32, ... in order by fused
+// multiply-adds; then _mm512_reduce_add_ps halves them: λ + 8, + 4, + 2, + 1. A product of two f16
+// values is exact in f32, so there the fused multiply-add is the f32 sum of the exact product and
+// plain multiplies and adds give its bits; F32 products are rounded once with the sum
+// (f32x4.relaxed_madd where the engine fuses it, else simd::fused_madd), the same bits in every
+// build.
+//
+// Here a call converts its rows to f32 once, in strips of 8 rows laid out lane by lane (each
+// lane's elements contiguous, the strip's rows side by side in two vectors), and each tile of
+// tokens likewise; then for every strip and 6 tokens of the tile each lane's 12 running sums stay
+// in registers (kernels/relaxed_simd.wat's lf_f16_lane_sums_relaxed in the relaxed modules, with
+// the madd, else lane_sums below), and the 16 lanes are halved.
+#include <algorithm>
+#include <cassert>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/simd.h"
+#include "quant/quant.h"
+
+#if LF_RELAXED_SIMD
+// acc [6][8] <- lane sums of a strip's 8 rows (w [n][8]) for tokens x0..x5 (each [n])
+extern "C" void lf_f16_lane_sums_relaxed(const float* w, const float* x0, const float* x1, const float* x2,
+                                         const float* x3, const float* x4, const float* x5, int32_t n, float* acc);
+#endif
+
+namespace lf {
+namespace {
+
+constexpr int kLanes = 16;      // tinyBLAS's partial sums per output
+constexpr int kRows = 8;        // output rows of a strip: two vectors
+constexpr int kTokens = 6;      // tokens sharing each weight load
+constexpr int kTileTokens = 30; // tokens per pass over the strips, their rows in L2 (12 to 66: within 3%)
+static_assert(kRows == 8 && kTokens == 6, "lf_f16_lane_sums_relaxed's shape");
+
+// acc [kTokens][kRows] <- Σ fma(w[i][row], x_t[i], ·) over i < n in order, from 0; `relaxed`:
+// the .wat kernel runs (relaxed_kernels_run, where its madd is fused); `exact`: the products are
+// exact in f32 (f16 by f16), where a multiply and an add are the fused step
+void lane_sums(bool relaxed, bool exact, const float* w, const float* const* x, int64_t n, float* acc) {
+#if LF_RELAXED_SIMD
+  if (relaxed) return lf_f16_lane_sums_relaxed(w, x[0], x[1], x[2], x[3], x[4], x[5], static_cast<int32_t>(n), acc);
+#else
+  (void)relaxed;
+#endif
+  simd::F32x4 lo[kTokens], hi[kTokens];
+  for (int t = 0; t < kTokens; ++t) lo[t] = hi[t] = simd::splat(0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const simd::F32x4 wl = simd::load_f32x4(w + i * kRows), wh = simd::load_f32x4(w + i * kRows + 4);
+    for (int t = 0; t < kTokens; ++t) {
+      const simd::F32x4 a = simd::splat(x[t][i]);
+      if (exact) {
+        lo[t] = simd::add(lo[t], simd::mul(wl, a));
+        hi[t] = simd::add(hi[t], simd::mul(wh, a));
+      } else {
+        lo[t] = simd::fused_madd(wl, a, lo[t]);
+        hi[t] = simd::fused_madd(wh, a, hi[t]);
+      }
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    simd::store(acc + t * kRows, lo[t]);
+    simd::store(acc + t * kRows + 4, hi[t]);
+  }
+}
+
+// Rows [r0, r1) of W -> strips [n_strips][kLanes][n_in / kLanes][kRows] f32, rows past r1 zero
+void convert_strips(const WeightView& W, int64_t r0, int64_t r1, std::vector<float>* strips) {
+  const int64_t n_in = W.n_in, per_lane = n_in / kLanes;
+  const int64_t n_strips = (r1 - r0 + kRows - 1) / kRows;
+  strips->assign(static_cast<size_t>(n_strips * n_in * kRows), 0.0f);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  for (int64_t r = r0; r < r1; ++r) {
+    if (W.type == GgmlType::F16) {
+      halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row.data(), static_cast<int>(n_in));
+    } else {
+      std::copy_n(static_cast<const float*>(static_cast<const void*>(W.row(r))), n_in, row.data());
+    }
+    float* strip = strips->data() + (r - r0) / kRows * n_in * kRows;
+    const int64_t k = (r - r0) % kRows;
+    for (int64_t i = 0; i < n_in; ++i) strip[((i % kLanes) * per_lane + i / kLanes) * kRows + k] = row[i];
+  }
+}
+
+// Tokens [t0, t1) of X -> xl [t1 - t0][kLanes][n_in / kLanes]: each lane's elements contiguous,
+// so that a lane's pass over 6 tokens reads 6 short runs, whatever n_in
+void convert_tokens(const float* X, int64_t n_in, int t0, int t1, float* xl) {
+  const int64_t per_lane = n_in / kLanes;
+  for (int t = t0; t < t1; ++t) {
+    const float* x = X + t * n_in;
+    float* out = xl + (t - t0) * n_in;
+    for (int64_t i = 0; i < n_in; ++i) out[(i % kLanes) * per_lane + i / kLanes] = x[i];
+  }
+}
+
+}  // namespace
+
+namespace {
+
+float halved_lanes(float* lane) {
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  }
+  return lane[0];
+}
+
+}  // namespace
+
+float dot_f16_lanes16_ref(const uint16_t* w, const float* x, int64_t n) {
+  assert(n % kLanes == 0);
+  float lane[kLanes] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % kLanes] += fp16_to_fp32(w[i]) * x[i];
+  return halved_lanes(lane);
+}
+
+float dot_f32_lanes16_ref(const float* w, const float* x, int64_t n) {
+  assert(n % kLanes == 0);
+  float lane[kLanes] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % kLanes] = fma_f32(w[i], x[i], lane[i % kLanes]);
+  return halved_lanes(lane);
+}
+
+float dot_f32_lanes16(const float* w, const float* x, int64_t n) {
+  assert(n % kLanes == 0);
+  // Lanes 0-3, 4-7, 8-11 and 12-15 in four vectors; halving adds lanes 8-15 to 0-7 (v2, v3 to
+  // v0, v1), then 4-7 to 0-3, then within the vector 2-3 to 0-1 and 1 to 0.
+  simd::F32x4 v[4];
+  for (auto& a : v) a = simd::splat(0.0f);
+  for (int64_t i = 0; i < n; i += kLanes) {
+    for (int j = 0; j < 4; ++j) v[j] = simd::fused_madd(simd::load_f32x4(w + i + 4 * j), simd::load_f32x4(x + i + 4 * j), v[j]);
+  }
+  alignas(16) float lane[4];
+  simd::store(lane, simd::add(simd::add(v[0], v[2]), simd::add(v[1], v[3])));
+  return (lane[0] + lane[2]) + (lane[1] + lane[3]);
+}
+
+float dot_f32_ggml_ref(const float* x, const float* y, int64_t n) {
+  assert(n % (4 * kLanes) == 0);
+  float lane[4 * kLanes] = {};  // ggml's four vectors of 16 side by side
+  for (int64_t i = 0; i < n; ++i) lane[i % (4 * kLanes)] = fma_f32(x[i], y[i], lane[i % (4 * kLanes)]);
+  for (int l = 0; l < 2 * kLanes; ++l) lane[l] += lane[l + 2 * kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] += lane[l + kLanes];
+  return halved_lanes(lane);
+}
+
+float dot_f32_ggml(const float* x, const float* y, int64_t n) {
+  assert(n % (4 * kLanes) == 0);
+  simd::F32x4 v[16];  // ggml's vector j, lanes 4m..4m+3, in v[4j + m]
+  for (auto& a : v) a = simd::splat(0.0f);
+  for (int64_t i = 0; i < n; i += 4 * kLanes) {
+    for (int j = 0; j < 16; ++j) v[j] = simd::fused_madd(simd::load_f32x4(x + i + 4 * j), simd::load_f32x4(y + i + 4 * j), v[j]);
+  }
+  for (int j = 0; j < 8; ++j) v[j] = simd::add(v[j], v[j + 8]);
+  for (int j = 0; j < 4; ++j) v[j] = simd::add(v[j], v[j + 4]);
+  alignas(16) float lane[4];
+  simd::store(lane, simd::add(simd::add(v[0], v[2]), simd::add(v[1], v[3])));
+  return (lane[0] + lane[2]) + (lane[1] + lane[3]);
+}
+
+bool gemv_ggml_fits(const WeightView& W) {
+  return (W.type == GgmlType::F16 || W.type == GgmlType::F32) && W.n_in % (4 * kLanes) == 0;
+}
+
+void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_t r1) {
+  assert(gemv_ggml_fits(W) && r0 <= r1);
+  std::vector<float> row(W.type == GgmlType::F16 ? static_cast<size_t>(W.n_in) : 0);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* w = static_cast<const float*>(static_cast<const void*>(W.row(r)));
+    if (W.type == GgmlType::F16) {
+      halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row.data(), static_cast<int>(W.n_in));
+      w = row.data();
+    }
+    y[r] = dot_f32_ggml(w, x, W.n_in);
+  }
+}
+
+bool gemm_lanes16_fits(const WeightView& W) {
+  return (W.type == GgmlType::F16 || W.type == GgmlType::F32) && W.n_in % kLanes == 0 && W.n_out % 4 == 0;
+}
+
+void gemm_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1) {
+  assert(gemm_lanes16_fits(W) && r0 <= r1);
+  const int64_t n_in = W.n_in, per_lane = n_in / kLanes;
+  const bool relaxed = relaxed_kernels_run(), exact = W.type == GgmlType::F16;
+  std::vector<float> strips, xl(static_cast<size_t>(kTileTokens * n_in));
+  convert_strips(W, r0, r1, &strips);
+  alignas(16) float partial[kLanes][kTokens * kRows];
+  for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
+    const int t1 = std::min(n_tok, t0 + kTileTokens);
+    convert_tokens(X, n_in, t0, t1, xl.data());
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const float* strip = strips.data() + (r - r0) / kRows * n_in * kRows;
+      const int64_t rows = std::min<int64_t>(kRows, r1 - r);
+      for (int t = t0; t < t1; t += kTokens) {
+        const int n = std::min(kTokens, t1 - t);
+        for (int l = 0; l < kLanes; ++l) {
+          const float* x[kTokens];
+          for (int j = 0; j < kTokens; ++j) x[j] = xl.data() + (t - t0 + std::min(j, n - 1)) * n_in + l * per_lane;
+          lane_sums(relaxed, exact, strip + l * per_lane * kRows, x, per_lane, partial[l]);
+        }
+        for (int width = kLanes / 2; width >= 1; width /= 2) {
+          for (int l = 0; l < width; ++l) {
+            for (int e = 0; e < kTokens * kRows; e += 4) {
+              simd::store(partial[l] + e, simd::add(simd::load_f32x4(partial[l] + e), simd::load_f32x4(partial[l + width] + e)));
+            }
+          }
+        }
+        for (int j = 0; j < n; ++j) std::copy_n(partial[0] + j * kRows, rows, Y + (t + j) * W.n_out + r);
+      }
+    }
+  }
+}
+
+}  // namespace lf
