@@ -30,8 +30,9 @@ describe("audio encoder in WASM", () => {
 
   test("the embeddings are the native build's, byte for byte, in every module and thread count", async () => {
     const file = projector();
-    // Half a second, and a clip a 400-sample frame past a whole number of hops.
-    const clips = [pcmClip(SAMPLE_RATE / 2), pcmClip(2 * SAMPLE_RATE + 400, {seed: 3})];
+    // One token (llama.cpp's single-column products), half a second, and a clip 400 samples past
+    // a whole number of hops.
+    const clips = [pcmClip(800, {seed: 2}), pcmClip(SAMPLE_RATE / 2), pcmClip(2 * SAMPLE_RATE + 400, {seed: 3})];
     const refs = clips.map((clip) => lfAudioRun(file, clip, {threads: 2}));
     for (const {name, lf, threads} of modules) {
       const audio = await AudioEncoder.open(lf, await openSource(file), {threads});
