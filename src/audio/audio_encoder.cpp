@@ -183,13 +183,10 @@ struct Encoder {
         }
         const auto inv = static_cast<float>(1.0 / total);
         float* out = &att[i * E + hd * D];
-        for (int d = 0; d < D; ++d) {
-          float acc = 0.0f;
-          for (int t = 0; t < slots; ++t) {
-            const int64_t key = first_key + t;
-            if (visible(i, key)) acc = acc + (score[t] * inv) * v[key * E + hd * D + d];
-          }
-          out[d] = acc;
+        std::fill(out, out + D, 0.0f);
+        for (int t = 0; t < slots; ++t) {
+          const int64_t key = first_key + t;
+          if (visible(i, key)) add_scaled_floats(out, &v[key * E + hd * D], score[t] * inv, D);
         }
       }
     }
@@ -236,15 +233,19 @@ struct Encoder {
     }
     pool.barrier();
     for (int64_t t = own.begin; t < own.end; ++t) {
+      // ggml_ssm_conv's f32 sum over the taps from 0, each multiply-add fused as llama.cpp's
+      // build fuses it; the taps before the first token read zeros.
       float* ht = &h[t * E];
-      for (int e = 0; e < E; ++e) {
-        float sum = 0.0f;  // ggml_ssm_conv's f32 sum, its multiply-adds fused as llama.cpp's build fuses them
-        for (int j = 0; j < taps; ++j) {
-          const int64_t from = t - (taps - 1) + j;
-          sum = fma_f32(from >= 0 ? y[from * E + e] : 0.0f, l.conv_dw[e * taps + j], sum);
+      std::fill(ht, ht + E, 0.0f);
+      for (int j = 0; j < taps; ++j) {
+        const int64_t from = t - (taps - 1) + j;
+        if (from >= 0) {
+          madd_floats(ht, &y[from * E], l.conv_taps + j * E, E);
+        } else {
+          for (int e = 0; e < E; ++e) ht[e] = fma_f32(0.0f, l.conv_taps[j * E + e], ht[e]);
         }
-        ht[e] = l.conv_dw_b ? sum + l.conv_dw_b[e] : sum;
       }
+      if (l.conv_dw_b) for (int e = 0; e < E; ++e) ht[e] = ht[e] + l.conv_dw_b[e];
       if (l.conv_out_norm) rmsnorm(ht, l.conv_out_norm, E, c.eps, ht);
       silu(ht, E, ht);
     }

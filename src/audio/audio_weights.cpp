@@ -120,6 +120,16 @@ Status audio_weights(const GgufFile& file, const AudioConfig& c, const uint8_t* 
     LF_RETURN_IF_ERROR(vector("ffn_post_norm_1", &l.ffn_post_norm_1));
     LF_RETURN_IF_ERROR(vector("ln2", &l.ln2));
   }
+  const int taps = c.conv_kernel;
+  w.conv_taps.resize(static_cast<size_t>(c.n_layer) * taps * E);
+  for (int il = 0; il < c.n_layer; ++il) {
+    AudioLayerWeights& l = w.layers[static_cast<size_t>(il)];
+    float* by_tap = &w.conv_taps[static_cast<size_t>(il) * taps * E];
+    for (int e = 0; e < E; ++e) {
+      for (int j = 0; j < taps; ++j) by_tap[j * E + e] = l.conv_dw[e * taps + j];
+    }
+    l.conv_taps = by_tap;
+  }
   LF_RETURN_IF_ERROR(v.clamped("a.pre_encode.out", E, c.n_embd_out, &w.out_projection));
   LF_RETURN_IF_ERROR(v.floats("a.pre_encode.out.bias", &w.out_projection_b));
   LF_RETURN_IF_ERROR(v.floats("mm.a.soft_emb_norm.weight", &w.soft_emb_norm));

@@ -36,6 +36,11 @@ bool is_float_weight(GgmlType weight_type);
 void gemm_float_strided(const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y, int64_t r0,
                         int64_t r1);
 
+// acc [n] <- fma(a, b, acc) lane by lane, each as fma_f32 rounds it (src/kernels/madd_floats.cpp)
+void madd_floats(float* acc, const float* a, const float* b, int64_t n);
+// acc [n] <- acc + w·v lane by lane, the product and the sum each rounded to f32
+void add_scaled_floats(float* acc, const float* v, float w, int64_t n);
+
 // y [n] <- ggml_clamp's MAX(MIN(x, hi), lo) of each x [n], in vectors: the clamps around a
 // clamped linear (Gemma 4's ClippableLinear), x == y allowed (src/kernels/clamp_floats.cpp)
 void clamp_floats(const float* x, int64_t n, float lo, float hi, float* y);

@@ -11,12 +11,13 @@
 // Here a call converts its rows to f32 once, in strips of 8 rows laid out lane by lane (each
 // lane's elements contiguous, the strip's rows side by side in two vectors), and each tile of
 // tokens likewise; then for every strip and 6 tokens of the tile each lane's 12 running sums stay
-// in registers (kernels/relaxed_simd.wat's lf_f16_lane_sums_relaxed in the relaxed modules, with
-// the madd, else lane_sums below), and the 16 lanes are halved.
+// in registers and the 16 lanes are halved (kernels/relaxed_simd.wat's lf_f16_lane_sums_relaxed
+// in the relaxed modules, with the madd and the halving as the lanes come, else strip_sums below).
 #include <algorithm>
 #include <cassert>
 #include <vector>
 
+#include "base/scratch_vector.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/simd.h"
@@ -37,62 +38,114 @@ constexpr int kTokens = 6;      // tokens sharing each weight load
 constexpr int kTileTokens = 30; // tokens per pass over the strips, their rows in L2 (12 to 66: within 3%)
 static_assert(kRows == 8 && kTokens == 6, "lf_f16_lane_sums_relaxed's shape");
 
-// acc [kTokens][kRows] <- Σ fma(w[i][row], x_t[i], ·) over i < n in order, from 0; `relaxed`:
-// the .wat kernel runs (relaxed_kernels_run, where its madd is fused); `exact`: the products are
+// acc [kLanes] <- each lane l's [kTokens][kRows] sums Σ fma(w_l[i][row], x_t[l·n + i], ·) over
+// i < n in order from 0, w_l = w + l·n·kRows, then halved: the result in acc[0]. `relaxed`: the
+// .wat kernel runs (relaxed_kernels_run, where its madd is fused); `exact`: the products are
 // exact in f32 (f16 by f16), where a multiply and an add are the fused step
-void lane_sums(bool relaxed, bool exact, const float* w, const float* const* x, int64_t n, float* acc) {
+const float* strip_sums(bool relaxed, bool exact, const float* w, const float* const* x, int64_t n,
+                        float (*acc)[kTokens * kRows]) {
+  for (int l = 0; l < kLanes; ++l) {
 #if LF_RELAXED_SIMD
-  if (relaxed) return lf_f16_lane_sums_relaxed(w, x[0], x[1], x[2], x[3], x[4], x[5], static_cast<int32_t>(n), acc);
+    if (relaxed) {
+      lf_f16_lane_sums_relaxed(w + l * n * kRows, x[0] + l * n, x[1] + l * n, x[2] + l * n, x[3] + l * n, x[4] + l * n,
+                               x[5] + l * n, static_cast<int32_t>(n), acc[l]);
+      continue;
+    }
 #else
-  (void)relaxed;
+    (void)relaxed;
 #endif
-  simd::F32x4 lo[kTokens], hi[kTokens];
-  for (int t = 0; t < kTokens; ++t) lo[t] = hi[t] = simd::splat(0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    const simd::F32x4 wl = simd::load_f32x4(w + i * kRows), wh = simd::load_f32x4(w + i * kRows + 4);
+    simd::F32x4 lo[kTokens], hi[kTokens];
+    for (int t = 0; t < kTokens; ++t) lo[t] = hi[t] = simd::splat(0.0f);
+    const float* wl_row = w + l * n * kRows;
+    for (int64_t i = 0; i < n; ++i) {
+      const simd::F32x4 wl = simd::load_f32x4(wl_row + i * kRows), wh = simd::load_f32x4(wl_row + i * kRows + 4);
+      for (int t = 0; t < kTokens; ++t) {
+        const simd::F32x4 a = simd::splat(x[t][l * n + i]);
+        if (exact) {
+          lo[t] = simd::add(lo[t], simd::mul(wl, a));
+          hi[t] = simd::add(hi[t], simd::mul(wh, a));
+        } else {
+          lo[t] = simd::fused_madd(wl, a, lo[t]);
+          hi[t] = simd::fused_madd(wh, a, hi[t]);
+        }
+      }
+    }
     for (int t = 0; t < kTokens; ++t) {
-      const simd::F32x4 a = simd::splat(x[t][i]);
-      if (exact) {
-        lo[t] = simd::add(lo[t], simd::mul(wl, a));
-        hi[t] = simd::add(hi[t], simd::mul(wh, a));
-      } else {
-        lo[t] = simd::fused_madd(wl, a, lo[t]);
-        hi[t] = simd::fused_madd(wh, a, hi[t]);
+      simd::store(acc[l] + t * kRows, lo[t]);
+      simd::store(acc[l] + t * kRows + 4, hi[t]);
+    }
+  }
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) {
+      for (int e = 0; e < kTokens * kRows; e += 4) {
+        simd::store(acc[l] + e, simd::add(simd::load_f32x4(acc[l] + e), simd::load_f32x4(acc[l + width] + e)));
       }
     }
   }
-  for (int t = 0; t < kTokens; ++t) {
-    simd::store(acc + t * kRows, lo[t]);
-    simd::store(acc + t * kRows + 4, hi[t]);
-  }
+  return acc[0];
 }
 
-// Rows [r0, r1) of W -> strips [n_strips][kLanes][n_in / kLanes][kRows] f32, rows past r1 zero
-void convert_strips(const WeightView& W, int64_t r0, int64_t r1, std::vector<float>* strips) {
+// Rows [r0, r1) of W -> strips [n_strips][kLanes][n_in / kLanes][kRows] f32, rows past r1 zero:
+// each strip's 8 rows converted side by side, then for each 4 lanes of a 16-element step two 4 × 4
+// transposes give the 8 rows' values of each lane, stored together.
+void convert_strips(const WeightView& W, int64_t r0, int64_t r1, ScratchVector<float>* strips) {
   const int64_t n_in = W.n_in, per_lane = n_in / kLanes;
   const int64_t n_strips = (r1 - r0 + kRows - 1) / kRows;
-  strips->assign(static_cast<size_t>(n_strips * n_in * kRows), 0.0f);
-  std::vector<float> row(static_cast<size_t>(n_in));
-  for (int64_t r = r0; r < r1; ++r) {
-    if (W.type == GgmlType::F16) {
-      halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row.data(), static_cast<int>(n_in));
-    } else {
-      std::copy_n(static_cast<const float*>(static_cast<const void*>(W.row(r))), n_in, row.data());
+  strips->resize(static_cast<size_t>(n_strips * n_in * kRows));
+  std::vector<float> rows(static_cast<size_t>(kRows * n_in));
+  for (int64_t s = 0; s < n_strips; ++s) {
+    for (int64_t k = 0; k < kRows; ++k) {
+      const int64_t r = r0 + s * kRows + k;
+      float* row = rows.data() + k * n_in;
+      if (r >= r1) {
+        std::fill_n(row, n_in, 0.0f);
+      } else if (W.type == GgmlType::F16) {
+        halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row, static_cast<int>(n_in));
+      } else {
+        std::copy_n(static_cast<const float*>(static_cast<const void*>(W.row(r))), n_in, row);
+      }
     }
-    float* strip = strips->data() + (r - r0) / kRows * n_in * kRows;
-    const int64_t k = (r - r0) % kRows;
-    for (int64_t i = 0; i < n_in; ++i) strip[((i % kLanes) * per_lane + i / kLanes) * kRows + k] = row[i];
+    float* strip = strips->data() + s * n_in * kRows;
+    for (int64_t j = 0; j < per_lane; ++j) {
+      for (int l = 0; l < kLanes; l += 4) {
+        const int64_t i = j * kLanes + l;
+        for (int half = 0; half < 2; ++half) {
+          const float* r = rows.data() + half * 4 * n_in + i;
+          simd::F32x4 x0 = simd::load_f32x4(r), x1 = simd::load_f32x4(r + n_in), x2 = simd::load_f32x4(r + 2 * n_in),
+                      x3 = simd::load_f32x4(r + 3 * n_in);
+          simd::transpose(x0, x1, x2, x3);  // x_m: lane l + m of the 4 rows
+          const simd::F32x4* lanes[4] = {&x0, &x1, &x2, &x3};
+          for (int m = 0; m < 4; ++m) simd::store(strip + ((l + m) * per_lane + j) * kRows + half * 4, *lanes[m]);
+        }
+      }
+    }
   }
 }
 
 // Tokens [t0, t1) of X -> xl [t1 - t0][kLanes][n_in / kLanes]: each lane's elements contiguous,
-// so that a lane's pass over 6 tokens reads 6 short runs, whatever n_in
+// so that a lane's pass over 6 tokens reads 6 short runs, whatever n_in. A token is a matrix
+// [n_in / kLanes][kLanes] transposed, 4 × 4 blocks at a time where its rows come in fours.
 void convert_tokens(const float* X, int64_t n_in, int t0, int t1, float* xl) {
   const int64_t per_lane = n_in / kLanes;
   for (int t = t0; t < t1; ++t) {
     const float* x = X + t * n_in;
     float* out = xl + (t - t0) * n_in;
-    for (int64_t i = 0; i < n_in; ++i) out[(i % kLanes) * per_lane + i / kLanes] = x[i];
+    if (per_lane % 4 != 0) {
+      for (int64_t i = 0; i < n_in; ++i) out[(i % kLanes) * per_lane + i / kLanes] = x[i];
+      continue;
+    }
+    for (int64_t j = 0; j < per_lane; j += 4) {
+      for (int l = 0; l < kLanes; l += 4) {
+        const float* r = x + j * kLanes + l;
+        simd::F32x4 x0 = simd::load_f32x4(r), x1 = simd::load_f32x4(r + kLanes), x2 = simd::load_f32x4(r + 2 * kLanes),
+                    x3 = simd::load_f32x4(r + 3 * kLanes);
+        simd::transpose(x0, x1, x2, x3);  // x_m: lane l + m of elements j .. j + 3
+        simd::store(out + l * per_lane + j, x0);
+        simd::store(out + (l + 1) * per_lane + j, x1);
+        simd::store(out + (l + 2) * per_lane + j, x2);
+        simd::store(out + (l + 3) * per_lane + j, x3);
+      }
+    }
   }
 }
 
@@ -185,7 +238,8 @@ void gemm_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int6
   assert(gemm_lanes16_fits(W) && r0 <= r1);
   const int64_t n_in = W.n_in, per_lane = n_in / kLanes;
   const bool relaxed = relaxed_kernels_run(), exact = W.type == GgmlType::F16;
-  std::vector<float> strips, xl(static_cast<size_t>(kTileTokens * n_in));
+  ScratchVector<float> strips;
+  std::vector<float> xl(static_cast<size_t>(kTileTokens * n_in));
   convert_strips(W, r0, r1, &strips);
   alignas(16) float partial[kLanes][kTokens * kRows];
   for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
@@ -196,19 +250,10 @@ void gemm_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int6
       const int64_t rows = std::min<int64_t>(kRows, r1 - r);
       for (int t = t0; t < t1; t += kTokens) {
         const int n = std::min(kTokens, t1 - t);
-        for (int l = 0; l < kLanes; ++l) {
-          const float* x[kTokens];
-          for (int j = 0; j < kTokens; ++j) x[j] = xl.data() + (t - t0 + std::min(j, n - 1)) * n_in + l * per_lane;
-          lane_sums(relaxed, exact, strip + l * per_lane * kRows, x, per_lane, partial[l]);
-        }
-        for (int width = kLanes / 2; width >= 1; width /= 2) {
-          for (int l = 0; l < width; ++l) {
-            for (int e = 0; e < kTokens * kRows; e += 4) {
-              simd::store(partial[l] + e, simd::add(simd::load_f32x4(partial[l] + e), simd::load_f32x4(partial[l + width] + e)));
-            }
-          }
-        }
-        for (int j = 0; j < n; ++j) std::copy_n(partial[0] + j * kRows, rows, Y + (t + j) * W.n_out + r);
+        const float* x[kTokens];
+        for (int j = 0; j < kTokens; ++j) x[j] = xl.data() + (t - t0 + std::min(j, n - 1)) * n_in;
+        const float* sums = strip_sums(relaxed, exact, strip, x, per_lane, partial);
+        for (int j = 0; j < n; ++j) std::copy_n(sums + j * kRows, rows, Y + (t + j) * W.n_out + r);
       }
     }
   }

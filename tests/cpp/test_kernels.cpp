@@ -965,6 +965,32 @@ TEST_CASE("kernels: one token's F16 and F32 product in ggml's vector dot equals 
   }
 }
 
+TEST_CASE("kernels: madd_floats rounds each lane once, as fma_f32; add_scaled_floats twice", "[kernels]") {
+  std::mt19937 rng(15);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float extremes[] = {3.0e38f, -3.0e38f, 1e-45f, 0.0f, -0.0f, 1.0f + 1.0f / 4096.0f, -(1.0f + 1.0f / 2048.0f), INFINITY};
+  for (const int64_t n : {1, 3, 4, 7, 64, 1027}) {
+    for (const bool extreme : {false, true}) {
+      std::vector<float> a(static_cast<size_t>(n)), b(a.size()), acc(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : normal(rng);
+        b[i] = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : normal(rng);
+        acc[i] = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : normal(rng);
+      }
+      std::vector<float> got = acc, scaled = acc;
+      lf::madd_floats(got.data(), a.data(), b.data(), n);
+      lf::add_scaled_floats(scaled.data(), a.data(), b[0], n);
+      for (int64_t i = 0; i < n; ++i) {
+        INFO("n=" << n << " extreme=" << extreme << " i=" << i);
+        const float expect = lf::fma_f32(a[i], b[i], acc[i]);
+        REQUIRE((lf::f32_bits(got[i]) == lf::f32_bits(expect) || (std::isnan(got[i]) && std::isnan(expect))));
+        const float product = b[0] * a[i], twice = acc[i] + product;  // two roundings
+        REQUIRE((lf::f32_bits(scaled[i]) == lf::f32_bits(twice) || (std::isnan(scaled[i]) && std::isnan(twice))));
+      }
+    }
+  }
+}
+
 TEST_CASE("kernels: the F32 reference rounds each lane's step once, as an FMA", "[kernels]") {
   // (1 + 2^-12)² = 1 + 2^-11 + 2^-24: the product rounded to f32 loses 2^-24 (ties to even), so
   // adding -(1 + 2^-11) gives 0 unfused and 2^-24 fused. Lane 0 holds elements 0 and 16.
