@@ -42,7 +42,7 @@ export async function openImages(options) {
   if (!options.chat) throw new Error(`${flag} goes with --chat: the chat template places it in the prompt`);
   if (options.mmproj === undefined) throw new Error(`${flag} needs --mmproj PATH|URL, the model's projector`);
   const parts = [...fileParts(options, 'image'), ...fileParts(options, 'audio')];
-  const lf = await loadThreadedModule({ threads: options.threads });
+  const lf = await loadThreadedModule({ threads: options.threads, pools: 2 });  // the vision tower's and the audio encoder's
   try {
     const projector = await openProjector(lf, await openSource(options.mmproj, { allowUnvalidatedSource: options['allow-unvalidated-source'] }),
       { threads: lf.threads });

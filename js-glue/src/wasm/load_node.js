@@ -27,14 +27,17 @@ export { threadsAvailable };
  * forward, the JS thread only hands it over and awaits it (docs/threads.md). Where the engine
  * validates relaxed SIMD and fuses f32x4.relaxed_madd (Node 22+ on x86 with FMA3 or ARM64), the
  * variant with the relaxed-SIMD Q4_0 kernel is loaded: same results, bit for bit (docs/kernels.md).
- * @param {{threads?: number, withDrafter?: boolean, relaxedSimd?: boolean, dotForm?: string}} [options]
+ * @param {{threads?: number, withDrafter?: boolean, pools?: number, relaxedSimd?: boolean, dotForm?: string}} [options]
  *   the engine's threads (default: the machine's parallelism); withDrafter: as many more pthreads,
- *   for an MTP drafter's pool of its own; relaxedSimd: force the variant (default: by capability);
+ *   for an MTP drafter's pool of its own; pools: pools of `threads` each the module will hold at
+ *   once (a projector's vision tower and audio encoder: 2), whose pthreads must all start here: a
+ *   pthread made later waits for the event loop, which a pool's join would block; relaxedSimd:
+ *   force the variant (default: by capability);
  *   dotForm: force the relaxed kernels' dot form, 'dot-add' or 'pairs' (default: the faster here,
  *   timed at load; dot_form.js), kept as lf.dotForm
  * @example const lf = await loadThreadedModule({ threads: 4 });
  */
-export async function loadThreadedModule({ threads = os.availableParallelism(), withDrafter = false, relaxedSimd, dotForm } = {}) {
+export async function loadThreadedModule({ threads = os.availableParallelism(), withDrafter = false, pools = 1, relaxedSimd, dotForm } = {}) {
   if (!threadsAvailable()) throw new Error('this runtime has no SharedArrayBuffer: use loadSingleThreadModule');
   checkDotFormOption(dotForm);
   const relaxed = relaxedSimd ?? relaxedSimdSupported();
@@ -44,7 +47,7 @@ export async function loadThreadedModule({ threads = os.availableParallelism(), 
   const wasmBinary = await readFile(distFile(`${variant}.wasm`));
   const module = await createLayerfold({
     wasmBinary,
-    lfThreads: withDrafter ? 2 * threads : threads,
+    lfThreads: Math.max(pools, withDrafter ? 2 : 1) * threads,
     locateFile: (path) => distFile(path),
     print: (line) => process.stdout.write(`${line}\n`),
     printErr: (line) => process.stderr.write(`${line}\n`),

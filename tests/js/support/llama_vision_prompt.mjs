@@ -25,19 +25,20 @@ export async function llamaVisionPrompt(modelFile, mmproj, image, width, height,
 }
 
 /**
- * llama.cpp's answer to one user message of the Gemma 4 fixture (gateway_fixture.mjs gemma4()):
- * `content` its parts, an image as {type: "media_marker", text: "<__media__>"}, rendered by
- * llama.cpp's own chat layer (llama_chat.mjs) and evaluated with the raw RGB `image` there, its
- * KV cache q8_0 (llamaVisionPrompt's answer); null where llama.cpp's kernels on this host are not
- * the engine's for that model and cache (oracle_judge.mjs), which a test skips.
+ * llama.cpp's answer to one user message of a model with Gemma 4's vocabulary and template (`file`,
+ * the gateway fixture gemma4() unless given): `content` its parts, an image as {type:
+ * "media_marker", text: "<__media__>"}, rendered by llama.cpp's own chat layer (llama_chat.mjs)
+ * and evaluated with the raw RGB `image` there (width and height 0: a clip of 16 kHz f32 samples),
+ * its KV cache in `cache` (q8_0 unless given; llamaVisionPrompt's answer); null where llama.cpp's
+ * kernels on this host are not the engine's for that model and cache (oracle_judge.mjs), which a
+ * test skips.
  * @example const ref = await mirroredImageChat(projector, image, 37, 23, [{type: "media_marker", text: "<__media__>"}], {greedy: 6});
  */
-export async function mirroredImageChat(mmproj, image, width, height, content, {maxTokens = 128, greedy = 8} = {}) {
-  const file = gemma4();
+export async function mirroredImageChat(mmproj, image, width, height, content, {maxTokens = 128, greedy = 8, file = gemma4(), cache = "q8_0"} = {}) {
   const reference = F64Reference.open(file);
-  const mirrored = mirrors(await llamaKernels(), {...modelTraits(reference, 2), cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
+  const mirrored = mirrors(await llamaKernels(), {...modelTraits(reference, 2), cacheTypeK: cache, cacheTypeV: cache});
   reference.close();
   if (!mirrored) return null;
   const [rendered] = await llamaChat(GEMMA4_VOCAB(), GEMMA4_TEMPLATE(), [{messages: [{role: "user", content}]}]);
-  return llamaVisionPrompt(file, mmproj, image, width, height, rendered.prompt, {maxTokens, greedy, cacheTypeK: "q8_0", cacheTypeV: "q8_0"});
+  return llamaVisionPrompt(file, mmproj, image, width, height, rendered.prompt, {maxTokens, greedy, cacheTypeK: cache, cacheTypeV: cache});
 }

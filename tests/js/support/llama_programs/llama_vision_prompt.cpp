@@ -1,12 +1,13 @@
-// llama.cpp with an image in the prompt (libmtmd compiled from the oracle's source against its
-// prebuilt libllama and libggml; tests/js/support/llama_vision_prompt.mjs): a model, its
-// projector, a raw RGB image and a prompt whose media marker (<__media__>) stands for the image,
+// llama.cpp with an image or an audio clip in the prompt (libmtmd compiled from the oracle's
+// source against its prebuilt libllama and libggml; tests/js/support/llama_vision_prompt.mjs): a
+// model, its projector, a raw RGB image (or, with WIDTH and HEIGHT 0, 16 kHz f32 samples) and a
+// prompt whose media marker (<__media__>) stands for it,
 // evaluated as mtmd's helper does (text in batches, the image's rows in one decode, non-causal
 // where mtmd says so), then greedy tokens.
 //   llama_vision_prompt MODEL.gguf MMPROJ.gguf IMAGE.rgb WIDTH HEIGHT PROMPT BACKEND_DIR
 //                       [threads] [max_tokens] [n_greedy] [cache_type_k] [cache_type_v]
 // (cache types f16, q8_0 or q4_0)
-// stdout, one JSON object: {"chunks": [{"type": "text", "tokens": [...]} or {"type": "image",
+// stdout, one JSON object: {"chunks": [{"type": "text", "tokens": [...]} or {"type": "image" | "audio",
 // "n_tokens", "non_causal"}], "logits": [n_vocab] (after the prompt), "greedy": [n_greedy]}.
 #include <cstdio>
 #include <cstdlib>
@@ -49,10 +50,17 @@ int main(int argc, char** argv) {
   const int n_greedy = argc > 10 ? std::atoi(argv[10]) : 16;
   ggml_backend_load_all_from_path(argv[7]);
 
+  // WIDTH and HEIGHT 0: the file is an audio clip, 16 kHz mono f32 samples.
+  const bool audio = width == 0 && height == 0;
   std::vector<unsigned char> rgb(static_cast<size_t>(width) * height * 3);
+  std::vector<float> samples;
   std::FILE* f = std::fopen(argv[3], "rb");
-  if (!f || std::fread(rgb.data(), 1, rgb.size(), f) != rgb.size()) {
-    std::fprintf(stderr, "cannot read %zu bytes of %s\n", rgb.size(), argv[3]);
+  if (audio && f) {
+    float buf[4096];
+    for (size_t n; (n = std::fread(buf, sizeof(float), 4096, f)) > 0;) samples.insert(samples.end(), buf, buf + n);
+  }
+  if (!f || (!audio && std::fread(rgb.data(), 1, rgb.size(), f) != rgb.size()) || (audio && samples.empty())) {
+    std::fprintf(stderr, "cannot read %s\n", argv[3]);
     return 1;
   }
   std::fclose(f);
@@ -91,7 +99,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  mtmd_bitmap* bitmap = mtmd_bitmap_init(width, height, rgb.data());
+  mtmd_bitmap* bitmap = audio ? mtmd_bitmap_init_from_audio(samples.size(), samples.data()) : mtmd_bitmap_init(width, height, rgb.data());
   mtmd_input_text text{argv[6], std::strlen(argv[6]), true, true};
   mtmd_input_chunks* chunks = mtmd_input_chunks_init();
   const mtmd_bitmap* bitmaps[] = {bitmap};
@@ -116,8 +124,9 @@ int main(int argc, char** argv) {
       for (size_t j = 0; j < n; ++j) std::printf(j ? ",%d" : "%d", tokens[j]);
       std::printf("]}");
     } else {
-      std::printf("{\"type\": \"image\", \"n_tokens\": %zu, \"non_causal\": %s}", mtmd_input_chunk_get_n_tokens(chunk),
-                  mtmd_decode_use_non_causal(vctx, chunk) ? "true" : "false");
+      const bool is_audio = mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_AUDIO;
+      std::printf("{\"type\": \"%s\", \"n_tokens\": %zu, \"non_causal\": %s}", is_audio ? "audio" : "image",
+                  mtmd_input_chunk_get_n_tokens(chunk), mtmd_decode_use_non_causal(vctx, chunk) ? "true" : "false");
     }
   }
   const llama_vocab* vocab = llama_model_get_vocab(model);

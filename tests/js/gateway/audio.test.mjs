@@ -1,0 +1,120 @@
+// Audio in chat requests (docs/audio.md, "Audio through the gateway"): a WAV sent as an input_audio
+// part between two text parts gives llama.cpp's answer to the same chat (its own template rendering
+// with a media marker, then mtmd with the same samples: llama_vision_prompt) on an E-model of Gemma
+// 4's vocabulary and template over two local nodes, where our arithmetic mirrors llama.cpp's (a
+// prompt under 64 rows: its one-chunk attention over the f16 cache); the next turn reuses the
+// session through the clip; parts the gateway cannot read refused with a 400 naming them; an
+// E-model whose first node is remote refused media at open.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import {describe, test} from "node:test";
+
+import {serveGateway} from "../../../js-glue/src/gateway/host.js";
+import {GEMMA4_TEMPLATE, GEMMA4_VOCAB} from "../support/gateway_fixture.mjs";
+import {pcmClip, SAMPLE_RATE} from "../support/llama_audio.mjs";
+import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
+import {model} from "../support/models.mjs";
+import {startServer, waitReady} from "../support/server_process.mjs";
+
+// Gemma 4's vocabulary and template on a small model with per-layer embeddings (an E-model: the
+// ones that hear), and its projector with a 1-block audio encoder.
+const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
+const eModel = () => model("gemma4-e-template", "gemma4-vocab", E_MODEL());
+const projector = () => model("mmproj-gemma4-e-audio", "gemma4-vocab",
+  [...E_MODEL(), "--mmproj", "--vision-tower", "tiny", "--audio", "--audio-layers", "1"]);
+
+// A mono 16 kHz 32-bit float WAV of the samples: decoded, exactly the samples llama.cpp is given.
+function floatWav(samples) {
+  const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+  const head = Buffer.alloc(44);
+  head.write("RIFF", 0);
+  head.writeUInt32LE(36 + data.length, 4);
+  head.write("WAVEfmt ", 8);
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(3, 20);  // IEEE float
+  head.writeUInt16LE(1, 22);
+  head.writeUInt32LE(SAMPLE_RATE, 24);
+  head.writeUInt32LE(SAMPLE_RATE * 4, 28);
+  head.writeUInt16LE(4, 32);
+  head.writeUInt16LE(32, 34);
+  head.write("data", 36);
+  head.writeUInt32LE(data.length, 40);
+  return Buffer.concat([head, data]);
+}
+
+const audioPart = (bytes, format = "wav") => ({type: "input_audio", input_audio: {data: Buffer.from(bytes).toString("base64"), format}});
+const audioChat = (part) => [{role: "user", content: [{type: "text", text: "Listen:"}, part, {type: "text", text: " What is it?"}]}];
+
+async function gateway(t, options) {
+  const gw = await serveGateway({model: eModel(), modelId: "g", port: 0, host: "127.0.0.1", build: "single", log: () => {}, ...options});
+  t.after(() => gw.shutdown());
+  await gw.opened;
+  return gw;
+}
+
+async function chat(gw, messages) {
+  const response = await fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST", headers: {"content-type": "application/json"},
+    body: JSON.stringify({model: "g", messages, max_tokens: 8, temperature: 0}),
+  });
+  return {status: response.status, body: await response.json()};
+}
+
+describe("audio in chat requests", () => {
+  test("a WAV between text parts gives llama.cpp's answer to the same chat; the next turn reuses the session through it", async (t) => {
+    const clip = pcmClip(SAMPLE_RATE, {seed: 4});
+    const ref = await mirroredImageChat(projector(), clip, 0, 0,
+      [{type: "text", text: "Listen:"}, {type: "media_marker", text: "<__media__>"}, {type: "text", text: " What is it?"}],
+      {file: eModel(), cache: "f16"});
+    if (!ref) {
+      t.skip("llama.cpp's kernels on this host are not the engine's for this model and cache");
+      return;
+    }
+    assert.deepEqual(ref.chunks.map((c) => c.type), ["text", "audio", "text"]);
+    assert.equal(ref.chunks[1].non_causal, false, "mtmd decodes audio causally");
+    const gw = await gateway(t, {nodes: "local:0-0,local:1-1", images: {mmproj: projector()}});
+    const tokenizer = gw.state.node.tokenizer;
+    const messages = audioChat(audioPart(floatWav(new Float32Array(new Uint8Array(fs.readFileSync(clip)).buffer))));
+    const first = await chat(gw, messages);
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    const ends = new Set([tokenizer.eos, ...tokenizer.encode("<turn|>", {addBos: false, parseSpecial: true})]);
+    const stop = ref.greedy.findIndex((id) => ends.has(id));
+    assert.equal(first.body.choices[0].message.content, tokenizer.decode(stop < 0 ? ref.greedy : ref.greedy.slice(0, stop)));
+    const audioTokens = ref.chunks[1].n_tokens;
+    const promptTokens = ref.chunks.reduce((n, c) => n + (c.type === "text" ? c.tokens.length : c.n_tokens), 0);
+    assert.equal(first.body.usage.prompt_tokens, promptTokens, "the clip counts its soft tokens, as llama.cpp counts them");
+
+    const next = await chat(gw, [...messages, first.body.choices[0].message, {role: "user", content: "And now?"}]);
+    assert.equal(next.status, 200, JSON.stringify(next.body));
+    assert.ok(next.body.usage.prompt_tokens_details.cached_tokens > audioTokens,
+      `the second turn reused the first one's session past the clip: ${JSON.stringify(next.body.usage)}`);
+  });
+
+  test("audio parts it cannot read are refused by name, and the gateway still answers", async (t) => {
+    const gw = await gateway(t, {nodes: "local:0-1", images: {mmproj: projector()}});
+    const wav = floatWav(new Float32Array(SAMPLE_RATE / 10).fill(0.25));
+    for (const [part, param, message] of [
+      [{type: "input_audio", input_audio: {data: "@@@@", format: "wav"}}, "messages[0].content[1].input_audio.data", /not valid base64/],
+      [{type: "input_audio", input_audio: {data: "AAAA", format: "ogg"}}, "messages[0].content[1].input_audio.format", /must be wav, mp3, flac/],
+      [audioPart(Buffer.from("certainly not audio at all")), "messages[0].content[1].input_audio.data", /input_audio\.data: /],
+      [audioPart(wav.subarray(0, 60)), "messages[0].content[1].input_audio.data", /WAV/],
+      [audioPart(floatWav(new Float32Array([0.5]))), "messages[0].content[1].input_audio.data", /too short for one 20 ms frame/],
+    ]) {
+      const r = await chat(gw, audioChat(part));
+      assert.equal(r.status, 400, JSON.stringify(r.body));
+      assert.equal(r.body.error.param, param);
+      assert.match(r.body.error.message, message);
+    }
+    const ok = await chat(gw, audioChat(audioPart(wav)));
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    const plain = await gateway(t, {nodes: "local:0-1"});
+    const r = await chat(plain, audioChat(audioPart(wav)));
+    assert.equal(r.status, 400);
+    assert.match(r.body.error.message, /this gateway reads no audio \(start it with --mmproj\)/);
+    // A media item's per-layer inputs come from its rows, which a remote first node is never sent.
+    const node = await startServer(t, {args: ["--model", eModel()]});
+    await waitReady(node.url);
+    await assert.rejects(gateway(t, {nodes: node.url, images: {mmproj: projector()}}),
+      /node 0 is remote: an E-model's first node computes media rows' per-layer inputs from the rows/);
+  });
+});
