@@ -158,7 +158,7 @@ export class MediaInput {
   }
 
   async #readAudio({ data, bytes: given, param }) {
-    if (!this.#audio) throw badParam(param, `${param}: this gateway reads no audio: its projector (--mmproj) has no audio encoder; Gemma 4's E2B and E4B hear`);
+    if (!this.#audio) throw badParam(param, `${param}: the projector (--mmproj) has no audio encoder to read it with; Gemma 4's E2B and E4B hear`);
     if (given && given.length > this.audioMaxBytes) throw badParam(param, `${param} holds more than ${this.audioMaxBytes} bytes`);
     const bytes = given ?? base64Bytes(data, param, this.audioMaxBytes);
     let samples;

@@ -116,7 +116,7 @@ describe("images in chat requests", () => {
       [[{type: "image_url", image_url: {url: "ftp://example.com/a.png"}}], "messages[0].content[0].image_url.url", /must be a data: or http\(s\) URL/],
       [[{type: "image_url", image_url: {}}], "messages[0].content[0].image_url.url", /must be a non-empty string/],
       [[{type: "input_audio", input_audio: {data: "AAAA", format: "wav"}}], "messages[0].content[0].input_audio.data",
-        /this gateway reads no audio: its projector \(--mmproj\) has no audio encoder/],
+        /the projector \(--mmproj\) has no audio encoder to read it with/],
     ]) {
       const r = await chat(gw, [{role: "user", content}]);
       assert.equal(r.status, 400, JSON.stringify(r.body));
