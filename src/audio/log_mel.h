@@ -1,5 +1,6 @@
-// The audio encoder's input as mtmd's gemma4a preprocessing computes it (docs/audio.md, "Features"):
-// 16 kHz samples cut into 30 s chunks, each framed 20 ms every 10 ms after a half frame of
+// The audio encoder's input as mtmd's gemma4a preprocessing computes it (docs/audio.md,
+// "Preprocessing (log-mel)"): 16 kHz samples cut into 30 s chunks, each framed 20 ms every 10 ms
+// after a half frame of
 // zeros, a periodic Hann window zero-padded to a 512-point FFT, magnitudes through an HTK mel
 // filterbank without area normalization, floored at 0.001 and logged.
 #pragma once
