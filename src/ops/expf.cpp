@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace lf {
 namespace {

@@ -12,38 +12,27 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "quant/quant.h"
 
 namespace lf {
 namespace {
 
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 // y · 2^k by adding k to its exponent field (y normal, the result too)
-float scaled(float y, int k) { return from_bits(bits_of(y) + (static_cast<uint32_t>(k) << 23)); }
+float scaled(float y, int k) { return f32_from_bits(f32_bits(y) + (static_cast<uint32_t>(k) << 23)); }
 
 // e^x - 1: x = k·ln2 + r (hi - lo, c the rounding of that difference), a rational approximation
 // of r's part in Q1..Q5, then k put back with the care fdlibm takes near 0, -1 and large k.
 float expm1_fdlibm(float x) {
-  const float ln2_hi = from_bits(0x3f317180), ln2_lo = from_bits(0x3717f7d1), inv_ln2 = from_bits(0x3fb8aa3b);
-  const float q1 = from_bits(0xbd088889), q2 = from_bits(0x3ad00d01), q3 = from_bits(0xb8a670cd);
-  const float q4 = from_bits(0x36867e54), q5 = from_bits(0xb457edbb);
-  const uint32_t word = bits_of(x), hx = word & 0x7fffffff;
+  const float ln2_hi = f32_from_bits(0x3f317180), ln2_lo = f32_from_bits(0x3717f7d1), inv_ln2 = f32_from_bits(0x3fb8aa3b);
+  const float q1 = f32_from_bits(0xbd088889), q2 = f32_from_bits(0x3ad00d01), q3 = f32_from_bits(0xb8a670cd);
+  const float q4 = f32_from_bits(0x36867e54), q5 = f32_from_bits(0xb457edbb);
+  const uint32_t word = f32_bits(x), hx = word & 0x7fffffff;
   const bool negative = (word >> 31) != 0;
   if (hx >= 0x4195b844) {  // |x| >= 27·ln2
     if (hx >= 0x42b17218) {
       if (hx > 0x7f800000) return x + x;
       if (hx == 0x7f800000) return negative ? -1.0f : x;
-      if (x > from_bits(0x42b17180)) return INFINITY;
+      if (x > f32_from_bits(0x42b17180)) return INFINITY;
     }
     if (negative) return 1.0e-30f - 1.0f;
   }
@@ -77,17 +66,17 @@ float expm1_fdlibm(float x) {
   if (k == 1) return x < -0.25f ? -2.0f * (e - (x + 0.5f)) : 1.0f + 2.0f * (x - e);
   if (k <= -2 || k > 56) return scaled(1.0f - (e - x), k) - 1.0f;
   if (k < 23) {
-    t = from_bits(0x3f800000 - (0x1000000u >> k));  // 1 - 2^-k
+    t = f32_from_bits(0x3f800000 - (0x1000000u >> k));  // 1 - 2^-k
     return scaled(t - (e - x), k);
   }
-  t = from_bits(static_cast<uint32_t>(0x7f - k) << 23);  // 2^-k
+  t = f32_from_bits(static_cast<uint32_t>(0x7f - k) << 23);  // 2^-k
   return scaled((x - (e + t)) + 1.0f, k);
 }
 
 }  // namespace
 
 float tanh_f32(float x) {
-  const uint32_t word = bits_of(x), ix = word & 0x7fffffff;
+  const uint32_t word = f32_bits(x), ix = word & 0x7fffffff;
   const bool negative = (word >> 31) != 0;
   if (ix >= 0x7f800000) return negative ? 1.0f / x - 1.0f : 1.0f / x + 1.0f;  // ±1, NaN
   float z;

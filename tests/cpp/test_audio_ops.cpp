@@ -12,38 +12,23 @@
 #include "audio/audio_config.h"
 #include "kernels/exp_ggml.h"
 #include "ops/ops.h"
-
-namespace {
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-}  // namespace
+#include "quant/quant.h"
 
 #ifdef __GLIBC__
 TEST_CASE("exp_f32 and tanh_f32 are glibc's expf and tanhf, bit for bit", "[ops]") {
   // Every 2039th f32 (about 2.1 million, all exponents and signs) and the soft cap's range densely.
   // The two inputs where exp_f32 and glibc 2.36's expf part (docs in ops/expf.cpp) are skipped.
-  const uint32_t kExpExceptions[] = {bits_of(0x1.04845ep+5f), bits_of(-0x1.f8cbb2p+5f)};
+  const uint32_t kExpExceptions[] = {lf::f32_bits(0x1.04845ep+5f), lf::f32_bits(-0x1.f8cbb2p+5f)};
   uint64_t checked = 0;
   const auto check = [&](float x) {
     if (std::isnan(x)) return;
     ++checked;
     INFO("x = " << x << " (" << std::hexfloat << x << ")");
-    REQUIRE(bits_of(lf::tanh_f32(x)) == bits_of(::tanhf(x)));
-    const uint32_t b = bits_of(x);
-    if (b != kExpExceptions[0] && b != kExpExceptions[1]) REQUIRE(bits_of(lf::exp_f32(x)) == bits_of(::expf(x)));
+    REQUIRE(lf::f32_bits(lf::tanh_f32(x)) == lf::f32_bits(::tanhf(x)));
+    const uint32_t b = lf::f32_bits(x);
+    if (b != kExpExceptions[0] && b != kExpExceptions[1]) REQUIRE(lf::f32_bits(lf::exp_f32(x)) == lf::f32_bits(::expf(x)));
   };
-  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 2039) check(from_bits(static_cast<uint32_t>(u)));
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 2039) check(lf::f32_from_bits(static_cast<uint32_t>(u)));
   for (float x = -2.0f; x <= 2.0f; x += 1e-5f) check(x);
   for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, 1e-40f, 88.7f, -103.0f, 22.0f, -22.0f, 0.34657359f}) check(x);
   REQUIRE(checked > 2000000);
@@ -90,7 +75,7 @@ TEST_CASE("silu: ggml_v_expf for each 16, glibc's expf for the tail", "[ops]") {
   for (int i = 0; i < 37; ++i) {
     INFO("i = " << i);
     const float e = i < 32 ? lf::expf_ggml(0.0f - x[i]) : lf::exp_f32(-x[i]);
-    REQUIRE(bits_of(y[i]) == bits_of(x[i] / (1.0f + e)));
+    REQUIRE(lf::f32_bits(y[i]) == lf::f32_bits(x[i] / (1.0f + e)));
   }
 }
 

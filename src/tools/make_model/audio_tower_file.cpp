@@ -8,8 +8,6 @@
 namespace lf::make_model {
 namespace {
 
-const char* const kBounds[] = {"input_min", "input_max", "output_min", "output_max"};
-
 // A stride-2, pad-1, kernel-3 convolution's output length.
 int conv_out(int n) { return (n - 1) / 2 + 1; }
 
@@ -107,17 +105,10 @@ Status add_audio_tower(const ModelConfig& target, const AudioShape& shape, GgmlT
   const int64_t n_flat = ch1 * conv_out(conv_out(c.n_mel));  // channels x mel bins left after two stride-2 convs
   LF_RETURN_IF_ERROR(centered("a.input_projection.weight", n_flat, d, GgmlType::F32));
 
-  // A clipped linear's bounds cut the tails of what it sees and gives (about 1 value in 100), as
-  // the vision tower's do; Google's audio tower clips every block linear but attn_k_rel.
+  // Google's audio tower clips every block linear but attn_k_rel, as the vision tower's.
   const auto clipped = [&](const std::string& stem, int64_t n_in, int64_t n_out, bool after_activation = false) -> Status {
     LF_RETURN_IF_ERROR(after_activation ? centered(stem + ".weight", n_in, n_out, type) : t.linear(stem + ".weight", n_in, n_out));
-    for (int b = 0; b < 4; ++b) {
-      const float sign = b % 2 == 0 ? -1.0f : 1.0f;
-      const float base = b < 2 ? 2.5f : 2.0f;
-      LF_RETURN_IF_ERROR(t.vector_f32(stem + "." + kBounds[b], 1,
-                                      [=](const Stream& st, uint64_t) { return sign * base * (1.0f + 0.2f * st.uniform(0)); }));
-    }
-    return Status();
+    return t.clip_bounds(stem);
   };
   // What each FFN and the attention add is normed, and so is the block's output (ln2): unit-scale
   // weights keep every block's output at unit scale however many blocks there are.

@@ -21,8 +21,6 @@ VisionConfig tower(int n_embd, int n_ff, int n_layer, int n_head, bool standardi
 
 bool clipped_linears(const std::string& name) { return name != "31b"; }
 
-const char* const kBounds[] = {"input_min", "input_max", "output_min", "output_max"};
-
 }  // namespace
 
 Status vision_config_for(const ModelConfig& target, const VisionShape& shape, VisionConfig* out) {
@@ -98,17 +96,9 @@ Status add_mmproj(const ModelConfig& target, const VisionShape& shape, const Mak
       }
     }));
   }
-  // A clipped linear's bounds cut the tails of what it sees and gives (about 1 value in 100).
   const auto linear = [&](const std::string& stem, int64_t n_in, int64_t n_out) -> Status {
     LF_RETURN_IF_ERROR(t.linear(stem + ".weight", n_in, n_out));
-    if (!clipped) return Status();
-    for (int b = 0; b < 4; ++b) {
-      const float sign = b % 2 == 0 ? -1.0f : 1.0f;
-      const float base = b < 2 ? 2.5f : 2.0f;
-      LF_RETURN_IF_ERROR(t.vector_f32(stem + "." + kBounds[b], 1,
-                                      [=](const Stream& st, uint64_t) { return sign * base * (1.0f + 0.2f * st.uniform(0)); }));
-    }
-    return Status();
+    return clipped ? t.clip_bounds(stem) : Status();
   };
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string b = "v.blk." + std::to_string(il) + ".";

@@ -188,6 +188,20 @@ class TensorAdder {
     });
   }
 
+  // A clipped linear's four bounds (`stem`.input_min, .input_max, .output_min, .output_max), as
+  // Gemma 4's projectors carry them: ±2.5 and ±2 give or take a fifth, cutting the tails of what
+  // the linear sees and gives (about 1 value in 100).
+  Status clip_bounds(const std::string& stem) {
+    const char* const names[] = {"input_min", "input_max", "output_min", "output_max"};
+    for (int b = 0; b < 4; ++b) {
+      const float sign = b % 2 == 0 ? -1.0f : 1.0f;
+      const float base = b < 2 ? 2.5f : 2.0f;
+      LF_RETURN_IF_ERROR(vector_f32(stem + "." + names[b], 1,
+                                    [=](const Stream& st, uint64_t) { return sign * base * (1.0f + 0.2f * st.uniform(0)); }));
+    }
+    return Status();
+  }
+
   // Norm weights near `center`; stored as-is (Gemma 3's "+1" is already in a stored value).
   Status norm(const std::string& name, int64_t n, float center = 1.0f) {
     return vector_f32(name, n, [center](const Stream& s, uint64_t i) { return center * (1.0f + 0.1f * s.normal(i)); });
