@@ -33,9 +33,9 @@ struct Encoder {
   std::vector<float> padded;         // the chunk's samples, padded as its frames read them
   MelChunk features;                 // [n_mel, frames]
   int t1, f1;                        // the first convolution's output grid (time, frequency)
-  int n, f2;                         // tokens (the second's time) and its frequencies
+  int n;                             // tokens: the second convolution's time
   ScratchVector<float> conv0;        // [t1, f1, channels_0]
-  ScratchVector<float> sub;          // [n, f2, channels_1]: each token's subsampled frame
+  ScratchVector<float> sub;          // [n, n_mel_sub, channels_1]: each token's subsampled frame
   ScratchVector<float> patches;      // [kConvSlab, 9 · in_channels]
   ScratchVector<float> x, h, y;      // [n, n_embd]: the residual stream, a normed input, a step's output
   ScratchVector<float> wide;         // [n, max(n_ff, 2 n_embd, n_embd_out)]
@@ -57,9 +57,9 @@ struct Encoder {
     pool.barrier();
   }
 
-  // Convolution i: 3 × 3 taps, stride 2, a zero border of 1 (ggml_conv_2d, an im2col GEMM whose
-  // patches the kernel's type rounds), over a t_in × f_in grid of `in_ch` channels; then each
-  // output's channels LayerNormed and ReLU'd. Outputs [t_out, f_out, channels_i] in dst.
+  // Convolution i: 3 × 3 taps, stride 2, a zero border of 1 (ggml_conv_2d: an im2col GEMM whose
+  // patches are F16, as its kernel then is), over a t_in × f_in grid of `in_ch` channels; then
+  // each output's channels LayerNormed and ReLU'd. Outputs [t_out, f_out, channels_i] in dst.
   void convolve(int worker, int i, int t_in, int f_in, int in_ch, float* dst) {
     const int t_out = (t_in - 1) / 2 + 1, f_out = (f_in - 1) / 2 + 1, out_ch = c.conv_channels[i], K = 9 * in_ch;
     const int n_out = t_out * f_out;
@@ -215,11 +215,9 @@ struct Encoder {
     pool.barrier();
     attend(worker, l);
     linear(worker, l.attn_out, att.data(), n, y.data());
-    add_bias_y(worker, l.attn_out_b);
+    add_bias(worker, l.attn_out_b, y.data());
     add_to_residual(worker, l.attn_post_norm, 1.0f);
   }
-
-  void add_bias_y(int worker, const float* b) { add_bias(worker, b, y.data()); }
 
   // x += pw2(silu(norm(dwconv(glu(pw1(norm(x))))))), the depthwise convolution causal over 5 tokens.
   void conv_module(int worker, const AudioLayerWeights& l) {
@@ -346,7 +344,6 @@ struct AudioEncoding::State {
     e.t1 = (e.features.n_frames - 1) / 2 + 1;
     e.f1 = (c.n_mel - 1) / 2 + 1;
     e.n = (e.t1 - 1) / 2 + 1;
-    e.f2 = c.n_mel_sub();
     const int64_t N = e.n, E = c.n_embd, C0 = c.conv_channels[0];
     const int64_t wide = std::max({static_cast<int64_t>(c.n_ff), 2 * E, static_cast<int64_t>(c.n_embd_out)});
     e.conv0.resize(static_cast<size_t>(e.t1) * e.f1 * C0);
