@@ -3,20 +3,12 @@
 #include <string>
 
 #include "gguf/key_reader.h"
+#include "projector/projector_keys.h"
 
 namespace lf {
 namespace {
 
 Status refuse(const std::string& what) { return Status(Code::unsupported, what); }
-
-// A required positive integer key no larger than `max`.
-Status positive(const KeyReader& keys, std::string_view key, int max, int* out) {
-  LF_RETURN_IF_ERROR(keys.get_int(key, out));
-  if (*out <= 0 || *out > max) {
-    return refuse("key '" + keys.full(key) + "' is " + std::to_string(*out) + ", outside [1, " + std::to_string(max) + "]");
-  }
-  return Status();
-}
 
 // The shape of tensor `name`, which must be there.
 Status shape_of(const GgufFile& file, const std::string& name, const GgufTensorInfo** out) {
@@ -41,26 +33,14 @@ Status conv_channels(const GgufFile& file, int i, int in_channels, int* out) {
 }  // namespace
 
 Status read_audio_config(const GgufFile& file, AudioConfig* out) {
-  std::string arch;
-  if (!file.get_string("general.architecture", &arch) || arch != "clip") {
-    return refuse("not a projector file: general.architecture is '" + arch + "', expected 'clip'");
-  }
-  bool has_audio = false;
-  if (!file.get_bool("clip.has_audio_encoder", &has_audio) || !has_audio) {
-    return refuse("the projector has no audio encoder (clip.has_audio_encoder)");
-  }
-  std::string projector;
-  if (!file.get_string("clip.audio.projector_type", &projector)) file.get_string("clip.projector_type", &projector);
-  if (projector != "gemma4a") {
-    return refuse("audio projector type '" + projector + "' is not supported; only Gemma 4's 'gemma4a' is");
-  }
+  LF_RETURN_IF_ERROR(check_projector_tower(file, "audio", "gemma4a"));
   const KeyReader keys(file, "clip");
   AudioConfig c;
-  LF_RETURN_IF_ERROR(positive(keys, "audio.embedding_length", 1 << 16, &c.n_embd));
-  LF_RETURN_IF_ERROR(positive(keys, "audio.feed_forward_length", 1 << 18, &c.n_ff));
-  LF_RETURN_IF_ERROR(positive(keys, "audio.block_count", 256, &c.n_layer));
-  LF_RETURN_IF_ERROR(positive(keys, "audio.attention.head_count", 1024, &c.n_head));
-  LF_RETURN_IF_ERROR(positive(keys, "audio.num_mel_bins", 1024, &c.n_mel));
+  LF_RETURN_IF_ERROR(positive_key(keys, "audio.embedding_length", 1 << 16, &c.n_embd));
+  LF_RETURN_IF_ERROR(positive_key(keys, "audio.feed_forward_length", 1 << 18, &c.n_ff));
+  LF_RETURN_IF_ERROR(positive_key(keys, "audio.block_count", 256, &c.n_layer));
+  LF_RETURN_IF_ERROR(positive_key(keys, "audio.attention.head_count", 1024, &c.n_head));
+  LF_RETURN_IF_ERROR(positive_key(keys, "audio.num_mel_bins", 1024, &c.n_mel));
   if (c.n_embd % c.n_head != 0 || c.n_embd % 2 != 0) {
     return refuse("key 'clip.audio.embedding_length' " + std::to_string(c.n_embd) + " must be even and a multiple of the " +
                   std::to_string(c.n_head) + " heads");
@@ -80,7 +60,7 @@ Status read_audio_config(const GgufFile& file, AudioConfig* out) {
   }
   LF_RETURN_IF_ERROR(conv_channels(file, 0, 1, &c.conv_channels[0]));
   LF_RETURN_IF_ERROR(conv_channels(file, 1, c.conv_channels[0], &c.conv_channels[1]));
-  LF_RETURN_IF_ERROR(positive(keys, "audio.projection_dim", 1 << 16, &c.n_embd_text));
+  LF_RETURN_IF_ERROR(positive_key(keys, "audio.projection_dim", 1 << 16, &c.n_embd_text));
   // llama.cpp's graph pads the light convolution's input by 4 tokens: a kernel of 5 taps.
   const GgufTensorInfo* t;
   LF_RETURN_IF_ERROR(shape_of(file, "a.blk.0.conv_dw.weight", &t));

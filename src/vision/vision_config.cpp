@@ -3,20 +3,12 @@
 #include <cmath>
 
 #include "gguf/key_reader.h"
+#include "projector/projector_keys.h"
 
 namespace lf {
 namespace {
 
 Status refuse(const std::string& what) { return Status(Code::unsupported, what); }
-
-// A required positive integer key no larger than `max`.
-Status positive(const KeyReader& keys, std::string_view key, int max, int* out) {
-  LF_RETURN_IF_ERROR(keys.get_int(key, out));
-  if (*out <= 0 || *out > max) {
-    return refuse("key '" + keys.full(key) + "' is " + std::to_string(*out) + ", outside [1, " + std::to_string(max) + "]");
-  }
-  return Status();
-}
 
 // clip.vision.image_mean / image_std: three finite floats, the std's nonzero.
 Status channel_floats(const GgufFile& file, const std::string& key, bool nonzero, float* out) {
@@ -38,28 +30,15 @@ Status channel_floats(const GgufFile& file, const std::string& key, bool nonzero
 }  // namespace
 
 Status read_vision_config(const GgufFile& file, VisionConfig* out) {
-  std::string arch;
-  if (!file.get_string("general.architecture", &arch) || arch != "clip") {
-    return refuse("not a projector file: general.architecture is '" + arch + "', expected 'clip'");
-  }
-  bool has_vision = false;
-  if (!file.get_bool("clip.has_vision_encoder", &has_vision) || !has_vision) {
-    return refuse("the projector has no vision encoder (clip.has_vision_encoder)");
-  }
-  std::string projector;
-  if (!file.get_string("clip.projector_type", &projector)) file.get_string("clip.vision.projector_type", &projector);
-  if (projector != "gemma4v") {
-    return refuse("projector type '" + projector + "' is not supported; only Gemma 4's 'gemma4v' is");
-  }
-
+  LF_RETURN_IF_ERROR(check_projector_tower(file, "vision", "gemma4v"));
   const KeyReader keys(file, "clip");
   VisionConfig c;
-  LF_RETURN_IF_ERROR(positive(keys, "vision.embedding_length", 1 << 16, &c.n_embd));
-  LF_RETURN_IF_ERROR(positive(keys, "vision.feed_forward_length", 1 << 18, &c.n_ff));
-  LF_RETURN_IF_ERROR(positive(keys, "vision.block_count", 256, &c.n_layer));
-  LF_RETURN_IF_ERROR(positive(keys, "vision.attention.head_count", 1024, &c.n_head));
-  LF_RETURN_IF_ERROR(positive(keys, "vision.patch_size", 64, &c.patch_size));
-  LF_RETURN_IF_ERROR(positive(keys, "vision.projection_dim", 1 << 16, &c.n_embd_text));
+  LF_RETURN_IF_ERROR(positive_key(keys, "vision.embedding_length", 1 << 16, &c.n_embd));
+  LF_RETURN_IF_ERROR(positive_key(keys, "vision.feed_forward_length", 1 << 18, &c.n_ff));
+  LF_RETURN_IF_ERROR(positive_key(keys, "vision.block_count", 256, &c.n_layer));
+  LF_RETURN_IF_ERROR(positive_key(keys, "vision.attention.head_count", 1024, &c.n_head));
+  LF_RETURN_IF_ERROR(positive_key(keys, "vision.patch_size", 64, &c.patch_size));
+  LF_RETURN_IF_ERROR(positive_key(keys, "vision.projection_dim", 1 << 16, &c.n_embd_text));
   int n_head_kv = c.n_head;
   bool found = false;
   LF_RETURN_IF_ERROR(keys.get_int("vision.attention.head_count_kv", &n_head_kv, &found));
