@@ -2,7 +2,7 @@
 // projector GGUF ("mmproj") read from its source into WASM memory, and 16 kHz clips encoded into
 // the soft-token embeddings the language model reads at a clip's placeholders, as llama.cpp's mtmd
 // computes them: one run of tokens per 30 s chunk.
-import { readProjector, towerOf } from '../gguf/projector_data.js';
+import { ProjectorTower } from '../gguf/projector_tower.js';
 import { flagSet } from '../wasm/done_flag.js';
 import { AUDIO_SAMPLE_RATE } from './decode_audio.js';
 
@@ -10,43 +10,8 @@ const F32 = 4;
 const I32 = 4;
 const CHUNK_SAMPLES = 30 * AUDIO_SAMPLE_RATE;
 
-export class AudioEncoder {
-  /** The lf_audio* (0 once closed). */
-  ptr = 0;
-  /** Bytes of the projector's tensors in WASM memory. */
-  bytes = 0;
-  /** The language model's width: floats per soft token. */
-  nEmbdText = 0;
-  #lf;
-  #data = 0;
-  #line = Promise.resolve();  // the encodes asked for, in turn
-
-  /**
-   * The audio encoder of the projector `source` ({name, size, read, readInto, close}, closed
-   * before this returns) on `threads` workers of the module's pool; refused by name (the engine's
-   * message after the source's name) when it has none or not one the engine runs.
-   * @example const audio = await AudioEncoder.open(lf, await openSource('mmproj.gguf'), { threads: 2 });
-   */
-  static async open(lf, source, { threads = 1 } = {}) {
-    const { ptr, data, bytes } = await readProjector(lf, source, (gguf, at, n) => lf.fn.lf_audio_create(gguf, at, n, threads));
-    const encoder = new AudioEncoder(lf, ptr, bytes);
-    encoder.#data = data;
-    return encoder;
-  }
-
-  /**
-   * The audio tower of a projector read once for its towers (gguf/projector_data.js), whose data
-   * the caller frees after closing this.
-   * @example const audio = AudioEncoder.create(lf, projector, { threads: 2 });
-   */
-  static create(lf, projector, { threads = 1 } = {}) {
-    return new AudioEncoder(lf, towerOf(lf, projector, (gguf, at, n) => lf.fn.lf_audio_create(gguf, at, n, threads)), projector.bytes);
-  }
-
-  constructor(lf, ptr, bytes) {
-    this.#lf = lf;
-    Object.assign(this, { ptr, bytes, nEmbdText: lf.fn.lf_audio_n_embd_text(ptr) });
-  }
+export class AudioEncoder extends ProjectorTower {
+  static kind = 'audio';
 
   /**
    * The soft tokens of each 30 s chunk of a clip of nSamples samples (16 kHz). Throws what the
@@ -54,7 +19,7 @@ export class AudioEncoder {
    * @example audio.tokens(31 * 16000) // [750, 25]
    */
   tokens(nSamples) {
-    const lf = this.#lf;
+    const lf = this.lf;
     const max = Math.ceil(nSamples / CHUNK_SAMPLES) + 1;
     const out = lf.alloc(max * I32);
     try {
@@ -74,13 +39,11 @@ export class AudioEncoder {
    * @example const { tokens, embd } = await audio.encode(samples);
    */
   encode(samples) {
-    const job = this.#line.then(() => this.#encodeNow(samples));
-    this.#line = job.catch(() => {});
-    return job;
+    return this.inTurn(() => this.#encodeNow(samples));
   }
 
   async #encodeNow(samples) {
-    const lf = this.#lf;
+    const lf = this.lf;
     if (!this.ptr) throw new Error('the audio encoder is closed');
     if (!(samples instanceof Float32Array)) throw new TypeError('a clip is a Float32Array of 16 kHz samples');
     const chunks = this.tokens(samples.length);
@@ -107,13 +70,5 @@ export class AudioEncoder {
       lf.free(counts);
       if (embd) lf.free(embd);
     }
-  }
-
-  /** Frees the encoder and its tensors (waiting, in the engine, for an encode under way). */
-  close() {
-    if (this.ptr) this.#lf.fn.lf_audio_free(this.ptr);
-    if (this.#data) this.#lf.free(this.#data);
-    this.ptr = 0;
-    this.#data = 0;
   }
 }
