@@ -90,6 +90,8 @@ Status audio_weights(const GgufFile& file, const AudioConfig& c, const uint8_t* 
   LF_RETURN_IF_ERROR(v.clamped("a.input_projection", c.n_embd_sub(), E, &w.input_projection));
   LF_RETURN_IF_ERROR(v.floats("a.input_projection.bias", &w.input_projection_b));
   w.layers.resize(static_cast<size_t>(c.n_layer));
+  const int taps = c.conv_kernel;
+  w.conv_taps.resize(static_cast<size_t>(c.n_layer) * taps * E);
   for (int il = 0; il < c.n_layer; ++il) {
     AudioLayerWeights& l = w.layers[static_cast<size_t>(il)];
     const auto vector = [&](const char* name, const float** to) { return v.floats(blk(il, name) + ".weight", to); };
@@ -110,7 +112,13 @@ Status audio_weights(const GgufFile& file, const AudioConfig& c, const uint8_t* 
     LF_RETURN_IF_ERROR(vector("attn_post_norm", &l.attn_post_norm));
     LF_RETURN_IF_ERROR(vector("conv_norm", &l.conv_in_norm));
     LF_RETURN_IF_ERROR(v.clamped(blk(il, "conv_pw1"), E, 2 * E, &l.conv_pw1));
-    LF_RETURN_IF_ERROR(v.floats(blk(il, "conv_dw.weight"), &l.conv_dw));
+    const float* by_channel = nullptr;  // [n_embd, conv_kernel]
+    LF_RETURN_IF_ERROR(v.floats(blk(il, "conv_dw.weight"), &by_channel));
+    float* by_tap = &w.conv_taps[static_cast<size_t>(il) * taps * E];
+    for (int e = 0; e < E; ++e) {
+      for (int j = 0; j < taps; ++j) by_tap[j * E + e] = by_channel[e * taps + j];
+    }
+    l.conv_taps = by_tap;
     LF_RETURN_IF_ERROR(v.floats(blk(il, "conv_dw.bias"), &l.conv_dw_b));
     LF_RETURN_IF_ERROR(vector("norm_conv", &l.conv_out_norm));
     LF_RETURN_IF_ERROR(v.clamped(blk(il, "conv_pw2"), E, E, &l.conv_pw2));
@@ -119,16 +127,6 @@ Status audio_weights(const GgufFile& file, const AudioConfig& c, const uint8_t* 
     LF_RETURN_IF_ERROR(v.clamped(blk(il, "ffn_down_1"), F, E, &l.ffn_down_1));
     LF_RETURN_IF_ERROR(vector("ffn_post_norm_1", &l.ffn_post_norm_1));
     LF_RETURN_IF_ERROR(vector("ln2", &l.ln2));
-  }
-  const int taps = c.conv_kernel;
-  w.conv_taps.resize(static_cast<size_t>(c.n_layer) * taps * E);
-  for (int il = 0; il < c.n_layer; ++il) {
-    AudioLayerWeights& l = w.layers[static_cast<size_t>(il)];
-    float* by_tap = &w.conv_taps[static_cast<size_t>(il) * taps * E];
-    for (int e = 0; e < E; ++e) {
-      for (int j = 0; j < taps; ++j) by_tap[j * E + e] = l.conv_dw[e * taps + j];
-    }
-    l.conv_taps = by_tap;
   }
   LF_RETURN_IF_ERROR(v.clamped("a.pre_encode.out", E, c.n_embd_out, &w.out_projection));
   LF_RETURN_IF_ERROR(v.floats("a.pre_encode.out.bias", &w.out_projection_b));

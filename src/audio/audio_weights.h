@@ -32,8 +32,8 @@ struct AudioLayerWeights {
   const float* attn_post_norm;    // [n_embd] or null
   const float* conv_in_norm;      // [n_embd] or null: the file's "conv_norm" (llama.cpp loads the pair crossed)
   ClampedLinear conv_pw1;         // [2·n_embd, n_embd]: GLU's values, then its gates
-  const float* conv_dw;           // [n_embd, conv_kernel]: the causal depthwise kernel, its taps per channel
-  const float* conv_taps;         // [conv_kernel, n_embd]: the same by tap (AudioWeights::conv_taps)
+  const float* conv_taps;         // [conv_kernel, n_embd]: the causal depthwise kernel by tap, for vectors
+                                  // over channels (AudioWeights::conv_taps; the file has it by channel)
   const float* conv_dw_b;         // [n_embd] or null
   const float* conv_out_norm;     // [n_embd] or null: the file's "norm_conv"
   ClampedLinear conv_pw2;         // [n_embd, n_embd]
@@ -58,7 +58,7 @@ struct AudioWeights {
   const float* out_projection_b;
   const float* soft_emb_norm;     // mm.a.soft_emb_norm [n_embd_out] or null
   ClampedLinear mm_input_projection;  // mm.a.input_projection [n_embd_text, n_embd_out]
-  std::vector<float> conv_taps;   // [n_layer, conv_kernel, n_embd]: each layer's depthwise kernel by tap, for vectors over channels
+  std::vector<float> conv_taps;   // [n_layer, conv_kernel, n_embd]: each layer's depthwise kernel by tap
 };
 
 // Every tensor an audio encoder of this configuration may hold, with its shape and role.
