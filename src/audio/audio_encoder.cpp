@@ -84,7 +84,9 @@ struct Encoder {
         }
       }
       pool.barrier();
-      linear(worker, unclamped(w.conv[i]), patches.data(), m, dst + static_cast<size_t>(first) * out_ch);
+      // A slab's patches are a multiple of 4 wherever the whole's are, so tinyBLAS takes the same ones.
+      clamped_linear(pool, worker, unclamped(w.conv[i]), patches.data(), m, dst + static_cast<size_t>(first) * out_ch, &lin,
+                     Src0::patches);
     }
     const Share own = tokens(worker, n_out);
     for (int64_t r = own.begin; r < own.end; ++r) {

@@ -22,12 +22,16 @@ struct LinearScratch {
   void size_for(int workers, int64_t widest_input, int64_t most_values);
 };
 
+// Which operand of llama.cpp's mul_mat is its src0, whose rows tinyBLAS takes only in fours: a
+// linear's weight, or a convolution's patches (ggml_conv_2d multiplies its im2col by the kernel).
+enum class Src0 { weight, patches };
+
 // Y [n_tok, n_out] = clamp_out(W · clamp_in(X [n_tok, n_in])), called by every worker of pool:
 // each converts its share of the tokens, then computes its share of the output rows over every
 // token. An F16 W takes f16 activations, and F16 and F32 W take the sums llama.cpp's CPU backend
 // takes for a plain buffer's weights, as mtmd holds a projector's: tinyBLAS's (gemm_lanes16) for
-// 2 tokens and more, ggml's vector dot (gemv_ggml) for one.
+// 2 tokens and more where src0 has rows in fours, else ggml's vector dot (gemv_ggml).
 void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y,
-                    LinearScratch* s);
+                    LinearScratch* s, Src0 src0 = Src0::weight);
 
 }  // namespace lf

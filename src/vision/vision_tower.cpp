@@ -59,7 +59,7 @@ struct Tower {
     }
     pool.barrier();
     const ClampedLinear kernel{w.patch_embd, -INFINITY, INFINITY, -INFINITY, INFINITY};
-    linear(worker, kernel, xn.data(), n, x.data());
+    clamped_linear(pool, worker, kernel, xn.data(), n, x.data(), &lin, Src0::patches);
     const float* table_x = w.position_embd;
     const float* table_y = w.position_embd + static_cast<int64_t>(c.pos_size) * c.n_embd;
     for (int64_t t = own.begin; t < own.end; ++t) {
