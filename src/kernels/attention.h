@@ -63,10 +63,10 @@ void attention_truncated(const float* q, int n_q, int pos0, int n_head, const Kv
 // Whether llama.cpp's CPU flash attention (AVX-512) takes its f32 tile path for an f16 K/V call
 // of n_q query rows and head dim D: from 64 rows, D a multiple of 16.
 bool takes_f32_tiles(int n_q, int D);
-// attention_f32_tiles_ref (ops.h: llama.cpp's tiled flash attention, every query seeing every key)
-// with the same arguments, byte for byte; D a multiple of 16.
-void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
-                         int n_head_kv, int D, float kq_scale, float* out, AttentionWorkspace* ws);
+// attention_f32_tiles_ref (ops.h: llama.cpp's tiled flash attention) with the same arguments,
+// byte for byte: an f16 K and V, D a multiple of 16.
+void attention_f32_tiles(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                         float kq_scale, float* out, AttentionWorkspace* ws);
 
 // Its building blocks, exposed for the tests (each equals the scalar expression named):
 // x [16] <- expf_ggml(x - max) each, returning sum_exp_lanes (kernels/exp_ggml.h): in vectors.

@@ -78,14 +78,14 @@ simd::F32x4 exp_ggml(simd::F32x4 x) {
   return simd::load_f32x4(e);
 }
 
-// Keys p0 .. p0+n-1 of one KV head (rows kv_row(p)) -> kT [D][T] f32, keys past n zero; k32
-// [T][D] scratch.
+// Keys p0+t0 .. p0+t1-1 of one KV head (rows kv_row(p)) -> kT [D][T] f32, the tile's other keys
+// zero; k32 [T][D] scratch.
 template <typename KeyRow>
-void load_tile_keys_transposed(KeyRow kv_row, int p0, int n, int D, float* k32, float* kT) {
+void load_tile_keys_transposed(KeyRow kv_row, int p0, int t0, int t1, int D, float* k32, float* kT) {
   constexpr int T = kF32TileKeys;
   for (int t = 0; t < T; ++t) {
     float* row = k32 + static_cast<int64_t>(t) * D;
-    if (t < n) halves_to_f32(kv_row(p0 + t), row, D); else std::fill(row, row + D, 0.0f);
+    if (t >= t0 && t < t1) halves_to_f32(kv_row(p0 + t), row, D); else std::fill(row, row + D, 0.0f);
   }
   transpose_rows(k32, T, D, kT);
 }
@@ -97,26 +97,27 @@ constexpr int kGroup = 3;  // query rows per call of the .wat kernels
 int group_row(int r0, int j, int count) { return r0 + std::min(j, count - 1 - r0); }
 #endif
 
-// s [T] (scaled) <- the keys past n -inf; returns their largest by the reference's scan in key
-// order (m = m > s ? m : s)
-float scan_max(float* s, int n) {
+// s [T] (scaled) <- the keys outside [t0, t1) -inf; returns their largest by the reference's scan
+// in key order (m = m > s ? m : s)
+float scan_max(float* s, int t0, int t1) {
   constexpr int T = kF32TileKeys;
   float tile_max = -INFINITY;
   for (int t = 0; t < T; ++t) {
-    if (t >= n) s[t] = -INFINITY;
+    if (t < t0 || t >= t1) s[t] = -INFINITY;
     tile_max = tile_max > s[t] ? tile_max : s[t];
   }
   return tile_max;
 }
 
-// s [T] <- s · kq_scale, the keys past n -inf; returns their largest as scan_max finds it. For a
-// whole tile, lanes scanning every fourth key and then each other find the same value unless a
-// score is NaN (then the scan itself runs), but for the sign of a zero, which no later step sees.
-float scale_tile(float* s, int n, float kq_scale) {
+// s [T] <- s · kq_scale, the keys outside [t0, t1) -inf; returns their largest as scan_max finds
+// it. For a whole tile, lanes scanning every fourth key and then each other find the same value
+// unless a score is NaN (then the scan itself runs), but for the sign of a zero, which no later
+// step sees.
+float scale_tile(float* s, int t0, int t1, float kq_scale) {
   constexpr int T = kF32TileKeys;
-  if (n < T) {
-    for (int t = 0; t < n; ++t) s[t] *= kq_scale;
-    return scan_max(s, n);
+  if (t0 > 0 || t1 < T) {
+    for (int t = 0; t < T; ++t) s[t] *= kq_scale;
+    return scan_max(s, t0, t1);
   }
   const simd::F32x4 scale = simd::splat(kq_scale);
   simd::F32x4 m = simd::splat(-INFINITY);
@@ -127,7 +128,7 @@ float scale_tile(float* s, int n, float kq_scale) {
     m = simd::keep_greater(m, x);
     nan = nan || simd::any_nan(x);
   }
-  if (nan) return scan_max(s, n);
+  if (nan) return scan_max(s, 0, T);
   alignas(16) float lanes[4];
   simd::store(lanes, m);
   float tile_max = -INFINITY;
@@ -173,12 +174,14 @@ float sum_exp_lanes_simd(float* x, float max) {
   return sum_lanes(x);
 }
 
-void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
-                         int n_head_kv, int D, float kq_scale, float* out, AttentionWorkspace* ws) {
-  assert(D % kExpLanes == 0);
+void attention_f32_tiles(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                         float kq_scale, float* out, AttentionWorkspace* ws) {
+  const int D = kv.head_dim;
+  assert(D % kExpLanes == 0 && kv.k_type == GgmlType::F16 && kv.v_type == GgmlType::F16);
   constexpr int T = kF32TileKeys;
   const bool grouped = values_fused();  // the .wat kernels run
-  const int n_tiles = (n_kv + T - 1) / T;
+  const F32TileKeys keys = f32_tile_keys(pos0, n_q, mask);
+  const int n_tiles = (keys.last - keys.begin) / T + 1;
   const int64_t tile_size = static_cast<int64_t>(T) * D;
   ws->k32.resize(static_cast<size_t>(tile_size));
   ws->k.resize(static_cast<size_t>(n_tiles * tile_size));  // [tiles][D, T] a KV head's keys, transposed
@@ -187,22 +190,29 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
   ws->acc.resize(static_cast<size_t>(kRows) * D);
   ws->max.resize(kRows);
   ws->sum.resize(kRows);
-  int active[kRows];     // rows whose tile has a finite score: they take the tile's values
+  int active[kRows];      // rows whose tile has a finite score: they take the tile's values
   float tile_max[kRows];  // each row's largest score in the tile
-  int converted = -1;  // the KV head in ws->k and ws->v
+  int seen[kRows][2];     // each row's keys in the tile, [t0, t1)
+  int converted = -1;     // the KV head in ws->k and ws->v
+  // The call's keys of tile p0, [t0, t1): the keys past them padding.
+  const auto call_keys = [&](int p0, int* t0, int* t1) {
+    *t0 = std::max(0, keys.first - p0);
+    *t1 = std::min(T, keys.last + 1 - p0);
+  };
   for (int h = 0; h < n_head; ++h) {
-    const int g = kv_head_for(h, n_head, n_head_kv);
-    const auto kv_row = [&](const uint16_t* kv, int p) { return kv + (static_cast<int64_t>(p) * n_head_kv + g) * D; };
+    const int g = kv_head_for(h, n_head, kv.n_head_kv);
+    const auto kv_row_of = [&](const void* rows, int p) { return halves(kv_row(kv, rows, GgmlType::F16, g, p)); };
     const auto q_row = [&](int i) { return q + (static_cast<int64_t>(i) * n_head + h) * D; };
     const auto scores = [&](int r) { return ws->scores.data() + static_cast<int64_t>(r) * T; };
     const auto acc_row = [&](int r) { return ws->acc.data() + static_cast<int64_t>(r) * D; };
     if (g != converted) {
-      for (int p0 = 0; p0 < n_kv; p0 += T) {
-        const int n = std::min(T, n_kv - p0);
-        float* kt = ws->k.data() + (p0 / T) * tile_size;
-        float* vt = ws->v.data() + (p0 / T) * tile_size;
-        load_tile_keys_transposed([&](int p) { return kv_row(k, p); }, p0, n, D, ws->k32.data(), kt);
-        for (int t = 0; t < n; ++t) halves_to_f32(kv_row(v, p0 + t), vt + static_cast<int64_t>(t) * D, D);
+      for (int p0 = keys.begin; p0 <= keys.last; p0 += T) {
+        int t0, t1;
+        call_keys(p0, &t0, &t1);
+        float* kt = ws->k.data() + (p0 - keys.begin) / T * tile_size;
+        float* vt = ws->v.data() + (p0 - keys.begin) / T * tile_size;
+        load_tile_keys_transposed([&](int p) { return kv_row_of(kv.k, p); }, p0, t0, t1, D, ws->k32.data(), kt);
+        for (int t = t0; t < t1; ++t) halves_to_f32(kv_row_of(kv.v, p0 + t), vt + static_cast<int64_t>(t) * D, D);
       }
       converted = g;
     }
@@ -211,10 +221,16 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
       std::fill(ws->acc.begin(), ws->acc.end(), 0.0f);
       std::fill(ws->max.begin(), ws->max.end(), -INFINITY);
       std::fill(ws->sum.begin(), ws->sum.end(), 0.0f);
-      for (int p0 = 0; p0 < n_kv; p0 += T) {
-        const int n = std::min(T, n_kv - p0);
-        const float* kt = ws->k.data() + (p0 / T) * tile_size;
-        const float* vt = ws->v.data() + (p0 / T) * tile_size;
+      for (int p0 = keys.begin; p0 <= keys.last; p0 += T) {
+        int t0, t1;
+        call_keys(p0, &t0, &t1);
+        const float* kt = ws->k.data() + (p0 - keys.begin) / T * tile_size;
+        const float* vt = ws->v.data() + (p0 - keys.begin) / T * tile_size;
+        for (int r = 0; r < rows; ++r) {
+          const int p = pos0 + i0 + r;
+          seen[r][0] = std::clamp(mask.first_key(p) - p0, 0, T);
+          seen[r][1] = std::clamp(mask.last_key(p) + 1 - p0, seen[r][0], T);
+        }
 #if LF_RELAXED_SIMD
         if (grouped) {
           for (int r0 = 0; r0 < rows; r0 += kGroup) {
@@ -225,7 +241,8 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
             const int group[kGroup] = {a, b, c};
             for (int j = 0; j < kGroup; ++j) {
               const int r = group[j];
-              tile_max[r] = n == T && !(nan & (1 << j)) ? max[j] : scan_max(scores(r), n);
+              const bool whole = seen[r][0] == 0 && seen[r][1] == T && !(nan & (1 << j));
+              tile_max[r] = whole ? max[j] : scan_max(scores(r), seen[r][0], seen[r][1]);
             }
           }
         }
@@ -237,7 +254,7 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
             const float* qr = q_row(i0 + r);
             std::fill(s, s + T, 0.0f);
             for (int d = 0; d < D; ++d) madd_f32(s, kt + static_cast<int64_t>(d) * T, qr[d], T);
-            tile_max[r] = scale_tile(s, n, kq_scale);
+            tile_max[r] = scale_tile(s, seen[r][0], seen[r][1], kq_scale);
           }
           float& M = ws->max[r];
           float& S = ws->sum[r];
@@ -257,21 +274,22 @@ void attention_f32_tiles(const float* q, int n_q, int n_head, const uint16_t* k,
           S = static_cast<float>(static_cast<double>(S) + exp_tile(s, M));
           active[n_active++] = r;
         }
+        const float* vt0 = vt + static_cast<int64_t>(t0) * D;
 #if LF_RELAXED_SIMD
         if (grouped) {
           for (int j0 = 0; j0 < n_active; j0 += kGroup) {
             const int a = active[group_row(j0, 0, n_active)], b = active[group_row(j0, 1, n_active)],
                       c = active[group_row(j0, 2, n_active)];
-            lf_attn_values3_relaxed(acc_row(a), acc_row(b), acc_row(c), vt, scores(a), scores(b), scores(c), n,
-                                    D);
+            lf_attn_values3_relaxed(acc_row(a), acc_row(b), acc_row(c), vt0, scores(a) + t0, scores(b) + t0,
+                                    scores(c) + t0, t1 - t0, D);
           }
         }
 #endif
         for (int j = 0; j < n_active; ++j) {
           float* acc = acc_row(active[j]);
           const float* s = scores(active[j]);
-          if (!grouped) for (int t = 0; t < n; ++t) madd_f32(acc, vt + static_cast<int64_t>(t) * D, s[t], D);
-          if (n < T) for (int d = 0; d < D; ++d) acc[d] += 0.0f;
+          if (!grouped) for (int t = t0; t < t1; ++t) madd_f32(acc, vt + static_cast<int64_t>(t) * D, s[t], D);
+          if (t1 - t0 < T) for (int d = 0; d < D; ++d) acc[d] += 0.0f;
         }
       }
       for (int r = 0; r < rows; ++r) {

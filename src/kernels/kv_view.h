@@ -66,6 +66,16 @@ inline const uint8_t* kv_row(const KvView& kv, const void* rows, GgmlType t, int
 // f32 tile path").
 constexpr int kF32TileKeys = 64;
 
+// The keys a tiled call of n_q rows from pos0 reads: [first, last], the first row's first key to
+// the last row's last, in tiles from begin (first rounded down to a tile).
+struct F32TileKeys {
+  int begin, first, last;
+};
+inline F32TileKeys f32_tile_keys(int pos0, int n_q, const KeyMask& mask) {
+  const int first = mask.first_key(pos0);
+  return {first - first % kF32TileKeys, first, mask.last_key(pos0 + n_q - 1)};
+}
+
 // Elements of a score summed in f32 lanes: ggml_vec_dot_f16's step on AVX-512, 4 accumulators of
 // 16 lanes (docs/attention.md, "The score's order").
 constexpr int kScoreLanes = 64;

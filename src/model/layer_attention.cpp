@@ -88,13 +88,18 @@ void keys_and_values(const LayerCall& c, KvHeads kv) {
 
 // n_heads query heads hq [n_rows, n_heads, D] of KV head h, session g, its rows from first, over
 // its cache -> ho, exact or (approx.h) truncated; the truncated kernel adds to the head's
-// statistics.
+// statistics. A media span is always a call of its own, as llama.cpp decodes an image: with an
+// f16 cache it takes llama.cpp's tiled path where llama.cpp does (64 rows and more), which a
+// text call never does, so that a text prompt's bytes do not depend on how it is cut into calls.
 void attend(const LayerCall& c, const Segment& g, const float* hq, int n_rows, int n_heads, int first, int h,
             const KvView& kv, AttentionWorkspace* ws, float* ho) {
   const LayerConfig& l = c.l();
   const KeyMask mask = !l.sliding ? KeyMask() : g.span ? KeyMask(c.c().n_swa, g.pos0, g.pos0 + g.n) : KeyMask(c.c().n_swa);
   const ApproxOptions& approx = g.s->approx;
-  if (approx.truncated_attention) {
+  const bool f16 = kv.k_type == GgmlType::F16 && kv.v_type == GgmlType::F16;
+  if (g.span && f16 && takes_f32_tiles(g.n, l.head_dim) && !approx.truncated_attention) {
+    attention_f32_tiles(hq, n_rows, g.pos0 + first, n_heads, kv, mask, 1.0f, ho, ws);
+  } else if (approx.truncated_attention) {
     attention_truncated(hq, n_rows, g.pos0 + first, n_heads, kv, mask, 1.0f, approx.truncation_threshold, ho, ws,
                         &g.s->last.attention_approx[c.il - c.m.range.begin][h]);
   } else {

@@ -1,8 +1,9 @@
 // The scalar reference of llama.cpp's tiled CPU flash attention (ggml-cpu/ops.cpp,
 // ggml_compute_forward_flash_attn_ext_tiled; docs/attention.md, "The f32 tile path"), for a call
-// without mask, softcap or sinks: the path ggml takes for an f16 K and V when a call has 64 or
-// more query rows and the head dim is a multiple of the SIMD width (16 on AVX-512), as mtmd's
-// vision tower has. Operation for operation as its AVX-512 build computes each query row.
+// without softcap or sinks: the path ggml takes for an f16 K and V when a call has 64 or more
+// query rows and the head dim is a multiple of the SIMD width (16 on AVX-512), as mtmd's vision
+// tower and an image's decode have. Operation for operation as its AVX-512 build computes each
+// query row.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -13,26 +14,31 @@
 
 namespace lf {
 
-void attention_f32_tiles_ref(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
-                             int n_head_kv, int D, float kq_scale, float* out) {
+void attention_f32_tiles_ref(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                             float kq_scale, float* out) {
+  const int D = kv.head_dim;
+  const F32TileKeys keys = f32_tile_keys(pos0, n_q, mask);
   std::vector<float> kq(kF32TileKeys), acc(D);
   for (int i = 0; i < n_q; ++i) {
+    const int p = pos0 + i, first = mask.first_key(p), last = mask.last_key(p);
     for (int h = 0; h < n_head; ++h) {
       const float* qh = q + (static_cast<int64_t>(i) * n_head + h) * D;
-      const int g = kv_head_for(h, n_head, n_head_kv);
-      const auto row = [&](const uint16_t* kv, int p) { return kv + (static_cast<int64_t>(p) * n_head_kv + g) * D; };
+      const int g = kv_head_for(h, n_head, kv.n_head_kv);
+      const auto row = [&](const void* rows, int key) { return halves(kv_row(kv, rows, GgmlType::F16, g, key)); };
       float M = -INFINITY, S = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int p0 = 0; p0 < n_kv; p0 += kF32TileKeys) {
-        const int n = std::min(kF32TileKeys, n_kv - p0);
-        // scores: one FMA chain over d each, from 0; keys past the last are -inf
+      for (int p0 = keys.begin; p0 <= keys.last; p0 += kF32TileKeys) {
+        // The call's keys of the tile (past them, padding: no score, no value) and this row's.
+        const int t0 = std::max(0, keys.first - p0), t1 = std::min(kF32TileKeys, keys.last + 1 - p0);
+        // scores: one FMA chain over d each, from 0; keys the row does not see -inf
         for (int t = 0; t < kF32TileKeys; ++t) {
-          if (t >= n) {
+          const int key = p0 + t;
+          if (key < first || key > last) {
             kq[t] = -INFINITY;
             continue;
           }
           float s = 0.0f;
-          for (int d = 0; d < D; ++d) s = fma_f32(qh[d], fp16_to_fp32(row(k, p0 + t)[d]), s);
+          for (int d = 0; d < D; ++d) s = fma_f32(qh[d], fp16_to_fp32(row(kv.k, key)[d]), s);
           kq[t] = s * kq_scale;
         }
         float tile_max = -INFINITY;
@@ -51,11 +57,12 @@ void attention_f32_tiles_ref(const float* q, int n_q, int n_head, const uint16_t
         double sum = 0.0;
         for (int t = 0; t < kF32TileKeys; t += kExpLanes) sum += static_cast<double>(sum_exp_lanes(kq.data() + t, M));
         S = static_cast<float>(static_cast<double>(S) + sum);
-        // the values: one FMA chain over the tile's keys for each d (padding keys weigh 0)
-        for (int t = 0; t < n; ++t) {
-          for (int d = 0; d < D; ++d) acc[d] = fma_f32(kq[t], fp16_to_fp32(row(v, p0 + t)[d]), acc[d]);
+        // the values: one FMA chain over the call's keys for each d (keys the row does not see
+        // weigh 0), then the padding's 0 · 0
+        for (int t = t0; t < t1; ++t) {
+          for (int d = 0; d < D; ++d) acc[d] = fma_f32(kq[t], fp16_to_fp32(row(kv.v, p0 + t)[d]), acc[d]);
         }
-        if (n < kF32TileKeys) for (float& a : acc) a += 0.0f;  // the padding keys' 0 · 0
+        if (t1 - t0 < kF32TileKeys) for (float& a : acc) a += 0.0f;
       }
       const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
       float* o = out + (static_cast<int64_t>(i) * n_head + h) * D;

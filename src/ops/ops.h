@@ -93,17 +93,18 @@ void attention(const float* q, int n_q, int pos0, int n_head, const KvView& kv, 
                float* out);
 
 // --- attention as llama.cpp's tiled CPU flash attention computes it (ops/attention_f32_tiles.cpp) ---
-// q [n_q, n_head, D] (f32) · K, V [n_kv, n_head_kv, D] (f16, position-major) -> out [n_q, n_head,
-// D], every query seeing every key (keys in tiles of kF32TileKeys, kernels/kv_view.h; the
-// exponential kernels/exp_ggml.h's): llama.cpp's tiled flash attention without mask, softcap or
-// sinks, which it runs for an f16 K/V call of 64 or more query rows when D is a multiple of 16
-// (docs/attention.md, "The f32 tile path"). Per query and head, keys in tiles of kF32TileKeys:
-// each score one FMA chain over d from 0, times kq_scale; the tile's max M_new; at a new max the
-// f32 accumulator and S scaled by expf(M - M_new); the weights expf_ggml(s - M) summed
+// q [n_q, n_head, D] (f32) at positions pos0 .. pos0+n_q-1 · K, V (an f16 view) -> out [n_q,
+// n_head, D], each row seeing the keys `mask` lets it (every one in the view): llama.cpp's tiled
+// flash attention without softcap or sinks, which it runs for an f16 K/V call of 64 or more
+// query rows when D is a multiple of 16 (docs/attention.md, "The f32 tile path"). Keys in tiles
+// of kF32TileKeys from a multiple of it (llama.cpp's cells are the positions), over the call's
+// keys (f32_tile_keys, kernels/kv_view.h); per query and head: each score one FMA chain over d
+// from 0, times kq_scale, the keys the row does not see -inf; the tile's max M_new; at a new max
+// the f32 accumulator and S scaled by expf(M - M_new); the weights expf_ggml(s - M) summed
 // kExpLanes at a time into a double added to S; each value element one FMA chain over the
 // tile's keys; out = acc · (1/S).
-void attention_f32_tiles_ref(const float* q, int n_q, int n_head, const uint16_t* k, const uint16_t* v, int n_kv,
-                             int n_head_kv, int D, float kq_scale, float* out);
+void attention_f32_tiles_ref(const float* q, int n_q, int pos0, int n_head, const KvView& kv, const KeyMask& mask,
+                             float kq_scale, float* out);
 
 // --- Hadamard rotation (ops/hadamard.cpp) ---
 // x [n / block, block] in place: each block times the Sylvester Hadamard matrix of its size (a

@@ -102,20 +102,20 @@ struct Tower {
   void attend(int worker) {
     const Share own = tokens(worker, n);
     const auto first = static_cast<int>(own.begin);
-    if (takes_f32_tiles(n, c.head_dim)) {
-      attention_f32_tiles(q.data() + own.begin * c.q_dim(), static_cast<int>(own.end) - first, c.n_head, k16.data(),
-                          v16.data(), n, c.n_head, c.head_dim, 1.0f, attn.data() + own.begin * c.q_dim(), &ws[worker]);
-      pool.barrier();
-      return;
-    }
     KvView kv;
     kv.k = k16.data();
     kv.v = v16.data();
     kv.capacity = n;
     kv.n_head_kv = c.n_head;
     kv.head_dim = c.head_dim;
-    attention_tiled(q.data() + own.begin * c.q_dim(), static_cast<int>(own.end) - first, first, c.n_head, kv,
-                    KeyMask(0, 0, n), 1.0f, attn.data() + own.begin * c.q_dim(), &ws[worker]);
+    const KeyMask all(0, 0, n);
+    float* out = attn.data() + own.begin * c.q_dim();
+    const float* qs = q.data() + own.begin * c.q_dim();
+    if (takes_f32_tiles(n, c.head_dim)) {
+      attention_f32_tiles(qs, static_cast<int>(own.end) - first, first, c.n_head, kv, all, 1.0f, out, &ws[worker]);
+    } else {
+      attention_tiled(qs, static_cast<int>(own.end) - first, first, c.n_head, kv, all, 1.0f, out, &ws[worker]);
+    }
     pool.barrier();
   }
 

@@ -532,28 +532,57 @@ TEST_CASE("attention bench: 31B shapes, reference vs tiled", "[.][attention_benc
 
 namespace {
 
-// K, V [n_kv, n_head_kv, D] f16 and q [n_q, n_head, D] f32 of normal values, or of values that
-// saturate the softmax (scores in the thousands) or hit f16's extremes.
-struct F32TileInputs {
-  std::vector<float> q;
-  std::vector<uint16_t> k, v;
-};
-
-F32TileInputs f32_tile_inputs(int n_q, int n_head, int n_kv, int n_head_kv, int D, Values values, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const float scale = values == Values::saturating ? 30.0f : 1.0f;
-  F32TileInputs in;
-  in.q.resize(static_cast<size_t>(n_q) * n_head * D);
-  in.k.resize(static_cast<size_t>(n_kv) * n_head_kv * D);
-  in.v.resize(in.k.size());
-  for (float& x : in.q) x = scale * normal(rng);
-  for (size_t i = 0; i < in.k.size(); ++i) {
-    in.k[i] = values == Values::extremes ? extreme_half(rng) : lf::fp32_to_fp16(scale * normal(rng));
-    in.v[i] = values == Values::extremes ? extreme_half(rng) : lf::fp32_to_fp16(normal(rng));
+// Softmax attention of the case's inputs in double, each row over the keys its mask lets it see:
+// out [n_q, n_head, D].
+std::vector<double> attention_f64(const Case& c, const Inputs& in, float kq_scale) {
+  std::vector<double> out(in.q.size(), 0.0);
+  for (int i = 0; i < c.n_q; ++i) {
+    const int p = c.pos0 + i;
+    for (int h = 0; h < c.n_head; ++h) {
+      const float* q = in.q.data() + (static_cast<size_t>(i) * c.n_head + h) * c.D;
+      const int g = lf::kv_head_for(h, c.n_head, c.n_head_kv);
+      const auto row = [&](const std::vector<uint16_t>& kv, int key) {
+        return kv.data() + (static_cast<size_t>(key % c.capacity) * c.n_head_kv + g) * c.D;
+      };
+      std::vector<std::pair<int, double>> scores;
+      for (int key = 0; key <= p + c.n_q; ++key) {
+        if (!lf::key_visible(key, p, c.mask)) continue;
+        double s = 0;
+        for (int d = 0; d < c.D; ++d) s += static_cast<double>(q[d]) * lf::fp16_to_fp32(row(in.k, key)[d]);
+        scores.emplace_back(key, s * kq_scale);
+      }
+      double m = -INFINITY, z = 0;
+      for (const auto& [key, s] : scores) m = std::max(m, s);
+      for (const auto& [key, s] : scores) z += std::exp(s - m);
+      double* o = out.data() + (static_cast<size_t>(i) * c.n_head + h) * c.D;
+      for (const auto& [key, s] : scores) {
+        for (int d = 0; d < c.D; ++d) o[d] += std::exp(s - m) / z * lf::fp16_to_fp32(row(in.v, key)[d]);
+      }
+    }
   }
-  if (values == Values::extremes) for (float& x : in.q) x *= 1e-3f;
-  return in;
+  return out;
+}
+
+// attention_f32_tiles and its reference on the case's inputs: the same bytes (NaN outputs both
+// NaN); and, where the values are ordinary, within 1e-4 of softmax attention in double over the
+// keys each row sees (f32 sums part from it by about 1e-6; one key seen or hidden wrongly, by
+// about 1e-2).
+void require_tiles_identical(const Case& c, uint32_t seed, lf::AttentionWorkspace* ws) {
+  INFO(describe(c) << " seed=" << seed);
+  const Inputs in = make_inputs(c, seed);
+  std::vector<float> expect(in.q.size(), -777.0f), got(in.q.size(), 777.0f);
+  lf::attention_f32_tiles_ref(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 0.125f, expect.data());
+  lf::attention_f32_tiles(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 0.125f, got.data(), ws);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE((lf::f32_bits(got[i]) == lf::f32_bits(expect[i]) || (std::isnan(got[i]) && std::isnan(expect[i]))));
+  }
+  if (c.values != Values::normal) return;
+  const std::vector<double> exact = attention_f64(c, in, 0.125f);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(std::fabs(expect[i] - exact[i]) <= 1e-4 * (1.0 + std::fabs(exact[i])));
+  }
 }
 
 }  // namespace
@@ -563,22 +592,33 @@ TEST_CASE("attention_f32_tiles equals its reference byte for byte: tiles, rows, 
   uint32_t seed = 900;
   struct Shape { int n_q, n_head, n_kv, n_head_kv, D; };
   // key counts around the tiles of 64 (one short, exact, one over, several); query counts around
-  // the kernel's groups of 16; grouped heads; head dims 16 to 256
+  // the kernel's groups of 16; grouped heads; head dims 16 to 256; every query seeing every key
   const Shape shapes[] = {{1, 1, 63, 1, 16}, {17, 2, 64, 2, 32}, {33, 4, 65, 2, 64}, {16, 8, 200, 1, 128},
                           {70, 2, 70, 2, 64}, {5, 2, 130, 1, 256}};
   for (const Shape& s : shapes) {
     for (Values values : {Values::normal, Values::saturating, Values::extremes}) {
-      INFO("n_q=" << s.n_q << " heads=" << s.n_head << "/" << s.n_head_kv << " n_kv=" << s.n_kv << " D=" << s.D
-                  << " values=" << static_cast<int>(values));
-      const F32TileInputs in = f32_tile_inputs(s.n_q, s.n_head, s.n_kv, s.n_head_kv, s.D, values, seed++);
-      std::vector<float> expect(in.q.size(), -1.0f), got(in.q.size(), 1.0f);
-      lf::attention_f32_tiles_ref(in.q.data(), s.n_q, s.n_head, in.k.data(), in.v.data(), s.n_kv, s.n_head_kv, s.D, 0.125f,
-                                  expect.data());
-      lf::attention_f32_tiles(in.q.data(), s.n_q, s.n_head, in.k.data(), in.v.data(), s.n_kv, s.n_head_kv, s.D, 0.125f,
-                              got.data(), &ws);
-      for (size_t i = 0; i < got.size(); ++i) {
-        INFO("element " << i);
-        REQUIRE((lf::f32_bits(got[i]) == lf::f32_bits(expect[i]) || (std::isnan(got[i]) && std::isnan(expect[i]))));
+      const int first = s.n_kv - s.n_q;  // the queries are the call's last keys, one span
+      require_tiles_identical({s.D, s.n_head, s.n_head_kv, s.n_kv, lf::KeyMask(0, 0, s.n_kv), first, s.n_q, values}, seed++, &ws);
+    }
+  }
+}
+
+TEST_CASE("attention_f32_tiles: causal rows, windows, spans after a prompt, rings that wrapped", "[attention]") {
+  lf::AttentionWorkspace ws;
+  uint32_t seed = 1300;
+  for (int D : {16, 64, 256}) {
+    for (int group : {1, 2}) {
+      for (Values values : {Values::normal, Values::saturating, Values::extremes}) {
+        // a 70-row prompt, causal; a 100-row image span after 30 positions, global (causal) and
+        // under windows of 5, 64 and 512; a span past a ring that wrapped (window 40, 64 rows
+        // after 500 positions: capacity 40 + 64 - 1); a span not at a tile's start, past 2 tiles
+        require_tiles_identical({D, group, 1, 70, lf::KeyMask(), 0, 70, values}, seed++, &ws);
+        require_tiles_identical({D, group, 1, 130, lf::KeyMask(0, 30, 130), 30, 100, values}, seed++, &ws);
+        for (int n_swa : {5, 64, 512}) {
+          require_tiles_identical({D, group, 1, 130, lf::KeyMask(n_swa, 30, 130), 30, 100, values}, seed++, &ws);
+        }
+        require_tiles_identical({D, group, 1, 103, lf::KeyMask(40, 500, 564), 500, 64, values}, seed++, &ws);
+        require_tiles_identical({D, 2 * group, 2, 300, lf::KeyMask(0, 150, 230), 150, 80, values}, seed++, &ws);
       }
     }
   }
@@ -593,10 +633,17 @@ TEST_CASE("attention_f32_tiles: a tile whose scores past a NaN are all -inf is s
   q[0] = -1e35f;
   std::vector<uint16_t> k(static_cast<size_t>(n_kv) * D, 0), v(k.size(), lf::fp32_to_fp16(1.0f));
   for (int p = 0; p < n_kv; ++p) k[static_cast<size_t>(p) * D] = p == 2 ? 0 : p == 61 ? 0x7E00 : 0x7BFF;
+  lf::KvView view;
+  view.k = k.data();
+  view.v = v.data();
+  view.capacity = n_kv;
+  view.n_head_kv = 1;
+  view.head_dim = D;
+  const lf::KeyMask all(0, 0, n_kv);
   std::vector<float> expect(D, -1.0f), got(D, 1.0f);
-  lf::attention_f32_tiles_ref(q.data(), 1, 1, k.data(), v.data(), n_kv, 1, D, 0.125f, expect.data());
+  lf::attention_f32_tiles_ref(q.data(), 1, 0, 1, view, all, 0.125f, expect.data());
   lf::AttentionWorkspace ws;
-  lf::attention_f32_tiles(q.data(), 1, 1, k.data(), v.data(), n_kv, 1, D, 0.125f, got.data(), &ws);
+  lf::attention_f32_tiles(q.data(), 1, 0, 1, view, all, 0.125f, got.data(), &ws);
   for (int d = 0; d < D; ++d) {
     REQUIRE(!std::isnan(expect[d]));
     REQUIRE(lf::f32_bits(got[d]) == lf::f32_bits(expect[d]));
