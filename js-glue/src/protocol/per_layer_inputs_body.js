@@ -1,4 +1,4 @@
-// A per-layer inputs call's bodies (docs/http-api.md, "POST /v1/per-layer-inputs"): the request,
+// A per-layer inputs call's bodies (POST /v1/per-layer-inputs in docs/http-api.md): the request,
 // rows that stand for no token (a media item's soft tokens) as hidden states [n, n_embd] f32;
 // the answer, every layer's per-layer inputs of them [n_layer, n, n_embd_per_layer] f32, laid out
 // as the part of an embed answer after its hidden states (embed_body.js). Little-endian, row-major.
