@@ -23,7 +23,7 @@ const {encode: encodePng} = await importHostPackage("fast-png");
 const [WIDTH, HEIGHT] = [37, 23];
 const TOP = 10;
 // Our encoder's rows differ from mtmd's by about 1.5e-2 in ln p over llama.cpp's top 50
-// (docs/vision.md, "Agreement with llama.cpp"): a bound of three times that.
+// (docs/vision.md, "An image in the decoder"): a bound of three times that.
 const LOG_PROB_BOUND = 5e-2;
 const projector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
 const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
