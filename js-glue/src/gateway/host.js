@@ -5,7 +5,7 @@
 // binds loopback only, unless told otherwise in so many words.
 import { isSynthetic } from '../gguf/header.js';
 import { Pipeline } from '../pipeline/pipeline.js';
-import { RemoteNode } from '../pipeline/remote_node.js';
+import { GroupNode } from '../pipeline/group_node.js';
 import { redactConfig } from '../log/json_log.js';
 import { processLog } from '../log/readable_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
@@ -120,17 +120,18 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   return { url: http.url, port: http.port, state, app, server: http.server, opened, shutdown };
 }
 
-// The projector's towers on a module of their own, refused when it is another model's or a node
-// of the pipeline cannot take the spans its images are.
+// The projector's towers on a module of their own, refused when it is another model's, a node
+// of the pipeline cannot take the spans its images are, or the first node cannot give media rows
+// their per-layer inputs.
 async function openVision(pipeline, { mmproj, ...options }, { threads, cacheDir, allowUnvalidatedSource }) {
   const lf = await loadThreadedModule({ threads, pools: 2 });  // the vision tower's and the audio encoder's
   let projector = null;
   try {
     projector = await openProjector(lf, await openSource(mmproj, { cacheDir, allowUnvalidatedSource }), { threads: lf.threads });
     const width = pipeline.header.info.n_embd;
-    if ((pipeline.header.info.n_embd_per_layer ?? 0) > 0 && pipeline.nodes[0] instanceof RemoteNode) {
-      throw new Error('--mmproj: node 0 is remote: an E-model\'s first node computes media rows\' per-layer inputs from the rows, ' +
-        'which the protocol does not send; serve the first layers locally (--nodes local:0-N,...)');
+    if ((pipeline.header.info.n_embd_per_layer ?? 0) > 0 && pipeline.nodes[0] instanceof GroupNode) {
+      throw new Error('--mmproj: node 0 is a tensor-parallel group: an E-model\'s first node computes media rows\' per-layer inputs from the rows, ' +
+        'which a group\'s members are not sent; serve the first layers from a node (--nodes local:0-N,... or a served node)');
     }
     if (projector.vision.nEmbdText !== width) {
       throw new Error(`--mmproj: the projector gives rows of ${projector.vision.nEmbdText} values, this model's width is ${width}: a projector of another model`);

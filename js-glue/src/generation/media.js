@@ -210,19 +210,27 @@ export class MediaInput {
 /**
  * Pipeline.step for ids that may hold media items' placeholders (items: placeholder -> item): each
  * run of tokens a step, each item's rows a stepMedia of their own; the options (Pipeline.step's) are
- * the last run's, the others' logits not asked for. -> the last run's answer
+ * the last run's, the others' logits not asked for. -> the last run's answer, its timings and
+ * embedMs those of every run (each node's times summed)
  * @example const { logits } = await stepWithMedia(pipeline, 'chat-0', prompt, items, { signal });
  */
 export async function stepWithMedia(pipeline, session, ids, items, options = {}) {
   const runs = ids.some(isPlaceholder) ? mediaRuns(ids, items) : [{ tokens: ids }];
   let out = null;
+  let embedMs = 0;
+  const byNode = new Map();  // first layer -> the node's timings summed over the runs
   for (const [k, run] of runs.entries()) {
     const these = k === runs.length - 1 ? options : { logits: false, signal: options.signal, trace: options.trace };
     out = run.item
       ? await pipeline.stepMedia(session, { rows: run.item.rows, span: run.item.span }, these)
       : await pipeline.step(session, run.tokens, these);
+    embedMs += out.embedMs;
+    for (const t of out.timings) {
+      const sum = byNode.get(t.layers[0]);
+      byNode.set(t.layers[0], sum ? { ...t, ms: sum.ms + t.ms, layerMs: t.layerMs.map((ms, l) => ms + (sum.layerMs[l] ?? 0)) } : t);
+    }
   }
-  return out;
+  return { ...out, timings: [...byNode.values()], embedMs };
 }
 
 /**

@@ -1,7 +1,8 @@
 // A tensor-parallel group (group/member_group.js) as one node of a pipeline: its layers, sizes,
 // forward, cuts and checkpoints as LayerNode's; at the pipeline's start its embedding, at its end
-// its head, each computed vocabulary-parallel by the members. It runs the exact engine only, and
-// no media span (its maxSpan is 0: an image that Gemma 4 attends both ways goes to nodes). A
+// its head, each computed vocabulary-parallel by the members. It runs the exact engine only, no
+// media span (its maxSpan is 0: an image that Gemma 4 attends both ways goes to nodes) and, at
+// an E-model's start, no media rows (their per-layer inputs are computed from the rows). A
 // cut its members cannot all make alike, and a member that restarted (position_mismatch), have
 // the pipeline replay the session from its history.
 import { approxModesOn } from '../protocol/approx_options.js';
@@ -58,11 +59,16 @@ export class GroupNode {
     return hidden;
   }
 
-  /** LayerNode.perLayerInputs's: the members computed them with embed(hidden)'s rows. */
+  /**
+   * LayerNode.perLayerInputs's for the hidden states embed() gave: the members computed them with
+   * its rows. Rows of no token (a media item's on an E-model) are refused: their inputs come
+   * from the rows themselves, which no member is sent.
+   */
   async perLayerInputs(tokens, hidden) {
     const held = this.#perLayer.get(hidden);
     if (held) return held;
-    return (await this.#group.embed(Array.from(tokens))).perLayer;
+    throw new LayerfoldError('unsupported', 'a tensor-parallel group computes per-layer inputs only of the tokens it embeds, not of a media ' +
+      'item\'s rows: serve an E-model\'s first layers from a node (local or remote) to give it images or audio');
   }
 
   /** LayerNode.logitsAsync's, the group holding the head (MemberGroup.logits). */

@@ -244,7 +244,7 @@ export class PipelineCore {
     const nEmbdPerLayer = this.header.info.n_embd_per_layer ?? 0;
     const ids = entry.media ? new Array(entry.rows).fill(0) : entry.input;
     const hidden = entry.media ? entry.input : await node.embed(entry.input, { signal, trace, nEmbdPerLayer });
-    const perLayer = nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden) : null;
+    const perLayer = nEmbdPerLayer > 0 ? await node.perLayerInputs(ids, hidden, { nEmbdPerLayer, signal, trace }) : null;
     embed.ms += performance.now() - t;
     return { hidden, perLayer, kvRows: null, span };
   }

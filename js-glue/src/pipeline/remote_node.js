@@ -13,6 +13,7 @@ import { approxQuery } from '../protocol/approx_options.js';
 import { decodeDraft, DRAFT, draftQuery } from '../protocol/draft.js';
 import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
 import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../protocol/forward_body.js';
+import { decodePerLayerInputsAnswer, perLayerInputsBytes } from '../protocol/per_layer_inputs_body.js';
 import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
 import { decodeNodeInfo } from '../protocol/node_info.js';
 import { formatTraceparent, TRACEPARENT } from '../protocol/traceparent.js';
@@ -198,10 +199,26 @@ export class RemoteNode {
     return hidden;
   }
 
-  /** The per-layer inputs [n_layer, n, n_pl] the node answered with the embed() that gave `hidden`. */
-  perLayerInputs(tokens, hidden) {
-    const perLayer = this.#perLayer.get(hidden);
-    if (!perLayer) throw new LayerfoldError('bad_response', 'the node sent no per-layer inputs with these hidden states');
+  /**
+   * Every layer's per-layer inputs [n_layer, n, n_pl] of `hidden`, as LayerNode.perLayerInputs:
+   * those the node answered with the embed() that gave it, else (rows of no token, a media
+   * item's, whose `tokens` are the padding token 0) the node's answer to POST /v1/per-layer-inputs.
+   * nEmbdPerLayer: the model's per-layer input width.
+   * @example const perLayer = await node.perLayerInputs(new Array(rows).fill(0), rows, { nEmbdPerLayer: 256, signal });
+   */
+  async perLayerInputs(tokens, hidden, { nEmbdPerLayer = 0, signal, trace } = {}) {
+    const held = this.#perLayer.get(hidden);
+    if (held) return held;
+    const n = hidden.length / this.nEmbd;
+    if (!(nEmbdPerLayer > 0) || tokens.length !== n || Array.from(tokens).some((t) => t !== 0)) {
+      throw new LayerfoldError('invalid_argument', `perLayerInputs: rows that did not come from embed() stand for no token: expected ${n} ` +
+        `padding tokens (0) and the model's nEmbdPerLayer, got tokens [${Array.from(tokens).slice(0, 8)}${tokens.length > 8 ? ', ...' : ''}] and nEmbdPerLayer ${nEmbdPerLayer}`);
+    }
+    const what = 'POST /v1/per-layer-inputs';
+    const response = await this.#request('POST', '/v1/per-layer-inputs', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
+    const shape = { nLayer: this.nLayer, nEmbdPerLayer };
+    const perLayer = decodePerLayerInputsAnswer(await readExact(response, perLayerInputsBytes(shape, n), what, signal), shape, n);
+    checkValues(perLayer, nEmbdPerLayer, what);
     return perLayer;
   }
 

@@ -3,6 +3,7 @@
 // embeddings) every layer's per-layer inputs [n_layer, n, n_embd_per_layer] f32.
 import { LayerfoldError } from '../wasm/capi.js';
 import { asBytes, joined } from './forward_body.js';
+import { perLayerInputsBytes } from './per_layer_inputs_body.js';
 
 const F32 = 4;
 
@@ -39,7 +40,7 @@ export function decodeEmbedRequest(text, { nVocab, maxTokens }) {
  * @example embedAnswerBytes({ nEmbd: 64, nLayer: 6, nEmbdPerLayer: 0 }, 5) // 1280
  */
 export function embedAnswerBytes({ nEmbd, nLayer, nEmbdPerLayer = 0 }, n) {
-  return n * (nEmbd + nLayer * nEmbdPerLayer) * F32;
+  return n * nEmbd * F32 + perLayerInputsBytes({ nLayer, nEmbdPerLayer }, n);
 }
 
 /**

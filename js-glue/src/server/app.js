@@ -118,13 +118,14 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     n.observeBatches((batch) => observer.batch(batch));
   };
 
-  // Admits the request (429 beyond the queue), reads its body under the deadline and the limit,
-  // and hands both to handle(body, ticket) -> Response. The ticket goes with the answer (answer()
-  // releases it once sent), or back at once when the request fails.
-  const withBody = async (c, handle) => {
+  // Admits the request (429 beyond the queue), reads its body under the deadline and the limit
+  // (the forward body's unless the route has a lower one), and hands both to handle(body, ticket)
+  // -> Response. The ticket goes with the answer (answer() releases it once sent), or back at
+  // once when the request fails.
+  const withBody = async (c, handle, limit = { maxBytes: maxBodyBytes(), describeLimit }) => {
     const ticket = queue.admit();
     try {
-      return await handle(await readBody(c.req.raw, { maxBytes: maxBodyBytes(), timeoutMs: bodyTimeoutMs, describeLimit }), ticket);
+      return await handle(await readBody(c.req.raw, { ...limit, timeoutMs: bodyTimeoutMs }), ticket);
     } catch (error) {
       ticket.release();
       throw error;
@@ -335,6 +336,23 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     });
   });
 
+  // Rows that stand for no token (a media item's soft tokens) need the per-layer inputs that
+  // llama.cpp gives embedding rows: the padding token 0's row of the table with the rows' own
+  // projection, which only the node holding the table and the projection computes.
+  app.post('/v1/per-layer-inputs', async (c) => {
+    const n = state.node;
+    if (!n.withEmbedding) throw new HttpError('not_found', `this node serves layers ${n.layers[0]}-${n.layers[1] - 1}: per-layer inputs are computed on the node serving layer 0`);
+    if (!(n.nEmbdPerLayer > 0)) throw new HttpError('bad_parameter', 'this model has no per-layer embeddings (n_embd_per_layer 0): its rows need no per-layer inputs');
+    contentType(c.req.header('content-type'), OCTETS);
+    const limit = { maxBytes: maxTokens * n.nEmbd * F32, describeLimit: () => `the limit is ${maxTokens * n.nEmbd * F32} bytes (max_tokens ${maxTokens} rows of n_embd ${n.nEmbd} float32)` };
+    checkDeclaredLength(c.req.raw, limit.maxBytes, limit.describeLimit);
+    return withBody(c, async (body, ticket) => {
+      const rows = hiddenStates(body, n.nEmbd);
+      const perLayer = await engine(ticket, () => n.perLayerInputs(new Int32Array(rows.length / n.nEmbd), rows));
+      return answer(c, ticket, perLayer, { 'content-type': OCTETS });
+    }, limit);
+  });
+
   // A drafting call's query (protocol/draft.js), or null; a bad one is a 400 naming it.
   const draftAsked = (c, n, k) => {
     let asked;
@@ -407,7 +425,7 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
 
   // A known path with another method: 405 naming the allowed ones.
   for (const [path, allow] of [['/v1/info', 'GET'], ['/v1/sessions/:id', 'GET, DELETE'], ['/v1/sessions/:id/forward', 'POST'], ['/v1/sessions/:id/truncate', 'POST'], ['/v1/sessions/:id/checkpoint', 'POST'],
-    ['/v1/embed', 'POST'], ['/v1/logits', 'POST'], ['/healthz', 'GET'], ['/readyz', 'GET'], ['/metrics', 'GET']]) {
+    ['/v1/embed', 'POST'], ['/v1/per-layer-inputs', 'POST'], ['/v1/logits', 'POST'], ['/healthz', 'GET'], ['/readyz', 'GET'], ['/metrics', 'GET']]) {
     app.all(path, (c) => {
       throw new HttpError('method_not_allowed', `${c.req.method} ${path}: allowed ${allow}`, { headers: { allow } });
     });

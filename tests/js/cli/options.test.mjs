@@ -35,7 +35,7 @@ const APPROX = {"truncation-threshold": "1.5", "exit-threshold": "-1", "exit-win
 
 // command -> numeric option -> a value out of its range.
 const OUT_OF_RANGE = {
-  validate: {"top-k": "0", threads: "257", "max-span": "8193", ...APPROX},
+  validate: {"top-k": "0", threads: "257", "max-span": "8193", "image-max-tokens": "1121", ...APPROX},
   generate: {"max-span": "-1", "image-max-tokens": "69", "max-tokens": "0", temperature: "2.5", "top-k": "-1", "top-p": "1.5", seed: "4294967296", threads: "0", ...APPROX},
   chat: {"max-span": "8193", "max-tokens": "0", temperature: "-0.5", "top-k": "1.5", "top-p": "2", seed: "-1", threads: "0"},
   "calibrate-exit": {agreement: "0", "exit-window": "0", positions: "1048577", threads: "0", "max-span": "8193"},

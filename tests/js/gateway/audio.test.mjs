@@ -2,9 +2,11 @@
 // part between two text parts gives llama.cpp's answer to the same chat (its own template rendering
 // with a media marker, then mtmd with the same samples: llama_vision_prompt) on an E-model of Gemma
 // 4's vocabulary and template over two local nodes, where our arithmetic mirrors llama.cpp's (a
-// prompt under 64 rows: its one-chunk attention over the f16 cache); the next turn reuses the
-// session through the clip; parts the gateway cannot read refused with a 400 naming them; an
-// E-model whose first node is remote refused media at open.
+// prompt under 64 rows: its one-chunk attention over the f16 cache), and the same answer when
+// the first node is a served one (the clip's per-layer inputs computed there: POST
+// /v1/per-layer-inputs); the next turn reuses the session through the clip; parts the gateway
+// cannot read refused with a 400 naming them; an E-model whose first node is a tensor-parallel
+// group refused media at open.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import {describe, test} from "node:test";
@@ -79,7 +81,19 @@ describe("audio in chat requests", () => {
     assert.equal(first.status, 200, JSON.stringify(first.body));
     const ends = new Set([tokenizer.eos, ...tokenizer.encode("<turn|>", {addBos: false, parseSpecial: true})]);
     const stop = ref.greedy.findIndex((id) => ends.has(id));
-    assert.equal(first.body.choices[0].message.content, tokenizer.decode(stop < 0 ? ref.greedy : ref.greedy.slice(0, stop)));
+    const answer = tokenizer.decode(stop < 0 ? ref.greedy : ref.greedy.slice(0, stop));
+    assert.equal(first.body.choices[0].message.content, answer);
+
+    // The first node served: the clip's rows go to it for their per-layer inputs.
+    const node = await startServer(t, {args: ["--model", eModel(), "--layers", "0-0"]});
+    await waitReady(node.url);
+    const remoteFirst = await gateway(t, {nodes: `${node.url},local:1-1`, images: {mmproj: projector()}});
+    const served = await chat(remoteFirst, messages);
+    assert.equal(served.status, 200, JSON.stringify(served.body));
+    assert.equal(served.body.choices[0].message.content, answer, "a served first node gives llama.cpp's answer too");
+    assert.equal(served.body.usage.completion_tokens, first.body.usage.completion_tokens);
+    assert.ok(node.logs.some((line) => line.message === "request" && line.route === "/v1/per-layer-inputs" && line.status === 200),
+      "the clip's per-layer inputs came from the served node");
     const audioTokens = ref.chunks[1].n_tokens;
     const promptTokens = ref.chunks.reduce((n, c) => n + (c.type === "text" ? c.tokens.length : c.n_tokens), 0);
     assert.equal(first.body.usage.prompt_tokens, promptTokens, "the clip counts its soft tokens, as llama.cpp counts them");
@@ -111,10 +125,8 @@ describe("audio in chat requests", () => {
     const r = await chat(plain, audioChat(audioPart(wav)));
     assert.equal(r.status, 400);
     assert.match(r.body.error.message, /this gateway reads no audio \(start it with --mmproj\)/);
-    // A media item's per-layer inputs come from its rows, which a remote first node is never sent.
-    const node = await startServer(t, {args: ["--model", eModel()]});
-    await waitReady(node.url);
-    await assert.rejects(gateway(t, {nodes: node.url, images: {mmproj: projector()}}),
-      /node 0 is remote: an E-model's first node computes media rows' per-layer inputs from the rows/);
+    // A media item's per-layer inputs come from its rows, which a group's members are never sent.
+    await assert.rejects(gateway(t, {nodes: "tp(local:0-0*2),local:1-1", images: {mmproj: projector()}}),
+      /node 0 is a tensor-parallel group: an E-model's first node computes media rows' per-layer inputs from the rows/);
   });
 });

@@ -1,8 +1,10 @@
 // A media item's rows through a pipeline (PipelineCore.stepMedia): the same logits whatever the
 // split, local or over HTTP (the span travels as span=1); a node that lost the session rebuilt
 // from a history holding the item; a cut inside the item refused by name, a cut before it and the
-// item sent again giving the bytes of the first time; a span longer than a node takes refused,
-// naming both lengths, and a group refusing spans.
+// item sent again giving the bytes of the first time; an E-model's item through a remote first
+// node (its rows' per-layer inputs computed there: POST /v1/per-layer-inputs) giving the bytes of
+// a local one; a span longer than a node takes refused, naming both lengths, and a group refusing
+// spans and an E-model's media rows.
 import assert from "node:assert/strict";
 import {describe, test} from "node:test";
 
@@ -12,6 +14,7 @@ import {model} from "../support/models.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
 
 const tiny = () => model("tiny", "tiny", ["--type", "Q4_0"]);
+const eModel = () => model("tiny-shared-kv2-q8", "tiny-shared-kv2", ["--type", "Q8_0"]);  // n_embd 64, n_embd_per_layer 32
 const N_EMBD = 64;
 const IMAGE_ROWS = 12;  // past the window of 4
 const BEFORE = [2, 40, 41, 42], AFTER = [43, 44, 45];
@@ -88,5 +91,28 @@ describe("a media span through a pipeline", () => {
     await assert.rejects(pipeline.stepMedia("odd", {rows: new Float32Array(N_EMBD + 1), span: true}), /not a positive multiple of n_embd 64/);
     const group = new GroupNode({layers: [0, 1], nEmbd: N_EMBD, nLayer: 2, nVocab: 1024}, "tp(test)");
     await assert.rejects(group.forward({session: "g", startPos: 0, hidden: imageRows(), span: true}), /takes no media span/);
+    await assert.rejects(group.perLayerInputs(new Array(IMAGE_ROWS).fill(0), imageRows()),
+      (error) => error.code === "unsupported" && /computes per-layer inputs only of the tokens it embeds, not of a media item's rows/.test(error.message));
+  });
+
+  test("an E-model's item through a remote first node gives the bytes of a local one; another item, other logits", async (t) => {
+    const file = eModel();
+    const local = await Pipeline.open({model: file, nodes: "local:0-1,local:2-4", build: "single"});
+    t.after(() => local.close());
+    const server = await startServer(t, {args: ["--model", file, "--layers", "0-1"]});
+    await waitReady(server.url);
+    const remote = await Pipeline.open({model: file, nodes: `${server.url},local:2-4`, build: "single"});
+    t.after(() => remote.close());
+    const through = async (pipeline, rows) => {
+      const session = `e-${Math.random()}`;
+      await pipeline.step(session, BEFORE, {logits: false});
+      await pipeline.stepMedia(session, {rows, span: false}, {logits: false});
+      return (await pipeline.step(session, AFTER)).logits;
+    };
+    const expect = await through(local, imageRows());
+    assert.deepEqual(bits(await through(remote, imageRows())), bits(expect));
+    const other = imageRows().map((x) => -x);
+    assert.notDeepEqual(bits(await through(remote, other)), bits(expect), "another item, other logits");
+    assert.deepEqual(bits(await through(remote, other)), bits(await through(local, other)));
   });
 });

@@ -158,10 +158,16 @@ export function hostileCases(info) {
     ["PUT a session", 405, "method_not_allowed", (ctx) => call(ctx.baseUrl, "PUT", `/v1/sessions/${ctx.session}`, {token: ctx.token, body: row})],
     ["GET forward", 405, "method_not_allowed", (ctx) => call(ctx.baseUrl, "GET", `/v1/sessions/${ctx.session}/forward?${at(ctx)}`, {token: ctx.token})],
     ["DELETE /v1/embed", 405, "method_not_allowed", (ctx) => call(ctx.baseUrl, "DELETE", "/v1/embed", {token: ctx.token})],
+    ["GET /v1/per-layer-inputs", 405, "method_not_allowed", (ctx) => call(ctx.baseUrl, "GET", "/v1/per-layer-inputs", {token: ctx.token})],
   ];
   const embed = (ctx, body, type = "application/json") => call(ctx.baseUrl, "POST", "/v1/embed", {token: ctx.token, body, type});
   const logits = (ctx, query, body = row) => call(ctx.baseUrl, "POST", `/v1/logits${query}`, {token: ctx.token, body});
-  if (!info.has_embed) cases.push(["embed on a node without the embedding", 404, "not_found", (ctx) => embed(ctx, "{\"tokens\":[2]}")]);
+  if (!info.has_embed) {
+    cases.push(
+      ["embed on a node without the embedding", 404, "not_found", (ctx) => embed(ctx, "{\"tokens\":[2]}")],
+      ["per-layer inputs on a node without the embedding", 404, "not_found", (ctx) => call(ctx.baseUrl, "POST", "/v1/per-layer-inputs", {token: ctx.token, body: row})],
+    );
+  }
   else {
     cases.push(
       ["embed: token id n_vocab", 400, "bad_parameter", (ctx) => embed(ctx, JSON.stringify({tokens: [2, info.n_vocab]}))],
