@@ -8,6 +8,8 @@ import {model} from "./models.mjs";
 
 export const visionProjector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
 export {gemma4};
+// Gemma 4's vocabulary and template on a small model with per-layer embeddings (an E-model: the
+// ones that hear).
 const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
 export const eModel = () => model("gemma4-e-template", "gemma4-vocab", E_MODEL());
 export const audioProjector = () => model("mmproj-gemma4-e-audio", "gemma4-vocab",
