@@ -8,6 +8,7 @@ import { layerRange, memberShard } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
 import { serveMember } from '../server/member_host.js';
+import { openNodeEncoder } from '../generation/node_encoder.js';
 import { serve } from '../server/node_host.js';
 import { startOtlpExport } from '../telemetry/otlp.js';
 import { stopRequested } from './stop_requested.js';
@@ -124,7 +125,11 @@ export async function serveCommand(values) {
     if (!defined.layers) throw new Error('--shard needs --layers A-B: the range the group serves');
     node = await serveMember(Object.fromEntries(Object.entries(memberConfig(defined)).filter(([, v]) => v !== undefined)));
   } else {
-    node = await serve(defined);
+    const { mmproj, ...rest } = defined;
+    const encoder = mmproj === undefined ? undefined
+      : openNodeEncoder(mmproj, { threads: config.threads, cacheDir: config.cacheDir, allowUnvalidatedSource: config.allowUnvalidatedSource });
+    encoder?.catch(() => {});  // serve() reports a failed open as a failed load
+    node = await serve({ ...rest, encoder });
   }
   const outcome = await new Promise((resolve) => {
     stopRequested().then(resolve);

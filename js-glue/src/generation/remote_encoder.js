@@ -1,16 +1,16 @@
 // A projector's towers on an encoder node (`serve --mmproj`; docs/http-api.md, "Encoding media"),
 // with the shape MediaInput (media.js) takes of the local VisionEncoder and AudioEncoder: a host
 // that holds no tower (the edge gateway, a gateway beside a node that has room for one) counts an
-// item's tokens from the node's config (vision/image_tokens.js, audio/clip_tokens.js) and has the
+// item's tokens from the node's config (protocol/image_tokens.js, protocol/clip_tokens.js) and has the
 // node encode it. The node is untrusted as every remote node is: its config is checked at open,
 // and each answer read within the exact size of the tokens counted here, its values checked,
 // under a deadline, through the NodeClient's one retry.
 import { AUDIO_SAMPLE_RATE } from '../audio/decode_audio.js';
-import { clipTokens } from '../audio/clip_tokens.js';
+import { clipTokens } from '../protocol/clip_tokens.js';
 import { decodeEncoderInfo, imageQuery, rowsBytes } from '../protocol/encode_body.js';
+import { imageTokens } from '../protocol/image_tokens.js';
 import { checkValues, MAX_JSON_BYTES, readExact, readJson } from '../pipeline/node_answer.js';
 import { NodeClient } from '../pipeline/node_client.js';
-import { imageTokens } from '../vision/image_tokens.js';
 
 const OCTETS = 'application/octet-stream';
 /** How long one encode may take by default, its answer read: an image at 1120 tokens on a 31B tower. */

@@ -1,7 +1,7 @@
 // A projector GGUF's ("mmproj") towers as their keys and tensor shapes describe them, read as the
 // engine reads them (src/vision/vision_config.cpp, src/audio/audio_config.cpp; docs/vision.md and
 // docs/audio.md, "Keys"): what a host that does not hold the towers needs to know of them, to
-// count an item's soft tokens (vision/image_tokens.js, audio/clip_tokens.js) and to size them
+// count an item's soft tokens (protocol/image_tokens.js, protocol/clip_tokens.js) and to size them
 // (cli/encoder_memory.js). The engine stays the judge of a file: opening a tower checks every key
 // and tensor, which this does not repeat.
 

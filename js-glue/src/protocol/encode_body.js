@@ -3,7 +3,7 @@
 // an image's decoded pixels, RGB bytes [height, width, 3], rows top down, with width, height and
 // max_tokens in the query; POST /v1/encode/audio a clip's samples, little-endian f32 at 16 kHz
 // mono; both answer the soft-token rows, little-endian f32 [tokens, n_embd_text], the tokens
-// being what the caller counts from the info (vision/image_tokens.js, audio/clip_tokens.js).
+// being what the caller counts from the info (image_tokens.js, clip_tokens.js).
 import { LayerfoldError } from '../wasm/capi.js';
 
 const F32 = 4;

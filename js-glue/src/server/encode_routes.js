@@ -7,10 +7,9 @@
 // encodes run one after another in a line of their own, beside the layer calls.
 import { Hono } from 'hono';
 
-import { AUDIO_SAMPLE_RATE } from '../audio/decode_audio.js';
-import { clipTokens } from '../audio/clip_tokens.js';
+import { CLIP_SAMPLE_RATE, clipTokens } from '../protocol/clip_tokens.js';
 import { imageBodyBytes, readImageQuery } from '../protocol/encode_body.js';
-import { imageTokens } from '../vision/image_tokens.js';
+import { imageTokens } from '../protocol/image_tokens.js';
 import { checkDeclaredLength } from './request_body.js';
 import { HttpError } from './http_error.js';
 import { contentType, finiteValues } from './request_checks.js';
@@ -68,7 +67,7 @@ export function encodeRoutes({ state, withBody, engine, answer }) {
 
   routes.post('/audio', async (c) => {
     const encoder = encoderOf(state, 'audio');
-    const maxBytes = encoder.maxAudioSeconds * AUDIO_SAMPLE_RATE * F32;
+    const maxBytes = encoder.maxAudioSeconds * CLIP_SAMPLE_RATE * F32;
     const describeLimit = () => `this node encodes clips of at most ${encoder.maxAudioSeconds} s, ${maxBytes} bytes of 16 kHz f32 samples`;
     checkDeclaredLength(c.req.raw, maxBytes, describeLimit);
     contentType(c.req.header('content-type'), OCTETS);

@@ -11,7 +11,6 @@ import { processLog } from '../log/readable_log.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from './logits_answer.js';
 import { nodeMetrics } from './metrics.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from './node_process.js';
-import { checkEncoderWidth, openNodeEncoder } from './node_encoder.js';
 import { NodeState } from './node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
@@ -35,8 +34,9 @@ const HEADERS_TIMEOUT_MS = 20_000;
  *          draftModel?: string, log?: (severity: string, message: string, fields?: object) => void}} options
  *   dotForm: force the relaxed kernels' form of the Q4_0 dot product (LayerNode.open).
  *   draftModel: on the node serving the last layer, the MTP drafter beside its head (LayerNode.open).
- *   mmproj: the model's projector (a path or URL), whose towers the node serves on a module of
- *   their own, `threads` workers each (POST /v1/encode/image and /audio: server/encode_routes.js).
+ *   encoder: a promise of the projector's towers the node also serves (generation/node_encoder.js
+ *   openNodeEncoder's; POST /v1/encode/image and /audio: encode_routes.js), the node ready once
+ *   both are in; refused when its rows are not the model's width.
  *   Without authToken, host must be a loopback address unless insecureNoAuth is true: the node
  *   then serves /v1/* to anyone who reaches it, and logs so as a WARNING.
  * @example
@@ -46,13 +46,13 @@ const HEADERS_TIMEOUT_MS = 20_000;
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
   maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan,
-  dotForm, perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, mmproj, log: write = processLog() }) {
+  dotForm, perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, encoder: encoderOpening, log: write = processLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
   log('INFO', 'starting', {
     config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxBatchRows, maxLogitsBytes,
-      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel, mmproj }),
+      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel, encoder: encoderOpening ? 'a projector' : undefined }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
   warnIfOpen({ authToken, host, port }, log);
@@ -97,7 +97,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     },
   });
   // The projector beside the layers: the node is ready once both are in.
-  const encoding = mmproj === undefined ? Promise.resolve(null) : openNodeEncoder(mmproj, { threads, cacheDir, allowUnvalidatedSource });
+  const encoding = encoderOpening ?? Promise.resolve(null);
   const loaded = Promise.allSettled([opening, encoding]).then(([n, e]) => {
     if (n.status === 'rejected' || e.status === 'rejected') {
       if (n.status === 'fulfilled') n.value.close();
@@ -111,7 +111,9 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
       return node;
     }
     try {
-      if (encoder) checkEncoderWidth(encoder, node.nEmbd);
+      if (encoder && encoder.vision.nEmbdText !== node.nEmbd) {
+        throw new Error(`--mmproj: the projector gives rows of ${encoder.vision.nEmbdText} values, this model's width is ${node.nEmbd}: a projector of another model`);
+      }
     } catch (error) {
       node.close();
       encoder.close();

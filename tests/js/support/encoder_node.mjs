@@ -2,6 +2,7 @@
 // process over the synthetic models a projector of the same width goes with: the Gemma 4
 // vocabulary's 64-wide model and the tiny vision tower, and an E-model of that vocabulary whose
 // projector also hears (a 1-block audio encoder).
+import {openNodeEncoder} from "../../../js-glue/src/generation/node_encoder.js";
 import {serve} from "../../../js-glue/src/server/node_host.js";
 import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "./gateway_fixture.mjs";
 import {model} from "./models.mjs";
@@ -21,7 +22,8 @@ export const audioProjector = () => model("mmproj-gemma4-e-audio", "gemma4-vocab
  * @example const node = await startEncoderNode(t, {file: gemma4(), mmproj: visionProjector(), authToken: "s"});
  */
 export async function startEncoderNode(t, {file, mmproj, ...options}) {
-  const node = await serve({model: file, mmproj, port: 0, host: "127.0.0.1", threads: 1, log: () => {}, ...options});
+  const encoder = mmproj === undefined ? undefined : openNodeEncoder(mmproj, {threads: 1});
+  const node = await serve({model: file, encoder, port: 0, host: "127.0.0.1", threads: 1, log: () => {}, ...options});
   t.after(() => node.shutdown());
   await node.loaded;
   return node;

@@ -2,12 +2,13 @@
 // the engine counts them (src/vision/image_preprocess.cpp vision_input_size and its checks, in its
 // f32 arithmetic; lf_vision_tokens): for a host that sends its images to an encoder node and must
 // know each one's tokens before the answer comes (the prompt's length, its placeholders).
-import { MAX_IMAGE_SIDE } from './decode_image.js';
+// The engine's longest side (src/vision/image_preprocess.h kMaxSide), vision/decode_image.js's too.
+const MAX_IMAGE_SIDE = 46000;
 
 const f32 = Math.fround;
 
 /**
- * config (gguf/projector_config.js visionConfig's {patchSize, nMerge, posSize, minTokens,
+ * config (encode_body.js decodeEncoderInfo's vision, or gguf/projector_config.js visionConfig's {patchSize, nMerge, posSize, minTokens,
  * maxTokens}) and an image of width × height within a budget of maxTokens (0: the config's
  * maxTokens) -> {tokens, width, height}: the size it is resized to. A RangeError with the
  * engine's words for what it refuses (a budget out of range, a side of 0 or over 46000 pixels, a

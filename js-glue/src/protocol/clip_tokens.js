@@ -3,9 +3,9 @@
 // a host that sends its clips to an encoder node and must know their tokens before the answer
 // comes. The numbers are llama.cpp's for gemma4a, fixed whatever the file says (docs/audio.md,
 // "Keys").
-import { AUDIO_SAMPLE_RATE } from './decode_audio.js';
-
-const CHUNK_SAMPLES = 30 * AUDIO_SAMPLE_RATE;
+/** The rate the encoder takes, in Hz (audio/decode_audio.js's AUDIO_SAMPLE_RATE). */
+export const CLIP_SAMPLE_RATE = 16000;
+const CHUNK_SAMPLES = 30 * CLIP_SAMPLE_RATE;
 const FRAME_LEN = 320;
 const HOP = 160;
 

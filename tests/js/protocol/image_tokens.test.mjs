@@ -1,4 +1,4 @@
-// An image's soft tokens counted from the tower's config alone (vision/image_tokens.js), for a
+// An image's soft tokens counted from the tower's config alone (protocol/image_tokens.js), for a
 // host that sends its images to an encoder node: the engine's count (lf_vision_tokens), its
 // resized size and its refusals, over sizes around the alignment, the budgets' edges and the
 // position tables' limit.
@@ -7,7 +7,7 @@ import {test} from "node:test";
 
 import {openProjectorModule} from "../../../js-glue/src/generation/open_projector.js";
 import {visionConfig} from "../../../js-glue/src/gguf/projector_config.js";
-import {imageTokens} from "../../../js-glue/src/vision/image_tokens.js";
+import {imageTokens} from "../../../js-glue/src/protocol/image_tokens.js";
 import {visionProjector} from "../support/encoder_node.mjs";
 
 // The engine's answer, or its refusal's message.

@@ -1,11 +1,11 @@
-// A clip's soft tokens counted without the encoder (audio/clip_tokens.js), for a host that sends
+// A clip's soft tokens counted without the encoder (protocol/clip_tokens.js), for a host that sends
 // its clips to an encoder node: the engine's chunks and tokens (lf_audio_tokens) and its
 // refusals, around the frame and chunk edges.
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
 import {openProjectorModule} from "../../../js-glue/src/generation/open_projector.js";
-import {clipTokens} from "../../../js-glue/src/audio/clip_tokens.js";
+import {clipTokens} from "../../../js-glue/src/protocol/clip_tokens.js";
 import {audioProjector} from "../support/encoder_node.mjs";
 
 const outcome = (count) => {
