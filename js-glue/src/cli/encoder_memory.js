@@ -5,7 +5,7 @@
 // top budget (src/vision/vision_tower.cpp, ImageEncoding::State) and a 30 s chunk of audio
 // (src/audio/audio_encoder.cpp, AudioEncoding::State::prepare), each with the input and the rows
 // the host copies in and out. The towers encode one item at a time; each has its own buffers, so
-// both count. For `plan --mmproj` (docs/deployment.md, "Sizing a node").
+// both count. For `plan --mmproj` (docs/deployment.md, "3. Sizing a node").
 import { audioConfig, IMAGE_MAX_TOKENS, visionConfig } from '../gguf/projector_config.js';
 
 const F32 = 4;

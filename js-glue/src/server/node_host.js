@@ -52,7 +52,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
   log('INFO', 'starting', {
     config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxBatchRows, maxLogitsBytes,
-      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel, encoder: encoderOpening ? 'a projector' : undefined }),
+      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel, encodesMedia: encoderOpening !== undefined }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
   warnIfOpen({ authToken, host, port }, log);
@@ -122,7 +122,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     state.encoder = encoder;
     state.loaded(node);
     const info = node.info();
-    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, kernels: info.kernels, kernelChoice: info.kernelChoice, dotForm: info.dotForm?.reason ?? null, threads: info.threads, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
+    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, kernels: info.kernels, kernelChoice: info.kernelChoice, dotForm: info.dotForm?.reason ?? null, threads: info.threads, encodes: encoder ? (encoder.audio ? 'images, audio' : 'images') : null, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
     return node;
   }).catch((error) => {
     log('ERROR', 'load failed', { code: error.code ?? error.name, error: error.message });

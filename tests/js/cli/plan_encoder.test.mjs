@@ -1,4 +1,4 @@
-// plan --mmproj (docs/deployment.md, "Sizing a node"): the projector's towers counted from its
+// plan --mmproj (docs/deployment.md, "3. Sizing a node"): the projector's towers counted from its
 // header as the engine sizes them, checked against the WASM memory a module of their own grows
 // to when it holds them and encodes its largest image or a 30 s clip; and the placement: beside
 // node 0 when both fit its budget, else an encoder node of its own.
