@@ -27,6 +27,17 @@ const wasmBesideBundle = (relaxed) => ({
   },
 });
 
+// The audio decoders' Web Worker shim (@eshaz/web-worker) reads the global Worker as it loads and
+// is extended there, and an isolate has none: a class that refuses to start stands in for it
+// (the decoders are never asked for a worker here).
+const noWebWorkers = {
+  name: 'no-web-workers',
+  setup(b) {
+    b.onResolve({ filter: /^@eshaz\/web-worker$/ }, () => ({ path: 'web-worker', namespace: 'no-web-workers' }));
+    b.onLoad({ filter: /.*/, namespace: 'no-web-workers' }, () => ({ contents: 'export default class { constructor() { throw new Error("an isolate has no Web Workers"); } }', loader: 'js' }));
+  },
+};
+
 /**
  * Writes worker.js and the modules it imports into outDir; returns their paths and sizes
  * (`wasm`, `wasmBytes` the SIMD128 module; `relaxedWasm`, `relaxedWasmBytes` the relaxed one,
@@ -52,7 +63,7 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
     target: 'es2022',
     // An entry outside js-glue (a benchmark's worker) takes js-glue's dependencies too.
     nodePaths: [path.join(here, '..', 'node_modules')],
-    plugins: [xgrammarForIsolates(outDir), wasmBesideBundle(relaxed)],
+    plugins: [xgrammarForIsolates(outDir), wasmBesideBundle(relaxed), noWebWorkers],
     logLevel: 'warning',
   });
   const copy = async (name) => {

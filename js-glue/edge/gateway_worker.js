@@ -6,13 +6,19 @@
 // nodes' URLs in pipeline order), MODEL_ID (default: the key without .gguf), MAX_QUEUE,
 // MAX_CACHED_SESSIONS, REQUEST_TIMEOUT_MS, SPECULATIVE, DRAFT_MAX, DRAFT_MIN_NGRAM (as the
 // gateway command's; SPECULATIVE=mtp needs a last node that drafts: an edge worker with
-// DRAFT_MODEL_KEY, or `serve --draft-model`), and the secrets AUTH_TOKEN (the clients' API key)
-// and NODES_AUTH_TOKEN (the nodes', never the clients' key).
+// DRAFT_MODEL_KEY, or `serve --draft-model`), ENCODER_URL and IMAGE_MAX_TOKENS (an encoder node,
+// `serve --mmproj`, that encodes the chats' images and audio, and an image's budget; without it
+// media parts are refused), and the secrets AUTH_TOKEN (the clients' API key) and
+// NODES_AUTH_TOKEN (the nodes' and the encoder node's, never the clients' key).
 import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
 import { createGatewayApp } from '../src/gateway/app.js';
+import { DEFAULT_IMAGE_MAX_TOKENS } from '../src/generation/media.js';
+import { mediaInput } from '../src/generation/media_pipeline.js';
 import { speculativeOptions } from '../src/generation/prompt_lookup.js';
+import { IMAGE_MAX_TOKENS, IMAGE_MIN_TOKENS } from '../src/gguf/projector_config.js';
 import { RefusedMedia } from '../src/generation/refused_media.js';
+import { RemoteEncoder } from '../src/generation/remote_encoder.js';
 import { NodeState } from '../src/server/node_state.js';
 import { GrammarEngine } from '../src/tokens/grammar/engine.js';
 import { openEdgePipeline } from './edge_gateway.js';
@@ -22,9 +28,10 @@ let isolate = null;  // { app, opening, failure }
 // No Gemma 4 vision tower or audio encoder fits an isolate beside the coordinator: E2B's vision
 // tower, the smallest, is over 300 MB in F16, and its buffers for one image of 280 soft tokens
 // (2520 patches) over 150 MB more; its audio encoder (12 Conformer blocks 1024 wide) over 600 MB.
+// An encoder node holds them (ENCODER_URL).
 const noMedia = (kind) => `this edge gateway reads no ${kind === 'audio' ? 'audio' : 'images'}: no Gemma 4 ` +
-  `${kind === 'audio' ? 'audio encoder' : 'vision tower'} fits an isolate's 128 MiB; send ${kind === 'audio' ? 'audio' : 'images'} ` +
-  'to a gateway in a container (layerfold gateway --mmproj)';
+  `${kind === 'audio' ? 'audio encoder' : 'vision tower'} fits an isolate's 128 MiB; set ENCODER_URL to an encoder node ` +
+  '(layerfold serve --mmproj), or send them to a gateway in a container (layerfold gateway --mmproj)';
 
 function number(env, name) {
   const raw = env[name];
@@ -43,18 +50,31 @@ function startIsolate(env) {
     const speculative = speculativeOptions({ mode: env.SPECULATIVE || undefined, maxDraft: number(env, 'DRAFT_MAX'), minNgram: number(env, 'DRAFT_MIN_NGRAM') },
       (name) => name.toUpperCase().replaceAll('-', '_'));
     const options = { maxQueue: number(env, 'MAX_QUEUE'), maxCachedSessions: number(env, 'MAX_CACHED_SESSIONS'), requestTimeoutMs: number(env, 'REQUEST_TIMEOUT_MS'), speculative };
+    const maxTokens = number(env, 'IMAGE_MAX_TOKENS') ?? DEFAULT_IMAGE_MAX_TOKENS;
+    if (maxTokens < IMAGE_MIN_TOKENS || maxTokens > IMAGE_MAX_TOKENS) {
+      throw new Error(`IMAGE_MAX_TOKENS=${maxTokens}: an image's budget is ${IMAGE_MIN_TOKENS} to ${IMAGE_MAX_TOKENS} soft tokens`);
+    }
+    let media = new RefusedMedia(noMedia);
     current.app = createGatewayApp({
       state, modelId: env.MODEL_ID || env.MODEL_KEY.replace(/^.*\//, '').replace(/\.gguf$/i, ''), authToken: env.AUTH_TOKEN,
       // The bundle's one instance of the grammar engine (edge/xgrammar_bundle.js).
       openGrammar: (pipeline, endIds) => new GrammarEngine(async () => xgrammar, pipeline.tokenizer, endIds),
-      media: () => new RefusedMedia(noMedia),
+      media: () => media,
       ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     });
     const pipeline = await openEdgePipeline({ module: wasm, bucket: env.MODEL, key: env.MODEL_KEY, nodes: env.NODES, authToken: env.NODES_AUTH_TOKEN });
-    // Refused at open, not at every request: the Model is made at the first one.
-    if (speculative?.mtp && !pipeline.drafts) {
+    try {
+      // Refused at open, not at every request: the Model is made at the first one.
+      if (speculative?.mtp && !pipeline.drafts) {
+        throw new Error('SPECULATIVE=mtp: the last node has no draft model (DRAFT_MODEL_KEY on the edge worker serving the last layers, or serve --draft-model)');
+      }
+      if (env.ENCODER_URL) {
+        const towers = await RemoteEncoder.open(env.ENCODER_URL, { authToken: env.NODES_AUTH_TOKEN });
+        media = mediaInput(pipeline, towers, { maxTokens }, 'ENCODER_URL');
+      }
+    } catch (error) {
       await pipeline.close();
-      throw new Error('SPECULATIVE=mtp: the last node has no draft model (DRAFT_MODEL_KEY on the edge worker serving the last layers, or serve --draft-model)');
+      throw error;
     }
     state.loaded(pipeline);
   })().catch((error) => {

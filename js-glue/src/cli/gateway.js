@@ -43,6 +43,7 @@ export const GATEWAY_OPTIONS = fromEnv({
   'draft-max': { kind: 'integer', min: 1, max: MAX_DRAFT, value: 'N', help: 'the most tokens drafted at once', default: 8 },
   'draft-min-ngram': { kind: 'integer', min: 1, max: MAX_NGRAM, value: 'N', help: 'the shortest recurring n-gram a draft is taken from', default: 3 },
   mmproj: { kind: 'string', value: 'PATH|URL', help: 'the model\'s projector: chats may hold images (docs/vision.md), and audio with an E2B or E4B projector (docs/audio.md)' },
+  encoder: { kind: 'string', value: 'URL', help: 'an encoder node (serve --mmproj) that encodes the chats\' images and audio, instead of --mmproj here', env: 'ENCODER_URL' },
   'image-max-tokens': { kind: 'integer', min: 70, max: 1120, value: 'N', help: 'an image\'s soft-token budget; local nodes take spans of it',
     default: DEFAULT_IMAGE_MAX_TOKENS },
   'image-urls': { kind: 'boolean', help: 'fetch http(s) image URLs (else only data: URLs are read)' },
@@ -59,6 +60,9 @@ export const GATEWAY_OPTIONS = fromEnv({
  * @example await gatewayConfig(readOptions(GATEWAY_OPTIONS, { nodes: 'local:0-1' }, env), env)
  */
 export async function gatewayConfig(values, env) {
+  if (values.mmproj !== undefined && values.encoder !== undefined) {
+    throw new Error('--mmproj and --encoder (ENCODER_URL) are exclusive: the projector is read here or an encoder node encodes with it, not both');
+  }
   const model = values.model ?? await defaultModel();
   return {
     model,
@@ -80,8 +84,8 @@ export async function gatewayConfig(values, env) {
     speculative: speculativeOptions({ mode: values.speculative, maxDraft: values['draft-max'], minNgram: values['draft-min-ngram'] },
       (name) => `--${name}`),
     draftModel: values['draft-model'],
-    images: values.mmproj === undefined ? undefined : {
-      mmproj: values.mmproj, maxTokens: values['image-max-tokens'], fetchUrls: values['image-urls'] === true,
+    images: values.mmproj === undefined && values.encoder === undefined ? undefined : {
+      mmproj: values.mmproj, encoder: values.encoder, maxTokens: values['image-max-tokens'], fetchUrls: values['image-urls'] === true,
       maxBytes: values['image-max-bytes'], fetchTimeoutMs: values['image-fetch-timeout-ms'],
     },
     // Tokens from the environment only: a command line shows in `ps`. AUTH_TOKEN is what clients

@@ -6,9 +6,7 @@ import fs from 'node:fs';
 import { useAudioDecoders } from '../audio/decode_audio.js';
 import { DEFAULT_IMAGE_MAX_TOKENS, MediaInput } from '../generation/media.js';
 import { promptTokens } from '../generation/prompt.js';
-import { openProjector } from '../generation/projector.js';
-import { openSource } from '../sources/open_source.js';
-import { loadThreadedModule } from '../wasm/load_node.js';
+import { openProjectorModule } from '../generation/open_projector.js';
 
 export const IMAGE_OPTIONS = {
   image: { kind: 'list', value: 'FILE', help: 'a JPEG, PNG or WebP the prompt shows the model, repeatable (with --chat and --mmproj)' },
@@ -42,17 +40,10 @@ export async function openImages(options) {
   if (!options.chat) throw new Error(`${flag} goes with --chat: the chat template places it in the prompt`);
   if (options.mmproj === undefined) throw new Error(`${flag} needs --mmproj PATH|URL, the model's projector`);
   const parts = [...fileParts(options, 'image'), ...fileParts(options, 'audio')];
-  const lf = await loadThreadedModule({ threads: options.threads, pools: 2 });  // the vision tower's and the audio encoder's
-  try {
-    const projector = await openProjector(lf, await openSource(options.mmproj, { allowUnvalidatedSource: options['allow-unvalidated-source'] }),
-      { threads: lf.threads });
-    useAudioDecoders();  // Node: the MP3 and FLAC packages compile their own WASM
-    const media = new MediaInput(projector, { maxTokens: options['image-max-tokens'] });
-    return { media, parts, close: () => { projector.close(); lf.close(); } };
-  } catch (error) {
-    lf.close();
-    throw error;
-  }
+  const projector = await openProjectorModule(options.mmproj, { threads: options.threads, allowUnvalidatedSource: options['allow-unvalidated-source'] });
+  useAudioDecoders();  // Node: the MP3 and FLAC packages compile their own WASM
+  const media = new MediaInput(projector, { maxTokens: options['image-max-tokens'] });
+  return { media, parts, close: projector.close };
 }
 
 /**

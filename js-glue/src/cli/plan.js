@@ -21,6 +21,7 @@
 // --end-memory as their budget (containers at the ends of a pipeline of edge isolates, say); a
 // last node holding a draft model stays single.
 import { openGgufHeader } from '../gguf/header.js';
+import { encoderBytes } from './encoder_memory.js';
 import { withModelHeader } from '../gguf/model_header.js';
 import { openSource } from '../sources/open_source.js';
 import { ALLOW_UNVALIDATED_SOURCE, CACHE_TYPE_K, CACHE_TYPE_V, JSON_OUTPUT } from './options/shared.js';
@@ -29,6 +30,7 @@ import { memberMemoryNeeds, neededBytes, nodeMemoryNeeds } from '../node/memory_
 import { DEFAULT_ROW_CACHE_BYTES } from '../node/per_layer_rows.js';
 import { redactUrl } from '../log/redact.js';
 import { LayerfoldError } from '../wasm/capi.js';
+import { loadSingleThreadModule } from '../wasm/load_node.js';
 
 const GIB = 2 ** 30;
 // The engine's largest group (model/member_split.h).
@@ -45,6 +47,7 @@ export const PLAN_OPTIONS = {
   'cache-type-k': { ...CACHE_TYPE_K, help: 'with --max-context: the K cache type counted' },
   'cache-type-v': { ...CACHE_TYPE_V, help: 'with --max-context: the V cache type counted' },
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the MTP drafter (gemma4-assistant) the last node loads beside the head: its bytes and the caches it reads' },
+  mmproj: { kind: 'string', value: 'PATH|URL', help: 'the model\'s projector: count its towers and say whether the first node holds them (serve --mmproj) or an encoder node of its own does' },
   'max-members': { kind: 'integer', min: 0, value: 'S', help: 'the largest tensor-parallel group proposed for a range one node cannot hold (0: none)', default: MAX_MEMBERS },
   json: JSON_OUTPUT,
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
@@ -81,6 +84,24 @@ export function drafterCaches(info, begin) {
   const held = new Set();
   for (let l = begin; l < n; l++) held.add(l).add(info.layers[l].kv_layer);
   return { reads, missing: reads.filter((l) => !held.has(l)) };
+}
+
+// The projector's towers (cli/encoder_memory.js) and where they go: beside node 0 when both fit
+// its budget, else on an encoder node of their own, which a gateway reaches by --encoder (the
+// edge gateway by ENCODER_URL).
+async function encoderPlace(mmproj, sourceOptions, node0Bytes, budget) {
+  const lf = await loadSingleThreadModule();
+  const source = await openSource(mmproj, sourceOptions);
+  let header;
+  try {
+    const opened = await openGgufHeader(lf, source);
+    lf.fn.lf_gguf_free(opened.gguf);
+    header = opened.header;
+  } finally {
+    await source.close();
+  }
+  const bytes = encoderBytes(header);
+  return { ...bytes, on_first_node: node0Bytes + bytes.total <= budget };
 }
 
 // Smallest per-node maximum of cost(begin, end) (growing with the range) over contiguous splits
@@ -230,7 +251,8 @@ export async function plan(options, [model]) {
   const counted = whole
     ? { counts: 'memory', max_context: shape.maxContext, max_tokens: shape.maxTokens, cache_type_k: shape.cacheTypeK, cache_type_v: shape.cacheTypeV }
     : { counts: 'weights' };
-  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, end_memory: endMemory, ...counted, nodes, spec }));
+  const encoder = options.mmproj === undefined ? null : await encoderPlace(options.mmproj, sourceOptions, nodes[0].bytes, budgetOf(0));
+  if (options.json) console.log(JSON.stringify({ model: redactUrl(model), memory, end_memory: endMemory, ...counted, nodes, spec, ...(encoder ? { encoder } : {}) }));
   else {
     for (const [i, nd] of nodes.entries()) {
       const fits = whole ? `  (${nd.fits_context} tokens fit)` : '';
@@ -238,6 +260,13 @@ export async function plan(options, [model]) {
       console.log(`node ${i}: layers ${nd.layers[0]}-${nd.layers[1]}  ${size}${nd.bytes > budgetOf(i) ? '  (over the budget)' : ''}${fits}`);
     }
     console.log(`--nodes ${spec}`);
+    if (encoder) {
+      const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+      console.log(`encoder: ${mib(encoder.total)} (weights ${mib(encoder.weights)}, an image at the largest budget ${mib(encoder.vision)}` +
+        `${encoder.audio ? `, a 30 s clip ${mib(encoder.audio)}` : ''}): ${encoder.on_first_node
+          ? 'fits beside node 0: serve its layers with --mmproj, and give the gateway --encoder (the edge gateway ENCODER_URL) its URL'
+          : 'does not fit beside node 0: run an encoder node of its own (a container, serve --mmproj), and give the gateway --encoder (the edge gateway ENCODER_URL) its URL'}`);
+    }
   }
   if (tooBig.length) {
     const ends = tooBig.some((nd) => nd === nodes[0] || nd === nodes.at(-1));

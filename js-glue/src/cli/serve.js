@@ -8,6 +8,7 @@ import { layerRange, memberShard } from '../pipeline/nodes_spec.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_SEND_TIMEOUT_MS } from '../server/app.js';
 import { DEFAULT_MAX_LOGITS_BYTES } from '../server/logits_answer.js';
 import { serveMember } from '../server/member_host.js';
+import { openNodeEncoder } from '../generation/node_encoder.js';
 import { serve } from '../server/node_host.js';
 import { startOtlpExport } from '../telemetry/otlp.js';
 import { stopRequested } from './stop_requested.js';
@@ -39,6 +40,7 @@ export const SERVE_OPTIONS = fromEnv({
   'insecure-no-auth': { kind: 'boolean', help: 'serve without AUTH_TOKEN on a non-loopback host', env: 'LAYERFOLD_INSECURE_NO_AUTH' },
   'allow-unvalidated-source': ALLOW_UNVALIDATED_SOURCE,
   'draft-model': { kind: 'string', value: 'PATH|URL', help: 'the node serving the last layer: the MTP drafter (gemma4-assistant) beside its head (docs/gateway.md)' },
+  mmproj: { kind: 'string', value: 'PATH|URL', help: 'the model\'s projector: the node also encodes images and audio for a gateway --encoder (docs/http-api.md)' },
   shard: { kind: 'string', value: 'I/S', help: 'serve member I (0-based) of a tensor-parallel group of S over --layers, for --nodes tp(...) (docs/tensor-parallel.md)' },
   ends: { kind: 'boolean', help: 'with --shard: also hold a vocabulary slice of the model\'s ends --layers touches (the embedding from layer 0, the head to the last), for a group at a pipeline\'s end' },
 });
@@ -93,6 +95,7 @@ export function serveConfig(values, env) {
     insecureNoAuth: values['insecure-no-auth'],
     allowUnvalidatedSource: values['allow-unvalidated-source'],
     draftModel: values['draft-model'],
+    mmproj: values.mmproj,
     shard: values.shard === undefined ? undefined : shard(values.shard),
     ends: values.ends,
   };
@@ -100,8 +103,9 @@ export function serveConfig(values, env) {
 
 // A group member's serveMember() options from serve's: those a member has, the others refused.
 function memberConfig({ shard: memberShard, model, layers: range, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, dotForm, authToken,
-  insecureNoAuth, draftModel, maxSpan, ends }) {
+  insecureNoAuth, draftModel, maxSpan, ends, mmproj }) {
   if (draftModel !== undefined) throw new Error('--draft-model goes on the node holding the head, not on a group member (--shard)');
+  if (mmproj !== undefined) throw new Error('--mmproj is for a node: a group member (--shard) encodes no media');
   if (maxSpan > 0) throw new Error('--max-span is for a node: a group member (--shard) takes no media span');
   return { model, layers: range, shard: memberShard, threads, port, host, cacheDir, maxContext, cacheTypeK, cacheTypeV, dotForm, authToken, insecureNoAuth, ends };
 }
@@ -121,7 +125,11 @@ export async function serveCommand(values) {
     if (!defined.layers) throw new Error('--shard needs --layers A-B: the range the group serves');
     node = await serveMember(Object.fromEntries(Object.entries(memberConfig(defined)).filter(([, v]) => v !== undefined)));
   } else {
-    node = await serve(defined);
+    const { mmproj, ...rest } = defined;
+    const encoder = mmproj === undefined ? undefined
+      : openNodeEncoder(mmproj, { threads: config.threads, cacheDir: config.cacheDir, allowUnvalidatedSource: config.allowUnvalidatedSource });
+    encoder?.catch(() => {});  // serve() reports a failed open as a failed load
+    node = await serve({ ...rest, encoder });
   }
   const outcome = await new Promise((resolve) => {
     stopRequested().then(resolve);

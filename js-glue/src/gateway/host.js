@@ -5,7 +5,6 @@
 // binds loopback only, unless told otherwise in so many words.
 import { isSynthetic } from '../gguf/header.js';
 import { Pipeline } from '../pipeline/pipeline.js';
-import { GroupNode } from '../pipeline/group_node.js';
 import { redactConfig } from '../log/json_log.js';
 import { processLog } from '../log/readable_log.js';
 import { checkOpenAccess, requestSeverity, startHttpServer, warnIfOpen } from '../server/node_process.js';
@@ -14,11 +13,10 @@ import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
 import { GrammarThread } from '../generation/grammar_thread.js';
 import { useAudioDecoders } from '../audio/decode_audio.js';
-import { MediaInput } from '../generation/media.js';
-import { openProjector } from '../generation/projector.js';
+import { mediaInput } from '../generation/media_pipeline.js';
+import { openProjectorModule } from '../generation/open_projector.js';
+import { RemoteEncoder } from '../generation/remote_encoder.js';
 import { TokenizerThread } from '../generation/tokenizer_thread.js';
-import { openSource } from '../sources/open_source.js';
-import { loadThreadedModule } from '../wasm/load_node.js';
 import { createGatewayApp } from './app.js';
 import { gatewayMetrics } from './metrics.js';
 
@@ -30,11 +28,13 @@ import { gatewayMetrics } from './metrics.js';
  *          port?: number, host?: string, authToken?: string, nodesAuthToken?: string, insecureNoAuth?: boolean,
  *          maxQueue?: number, maxCachedSessions?: number, maxSessions?: number, checkpoints?: number, requestTimeoutMs?: number,
  *          sendTimeoutMs?: number, shutdownTimeoutMs?: number, speculative?: object, draftModel?: string, allowUnvalidatedSource?: boolean,
- *          images?: {mmproj: string, maxTokens?: number, fetchUrls?: boolean, maxBytes?: number, fetchTimeoutMs?: number}, log?: Function}} options
- *   images: chats' image parts, and audio parts where the projector `mmproj` (a path or URL) has an
- *   audio encoder (E2B, E4B), read with it, encoded on `threads` workers of a module of its own
- *   (MediaInput's options the rest); local nodes take spans of maxTokens, and a remote node that
- *   takes fewer is refused at open.
+ *          images?: {mmproj?: string, encoder?: string, maxTokens?: number, fetchUrls?: boolean, maxBytes?: number, fetchTimeoutMs?: number},
+ *          log?: Function}} options
+ *   images: chats' image parts, and audio parts where the projector has an audio encoder (E2B,
+ *   E4B), read with it: `mmproj` (a path or URL) encoded on `threads` workers of a module of its
+ *   own, or `encoder` the URL of an encoder node (serve --mmproj) sent nodesAuthToken; one of
+ *   the two (MediaInput's options the rest). Local nodes take spans of maxTokens, and a remote
+ *   node that takes fewer is refused at open.
  * @example const gw = await serveGateway({ model: 'tiny.gguf', nodes: 'local:0-1', modelId: 'tiny', port: 8000, host: '127.0.0.1' });
  */
 export async function serveGateway({ model, nodes, modelId, threads, build, cacheDir, port = 8000, host = '127.0.0.1', authToken, nodesAuthToken,
@@ -64,7 +64,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   // prompt or a large schema would stall the event loop.
   let tokenizerThread = null;
   let grammarThread = null;
-  let vision = null;  // {lf, projector, media}
+  let vision = null;  // {towers, media}
   const app = createGatewayApp({ state, modelId, authToken, maxQueue, maxCachedSessions, checkpoints, requestTimeoutMs, sendTimeoutMs, speculative, observer,
     encodePrompt: (input) => tokenizerThread.encode(input), openGrammar: () => grammarThread, media: () => vision?.media ?? null,
     closeConnection: (c) => c.env?.outgoing?.destroy() });
@@ -80,7 +80,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
       if (speculative?.mtp && !pipeline.drafts) {
         throw new Error('--speculative mtp: the last node has no draft model (--draft-model, or serve --draft-model on a remote last node)');
       }
-      if (images) vision = await openVision(pipeline, images, { threads, cacheDir, allowUnvalidatedSource });
+      if (images) vision = await openVision(pipeline, images, { threads, cacheDir, allowUnvalidatedSource, nodesAuthToken });
       tokenizerThread = await TokenizerThread.open(pipeline.header);
       grammarThread = new GrammarThread(pipeline.header, pipeline.tokenizer.nVocab);
     } catch (error) {
@@ -120,40 +120,22 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   return { url: http.url, port: http.port, state, app, server: http.server, opened, shutdown };
 }
 
-// The projector's towers on a module of their own, refused when it is another model's, a node
-// of the pipeline cannot take the spans its images are, or the first node cannot give media rows
-// their per-layer inputs.
-async function openVision(pipeline, { mmproj, ...options }, { threads, cacheDir, allowUnvalidatedSource }) {
-  const lf = await loadThreadedModule({ threads, pools: 2 });  // the vision tower's and the audio encoder's
-  let projector = null;
+// The projector's towers, on a module of their own (mmproj) or an encoder node's (encoder, sent
+// the nodes' token), refused when they are another model's or a node of the pipeline cannot take
+// the items they make.
+async function openVision(pipeline, { mmproj, encoder, ...options }, { threads, cacheDir, allowUnvalidatedSource, nodesAuthToken }) {
+  const towers = encoder
+    ? await RemoteEncoder.open(encoder, { authToken: nodesAuthToken })
+    : await openProjectorModule(mmproj, { threads, cacheDir, allowUnvalidatedSource });
   try {
-    projector = await openProjector(lf, await openSource(mmproj, { cacheDir, allowUnvalidatedSource }), { threads: lf.threads });
-    const width = pipeline.header.info.n_embd;
-    if ((pipeline.header.info.n_embd_per_layer ?? 0) > 0 && pipeline.nodes[0] instanceof GroupNode) {
-      throw new Error('--mmproj: node 0 is a tensor-parallel group: an E-model\'s first node computes media rows\' per-layer inputs from the rows, ' +
-        'which a group\'s members are not sent; serve the first layers from a node (--nodes local:0-N,... or a served node)');
-    }
-    if (projector.vision.nEmbdText !== width) {
-      throw new Error(`--mmproj: the projector gives rows of ${projector.vision.nEmbdText} values, this model's width is ${width}: a projector of another model`);
-    }
     useAudioDecoders();  // Node: the MP3 and FLAC packages compile their own WASM
-    const media = new MediaInput(projector, options);
-    const takes = (node) => Math.max(64, node.maxSpan ?? 0);
-    const short = media.nonCausal ? pipeline.nodes.findIndex((node) => takes(node) < options.maxTokens) : -1;
-    if (short >= 0) {
-      throw new Error(`node ${short} takes media spans of at most ${takes(pipeline.nodes[short])} rows; images of up to ` +
-        `${options.maxTokens} tokens need serve --max-span ${options.maxTokens} there (or a lower --image-max-tokens)`);
-    }
-    return { lf, projector, media };
+    return { towers, media: mediaInput(pipeline, towers, options, encoder ? '--encoder' : '--mmproj') };
   } catch (error) {
-    projector?.close();
-    lf.close();
+    towers.close();
     throw error;
   }
 }
 
 function closeVision(vision) {
-  if (!vision) return;
-  vision.projector.close();
-  vision.lf.close();
+  vision?.towers.close();
 }

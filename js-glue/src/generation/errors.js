@@ -45,7 +45,7 @@ export function badParam(param, message) {
   return new OpenAIError(400, message, { param, code: 'invalid_value' });
 }
 
-// A remote node's failures (RemoteNode): the OpenAI code each travels under.
+// A remote node's failures (RemoteNode, an encoder node's RemoteEncoder): the OpenAI code each travels under.
 const NODE_FAILURES = { bad_response: 'bad_node_answer', unavailable: 'node_unavailable' };
 
 /**
@@ -60,8 +60,8 @@ export function toOpenAIError(error) {
     return new OpenAIError(status, error.message, { code: error.code, headers: error.headers });
   }
   if (error.code === 'client_closed') return new OpenAIError(499, error.message, { code: 'client_closed' });
-  if (Object.hasOwn(NODE_FAILURES, error.code ?? '')) return new OpenAIError(502, `a layer node failed: ${error.message}`, { code: NODE_FAILURES[error.code] });
-  // Only a remote node's answer carries an HTTP status (RemoteNode's errors of a non-2xx answer).
-  if (Number.isInteger(error.status)) return new OpenAIError(502, `a layer node failed: ${error.code}: ${error.message}`, { code: 'node_error' });
+  if (Object.hasOwn(NODE_FAILURES, error.code ?? '')) return new OpenAIError(502, `a node failed: ${error.message}`, { code: NODE_FAILURES[error.code] });
+  // Only a remote node's answer carries an HTTP status (NodeClient's errors of a non-2xx answer).
+  if (Number.isInteger(error.status)) return new OpenAIError(502, `a node failed: ${error.code}: ${error.message}`, { code: 'node_error' });
   return new OpenAIError(500, `the pipeline failed: ${error.code ?? error.name}: ${error.message}`, { code: 'pipeline_error' });
 }

@@ -108,7 +108,7 @@ export class MediaInput {
 
   /**
    * Over a projector's towers: vision a VisionEncoder (vision/encoder.js), audio an AudioEncoder
-   * (audio/encoder.js) or null. maxTokens: an image's soft-token budget (70 to 1120); fetchUrls:
+   * (audio/encoder.js) or null, or an encoder node's (remote_encoder.js). maxTokens: an image's soft-token budget (70 to 1120); fetchUrls:
    * whether http(s) image URLs are fetched (else refused), each within maxBytes and
    * fetchTimeoutMs; maxPixels: the image decoders' limit; audioMaxBytes and audioMaxSeconds an
    * audio file's. Nodes taking images non-causally need a max span of maxTokens (LayerNode.open's
@@ -154,7 +154,13 @@ export class MediaInput {
       if (error instanceof ImageError) throw badParam(param, `${param}: ${error.message}`);
       throw error;
     }
-    return { kind: 'image', image, tokens: this.#vision.tokens(image.width, image.height, { maxTokens: this.maxTokens }).tokens, param };
+    let tokens;
+    try {
+      ({ tokens } = this.#vision.tokens(image.width, image.height, { maxTokens: this.maxTokens }));
+    } catch (error) {
+      throw badParam(param, `${param}: ${error.message}`);
+    }
+    return { kind: 'image', image, tokens, param };
   }
 
   async #readAudio({ data, bytes: given, param }) {

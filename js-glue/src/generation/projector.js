@@ -7,7 +7,7 @@ import { VisionEncoder } from '../vision/encoder.js';
 
 /**
  * `source`'s towers on `threads` workers each: {vision, audio (null without an audio encoder),
- * close()}; refused by name (the engine's message after the source's name).
+ * header (the file's, openGgufHeader's), close()}; refused by name (the engine's message after the source's name).
  * @example const { vision, audio, close } = await openProjector(lf, await openSource('mmproj.gguf'), { threads: 2 });
  */
 export async function openProjector(lf, source, { threads = 1 } = {}) {
@@ -28,5 +28,5 @@ export async function openProjector(lf, source, { threads = 1 } = {}) {
     audio?.close();
     lf.free(projector.data);
   };
-  return { vision, audio, close };
+  return { vision, audio, header: projector.header, close };
 }

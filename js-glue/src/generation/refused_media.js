@@ -1,6 +1,5 @@
 // A host's reason to read no media, given where a MediaInput (media.js) would be: each image or
-// audio part is a 400 naming the part and that reason. Apart from media.js so that a host refusing
-// media (the edge worker) bundles no image or audio decoder.
+// audio part is a 400 naming the part and that reason (the edge gateway without an encoder node).
 import { badParam } from './errors.js';
 
 export class RefusedMedia {

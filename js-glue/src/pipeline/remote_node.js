@@ -1,14 +1,9 @@
 // RemoteNode: a layer node served over HTTP (docs/http-api.md), with LayerNode's shape so that a
-// pipeline mixes local and remote nodes. A request that fails on the way (connection refused or
-// reset, timeout, 429, 503) is tried once more, after the node says it is ready again, with the
-// same Idempotency-Key: a forward whose response was lost is answered from the node's memory
+// pipeline mixes local and remote nodes. Its calls go through a NodeClient (node_client.js: one
+// retry, after the node says it is ready again, signals, spans), a forward with an
+// Idempotency-Key so that a forward whose response was lost is answered from the node's memory
 // rather than run twice. Every answer is read within a size bound and checked before use
-// (node_answer.js), and every call takes the caller's AbortSignal (a request's deadline, its
-// client going away): the fetch, the body's read, the back-off and the wait for the node to be
-// ready again all end when it fires, with its reason. A call made for a request (trace: the
-// span of its step, telemetry/spans.js) runs in a span of its own, which its traceparent header
-// names, so the node's span of the call is its child.
-import { redactUrl } from '../log/redact.js';
+// (node_answer.js).
 import { approxQuery } from '../protocol/approx_options.js';
 import { decodeDraft, DRAFT, draftQuery } from '../protocol/draft.js';
 import { decodeEmbedAnswer, embedAnswerBytes, encodeEmbedRequest } from '../protocol/embed_body.js';
@@ -16,37 +11,13 @@ import { decodeForwardAnswer, encodeForwardBody, forwardAnswerBytes } from '../p
 import { decodePerLayerInputsAnswer, perLayerInputsBytes } from '../protocol/per_layer_inputs_body.js';
 import { APPROX_STATS, decodeApproxStats, decodeLayerMs, encodeExitState, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
 import { decodeNodeInfo } from '../protocol/node_info.js';
-import { formatTraceparent, TRACEPARENT } from '../protocol/traceparent.js';
-import { inSpan, SpanKind } from '../telemetry/spans.js';
 import { LayerfoldError } from '../wasm/capi.js';
-import { deadlineSignal } from './deadline.js';
-import { checkKvRowValues, checkValues, MAX_JSON_BYTES, readExact, readJson, readText } from './node_answer.js';
+import { NodeClient } from './node_client.js';
+import { checkKvRowValues, checkValues, MAX_JSON_BYTES, readExact, readJson } from './node_answer.js';
 
-const READY_POLL_MS = 200;
 // A session's DELETE is clean-up after a request that already ended: it may wait this long for
 // a node that is busy or gone, not the forward's timeout.
 const DROP_TIMEOUT_MS = 10_000;
-
-// Resolves after ms, or rejects with the signal's reason as soon as it fires.
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-// Failures worth one more attempt: the node restarted, is loading, is shutting down, or is busy.
-function retryable(status) {
-  return status === 429 || status === 502 || status === 503 || status === 504;
-}
 
 export class RemoteNode {
   /**
@@ -60,25 +31,21 @@ export class RemoteNode {
    */
   static async open(url, { authToken, timeoutMs = 600_000, readyTimeoutMs = 120_000 } = {}) {
     const node = new RemoteNode(url, { authToken, timeoutMs, readyTimeoutMs });
-    await node.#waitReady({ unreachableIsFatal: true });
-    node.#setInfo(await readJson(await node.#request('GET', '/v1/info'), MAX_JSON_BYTES, 'GET /v1/info'));
+    await node.#client.waitReady({ unreachableIsFatal: true });
+    node.#setInfo(await readJson(await node.#client.request('GET', '/v1/info'), MAX_JSON_BYTES, 'GET /v1/info'));
     return node;
   }
 
-  #authToken;
-  #timeoutMs;
-  #readyTimeoutMs;
+  #client;
   #info = null;
   #layerMs = new Map();  // session -> ms per layer of its last forward
   #approxStats = new Map();  // session -> what the approximate modes did in its last forward
   #perLayer = new WeakMap();  // hidden states from embed() -> the per-layer inputs answered with them
   #kvRowsOut = new WeakMap();  // a forward's output -> the K/V rows answered with it
 
-  constructor(url, { authToken, timeoutMs, readyTimeoutMs }) {
-    this.url = url.replace(/\/+$/, '');
-    this.#authToken = authToken;
-    this.#timeoutMs = timeoutMs;
-    this.#readyTimeoutMs = readyTimeoutMs;
+  constructor(url, options) {
+    this.#client = new NodeClient(url, options);
+    this.url = this.#client.url;
   }
 
   // The sizes every later answer is checked against (decodeNodeInfo refuses what are not sizes).
@@ -98,82 +65,6 @@ export class RemoteNode {
     return false;
   }
 
-  // Polls /readyz until it answers 200; a node that never gets ready is an error naming it.
-  // unreachableIsFatal: at open, no answer at all means a wrong address, not a restart.
-  async #waitReady({ unreachableIsFatal = false, signal } = {}) {
-    const deadline = Date.now() + this.#readyTimeoutMs;
-    let last = 'no answer';
-    while (Date.now() < deadline) {
-      try {
-        const response = await fetch(`${this.url}/readyz`, { signal: deadlineSignal(signal, 5000) });
-        await response.body?.cancel();
-        if (response.ok) return;
-        last = `HTTP ${response.status}`;
-      } catch (error) {
-        if (signal?.aborted) throw signal.reason;
-        last = error.cause?.code ?? error.message;
-        if (unreachableIsFatal) throw new LayerfoldError('unavailable', `${this.url} is unreachable (${last})`);
-      }
-      await sleep(READY_POLL_MS, signal);
-    }
-    throw new LayerfoldError('unavailable', `${this.url} is not ready after ${this.#readyTimeoutMs} ms (${last})`);
-  }
-
-  // #send in a client span of the call (its route, the session id left out) within `trace`,
-  // ended once the answer's headers are in.
-  #request(method, path, { trace, ...options } = {}) {
-    const route = path.split('?')[0].replace(/^\/v1\/sessions\/[^/]+/, '/v1/sessions/{id}');
-    return inSpan(trace, `${method} ${route}`, { 'server.address': redactUrl(this.url) }, (span) =>
-      this.#send(method, path, span ? { ...options, headers: { ...options.headers, [TRACEPARENT]: formatTraceparent(span) } } : options), SpanKind.CLIENT);
-  }
-
-  // The response of a call whose status is 2xx, its body unread (the caller reads it with
-  // node_answer.js, under the same signal and timeout). once: no second attempt (for clean-up
-  // calls that must not wait for a node to come back). signal: the caller's; when it fires, the
-  // call ends at once with its reason, wherever it is.
-  async #send(method, path, { body, contentType, idempotencyKey, once = false, headers: extra = {}, signal, timeoutMs = this.#timeoutMs } = {}) {
-    const headers = { ...extra };
-    if (this.#authToken) headers.authorization = `Bearer ${this.#authToken}`;
-    if (contentType) headers['content-type'] = contentType;
-    if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
-    for (let attempt = 1; ; attempt++) {
-      signal?.throwIfAborted();
-      const callSignal = deadlineSignal(signal, timeoutMs);
-      let response;
-      try {
-        response = await fetch(`${this.url}${path}`, { method, headers, body, signal: callSignal });
-      } catch (error) {
-        if (signal?.aborted) throw signal.reason;
-        const cause = error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (error.cause?.code ?? error.message);
-        if (once) throw new LayerfoldError('unavailable', `${method} ${path} failed: ${cause}`);
-        if (attempt === 2) throw new LayerfoldError('unavailable', `${method} ${path} failed twice: ${cause}`);
-        await this.#waitReady({ signal });
-        continue;
-      }
-      if (response.ok) return response;
-      const error = await RemoteNode.#errorOf(response, method, path, signal);
-      if (once || attempt === 2 || !retryable(response.status)) throw error;
-      const retryAfter = Number(response.headers.get('retry-after'));
-      if (response.status === 429) await sleep(Math.min(Number.isFinite(retryAfter) ? retryAfter * 1000 : 1000, 30_000), signal);
-      else await this.#waitReady({ signal });
-    }
-  }
-
-  static async #errorOf(response, method, path, signal) {
-    const text = await readText(response, MAX_JSON_BYTES, `${method} ${path}`, signal) ?? `(an error body of more than ${MAX_JSON_BYTES} bytes)`;
-    let body = null;
-    try {
-      body = JSON.parse(text).error;
-    } catch {
-      // not a layer node's JSON error: report the status and the start of the text
-    }
-    const error = new LayerfoldError(body?.code ?? `http_${response.status}`,
-      `${method} ${path}: HTTP ${response.status} ${body?.message ?? text.slice(0, 200)}`);
-    error.status = response.status;
-    if (body?.n_past !== undefined) error.nPast = body.n_past;
-    return error;
-  }
-
   static #bytes(floats) {
     return new Uint8Array(floats.buffer, floats.byteOffset, floats.byteLength);
   }
@@ -185,7 +76,7 @@ export class RemoteNode {
    * @example const hidden = await node.embed([2, 818], { signal: AbortSignal.timeout(30_000) });
    */
   async embed(tokens, { signal, trace, nEmbdPerLayer = 0 } = {}) {
-    const response = await this.#request('POST', '/v1/embed', {
+    const response = await this.#client.request('POST', '/v1/embed', {
       body: encodeEmbedRequest(tokens), contentType: 'application/json', signal, trace,
     });
     const shape = { nEmbd: this.nEmbd, nLayer: this.nLayer, nEmbdPerLayer };
@@ -236,7 +127,7 @@ export class RemoteNode {
     if (span) query.set('span', '1');
     for (const [name, value] of approxQuery(approx)) query.set(name, value);
     const what = 'POST /v1/sessions/{id}/forward';
-    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
+    const response = await this.#client.request('POST', `/v1/sessions/${encodeURIComponent(session)}/forward?${query}`, {
       body: encodeForwardBody({ hidden, perLayer, kvRows }, this), contentType: 'application/octet-stream',
       idempotencyKey: crypto.randomUUID(), signal, trace,
       headers: exitState ? { [EXIT_STATE]: encodeExitState(exitState) } : {},
@@ -267,7 +158,7 @@ export class RemoteNode {
    * @example const logits = await node.logits(hidden, { signal });
    */
   async logits(hidden, { signal, trace } = {}) {
-    const response = await this.#request('POST', '/v1/logits', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
+    const response = await this.#client.request('POST', '/v1/logits', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
     const rows = hidden.length / this.nEmbd;
     const logits = new Float32Array(await readExact(response, 4 * rows * this.nVocab, 'POST /v1/logits', signal));
     checkValues(logits, this.nVocab, 'POST /v1/logits');
@@ -281,7 +172,7 @@ export class RemoteNode {
    */
   async logitsAndDraft(hidden, { session, tokens, k, signal, trace } = {}) {
     const query = new URLSearchParams(draftQuery({ session, tokens, k }));
-    const response = await this.#request('POST', `/v1/logits?${query}`, { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
+    const response = await this.#client.request('POST', `/v1/logits?${query}`, { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
     const rows = hidden.length / this.nEmbd;
     const draft = decodeDraft(response.headers.get(DRAFT), { rows, k, nVocab: this.nVocab });
     const logits = new Float32Array(await readExact(response, 4 * rows * this.nVocab, 'POST /v1/logits', signal));
@@ -311,7 +202,7 @@ export class RemoteNode {
    */
   async truncate(session, nPast, { signal, trace } = {}) {
     const what = 'POST /v1/sessions/{id}/truncate';
-    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`, { signal, trace });
+    const response = await this.#client.request('POST', `/v1/sessions/${encodeURIComponent(session)}/truncate?n_past=${nPast}`, { signal, trace });
     const answer = await readJson(response, MAX_JSON_BYTES, what, signal);
     if (!(Number.isInteger(answer?.n_past) && answer.n_past >= 0 && answer.n_past <= nPast)) {
       throw new LayerfoldError('bad_response', `${what}: asked to cut to ${nPast}, answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
@@ -323,7 +214,7 @@ export class RemoteNode {
   async checkpoint(session, { keep, signal, trace } = {}) {
     const what = 'POST /v1/sessions/{id}/checkpoint';
     const query = keep === undefined ? '' : `?keep=${keep}`;
-    const response = await this.#request('POST', `/v1/sessions/${encodeURIComponent(session)}/checkpoint${query}`, { signal, trace });
+    const response = await this.#client.request('POST', `/v1/sessions/${encodeURIComponent(session)}/checkpoint${query}`, { signal, trace });
     const answer = await readJson(response, MAX_JSON_BYTES, what, signal);
     if (!(Number.isInteger(answer?.n_past) && answer.n_past >= 0)) {
       throw new LayerfoldError('bad_response', `${what}: answered n_past ${JSON.stringify(answer?.n_past)?.slice(0, 40)}`);
@@ -339,7 +230,7 @@ export class RemoteNode {
     this.#layerMs.delete(session);
     this.#approxStats.delete(session);
     try {
-      const response = await this.#request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true, signal, trace, timeoutMs: DROP_TIMEOUT_MS });
+      const response = await this.#client.request('DELETE', `/v1/sessions/${encodeURIComponent(session)}`, { once: true, signal, trace, timeoutMs: DROP_TIMEOUT_MS });
       await response.body?.cancel();
       return true;
     } catch (error) {

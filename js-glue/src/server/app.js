@@ -17,9 +17,11 @@ import { DRAFT, encodeDraft, readDraftQuery } from '../protocol/draft.js';
 import { decodeEmbedRequest, encodeEmbedAnswer } from '../protocol/embed_body.js';
 import { decodeForwardBody, encodeForwardAnswer, forwardRowBytes } from '../protocol/forward_body.js';
 import { APPROX_STATS, decodeExitState, encodeApproxStats, encodeLayerMs, EXIT_STATE, LAYER_MS } from '../protocol/forward_headers.js';
+import { encodeEncoderInfo } from '../protocol/encode_body.js';
 import { encodeNodeInfo } from '../protocol/node_info.js';
 import { bytesResponse, streamedResponse } from './answer_stream.js';
 import { HttpError } from './http_error.js';
+import { encodeRoutes } from './encode_routes.js';
 import { checkLogitsSize, chunkRows, DEFAULT_MAX_LOGITS_BYTES, topKRows } from './logits_answer.js';
 import { NodeState } from './node_state.js';
 import { redactSecrets } from '../log/redact.js';
@@ -119,9 +121,9 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
   };
 
   // Admits the request (429 beyond the queue), reads its body under the deadline and the limit
-  // (the forward body's unless the route has a lower one), and hands both to handle(body, ticket)
-  // -> Response. The ticket goes with the answer (answer() releases it once sent), or back at
-  // once when the request fails.
+  // (the layer calls' unless the route has its own), and hands both to handle(body, ticket) ->
+  // Response. The ticket goes with the answer (answer() releases it once sent), or back at once
+  // when the request fails.
   const withBody = async (c, handle, limit = { maxBytes: maxBodyBytes(), describeLimit }) => {
     const ticket = queue.admit();
     try {
@@ -194,16 +196,22 @@ export function createLayerNodeApp({ node, authToken, maxTokens = 2048, maxQueue
     }
     await next();
   });
-  // A declared Content-Length above the limit is refused before anything else is done.
+  // A declared Content-Length above the limit is refused before anything else is done; an encode
+  // call's limit is its own, known from its query (encode_routes.js).
   app.post('/v1/*', async (c, next) => {
-    checkDeclaredLength(c.req.raw, maxBodyBytes(), describeLimit);
+    if (!c.req.path.startsWith('/v1/encode/')) checkDeclaredLength(c.req.raw, maxBodyBytes(), describeLimit);
     await next();
   });
 
   app.get('/v1/info', (c) => {
     const n = state.node;
-    return c.json(encodeNodeInfo(n, { model: redactSecrets(n.info().model), maxContext: maxContext(n), maxTokens, maxLogitsBytes }));
+    return c.json({
+      ...encodeNodeInfo(n, { model: redactSecrets(n.info().model), maxContext: maxContext(n), maxTokens, maxLogitsBytes }),
+      encoder: encodeEncoderInfo(state.encoder?.config ?? null, state.encoder ?? {}),
+    });
   });
+
+  app.route('/v1/encode', encodeRoutes({ state, withBody, engine, answer }));
 
   // The session the node holds, or a 404 saying why it does not.
   const held = (id) => {

@@ -34,6 +34,9 @@ const HEADERS_TIMEOUT_MS = 20_000;
  *          draftModel?: string, log?: (severity: string, message: string, fields?: object) => void}} options
  *   dotForm: force the relaxed kernels' form of the Q4_0 dot product (LayerNode.open).
  *   draftModel: on the node serving the last layer, the MTP drafter beside its head (LayerNode.open).
+ *   encoder: a promise of the projector's towers the node also serves (generation/node_encoder.js
+ *   openNodeEncoder's; POST /v1/encode/image and /audio: encode_routes.js), the node ready once
+ *   both are in; refused when its rows are not the model's width.
  *   Without authToken, host must be a loopback address unless insecureNoAuth is true: the node
  *   then serves /v1/* to anyone who reaches it, and logs so as a WARNING.
  * @example
@@ -43,13 +46,13 @@ const HEADERS_TIMEOUT_MS = 20_000;
 export async function serve({ model, layers, threads, build, port = 8080, host = '0.0.0.0', cacheDir, maxSessions = 64, maxKvBytes,
   maxContext = 0, maxTokens = 2048, maxQueue = 16, maxBatchRows, maxLogitsBytes = DEFAULT_MAX_LOGITS_BYTES, bodyTimeoutMs = DEFAULT_BODY_TIMEOUT_MS,
   sendTimeoutMs = DEFAULT_SEND_TIMEOUT_MS, authToken, insecureNoAuth = false, shutdownTimeoutMs = 10_000, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan,
-  dotForm, perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, log: write = processLog() }) {
+  dotForm, perLayerRowCacheBytes, allowUnvalidatedSource = false, draftModel, encoder: encoderOpening, log: write = processLog() }) {
   // Whatever the sink, nothing secret reaches it.
   const log = (severity, message, fields = {}) => write(severity, redactSecrets(message), redactDeep(fields));
   checkOpenAccess({ authToken, host, insecureNoAuth }, '', 'the node');
   log('INFO', 'starting', {
     config: redactConfig({ model, layers, threads, build, port, host, cacheDir, maxSessions, maxKvBytes, maxContext, maxTokens, maxQueue, maxBatchRows, maxLogitsBytes,
-      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel }),
+      bodyTimeoutMs, sendTimeoutMs, authToken, insecureNoAuth, shutdownTimeoutMs, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan, perLayerRowCacheBytes, draftModel, encodesMedia: encoderOpening !== undefined }),
     s3Credentials: ['S3_ENDPOINT', 'R2_ENDPOINT', 'AWS_ACCESS_KEY_ID', 'R2_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'R2_SECRET_ACCESS_KEY'].filter((name) => process.env[name]),
   });
   warnIfOpen({ authToken, host, port }, log);
@@ -81,7 +84,7 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
 
   const t0 = performance.now();
   let lastLog = -Infinity;
-  const loaded = LayerNode.open({
+  const opening = LayerNode.open({
     model, layers, threads, build, cacheDir, maxSessions, maxKvBytes, maxContext, maxBatchRows, ffnDownLayout, cacheTypeK, cacheTypeV, maxSpan,
     dotForm, perLayerRowCacheBytes,
     allowUnvalidatedSource,
@@ -92,16 +95,36 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
       lastLog = performance.now();
       log('INFO', 'loading', { bytes: progress.bytes, totalBytes: progress.totalBytes, etaSeconds: Number(progress.etaSeconds.toFixed(1)) });
     },
-  }).then((node) => {
+  });
+  // The projector beside the layers: the node is ready once both are in.
+  const encoding = encoderOpening ?? Promise.resolve(null);
+  const loaded = Promise.allSettled([opening, encoding]).then(([n, e]) => {
+    if (n.status === 'rejected' || e.status === 'rejected') {
+      if (n.status === 'fulfilled') n.value.close();
+      e.value?.close();
+      throw n.status === 'rejected' ? n.reason : e.reason;
+    }
+    const [node, encoder] = [n.value, e.value];
     if (state.shuttingDown) {
       node.close();
+      encoder?.close();
       return node;
     }
+    try {
+      if (encoder && encoder.vision.nEmbdText !== node.nEmbd) {
+        throw new Error(`--mmproj: the projector gives rows of ${encoder.vision.nEmbdText} values, this model's width is ${node.nEmbd}: a projector of another model`);
+      }
+    } catch (error) {
+      node.close();
+      encoder.close();
+      throw error;
+    }
+    state.encoder = encoder;
     state.loaded(node);
     const info = node.info();
-    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, kernels: info.kernels, kernelChoice: info.kernelChoice, dotForm: info.dotForm?.reason ?? null, threads: info.threads, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
+    log('INFO', 'ready', { model: info.model, layers: info.layers, bytesLoaded: info.bytesLoaded, build: info.build, kernels: info.kernels, kernelChoice: info.kernelChoice, dotForm: info.dotForm?.reason ?? null, threads: info.threads, encodes: encoder ? (encoder.audio ? 'images, audio' : 'images') : null, loadSeconds: Number(((performance.now() - t0) / 1000).toFixed(2)) });
     return node;
-  }, (error) => {
+  }).catch((error) => {
     log('ERROR', 'load failed', { code: error.code ?? error.name, error: error.message });
     throw error;
   });
@@ -114,7 +137,10 @@ export async function serve({ model, layers, threads, build, port = 8080, host =
     // Requests in flight, and engine calls whose client may have gone: both finish, or the deadline passes.
     const abandoned = (await http.drain(() => state.whenIdle(), shutdownTimeoutMs)) + state.pendingWork;
     // A forward still running owns the engine: only an idle node is freed (else the exit frees it).
-    if (state.pendingWork === 0 && state.node) state.node.close();
+    if (state.pendingWork === 0 && state.node) {
+      state.node.close();
+      state.encoder?.close();
+    }
     log(abandoned ? 'WARNING' : 'INFO', 'stopped', { abandoned });
     return abandoned;
   }

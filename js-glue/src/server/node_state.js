@@ -5,6 +5,11 @@
 export class NodeState {
   /** The LayerNode once loaded, else null. */
   node = null;
+  /**
+   * A node serving its projector too (serve --mmproj): {vision, audio, config, maxImagePixels,
+   * maxAudioSeconds} (server/encode_routes.js), set before the node is loaded; else null.
+   */
+  encoder = null;
   /** Bytes of the model read so far, and the total expected. */
   progress = { bytes: 0, totalBytes: 0 };
   shuttingDown = false;

@@ -12,37 +12,10 @@ import fs from "node:fs";
 import {describe, test} from "node:test";
 
 import {serveGateway} from "../../../js-glue/src/gateway/host.js";
-import {GEMMA4_TEMPLATE, GEMMA4_VOCAB} from "../support/gateway_fixture.mjs";
-import {pcmClip, SAMPLE_RATE} from "../support/llama_audio.mjs";
+import {audioProjector as projector, eModel} from "../support/encoder_node.mjs";
+import {floatWav, pcmClip, SAMPLE_RATE} from "../support/llama_audio.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
-import {model} from "../support/models.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
-
-// Gemma 4's vocabulary and template on a small model with per-layer embeddings (an E-model: the
-// ones that hear), and its projector with a 1-block audio encoder.
-const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
-const eModel = () => model("gemma4-e-template", "gemma4-vocab", E_MODEL());
-const projector = () => model("mmproj-gemma4-e-audio", "gemma4-vocab",
-  [...E_MODEL(), "--mmproj", "--vision-tower", "tiny", "--audio", "--audio-layers", "1"]);
-
-// A mono 16 kHz 32-bit float WAV of the samples: decoded, exactly the samples llama.cpp is given.
-function floatWav(samples) {
-  const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
-  const head = Buffer.alloc(44);
-  head.write("RIFF", 0);
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write("WAVEfmt ", 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(3, 20);  // IEEE float
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(SAMPLE_RATE, 24);
-  head.writeUInt32LE(SAMPLE_RATE * 4, 28);
-  head.writeUInt16LE(4, 32);
-  head.writeUInt16LE(32, 34);
-  head.write("data", 36);
-  head.writeUInt32LE(data.length, 40);
-  return Buffer.concat([head, data]);
-}
 
 const audioPart = (bytes, format = "wav") => ({type: "input_audio", input_audio: {data: Buffer.from(bytes).toString("base64"), format}});
 const audioChat = (part) => [{role: "user", content: [{type: "text", text: "Listen:"}, part, {type: "text", text: " What is it?"}]}];

@@ -10,11 +10,11 @@ import http from "node:http";
 import {describe, test} from "node:test";
 
 import {serveGateway} from "../../../js-glue/src/gateway/host.js";
+import {visionProjector as projector} from "../support/encoder_node.mjs";
 import {gemma4} from "../support/gateway_fixture.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
-import {model} from "../support/models.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
 
 const {encode: encodePng} = await importHostPackage("fast-png");
@@ -22,7 +22,6 @@ const {encode: encodePng} = await importHostPackage("fast-png");
 const [WIDTH, HEIGHT] = [37, 23];
 const MAX_TOKENS = 128;
 const CACHE = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"];
-const projector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
 
 const png = () => Buffer.from(encodePng({width: WIDTH, height: HEIGHT, data: fs.readFileSync(rgbImage(WIDTH, HEIGHT)), channels: 3}));
 const dataUrl = (bytes, type = "image/png") => `data:${type};base64,${Buffer.from(bytes).toString("base64")}`;

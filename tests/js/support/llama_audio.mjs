@@ -72,3 +72,25 @@ export function lfAudioRun(mmproj, pcm, {threads = 1} = {}) {
   const raw = execFileSync(lfAudio, [mmproj, pcm, "--threads", String(threads)], {encoding: "utf8", maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "pipe"]});
   return {...JSON.parse(raw), raw};
 }
+
+/**
+ * A mono 16 kHz 32-bit float WAV of the samples: decoded, exactly the samples llama.cpp is given.
+ * @example const wav = floatWav(new Float32Array(1600));
+ */
+export function floatWav(samples) {
+  const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+  const head = Buffer.alloc(44);
+  head.write("RIFF", 0);
+  head.writeUInt32LE(36 + data.length, 4);
+  head.write("WAVEfmt ", 8);
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(3, 20);  // IEEE float
+  head.writeUInt16LE(1, 22);
+  head.writeUInt32LE(SAMPLE_RATE, 24);
+  head.writeUInt32LE(SAMPLE_RATE * 4, 28);
+  head.writeUInt16LE(4, 32);
+  head.writeUInt16LE(32, 34);
+  head.write("data", 36);
+  head.writeUInt32LE(data.length, 40);
+  return Buffer.concat([head, data]);
+}
