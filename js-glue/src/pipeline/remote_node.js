@@ -106,7 +106,7 @@ export class RemoteNode {
         `padding tokens (0) and the model's nEmbdPerLayer, got tokens [${Array.from(tokens).slice(0, 8)}${tokens.length > 8 ? ', ...' : ''}] and nEmbdPerLayer ${nEmbdPerLayer}`);
     }
     const what = 'POST /v1/per-layer-inputs';
-    const response = await this.#request('POST', '/v1/per-layer-inputs', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
+    const response = await this.#client.request('POST', '/v1/per-layer-inputs', { body: RemoteNode.#bytes(hidden), contentType: 'application/octet-stream', signal, trace });
     const shape = { nLayer: this.nLayer, nEmbdPerLayer };
     const perLayer = decodePerLayerInputsAnswer(await readExact(response, perLayerInputsBytes(shape, n), what, signal), shape, n);
     checkValues(perLayer, nEmbdPerLayer, what);

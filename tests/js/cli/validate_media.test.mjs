@@ -17,14 +17,16 @@ import {importHostPackage} from "../support/host_package.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
 import {model} from "../support/models.mjs";
+import {llamaKernels, MIRRORED_BOUND} from "../support/oracle_judge.mjs";
 import {cli} from "../support/server_process.mjs";
 
 const {encode: encodePng} = await importHostPackage("fast-png");
 const [WIDTH, HEIGHT] = [37, 23];
 const TOP = 10;
-// Our encoder's rows differ from mtmd's by about 1.5e-2 in ln p over llama.cpp's top 50
-// (docs/vision.md, "An image in the decoder"): a bound of three times that.
-const LOG_PROB_BOUND = 5e-2;
+// Where llama.cpp runs its AVX-512 kernels our encoder's rows are mtmd's bit for bit (docs/vision.md,
+// "Agreement") and the whole is judged as the text oracle judges; elsewhere the tower's sums part
+// from mtmd's, which moved ln p by 1.5e-2 when this host's did too: a bound of three times that.
+const logProbBound = async () => ((await llamaKernels()).avx512 ? MIRRORED_BOUND : 5e-2);
 const projector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
 const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
 const eModel = () => model("gemma4-e-template", "gemma4-vocab", E_MODEL());
@@ -78,9 +80,10 @@ test("validate --image: llama.cpp's next-token distribution for the same chat, t
   const theirs = logSoftmax(Float32Array.from(ref.logits));
   assert.equal(result.top[0].id, topK(theirs, 1)[0], "llama.cpp's top-1");
   assert.deepEqual(result.top.map((e) => e.id).sort(), topK(theirs, TOP).sort(), `llama.cpp's top ${TOP}`);
+  const bound = await logProbBound();
   for (const {id, probability} of result.top) {
     const diff = Math.abs(Math.log(probability) - theirs[id]);
-    assert.ok(diff <= LOG_PROB_BOUND, `token ${id}: |Δ ln p| = ${diff}`);
+    assert.ok(diff <= bound, `token ${id}: |Δ ln p| = ${diff} (bound ${bound})`);
   }
   const image = ref.chunks.find((c) => c.type === "image");
   assert.deepEqual(result.media, [{kind: "image", tokens: image.n_tokens}]);
