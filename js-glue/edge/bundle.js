@@ -1,7 +1,8 @@
 // Bundles the edge worker into one ES module (build/edge/worker.js) with the wasm32-wasi
 // module's two variants beside it (build/edge/layerfold_wasi.wasm, SIMD128, and
 // layerfold_wasi_relaxed.wasm, relaxed SIMD), and for the gateway the grammar engine's module
-// (xgrammar.wasm: xgrammar_bundle.js), which the runtime imports as compiled modules
+// (xgrammar.wasm: xgrammar_bundle.js) and the media decoders' (webp_dec.wasm, mpg123.wasm,
+// flac.wasm: media_decoders_bundle.js), which the runtime imports as compiled modules
 // (wrangler's CompiledWasm rule, miniflare's modulesRules).
 import { copyFile, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -9,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 import { SINGLE_THREAD_FILES } from '../src/wasm/wasi.js';
+import { MEDIA_DECODER_WASM, mediaDecodersForIsolates } from './media_decoders_bundle.js';
 import { XGRAMMAR_WASM, xgrammarForIsolates } from './xgrammar_bundle.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -52,7 +54,8 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
   await mkdir(outDir, { recursive: true });
   const script = path.join(outDir, 'worker.js');
   const xgrammarWasm = path.join(outDir, XGRAMMAR_WASM);
-  await rm(xgrammarWasm, { force: true });  // a previous bundle's
+  // a previous bundle's, which this one may not use
+  for (const name of [XGRAMMAR_WASM, ...Object.values(MEDIA_DECODER_WASM)]) await rm(path.join(outDir, name), { force: true });
   await build({
     entryPoints: [entry],
     outfile: script,
@@ -63,7 +66,7 @@ export async function bundleEdgeWorker(outDir, { entry = path.join(here, 'worker
     target: 'es2022',
     // An entry outside js-glue (a benchmark's worker) takes js-glue's dependencies too.
     nodePaths: [path.join(here, '..', 'node_modules')],
-    plugins: [xgrammarForIsolates(outDir), wasmBesideBundle(relaxed), noWebWorkers],
+    plugins: [xgrammarForIsolates(outDir), mediaDecodersForIsolates(outDir), wasmBesideBundle(relaxed), noWebWorkers],
     logLevel: 'warning',
   });
   const copy = async (name) => {

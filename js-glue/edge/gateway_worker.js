@@ -12,6 +12,7 @@
 // NODES_AUTH_TOKEN (the nodes' and the encoder node's, never the clients' key).
 import xgrammar from '@mlc-ai/web-xgrammar';
 import wasm from '../dist/layerfold_wasi.wasm';
+import { useAudioDecoders } from '../src/audio/decode_audio.js';
 import { createGatewayApp } from '../src/gateway/app.js';
 import { DEFAULT_IMAGE_MAX_TOKENS } from '../src/generation/media.js';
 import { mediaInput } from '../src/generation/media_pipeline.js';
@@ -21,7 +22,16 @@ import { RefusedMedia } from '../src/generation/refused_media.js';
 import { RemoteEncoder } from '../src/generation/remote_encoder.js';
 import { NodeState } from '../src/server/node_state.js';
 import { GrammarEngine } from '../src/tokens/grammar/engine.js';
+import { useWebpDecoder } from '../src/vision/decode_image.js';
 import { openEdgePipeline } from './edge_gateway.js';
+// The media decoders' modules, written beside the bundle (media_decoders_bundle.js): an isolate
+// compiles no WebAssembly at run time.
+import flacWasm from './flac.wasm';
+import mp3Wasm from './mpg123.wasm';
+import webpWasm from './webp_dec.wasm';
+
+useWebpDecoder(webpWasm);
+useAudioDecoders({ mp3: mp3Wasm, flac: flacWasm });
 
 let isolate = null;  // { app, opening, failure }
 

@@ -3,8 +3,8 @@
 // gateway places an image or audio part (generation/media.js, generation/prompt.js).
 import fs from 'node:fs';
 
-import { useAudioDecoders } from '../audio/decode_audio.js';
 import { DEFAULT_IMAGE_MAX_TOKENS, MediaInput } from '../generation/media.js';
+import { useNodeMediaDecoders } from '../generation/node_media_decoders.js';
 import { promptTokens } from '../generation/prompt.js';
 import { openProjectorModule } from '../generation/open_projector.js';
 
@@ -41,7 +41,7 @@ export async function openImages(options) {
   if (options.mmproj === undefined) throw new Error(`${flag} needs --mmproj PATH|URL, the model's projector`);
   const parts = [...fileParts(options, 'image'), ...fileParts(options, 'audio')];
   const projector = await openProjectorModule(options.mmproj, { threads: options.threads, allowUnvalidatedSource: options['allow-unvalidated-source'] });
-  useAudioDecoders();  // Node: the MP3 and FLAC packages compile their own WASM
+  await useNodeMediaDecoders();
   const media = new MediaInput(projector, { maxTokens: options['image-max-tokens'] });
   return { media, parts, close: projector.close };
 }

@@ -12,8 +12,9 @@ import { NodeState } from '../server/node_state.js';
 import { redactDeep, redactSecrets } from '../log/redact.js';
 import { traceFields } from '../log/trace_fields.js';
 import { GrammarThread } from '../generation/grammar_thread.js';
-import { useAudioDecoders } from '../audio/decode_audio.js';
+import { DEFAULT_IMAGE_MAX_TOKENS } from '../generation/media.js';
 import { mediaInput } from '../generation/media_pipeline.js';
+import { useNodeMediaDecoders } from '../generation/node_media_decoders.js';
 import { openProjectorModule } from '../generation/open_projector.js';
 import { RemoteEncoder } from '../generation/remote_encoder.js';
 import { TokenizerThread } from '../generation/tokenizer_thread.js';
@@ -73,7 +74,7 @@ export async function serveGateway({ model, nodes, modelId, threads, build, cach
   http = await startHttpServer(app, { port, host, log, timeouts: { requestTimeout: 0, timeout: 0 } });
 
   const t0 = performance.now();
-  const maxSpan = images ? images.maxTokens : 0;
+  const maxSpan = images ? images.maxTokens ?? DEFAULT_IMAGE_MAX_TOKENS : 0;
   const opened = Pipeline.open({ model, nodes, threads, build, cacheDir, authToken: nodesAuthToken, maxSessions, allowUnvalidatedSource, draftModel, maxSpan }).then(async (pipeline) => {
     try {
       // Refused at open, not at every request: the Model is made at the first one.
@@ -128,7 +129,7 @@ async function openVision(pipeline, { mmproj, encoder, ...options }, { threads, 
     ? await RemoteEncoder.open(encoder, { authToken: nodesAuthToken })
     : await openProjectorModule(mmproj, { threads, cacheDir, allowUnvalidatedSource });
   try {
-    useAudioDecoders();  // Node: the MP3 and FLAC packages compile their own WASM
+    await useNodeMediaDecoders();
     return { towers, media: mediaInput(pipeline, towers, options, encoder ? '--encoder' : '--mmproj') };
   } catch (error) {
     towers.close();

@@ -23,10 +23,10 @@ export function mediaInput(pipeline, towers, options, flag) {
   }
   const media = new MediaInput(towers, options);
   const takes = (node) => Math.max(64, node.maxSpan ?? 0);
-  const short = media.nonCausal ? pipeline.nodes.findIndex((node) => takes(node) < options.maxTokens) : -1;
+  const short = media.nonCausal ? pipeline.nodes.findIndex((node) => takes(node) < media.maxTokens) : -1;
   if (short >= 0) {
     throw new Error(`node ${short} takes media spans of at most ${takes(pipeline.nodes[short])} rows; images of up to ` +
-      `${options.maxTokens} tokens need serve --max-span ${options.maxTokens} there (or a lower --image-max-tokens)`);
+      `${media.maxTokens} tokens need serve --max-span ${media.maxTokens} there (or a lower --image-max-tokens)`);
   }
   return media;
 }

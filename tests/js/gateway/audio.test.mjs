@@ -57,8 +57,9 @@ describe("audio in chat requests", () => {
     const answer = tokenizer.decode(stop < 0 ? ref.greedy : ref.greedy.slice(0, stop));
     assert.equal(first.body.choices[0].message.content, answer);
 
-    // The first node served: the clip's rows go to it for their per-layer inputs.
-    const node = await startServer(t, {args: ["--model", eModel(), "--layers", "0-0"]});
+    // The first node served: the clip's rows go to it for their per-layer inputs (it takes the
+    // image spans of the default budget too, which this synthetic width attends both ways).
+    const node = await startServer(t, {args: ["--model", eModel(), "--layers", "0-0", "--max-span", "280"]});
     await waitReady(node.url);
     const remoteFirst = await gateway(t, {nodes: `${node.url},local:1-1`, images: {mmproj: projector()}});
     const served = await chat(remoteFirst, messages);
