@@ -12,9 +12,12 @@ const AUDIO_FORMATS = ['wav', 'mp3', 'flac'];
 
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
 
+// OpenAI's image detail levels (media.js turns them into soft-token budgets).
+const IMAGE_DETAILS = ['auto', 'low', 'high'];
+
 // Content: a string; an array of text parts, joined; or, with an image or audio clip among them,
-// the parts [{type: 'text', text} | {type: 'image', url, param} | {type: 'audio', data, format,
-// param}] (param naming the part in errors; data the file's base64).
+// the parts [{type: 'text', text} | {type: 'image', url, detail, param} | {type: 'audio', data,
+// format, param}] (param naming the part in errors; data the file's base64).
 function content(value, param) {
   if (typeof value === 'string') return value;
   const shape = `${param} must be a string or an array of {type: "text", text}, {type: "image_url", image_url: {url}} and ` +
@@ -26,7 +29,11 @@ function content(value, param) {
     if (isObject(p) && p.type === 'image_url') {
       const url = typeof p.image_url === 'string' ? p.image_url : p.image_url?.url;
       if (typeof url !== 'string' || url === '') throw badParam(`${at}.image_url.url`, `${at}.image_url.url must be a non-empty string`);
-      return { type: 'image', url, param: `${at}.image_url.url` };
+      const detail = isObject(p.image_url) && p.image_url.detail !== undefined ? p.image_url.detail : 'auto';
+      if (!IMAGE_DETAILS.includes(detail)) {
+        throw badParam(`${at}.image_url.detail`, `${at}.image_url.detail must be ${IMAGE_DETAILS.join(', ')}, not ${JSON.stringify(detail)}`);
+      }
+      return { type: 'image', url, detail, param: `${at}.image_url.url` };
     }
     if (isObject(p) && p.type === 'input_audio') {
       const { data, format } = isObject(p.input_audio) ? p.input_audio : {};

@@ -8,6 +8,7 @@
 // token runs and item runs (mediaRuns).
 import { AudioError, decodeAudio, DEFAULT_MAX_AUDIO_SECONDS } from '../audio/decode_audio.js';
 import { deadlineSignal } from '../pipeline/deadline.js';
+import { IMAGE_MAX_TOKENS, IMAGE_MIN_TOKENS } from '../gguf/projector_config.js';
 import { decodeImage, DEFAULT_MAX_IMAGE_PIXELS, ImageError } from '../vision/decode_image.js';
 import { badParam, OpenAIError } from './errors.js';
 
@@ -108,20 +109,27 @@ export class MediaInput {
 
   /**
    * Over a projector's towers: vision a VisionEncoder (vision/encoder.js), audio an AudioEncoder
-   * (audio/encoder.js) or null, or an encoder node's (remote_encoder.js). maxTokens: an image's soft-token budget (70 to 1120); fetchUrls:
-   * whether http(s) image URLs are fetched (else refused), each within maxBytes and
-   * fetchTimeoutMs; maxPixels: the image decoders' limit; audioMaxBytes and audioMaxSeconds an
-   * audio file's. Nodes taking images non-causally need a max span of maxTokens (LayerNode.open's
-   * maxSpan); audio is decoded causally.
+   * (audio/encoder.js) or null, or an encoder node's (remote_encoder.js). maxTokens: the
+   * soft-token budget of an image whose part asks for none (70 to 1120; a part's detail "low" asks
+   * for 70, "high" for 1120); fetchUrls: whether http(s) image URLs are fetched (else refused),
+   * each within maxBytes and fetchTimeoutMs; maxPixels: the image decoders' limit; audioMaxBytes
+   * and audioMaxSeconds an audio file's. Nodes taking images non-causally need a max span of
+   * maxTokens (LayerNode.open's maxSpan), and an image of more soft tokens than maxSpan (the
+   * pipeline's smallest) is refused; audio is decoded causally.
    * @example const media = new MediaInput({ vision, audio }, { maxTokens: 280 });
    */
-  constructor({ vision, audio = null }, { maxTokens = DEFAULT_IMAGE_MAX_TOKENS, fetchUrls = false, maxBytes = DEFAULT_IMAGE_MAX_BYTES,
+  constructor({ vision, audio = null }, { maxTokens = DEFAULT_IMAGE_MAX_TOKENS, maxSpan = Infinity, fetchUrls = false, maxBytes = DEFAULT_IMAGE_MAX_BYTES,
     fetchTimeoutMs = DEFAULT_IMAGE_FETCH_TIMEOUT_MS, maxPixels = DEFAULT_MAX_IMAGE_PIXELS, audioMaxBytes = DEFAULT_AUDIO_MAX_BYTES,
     audioMaxSeconds = DEFAULT_MAX_AUDIO_SECONDS } = {}) {
     this.#vision = vision;
     this.#audio = audio;
     this.nonCausal = decodesNonCausal(vision.nEmbdText);
-    Object.assign(this, { maxTokens, fetchUrls, maxBytes, fetchTimeoutMs, maxPixels, audioMaxBytes, audioMaxSeconds });
+    Object.assign(this, { maxTokens, maxSpan, fetchUrls, maxBytes, fetchTimeoutMs, maxPixels, audioMaxBytes, audioMaxSeconds });
+  }
+
+  // The soft-token budget of an image part of this detail (OpenAI's levels).
+  #budget(detail = 'auto') {
+    return detail === 'low' ? IMAGE_MIN_TOKENS : detail === 'high' ? IMAGE_MAX_TOKENS : this.maxTokens;
   }
 
   /**
@@ -135,7 +143,7 @@ export class MediaInput {
     return part.type === 'audio' ? this.#readAudio(part) : this.#readImage(part, signal);
   }
 
-  async #readImage({ url, bytes: given, param }, signal) {
+  async #readImage({ url, bytes: given, detail = 'auto', param }, signal) {
     let bytes = given;
     if (bytes) {
       if (bytes.length > this.maxBytes) throw badParam(param, `${param} holds more than ${this.maxBytes} bytes`);
@@ -154,13 +162,18 @@ export class MediaInput {
       if (error instanceof ImageError) throw badParam(param, `${param}: ${error.message}`);
       throw error;
     }
+    const maxTokens = this.#budget(detail);
     let tokens;
     try {
-      ({ tokens } = this.#vision.tokens(image.width, image.height, { maxTokens: this.maxTokens }));
+      ({ tokens } = this.#vision.tokens(image.width, image.height, { maxTokens }));
     } catch (error) {
       throw badParam(param, `${param}: ${error.message}`);
     }
-    return { kind: 'image', image, tokens, param };
+    if (this.nonCausal && tokens > this.maxSpan) {
+      throw badParam(param, `${param}: the image is ${tokens} soft tokens at detail ${JSON.stringify(detail)}; this gateway's nodes take ` +
+        `images of up to ${this.maxSpan} (serve --max-span), so ask for a lower detail`);
+    }
+    return { kind: 'image', image, tokens, maxTokens, param };
   }
 
   async #readAudio({ data, bytes: given, param }) {
@@ -192,7 +205,7 @@ export class MediaInput {
   async encode(read) {
     const placeholder = read.kind === 'audio'
       ? await placeholderOf(AUDIO_HEAD, new Uint8Array(read.samples.buffer, read.samples.byteOffset, read.samples.byteLength))
-      : await placeholderOf(new Uint32Array([read.image.width, read.image.height, this.maxTokens]), read.image.rgb);
+      : await placeholderOf(new Uint32Array([read.image.width, read.image.height, read.maxTokens]), read.image.rgb);
     const cached = this.#cache.get(placeholder);
     if (cached) {
       this.#cache.delete(placeholder);
@@ -201,14 +214,14 @@ export class MediaInput {
     }
     const item = read.kind === 'audio'
       ? { placeholder, kind: 'audio', tokens: read.tokens, rows: (await this.#audio.encode(read.samples)).embd, span: false }
-      : await this.#encodeImage(placeholder, read.image);
+      : await this.#encodeImage(placeholder, read.image, read.maxTokens);
     this.#cache.set(placeholder, item);
     if (this.#cache.size > CACHED_ITEMS) this.#cache.delete(this.#cache.keys().next().value);
     return item;
   }
 
-  async #encodeImage(placeholder, image) {
-    const { tokens, embd } = await this.#vision.encode(image.rgb, image.width, image.height, { maxTokens: this.maxTokens });
+  async #encodeImage(placeholder, image, maxTokens) {
+    const { tokens, embd } = await this.#vision.encode(image.rgb, image.width, image.height, { maxTokens });
     return { placeholder, kind: 'image', tokens, rows: embd, span: this.nonCausal };
   }
 }

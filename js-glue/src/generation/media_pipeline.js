@@ -21,8 +21,8 @@ export function mediaInput(pipeline, towers, options, flag) {
   if (towers.vision.nEmbdText !== width) {
     throw new Error(`${flag}: the projector gives rows of ${towers.vision.nEmbdText} values, this model's width is ${width}: a projector of another model`);
   }
-  const media = new MediaInput(towers, options);
   const takes = (node) => Math.max(64, node.maxSpan ?? 0);
+  const media = new MediaInput(towers, { ...options, maxSpan: Math.min(...pipeline.nodes.map(takes)) });
   const short = media.nonCausal ? pipeline.nodes.findIndex((node) => takes(node) < media.maxTokens) : -1;
   if (short >= 0) {
     throw new Error(`node ${short} takes media spans of at most ${takes(pipeline.nodes[short])} rows; images of up to ` +

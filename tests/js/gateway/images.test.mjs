@@ -3,7 +3,9 @@
 // rendering with a media marker, then mtmd: llama_vision_prompt), over a remote node with a q8_0
 // cache where our arithmetic mirrors llama.cpp's; a second turn with the same image reuses the
 // first one's session through the image; image URLs fetched only when allowed and within their
-// limits; parts the gateway cannot read refused with a 400 naming them.
+// limits; an image part's detail its budget (low: 70 soft tokens, as llama.cpp counts them at that
+// budget; high refused where the nodes take shorter spans); parts the gateway cannot read refused
+// with a 400 naming them.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import http from "node:http";
@@ -13,7 +15,7 @@ import {serveGateway} from "../../../js-glue/src/gateway/host.js";
 import {visionProjector as projector} from "../support/encoder_node.mjs";
 import {gemma4} from "../support/gateway_fixture.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
-import {rgbImage} from "../support/llama_vision.mjs";
+import {llamaVision, rgbImage} from "../support/llama_vision.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
 
@@ -131,5 +133,28 @@ describe("images in chat requests", () => {
     const r = await chat(plain, imageChat(dataUrl(png())));
     assert.equal(r.status, 400);
     assert.match(r.body.error.message, /this gateway reads no images \(start it with --mmproj\)/);
+  });
+
+  test("an image part's detail is its budget: low 70 soft tokens, auto the gateway's, high within the nodes' spans", async (t) => {
+    const [w, h] = [1000, 700];
+    const rgb = rgbImage(w, h);
+    const url = dataUrl(Buffer.from(encodePng({width: w, height: h, data: fs.readFileSync(rgb), channels: 3})));
+    const part = (detail) => ({type: "image_url", image_url: detail === undefined ? {url} : {url, detail}});
+    const gw = await gateway(t, {nodes: "local:0-1", images: {mmproj: projector(), maxTokens: MAX_TOKENS}});
+    const asked = async (detail) => chat(gw, [{role: "user", content: [{type: "text", text: "Look:"}, part(detail)]}], {max_tokens: 1});
+    const [low, auto, plain] = [await asked("low"), await asked("auto"), await asked(undefined)];
+    for (const r of [low, auto, plain]) assert.equal(r.status, 200, JSON.stringify(r.body));
+    const [at70, atDefault] = [await llamaVision(projector(), rgb, w, h, {maxTokens: 70}), await llamaVision(projector(), rgb, w, h, {maxTokens: MAX_TOKENS})];
+    assert.ok(at70.n_tokens < atDefault.n_tokens, `llama.cpp's counts: ${at70.n_tokens} at 70, ${atDefault.n_tokens} at ${MAX_TOKENS}`);
+    assert.equal(auto.body.usage.prompt_tokens - low.body.usage.prompt_tokens, atDefault.n_tokens - at70.n_tokens);
+    assert.equal(plain.body.usage.prompt_tokens, auto.body.usage.prompt_tokens);
+    const high = await asked("high");
+    assert.equal(high.status, 400, JSON.stringify(high.body));
+    assert.equal(high.body.error.param, "messages[0].content[1].image_url.url");
+    assert.match(high.body.error.message, /soft tokens at detail "high"; this gateway's nodes take images of up to 128 \(serve --max-span\)/);
+    const other = await asked("medium");
+    assert.equal(other.status, 400);
+    assert.equal(other.body.error.param, "messages[0].content[1].image_url.detail");
+    assert.match(other.body.error.message, /must be auto, low, high, not "medium"/);
   });
 });
