@@ -274,9 +274,9 @@ void attention_f32_tiles(const float* q, int n_q, int pos0, int n_head, const Kv
           S = static_cast<float>(static_cast<double>(S) + exp_tile(s, M));
           active[n_active++] = r;
         }
-        const float* vt0 = vt + static_cast<int64_t>(t0) * D;
 #if LF_RELAXED_SIMD
         if (grouped) {
+          const float* vt0 = vt + static_cast<int64_t>(t0) * D;
           for (int j0 = 0; j0 < n_active; j0 += kGroup) {
             const int a = active[group_row(j0, 0, n_active)], b = active[group_row(j0, 1, n_active)],
                       c = active[group_row(j0, 2, n_active)];

@@ -45,17 +45,21 @@ void add_scaled_floats(float* acc, const float* v, float w, int64_t n);
 // clamped linear (Gemma 4's ClippableLinear), x == y allowed (src/kernels/clamp_floats.cpp)
 void clamp_floats(const float* x, int64_t n, float lo, float hi, float* y);
 
-// W [n_out, n_in] (F16, or F32) · X [n_tok, n_in] (f32 values, already rounded to f16 for an F16
-// W, rows n_in apart) -> Y [n_tok, n_out], rows [r0, r1): each output summed as llamafile's
-// tinyBLAS sums it on AVX-512, which is how llama.cpp multiplies an F16 or F32 weight outside its
-// repacked buffers (an mmproj's): 16 f32 lanes, lane λ adding elements λ, λ + 16, ... in order by
-// fused multiply-adds, then the lanes halved (src/kernels/gemm_lanes16.cpp). For W with n_in a
-// multiple of 16 and n_out of 4 (gemm_lanes16_fits), tinyBLAS's own conditions.
+// W [n_out, n_in] (F16, BF16, or F32) · X [n_tok, n_in] (f32 values, already rounded to f16 for an
+// F16 W, to bf16 for a BF16 one, rows n_in apart) -> Y [n_tok, n_out], rows [r0, r1): each output
+// summed as llamafile's tinyBLAS sums it on AVX-512 (with AVX512-BF16 for BF16), which is how
+// llama.cpp multiplies a float weight outside its repacked buffers (an mmproj's): 16 f32 lanes,
+// lane λ adding elements λ, λ + 16, ... in order by fused multiply-adds (BF16: in each 32, lane
+// λ adding 2λ + 1, then 2λ, as _mm512_dpbf16_ps), then the lanes halved
+// (src/kernels/gemm_lanes16.cpp). For W with n_in a multiple of 16 (BF16: 32) and n_out of 4
+// (gemm_lanes16_fits), tinyBLAS's own conditions.
 bool gemm_lanes16_fits(const WeightView& W);
 void gemm_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1);
-// One output of it, the scalar references: w [n] (f16) · x [n] (f16-valued floats), and w [n]
-// (f32) · x [n] through fma_f32; n a multiple of 16.
+// One output of it, the scalar references: w [n] (f16) · x [n] (f16-valued floats), w [n] (bf16)
+// · x [n] (bf16-valued floats; n a multiple of 32), and w [n] (f32) · x [n] through fma_f32; n a
+// multiple of 16.
 float dot_f16_lanes16_ref(const uint16_t* w, const float* x, int64_t n);
+float dot_bf16_lanes16_ref(const uint16_t* w, const float* x, int64_t n);
 float dot_f32_lanes16_ref(const float* w, const float* x, int64_t n);
 // dot_f32_lanes16_ref in vectors, the same bits: a dot of two f32 rows as tinyBLAS takes it.
 float dot_f32_lanes16(const float* w, const float* x, int64_t n);
@@ -65,10 +69,15 @@ float dot_f32_lanes16(const float* w, const float* x, int64_t n);
 // multiple of 64. The scalar reference, and the same in vectors:
 float dot_f32_ggml_ref(const float* x, const float* y, int64_t n);
 float dot_f32_ggml(const float* x, const float* y, int64_t n);
-// W [n_out, n_in] (F16, or F32) · x [n_in] (f32 values, already rounded to f16 for an F16 W) ->
-// y [n_out], rows [r0, r1): one token's product as llama.cpp takes it where tinyBLAS declines a
-// single column: ggml's vector dot (ggml_vec_dot_f16 has the same lanes, its f16 products exact
-// in f32). For W with n_in a multiple of 64 (gemv_ggml_fits).
+// x [n] (bf16) · y [n] (bf16-valued floats) as ggml_vec_dot_bf16 sums it with AVX512-BF16: two
+// accumulators of 16 lanes, each taking 32 elements of every 64 by _mm512_dpbf16_ps's steps
+// (lane λ: element 2λ + 1, then 2λ), each halved and the two added in double; n a multiple of 64.
+float dot_bf16_ggml(const uint16_t* x, const float* y, int64_t n);
+// W [n_out, n_in] (F16, BF16 or F32) · x [n_in] (f32 values, already rounded to f16 for an F16 W,
+// to bf16 for a BF16 one) -> y [n_out], rows [r0, r1): one token's product as llama.cpp takes it
+// where tinyBLAS declines: ggml's vector dot (ggml_vec_dot_f16 has the same lanes as the f32
+// one, its f16 products exact in f32; dot_bf16_ggml). For W with n_in a multiple of 64
+// (gemv_ggml_fits).
 bool gemv_ggml_fits(const WeightView& W);
 void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_t r1);
 

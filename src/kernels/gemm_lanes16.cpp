@@ -1,12 +1,16 @@
-// F16 weights times f16 activations, and F32 weights times f32 activations, as llama.cpp's CPU
-// backend multiplies them when the weights sit in a plain buffer, as mtmd holds a projector's:
-// llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp, AVX-512: 16 f32 lanes). Each output keeps
-// 16 partial sums, lane λ adding the products of elements λ, λ + 16, λ + 32, ... in order by fused
-// multiply-adds; then _mm512_reduce_add_ps halves them: λ + 8, + 4, + 2, + 1. A product of two f16
-// values is exact in f32, so there the fused multiply-add is the f32 sum of the exact product and
-// plain multiplies and adds give its bits; F32 products are rounded once with the sum
-// (f32x4.relaxed_madd where the engine fuses it, else simd::fused_madd), the same bits in every
-// build.
+// F16 weights times f16 activations, BF16 weights times bf16 activations, and F32 weights times
+// f32 activations, as llama.cpp's CPU backend multiplies them when the weights sit in a plain
+// buffer, as mtmd holds a projector's: llamafile's tinyBLAS (ggml-cpu/llamafile/sgemm.cpp,
+// AVX-512: 16 f32 lanes). Each output keeps 16 partial sums, lane λ adding the products of
+// elements λ, λ + 16, λ + 32, ... in order by fused multiply-adds; then _mm512_reduce_add_ps halves
+// them: λ + 8, + 4, + 2, + 1. With AVX512-BF16 a BF16 step is _mm512_dpbf16_ps over 32 elements,
+// whose lane λ adds the product of element 2λ + 1, then that of 2λ (each sum rounded: measured on
+// the instruction itself): the same lanes over the elements in that order (dpbf16_element). A
+// product of two f16, or two bf16, values is exact in f32, so there the fused multiply-add is the
+// f32 sum of the exact product and plain multiplies and adds give its bits; F32 products are
+// rounded once with the sum (f32x4.relaxed_madd where the engine fuses it, else
+// simd::fused_madd), the same bits in every build. (The instruction also flushes subnormal
+// inputs and sums to zero, which these sums do not: values that small do not occur in a tower.)
 //
 // Here a call converts its rows to f32 once, in strips of 8 rows laid out lane by lane (each
 // lane's elements contiguous, the strip's rows side by side in two vectors), and each tile of
@@ -85,6 +89,12 @@ const float* strip_sums(bool relaxed, bool exact, const float* w, const float* c
   return acc[0];
 }
 
+// The element a BF16 step's lanes take j-th: in each 32, lane λ's odd element, then its even one.
+int64_t dpbf16_element(int64_t j) {
+  const int64_t chunk = j / (2 * kLanes), second = (j / kLanes) % 2, lane = j % kLanes;
+  return 2 * kLanes * chunk + 2 * lane + (1 - second);
+}
+
 // Rows [r0, r1) of W -> strips [n_strips][kLanes][n_in / kLanes][kRows] f32, rows past r1 zero:
 // each strip's 8 rows converted side by side, then for each 4 lanes of a 16-element step two 4 × 4
 // transposes give the 8 rows' values of each lane, stored together.
@@ -101,6 +111,9 @@ void convert_strips(const WeightView& W, int64_t r0, int64_t r1, ScratchVector<f
         std::fill_n(row, n_in, 0.0f);
       } else if (W.type == GgmlType::F16) {
         halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row, static_cast<int>(n_in));
+      } else if (W.type == GgmlType::BF16) {
+        const auto* w = static_cast<const uint16_t*>(static_cast<const void*>(W.row(r)));
+        for (int64_t j = 0; j < n_in; ++j) row[j] = bf16_to_fp32(w[dpbf16_element(j)]);
       } else {
         std::copy_n(static_cast<const float*>(static_cast<const void*>(W.row(r))), n_in, row);
       }
@@ -123,12 +136,18 @@ void convert_strips(const WeightView& W, int64_t r0, int64_t r1, ScratchVector<f
 }
 
 // Tokens [t0, t1) of X -> xl [t1 - t0][kLanes][n_in / kLanes]: each lane's elements contiguous,
-// so that a lane's pass over 6 tokens reads 6 short runs, whatever n_in. A token is a matrix
-// [n_in / kLanes][kLanes] transposed, 4 × 4 blocks at a time where its rows come in fours.
-void convert_tokens(const float* X, int64_t n_in, int t0, int t1, float* xl) {
+// so that a lane's pass over 6 tokens reads 6 short runs, whatever n_in; `dpbf16`: in a BF16
+// step's order. A token is a matrix [n_in / kLanes][kLanes] transposed, 4 × 4 blocks at a time
+// where its rows come in fours.
+void convert_tokens(const float* X, int64_t n_in, int t0, int t1, bool dpbf16, float* xl) {
   const int64_t per_lane = n_in / kLanes;
+  std::vector<float> reordered(dpbf16 ? static_cast<size_t>(n_in) : 0);
   for (int t = t0; t < t1; ++t) {
     const float* x = X + t * n_in;
+    if (dpbf16) {
+      for (int64_t j = 0; j < n_in; ++j) reordered[j] = x[dpbf16_element(j)];
+      x = reordered.data();
+    }
     float* out = xl + (t - t0) * n_in;
     if (per_lane % 4 != 0) {
       for (int64_t i = 0; i < n_in; ++i) out[(i % kLanes) * per_lane + i / kLanes] = x[i];
@@ -166,6 +185,18 @@ float dot_f16_lanes16_ref(const uint16_t* w, const float* x, int64_t n) {
   assert(n % kLanes == 0);
   float lane[kLanes] = {};
   for (int64_t i = 0; i < n; ++i) lane[i % kLanes] += fp16_to_fp32(w[i]) * x[i];
+  return halved_lanes(lane);
+}
+
+float dot_bf16_lanes16_ref(const uint16_t* w, const float* x, int64_t n) {
+  assert(n % (2 * kLanes) == 0);
+  float lane[kLanes] = {};
+  for (int64_t i = 0; i < n; i += 2 * kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      lane[l] += bf16_to_fp32(w[i + 2 * l + 1]) * x[i + 2 * l + 1];
+      lane[l] += bf16_to_fp32(w[i + 2 * l]) * x[i + 2 * l];
+    }
+  }
   return halved_lanes(lane);
 }
 
@@ -213,14 +244,35 @@ float dot_f32_ggml(const float* x, const float* y, int64_t n) {
   return (lane[0] + lane[2]) + (lane[1] + lane[3]);
 }
 
+float dot_bf16_ggml(const uint16_t* w, const float* x, int64_t n) {
+  assert(n % (4 * kLanes) == 0);
+  float c1[kLanes] = {}, c2[kLanes] = {};  // ggml's two dpbf16 accumulators, 32 elements each a step
+  for (int64_t i = 0; i < n; i += 4 * kLanes) {
+    for (int half = 0; half < 2; ++half) {
+      float* c = half == 0 ? c1 : c2;
+      const int64_t e = i + half * 2 * kLanes;
+      for (int l = 0; l < kLanes; ++l) {
+        c[l] += bf16_to_fp32(w[e + 2 * l + 1]) * x[e + 2 * l + 1];
+        c[l] += bf16_to_fp32(w[e + 2 * l]) * x[e + 2 * l];
+      }
+    }
+  }
+  return static_cast<float>(static_cast<double>(halved_lanes(c1)) + static_cast<double>(halved_lanes(c2)));
+}
+
 bool gemv_ggml_fits(const WeightView& W) {
-  return (W.type == GgmlType::F16 || W.type == GgmlType::F32) && W.n_in % (4 * kLanes) == 0;
+  const bool typed = W.type == GgmlType::F16 || W.type == GgmlType::BF16 || W.type == GgmlType::F32;
+  return typed && W.n_in % (4 * kLanes) == 0;
 }
 
 void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_t r1) {
   assert(gemv_ggml_fits(W) && r0 <= r1);
   std::vector<float> row(W.type == GgmlType::F16 ? static_cast<size_t>(W.n_in) : 0);
   for (int64_t r = r0; r < r1; ++r) {
+    if (W.type == GgmlType::BF16) {
+      y[r] = dot_bf16_ggml(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), x, W.n_in);
+      continue;
+    }
     const float* w = static_cast<const float*>(static_cast<const void*>(W.row(r)));
     if (W.type == GgmlType::F16) {
       halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row.data(), static_cast<int>(W.n_in));
@@ -231,20 +283,22 @@ void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_
 }
 
 bool gemm_lanes16_fits(const WeightView& W) {
-  return (W.type == GgmlType::F16 || W.type == GgmlType::F32) && W.n_in % kLanes == 0 && W.n_out % 4 == 0;
+  const int64_t step = W.type == GgmlType::BF16 ? 2 * kLanes : kLanes;  // tinyBLAS's elements a step
+  const bool typed = W.type == GgmlType::F16 || W.type == GgmlType::BF16 || W.type == GgmlType::F32;
+  return typed && W.n_in % step == 0 && W.n_out % 4 == 0;
 }
 
 void gemm_lanes16(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1) {
   assert(gemm_lanes16_fits(W) && r0 <= r1);
   const int64_t n_in = W.n_in, per_lane = n_in / kLanes;
-  const bool relaxed = relaxed_kernels_run(), exact = W.type == GgmlType::F16;
+  const bool relaxed = relaxed_kernels_run(), dpbf16 = W.type == GgmlType::BF16, exact = W.type != GgmlType::F32;
   ScratchVector<float> strips;
   std::vector<float> xl(static_cast<size_t>(kTileTokens * n_in));
   convert_strips(W, r0, r1, &strips);
   alignas(16) float partial[kLanes][kTokens * kRows];
   for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
     const int t1 = std::min(n_tok, t0 + kTileTokens);
-    convert_tokens(X, n_in, t0, t1, xl.data());
+    convert_tokens(X, n_in, t0, t1, dpbf16, xl.data());
     for (int64_t r = r0; r < r1; r += kRows) {
       const float* strip = strips.data() + (r - r0) / kRows * n_in * kRows;
       const int64_t rows = std::min<int64_t>(kRows, r1 - r);

@@ -28,8 +28,13 @@ void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const 
     clamp_floats(X + t * L.w.n_in, L.w.n_in, L.in_min, L.in_max, r.data());
     if (floats) {
       auto* x = reinterpret_cast<float*>(s->xc.data() + xrow * t);
-      if (L.w.type == GgmlType::F16) round_floats_to_halves(r.data(), x, static_cast<int>(L.w.n_in));
-      else std::copy(r.begin(), r.begin() + L.w.n_in, x);
+      if (L.w.type == GgmlType::F16) {
+        round_floats_to_halves(r.data(), x, static_cast<int>(L.w.n_in));
+      } else if (L.w.type == GgmlType::BF16) {
+        for (int64_t i = 0; i < L.w.n_in; ++i) x[i] = bf16_to_fp32(fp32_to_bf16(r[i]));
+      } else {
+        std::copy(r.begin(), r.begin() + L.w.n_in, x);
+      }
       continue;
     }
     const Status st = convert_activation_row(L.w.type, r.data(), s->xc.data() + xrow * t, L.w.n_in);

@@ -863,6 +863,93 @@ TEST_CASE("kernels: the F16 GEMM in tinyBLAS's 16 lanes equals its scalar refere
   }
 }
 
+TEST_CASE("kernels: the BF16 GEMM in tinyBLAS's dpbf16 lanes equals its scalar reference bit for bit", "[kernels]") {
+  // Random and extreme bf16 weights (huge, tiny, ±0) against bf16-valued activations, row ranges
+  // inside the matrix and its strips, token counts around the groups of 6 and the tiles.
+  std::mt19937 rng(16);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float extremes[] = {3.0e38f, -3.0e38f, 1e-30f, -1e-30f, 0.0f, -0.0f, 1.0f, 65504.0f};
+  for (const int64_t n_in : {32, 96, 768}) {
+    for (const int64_t n_out : {4, 12, 36}) {
+      for (const int n_tok : {1, 6, 7, 67}) {
+        for (const bool extreme : {false, true}) {
+          std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
+          for (uint16_t& h : w) h = lf::fp32_to_bf16(extreme && rng() % 3 == 0 ? extremes[rng() % 8] : normal(rng));
+          std::vector<float> x(static_cast<size_t>(n_in * n_tok));
+          for (float& v : x) v = lf::bf16_to_fp32(lf::fp32_to_bf16(extreme ? 1e-3f * normal(rng) : normal(rng)));
+          lf::WeightView W;
+          W.type = lf::GgmlType::BF16;
+          W.n_in = n_in;
+          W.n_out = n_out;
+          W.data = reinterpret_cast<const uint8_t*>(w.data());
+          W.row_bytes = static_cast<uint64_t>(n_in) * 2;
+          REQUIRE(lf::gemm_lanes16_fits(W));
+          const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
+          std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
+          lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
+          for (int t = 0; t < n_tok; ++t) {
+            for (int64_t r = 0; r < n_out; ++r) {
+              INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
+                           << " r=" << r);
+              const float got = y[t * n_out + r];
+              if (r < r0) {
+                REQUIRE(got == -7.0f);
+                continue;
+              }
+              const float expect = lf::dot_bf16_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
+              REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
+            }
+          }
+        }
+      }
+    }
+  }
+  // 16 elements a step is not tinyBLAS's BF16 step (32): declined.
+  lf::WeightView W;
+  W.type = lf::GgmlType::BF16;
+  W.n_in = 48;
+  W.n_out = 4;
+  REQUIRE_FALSE(lf::gemm_lanes16_fits(W));
+}
+
+TEST_CASE("kernels: the BF16 references sum as _mm512_dpbf16_ps: each lane's odd element, then its even one", "[kernels]") {
+  // w = 1; lane 0 takes 2^25 (element 1, then 0 from element 0), then elements 33 (2) and 32 (3):
+  // 2^25 + 2 rounds to 2^25 (a tie, to even), + 3 to 2^25 + 4; even first, 2^25 + 3 rounds to
+  // 2^25 + 4 and + 2 stays 2^25 + 8 after rounding (measured on the instruction: odd first).
+  std::vector<uint16_t> w(64, lf::fp32_to_bf16(1.0f));
+  std::vector<float> x(64, 0.0f);
+  x[1] = 33554432.0f;
+  x[33] = 2.0f;
+  x[32] = 3.0f;
+  REQUIRE(lf::dot_bf16_lanes16_ref(w.data(), x.data(), 64) == 33554436.0f);
+  lf::WeightView W;
+  W.type = lf::GgmlType::BF16;
+  W.n_in = 64;
+  W.n_out = 4;
+  std::vector<uint16_t> rows;
+  for (int r = 0; r < 4; ++r) rows.insert(rows.end(), w.begin(), w.end());
+  W.data = reinterpret_cast<const uint8_t*>(rows.data());
+  W.row_bytes = 128;
+  std::vector<float> xs = x;
+  xs.insert(xs.end(), x.begin(), x.end());
+  std::vector<float> y(8);
+  lf::gemm_lanes16(W, xs.data(), 2, y.data(), 0, 4);
+  for (float v : y) REQUIRE(v == 33554436.0f);
+  // ggml's vector dot keeps elements 0-31 and 32-63 in two accumulators, added in double at the
+  // end: 2^25 and 1 + 1 + 1 (two in lane 0, one in lane 1) make 2^25 + 3, which rounds to
+  // 2^25 + 4; one accumulator would lose each 1 against 2^25.
+  std::fill(x.begin(), x.end(), 0.0f);
+  x[1] = 33554432.0f;
+  x[33] = x[32] = x[35] = 1.0f;
+  REQUIRE(lf::dot_bf16_ggml(w.data(), x.data(), 64) == 33554436.0f);
+  REQUIRE(lf::dot_bf16_lanes16_ref(w.data(), x.data(), 64) == 33554432.0f);
+  W.n_out = 1;
+  REQUIRE(lf::gemv_ggml_fits(W));
+  float one = 0.0f;
+  lf::gemv_ggml(W, x.data(), &one, 0, 1);
+  REQUIRE(one == 33554436.0f);
+}
+
 TEST_CASE("kernels: the F32 GEMM in tinyBLAS's 16 lanes equals its fused scalar reference bit for bit", "[kernels]") {
   // Random f32 weights and activations (products not exact in f32: the fused step's single
   // rounding shows), and extreme ones (huge, tiny, subnormal, ±0, a product that overflows), row

@@ -39,10 +39,12 @@ export const NEAR_TIE_FACTOR = 2;
 const AVX2 = ["haswell", "alderlake"];
 const AVX512 = ["skylakex", "cannonlake", "cascadelake", "icelake", "cooperlake", "zen4"];
 const AMX = ["sapphirerapids"];
+// AVX512-BF16 (tinyBLAS's BF16 kernel: _mm512_dpbf16_ps), ggml/src/CMakeLists.txt's variants with it.
+const AVX512_BF16 = ["cooperlake", "zen4", "sapphirerapids"];
 const GGML_Q4_0 = 2, GGML_Q8_0 = 8;
 
 /**
- * What llama.cpp runs on this host: {variant, avx2, avx512, amx, line} (line: for the test log,
+ * What llama.cpp runs on this host: {variant, avx2, avx512, amx, avx512bf16, line} (line: for the test log,
  * with scripts/cpu-class's description of the CPU).
  * @example const kernels = await llamaKernels(); kernels.variant // "zen4"
  */
@@ -51,7 +53,7 @@ export async function llamaKernels() {
   const amx = AMX.includes(variant), avx512 = amx || AVX512.includes(variant);
   const avx2 = avx512 || AVX2.includes(variant);
   const {cpuClass} = createRequire(import.meta.url)(path.join(root, "scripts", "cpu-class"));
-  return {variant, avx2, avx512, amx, line: `${cpuClass().line}; llama.cpp's CPU backend: ${variant}`};
+  return {variant, avx2, avx512, amx, avx512bf16: AVX512_BF16.includes(variant), line: `${cpuClass().line}; llama.cpp's CPU backend: ${variant}`};
 }
 
 /**

@@ -1,7 +1,7 @@
 // The vision tower through the WASM modules (js-glue/src/vision/encoder.js over lf_vision_*):
 // the same soft-token embeddings, byte for byte, as the native build's lf_vision at every thread
-// count and in the single-thread module, and requests the engine cannot honor refused by what is
-// wrong.
+// count and in the single-thread module, with F16 and BF16 matrices, and requests the engine
+// cannot honor refused by what is wrong.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import {after, before, describe, test} from "node:test";
@@ -13,6 +13,7 @@ import {lfVisionRun, rgbImage} from "../support/llama_vision.mjs";
 import {model} from "../support/models.mjs";
 
 const projector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
+const bf16Projector = () => model("mmproj-tiny-bf16", "tiny", ["--mmproj", "--vision-tower", "tiny", "--vision-type", "BF16"]);
 
 // [width, height, max tokens (0: the projector's own)]
 const IMAGES = [[37, 23, 0], [200, 120, 80]];
@@ -32,8 +33,7 @@ describe("vision encoder in WASM", () => {
   });
 
   test("the embeddings are the native build's, byte for byte, in every module and thread count", async () => {
-    const file = projector();
-    for (const {name, lf, threads} of modules) {
+    for (const file of [projector(), bf16Projector()]) for (const {name, lf, threads} of modules) {
       const vision = await VisionEncoder.open(lf, await openSource(file), {threads});
       try {
         for (const [w, h, maxTokens] of IMAGES) {
