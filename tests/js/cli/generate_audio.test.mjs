@@ -3,20 +3,11 @@
 // over the same prompt code), and a clip through an E-model's projector answered.
 import assert from "node:assert/strict";
 import {spawnSync} from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import {test} from "node:test";
 
-import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "../support/gateway_fixture.mjs";
-import {model} from "../support/models.mjs";
+import {audioProjector, eModel, gemma4, visionProjector} from "../support/encoder_node.mjs";
+import {pcm16WavFile} from "../support/llama_audio.mjs";
 import {cli} from "../support/server_process.mjs";
-
-const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
-const eModel = () => model("gemma4-e-template", "gemma4-vocab", E_MODEL());
-const audioProjector = () => model("mmproj-gemma4-e-audio", "gemma4-vocab",
-  [...E_MODEL(), "--mmproj", "--vision-tower", "tiny", "--audio", "--audio-layers", "1"]);
-const visionProjector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
 
 function generate(file, args) {
   const r = spawnSync(process.execPath, [cli, "generate", "--model", file, ...args], {encoding: "utf8", timeout: 120_000});
@@ -24,26 +15,7 @@ function generate(file, args) {
 }
 
 // A mono 16 kHz 16-bit WAV of n samples of a tone.
-function wavFile(n) {
-  const data = Buffer.alloc(2 * n);
-  for (let i = 0; i < n; i++) data.writeInt16LE(Math.round(8000 * Math.sin(i / 5)), 2 * i);
-  const head = Buffer.alloc(44);
-  head.write("RIFF", 0);
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write("WAVEfmt ", 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(16000, 24);
-  head.writeUInt32LE(32000, 28);
-  head.writeUInt16LE(2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write("data", 36);
-  head.writeUInt32LE(data.length, 40);
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lf-audio-")), "clip.wav");
-  fs.writeFileSync(file, Buffer.concat([head, data]));
-  return file;
-}
+const wavFile = (n) => pcm16WavFile(Float32Array.from({length: n}, (_, i) => 0.25 * Math.sin(i / 5)));
 
 test("generate --audio: a clip through an E-model's projector, its soft tokens in the prompt", () => {
   const r = generate(eModel(), ["--chat", "--audio", wavFile(16000), "--mmproj", audioProjector(), "--prompt", "What is it?",

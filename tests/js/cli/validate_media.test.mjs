@@ -12,11 +12,11 @@ import path from "node:path";
 import {test} from "node:test";
 
 import {logSoftmax, topK} from "../../../js-glue/src/tokens/logits.js";
-import {GEMMA4_TEMPLATE, GEMMA4_VOCAB, gemma4} from "../support/gateway_fixture.mjs";
+import {audioProjector, eModel, gemma4, visionProjector as projector} from "../support/encoder_node.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
-import {model} from "../support/models.mjs";
+import {pcm16WavFile} from "../support/llama_audio.mjs";
 import {llamaKernels, MIRRORED_BOUND} from "../support/oracle_judge.mjs";
 import {cli} from "../support/server_process.mjs";
 
@@ -27,11 +27,6 @@ const TOP = 10;
 // "Agreement") and the whole is judged as the text oracle judges; elsewhere the tower's sums part
 // from mtmd's, which moved ln p by 1.5e-2 when this host's did too: a bound of three times that.
 const logProbBound = async () => ((await llamaKernels()).avx512 ? MIRRORED_BOUND : 5e-2);
-const projector = () => model("mmproj-tiny", "tiny", ["--mmproj", "--vision-tower", "tiny"]);
-const E_MODEL = () => ["--vocab-gguf", GEMMA4_VOCAB(), "--chat-template", GEMMA4_TEMPLATE(), "--n-embd-per-layer", "32"];
-const eModel = () => model("gemma4-e-template", "gemma4-vocab", E_MODEL());
-const audioProjector = () => model("mmproj-gemma4-e-audio", "gemma4-vocab",
-  [...E_MODEL(), "--mmproj", "--vision-tower", "tiny", "--audio", "--audio-layers", "1"]);
 
 function validate(file, args) {
   const r = spawnSync(process.execPath, [cli, "validate", "--model", file, ...args], {encoding: "utf8", timeout: 180_000});
@@ -45,26 +40,7 @@ const png = () => {
 };
 
 // A mono 16 kHz 16-bit WAV of n samples of a tone.
-function wavFile(n) {
-  const data = Buffer.alloc(2 * n);
-  for (let i = 0; i < n; i++) data.writeInt16LE(Math.round(8000 * Math.sin(i / 5)), 2 * i);
-  const head = Buffer.alloc(44);
-  head.write("RIFF", 0);
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write("WAVEfmt ", 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(16000, 24);
-  head.writeUInt32LE(32000, 28);
-  head.writeUInt16LE(2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write("data", 36);
-  head.writeUInt32LE(data.length, 40);
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lf-validate-")), "clip.wav");
-  fs.writeFileSync(file, Buffer.concat([head, data]));
-  return file;
-}
+const wavFile = (n) => pcm16WavFile(Float32Array.from({length: n}, (_, i) => 0.25 * Math.sin(i / 5)));
 
 test("validate --image: llama.cpp's next-token distribution for the same chat, top-1 and top-k log-probs", async (t) => {
   const ref = await mirroredImageChat(projector(), rgbImage(WIDTH, HEIGHT), WIDTH, HEIGHT,

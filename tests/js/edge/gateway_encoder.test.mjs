@@ -18,14 +18,14 @@ import {pathToFileURL} from "node:url";
 import {bundleEdgeWorker} from "../../../js-glue/edge/bundle.js";
 import {serveGateway} from "../../../js-glue/src/gateway/host.js";
 import {audioProjector, eModel, gemma4, visionProjector} from "../support/encoder_node.mjs";
-import {SAMPLE_RATE, pcmClip} from "../support/llama_audio.mjs";
+import {SAMPLE_RATE, pcm16WavFile, pcmClip} from "../support/llama_audio.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
 import {root} from "../support/models.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
+import {startWorkerd} from "../support/workerd.mjs";
 
 const require = createRequire(path.join(root, "js-glue", "package.json"));
-const {Miniflare} = require("miniflare");
 const {default: OpenAI} = require("openai");
 const {encode: encodePng} = await importHostPackage("fast-png");
 
@@ -49,24 +49,7 @@ async function imageUrls() {
 
 // A second of the test clip as 16-bit PCM, FLAC-encoded (flac, which scripts/setup installs).
 function flacClip() {
-  const samples = new Float32Array(new Uint8Array(fs.readFileSync(pcmClip(SAMPLE_RATE, {seed: 4}))).buffer);
-  const pcm = Buffer.alloc(2 * samples.length);
-  samples.forEach((x, i) => pcm.writeInt16LE(Math.round(Math.max(-1, Math.min(1, x)) * 32767), 2 * i));
-  const head = Buffer.alloc(44);
-  head.write("RIFF", 0);
-  head.writeUInt32LE(36 + pcm.length, 4);
-  head.write("WAVEfmt ", 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(SAMPLE_RATE, 24);
-  head.writeUInt32LE(2 * SAMPLE_RATE, 28);
-  head.writeUInt16LE(2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write("data", 36);
-  head.writeUInt32LE(pcm.length, 40);
-  const wav = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lf-flac-")), "clip.wav");
-  fs.writeFileSync(wav, Buffer.concat([head, pcm]));
+  const wav = pcm16WavFile(new Float32Array(new Uint8Array(fs.readFileSync(pcmClip(SAMPLE_RATE, {seed: 4}))).buffer));
   execFileSync("flac", ["-s", "-f", wav, "-o", `${wav}.flac`]);
   return fs.readFileSync(`${wav}.flac`);
 }
@@ -77,14 +60,7 @@ async function edgeGateway(t, file, bindings) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "lf-gateway-encoder-"));
   t.after(() => fs.rmSync(tmp, {recursive: true, force: true}));
   await bundleEdgeWorker(tmp, {entry: path.join(root, "js-glue", "edge", "gateway_worker.js"), relaxed: false});
-  const mf = new Miniflare({
-    modules: true, modulesRoot: tmp, scriptPath: path.join(tmp, "worker.js"),
-    modulesRules: [{type: "CompiledWasm", include: ["**/*.wasm"]}],
-    r2Buckets: ["MODEL"], compatibilityDate: "2025-01-01",
-    bindings: {MODEL_KEY: "g.gguf", NODES_AUTH_TOKEN: TOKEN, ...bindings},
-  });
-  t.after(() => mf.dispose());
-  await (await mf.getR2Bucket("MODEL")).put("g.gguf", fs.readFileSync(file));
+  const mf = await startWorkerd(t, tmp, {bindings: {MODEL_KEY: "g.gguf", NODES_AUTH_TOKEN: TOKEN, ...bindings}, objects: {"g.gguf": file}});
   return new OpenAI({baseURL: new URL("/v1", await mf.ready).href, apiKey: "none", maxRetries: 0});
 }
 

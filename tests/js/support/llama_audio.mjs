@@ -73,24 +73,43 @@ export function lfAudioRun(mmproj, pcm, {threads = 1} = {}) {
   return {...JSON.parse(raw), raw};
 }
 
+// A mono 16 kHz WAV header for `dataBytes` bytes of samples in `format` (1: integer PCM, 3: IEEE
+// float) of `bits` bits.
+function wavHeader(dataBytes, format, bits) {
+  const head = Buffer.alloc(44);
+  head.write("RIFF", 0);
+  head.writeUInt32LE(36 + dataBytes, 4);
+  head.write("WAVEfmt ", 8);
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(format, 20);
+  head.writeUInt16LE(1, 22);
+  head.writeUInt32LE(SAMPLE_RATE, 24);
+  head.writeUInt32LE(SAMPLE_RATE * bits / 8, 28);
+  head.writeUInt16LE(bits / 8, 32);
+  head.writeUInt16LE(bits, 34);
+  head.write("data", 36);
+  head.writeUInt32LE(dataBytes, 40);
+  return head;
+}
+
 /**
  * A mono 16 kHz 32-bit float WAV of the samples: decoded, exactly the samples llama.cpp is given.
  * @example const wav = floatWav(new Float32Array(1600));
  */
 export function floatWav(samples) {
   const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
-  const head = Buffer.alloc(44);
-  head.write("RIFF", 0);
-  head.writeUInt32LE(36 + data.length, 4);
-  head.write("WAVEfmt ", 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(3, 20);  // IEEE float
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(SAMPLE_RATE, 24);
-  head.writeUInt32LE(SAMPLE_RATE * 4, 28);
-  head.writeUInt16LE(4, 32);
-  head.writeUInt16LE(32, 34);
-  head.write("data", 36);
-  head.writeUInt32LE(data.length, 40);
-  return Buffer.concat([head, data]);
+  return Buffer.concat([wavHeader(data.length, 3, 32), data]);
+}
+
+/**
+ * A mono 16 kHz 16-bit WAV of the samples (in [-1, 1], rounded to 16 bits), written to a
+ * temporary file: its path (the format flac and lame encode from).
+ * @example const file = pcm16WavFile(Float32Array.from({length: 16000}, (_, i) => 0.25 * Math.sin(i / 5)));
+ */
+export function pcm16WavFile(samples) {
+  const data = Buffer.alloc(2 * samples.length);
+  samples.forEach((x, i) => data.writeInt16LE(Math.round(Math.max(-1, Math.min(1, x)) * 32767), 2 * i));
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lf-wav-")), "clip.wav");
+  fs.writeFileSync(file, Buffer.concat([wavHeader(data.length, 1, 16), data]));
+  return file;
 }
