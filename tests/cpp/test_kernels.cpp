@@ -820,84 +820,51 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
   probe();
 }
 
-TEST_CASE("kernels: the F16 GEMM in tinyBLAS's 16 lanes equals its scalar reference bit for bit", "[kernels]") {
-  // Random and extreme f16 weights (±65504, subnormals, ±0) against f16-valued activations,
-  // row ranges that start and stop inside the matrix and inside its strips of 8 rows, token
-  // counts around the kernel's groups of 6 and tiles of 64.
+TEST_CASE("kernels: the F16 and BF16 GEMMs in tinyBLAS's lanes equal their scalar references bit for bit", "[kernels]") {
+  // Random and extreme weights (F16: ±65504, subnormals, ±0; BF16: ±3e38, tiny, ±0) against
+  // activations of the weights' type, row ranges that start and stop inside the matrix and
+  // inside its strips of 8 rows, token counts around the kernel's groups of 6 and tiles.
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const uint16_t extremes[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
-  for (const int64_t n_in : {16, 48, 768}) {
-    for (const int64_t n_out : {4, 12, 16, 36}) {
-      for (const int n_tok : {1, 5, 6, 7, 13, 67}) {
-        for (const bool extreme : {false, true}) {
-          std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
-          for (uint16_t& h : w) h = extreme && rng() % 3 == 0 ? extremes[rng() % 8] : lf::fp32_to_fp16(normal(rng));
-          std::vector<float> x(static_cast<size_t>(n_in * n_tok));
-          for (float& v : x) v = lf::fp16_to_fp32(lf::fp32_to_fp16(extreme ? 1e-3f * normal(rng) : normal(rng)));
-          lf::WeightView W;
-          W.type = lf::GgmlType::F16;
-          W.n_in = n_in;
-          W.n_out = n_out;
-          W.data = reinterpret_cast<const uint8_t*>(w.data());
-          W.row_bytes = static_cast<uint64_t>(n_in) * 2;
-          const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
-          std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
-          lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
-          for (int t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < n_out; ++r) {
-              INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
-                           << " r=" << r);
-              const float got = y[t * n_out + r];
-              if (r < r0) {
-                REQUIRE(got == -7.0f);  // outside the range: untouched
-                continue;
+  const uint16_t f16_extremes[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x03FF, 0x0000, 0x8000, 0x3C00};
+  const float bf16_extremes[] = {3.0e38f, -3.0e38f, 1e-30f, -1e-30f, 0.0f, -0.0f, 1.0f, 65504.0f};
+  for (const lf::GgmlType type : {lf::GgmlType::F16, lf::GgmlType::BF16}) {
+    const bool bf16 = type == lf::GgmlType::BF16;
+    const auto half = [&](float f) { return bf16 ? lf::fp32_to_bf16(f) : lf::fp32_to_fp16(f); };
+    const auto value = [&](uint16_t h) { return bf16 ? lf::bf16_to_fp32(h) : lf::fp16_to_fp32(h); };
+    const auto extreme_half = [&]() { return bf16 ? lf::fp32_to_bf16(bf16_extremes[rng() % 8]) : f16_extremes[rng() % 8]; };
+    for (const int64_t n_in : {32, 96, 768}) {
+      for (const int64_t n_out : {4, 12, 36}) {
+        for (const int n_tok : {1, 5, 6, 7, 13, 67}) {
+          for (const bool extreme : {false, true}) {
+            std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
+            for (uint16_t& h : w) h = extreme && rng() % 3 == 0 ? extreme_half() : half(normal(rng));
+            std::vector<float> x(static_cast<size_t>(n_in * n_tok));
+            for (float& v : x) v = value(half(extreme ? 1e-3f * normal(rng) : normal(rng)));
+            lf::WeightView W;
+            W.type = type;
+            W.n_in = n_in;
+            W.n_out = n_out;
+            W.data = reinterpret_cast<const uint8_t*>(w.data());
+            W.row_bytes = static_cast<uint64_t>(n_in) * 2;
+            REQUIRE(lf::gemm_lanes16_fits(W));
+            const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
+            std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
+            lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
+            for (int t = 0; t < n_tok; ++t) {
+              for (int64_t r = 0; r < n_out; ++r) {
+                INFO("bf16=" << bf16 << " n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme
+                             << " t=" << t << " r=" << r);
+                const float got = y[t * n_out + r];
+                if (r < r0) {
+                  REQUIRE(got == -7.0f);  // outside the range: untouched
+                  continue;
+                }
+                const uint16_t* wr = w.data() + r * n_in;
+                const float* xt = x.data() + t * n_in;
+                const float expect = bf16 ? lf::dot_bf16_lanes16_ref(wr, xt, n_in) : lf::dot_f16_lanes16_ref(wr, xt, n_in);
+                REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
               }
-              const float expect = lf::dot_f16_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
-              REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-TEST_CASE("kernels: the BF16 GEMM in tinyBLAS's dpbf16 lanes equals its scalar reference bit for bit", "[kernels]") {
-  // Random and extreme bf16 weights (huge, tiny, ±0) against bf16-valued activations, row ranges
-  // inside the matrix and its strips, token counts around the groups of 6 and the tiles.
-  std::mt19937 rng(16);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const float extremes[] = {3.0e38f, -3.0e38f, 1e-30f, -1e-30f, 0.0f, -0.0f, 1.0f, 65504.0f};
-  for (const int64_t n_in : {32, 96, 768}) {
-    for (const int64_t n_out : {4, 12, 36}) {
-      for (const int n_tok : {1, 6, 7, 67}) {
-        for (const bool extreme : {false, true}) {
-          std::vector<uint16_t> w(static_cast<size_t>(n_in * n_out));
-          for (uint16_t& h : w) h = lf::fp32_to_bf16(extreme && rng() % 3 == 0 ? extremes[rng() % 8] : normal(rng));
-          std::vector<float> x(static_cast<size_t>(n_in * n_tok));
-          for (float& v : x) v = lf::bf16_to_fp32(lf::fp32_to_bf16(extreme ? 1e-3f * normal(rng) : normal(rng)));
-          lf::WeightView W;
-          W.type = lf::GgmlType::BF16;
-          W.n_in = n_in;
-          W.n_out = n_out;
-          W.data = reinterpret_cast<const uint8_t*>(w.data());
-          W.row_bytes = static_cast<uint64_t>(n_in) * 2;
-          REQUIRE(lf::gemm_lanes16_fits(W));
-          const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
-          std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
-          lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
-          for (int t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < n_out; ++r) {
-              INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
-                           << " r=" << r);
-              const float got = y[t * n_out + r];
-              if (r < r0) {
-                REQUIRE(got == -7.0f);
-                continue;
-              }
-              const float expect = lf::dot_bf16_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
-              REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
             }
           }
         }
