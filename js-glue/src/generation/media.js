@@ -234,7 +234,8 @@ export class MediaInput {
  * @example const { logits } = await stepWithMedia(pipeline, 'chat-0', prompt, items, { signal });
  */
 export async function stepWithMedia(pipeline, session, ids, items, options = {}) {
-  const runs = ids.some(isPlaceholder) ? mediaRuns(ids, items) : [{ tokens: ids }];
+  if (!ids.some(isPlaceholder)) return pipeline.step(session, ids, options);
+  const runs = mediaRuns(ids, items);
   let out = null;
   let embedMs = 0;
   const byNode = new Map();  // first layer -> the node's timings summed over the runs
