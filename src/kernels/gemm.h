@@ -73,13 +73,13 @@ float dot_f32_ggml(const float* x, const float* y, int64_t n);
 // accumulators of 16 lanes, each taking 32 elements of every 64 by _mm512_dpbf16_ps's steps
 // (lane λ: element 2λ + 1, then 2λ), each halved and the two added in double; n a multiple of 64.
 float dot_bf16_ggml(const uint16_t* x, const float* y, int64_t n);
-// W [n_out, n_in] (F16, BF16 or F32) · x [n_in] (f32 values, already rounded to f16 for an F16 W,
-// to bf16 for a BF16 one) -> y [n_out], rows [r0, r1): one token's product as llama.cpp takes it
-// where tinyBLAS declines: ggml's vector dot (ggml_vec_dot_f16 has the same lanes as the f32
-// one, its f16 products exact in f32; dot_bf16_ggml). For W with n_in a multiple of 64
-// (gemv_ggml_fits).
-bool gemv_ggml_fits(const WeightView& W);
-void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_t r1);
+// W [n_out, n_in] (F16, BF16 or F32) · X [n_tok, n_in] (f32 values, already rounded to f16 for an
+// F16 W, to bf16 for a BF16 one) -> Y [n_tok, n_out], rows [r0, r1): the product as llama.cpp
+// takes it where tinyBLAS declines (one token; src0's rows not in fours): ggml's vector dot per
+// output (ggml_vec_dot_f16 has the same lanes as the f32 one, its f16 products exact in f32;
+// dot_bf16_ggml). For W with n_in a multiple of 64 (gemm_ggml_fits).
+bool gemm_ggml_fits(const WeightView& W);
+void gemm_ggml(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1);
 
 // Whether the relaxed-SIMD kernels run: in the relaxed module where the engine fuses
 // f32x4.relaxed_madd, on which their block step's bits rest (docs/kernels.md, "The fused step").

@@ -230,12 +230,20 @@ float dot_f32_ggml_ref(const float* x, const float* y, int64_t n) {
   return halved_lanes(lane);
 }
 
-float dot_f32_ggml(const float* x, const float* y, int64_t n) {
+namespace {
+
+// dot_f32_ggml; `exact`: every product is exact in f32 (f16 values both), so the fused step is a
+// multiply and an add.
+template <bool exact>
+float dot_ggml(const float* x, const float* y, int64_t n) {
   assert(n % (4 * kLanes) == 0);
   simd::F32x4 v[16];  // ggml's vector j, lanes 4m..4m+3, in v[4j + m]
   for (auto& a : v) a = simd::splat(0.0f);
   for (int64_t i = 0; i < n; i += 4 * kLanes) {
-    for (int j = 0; j < 16; ++j) v[j] = simd::fused_madd(simd::load_f32x4(x + i + 4 * j), simd::load_f32x4(y + i + 4 * j), v[j]);
+    for (int j = 0; j < 16; ++j) {
+      const simd::F32x4 a = simd::load_f32x4(x + i + 4 * j), b = simd::load_f32x4(y + i + 4 * j);
+      v[j] = exact ? simd::add(v[j], simd::mul(a, b)) : simd::fused_madd(a, b, v[j]);
+    }
   }
   for (int j = 0; j < 8; ++j) v[j] = simd::add(v[j], v[j + 8]);
   for (int j = 0; j < 4; ++j) v[j] = simd::add(v[j], v[j + 4]);
@@ -243,6 +251,10 @@ float dot_f32_ggml(const float* x, const float* y, int64_t n) {
   simd::store(lane, simd::add(simd::add(v[0], v[2]), simd::add(v[1], v[3])));
   return (lane[0] + lane[2]) + (lane[1] + lane[3]);
 }
+
+}  // namespace
+
+float dot_f32_ggml(const float* x, const float* y, int64_t n) { return dot_ggml<false>(x, y, n); }
 
 float dot_bf16_ggml(const uint16_t* w, const float* x, int64_t n) {
   assert(n % (4 * kLanes) == 0);
@@ -260,25 +272,33 @@ float dot_bf16_ggml(const uint16_t* w, const float* x, int64_t n) {
   return static_cast<float>(static_cast<double>(halved_lanes(c1)) + static_cast<double>(halved_lanes(c2)));
 }
 
-bool gemv_ggml_fits(const WeightView& W) {
+bool gemm_ggml_fits(const WeightView& W) {
   const bool typed = W.type == GgmlType::F16 || W.type == GgmlType::BF16 || W.type == GgmlType::F32;
   return typed && W.n_in % (4 * kLanes) == 0;
 }
 
-void gemv_ggml(const WeightView& W, const float* x, float* y, int64_t r0, int64_t r1) {
-  assert(gemv_ggml_fits(W) && r0 <= r1);
-  std::vector<float> row(W.type == GgmlType::F16 ? static_cast<size_t>(W.n_in) : 0);
-  for (int64_t r = r0; r < r1; ++r) {
-    if (W.type == GgmlType::BF16) {
-      y[r] = dot_bf16_ggml(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), x, W.n_in);
-      continue;
+void gemm_ggml(const WeightView& W, const float* X, int n_tok, float* Y, int64_t r0, int64_t r1) {
+  assert(gemm_ggml_fits(W) && r0 <= r1);
+  constexpr int kTileTokens = 16;  // tokens sharing each pass over the rows, in cache
+  const int64_t n_in = W.n_in;
+  // An F16 row converted once per call; F32 and BF16 rows are read as they are.
+  std::vector<float> halves(W.type == GgmlType::F16 ? static_cast<size_t>((r1 - r0) * n_in) : 0);
+  for (int64_t r = r0; W.type == GgmlType::F16 && r < r1; ++r) {
+    halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), halves.data() + (r - r0) * n_in,
+                     static_cast<int>(n_in));
+  }
+  for (int t0 = 0; t0 < n_tok; t0 += kTileTokens) {
+    const int t1 = std::min(n_tok, t0 + kTileTokens);
+    for (int64_t r = r0; r < r1; ++r) {
+      const void* row = W.row(r);
+      const float* w = W.type == GgmlType::F16 ? halves.data() + (r - r0) * n_in : static_cast<const float*>(row);
+      for (int t = t0; t < t1; ++t) {
+        const float* x = X + t * n_in;
+        Y[t * W.n_out + r] = W.type == GgmlType::BF16 ? dot_bf16_ggml(static_cast<const uint16_t*>(row), x, n_in)
+                             : W.type == GgmlType::F16  ? dot_ggml<true>(w, x, n_in)
+                                                        : dot_ggml<false>(w, x, n_in);
+      }
     }
-    const float* w = static_cast<const float*>(static_cast<const void*>(W.row(r)));
-    if (W.type == GgmlType::F16) {
-      halves_to_floats(static_cast<const uint16_t*>(static_cast<const void*>(W.row(r))), row.data(), static_cast<int>(W.n_in));
-      w = row.data();
-    }
-    y[r] = dot_f32_ggml(w, x, W.n_in);
   }
 }
 

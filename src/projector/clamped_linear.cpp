@@ -20,7 +20,7 @@ void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const 
   // llamafile's tinyBLAS takes 2 tokens and more and src0's rows in fours; ggml's vector dot the rest.
   const int64_t src0_rows = src0 == Src0::weight ? L.w.n_out : n_tok;
   const bool lanes16 = n_tok >= 2 && src0_rows % 4 == 0 && gemm_lanes16_fits(L.w);
-  const bool dots = !lanes16 && gemv_ggml_fits(L.w), floats = dots || lanes16;
+  const bool dots = !lanes16 && gemm_ggml_fits(L.w), floats = dots || lanes16;
   const uint64_t xrow = floats ? sizeof(float) * L.w.n_in : activation_row_bytes(L.w.type, L.w.n_in);
   const Share own = share(n_tok, worker, pool.size());
   std::vector<float>& r = s->row[worker];
@@ -44,9 +44,7 @@ void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const 
   const Share strips = share(L.w.n_out / 4, worker, pool.size());  // the F16 kernel's rows come in fours
   const Share rows = lanes16 ? Share{strips.begin * 4, strips.end * 4} : share(L.w.n_out, worker, pool.size());
   if (dots) {
-    for (int64_t t = 0; t < n_tok; ++t) {
-      gemv_ggml(L.w, reinterpret_cast<const float*>(s->xc.data() + xrow * t), Y + t * L.w.n_out, rows.begin, rows.end);
-    }
+    gemm_ggml(L.w, reinterpret_cast<const float*>(s->xc.data()), n_tok, Y, rows.begin, rows.end);
   } else if (lanes16) {
     gemm_lanes16(L.w, reinterpret_cast<const float*>(s->xc.data()), n_tok, Y, rows.begin, rows.end);
   } else {

@@ -30,7 +30,7 @@ enum class Src0 { weight, patches };
 // each converts its share of the tokens, then computes its share of the output rows over every
 // token. An F16 W takes f16 activations, and F16 and F32 W take the sums llama.cpp's CPU backend
 // takes for a plain buffer's weights, as mtmd holds a projector's: tinyBLAS's (gemm_lanes16) for
-// 2 tokens and more where src0 has rows in fours, else ggml's vector dot (gemv_ggml).
+// 2 tokens and more where src0 has rows in fours, else ggml's vector dot (gemm_ggml).
 void clamped_linear(ThreadPool& pool, int worker, const ClampedLinear& L, const float* X, int n_tok, float* Y,
                     LinearScratch* s, Src0 src0 = Src0::weight);
 

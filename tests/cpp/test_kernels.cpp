@@ -911,9 +911,9 @@ TEST_CASE("kernels: the BF16 references sum as _mm512_dpbf16_ps: each lane's odd
   REQUIRE(lf::dot_bf16_ggml(w.data(), x.data(), 64) == 33554436.0f);
   REQUIRE(lf::dot_bf16_lanes16_ref(w.data(), x.data(), 64) == 33554432.0f);
   W.n_out = 1;
-  REQUIRE(lf::gemv_ggml_fits(W));
+  REQUIRE(lf::gemm_ggml_fits(W));
   float one = 0.0f;
-  lf::gemv_ggml(W, x.data(), &one, 0, 1);
+  lf::gemm_ggml(W, x.data(), 1, &one, 0, 1);
   REQUIRE(one == 33554436.0f);
 }
 
@@ -987,33 +987,40 @@ TEST_CASE("kernels: ggml's f32 vector dot in vectors equals its scalar reference
   REQUIRE(lf::dot_f32_ggml(x.data(), y.data(), 128) == 33554436.0f);
 }
 
-TEST_CASE("kernels: one token's F16 and F32 product in ggml's vector dot equals the reference row by row", "[kernels]") {
+TEST_CASE("kernels: the F16 and F32 products in ggml's vector dot equal the reference output by output", "[kernels]") {
+  // One token (tinyBLAS declines a single column) and several (src0's rows not in fours: a
+  // convolution's patches), past a tile of 16 tokens; a row range inside the matrix.
   std::mt19937 rng(14);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const lf::GgmlType type : {lf::GgmlType::F16, lf::GgmlType::F32}) {
     for (const int64_t n_in : {64, 192, 1024}) {
-      const int64_t n_out = 13;
-      std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in));
-      std::vector<uint16_t> h(w.size());
-      for (size_t i = 0; i < w.size(); ++i) {
-        h[i] = lf::fp32_to_fp16(normal(rng));
-        w[i] = type == lf::GgmlType::F16 ? lf::fp16_to_fp32(h[i]) : normal(rng);
-      }
-      for (float& v : x) v = type == lf::GgmlType::F16 ? lf::fp16_to_fp32(lf::fp32_to_fp16(normal(rng))) : normal(rng);
-      lf::WeightView W;
-      W.type = type;
-      W.n_in = n_in;
-      W.n_out = n_out;
-      W.data = type == lf::GgmlType::F16 ? reinterpret_cast<const uint8_t*>(h.data()) : reinterpret_cast<const uint8_t*>(w.data());
-      W.row_bytes = static_cast<uint64_t>(n_in) * (type == lf::GgmlType::F16 ? 2 : 4);
-      REQUIRE(lf::gemv_ggml_fits(W));
-      std::vector<float> y(static_cast<size_t>(n_out), -7.0f);
-      lf::gemv_ggml(W, x.data(), y.data(), 2, n_out);
-      REQUIRE(y[0] == -7.0f);
-      REQUIRE(y[1] == -7.0f);
-      for (int64_t r = 2; r < n_out; ++r) {
-        INFO("type=" << static_cast<int>(type) << " n_in=" << n_in << " r=" << r);
-        REQUIRE(lf::f32_bits(y[r]) == lf::f32_bits(lf::dot_f32_ggml_ref(w.data() + r * n_in, x.data(), n_in)));
+      for (const int n_tok : {1, 3, 17}) {
+        const int64_t n_out = 13;
+        std::vector<float> w(static_cast<size_t>(n_in * n_out)), x(static_cast<size_t>(n_in * n_tok));
+        std::vector<uint16_t> h(w.size());
+        for (size_t i = 0; i < w.size(); ++i) {
+          h[i] = lf::fp32_to_fp16(normal(rng));
+          w[i] = type == lf::GgmlType::F16 ? lf::fp16_to_fp32(h[i]) : normal(rng);
+        }
+        for (float& v : x) v = type == lf::GgmlType::F16 ? lf::fp16_to_fp32(lf::fp32_to_fp16(normal(rng))) : normal(rng);
+        lf::WeightView W;
+        W.type = type;
+        W.n_in = n_in;
+        W.n_out = n_out;
+        W.data = type == lf::GgmlType::F16 ? reinterpret_cast<const uint8_t*>(h.data()) : reinterpret_cast<const uint8_t*>(w.data());
+        W.row_bytes = static_cast<uint64_t>(n_in) * (type == lf::GgmlType::F16 ? 2 : 4);
+        REQUIRE(lf::gemm_ggml_fits(W));
+        std::vector<float> y(static_cast<size_t>(n_out * n_tok), -7.0f);
+        lf::gemm_ggml(W, x.data(), n_tok, y.data(), 2, n_out);
+        for (int t = 0; t < n_tok; ++t) {
+          REQUIRE(y[t * n_out] == -7.0f);
+          REQUIRE(y[t * n_out + 1] == -7.0f);
+          for (int64_t r = 2; r < n_out; ++r) {
+            INFO("type=" << static_cast<int>(type) << " n_in=" << n_in << " n_tok=" << n_tok << " t=" << t << " r=" << r);
+            const float expect = lf::dot_f32_ggml_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
+            REQUIRE(lf::f32_bits(y[t * n_out + r]) == lf::f32_bits(expect));
+          }
+        }
       }
     }
   }
