@@ -820,6 +820,32 @@ TEST_CASE("kernels: GEMM throughput on the 31B layer's shapes", "[.][kernels-ben
   probe();
 }
 
+namespace {
+
+// gemm_lanes16 of W · x [n_tok, n_in] over rows [4, n_out) (all of them when n_out is 4): each
+// output of the range is expect(r, t) bit for bit (NaN for NaN), the rows before it untouched.
+template <typename Expect>
+void require_lanes16(const lf::WeightView& W, const std::vector<float>& x, int n_tok, Expect expect) {
+  REQUIRE(lf::gemm_lanes16_fits(W));
+  const int64_t n_out = W.n_out, r0 = n_out > 4 ? 4 : 0;
+  std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
+  lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, n_out);
+  for (int t = 0; t < n_tok; ++t) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      INFO("t=" << t << " r=" << r);
+      const float got = y[t * n_out + r];
+      if (r < r0) {
+        REQUIRE(got == -7.0f);  // outside the range: untouched
+        continue;
+      }
+      const float want = expect(r, t);
+      REQUIRE((lf::f32_bits(got) == lf::f32_bits(want) || (std::isnan(got) && std::isnan(want))));
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("kernels: the F16 and BF16 GEMMs in tinyBLAS's lanes equal their scalar references bit for bit", "[kernels]") {
   // Random and extreme weights (F16: ±65504, subnormals, ±0; BF16: ±3e38, tiny, ±0) against
   // activations of the weights' type, row ranges that start and stop inside the matrix and
@@ -847,25 +873,12 @@ TEST_CASE("kernels: the F16 and BF16 GEMMs in tinyBLAS's lanes equal their scala
             W.n_out = n_out;
             W.data = reinterpret_cast<const uint8_t*>(w.data());
             W.row_bytes = static_cast<uint64_t>(n_in) * 2;
-            REQUIRE(lf::gemm_lanes16_fits(W));
-            const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
-            std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
-            lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
-            for (int t = 0; t < n_tok; ++t) {
-              for (int64_t r = 0; r < n_out; ++r) {
-                INFO("bf16=" << bf16 << " n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme
-                             << " t=" << t << " r=" << r);
-                const float got = y[t * n_out + r];
-                if (r < r0) {
-                  REQUIRE(got == -7.0f);  // outside the range: untouched
-                  continue;
-                }
-                const uint16_t* wr = w.data() + r * n_in;
-                const float* xt = x.data() + t * n_in;
-                const float expect = bf16 ? lf::dot_bf16_lanes16_ref(wr, xt, n_in) : lf::dot_f16_lanes16_ref(wr, xt, n_in);
-                REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
-              }
-            }
+            INFO("bf16=" << bf16 << " n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme);
+            require_lanes16(W, x, n_tok, [&](int64_t r, int t) {
+              const uint16_t* wr = w.data() + r * n_in;
+              const float* xt = x.data() + t * n_in;
+              return bf16 ? lf::dot_bf16_lanes16_ref(wr, xt, n_in) : lf::dot_f16_lanes16_ref(wr, xt, n_in);
+            });
           }
         }
       }
@@ -937,23 +950,10 @@ TEST_CASE("kernels: the F32 GEMM in tinyBLAS's 16 lanes equals its fused scalar 
           W.n_out = n_out;
           W.data = reinterpret_cast<const uint8_t*>(w.data());
           W.row_bytes = static_cast<uint64_t>(n_in) * 4;
-          REQUIRE(lf::gemm_lanes16_fits(W));
-          const int64_t r0 = n_out > 4 ? 4 : 0, r1 = n_out;
-          std::vector<float> y(static_cast<size_t>(n_tok * n_out), -7.0f);
-          lf::gemm_lanes16(W, x.data(), n_tok, y.data(), r0, r1);
-          for (int t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < n_out; ++r) {
-              INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme << " t=" << t
-                           << " r=" << r);
-              const float got = y[t * n_out + r];
-              if (r < r0) {
-                REQUIRE(got == -7.0f);
-                continue;
-              }
-              const float expect = lf::dot_f32_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
-              REQUIRE((lf::f32_bits(got) == lf::f32_bits(expect) || (std::isnan(got) && std::isnan(expect))));
-            }
-          }
+          INFO("n_in=" << n_in << " n_out=" << n_out << " n_tok=" << n_tok << " extreme=" << extreme);
+          require_lanes16(W, x, n_tok, [&](int64_t r, int t) {
+            return lf::dot_f32_lanes16_ref(w.data() + r * n_in, x.data() + t * n_in, n_in);
+          });
         }
       }
     }

@@ -11,29 +11,16 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import {describe, test} from "node:test";
 
-import {serveGateway} from "../../../js-glue/src/gateway/host.js";
 import {audioProjector as projector, eModel} from "../support/encoder_node.mjs";
 import {floatWav, pcmClip, SAMPLE_RATE} from "../support/llama_audio.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
+import {mediaChat as chat, mediaGateway} from "../support/media_gateway.mjs";
 
 const audioPart = (bytes, format = "wav") => ({type: "input_audio", input_audio: {data: Buffer.from(bytes).toString("base64"), format}});
 const audioChat = (part) => [{role: "user", content: [{type: "text", text: "Listen:"}, part, {type: "text", text: " What is it?"}]}];
 
-async function gateway(t, options) {
-  const gw = await serveGateway({model: eModel(), modelId: "g", port: 0, host: "127.0.0.1", build: "single", log: () => {}, ...options});
-  t.after(() => gw.shutdown());
-  await gw.opened;
-  return gw;
-}
-
-async function chat(gw, messages) {
-  const response = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: "POST", headers: {"content-type": "application/json"},
-    body: JSON.stringify({model: "g", messages, max_tokens: 8, temperature: 0}),
-  });
-  return {status: response.status, body: await response.json()};
-}
+const gateway = (t, options) => mediaGateway(t, {model: eModel(), ...options});
 
 describe("audio in chat requests", () => {
   test("a WAV between text parts gives llama.cpp's answer to the same chat; the next turn reuses the session through it", async (t) => {

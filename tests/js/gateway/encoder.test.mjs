@@ -8,12 +8,12 @@ import fs from "node:fs";
 import http from "node:http";
 import {describe, test} from "node:test";
 
-import {serveGateway} from "../../../js-glue/src/gateway/host.js";
 import {RemoteEncoder} from "../../../js-glue/src/generation/remote_encoder.js";
 import {importHostPackage} from "../support/host_package.mjs";
 import {audioProjector, eModel, gemma4, startEncoderNode, visionProjector} from "../support/encoder_node.mjs";
 import {floatWav, pcmClip, SAMPLE_RATE} from "../support/llama_audio.mjs";
 import {rgbImage} from "../support/llama_vision.mjs";
+import {mediaChat as chat, mediaGateway as gateway} from "../support/media_gateway.mjs";
 
 const {encode: encodePng} = await importHostPackage("fast-png");
 
@@ -27,20 +27,6 @@ const audioPart = () => ({type: "input_audio", input_audio: {format: "wav",
   data: floatWav(new Float32Array(new Uint8Array(fs.readFileSync(pcmClip(SAMPLE_RATE, {seed: 4}))).buffer)).toString("base64")}});
 const mediaChat = (part) => [{role: "user", content: [{type: "text", text: "Look:"}, part, {type: "text", text: " What is it?"}]}];
 
-async function gateway(t, options) {
-  const gw = await serveGateway({modelId: "g", port: 0, host: "127.0.0.1", build: "single", log: () => {}, ...options});
-  t.after(() => gw.shutdown());
-  await gw.opened;
-  return gw;
-}
-
-async function chat(gw, messages) {
-  const response = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: "POST", headers: {"content-type": "application/json"},
-    body: JSON.stringify({model: "g", messages, max_tokens: 8, temperature: 0}),
-  });
-  return {status: response.status, body: await response.json()};
-}
 
 // A server that answers /readyz, /v1/info with `info` and every encode with encode(request, response).
 async function fakeEncoder(t, info, encode) {

@@ -11,13 +11,13 @@ import fs from "node:fs";
 import http from "node:http";
 import {describe, test} from "node:test";
 
-import {serveGateway} from "../../../js-glue/src/gateway/host.js";
 import {visionProjector as projector} from "../support/encoder_node.mjs";
 import {gemma4} from "../support/gateway_fixture.mjs";
 import {importHostPackage} from "../support/host_package.mjs";
 import {llamaVision, rgbImage} from "../support/llama_vision.mjs";
 import {mirroredImageChat} from "../support/llama_vision_prompt.mjs";
 import {startServer, waitReady} from "../support/server_process.mjs";
+import {mediaChat as chat, mediaGateway} from "../support/media_gateway.mjs";
 
 const {encode: encodePng} = await importHostPackage("fast-png");
 
@@ -29,20 +29,7 @@ const png = () => Buffer.from(encodePng({width: WIDTH, height: HEIGHT, data: fs.
 const dataUrl = (bytes, type = "image/png") => `data:${type};base64,${Buffer.from(bytes).toString("base64")}`;
 const imageChat = (url) => [{role: "user", content: [{type: "text", text: "Look:"}, {type: "image_url", image_url: {url}}, {type: "text", text: " What is it?"}]}];
 
-async function gateway(t, options) {
-  const gw = await serveGateway({model: gemma4(), modelId: "g", port: 0, host: "127.0.0.1", build: "single", log: () => {}, ...options});
-  t.after(() => gw.shutdown());
-  await gw.opened;
-  return gw;
-}
-
-async function chat(gw, messages, extra = {}) {
-  const response = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: "POST", headers: {"content-type": "application/json"},
-    body: JSON.stringify({model: "g", messages, max_tokens: 8, temperature: 0, ...extra}),
-  });
-  return {status: response.status, body: await response.json()};
-}
+const gateway = (t, options) => mediaGateway(t, {model: gemma4(), ...options});
 
 describe("images in chat requests", () => {
   test("a PNG between text parts gives llama.cpp's answer to the same chat; the next turn reuses the session through it", async (t) => {
