@@ -67,7 +67,8 @@ Status prepare_forward(std::span<const BatchEntry> entries, std::span<const floa
     row_out += static_cast<size_t>(out_rows(e));
   }
   if (call->runs.empty()) return Status();
-  call->scratch = std::make_unique<Scratch>(scratch_shape(m, n, call->top_k), m.pool->size());
+  call->scratch = call->spare ? call->spare->take(static_cast<size_t>(n)) : std::make_unique<Scratch>();
+  call->scratch->reshape(scratch_shape(m, n, call->top_k), m.pool->size());
   Scratch& b = *call->scratch;
   b.ffn_stats.assign(static_cast<size_t>(m.pool->size()), std::vector<ApproxStats>(call->runs.size()));
   b.exit.resize(call->runs.size());

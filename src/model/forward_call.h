@@ -15,7 +15,14 @@
 namespace lf {
 
 struct ForwardCall {
-  ForwardCall(const Model& model, std::span<float> out_rows) : m(model), out(out_rows) {}
+  ForwardCall(const Model& model, std::span<float> out_rows) : m(model), out(out_rows), spare(model.spare_scratch) {}
+  // The scratch goes back to the model's spare, which the call holds: the last worker may drop
+  // the call after the model itself is gone.
+  ~ForwardCall() {
+    if (scratch && spare) spare->give_back(std::move(scratch));
+  }
+  ForwardCall(const ForwardCall&) = delete;
+  ForwardCall& operator=(const ForwardCall&) = delete;
 
   const Model& m;
   std::span<float> out;             // every entry's out rows, in entry order
@@ -27,6 +34,7 @@ struct ForwardCall {
   std::vector<KvUndo> undo;         // [runs] the sliding-ring slots its rows overwrite
   bool top_k = false;               // some run asks for the top-K gate FFN
   std::unique_ptr<Scratch> scratch; // the runs' rows and buffers; none when nothing runs
+  std::shared_ptr<ScratchSpare> spare;
 };
 
 // Validates the call as a whole (an error here refuses it) and each entry on its own (into

@@ -8,6 +8,7 @@
 #include "kernels/gemm.h"
 #include "layout/row_strips.h"
 #include "quant/finite_check.h"
+#include "model/scratch.h"
 #include "model/tensor_table.h"
 
 namespace lf {
@@ -244,6 +245,7 @@ Status set_threads(Model* model, int n_threads) {
   // The old pool finishes a running job before its workers stop (~ThreadPool).
   model->pool.reset();
   model->pool = std::make_shared<ThreadPool>(n_threads);
+  model->spare_scratch = std::make_shared<ScratchSpare>();
   return Status();
 }
 

@@ -78,6 +78,8 @@ inline WeightView expert_rows(const WeightView& W, int e, int64_t n_out) {
   return v;
 }
 
+class ScratchSpare;  // model/scratch.h
+
 struct Model {
   ModelConfig config;
   LayerRange range;
@@ -104,6 +106,8 @@ struct Model {
   // The workers forward() runs on; started at load, shared by copies of this Model, which
   // therefore cannot run forwards at the same time (the second is refused).
   std::shared_ptr<ThreadPool> pool;
+  // The last forward call's buffers, for the next (made with the pool; none: each call allocates).
+  std::shared_ptr<ScratchSpare> spare_scratch;
 
   const LayerWeights& layer(int il) const { return layers[il - range.begin]; }
   const LayerShards& shard(int il) const { return shards[il - range.begin]; }

@@ -56,30 +56,47 @@ uint64_t ScratchShape::bytes(int n_workers) const {
   return total + per_worker * static_cast<uint64_t>(n_workers);
 }
 
-Scratch::Scratch(const ScratchShape& s, int n_workers) {
+void Scratch::reshape(const ScratchShape& s, int n_workers) {
+  const auto fit = [](auto& buffer, size_t n) {
+    if (buffer.size() < n) buffer.resize(n);
+  };
   const size_t rows = s.rows, E = s.n_embd;
-  x.resize(rows * E);
-  x_next.resize(rows * E);
-  attn_norm.resize(rows * E);
-  x1.resize(rows * E);
-  ffn_in.resize(rows * E);
-  proj.resize(rows * E);
-  q.resize(rows * s.q_dim);
-  attn_out.resize(rows * s.q_dim);
-  k.resize(rows * s.kv_dim);
-  v.resize(rows * s.kv_dim);
-  gate.resize(rows * s.n_ff);
-  up.resize(rows * s.n_ff);
-  act.resize(rows * s.n_ff);
-  if (s.top_k_ffn) keep.resize(rows * s.n_ff);
+  for (std::vector<float>* b : {&x, &x_next, &attn_norm, &x1, &ffn_in, &proj}) fit(*b, rows * E);
+  for (std::vector<float>* b : {&q, &attn_out}) fit(*b, rows * s.q_dim);
+  for (std::vector<float>* b : {&k, &v}) fit(*b, rows * s.kv_dim);
+  for (std::vector<float>* b : {&gate, &up, &act}) fit(*b, rows * s.n_ff);
+  if (s.top_k_ffn) fit(keep, rows * s.n_ff);
   moe.resize(s.moe, rows, E);
   const std::array<std::vector<uint8_t>*, 7> converted = {&xc_q, &xc_k, &xc_v, &xc_o, &xc_gate, &xc_up, &xc_down};
-  for (size_t i = 0; i < converted.size(); ++i) converted[i]->resize(s.converted[i]);
+  for (size_t i = 0; i < converted.size(); ++i) fit(*converted[i], s.converted[i]);
   const size_t workers = static_cast<size_t>(n_workers);
   heads_q.resize(workers);
   heads_out.resize(workers);
-  errors.resize(workers);
+  errors.assign(workers, Status());
   top_k_keys.resize(workers);
+  exit.clear();
+  attention_ms = ffn_ms = layers_ms = 0;
+  rows_ = std::max(rows_, rows);
+}
+
+std::unique_ptr<Scratch> ScratchSpare::take(size_t rows) {
+  if (rows < kMinRows) return std::make_unique<Scratch>();
+  std::unique_ptr<Scratch> kept(kept_.exchange(nullptr));
+  if (kept && kept->rows() >= rows && kept->rows() < 2 * rows) return kept;
+  give_back(std::move(kept));
+  return std::make_unique<Scratch>();
+}
+
+void ScratchSpare::give_back(std::unique_ptr<Scratch> scratch) {
+  if (scratch && scratch->rows() < kMinRows) return;
+  while (scratch) {
+    Scratch* kept = kept_.load();
+    if (kept && kept->rows() >= scratch->rows()) return;  // scratch freed
+    if (kept_.compare_exchange_weak(kept, scratch.get())) {
+      scratch.release();
+      delete kept;
+    }
+  }
 }
 
 }  // namespace lf

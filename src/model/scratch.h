@@ -3,7 +3,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -39,7 +41,14 @@ ScratchShape scratch_shape(const ModelConfig& c, LayerRange range, std::span<con
 ScratchShape scratch_shape(const Model& m, int n, bool top_k_ffn);
 
 struct Scratch {
-  Scratch(const ScratchShape& shape, int n_workers);
+  Scratch() = default;
+  Scratch(const ScratchShape& shape, int n_workers) { reshape(shape, n_workers); }
+  // Readies the buffers for a call of `shape` on n_workers workers. They only grow: a call writes
+  // each part of a buffer before reading it (the node's layers already take turns in them within
+  // one call), so an earlier call's bytes never reach a result, and a buffer as large as the
+  // largest call is neither allocated nor zeroed again. What a call adds up starts at zero.
+  void reshape(const ScratchShape& shape, int n_workers);
+  size_t rows() const { return rows_; }  // the most rows reshape has readied the buffers for
 
   std::vector<float> x, x_next;              // [n, n_embd] residual stream into / out of a layer
   std::vector<float> attn_norm;              // [n, n_embd]
@@ -63,6 +72,36 @@ struct Scratch {
   std::vector<ExitState> exit;               // [sessions] worker 0's early-exit state of each last row
   double attention_ms = 0, ffn_ms = 0;       // worker 0's view, summed over layers
   double layers_ms = 0;                      // worker 0's time in run_layers
+
+ private:
+  size_t rows_ = 0;
+};
+
+// A model's Scratch between its forward calls of many rows, so that the next such call does not
+// allocate and zero its buffers again: 35 ms of a 128-row call on 31B widths (70 MB), all of it
+// on the caller's thread while the workers wait. Holds the largest call's buffers, which the
+// memory budget counts anyway (node_needs' scratch at the node's most tokens per call). Calls of
+// fewer rows (decode, short prompts) get fresh buffers, cheap to zero (0.3 ms for one row, 2 ms
+// for 8): kept ones gained nothing there, an 8-row prompt's layers ran 4–5% slower in them
+// (docs/benchmarks.md, "Speed III: the call's buffers kept, and a dynamic split tried"). Calls
+// that overlap (a second one is refused) each get their own.
+class ScratchSpare {
+ public:
+  ScratchSpare() = default;
+  ~ScratchSpare() { delete kept_.load(); }
+  ScratchSpare(const ScratchSpare&) = delete;
+  ScratchSpare& operator=(const ScratchSpare&) = delete;
+
+  static constexpr size_t kMinRows = 32;
+
+  // For a call of at least kMinRows rows, the kept Scratch where it holds `rows` rows but not
+  // twice as many; else a new one.
+  std::unique_ptr<Scratch> take(size_t rows);
+  // Keeps the larger of it (if it holds kMinRows rows) and the kept one, freeing the other.
+  void give_back(std::unique_ptr<Scratch> scratch);
+
+ private:
+  std::atomic<Scratch*> kept_{nullptr};  // atomic: the wasm32-wasi build has no mutex
 };
 
 }  // namespace lf

@@ -15,6 +15,7 @@
 #include "support/fixture_model.h"
 #include "support/fixture_moe.h"
 #include "model/forward.h"
+#include "model/scratch.h"
 
 namespace {
 
@@ -288,6 +289,45 @@ TEST_CASE("the debug hook sees the same intermediates whatever the thread count"
   const std::vector<std::string> one = taps(f, 1);
   REQUIRE(one.size() == 8 * lf::test::kFixtureLayers);
   REQUIRE(taps(f, 3) == one);
+}
+
+TEST_CASE("a forward in the buffers of an earlier, larger call gives a fresh node's bytes", "[threads]") {
+  // Calls of 40, 33, 64 and 35 rows, each from position 0 of its own session: from the second
+  // on, each runs in buffers the call before it left (kept from 32 rows, grown for 64), which
+  // hold that call's values; every output must be the one a freshly loaded node gives.
+  const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
+  const auto node = lf::test::load_copy(f, {{0, -1}, 2});
+  const Model& m = node->m;
+  for (const int n : {40, 33, 64, 35}) {
+    INFO(n << " rows");
+    const std::vector<float> x = embed_tokens(m, lf::test::token_sequence(n, 7 + n, 3, m.config.n_vocab)).x;
+    Session kept = session(m, 80, 16);
+    const std::vector<float> got = forward_rows(m, kept, x, 0, n);
+    const auto fresh = lf::test::load_copy(f, {{0, -1}, 2});
+    Session s = session(fresh->m, 80, 16);
+    const std::vector<float> want = forward_rows(fresh->m, s, x, 0, n);
+    REQUIRE(got.size() == want.size());
+    REQUIRE(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("a model keeps the buffers of its largest call of many rows, for calls of about as many", "[threads]") {
+  lf::ScratchSpare spare;
+  const lf::ScratchShape shape40 = [] { lf::ScratchShape s; s.rows = 40; s.n_embd = 8; return s; }();
+  std::unique_ptr<lf::Scratch> a = spare.take(40);
+  a->reshape(shape40, 2);
+  const lf::Scratch* kept = a.get();
+  spare.give_back(std::move(a));
+  CHECK(spare.take(8).get() != kept);   // a call of few rows: fresh buffers
+  CHECK(spare.take(80).get() != kept);  // twice as many rows: fresh too, the 40 kept
+  std::unique_ptr<lf::Scratch> b = spare.take(33);  // past half of 40: the kept ones
+  CHECK(b.get() == kept);
+  CHECK(spare.take(40).get() != kept);  // taken: none kept now
+  std::unique_ptr<lf::Scratch> small = std::make_unique<lf::Scratch>();
+  small->reshape([] { lf::ScratchShape s; s.rows = 8; s.n_embd = 8; return s; }(), 2);
+  spare.give_back(std::move(small));  // fewer than kMinRows rows: not kept
+  spare.give_back(std::move(b));
+  CHECK(spare.take(40).get() == kept);
 }
 
 TEST_CASE("set_threads changes the pool and refuses nonsense counts", "[threads]") {
