@@ -1,6 +1,7 @@
 #include "model/scratch.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "quant/quant.h"
 
@@ -88,14 +89,16 @@ std::unique_ptr<Scratch> ScratchSpare::take(size_t rows) {
 }
 
 void ScratchSpare::give_back(std::unique_ptr<Scratch> scratch) {
-  if (scratch && scratch->rows() < kMinRows) return;
-  while (scratch) {
-    Scratch* kept = kept_.load();
-    if (kept && kept->rows() >= scratch->rows()) return;  // scratch freed
-    if (kept_.compare_exchange_weak(kept, scratch.get())) {
+  while (scratch && scratch->rows() >= kMinRows) {
+    // The kept one taken out first, so that no other call frees it while the two are compared.
+    std::unique_ptr<Scratch> kept(kept_.exchange(nullptr));
+    if (kept && kept->rows() > scratch->rows()) std::swap(kept, scratch);
+    Scratch* none = nullptr;
+    if (kept_.compare_exchange_strong(none, scratch.get())) {
       scratch.release();
-      delete kept;
+      return;
     }
+    // another call's buffers went in meanwhile: the larger of those and these is kept
   }
 }
 
