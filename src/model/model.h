@@ -106,7 +106,8 @@ struct Model {
   // The workers forward() runs on; started at load, shared by copies of this Model, which
   // therefore cannot run forwards at the same time (the second is refused).
   std::shared_ptr<ThreadPool> pool;
-  // The last forward call's buffers, for the next (made with the pool; none: each call allocates).
+  // The buffers of its largest forward call of many rows, for the next such call (made with the
+  // pool; none: each call allocates its own).
   std::shared_ptr<ScratchSpare> spare_scratch;
 
   const LayerWeights& layer(int il) const { return layers[il - range.begin]; }

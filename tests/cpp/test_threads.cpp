@@ -292,9 +292,10 @@ TEST_CASE("the debug hook sees the same intermediates whatever the thread count"
 }
 
 TEST_CASE("a forward in the buffers of an earlier, larger call gives a fresh node's bytes", "[threads]") {
-  // Calls of 40, 33, 64 and 35 rows, each from position 0 of its own session: from the second
-  // on, each runs in buffers the call before it left (kept from 32 rows, grown for 64), which
-  // hold that call's values; every output must be the one a freshly loaded node gives.
+  // Calls of 40, 33, 64 and 35 rows, each from position 0 of its own session: the 33-row call runs
+  // in the buffers the 40-row one left, the 35-row call in those of the 64-row one (which got
+  // fresh buffers, 40 rows being too few, and then kept them), each holding the earlier call's
+  // values; every output must be the one a freshly loaded node gives.
   const FixtureModel f = fixture(Arch::gemma4, WeightFormat::mixed);
   const auto node = lf::test::load_copy(f, {{0, -1}, 2});
   const Model& m = node->m;
