@@ -20,7 +20,7 @@
 // lf_q4_0_strips4_t1{_pairs}_relaxed (wa, wb, wc, wd, x, n_blocks, acc, consts),
 // lf_q4_0_strips_t{T}{_pairs}_relaxed (wa, wb, x, n_blocks, acc, consts):
 //   W strips a, b (, c, d) (4 rows each in row strips, n_blocks blocks of 72 bytes from wa, wb...)
-//   · T tokens (records of 160 bytes as pack_strip_activations writes them, [n_blocks][T] from x)
+//   · T tokens (SplatRecords of 160 bytes as pack_strip_activations writes them, [n_blocks][T] from x)
 //   -> acc [strips][T][4] f32 (strip a's tokens, then b's..., lane = row), continued:
 //   acc = fma(f32(sumi), dw·dy, acc) block after block (f32x4.relaxed_madd, fused where the host
 //   loads this module), vec_dot_ref's step and order.
@@ -32,31 +32,37 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const kMaxTokens = 8;  // gemm_q4_0_strips_relaxed.cpp's kStripsMaxTokens: it names each of these functions
-const kRecord = 160;  // bytes of one token's block record
+// The two layouts of one token's block record (gemm_q4_0_strips_relaxed.cpp): byte offsets of
+// group k's low and high elements, of -8·Σa and of dy, and the load that puts 4 bytes in every
+// 32-bit lane. The multi-strip kernels read SplatRecord, its groups already in every lane; the
+// one-strip kernels QuantRecord, the block's quants as they are.
+const SPLAT = { size: 160, low: (k) => 16 * k, high: (k) => 64 + 16 * k, minus: 128, dy: 144, load: 'v128.load' };
+const QUANT = { size: 40, low: (k) => 4 * k, high: (k) => 16 + 4 * k, minus: 32, dy: 36, load: 'v128.load32_splat' };
 const FORMS = { 'dot-add': '_relaxed', pairs: '_pairs_relaxed' };
 
-const activation = (x, offset) => `(v128.load offset=${offset} align=1 (local.get ${x}))`;
+// The record's 4 bytes at offset in every 32-bit lane
+const activation = (record, x, offset) => `(${record.load} offset=${offset} align=1 (local.get ${x}))`;
 const unpackLow = (packed) => `(v128.and (local.get ${packed}) (local.get $nibble))`;
 const unpackHigh = (packed) => `(v128.and (i16x8.shr_u (local.get ${packed}) (i32.const 4)) (local.get $nibble))`;
 
 // The integer sum of group k (elements 4k..4k+3 and 16+4k..19+4k: weights lo and hi against the
 // token record at x + base) added to the running sum $s: in the dot-add form an i32 sum that
 // group 0 starts from -8·Σa, in the pairs form an i16 sum (finished by blockSum).
-function groupSum(form, s, k, lo, hi, x, base) {
-  const low = activation(x, base + 16 * k), high = activation(x, base + 64 + 16 * k);
+function groupSum(form, record, s, k, lo, hi, x, base) {
+  const low = activation(record, x, base + record.low(k)), high = activation(record, x, base + record.high(k));
   if (form === 'pairs') {
     const pair = `(i16x8.add (i16x8.dot_i8x16_i7x16_s ${high} ${hi}) (i16x8.dot_i8x16_i7x16_s ${low} ${lo}))`;
     return `(local.set ${s} ${k === 0 ? pair : `(i16x8.add (local.get ${s}) ${pair})`})`;
   }
-  const start = k === 0 ? activation(x, base + 128) : '(v128.const i32x4 0 0 0 0)';
+  const start = k === 0 ? activation(record, x, base + record.minus) : '(v128.const i32x4 0 0 0 0)';
   const pair = `(i32x4.dot_i8x16_i7x16_add_s ${high} ${hi}
         (i32x4.dot_i8x16_i7x16_add_s ${low} ${lo} ${start}))`;
   return `(local.set ${s} ${k === 0 ? pair : `(i32x4.add (local.get ${s}) ${pair})`})`;
 }
 
 // The block's exact i32 sums from the running sum $s, as groupSum left it
-function blockSum(form, s, x, base) {
-  if (form === 'pairs') return `(i32x4.add (i32x4.extadd_pairwise_i16x8_s (local.get ${s})) ${activation(x, base + 128)})`;
+function blockSum(form, record, s, x, base) {
+  if (form === 'pairs') return `(i32x4.add (i32x4.extadd_pairwise_i16x8_s (local.get ${s})) ${activation(record, x, base + record.minus)})`;
   return `(local.get ${s})`;
 }
 
@@ -99,18 +105,18 @@ function kernel(form, name, strips, T) {
     emit(6, `;; group ${k}: elements ${4 * k}..${4 * k + 3} (low nibbles) and ${16 + 4 * k}..${19 + 4 * k} (high)`);
     for (const s of strips) {
       emit(6, `(local.set $packed (v128.load offset=${8 + 16 * k} align=1 (local.get $w${s})))`);
-      for (const t of tokens) emit(6, groupSum(form, `$s${s}${t}`, k, unpackLow('$packed'), unpackHigh('$packed'), '$x', kRecord * t));
+      for (const t of tokens) emit(6, groupSum(form, SPLAT, `$s${s}${t}`, k, unpackLow('$packed'), unpackHigh('$packed'), '$x', SPLAT.size * t));
     }
   }
   for (const s of strips) {
     emit(6, `;; strip ${s}: dw as in lf_q4_0_strip_relaxed, then acc = fma(f32(sumi), dw·dy, acc) per token`);
     emit(6, `(local.set $dw ${stripScales(`$w${s}`)})`);
     for (const t of tokens) {
-      emit(6, `(local.set $acc_${s}${t} (f32x4.relaxed_madd (f32x4.convert_i32x4_s ${blockSum(form, `$s${s}${t}`, '$x', kRecord * t)})`);
-      emit(8, `(f32x4.mul (local.get $dw) ${activation('$x', kRecord * t + 144)}) (local.get $acc_${s}${t})))`);
+      emit(6, `(local.set $acc_${s}${t} (f32x4.relaxed_madd (f32x4.convert_i32x4_s ${blockSum(form, SPLAT, `$s${s}${t}`, '$x', SPLAT.size * t)})`);
+      emit(8, `(f32x4.mul (local.get $dw) ${activation(SPLAT, '$x', SPLAT.size * t + SPLAT.dy)}) (local.get $acc_${s}${t})))`);
     }
   }
-  emit(6, `(local.set $x (i32.add (local.get $x) (i32.const ${kRecord * T})))`);
+  emit(6, `(local.set $x (i32.add (local.get $x) (i32.const ${SPLAT.size * T})))`);
   for (const s of strips) emit(6, `(local.set $w${s} (i32.add (local.get $w${s}) (i32.const 72)))`);
   emit(6, '(local.set $n_blocks (i32.sub (local.get $n_blocks) (i32.const 1)))');
   emit(6, '(br_if $blocks (local.get $n_blocks)))');
@@ -143,10 +149,10 @@ function loopKernel(form, name) {
   emit(6, '(local.set $t (local.get $n_tok))');
   emit(6, '(local.set $a (local.get $acc))');
   emit(6, '(loop $tokens');
-  for (const k of groups) emit(8, groupSum(form, '$s', k, `(local.get $lo${k})`, `(local.get $hi${k})`, '$x', 0));
-  emit(8, `(v128.store align=4 (local.get $a) (f32x4.relaxed_madd (f32x4.convert_i32x4_s ${blockSum(form, '$s', '$x', 0)})`);
-  emit(10, `(f32x4.mul (local.get $dw) ${activation('$x', 144)}) (v128.load align=4 (local.get $a))))`);
-  emit(8, `(local.set $x (i32.add (local.get $x) (i32.const ${kRecord})))`);
+  for (const k of groups) emit(8, groupSum(form, QUANT, '$s', k, `(local.get $lo${k})`, `(local.get $hi${k})`, '$x', 0));
+  emit(8, `(v128.store align=4 (local.get $a) (f32x4.relaxed_madd (f32x4.convert_i32x4_s ${blockSum(form, QUANT, '$s', '$x', 0)})`);
+  emit(10, `(f32x4.mul (local.get $dw) ${activation(QUANT, '$x', QUANT.dy)}) (v128.load align=4 (local.get $a))))`);
+  emit(8, `(local.set $x (i32.add (local.get $x) (i32.const ${QUANT.size})))`);
   emit(8, '(local.set $a (i32.add (local.get $a) (i32.const 16)))');
   emit(8, '(local.set $t (i32.sub (local.get $t) (i32.const 1)))');
   emit(8, '(br_if $tokens (local.get $t)))');

@@ -60,16 +60,28 @@ namespace {
 
 constexpr int64_t kStripChunkBytes = 1024 * 1024;  // the strip kernel's packed activations: half of L2
 
-// Block b of one token as lf_q4_0_strip_relaxed reads it: q[k] holds elements 4k..4k+3 of the
-// block (k < 4) or 16+4(k-4)..19+4(k-4) (k >= 4) in every 32-bit lane, one row strip lane each;
-// minus the 8·Σa that the unsigned nibbles overcount (where the kernel's dot products start);
-// the token's scale in every lane.
-struct StripTokenBlock {
+// Block b of one token as the multi-strip kernels (decode, batched decode) read it: q[k] holds
+// elements 4k..4k+3 of the block (k < 4) or 16+4(k-4)..19+4(k-4) (k >= 4) in every 32-bit lane,
+// one row strip lane each; minus the 8·Σa that the unsigned nibbles overcount (where the
+// kernel's dot products start); the token's scale in every lane.
+struct SplatRecord {
   int8_t q[8][16];
   int32_t minus_offset[4];
   float dy[4];
 };
-static_assert(sizeof(StripTokenBlock) == 160, "the layout lf_q4_0_strip_relaxed reads");
+static_assert(sizeof(SplatRecord) == 160, "the layout the multi-strip kernels read");
+
+// The same as the one-strip kernels (prompts) read it: the block's 32 quants in element order,
+// each group of 4 put in every lane as it is loaded (v128.load32_splat), then -8·Σa and dy. A
+// prompt's strips each read the whole chunk of records from L2; a quarter of the bytes made
+// 128-token prompts 10% faster on one thread and 20% on two (docs/kernels.md). The few tokens of
+// the multi-strip kernels read few records, and there the wider loads are faster.
+struct QuantRecord {
+  int8_t q[32];
+  int32_t minus_offset;
+  float dy;
+};
+static_assert(sizeof(QuantRecord) == 40, "the layout the one-strip kernels read");
 
 // 32-bit lane k of v in every lane
 template <int k>
@@ -77,26 +89,39 @@ v128_t lane_everywhere(v128_t v) {
   return wasm_i32x4_shuffle(v, v, k, k, k, k);
 }
 
+// Σa of the block whose quants are lo, hi, in every lane
+v128_t block_sum(v128_t lo, v128_t hi) {
+  v128_t sum = wasm_i32x4_extadd_pairwise_i16x8(
+      wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(lo), wasm_i16x8_extadd_pairwise_i8x16(hi)));
+  sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 2, 3, 0, 1));
+  return wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 1, 0, 3, 2));
+}
+
+void pack_record(const block_q8_0& xb, SplatRecord& r) {
+  const v128_t lo = wasm_v128_load(xb.qs), hi = wasm_v128_load(xb.qs + 16);
+  const v128_t groups[8] = {lane_everywhere<0>(lo), lane_everywhere<1>(lo), lane_everywhere<2>(lo),
+                            lane_everywhere<3>(lo), lane_everywhere<0>(hi), lane_everywhere<1>(hi),
+                            lane_everywhere<2>(hi), lane_everywhere<3>(hi)};
+  for (int k = 0; k < 8; ++k) wasm_v128_store(r.q[k], groups[k]);
+  wasm_v128_store(r.minus_offset, wasm_i32x4_mul(block_sum(lo, hi), wasm_i32x4_splat(-8)));
+  wasm_v128_store(r.dy, wasm_f32x4_splat(fp16_to_fp32(xb.d)));
+}
+
+void pack_record(const block_q8_0& xb, QuantRecord& r) {
+  const v128_t lo = wasm_v128_load(xb.qs), hi = wasm_v128_load(xb.qs + 16);
+  wasm_v128_store(r.q, lo);
+  wasm_v128_store(r.q + 16, hi);
+  r.minus_offset = -8 * wasm_i32x4_extract_lane(block_sum(lo, hi), 0);
+  r.dy = fp16_to_fp32(xb.d);
+}
+
 // Blocks [b0, b1) of Xc [n_tok, n_blocks] (Q8_0) -> out [b1 - b0][n_tok], once per call and
 // column chunk
-void pack_strip_activations(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t b0, int64_t b1,
-                            StripTokenBlock* out) {
+template <typename Record>
+void pack_strip_activations(const uint8_t* Xc, uint64_t x_row, int n_tok, int64_t b0, int64_t b1, Record* out) {
   for (int j = 0; j < n_tok; ++j) {
     const auto* xb = reinterpret_cast<const block_q8_0*>(Xc + x_row * static_cast<uint64_t>(j));
-    for (int64_t b = b0; b < b1; ++b) {
-      StripTokenBlock& r = out[(b - b0) * n_tok + j];
-      const v128_t lo = wasm_v128_load(xb[b].qs), hi = wasm_v128_load(xb[b].qs + 16);
-      const v128_t groups[8] = {lane_everywhere<0>(lo), lane_everywhere<1>(lo), lane_everywhere<2>(lo),
-                                lane_everywhere<3>(lo), lane_everywhere<0>(hi), lane_everywhere<1>(hi),
-                                lane_everywhere<2>(hi), lane_everywhere<3>(hi)};
-      for (int k = 0; k < 8; ++k) wasm_v128_store(r.q[k], groups[k]);
-      v128_t sum = wasm_i32x4_extadd_pairwise_i16x8(
-          wasm_i16x8_add(wasm_i16x8_extadd_pairwise_i8x16(lo), wasm_i16x8_extadd_pairwise_i8x16(hi)));
-      sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 2, 3, 0, 1));
-      sum = wasm_i32x4_add(sum, wasm_i32x4_shuffle(sum, sum, 1, 0, 3, 2));  // Σa in every lane
-      wasm_v128_store(r.minus_offset, wasm_i32x4_mul(sum, wasm_i32x4_splat(-8)));
-      wasm_v128_store(r.dy, wasm_f32x4_splat(fp16_to_fp32(xb[b].d)));
-    }
+    for (int64_t b = b0; b < b1; ++b) pack_record(xb[b], out[(b - b0) * n_tok + j]);
   }
 }
 
@@ -163,20 +188,22 @@ bool relaxed_madd_fused() {
   return fused;
 }
 
-// The relaxed build's Q4_0 GEMM over row strips: per column chunk (its activations packed, which
+namespace {
+
+// The relaxed build's Q4_0 GEMM over row strips, its activations packed as Record: per column chunk (its activations packed, which
 // stay in cache while the strips stream through, and bound the packing's memory to about
 // kStripChunkBytes), per strips_per_call strips, one call of the .wat kernels over all tokens;
 // each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
 // is computed whole and only its rows in range are stored; a call's strips past the range's last
 // repeat it and are not stored.
-void gemm_strips(DotForm form, const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y,
-                 int64_t r0, int64_t r1) {
-  const StripKernels& kernels = kernels_of(form);
+template <typename Record>
+void gemm_strips_of(const StripKernels& kernels, const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok,
+                    float* Y, int64_t r0, int64_t r1) {
   const int64_t n_blocks = W.n_in / QK4_0;
-  const int64_t chunk = std::min(
-      n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(StripTokenBlock)})));
+  const int64_t chunk =
+      std::min(n_blocks, std::max(kMinChunkBlocks, kStripChunkBytes / (int64_t{n_tok} * int64_t{sizeof(Record)})));
   // allocated without zeroing: every record of a chunk is written before it is read
-  const std::unique_ptr<StripTokenBlock[]> x(new StripTokenBlock[static_cast<size_t>(chunk * n_tok)]);
+  const std::unique_ptr<Record[]> x(new Record[static_cast<size_t>(chunk * n_tok)]);
   const int per_call = strips_per_call(n_tok);
   // acc [per_call][n_tok][4], written in the inner loop, with a cache line of padding on each
   // side: another thread's small allocation next to it would share its lines.
@@ -225,8 +252,17 @@ void gemm_strips(DotForm form, const WeightView& W, const uint8_t* Xc, uint64_t 
   }
 }
 
+}  // namespace
+
+void gemm_strips(DotForm form, const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok, float* Y,
+                 int64_t r0, int64_t r1) {
+  const StripKernels& kernels = kernels_of(form);
+  if (strips_per_call(n_tok) == 1) return gemm_strips_of<QuantRecord>(kernels, W, Xc, x_row, n_tok, Y, r0, r1);
+  gemm_strips_of<SplatRecord>(kernels, W, Xc, x_row, n_tok, Y, r0, r1);
+}
+
 // What choose_dot_form compares: per form, decode's four-strip kernel and the one-strip kernel
-// over 16 tokens, on 16 strips of 64 blocks (74 KB, and 164 KB of activation records: in L2, so
+// over 16 tokens, on 16 strips of 64 blocks (74 KB, and 164 + 41 KB of activation records: in L2, so
 // the instructions are timed, not the memory), about 0.15 ms a run; the forms alternate, 30 runs
 // each, the best kept. So many because the first calls run V8's baseline code, which it
 // replaces with optimized code compiled in the background after a few calls: with 5 runs one
@@ -241,27 +277,29 @@ DotFormChoice time_dot_forms() {
   for (int64_t b = 0; b < int64_t{kStrips} * kBlocks; ++b) {  // a strip block: 4 f16 scales, then the quants
     for (int r = 0; r < kLanes; ++r) std::memcpy(&w[b * kLanes * sizeof(block_q4_0) + 2 * r], &kHalfOne, 2);
   }
-  std::vector<StripTokenBlock> x(static_cast<size_t>(kBlocks * kTokens));
-  for (size_t i = 0; i < x.size(); ++i) {
-    for (int k = 0; k < 8; ++k) {
-      for (int j = 0; j < 16; ++j) x[i].q[k][j] = static_cast<int8_t>((i * 131 + k * 17 + j * 7) % 255 - 127);
-    }
-    for (int j = 0; j < 4; ++j) {
-      x[i].minus_offset[j] = static_cast<int32_t>(i % 97) * -8;
-      x[i].dy[j] = 1.0f;
-    }
+  std::vector<block_q8_0> blocks(static_cast<size_t>(kBlocks * kTokens));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    for (int j = 0; j < 32; ++j) blocks[i].qs[j] = static_cast<int8_t>((i * 131 + j * 7) % 255 - 127);
+    std::memcpy(&blocks[i].d, &kHalfOne, 2);
   }
+  const auto* xb = reinterpret_cast<const uint8_t*>(blocks.data());
+  std::vector<SplatRecord> splat(blocks.size());  // decode's kernel reads the first kBlocks as one token's
+  std::vector<QuantRecord> quant(blocks.size());
+  pack_strip_activations(xb, kBlocks * sizeof(block_q8_0), kTokens, 0, kBlocks, splat.data());
+  pack_strip_activations(xb, kBlocks * sizeof(block_q8_0), kTokens, 0, kBlocks, quant.data());
   std::vector<float> acc(kTokens * kLanes * 4);
-  const auto* xc = reinterpret_cast<const uint8_t*>(x.data());
+  const auto* x_splat = reinterpret_cast<const uint8_t*>(splat.data());
+  const auto* x_quant = reinterpret_cast<const uint8_t*>(quant.data());
   const auto strip = [&](int s) { return w.data() + s * kStripBytes; };
   const auto run = [&](const StripKernels& k) {
     const Clock::time_point t0 = Clock::now();
     for (int r = 0; r < kDecodeRepeats; ++r) {
       for (int s = 0; s < kStrips; s += 4) {
-        k.strips4_t1(strip(s), strip(s + 1), strip(s + 2), strip(s + 3), xc, kBlocks, acc.data(), &kStripConstants);
+        k.strips4_t1(strip(s), strip(s + 1), strip(s + 2), strip(s + 3), x_splat, kBlocks, acc.data(),
+                     &kStripConstants);
       }
     }
-    for (int s = 0; s < kStrips; ++s) k.one_strip(strip(s), xc, kTokens, kBlocks, acc.data(), &kStripConstants);
+    for (int s = 0; s < kStrips; ++s) k.one_strip(strip(s), x_quant, kTokens, kBlocks, acc.data(), &kStripConstants);
     return ms_since(t0);
   };
   DotFormChoice seen{DotForm::dot_add, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};

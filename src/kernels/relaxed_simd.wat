@@ -35,10 +35,10 @@
   ;; W strip (4 rows in row strips, n_blocks blocks of 72 bytes from w) · X (n_tok tokens) ->
   ;; acc [n_tok][4] f32, lane i = row i, continued: acc = fma(sumi, dw·dy, acc) block after
   ;; block, vec_dot_ref's step and order per output.
-  ;; X is packed by the caller (pack_strip_activations in kernels/gemm_q4_0_q8_0.cpp) as records
-  ;; [n_blocks][n_tok] of 160 bytes: 8 vectors, vector k < 4 holding elements 4k..4k+3 of the
-  ;; token's block in every 32-bit lane and vector 4 + k elements 16+4k..16+4k+3; then -8·Σa in
-  ;; every i32 lane (the nibbles q are w + 8); then the token's scale dy in every f32 lane.
+  ;; X is packed by the caller (pack_strip_activations in kernels/gemm_q4_0_strips_relaxed.cpp)
+  ;; as records [n_blocks][n_tok] of 40 bytes: the token's block's 32 quants, -8·Σa (the nibbles
+  ;; q are w + 8) and its scale dy; v128.load32_splat puts a group of 4 quants (elements 4k..4k+3
+  ;; or 16+4k..16+4k+3), -8·Σa or dy in every 32-bit lane as it reads it.
   ;; Vector k of the strip holds group k of each row in that row's lane, so each dot-product lane
   ;; is one row's: no lanes are added across rows. Each block is unpacked once for all tokens.
   ;; The 4 f16 scales dw become f32 as fp16_to_fp32 makes finite ones, in 3 operations: each
@@ -84,21 +84,21 @@
       (local.set $a (local.get $acc))
       (loop $tokens
         ;; sumi = Σ q·a - 8·Σa in two chains of 4 dot products, one from -8·Σa, one from 0
-        (local.set $s0 (v128.load offset=128 align=1 (local.get $x)))
-        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=0 align=1 (local.get $x)) (local.get $lo0) (local.get $s0)))
-        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=64 align=1 (local.get $x)) (local.get $hi0) (local.get $zero)))
-        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=16 align=1 (local.get $x)) (local.get $lo1) (local.get $s0)))
-        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=80 align=1 (local.get $x)) (local.get $hi1) (local.get $s1)))
-        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=32 align=1 (local.get $x)) (local.get $lo2) (local.get $s0)))
-        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=96 align=1 (local.get $x)) (local.get $hi2) (local.get $s1)))
-        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=48 align=1 (local.get $x)) (local.get $lo3) (local.get $s0)))
-        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load offset=112 align=1 (local.get $x)) (local.get $hi3) (local.get $s1)))
+        (local.set $s0 (v128.load32_splat offset=32 align=1 (local.get $x)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=0 align=1 (local.get $x)) (local.get $lo0) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=16 align=1 (local.get $x)) (local.get $hi0) (local.get $zero)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=4 align=1 (local.get $x)) (local.get $lo1) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=20 align=1 (local.get $x)) (local.get $hi1) (local.get $s1)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=8 align=1 (local.get $x)) (local.get $lo2) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=24 align=1 (local.get $x)) (local.get $hi2) (local.get $s1)))
+        (local.set $s0 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=12 align=1 (local.get $x)) (local.get $lo3) (local.get $s0)))
+        (local.set $s1 (i32x4.dot_i8x16_i7x16_add_s (v128.load32_splat offset=28 align=1 (local.get $x)) (local.get $hi3) (local.get $s1)))
         ;; acc = fma(f32(sumi), dw·dy, acc)
         (v128.store align=4 (local.get $a) (f32x4.relaxed_madd
           (f32x4.convert_i32x4_s (i32x4.add (local.get $s0) (local.get $s1)))
-          (f32x4.mul (local.get $dw) (v128.load offset=144 align=1 (local.get $x)))
+          (f32x4.mul (local.get $dw) (v128.load32_splat offset=36 align=1 (local.get $x)))
           (v128.load align=4 (local.get $a))))
-        (local.set $x (i32.add (local.get $x) (i32.const 160)))
+        (local.set $x (i32.add (local.get $x) (i32.const 40)))
         (local.set $a (i32.add (local.get $a) (i32.const 16)))
         (local.set $t (i32.sub (local.get $t) (i32.const 1)))
         (br_if $tokens (local.get $t)))

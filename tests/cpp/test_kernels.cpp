@@ -695,13 +695,14 @@ TEST_CASE("kernels: batched decode (2 to 16 tokens): every n_tok 1..17 over stri
 }
 
 TEST_CASE("kernels: batched decode over long rows, in several column chunks", "[kernels]") {
-  // 32768 columns (1024 blocks): from 7 tokens on, the relaxed build's packed activations
-  // (160 bytes per token and block) exceed one column chunk, so 7 and 8 tokens carry the strip
-  // pairs' sums through Y from chunk to chunk, 9 and 17 the one-strip kernel's.
+  // 32768 columns (1024 blocks): the relaxed build's packed activations exceed one column chunk
+  // of 1 MiB from 7 tokens on for the strip pairs (160 bytes per token and block) and from 26 on
+  // for the one-strip kernel (40 bytes), so 7, 8 and 33 tokens carry their sums through Y from
+  // chunk to chunk; 9 and 17 run in one chunk.
   std::mt19937 rng(25);
   for (const lf::GgmlType type : kTypes) {
     const Matrix W = make_weights(rng, type, 32768, 8, Weights::quantized);
-    for (const int n_tok : {2, 7, 8, 9, 17}) {
+    for (const int n_tok : {2, 7, 8, 9, 17, 33}) {
       const std::vector<uint8_t> xc = make_activations(rng, W.view, n_tok, true);
       check_exact(W.view, xc, n_tok, 0, 8, 0, 32768);
       check_exact(W.view, xc, n_tok, 3, 6, 96, 32704);
