@@ -40,7 +40,7 @@ const SPLAT = { size: 160, low: (k) => 16 * k, high: (k) => 64 + 16 * k, minus: 
 const QUANT = { size: 40, low: (k) => 4 * k, high: (k) => 16 + 4 * k, minus: 32, dy: 36, load: 'v128.load32_splat' };
 const FORMS = { 'dot-add': '_relaxed', pairs: '_pairs_relaxed' };
 
-// The record's 4 bytes at offset in every 32-bit lane
+// The record's 4-byte value at offset in every 32-bit lane (a SplatRecord holds it so already)
 const activation = (record, x, offset) => `(${record.load} offset=${offset} align=1 (local.get ${x}))`;
 const unpackLow = (packed) => `(v128.and (local.get ${packed}) (local.get $nibble))`;
 const unpackHigh = (packed) => `(v128.and (i16x8.shr_u (local.get ${packed}) (i32.const 4)) (local.get $nibble))`;

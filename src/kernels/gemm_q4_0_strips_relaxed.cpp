@@ -72,10 +72,10 @@ struct SplatRecord {
 static_assert(sizeof(SplatRecord) == 160, "the layout the multi-strip kernels read");
 
 // The same as the one-strip kernels (prompts) read it: the block's 32 quants in element order,
-// each group of 4 put in every lane as it is loaded (v128.load32_splat), then -8·Σa and dy. A
-// prompt's strips each read the whole chunk of records from L2; a quarter of the bytes made
-// 128-token prompts 10% faster on one thread and 20% on two (docs/kernels.md). The few tokens of
-// the multi-strip kernels read few records, and there the wider loads are faster.
+// each group of 4 put in every lane as it is loaded (v128.load32_splat), then -8·Σa and dy. Each
+// strip of a prompt reads the whole chunk of records from L2, and a quarter of the bytes makes
+// 128-token prompts 10% faster on one thread and 17-20% on two (docs/kernels.md); the few
+// records of the multi-strip kernels stay in L1, where the wider loads are faster.
 struct QuantRecord {
   int8_t q[32];
   int32_t minus_offset;
@@ -190,12 +190,12 @@ bool relaxed_madd_fused() {
 
 namespace {
 
-// The relaxed build's Q4_0 GEMM over row strips, its activations packed as Record: per column chunk (its activations packed, which
-// stay in cache while the strips stream through, and bound the packing's memory to about
-// kStripChunkBytes), per strips_per_call strips, one call of the .wat kernels over all tokens;
-// each output's running sum is carried through Y from chunk to chunk. A strip that [r0, r1) cuts
-// is computed whole and only its rows in range are stored; a call's strips past the range's last
-// repeat it and are not stored.
+// The relaxed build's Q4_0 GEMM over row strips, its activations packed as Record: per column
+// chunk (its activations packed, which stay in cache while the strips stream through, and bound
+// the packing's memory to about kStripChunkBytes), per strips_per_call strips, one call of the
+// .wat kernels over all tokens; each output's running sum is carried through Y from chunk to
+// chunk. A strip that [r0, r1) cuts is computed whole and only its rows in range are stored; a
+// call's strips past the range's last repeat it and are not stored.
 template <typename Record>
 void gemm_strips_of(const StripKernels& kernels, const WeightView& W, const uint8_t* Xc, uint64_t x_row, int n_tok,
                     float* Y, int64_t r0, int64_t r1) {
