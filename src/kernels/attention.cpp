@@ -77,13 +77,14 @@ class Tile : TileShape {
       for (int hh = 0; hh < group_; ++hh) {
         const int j = dot_index(i, hh);
         float* acc = ws_.acc.data() + static_cast<int64_t>(j) * D_;
-        float& M = ws_.max[j];
-        float& S = ws_.sum[j];
+        WeightedKeys queued;
         for (int b = 0; b < nb; ++b) {
           if (!visible(pb + b, i)) continue;
           const int64_t vb = static_cast<int64_t>(b) * D_;
-          softmax_step(ws_.scores[j * kKeyBlock + b], ws_.v.data() + vb, ws_.v64.data() + vb, D_, acc, M, S);
+          softmax_step(ws_.scores[j * kKeyBlock + b], ws_.v.data() + vb, ws_.v64.data() + vb, D_, acc, ws_.max[j],
+                       ws_.sum[j], queued);
         }
+        add_weighted_keys(acc, queued, D_);
       }
     }
   }

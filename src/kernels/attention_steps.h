@@ -20,8 +20,16 @@
 // acc [n] <- f16(f32(fma(v, w, acc))) lane by lane, held as f32, n a positive multiple of 8, by
 // f32x4.relaxed_madd (src/kernels/relaxed_simd.wat); consts: attn_steps::HalfRounding
 extern "C" void lf_attn_add_weighted_relaxed(float* acc, const float* v, float w, int32_t n, const void* consts);
+// acc [n] <- lf_attn_add_weighted_relaxed(acc, rows[k], weights[k], n) for k = 0 .. keys-1 in
+// order, keys > 1, n a positive multiple of 16, in one pass over acc, with flushed[k] for
+// weights[k] where every lane stays in the f16 normal range
+extern "C" void lf_attn_add_weighted_keys_relaxed(float* acc, const float* const* rows, const float* flushed,
+                                                  const float* weights, int32_t keys, int32_t n, const void* consts);
 // acc [n] <- f32(fma(v, w, acc)) lane by lane, n a positive multiple of 4, the same way
 extern "C" void lf_attn_madd_relaxed(float* acc, const float* v, float w, int32_t n);
+// f [i] <- fp16_to_fp32(h [i]), n a multiple of 8, up to the first 8 holding an infinity or
+// NaN: returns how many it converted; consts: attn_steps::HalfWidening
+extern "C" int32_t lf_halves_to_f32_relaxed(const uint16_t* h, float* f, int32_t n, const void* consts);
 #endif
 
 namespace lf::attn_steps {
@@ -67,10 +75,29 @@ inline simd::F32x4 round_to_half(simd::F32x4 x) {
   return simd::is_half_normal(x) ? simd::round_mantissa_to_half(x) : round_to_half_rare(x);
 }
 
+#if LF_RELAXED_SIMD
+// The constants lf_halves_to_f32_relaxed reads: simd_wasm.h's try_halves_to_f32's.
+struct HalfWidening {
+  int16_t exponent[8];
+  int32_t keep[4];
+  float scale[4];
+};
+alignas(16) inline constexpr HalfWidening kHalfWidening = {
+    {0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00, 0x7C00},
+    {static_cast<int32_t>(0x8FFFFFFFu), static_cast<int32_t>(0x8FFFFFFFu), static_cast<int32_t>(0x8FFFFFFFu),
+     static_cast<int32_t>(0x8FFFFFFFu)},
+    {0x1p112f, 0x1p112f, 0x1p112f, 0x1p112f}};
+static_assert(sizeof(HalfWidening) == 48, "the offsets lf_halves_to_f32_relaxed reads");
+#endif
+
 // h [n] f16 -> f [n] f32
 inline void halves_to_f32(const uint16_t* h, float* f, int n) {
   int d = 0;
-  for (; d + 8 <= n; d += 8) {
+  while (d + 8 <= n) {
+#if LF_RELAXED_SIMD
+    d += lf_halves_to_f32_relaxed(h + d, f + d, (n - d) / 8 * 8, &kHalfWidening);
+    if (d + 8 > n) break;
+#endif
     simd::F32x4 lo, hi;
     if (simd::try_halves_to_f32(h + d, &lo, &hi)) {
       simd::store(f + d, lo);
@@ -78,6 +105,7 @@ inline void halves_to_f32(const uint16_t* h, float* f, int n) {
     } else {
       for (int i = d; i < d + 8; ++i) f[i] = fp16_to_fp32(h[i]);
     }
+    d += 8;
   }
   for (; d < n; ++d) f[d] = fp16_to_fp32(h[d]);
 }
@@ -244,20 +272,23 @@ inline simd::F32x4 weighted_sum(const float* acc, const double* v64, simd::F64x2
 }
 
 #if LF_RELAXED_SIMD
-// The constants lf_attn_add_weighted_relaxed reads, each in every lane: simd_wasm.h's rounding
-// to f16 (simd_f16_bits.h)
+// The constants lf_attn_add_weighted_relaxed and lf_attn_add_weighted_keys_relaxed read, each in
+// every lane: simd_wasm.h's rounding to f16 (simd_f16_bits.h)
 struct HalfRounding {
-  int32_t abs[4], normal_bias[4], normal_limit[4], one[4], round[4], keep[4], sign[4];
+  int32_t abs[4], normal_bias[4], normal_limit[4];
+  float split[4];
+  int32_t sign[4];
   float half[4];
   int32_t normal_min[4], inf[4], overflow_last[4], nan[4];
+  int32_t normal_span[4];  // |x| - 2^-14 below this, unsigned: x is in the f16 normal range
 };
 #define LF_LANES(x) {x, x, x, x}
 alignas(16) inline constexpr HalfRounding kHalfRounding = {
-    LF_LANES(0x7FFFFFFF), LF_LANES(simd::kNormalBias), LF_LANES(simd::kNormalLimit), LF_LANES(1), LF_LANES(0xFFF),
-    LF_LANES(static_cast<int32_t>(0xFFFFE000u)), LF_LANES(static_cast<int32_t>(0x80000000u)), LF_LANES(0.5f),
-    LF_LANES(simd::kHalfNormalMin), LF_LANES(simd::kF32Inf), LF_LANES(simd::kHalfOverflow - 1), LF_LANES(simd::kF32QuietNan)};
+    LF_LANES(0x7FFFFFFF), LF_LANES(simd::kNormalBias), LF_LANES(simd::kNormalLimit), LF_LANES(simd::kHalfSplit),
+    LF_LANES(static_cast<int32_t>(0x80000000u)), LF_LANES(0.5f), LF_LANES(simd::kHalfNormalMin), LF_LANES(simd::kF32Inf),
+    LF_LANES(simd::kHalfOverflow - 1), LF_LANES(simd::kF32QuietNan), LF_LANES(simd::kHalfOverflow - simd::kHalfNormalMin)};
 #undef LF_LANES
-static_assert(sizeof(HalfRounding) == 192, "the offsets lf_attn_add_weighted_relaxed reads");
+static_assert(sizeof(HalfRounding) == 176, "the offsets the .wat value steps read");
 #endif
 
 inline void add_weighted(float* acc, const float* v, const double* v64, float w, int D) {
@@ -287,22 +318,73 @@ inline void add_weighted(float* acc, const float* v, const double* v64, float w,
   for (; d < D; ++d) acc[d] = round_to_half(std::fma(v[d], w, acc[d]));
 }
 
+// Below this a weight is an f32 subnormal, as are its products: x86 takes a microcode assist
+// on each (an FMA with one costs ~100 times one without). Such a weight changes no accumulator
+// in the f16 normal range, nor the running sum S (at least 1 once a key is seen): |v·w| is
+// below 2^-110 for any finite f16 v, while neighbouring f32 values of |acc| >= 2^-14 lie
+// 2^-38 or more apart.
+constexpr float kSmallestNormal = 0x1p-126f;
+
+// Keys of one dot that each add their weighted value to its accumulator (keys below the
+// running max), queued so that a run of them goes through the accumulator in one pass.
+struct WeightedKeys {
+  const float* v[kKeyBlock];
+  const double* v64[kKeyBlock];
+  float w[kKeyBlock];
+  // w with subnormal weights as 0: lf_attn_add_weighted_keys_relaxed's fast way, whose lanes
+  // all stay in the f16 normal range, where the two give the same bits (kSmallestNormal)
+  float w_flushed[kKeyBlock];
+  int n = 0;
+
+  void push(const float* v_row, const double* v64_row, float weight) {
+    v[n] = v_row;
+    v64[n] = v64_row;
+    w[n] = weight;
+    w_flushed[n++] = weight < kSmallestNormal ? 0.0f : weight;
+  }
+};
+
+// acc [D] <- add_weighted of each queued key in order; the queue emptied.
+inline void add_weighted_keys(float* acc, WeightedKeys& keys, int D) {
+#if LF_RELAXED_SIMD
+  if (values_fused() && keys.n > 1 && D >= 16) {
+    const int d16 = D / 16 * 16;
+    lf_attn_add_weighted_keys_relaxed(acc, keys.v, keys.w_flushed, keys.w, keys.n, d16, &kHalfRounding);
+    for (int k = 0; k < keys.n && d16 < D; ++k) add_weighted(acc + d16, keys.v[k] + d16, nullptr, keys.w[k], D - d16);
+    keys.n = 0;
+    return;
+  }
+#endif
+  for (int k = 0; k < keys.n; ++k) add_weighted(acc, keys.v[k], keys.v64[k], keys.w[k], D);
+  keys.n = 0;
+}
+
 // One key of a dot's online softmax (the reference's steps 3–4, docs/attention.md): score s,
 // value v [D] (v64 the same in f64) -> the dot's f16 accumulator acc [D], running max M and
-// running sum S.
-inline void softmax_step(float s, const float* v, const double* v64, int D, float* acc, float& M, float& S) {
-  const float M_old = M;
-  float ms = 1.0f;
-  float vs = 1.0f;
+// running sum S. A key below the running max only joins `queued`, whose keys reach acc before
+// anything else does (add_weighted_keys): each element's sequence of operations stays the
+// reference's.
+inline void softmax_step(float s, const float* v, const double* v64, int D, float* acc, float& M, float& S,
+                         WeightedKeys& queued) {
   if (s > M) {
+    add_weighted_keys(acc, queued, D);
+    const float ms = expf(M - s);
     M = s;
-    ms = expf(M_old - M);
     rescale_and_add(acc, v, ms, D);
+    S = S * ms + 1.0f;
   } else {
-    vs = expf(s - M);
-    add_weighted(acc, v, v64, vs, D);
+    const float vs = expf(s - M);
+    if (queued.n == kKeyBlock) add_weighted_keys(acc, queued, D);
+    queued.push(v, v64, vs);
+    if (!(vs < kSmallestNormal)) S += vs;  // S · 1 + vs, the same bits (kSmallestNormal)
   }
-  S = S * ms + vs;
+}
+
+// softmax_step for one key alone.
+inline void softmax_step(float s, const float* v, const double* v64, int D, float* acc, float& M, float& S) {
+  WeightedKeys queued;
+  softmax_step(s, v, v64, D, acc, M, S, queued);
+  add_weighted_keys(acc, queued, D);
 }
 
 // acc [D] (the dot's f16 accumulator), S -> out [D] = acc / S (0 where S is 0), as the reference.

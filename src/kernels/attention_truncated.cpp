@@ -181,11 +181,13 @@ class TruncatedTile : TileShape {
         const int j = dot_index(i, hh);
         float* acc = ws_.acc.data() + static_cast<int64_t>(j) * D_;
         const float* s = row_scores(j) + (pb - first_key_);
+        WeightedKeys queued;
         for (int b = 0; b < nb; ++b) {
           if (!visible(pb + b, i) || !keeps(j, s[b])) continue;
           const int64_t vb = static_cast<int64_t>(b) * D_;
-          softmax_step(s[b], ws_.v.data() + vb, ws_.v64.data() + vb, D_, acc, ws_.max[j], ws_.sum[j]);
+          softmax_step(s[b], ws_.v.data() + vb, ws_.v64.data() + vb, D_, acc, ws_.max[j], ws_.sum[j], queued);
         }
+        add_weighted_keys(acc, queued, D_);
       }
     }
   }

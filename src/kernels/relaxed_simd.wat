@@ -115,21 +115,21 @@
   ;; acc [n] <- f16(f32(fma(v, w, acc))) lane by lane, held as f32 (n a positive multiple of 8):
   ;; attention's value step (kernels/attention_steps.h, add_weighted; docs/attention.md), the FMA
   ;; fused where the host loads this module. The rounding to f16 is simd_wasm.h's: for two
-  ;; vectors whose lanes are all f16 normals (one biased signed compare each) the f32 mantissa's
-  ;; low 13 bits rounded to nearest even with integer adds and a mask, else $round_to_half_any.
-  ;; Constants from consts (HalfRounding in attention_steps.h), loaded once per call.
+  ;; vectors whose lanes are all f16 normals (one biased signed compare each) the f32 rounded to
+  ;; f16's 11 significant bits by Veltkamp's split (t = x·8193, x' = t + (x - t): three exact-by-
+  ;; construction f32 operations that round to nearest even there, docs/attention.md), else
+  ;; $round_to_half_any. Constants from consts (HalfRounding in attention_steps.h), loaded once
+  ;; per call.
   (func $lf_attn_add_weighted_relaxed (export "lf_attn_add_weighted_relaxed")
     (param $acc i32) (param $v i32) (param $w f32) (param $n i32) (param $consts i32)
-    (local $weight v128) (local $end i32) (local $x0 v128) (local $x1 v128)
-    (local $abs v128) (local $bias v128) (local $limit v128) (local $one v128) (local $round v128) (local $keep v128)
+    (local $weight v128) (local $end i32) (local $x0 v128) (local $x1 v128) (local $t v128)
+    (local $abs v128) (local $bias v128) (local $limit v128) (local $split v128)
     (if (i32.le_s (local.get $n) (i32.const 0)) (then (return)))
     (local.set $weight (f32x4.splat (local.get $w)))
     (local.set $abs (v128.load offset=0 align=4 (local.get $consts)))
     (local.set $bias (v128.load offset=16 align=4 (local.get $consts)))
     (local.set $limit (v128.load offset=32 align=4 (local.get $consts)))
-    (local.set $one (v128.load offset=48 align=4 (local.get $consts)))
-    (local.set $round (v128.load offset=64 align=4 (local.get $consts)))
-    (local.set $keep (v128.load offset=80 align=4 (local.get $consts)))
+    (local.set $split (v128.load offset=48 align=4 (local.get $consts)))
     (local.set $end (i32.add (local.get $acc) (i32.shl (local.get $n) (i32.const 2))))
     (loop $lanes
       (local.set $x0 (f32x4.relaxed_madd (v128.load align=4 (local.get $v)) (local.get $weight)
@@ -140,16 +140,109 @@
             (i32x4.lt_s (i32x4.add (v128.and (local.get $x0) (local.get $abs)) (local.get $bias)) (local.get $limit))
             (i32x4.lt_s (i32x4.add (v128.and (local.get $x1) (local.get $abs)) (local.get $bias)) (local.get $limit))))
         (then
-          (v128.store align=4 (local.get $acc) (v128.and (i32x4.add (i32x4.add (local.get $x0) (local.get $round))
-            (v128.and (i32x4.shr_u (local.get $x0) (i32.const 13)) (local.get $one))) (local.get $keep)))
-          (v128.store offset=16 align=4 (local.get $acc) (v128.and (i32x4.add (i32x4.add (local.get $x1) (local.get $round))
-            (v128.and (i32x4.shr_u (local.get $x1) (i32.const 13)) (local.get $one))) (local.get $keep))))
+          (local.set $t (f32x4.mul (local.get $x0) (local.get $split)))
+          (v128.store align=4 (local.get $acc) (f32x4.add (local.get $t) (f32x4.sub (local.get $x0) (local.get $t))))
+          (local.set $t (f32x4.mul (local.get $x1) (local.get $split)))
+          (v128.store offset=16 align=4 (local.get $acc) (f32x4.add (local.get $t) (f32x4.sub (local.get $x1) (local.get $t)))))
         (else
           (v128.store align=4 (local.get $acc) (call $round_to_half_any (local.get $x0) (local.get $consts)))
           (v128.store offset=16 align=4 (local.get $acc) (call $round_to_half_any (local.get $x1) (local.get $consts)))))
       (local.set $acc (i32.add (local.get $acc) (i32.const 32)))
       (local.set $v (i32.add (local.get $v) (i32.const 32)))
       (br_if $lanes (i32.lt_u (local.get $acc) (local.get $end)))))
+
+  ;; acc [n] <- lf_attn_add_weighted_relaxed(acc, rows[k], weights[k], n) for k = 0 .. keys-1 in
+  ;; order (keys > 0, n a positive multiple of 16): a run of keys' value steps in one pass over
+  ;; acc. Sixteen lanes at a time stay in registers across the keys, each step rounded as that
+  ;; function's fast way rounds, with the weights flushed (subnormal ones 0, which give the same
+  ;; bits there: attention_steps.h, kSmallestNormal), while the largest (|x| - 2^-14) seen,
+  ;; unsigned, tells whether every step stayed in the f16 normal range; where one did not, the
+  ;; sixteen lanes go through the keys again from acc (still as it was) by that function.
+  (func $lf_attn_add_weighted_keys_relaxed (export "lf_attn_add_weighted_keys_relaxed")
+    (param $acc i32) (param $rows i32) (param $flushed i32) (param $weights i32) (param $keys i32) (param $n i32)
+    (param $consts i32)
+    (local $d i32) (local $end i32) (local $k i32) (local $k_end i32) (local $row i32) (local $w v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128) (local $x v128) (local $t v128) (local $far v128)
+    (local $abs v128) (local $split v128) (local $min v128) (local $span v128)
+    (if (i32.le_s (local.get $n) (i32.const 0)) (then (return)))
+    (local.set $abs (v128.load offset=0 align=4 (local.get $consts)))
+    (local.set $split (v128.load offset=48 align=4 (local.get $consts)))
+    (local.set $min (v128.load offset=96 align=4 (local.get $consts)))
+    (local.set $span (v128.load offset=160 align=4 (local.get $consts)))
+    (local.set $end (i32.shl (local.get $n) (i32.const 2)))
+    (local.set $k_end (i32.shl (local.get $keys) (i32.const 2)))
+    (loop $chunks
+      (local.set $a0 (v128.load align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $a1 (v128.load offset=16 align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $a2 (v128.load offset=32 align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $a3 (v128.load offset=48 align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $far (v128.const i32x4 0 0 0 0))
+      (local.set $k (i32.const 0))
+      (loop $steps
+        (local.set $row (i32.add (i32.load align=4 (i32.add (local.get $rows) (local.get $k))) (local.get $d)))
+        (local.set $w (v128.load32_splat align=4 (i32.add (local.get $flushed) (local.get $k))))
+        (local.set $x (f32x4.relaxed_madd (v128.load align=4 (local.get $row)) (local.get $w) (local.get $a0)))
+        (local.set $far (i32x4.max_u (local.get $far) (i32x4.sub (v128.and (local.get $x) (local.get $abs)) (local.get $min))))
+        (local.set $t (f32x4.mul (local.get $x) (local.get $split)))
+        (local.set $a0 (f32x4.add (local.get $t) (f32x4.sub (local.get $x) (local.get $t))))
+        (local.set $x (f32x4.relaxed_madd (v128.load offset=16 align=4 (local.get $row)) (local.get $w) (local.get $a1)))
+        (local.set $far (i32x4.max_u (local.get $far) (i32x4.sub (v128.and (local.get $x) (local.get $abs)) (local.get $min))))
+        (local.set $t (f32x4.mul (local.get $x) (local.get $split)))
+        (local.set $a1 (f32x4.add (local.get $t) (f32x4.sub (local.get $x) (local.get $t))))
+        (local.set $x (f32x4.relaxed_madd (v128.load offset=32 align=4 (local.get $row)) (local.get $w) (local.get $a2)))
+        (local.set $far (i32x4.max_u (local.get $far) (i32x4.sub (v128.and (local.get $x) (local.get $abs)) (local.get $min))))
+        (local.set $t (f32x4.mul (local.get $x) (local.get $split)))
+        (local.set $a2 (f32x4.add (local.get $t) (f32x4.sub (local.get $x) (local.get $t))))
+        (local.set $x (f32x4.relaxed_madd (v128.load offset=48 align=4 (local.get $row)) (local.get $w) (local.get $a3)))
+        (local.set $far (i32x4.max_u (local.get $far) (i32x4.sub (v128.and (local.get $x) (local.get $abs)) (local.get $min))))
+        (local.set $t (f32x4.mul (local.get $x) (local.get $split)))
+        (local.set $a3 (f32x4.add (local.get $t) (f32x4.sub (local.get $x) (local.get $t))))
+        (local.set $k (i32.add (local.get $k) (i32.const 4)))
+        (br_if $steps (i32.lt_u (local.get $k) (local.get $k_end))))
+      (if (i32x4.all_true (i32x4.lt_u (local.get $far) (local.get $span)))
+        (then
+          (v128.store align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a0))
+          (v128.store offset=16 align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a1))
+          (v128.store offset=32 align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a2))
+          (v128.store offset=48 align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a3))
+        )
+        (else
+          (local.set $k (i32.const 0))
+          (loop $exact
+            (call $lf_attn_add_weighted_relaxed (i32.add (local.get $acc) (local.get $d))
+              (i32.add (i32.load align=4 (i32.add (local.get $rows) (local.get $k))) (local.get $d))
+              (f32.load align=4 (i32.add (local.get $weights) (local.get $k))) (i32.const 16) (local.get $consts))
+            (local.set $k (i32.add (local.get $k) (i32.const 4)))
+            (br_if $exact (i32.lt_u (local.get $k) (local.get $k_end))))))
+      (local.set $d (i32.add (local.get $d) (i32.const 64)))
+      (br_if $chunks (i32.lt_u (local.get $d) (local.get $end)))))
+
+  ;; f [i] <- the half h [i] as f32 (fp16_to_fp32) for i = 0 .. n-1 (n a multiple of 8), eight
+  ;; at a time as simd_wasm.h's try_halves_to_f32 converts them, up to the first eight that hold
+  ;; an infinity or a NaN: returns how many it converted (n if all). Attention's key and value
+  ;; rows (kernels/attention_steps.h, halves_to_f32); here rather than in C++ because V8 builds
+  ;; a v128.const anew at each use (3 instructions), and this loop's constants stay in
+  ;; registers: consts is HalfWidening (attention_steps.h).
+  (func $lf_halves_to_f32_relaxed (export "lf_halves_to_f32_relaxed")
+    (param $h i32) (param $f i32) (param $n i32) (param $consts i32) (result i32)
+    (local $i i32) (local $x v128) (local $exponent v128) (local $keep v128) (local $scale v128)
+    (local.set $exponent (v128.load offset=0 align=4 (local.get $consts)))
+    (local.set $keep (v128.load offset=16 align=4 (local.get $consts)))
+    (local.set $scale (v128.load offset=32 align=4 (local.get $consts)))
+    (block $done
+      (loop $groups
+        (br_if $done (i32.ge_s (local.get $i) (local.get $n)))
+        (local.set $x (v128.load align=2 (local.get $h)))
+        (br_if $done (v128.any_true (i16x8.eq (v128.and (local.get $x) (local.get $exponent)) (local.get $exponent))))
+        (v128.store align=4 (local.get $f) (f32x4.mul (v128.and (i32x4.shl (i32x4.extend_low_i16x8_s (local.get $x))
+          (i32.const 13)) (local.get $keep)) (local.get $scale)))
+        (v128.store offset=16 align=4 (local.get $f) (f32x4.mul (v128.and (i32x4.shl (i32x4.extend_high_i16x8_s (local.get $x))
+          (i32.const 13)) (local.get $keep)) (local.get $scale)))
+        (local.set $h (i32.add (local.get $h) (i32.const 16)))
+        (local.set $f (i32.add (local.get $f) (i32.const 32)))
+        (local.set $i (i32.add (local.get $i) (i32.const 8)))
+        (br $groups)))
+    (local.get $i))
 
   ;; acc [n] <- f32(fma(v, w, acc)) lane by lane (n a positive multiple of 4): the value step of
   ;; an f32 accumulator (a quantized V's; kernels/attention_quantized.cpp), ggml_vec_mad_f32's.
@@ -431,20 +524,19 @@
   ;; rounding, f16 subnormals as multiples of 2^-24 by adding and removing 0.5 (ties to even),
   ;; infinity from 65520, NaN the f16 NaN's f32, the sign kept.
   (func $round_to_half_any (param $x v128) (param $consts i32) (result v128)
-    (local $sign v128) (local $a v128) (local $r v128)
-    (local.set $sign (v128.and (local.get $x) (v128.load offset=96 align=4 (local.get $consts))))
+    (local $sign v128) (local $a v128) (local $r v128) (local $t v128)
+    (local.set $sign (v128.and (local.get $x) (v128.load offset=64 align=4 (local.get $consts))))
     (local.set $a (v128.and (local.get $x) (v128.load offset=0 align=4 (local.get $consts))))
-    (local.set $r (v128.and (i32x4.add (i32x4.add (local.get $x) (v128.load offset=64 align=4 (local.get $consts)))
-      (v128.and (i32x4.shr_u (local.get $x) (i32.const 13)) (v128.load offset=48 align=4 (local.get $consts))))
-      (v128.load offset=80 align=4 (local.get $consts))))
+    (local.set $t (f32x4.mul (local.get $x) (v128.load offset=48 align=4 (local.get $consts))))
+    (local.set $r (f32x4.add (local.get $t) (f32x4.sub (local.get $x) (local.get $t))))
     (local.set $r (v128.bitselect
-      (v128.or (f32x4.sub (f32x4.add (local.get $a) (v128.load offset=112 align=4 (local.get $consts)))
-        (v128.load offset=112 align=4 (local.get $consts))) (local.get $sign))
-      (local.get $r) (i32x4.lt_s (local.get $a) (v128.load offset=128 align=4 (local.get $consts)))))
-    (local.set $r (v128.bitselect (v128.or (local.get $sign) (v128.load offset=144 align=4 (local.get $consts)))
-      (local.get $r) (i32x4.gt_s (local.get $a) (v128.load offset=160 align=4 (local.get $consts)))))
-    (v128.bitselect (v128.or (local.get $sign) (v128.load offset=176 align=4 (local.get $consts)))
-      (local.get $r) (i32x4.gt_s (local.get $a) (v128.load offset=144 align=4 (local.get $consts)))))
+      (v128.or (f32x4.sub (f32x4.add (local.get $a) (v128.load offset=80 align=4 (local.get $consts)))
+        (v128.load offset=80 align=4 (local.get $consts))) (local.get $sign))
+      (local.get $r) (i32x4.lt_s (local.get $a) (v128.load offset=96 align=4 (local.get $consts)))))
+    (local.set $r (v128.bitselect (v128.or (local.get $sign) (v128.load offset=112 align=4 (local.get $consts)))
+      (local.get $r) (i32x4.gt_s (local.get $a) (v128.load offset=128 align=4 (local.get $consts)))))
+    (v128.bitselect (v128.or (local.get $sign) (v128.load offset=144 align=4 (local.get $consts)))
+      (local.get $r) (i32x4.gt_s (local.get $a) (v128.load offset=112 align=4 (local.get $consts)))))
 
   ;; The multi-strip kernels, lf_q4_0_strips4_t1_relaxed (decode) and lf_q4_0_strips_t{T}_relaxed
   ;; (2 to 8 tokens), and the _pairs twins of every kernel here, are written here at build time by

@@ -205,28 +205,27 @@ inline void transpose(F32x4& r0, F32x4& r1, F32x4& r2, F32x4& r3) {
 }
 
 // h [8] f16 -> lo, hi [4] f32, exact, subnormals included; false (outputs unset) if any is
-// inf or NaN. The bits moved to an f32's places read as the value times 2^-112, restored by
-// one multiplication.
+// inf or NaN. A half sign-extended to 32 bits and shifted left by 13 holds its exponent and
+// mantissa in an f32's places (reading as its value times 2^-112) and its sign in bits 31..28;
+// bits 30..28 masked off, one multiplication by 2^112 gives the value, its sign kept.
 inline v128_t widened_halves_to_f32(v128_t h32) {
-  const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x8000)), 16);
-  const v128_t magnitude = wasm_i32x4_shl(wasm_v128_and(h32, wasm_i32x4_splat(0x7FFF)), 13);
-  return wasm_v128_or(wasm_f32x4_mul(magnitude, wasm_f32x4_splat(0x1p112f)), sign);
+  const v128_t bits = wasm_v128_and(wasm_i32x4_shl(h32, 13), wasm_i32x4_splat(static_cast<int32_t>(0x8FFFFFFFu)));
+  return wasm_f32x4_mul(bits, wasm_f32x4_splat(0x1p112f));
 }
 inline bool try_halves_to_f32(const uint16_t* h, F32x4* lo, F32x4* hi) {
   const v128_t x = wasm_v128_load(h);
   const v128_t exponent = wasm_v128_and(x, wasm_i16x8_splat(0x7C00));
   if (wasm_v128_any_true(wasm_i16x8_eq(exponent, wasm_i16x8_splat(0x7C00)))) return false;
-  lo->v = widened_halves_to_f32(wasm_u32x4_extend_low_u16x8(x));
-  hi->v = widened_halves_to_f32(wasm_u32x4_extend_high_u16x8(x));
+  lo->v = widened_halves_to_f32(wasm_i32x4_extend_low_i16x8(x));
+  hi->v = widened_halves_to_f32(wasm_i32x4_extend_high_i16x8(x));
   return true;
 }
 
-// x [4] -> the nearest f16 of each (ties to even), held as f32: the mantissa's low 13 bits
-// rounded off; exact only where every lane is in f16's normal range (is_half_normal).
+// x [4] -> the nearest f16 of each (ties to even), held as f32, by Veltkamp's split
+// (simd_f16_bits.h); exact only where every lane is in f16's normal range (is_half_normal).
 inline F32x4 round_mantissa_to_half(F32x4 x) {
-  const v128_t odd = wasm_v128_and(wasm_u32x4_shr(x.v, 13), wasm_i32x4_splat(1));
-  const v128_t up = wasm_i32x4_add(wasm_i32x4_add(x.v, wasm_i32x4_splat(0xFFF)), odd);
-  return {wasm_v128_and(up, wasm_i32x4_splat(static_cast<int32_t>(0xFFFFE000u)))};
+  const v128_t t = wasm_f32x4_mul(x.v, wasm_f32x4_splat(kHalfSplit));
+  return {wasm_f32x4_add(t, wasm_f32x4_sub(x.v, t))};
 }
 inline v128_t half_normal_lanes(F32x4 x) {
   const v128_t biased = wasm_i32x4_add(wasm_v128_and(x.v, wasm_i32x4_splat(0x7FFFFFFF)), wasm_i32x4_splat(kNormalBias));

@@ -301,7 +301,7 @@ TEST_CASE("attention_tiled and attention: the score's lane order moves the outpu
 TEST_CASE("attention_tiled equals attention byte for byte: head dims past the score's lanes", "[attention]") {
   lf::AttentionWorkspace ws;
   uint32_t seed = 3000;
-  for (int D : {16, 32, 48, 64, 80, 96, 128, 192, 256, 512}) {
+  for (int D : {16, 32, 40, 48, 64, 80, 96, 128, 192, 200, 256, 512}) {
     for (int group : {2, 8}) {
       for (int n_swa : {0, 6}) {
         // decode after 30 positions, and a prompt of 19 rows after 4
@@ -434,6 +434,35 @@ TEST_CASE("round_floats_to_halves equals fp32_to_fp16 then back, over f32 bit pa
   REQUIRE(lf::f32_bits(tail_out[2]) == 0);
 }
 
+#if LF_SIMD_WASM
+// The other backends round with the integer expression this test takes as the reference.
+TEST_CASE("Veltkamp's split rounds every f32 of the f16 normal range to nearest even", "[attention]") {
+  // Every f32 with 2^-14 <= |x| < 65520, which the WASM backend rounds by Veltkamp's split
+  // (docs/attention.md), against the mantissa's low 13 bits rounded off in the integers, which
+  // the test above holds to fp32_to_fp16 on their boundaries.
+  std::vector<float> x(size_t{1} << 20), y(x.size());
+  uint64_t checked = 0, wrong = 0;
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t first = lf::simd::kHalfNormalMin; first < lf::simd::kHalfOverflow; first += x.size()) {
+      const uint32_t n = std::min<uint32_t>(x.size(), lf::simd::kHalfOverflow - first);
+      for (uint32_t i = 0; i < n; ++i) x[i] = lf::f32_from_bits(sign | (first + i));
+      for (uint32_t i = 0; i < n; i += 4) {
+        lf::simd::store(y.data() + i, lf::simd::round_mantissa_to_half(lf::simd::load_f32x4(x.data() + i)));
+      }
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint32_t u = lf::f32_bits(x[i]), expect = (u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u;
+        if (lf::f32_bits(y[i]) != expect && wrong++ == 0) {
+          UNSCOPED_INFO("first: f32 0x" << std::hex << u << " -> 0x" << lf::f32_bits(y[i]) << ", expected 0x" << expect);
+        }
+      }
+      checked += n;
+    }
+  }
+  REQUIRE(checked == 2 * uint64_t{lf::simd::kHalfOverflow - lf::simd::kHalfNormalMin});
+  REQUIRE(wrong == 0);
+}
+#endif
+
 TEST_CASE("halves_to_floats equals fp16_to_fp32 on all 65536 halves", "[attention]") {
   std::vector<uint16_t> h(65536 + 3);
   for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);  // a permutation, then 3 more
@@ -497,7 +526,7 @@ TEST_CASE("attention bench: 31B shapes, reference vs tiled", "[.][attention_benc
   struct Shape { const char* name; int D, group, n_kv, n_swa; };
   const Shape shapes[] = {{"sliding D=256 2q/kv x16", 256, 2, 16, 1024}, {"global  D=512 8q/kv x4", 512, 8, 4, 0}};
   struct Phase { const char* name; int n_past, n_q; };
-  const Phase phases[] = {{"prompt 8", 0, 8}, {"prompt 128", 0, 128}, {"decode @1024", 1024, 1}};
+  const Phase phases[] = {{"prompt 8", 0, 8}, {"prompt 128", 0, 128}, {"decode @1024", 1024, 1}, {"decode @8192", 8192, 1}};
   constexpr int kChunk = 64;
   lf::AttentionWorkspace ws;
   for (const Shape& s : shapes) {
