@@ -34,13 +34,6 @@ class Tile : TileShape {
   }
 
  private:
-  bool sees_any(int i, int pb, int nb) const {
-    for (int b = 0; b < nb; ++b) {
-      if (visible(pb + b, i)) return true;
-    }
-    return false;
-  }
-
   void load_queries() {
     for (int i = i0_; i < i1_; ++i) {
       for (int hh = 0; hh < group_; ++hh) {

@@ -31,8 +31,11 @@ struct AttentionWorkspace {
   std::vector<uint8_t> keeps_all;  // [tile dots] 1: the row runs the exact computation
   // a quantized K or V only (kernels/attention_quantized.cpp):
   std::vector<block_q8_0> q8;     // [tile dots, D / 32] the tile's queries in K's vec_dot type (q above for an f16 K)
-  std::vector<int8_t> k8;         // [D] one key's values
-  std::vector<float> k_scale;     // [D / 32] and its block scales
+  std::vector<int8_t> k8;         // [key block, D] a block of keys' values
+  std::vector<float> k_scale;     // [key block, D / 32] and their block scales
+  // the same widened to int16 in the relaxed module's dot order, and the queries' block scales
+  std::vector<int16_t> q16, k16;  // [tile dots, D], [key block, D]
+  std::vector<float> q_scale;     // [tile dots, D / 32]
 
   // Sizes the buffers both kernels share for head dim D and tiles of tile_dots dots.
   void fit(int D, int tile_dots);

@@ -27,6 +27,10 @@ extern "C" void lf_attn_add_weighted_keys_relaxed(float* acc, const float* const
                                                   const float* weights, int32_t keys, int32_t n, const void* consts);
 // acc [n] <- f32(fma(v, w, acc)) lane by lane, n a positive multiple of 4, the same way
 extern "C" void lf_attn_madd_relaxed(float* acc, const float* v, float w, int32_t n);
+// acc [n] <- f32(fma(rows[k], weights[k], acc)) lane by lane for k = 0 .. keys-1 in order,
+// keys > 1, n a positive multiple of 16, in one pass over acc
+extern "C" void lf_attn_madd_keys_relaxed(float* acc, const float* const* rows, const float* weights, int32_t keys,
+                                          int32_t n);
 // f [i] <- fp16_to_fp32(h [i]), n a multiple of 8, up to the first 8 holding an infinity or
 // NaN: returns how many it converted; consts: attn_steps::HalfWidening
 extern "C" int32_t lf_halves_to_f32_relaxed(const uint16_t* h, float* f, int32_t n, const void* consts);
@@ -412,6 +416,13 @@ class TileShape {
   int first_key() const { return mask_.first_key(pos0_ + i0_); }
   int last_key() const { return mask_.last_key(pos0_ + i1_ - 1); }
   bool visible(int p0, int i) const { return key_visible(p0, pos0_ + i, mask_); }
+  // Whether query row i sees any of keys pb .. pb+nb-1.
+  bool sees_any(int i, int pb, int nb) const {
+    for (int b = 0; b < nb; ++b) {
+      if (visible(pb + b, i)) return true;
+    }
+    return false;
+  }
 
   // Every dot's accumulator over its sum into out, once the tile's keys are done.
   void store(float* out) const {

@@ -217,6 +217,68 @@
       (local.set $d (i32.add (local.get $d) (i32.const 64)))
       (br_if $chunks (i32.lt_u (local.get $d) (local.get $end)))))
 
+  ;; acc [n] <- f32(fma(rows[k], weights[k], acc)) lane by lane for k = 0 .. keys-1 in order (keys
+  ;; > 0, n a positive multiple of 16): a run of keys' value steps over an f32 accumulator (a
+  ;; quantized V's; kernels/attention_quantized.cpp) in one pass, sixteen lanes at a time in
+  ;; registers across the keys.
+  (func $lf_attn_madd_keys_relaxed (export "lf_attn_madd_keys_relaxed")
+    (param $acc i32) (param $rows i32) (param $weights i32) (param $keys i32) (param $n i32)
+    (local $d i32) (local $end i32) (local $k i32) (local $k_end i32) (local $row i32) (local $w v128)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
+    (if (i32.le_s (local.get $n) (i32.const 0)) (then (return)))
+    (local.set $end (i32.shl (local.get $n) (i32.const 2)))
+    (local.set $k_end (i32.shl (local.get $keys) (i32.const 2)))
+    (loop $chunks
+      (local.set $a0 (v128.load align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $a1 (v128.load offset=16 align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $a2 (v128.load offset=32 align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $a3 (v128.load offset=48 align=4 (i32.add (local.get $acc) (local.get $d))))
+      (local.set $k (i32.const 0))
+      (loop $steps
+        (local.set $row (i32.add (i32.load align=4 (i32.add (local.get $rows) (local.get $k))) (local.get $d)))
+        (local.set $w (v128.load32_splat align=4 (i32.add (local.get $weights) (local.get $k))))
+        (local.set $a0 (f32x4.relaxed_madd (v128.load align=4 (local.get $row)) (local.get $w) (local.get $a0)))
+        (local.set $a1 (f32x4.relaxed_madd (v128.load offset=16 align=4 (local.get $row)) (local.get $w) (local.get $a1)))
+        (local.set $a2 (f32x4.relaxed_madd (v128.load offset=32 align=4 (local.get $row)) (local.get $w) (local.get $a2)))
+        (local.set $a3 (f32x4.relaxed_madd (v128.load offset=48 align=4 (local.get $row)) (local.get $w) (local.get $a3)))
+        (local.set $k (i32.add (local.get $k) (i32.const 4)))
+        (br_if $steps (i32.lt_u (local.get $k) (local.get $k_end))))
+      (v128.store align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a0))
+      (v128.store offset=16 align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a1))
+      (v128.store offset=32 align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a2))
+      (v128.store offset=48 align=4 (i32.add (local.get $acc) (local.get $d)) (local.get $a3))
+      (local.set $d (i32.add (local.get $d) (i32.const 64)))
+      (br_if $chunks (i32.lt_u (local.get $d) (local.get $end)))))
+
+  ;; x · y over n_blocks > 0 blocks of 32 values as int16, each 16 in widen_for_dot's order
+  ;; (kernels/attention_quantized.cpp), with block scales x_scale, y_scale: that file's
+  ;; dot_q8_0 (ggml's AVX2 vec_dot_q8_0_q8_0): per block, lane l of 8 takes the exact integer
+  ;; sum of the products of values 4l .. 4l+3 (two i32x4.dot_i16x8_s added) and lane +=
+  ;; (x_scale·y_scale) · that sum in one fused step, lanes 0-3 and 4-7 as two vectors; then
+  ;; lane l + lane l+4, and (0 + 2) + (1 + 3).
+  (func $lf_attn_dot_q8_0_relaxed (export "lf_attn_dot_q8_0_relaxed")
+    (param $x i32) (param $x_scale i32) (param $y i32) (param $y_scale i32) (param $n_blocks i32) (result f32)
+    (local $lo v128) (local $hi v128) (local $d v128) (local $end i32)
+    (local.set $end (i32.add (local.get $x_scale) (i32.shl (local.get $n_blocks) (i32.const 2))))
+    (loop $blocks
+      (local.set $d (f32x4.splat (f32.mul (f32.load align=4 (local.get $x_scale)) (f32.load align=4 (local.get $y_scale)))))
+      (local.set $lo (f32x4.relaxed_madd (f32x4.convert_i32x4_s (i32x4.add
+          (i32x4.dot_i16x8_s (v128.load align=2 (local.get $x)) (v128.load align=2 (local.get $y)))
+          (i32x4.dot_i16x8_s (v128.load offset=16 align=2 (local.get $x)) (v128.load offset=16 align=2 (local.get $y)))))
+        (local.get $d) (local.get $lo)))
+      (local.set $hi (f32x4.relaxed_madd (f32x4.convert_i32x4_s (i32x4.add
+          (i32x4.dot_i16x8_s (v128.load offset=32 align=2 (local.get $x)) (v128.load offset=32 align=2 (local.get $y)))
+          (i32x4.dot_i16x8_s (v128.load offset=48 align=2 (local.get $x)) (v128.load offset=48 align=2 (local.get $y)))))
+        (local.get $d) (local.get $hi)))
+      (local.set $x (i32.add (local.get $x) (i32.const 64)))
+      (local.set $y (i32.add (local.get $y) (i32.const 64)))
+      (local.set $x_scale (i32.add (local.get $x_scale) (i32.const 4)))
+      (local.set $y_scale (i32.add (local.get $y_scale) (i32.const 4)))
+      (br_if $blocks (i32.lt_u (local.get $x_scale) (local.get $end))))
+    (local.set $lo (f32x4.add (local.get $lo) (local.get $hi)))
+    (f32.add (f32.add (f32x4.extract_lane 0 (local.get $lo)) (f32x4.extract_lane 2 (local.get $lo)))
+      (f32.add (f32x4.extract_lane 1 (local.get $lo)) (f32x4.extract_lane 3 (local.get $lo)))))
+
   ;; f [i] <- the half h [i] as f32 (fp16_to_fp32) for i = 0 .. n-1 (n a multiple of 8), eight
   ;; at a time as simd_wasm.h's try_halves_to_f32 converts them, up to the first eight that hold
   ;; an infinity or a NaN: returns how many it converted (n if all). Attention's key and value
