@@ -16,6 +16,9 @@
 // scales: dot_q8_0's result, its f32 steps fused by f32x4.relaxed_madd (src/kernels/relaxed_simd.wat)
 extern "C" float lf_attn_dot_q8_0_relaxed(const int16_t* x, const float* x_scale, const int16_t* y,
                                           const float* y_scale, int32_t n_blocks);
+// v [32·i] <- dequantize_row's values of Q8_0 (kind 8) or Q4_0 (kind 4) blocks, i < n_blocks, up
+// to the first with an infinite or NaN scale: returns how many it converted
+extern "C" int32_t lf_kv_values_relaxed(const void* blocks, int32_t kind, float* v, int32_t n_blocks);
 #endif
 
 namespace lf {
@@ -76,6 +79,17 @@ float dot_q8_0(const int8_t* x, const float* x_scale, const block_q8_0* y, int n
   float lane[4];
   simd::store(lane, simd::add(lanes_lo, lanes_hi));
   return (lane[0] + lane[2]) + (lane[1] + lane[3]);
+}
+
+// A quantized V row -> v [D]: dequantize_row's values (the relaxed module's .wat converts the
+// blocks it can, all of them unless a scale is infinite or NaN).
+void load_quantized_values(GgmlType type, const void* row, int D, float* v) {
+#if LF_RELAXED_SIMD
+  if (lf_kv_values_relaxed(row, type == GgmlType::Q8_0 ? 8 : 4, v, D / QK8_0) == D / QK8_0) return;
+#endif
+  const Status converted = dequantize_row(type, row, v, D);
+  assert(converted.ok());
+  (void)converted;
 }
 
 #if LF_RELAXED_SIMD
@@ -173,10 +187,7 @@ class QuantizedTile : TileShape {
       return;
     }
     for (int b = 0; b < nb; ++b) {
-      const Status converted =
-          dequantize_row(kv_.v_type, kv_row(kv_, kv_.v, kv_.v_type, g_, pb + b), ws_.v.data() + static_cast<int64_t>(b) * D_, D_);
-      assert(converted.ok());
-      (void)converted;
+      load_quantized_values(kv_.v_type, kv_row(kv_, kv_.v, kv_.v_type, g_, pb + b), D_, ws_.v.data() + static_cast<int64_t>(b) * D_);
     }
   }
 

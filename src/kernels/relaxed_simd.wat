@@ -279,6 +279,57 @@
     (f32.add (f32.add (f32x4.extract_lane 0 (local.get $lo)) (f32x4.extract_lane 2 (local.get $lo)))
       (f32.add (f32x4.extract_lane 1 (local.get $lo)) (f32x4.extract_lane 3 (local.get $lo)))))
 
+  ;; out [16] <- the int8 lanes of x, each times d (f32x4.convert then multiply: exact, a value of
+  ;; at most 8 bits times an f16 scale)
+  (func $store_scaled_bytes (param $x v128) (param $d v128) (param $out i32)
+    (local $h v128)
+    (local.set $h (i16x8.extend_low_i8x16_s (local.get $x)))
+    (v128.store align=4 (local.get $out) (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $h))) (local.get $d)))
+    (v128.store offset=16 align=4 (local.get $out)
+      (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $h))) (local.get $d)))
+    (local.set $h (i16x8.extend_high_i8x16_s (local.get $x)))
+    (v128.store offset=32 align=4 (local.get $out)
+      (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_low_i16x8_s (local.get $h))) (local.get $d)))
+    (v128.store offset=48 align=4 (local.get $out)
+      (f32x4.mul (f32x4.convert_i32x4_s (i32x4.extend_high_i16x8_s (local.get $h))) (local.get $d))))
+
+  ;; A block's f16 scale at p as f32, as fp16_to_fp32 makes a finite one (the strips' way, above:
+  ;; sign-extended, shifted left by 13, bits 30..28 masked off, times 2^112); the caller has
+  ;; checked that it is finite.
+  (func $block_scale (param $p i32) (result f32)
+    (f32.mul (f32.reinterpret_i32 (i32.and (i32.shl (i32.load16_s align=2 (local.get $p)) (i32.const 13))
+      (i32.const 0x8fffffff))) (f32.const 0x1p112)))
+
+  ;; v [32·i] <- dequantize_row's values of Q8_0 or Q4_0 blocks (kind 8 or 4; 34 or 18 bytes from
+  ;; blocks) for i = 0 .. n_blocks-1, up to the first block whose scale is infinite or NaN:
+  ;; returns how many it converted. Attention's quantized V rows (kernels/attention_quantized.cpp),
+  ;; here because clang folds C++'s widen-then-convert into a scalar conversion per lane.
+  (func $lf_kv_values_relaxed (export "lf_kv_values_relaxed")
+    (param $blocks i32) (param $kind i32) (param $v i32) (param $n_blocks i32) (result i32)
+    (local $i i32) (local $d v128) (local $q v128)
+    (block $done
+      (loop $each
+        (br_if $done (i32.ge_s (local.get $i) (local.get $n_blocks)))
+        (br_if $done (i32.eq (i32.and (i32.load16_u align=2 (local.get $blocks)) (i32.const 0x7c00)) (i32.const 0x7c00)))
+        (local.set $d (f32x4.splat (call $block_scale (local.get $blocks))))
+        (if (i32.eq (local.get $kind) (i32.const 8))
+          (then
+            (call $store_scaled_bytes (v128.load offset=2 align=1 (local.get $blocks)) (local.get $d) (local.get $v))
+            (call $store_scaled_bytes (v128.load offset=18 align=1 (local.get $blocks)) (local.get $d)
+              (i32.add (local.get $v) (i32.const 64)))
+            (local.set $blocks (i32.add (local.get $blocks) (i32.const 34))))
+          (else
+            (local.set $q (v128.load offset=2 align=1 (local.get $blocks)))
+            (call $store_scaled_bytes (i8x16.sub (v128.and (local.get $q) (i8x16.splat (i32.const 15))) (i8x16.splat (i32.const 8)))
+              (local.get $d) (local.get $v))
+            (call $store_scaled_bytes (i8x16.sub (i8x16.shr_u (local.get $q) (i32.const 4)) (i8x16.splat (i32.const 8)))
+              (local.get $d) (i32.add (local.get $v) (i32.const 64)))
+            (local.set $blocks (i32.add (local.get $blocks) (i32.const 18)))))
+        (local.set $v (i32.add (local.get $v) (i32.const 128)))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $each)))
+    (local.get $i))
+
   ;; f [i] <- the half h [i] as f32 (fp16_to_fp32) for i = 0 .. n-1 (n a multiple of 8), eight
   ;; at a time as simd_wasm.h's try_halves_to_f32 converts them, up to the first eight that hold
   ;; an infinity or a NaN: returns how many it converted (n if all). Attention's key and value

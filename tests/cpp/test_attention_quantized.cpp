@@ -256,3 +256,29 @@ TEST_CASE("the tiled kernel gives the reference's bytes over quantized caches", 
     }
   }
 }
+
+TEST_CASE("a quantized V block with an infinite or NaN scale gives the reference's values", "[attention]") {
+  lf::AttentionWorkspace ws;
+  for (const GgmlType vt : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    for (const uint16_t scale : {uint16_t{0x7C00}, uint16_t{0xFC00}, uint16_t{0x7E00}}) {
+      const Case c{GgmlType::F16, vt, 64, 2, 1, 20, 0, 19, 1};
+      INFO(describe(c) << " scale 0x" << std::hex << scale);
+      Inputs in = make_inputs(c, 41);
+      // Key 7's second block of V.
+      const size_t block_bytes = vt == GgmlType::Q8_0 ? sizeof(lf::block_q8_0) : sizeof(lf::block_q4_0);
+      std::memcpy(in.v.data() + 7 * lf::kv_row_bytes(vt, c.D) + block_bytes, &scale, sizeof scale);
+      std::vector<float> expect(in.q.size()), got(in.q.size());
+      lf::attention(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, expect.data());
+      lf::attention_tiled(in.q.data(), c.n_q, c.pos0, c.n_head, in.view, c.mask, 1.0f, got.data(), &ws);
+      REQUIRE(std::any_of(expect.begin(), expect.end(), [](float x) { return !std::isfinite(x); }));
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("output " << i);
+        if (std::isnan(expect[i])) {
+          REQUIRE(std::isnan(got[i]));
+        } else {
+          REQUIRE(lf::f32_bits(got[i]) == lf::f32_bits(expect[i]));
+        }
+      }
+    }
+  }
+}
