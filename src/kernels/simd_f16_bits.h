@@ -16,7 +16,7 @@ constexpr int32_t kNormalBias = static_cast<int32_t>(0x80000000u - static_cast<u
 constexpr int32_t kNormalLimit = static_cast<int32_t>(0x80000000u + static_cast<uint32_t>(kHalfOverflow - kHalfNormalMin));
 // Veltkamp's split constant 2^13 + 1: inside that range t = x·kHalfSplit, t + (x - t) (each
 // operation rounded to nearest even) is x rounded to f16's 11 significant bits, ties to even
-// (docs/attention.md, "Rounding to f16 in three operations").
+// (docs/attention.md, "Why the bytes are the same").
 constexpr float kHalfSplit = 8193.0f;
 constexpr int32_t kF32Inf = 0x7F800000;
 constexpr int32_t kF32QuietNan = 0x7FC00000;  // the f16 NaN 0x7E00 read back as f32
