@@ -21,14 +21,14 @@
 // f32x4.relaxed_madd (src/kernels/relaxed_simd.wat); consts: attn_steps::HalfRounding
 extern "C" void lf_attn_add_weighted_relaxed(float* acc, const float* v, float w, int32_t n, const void* consts);
 // acc [n] <- lf_attn_add_weighted_relaxed(acc, rows[k], weights[k], n) for k = 0 .. keys-1 in
-// order, keys > 1, n a positive multiple of 16, in one pass over acc, with flushed[k] for
+// order, keys > 0, n a positive multiple of 16, in one pass over acc, with flushed[k] for
 // weights[k] where every lane stays in the f16 normal range
 extern "C" void lf_attn_add_weighted_keys_relaxed(float* acc, const float* const* rows, const float* flushed,
                                                   const float* weights, int32_t keys, int32_t n, const void* consts);
 // acc [n] <- f32(fma(v, w, acc)) lane by lane, n a positive multiple of 4, the same way
 extern "C" void lf_attn_madd_relaxed(float* acc, const float* v, float w, int32_t n);
 // acc [n] <- f32(fma(rows[k], weights[k], acc)) lane by lane for k = 0 .. keys-1 in order,
-// keys > 1, n a positive multiple of 16, in one pass over acc
+// keys > 0, n a positive multiple of 16, in one pass over acc
 extern "C" void lf_attn_madd_keys_relaxed(float* acc, const float* const* rows, const float* weights, int32_t keys,
                                           int32_t n);
 // f [i] <- fp16_to_fp32(h [i]), n a multiple of 8, up to the first 8 holding an infinity or
