@@ -335,16 +335,12 @@ struct WeightedKeys {
   const float* v[kKeyBlock];
   const double* v64[kKeyBlock];
   float w[kKeyBlock];
-  // w with subnormal weights as 0: lf_attn_add_weighted_keys_relaxed's fast way, whose lanes
-  // all stay in the f16 normal range, where the two give the same bits (kSmallestNormal)
-  float w_flushed[kKeyBlock];
   int n = 0;
 
   void push(const float* v_row, const double* v64_row, float weight) {
     v[n] = v_row;
     v64[n] = v64_row;
-    w[n] = weight;
-    w_flushed[n++] = weight < kSmallestNormal ? 0.0f : weight;
+    w[n++] = weight;
   }
 };
 
@@ -352,8 +348,12 @@ struct WeightedKeys {
 inline void add_weighted_keys(float* acc, WeightedKeys& keys, int D) {
 #if LF_RELAXED_SIMD
   if (values_fused() && keys.n > 1 && D >= 16) {
+    // The run kernel's fast way takes subnormal weights as 0: its lanes all stay in the f16
+    // normal range, where the two give the same bits (kSmallestNormal).
+    float flushed[kKeyBlock];
+    for (int k = 0; k < keys.n; ++k) flushed[k] = keys.w[k] < kSmallestNormal ? 0.0f : keys.w[k];
     const int d16 = D / 16 * 16;
-    lf_attn_add_weighted_keys_relaxed(acc, keys.v, keys.w_flushed, keys.w, keys.n, d16, &kHalfRounding);
+    lf_attn_add_weighted_keys_relaxed(acc, keys.v, flushed, keys.w, keys.n, d16, &kHalfRounding);
     for (int k = 0; k < keys.n && d16 < D; ++k) add_weighted(acc + d16, keys.v[k] + d16, nullptr, keys.w[k], D - d16);
     keys.n = 0;
     return;
@@ -382,13 +382,6 @@ inline void softmax_step(float s, const float* v, const double* v64, int D, floa
     queued.push(v, v64, vs);
     if (!(vs < kSmallestNormal)) S += vs;  // S · 1 + vs, the same bits (kSmallestNormal)
   }
-}
-
-// softmax_step for one key alone.
-inline void softmax_step(float s, const float* v, const double* v64, int D, float* acc, float& M, float& S) {
-  WeightedKeys queued;
-  softmax_step(s, v, v64, D, acc, M, S, queued);
-  add_weighted_keys(acc, queued, D);
 }
 
 // acc [D] (the dot's f16 accumulator), S -> out [D] = acc / S (0 where S is 0), as the reference.
